@@ -1,0 +1,172 @@
+"""The harness's own schema: the jobs queue, the claims audit, and nothing else.
+
+The harness creates, resets and drops only the objects listed in OWNED_OBJECTS,
+inside config.SCHEMA. A schema it did not mark as its own, or one holding any
+object it did not create, is refused rather than touched.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from harness import config
+from harness.errors import UserError
+
+SCHEMA = config.SCHEMA
+
+# relname -> relkind ('r' table, 'i' index, 'S' sequence): everything the harness may create.
+OWNED_RELATIONS = {
+    "jobs": "r",
+    "jobs_pkey": "i",
+    "jobs_pending_idx": "i",
+    "claims": "r",
+    "claims_pkey": "i",
+    "claims_claim_seq_seq": "S",
+}
+OWNED_FUNCTIONS = {"record_claim"}
+
+# The audit: the database itself records every flip to 'running', in the same
+# transaction as the UPDATE, so duplicates are counted from what the server did.
+AUDIT_FUNCTION_SQL = f"""
+CREATE FUNCTION {SCHEMA}.record_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {SCHEMA}.claims (job_id, previous_status, backend_pid, txid, claimed_at)
+    VALUES (NEW.id, OLD.status, pg_backend_pid(), txid_current(), clock_timestamp());
+    RETURN NULL;
+END
+$$
+"""
+
+AUDIT_TRIGGER_SQL = f"""
+CREATE TRIGGER jobs_claim_audit
+    AFTER UPDATE OF status ON {SCHEMA}.jobs
+    FOR EACH ROW WHEN (NEW.status = 'running')
+    EXECUTE FUNCTION {SCHEMA}.record_claim()
+"""
+
+PARTIAL_INDEX_SQL = f"CREATE INDEX jobs_pending_idx ON {SCHEMA}.jobs (id) WHERE status = 'pending'"
+
+LOCK_KEY = 0x636C61696D  # advisory lock: one harness per schema at a time
+
+
+def _foreign_objects(conn: psycopg.Connection) -> list[str]:
+    """Objects in the schema that the harness did not create."""
+    found = []
+    for relname, relkind in conn.execute(
+        """SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = %s""",
+        [SCHEMA],
+    ):
+        if OWNED_RELATIONS.get(relname) != relkind:
+            found.append(f"relation {SCHEMA}.{relname}")
+    for (proname,) in conn.execute(
+        "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s",
+        [SCHEMA],
+    ):
+        if proname not in OWNED_FUNCTIONS:
+            found.append(f"function {SCHEMA}.{proname}")
+    for (typname,) in conn.execute(
+        """SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+           WHERE n.nspname = %s AND t.typrelid = 0 AND t.typelem = 0""",
+        [SCHEMA],
+    ):
+        found.append(f"type {SCHEMA}.{typname}")
+    return found
+
+
+def ensure_schema(conn: psycopg.Connection) -> None:
+    """Create the schema, or check that the existing one is ours and holds only our objects."""
+    row = conn.execute(
+        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s", [SCHEMA]
+    ).fetchone()
+    if row is None:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(SCHEMA)))
+        conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(SCHEMA),
+                                                                  sql.Literal(config.SCHEMA_MARKER)))
+        return
+    foreign = _foreign_objects(conn)
+    if row[0] != config.SCHEMA_MARKER:
+        if foreign:
+            raise UserError(f"schema {SCHEMA} exists and was not created by claimrace "
+                            f"(it holds {', '.join(foreign[:3])}); refusing to touch it")
+        # an empty schema of that name: adopt it by marking it
+        conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(SCHEMA),
+                                                                  sql.Literal(config.SCHEMA_MARKER)))
+        return
+    if foreign:
+        raise UserError(f"schema {SCHEMA} holds objects claimrace did not create ({', '.join(foreign[:3])}); "
+                        "refusing to reset it: move them elsewhere or point the harness at another database")
+
+
+def acquire_run_lock(conn: psycopg.Connection) -> None:
+    """Refuse to share the schema with a second harness running at the same time."""
+    if not conn.execute("SELECT pg_try_advisory_lock(%s)", [LOCK_KEY]).fetchone()[0]:
+        raise UserError(f"another claimrace harness is using schema {SCHEMA} on this server; wait for it to finish")
+
+
+def drop_owned(conn: psycopg.Connection) -> None:
+    """Drop the tables the harness created (never the schema, never anything else)."""
+    conn.execute(f"DROP TABLE IF EXISTS {SCHEMA}.jobs")
+    conn.execute(f"DROP TABLE IF EXISTS {SCHEMA}.claims")
+    conn.execute(f"DROP FUNCTION IF EXISTS {SCHEMA}.record_claim()")
+
+
+def create_queue(conn: psycopg.Connection, job_count: int, *, partial_index: bool = False,
+                 fillfactor: int = 100, payload_bytes: int = 0, audit: bool = True) -> None:
+    """A fresh jobs table with job_count pending rows, vacuumed and analysed.
+
+    A fresh table per trial, so no trial inherits another's dead tuples.
+    """
+    if job_count < 1:
+        raise UserError(f"job count must be at least 1, not {job_count}")
+    if not 10 <= fillfactor <= 100:
+        raise UserError(f"fillfactor must be between 10 and 100, not {fillfactor}")
+    ensure_schema(conn)
+    drop_owned(conn)
+    payload_column = ", payload jsonb" if payload_bytes > 0 else ""
+    conn.execute(
+        f"""CREATE TABLE {SCHEMA}.jobs (
+                id         bigint PRIMARY KEY,
+                status     text NOT NULL DEFAULT 'pending',
+                started_at timestamptz{payload_column}
+            ) WITH (fillfactor = {int(fillfactor)})"""
+    )
+    conn.execute(
+        f"""CREATE TABLE {SCHEMA}.claims (
+                claim_seq       bigserial PRIMARY KEY,
+                job_id          bigint NOT NULL,
+                previous_status text,
+                backend_pid     int NOT NULL,
+                txid            bigint NOT NULL,
+                claimed_at      timestamptz NOT NULL
+            )"""
+    )
+    conn.execute(AUDIT_FUNCTION_SQL)
+    if audit:
+        conn.execute(AUDIT_TRIGGER_SQL)
+    if payload_bytes > 0:
+        # a realistic JSON payload of about payload_bytes bytes, different per row
+        filler = max(payload_bytes - 40, 1)
+        conn.execute(
+            f"""INSERT INTO {SCHEMA}.jobs (id, payload)
+                SELECT g, jsonb_build_object('job', g, 'args', repeat(md5(g::text), %s))
+                FROM generate_series(1, %s) g""",
+            [max(filler // 32, 1), job_count],
+        )
+    else:
+        conn.execute(f"INSERT INTO {SCHEMA}.jobs (id) SELECT g FROM generate_series(1, %s) g", [job_count])
+    if partial_index:
+        conn.execute(PARTIAL_INDEX_SQL)
+    conn.execute(f"VACUUM (ANALYZE) {SCHEMA}.jobs")
+
+
+def status_counts(conn: psycopg.Connection) -> dict[str, int]:
+    return dict(conn.execute(f"SELECT status, count(*) FROM {SCHEMA}.jobs GROUP BY status").fetchall())
+
+
+def audit_rows(conn: psycopg.Connection) -> list[tuple]:
+    """The audit as the server wrote it: (claim_seq, job_id, previous_status, backend_pid, txid, claimed_at)."""
+    return conn.execute(
+        f"SELECT claim_seq, job_id, previous_status, backend_pid, txid, claimed_at FROM {SCHEMA}.claims ORDER BY claim_seq"
+    ).fetchall()

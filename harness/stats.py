@@ -1,0 +1,109 @@
+"""Statistics from stored rows only: the attempts Parquet and the server's audit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from harness import config
+from harness.storage import read_json, run_dirs
+
+
+def load_attempts(run_dir: Path) -> pd.DataFrame:
+    frame = pq.read_table(Path(run_dir) / "attempts.parquet").to_pandas()
+    for column in ("run_id", "strategy", "outcome"):
+        frame[column] = frame[column].astype(str)
+    return frame
+
+
+def load_claims(run_dir: Path) -> pd.DataFrame:
+    return pq.read_table(Path(run_dir) / "claims.parquet").to_pandas()
+
+
+def duplicate_counts(claims: pd.DataFrame) -> dict:
+    """Jobs the server flipped to 'running' more than once, from the audit."""
+    per_job = claims.groupby("job_id").size()
+    return {
+        "audit_claims": int(len(claims)),
+        "distinct_jobs_claimed": int(len(per_job)),
+        "duplicate_jobs": int((per_job > 1).sum()),
+        "extra_claims": int(len(claims) - len(per_job)),
+        "max_claims_per_job": int(per_job.max()) if len(per_job) else 0,
+    }
+
+
+def time_to_job_ns(attempts: pd.DataFrame) -> np.ndarray:
+    """Per win: from the first attempt after the worker's previous win (or its start) to the end of the win.
+
+    This is what a runner waits for a job, lost races included (C4), as opposed to
+    the latency of the winning statement alone.
+    """
+    waits = []
+    for _, worker in attempts.sort_values(["worker_index", "attempt_seq"]).groupby("worker_index", sort=False):
+        start = worker["start_ns"].to_numpy()
+        end = start + worker["latency_ns"].to_numpy()
+        won = (worker["outcome"] == "won").to_numpy()
+        win_positions = np.flatnonzero(won)
+        if not len(win_positions):
+            continue
+        first_after_previous = np.concatenate([[0], win_positions[:-1] + 1])
+        waits.append(end[win_positions] - start[first_after_previous])
+    return np.concatenate(waits) if waits else np.array([], dtype=np.int64)
+
+
+def summarise_run(run_dir: Path) -> dict:
+    """One run's figures, all computed from its stored rows and audit."""
+    run_dir = Path(run_dir)
+    manifest = read_json(run_dir / "manifest.json")
+    cfg = manifest["config"]
+    attempts = load_attempts(run_dir)
+    claims = load_claims(run_dir)
+    outcome_counts = attempts["outcome"].value_counts()
+    wins = int(outcome_counts.get("won", 0))
+    lost = int(outcome_counts.get("lost", 0))
+    ends = attempts["start_ns"] + attempts["latency_ns"]
+    wall_seconds = float(ends.max()) / 1e9 if len(attempts) else 0.0
+    win_latency_ms = attempts.loc[attempts["outcome"] == "won", "latency_ns"].to_numpy() / 1e6
+    dupes = duplicate_counts(claims)
+    server = manifest.get("server", {})
+    summary = {
+        "run_id": manifest["run_id"],
+        "strategy": cfg["strategy"],
+        "worker_count": cfg["worker_count"],
+        "job_count": cfg["job_count"],
+        "repeat": cfg["repeat"],
+        "partial_index": cfg["partial_index"],
+        "fillfactor": cfg["fillfactor"],
+        "think_ms": cfg["think_ms"],
+        "attempts": int(len(attempts)),
+        "wins": wins,
+        "lost": lost,
+        "empty": int(outcome_counts.get("empty", 0)),
+        "errors": int(outcome_counts.get("error", 0)),
+        **dupes,
+        "unclaimed_jobs": int(cfg["job_count"] - dupes["distinct_jobs_claimed"]),
+        "losses_per_win": lost / wins if wins else float("nan"),
+        "wall_seconds": wall_seconds,
+        "claims_per_second": wins / wall_seconds if wall_seconds else float("nan"),
+        "unique_jobs_per_second": dupes["distinct_jobs_claimed"] / wall_seconds if wall_seconds else float("nan"),
+        "attempts_per_second": len(attempts) / wall_seconds if wall_seconds else float("nan"),
+        "p50_ms": float(np.percentile(win_latency_ms, 50)) if len(win_latency_ms) else float("nan"),
+        "p99_ms": float(np.percentile(win_latency_ms, 99)) if len(win_latency_ms) else float("nan"),
+        "pg_version": server.get("server_version"),
+        "db_source": server.get("source"),
+        "checks_passed": manifest.get("checks", {}).get("passed"),
+        "started_at": manifest.get("started_at"),
+    }
+    return summary
+
+
+def summarise_runs(data_dir: Path = config.DATA_DIR, run_paths: list[Path] | None = None) -> pd.DataFrame:
+    paths = run_paths if run_paths is not None else run_dirs(config.races_dir(data_dir))
+    rows = [summarise_run(p) for p in paths]
+    frame = pd.DataFrame(rows)
+    if len(frame):
+        frame = frame.sort_values(["strategy", "worker_count", "repeat", "started_at"]).reset_index(drop=True)
+    return frame
