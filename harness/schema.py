@@ -50,21 +50,29 @@ PARTIAL_INDEX_SQL = f"CREATE INDEX jobs_pending_idx ON {SCHEMA}.jobs (id) WHERE 
 LOCK_KEY = 0x636C61696D  # advisory lock: one harness per schema at a time
 
 
-def _foreign_objects(conn: psycopg.Connection) -> list[str]:
+def _all_objects(conn: psycopg.Connection) -> list[str]:
+    """Every relation, function and type in the schema."""
+    return _foreign_objects(conn, owned_relations={}, owned_functions=set())
+
+
+def _foreign_objects(conn: psycopg.Connection, owned_relations: dict | None = None,
+                     owned_functions: set | None = None) -> list[str]:
     """Objects in the schema that the harness did not create."""
+    owned_relations = OWNED_RELATIONS if owned_relations is None else owned_relations
+    owned_functions = OWNED_FUNCTIONS if owned_functions is None else owned_functions
     found = []
     for relname, relkind in conn.execute(
         """SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
            WHERE n.nspname = %s""",
         [SCHEMA],
     ):
-        if OWNED_RELATIONS.get(relname) != relkind:
+        if owned_relations.get(relname) != relkind:
             found.append(f"relation {SCHEMA}.{relname}")
     for (proname,) in conn.execute(
         "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s",
         [SCHEMA],
     ):
-        if proname not in OWNED_FUNCTIONS:
+        if proname not in owned_functions:
             found.append(f"function {SCHEMA}.{proname}")
     for (typname,) in conn.execute(
         """SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
@@ -85,15 +93,17 @@ def ensure_schema(conn: psycopg.Connection) -> None:
         conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(SCHEMA),
                                                                   sql.Literal(config.SCHEMA_MARKER)))
         return
-    foreign = _foreign_objects(conn)
     if row[0] != config.SCHEMA_MARKER:
-        if foreign:
+        # not marked as ours: even a table named "jobs" in it belongs to someone else
+        held = _all_objects(conn)
+        if held:
             raise UserError(f"schema {SCHEMA} exists and was not created by claimrace "
-                            f"(it holds {', '.join(foreign[:3])}); refusing to touch it")
+                            f"(it holds {', '.join(held[:3])}); refusing to touch it")
         # an empty schema of that name: adopt it by marking it
         conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(SCHEMA),
                                                                   sql.Literal(config.SCHEMA_MARKER)))
         return
+    foreign = _foreign_objects(conn)
     if foreign:
         raise UserError(f"schema {SCHEMA} holds objects claimrace did not create ({', '.join(foreign[:3])}); "
                         "refusing to reset it: move them elsewhere or point the harness at another database")

@@ -1,0 +1,121 @@
+"""The race against a real server: duplicates, conservation, the audit, the stored rows."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from harness import config, schema
+from harness.experiments import SweepPlan, run_sweep
+from harness.stats import load_attempts, load_claims, summarise_run
+from harness.storage import ATTEMPT_SCHEMA, read_json
+
+
+def sweep(db, tmp_path, strategies, worker_counts, job_count=1500, **options):
+    plan = SweepPlan(strategies, worker_counts, job_count, **options)
+    return run_sweep(plan, tmp_path, progress=False, database_handle=db)
+
+
+@pytest.mark.parametrize("strategy", ["guarded", "skip_locked"])
+def test_safe_strategies_claim_every_job_exactly_once(db, tmp_path, strategy):
+    for run_dir in sweep(db, tmp_path, [strategy], [8, 16]):
+        claims = load_claims(run_dir)  # what the server recorded, not what workers believe
+        per_job = claims.groupby("job_id").size()
+        assert len(per_job) == 1500, "every job claimed"
+        assert per_job.max() == 1, "no job claimed twice"
+        assert (claims["previous_status"] == "pending").all()
+        attempts = load_attempts(run_dir)
+        worker_wins = np.sort(attempts.loc[attempts["outcome"] == "won", "job_id"].to_numpy())
+        assert np.array_equal(worker_wins, np.sort(claims["job_id"].to_numpy()))
+
+
+def test_naive_hands_jobs_to_two_workers_and_the_audit_sees_it(db, tmp_path):
+    # the negative control: if this finds no duplicate, the detector is broken
+    [run_dir] = sweep(db, tmp_path, ["naive"], [2], job_count=3000)
+    claims = load_claims(run_dir)
+    per_job = claims.groupby("job_id").size()
+    assert (per_job > 1).sum() > 0
+    assert (claims["previous_status"] == "running").sum() == len(claims) - len(per_job)
+    summary = summarise_run(run_dir)
+    assert summary["duplicate_jobs"] == int((per_job > 1).sum())
+    assert summary["wins"] == len(claims)  # every naive UPDATE "wins", the audit agrees
+
+
+def test_guarded_loses_races_and_counts_them(db, tmp_path):
+    [run_dir] = sweep(db, tmp_path, ["guarded"], [8])
+    summary = summarise_run(run_dir)
+    assert summary["lost"] > 0
+    assert summary["wins"] == 1500
+    assert summary["losses_per_win"] == pytest.approx(summary["lost"] / 1500)
+
+
+def test_attempts_parquet_schema_and_conservation(db, tmp_path):
+    [run_dir] = sweep(db, tmp_path, ["guarded"], [4], job_count=500, think_ms=0.0)
+    table = pq.read_table(run_dir / "attempts.parquet")
+    assert table.schema.equals(ATTEMPT_SCHEMA, check_metadata=False)
+    attempts = load_attempts(run_dir)
+    counts = attempts["outcome"].value_counts()
+    assert len(attempts) == sum(counts.get(k, 0) for k in ("won", "lost", "empty", "error"))
+    assert counts.get("error", 0) == 0
+    assert counts["empty"] == 4, "each worker stops at its first empty answer"
+    assert set(attempts["worker_index"]) == {0, 1, 2, 3}
+    # per worker, attempts are numbered and ordered in time
+    for _, worker in attempts.groupby("worker_index"):
+        assert list(worker["attempt_seq"]) == list(range(len(worker)))
+        assert (np.diff(worker["start_ns"].to_numpy()) > 0).all()
+    assert (attempts["latency_ns"] > 0).all()
+    assert attempts["start_ns"].min() >= 0
+    assert attempts.loc[attempts["outcome"] == "empty", "job_id"].isna().all()
+    assert set(load_claims(run_dir)["job_id"]) == set(range(1, 501))
+
+
+def test_manifest_records_parameters_server_and_client(db, tmp_path):
+    [run_dir] = sweep(db, tmp_path, ["skip_locked"], [2], job_count=300, partial_index=True, fillfactor=70)
+    manifest = read_json(run_dir / "manifest.json")
+    assert manifest["config"] == {"strategy": "skip_locked", "worker_count": 2, "job_count": 300, "repeat": 0,
+                                  "partial_index": True, "fillfactor": 70, "think_ms": 0.0}
+    assert "FOR UPDATE SKIP LOCKED" in manifest["sql"]
+    server = manifest["server"]
+    assert server["major"] == 16 and server["server_version"].startswith("16.")
+    assert int(server["settings"]["max_connections"]) >= 100
+    assert server["settings"]["default_transaction_isolation"] == "read committed"
+    assert "pgstattuple_available" in server
+    client = manifest["client"]
+    assert client["cpu_count"] >= 1 and client["python"].startswith("3.")
+    assert client["packages"]["psycopg"]
+    assert "commit" in client["git"]
+    assert manifest["checks"]["passed"] is True
+    assert manifest["started_at"] < manifest["finished_at"]
+    assert run_dir.parent == config.races_dir(tmp_path)
+
+
+def test_the_table_setup_is_what_the_server_reports(db, conn, tmp_path):
+    schema.create_queue(conn, 200, partial_index=True, fillfactor=70)
+    options = conn.execute("SELECT reloptions FROM pg_class WHERE oid = 'claimrace.jobs'::regclass").fetchone()[0]
+    assert options == ["fillfactor=70"]
+    indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = 'claimrace' "
+                                          "AND tablename = 'jobs'")}
+    assert indexes == {"jobs_pkey", "jobs_pending_idx"}
+    schema.create_queue(conn, 100)
+    assert schema.status_counts(conn) == {"pending": 100}
+    assert conn.execute("SELECT reloptions FROM pg_class WHERE oid = 'claimrace.jobs'::regclass").fetchone()[0] \
+        == ["fillfactor=100"]
+
+
+def test_summary_json_has_the_documented_fields(db, tmp_path):
+    from conftest import run_cli
+
+    sweep(db, tmp_path, ["guarded"], [2], job_count=300)
+    result = run_cli("summary", "--data-dir", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    [line] = result.stdout.strip().splitlines()
+    record = json.loads(line)
+    for key in ("run_id", "strategy", "worker_count", "job_count", "repeat", "attempts", "wins", "lost", "empty",
+                "errors", "audit_claims", "duplicate_jobs", "unclaimed_jobs", "losses_per_win", "wall_seconds",
+                "claims_per_second", "attempts_per_second", "p50_ms", "p99_ms", "pg_version", "partial_index",
+                "fillfactor"):
+        assert key in record, key
+    assert record["wins"] == 300 and record["audit_claims"] == 300 and record["unclaimed_jobs"] == 0

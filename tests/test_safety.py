@@ -1,0 +1,72 @@
+"""The harness touches its own schema and nothing else; it fails cleanly."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+import pytest
+
+from harness import schema
+from harness.errors import RaceError, UserError
+from harness.experiments import SweepPlan, run_sweep
+from harness.race import kill_a_worker_after, run_race
+
+
+def test_foreign_objects_survive_and_block_the_run(db, conn, tmp_path):
+    conn.execute("DROP TABLE IF EXISTS public.jobs")
+    conn.execute("CREATE TABLE public.jobs (id int PRIMARY KEY, status text)")
+    conn.execute("INSERT INTO public.jobs SELECT g, 'pending' FROM generate_series(1, 50) g")
+    conn.execute("CREATE TABLE claimrace.someone_elses (note text)")
+    conn.execute("INSERT INTO claimrace.someone_elses VALUES ('keep me')")
+    try:
+        with pytest.raises(UserError, match="someone_elses"):
+            run_sweep(SweepPlan(["guarded"], [2], 100), tmp_path, progress=False, database_handle=db)
+        assert conn.execute("SELECT note FROM claimrace.someone_elses").fetchall() == [("keep me",)]
+    finally:
+        conn.execute("DROP TABLE claimrace.someone_elses")
+    # with the foreign table gone, a run works and public.jobs is untouched
+    run_sweep(SweepPlan(["naive", "guarded"], [2], 100), tmp_path, progress=False, database_handle=db)
+    assert conn.execute("SELECT count(*), count(*) FILTER (WHERE status = 'pending') FROM public.jobs").fetchone() \
+        == (50, 50)
+    conn.execute("DROP TABLE public.jobs")
+
+
+def test_a_schema_the_harness_did_not_create_is_refused(db, conn):
+    conn.execute("DROP SCHEMA IF EXISTS claimrace_probe CASCADE")
+    from harness import config
+
+    original = schema.SCHEMA
+    try:
+        conn.execute("CREATE SCHEMA claimrace_probe")
+        conn.execute("CREATE TABLE claimrace_probe.jobs (id int)")
+        schema.SCHEMA = "claimrace_probe"
+        with pytest.raises(UserError, match="not created by claimrace"):
+            schema.ensure_schema(conn)
+        assert conn.execute("SELECT count(*) FROM claimrace_probe.jobs").fetchone() == (0,)
+    finally:
+        schema.SCHEMA = original
+        conn.execute("DROP SCHEMA claimrace_probe CASCADE")
+    assert config.SCHEMA == "claimrace"
+
+
+def test_a_killed_worker_fails_the_race_quickly_and_leaves_nothing(db, conn):
+    schema.create_queue(conn, 100_000)
+    kill_a_worker_after(1.0)
+    began = time.monotonic()
+    with pytest.raises(RaceError, match="died with exit code -9"):
+        run_race(db.url, "guarded", 4, think_ms=1.0)
+    assert time.monotonic() - began < 15
+    me = psutil.Process(os.getpid())
+    time.sleep(0.2)
+    assert [c for c in me.children(recursive=True) if c.is_running() and c.status() != psutil.STATUS_ZOMBIE] == []
+    # the killed worker's server backend is gone too (its socket closed)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'claimrace-worker-%'"
+                            ).fetchone()[0]
+        if left == 0:
+            break
+        time.sleep(0.1)
+    assert left == 0
