@@ -1,0 +1,416 @@
+"""Is the harness measuring PostgreSQL or itself? The race workers against pgbench, on the same SQL.
+
+For each strategy and worker count, on one server, the harness (`run_race` in
+a timed window) and pgbench (a script made from the same statements, run with
+prepared statements and one connection per client) take turns: a pair is one
+run of each, back to back, and the order inside a pair alternates. The ratio
+harness / pgbench of claims per second is computed per pair; the summary is
+its median and spread over the pairs.
+
+The queue: every run gets a fresh `claimrace.jobs` with the audit trigger, as
+in the race, plus the partial index on pending rows, and is sized so neither
+client can drain it inside the window (a drained queue fails the run). Why
+not the race's default table without the partial index: there, every claim
+walks the consumed prefix, so a claim costs more the further a client has
+got, and a slower client would be rewarded with cheaper claims within a
+timed window. With the partial index the cost of a claim stays flat, so both
+clients buy the same claims; and it is the harsher test of the client, since
+the server's work per claim is the smallest this study ever asks for, so any
+client overhead shows most.
+
+data/bench/<run_id>/pairs.parquet        one row per measurement (client, strategy, worker count, pair)
+data/bench/<run_id>/client_cost.parquet  the harness's own time per attempt outside libpq, per strategy
+data/bench/<run_id>/manifest.json        parameters, scripts, server and client facts
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from tqdm.auto import tqdm
+
+from harness import config, database, schema
+from harness.errors import UserError
+from harness.manifest import client_facts, utc_now
+from harness.pgbench import QueueDrained, pgbench_script, pgbench_version, run_pgbench
+from harness.race import run_race
+from harness.storage import RunWriter, ensure_writable, read_json, run_dirs
+from harness.strategies import EMPTY, ERROR, STRATEGIES, WON, get_strategy
+
+BENCH_WORKER_COUNTS = (1, 2, 8, 32)
+DEFAULT_PAIRS = 3
+DEFAULT_SECONDS = 5
+TARGET_RATIO = 0.85
+CLIENTS = ("harness", "pgbench")
+# Queue sizing: the first run of a strategy assumes this many claims per second;
+# later runs size the queue from the fastest rate seen so far, with headroom.
+FIRST_GUESS_CLAIMS_PER_SECOND = 25_000
+QUEUE_HEADROOM = 1.5
+MIN_QUEUE_JOBS = 5_000
+CLIENT_COST_SECONDS = 1.0  # the instrumented one-worker run per strategy
+SETUP = ("fresh claimrace.jobs per run (audit trigger on, fillfactor 100) with the partial index on pending "
+         "rows; queue larger than either client can drain in the window; pairs back to back, order alternating")
+
+PAIR_COLUMNS = ("client", "strategy", "worker_count", "pair_index", "position", "job_count", "wins", "attempts",
+                "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds", "cpu_us_per_attempt",
+                "max_rss_bytes", "private_bytes", "gap_p50_ns", "gap_p99_ns", "threads", "pending_after",
+                "started_at", "load_average")
+
+
+def bench_dir(data_dir: Path) -> Path:
+    return Path(data_dir) / "bench"
+
+
+@dataclass
+class Measurement:
+    """One client's timed run: what the server recorded and what the client used."""
+
+    client: str
+    strategy: str
+    worker_count: int
+    pair_index: int
+    position: int  # 0: ran first in its pair, 1: second
+    job_count: int
+    wins: int  # flips to 'running' in the server's audit (naive's duplicate flips count, as in the race)
+    attempts: int
+    seconds: float
+    claims_per_second: float
+    attempts_per_second: float
+    cpu_seconds: float  # client CPU (user + system) in the window, all workers or the pgbench process
+    cpu_us_per_attempt: float
+    max_rss_bytes: int  # harness: the largest worker's peak; pgbench: its one process
+    private_bytes: float  # harness: median unshared memory per worker at the end; pgbench: nan
+    gap_p50_ns: float  # harness: time from one attempt's end to the next one's start; pgbench: nan
+    gap_p99_ns: float
+    threads: int  # processes (harness) or threads (pgbench) driving the connections
+    pending_after: int
+    started_at: str
+    load_average: float
+
+
+def _server_counts(conn) -> tuple[int, int]:
+    wins = conn.execute(f"SELECT count(*) FROM {config.SCHEMA}.claims").fetchone()[0]
+    pending = conn.execute(f"SELECT count(*) FROM {config.SCHEMA}.jobs WHERE status = 'pending'").fetchone()[0]
+    return int(wins), int(pending)
+
+
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def _harness_gaps(result) -> np.ndarray:
+    """Per attempt, the client's time between receiving a result and starting the next attempt."""
+    parts = [w.start_ns[1:] - (w.start_ns[:-1] + w.latency_ns[:-1]) for w in result.workers if len(w.start_ns) > 1]
+    return np.concatenate(parts) if parts else np.array([], dtype=np.int64)
+
+
+def measure_harness(db: database.Database, conn, strategy: str, worker_count: int, seconds: int, job_count: int,
+                    pair_index: int = 0, position: int = 0) -> Measurement:
+    """The race workers on a fresh queue for `seconds` seconds."""
+    started_at = utc_now()
+    schema.create_queue(conn, job_count, partial_index=True)
+    result = run_race(db.url, strategy, worker_count, duration_seconds=seconds, timeout_seconds=seconds + 120)
+    outcomes = np.concatenate([w.outcome for w in result.workers])
+    if (outcomes == EMPTY).any():
+        raise QueueDrained(f"the harness emptied the queue within {seconds} s ({strategy}, {worker_count} workers)")
+    if (outcomes == ERROR).any():
+        raise RuntimeError(f"{int((outcomes == ERROR).sum())} harness attempts failed ({strategy}, {worker_count})")
+    wins, pending = _server_counts(conn)
+    reported = int((outcomes == WON).sum())
+    if reported != wins:
+        raise RuntimeError(f"the harness counted {reported} wins but the audit holds {wins} ({strategy})")
+    gaps = _harness_gaps(result)
+    attempts = int(len(outcomes))
+    cpu_ns = sum(w.cpu_ns for w in result.workers)
+    return Measurement(
+        client="harness", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
+        job_count=job_count, wins=wins, attempts=attempts, seconds=result.wall_seconds,
+        claims_per_second=wins / result.wall_seconds, attempts_per_second=attempts / result.wall_seconds,
+        cpu_seconds=cpu_ns / 1e9, cpu_us_per_attempt=cpu_ns / 1e3 / max(attempts, 1),
+        max_rss_bytes=max(w.max_rss_bytes for w in result.workers),
+        private_bytes=float(np.median([w.private_bytes for w in result.workers])),
+        gap_p50_ns=float(np.percentile(gaps, 50)) if len(gaps) else math.nan,
+        gap_p99_ns=float(np.percentile(gaps, 99)) if len(gaps) else math.nan,
+        threads=worker_count, pending_after=pending, started_at=started_at, load_average=_load(),
+    )
+
+
+def measure_pgbench(db: database.Database, conn, strategy: str, worker_count: int, seconds: int, job_count: int,
+                    pair_index: int = 0, position: int = 0, pg_version: int = 16,
+                    threads: int | None = None) -> Measurement:
+    """pgbench on the same statements, on a fresh queue of the same size."""
+    started_at = utc_now()
+    schema.create_queue(conn, job_count, partial_index=True)
+    run = run_pgbench(db.url, get_strategy(strategy), worker_count, seconds, pg_version, threads)
+    if run.failed:
+        raise RuntimeError(f"pgbench reported {run.failed} failed transactions ({strategy}, {worker_count})")
+    wins, pending = _server_counts(conn)
+    return Measurement(
+        client="pgbench", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
+        job_count=job_count, wins=wins, attempts=run.transactions, seconds=run.seconds,
+        claims_per_second=wins / run.seconds, attempts_per_second=run.transactions / run.seconds,
+        cpu_seconds=run.cpu_ns / 1e9, cpu_us_per_attempt=run.cpu_ns / 1e3 / max(run.transactions, 1),
+        max_rss_bytes=run.max_rss_bytes, private_bytes=math.nan, gap_p50_ns=math.nan, gap_p99_ns=math.nan,
+        threads=run.threads, pending_after=pending, started_at=started_at, load_average=_load(),
+    )
+
+
+def measure_client_cost(db: database.Database, conn, strategy: str, seconds: float = CLIENT_COST_SECONDS) -> dict:
+    """One instrumented worker: per attempt, the time outside libpq calls (the client's own work).
+
+    The instrumentation's own wrapper call is included, so the figure is an upper bound.
+    """
+    schema.create_queue(conn, max(MIN_QUEUE_JOBS, int(seconds * FIRST_GUESS_CLAIMS_PER_SECOND)), partial_index=True)
+    result = run_race(db.url, strategy, 1, duration_seconds=seconds, timeout_seconds=seconds + 120, instrument=True)
+    [worker] = result.workers
+    if (worker.outcome == EMPTY).any():
+        raise QueueDrained(f"the instrumented worker emptied the queue ({strategy})")
+    cycle = np.diff(worker.start_ns)  # start to start: everything one attempt costs the worker
+    outside = cycle - worker.round_trip_ns[:-1]
+    return {
+        "strategy": strategy,
+        "attempts": int(len(worker.start_ns)),
+        "statements_per_attempt": len(get_strategy(strategy).statements),
+        "outside_p50_ns": float(np.percentile(outside, 50)),
+        "outside_p99_ns": float(np.percentile(outside, 99)),
+        "outside_mean_ns": float(outside.mean()),
+        "round_trip_p50_ns": float(np.percentile(worker.round_trip_ns, 50)),
+        "cycle_p50_ns": float(np.percentile(cycle, 50)),
+        "outside_share": float(outside.sum() / cycle.sum()),
+        "max_rss_bytes": int(worker.max_rss_bytes),
+        "private_bytes": int(worker.private_bytes),
+    }
+
+
+def _validate(strategies, worker_counts, pairs, seconds) -> None:
+    if not strategies:
+        raise UserError("give at least one strategy")
+    for name in strategies:
+        get_strategy(name)
+    if not worker_counts or min(worker_counts) < 1:
+        raise UserError("worker counts must be whole numbers of at least 1")
+    if pairs < 1:
+        raise UserError(f"--pairs must be at least 1, not {pairs}")
+    if int(seconds) != seconds or seconds < 1:
+        raise UserError(f"--seconds must be a whole number of at least 1 (pgbench times whole seconds), not {seconds}")
+
+
+def _queue_size(rates: dict, strategy: str, worker_count: int, seconds: int) -> int:
+    known = rates.get((strategy, worker_count)) or rates.get(strategy) or FIRST_GUESS_CLAIMS_PER_SECOND
+    return max(MIN_QUEUE_JOBS, int(math.ceil(known * QUEUE_HEADROOM * seconds)))
+
+
+def run_bench(strategies=tuple(STRATEGIES), worker_counts=BENCH_WORKER_COUNTS, pairs: int = DEFAULT_PAIRS,
+              seconds: int = DEFAULT_SECONDS, data_dir: Path = config.DATA_DIR, db: str | None = None,
+              pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True,
+              database_handle: database.Database | None = None) -> Path:
+    """Harness and pgbench, interleaved, on one server; returns data/bench/<run_id>/.
+
+    Drops and recreates claimrace.jobs and claimrace.claims before every measurement.
+    """
+    strategies, worker_counts = list(strategies), list(worker_counts)
+    _validate(strategies, worker_counts, pairs, seconds)
+    seconds = int(seconds)
+    data_dir = ensure_writable(Path(data_dir))
+    version = pgbench_version(pg_version)  # fail early, in one line, if pgbench cannot start
+    if database_handle is not None:
+        return _bench_on(database_handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version,
+                         progress)
+    with database.open_database(db, pg_version, max(worker_counts) + config.HARNESS_CONNECTIONS + 10) as handle:
+        return _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version, progress)
+
+
+def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version, progress) -> Path:
+    from harness.experiments import check_capacity
+
+    began = time.monotonic()
+    started_at = utc_now()
+    rows: list[Measurement] = []
+    costs: list[dict] = []
+    rates: dict = {}
+    with handle.connect() as conn:
+        schema.ensure_schema(conn)
+        schema.acquire_run_lock(conn)  # held for the whole bench; released when conn closes
+        check_capacity(conn, worker_counts)
+        server = database.server_facts(conn)
+        client = client_facts()
+        plan = [(p, s, w) for p in range(pairs) for s in strategies for w in worker_counts]
+        bar = tqdm(total=len(plan) * 2 + len(strategies), desc="bench", unit="run", disable=not progress)
+        for number, (pair_index, strategy, worker_count) in enumerate(plan):
+            harness_first = (pair_index + number) % 2 == 0
+            order = CLIENTS if harness_first else CLIENTS[::-1]
+            for attempt in range(3):  # a drained queue: size it up from what was seen and run the pair again
+                job_count = _queue_size(rates, strategy, worker_count, seconds)
+                try:
+                    pair = []
+                    for position, client_name in enumerate(order):
+                        bar.set_postfix_str(f"{strategy} x{worker_count} {client_name} pair {pair_index + 1}")
+                        measure = measure_harness if client_name == "harness" else measure_pgbench
+                        extra = {} if client_name == "harness" else {"pg_version": pg_version}
+                        pair.append(measure(handle, conn, strategy, worker_count, seconds, job_count,
+                                            pair_index, position, **extra))
+                    break
+                except QueueDrained:
+                    rates[(strategy, worker_count)] = 2 * job_count / seconds / QUEUE_HEADROOM
+                    if attempt == 2:
+                        raise
+            for m in pair:
+                rates[(strategy, worker_count)] = max(rates.get((strategy, worker_count), 0), m.claims_per_second)
+                rates[strategy] = max(rates.get(strategy, 0), m.claims_per_second)
+            rows.extend(pair)
+            bar.update(2)
+        for strategy in strategies:
+            bar.set_postfix_str(f"{strategy} client cost")
+            costs.append(measure_client_cost(handle, conn, strategy))
+            bar.update(1)
+        bar.close()
+    run_id = f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-bench-{secrets.token_hex(3)}"
+    pairs_frame = pd.DataFrame([asdict(m) for m in rows], columns=list(PAIR_COLUMNS))
+    manifest = {
+        "run_id": run_id,
+        "kind": "bench",
+        "parameters": {"strategies": strategies, "worker_counts": worker_counts, "pairs": pairs,
+                       "seconds": seconds, "partial_index": True, "audit": True, "fillfactor": 100,
+                       "target_ratio": TARGET_RATIO, "pgbench_protocol": "prepared",
+                       "pgbench_threads": "min(worker_count, cpu_count)",
+                       "client_cost_seconds": CLIENT_COST_SECONDS},
+        "setup": SETUP,
+        "scripts": {name: pgbench_script(get_strategy(name)) for name in strategies},
+        "sql": {name: get_strategy(name).sql for name in strategies},
+        "pgbench": version,
+        "started_at": started_at,
+        "finished_at": utc_now(),
+        "wall_seconds": time.monotonic() - began,
+        "server": {"source": handle.source, "url": database.redact(handle.url), **handle.details, **server},
+        "client": client,
+    }
+    with RunWriter(bench_dir(data_dir), run_id) as writer:
+        writer.table("pairs", pa.Table.from_pandas(pairs_frame, preserve_index=False))
+        writer.table("client_cost", pa.Table.from_pylist(costs))
+        writer.json("manifest", manifest)
+        return writer.commit()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def load_pairs(run_dir: Path) -> pd.DataFrame:
+    """The raw measurements, one row per client run."""
+    return pd.read_parquet(Path(run_dir) / "pairs.parquet")
+
+
+def load_client_cost(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(Path(run_dir) / "client_cost.parquet")
+
+
+def pair_ratios(pairs: pd.DataFrame) -> pd.DataFrame:
+    """One row per pair: both clients' rates side by side and their ratios."""
+    wide = pairs.pivot_table(index=["strategy", "worker_count", "pair_index"], columns="client",
+                             values=["claims_per_second", "attempts_per_second", "cpu_us_per_attempt"],
+                             aggfunc="first")
+    wide.columns = [f"{client}_{value}" for value, client in wide.columns]
+    wide = wide.reset_index()
+    wide["ratio"] = wide["harness_claims_per_second"] / wide["pgbench_claims_per_second"]
+    wide["attempts_ratio"] = wide["harness_attempts_per_second"] / wide["pgbench_attempts_per_second"]
+    return wide
+
+
+def load_bench(run_dir: Path) -> pd.DataFrame:
+    """Per strategy and worker count: medians over the pairs, the median ratio and its spread."""
+    pairs = load_pairs(run_dir)
+    wide = pair_ratios(pairs)
+    harness = pairs[pairs["client"] == "harness"]
+    memory = harness.groupby(["strategy", "worker_count"]).agg(
+        harness_gap_p50_us=("gap_p50_ns", lambda v: v.median() / 1e3),
+        harness_gap_p99_us=("gap_p99_ns", lambda v: v.median() / 1e3),
+        harness_worker_max_rss_mib=("max_rss_bytes", lambda v: v.max() / 2**20),
+        harness_worker_private_mib=("private_bytes", lambda v: v.median() / 2**20),
+    )
+    summary = wide.groupby(["strategy", "worker_count"]).agg(
+        pairs=("ratio", "size"),
+        harness_claims_per_second=("harness_claims_per_second", "median"),
+        pgbench_claims_per_second=("pgbench_claims_per_second", "median"),
+        ratio=("ratio", "median"),
+        ratio_min=("ratio", "min"),
+        ratio_max=("ratio", "max"),
+        harness_attempts_per_second=("harness_attempts_per_second", "median"),
+        pgbench_attempts_per_second=("pgbench_attempts_per_second", "median"),
+        attempts_ratio=("attempts_ratio", "median"),
+        harness_cpu_us_per_attempt=("harness_cpu_us_per_attempt", "median"),
+        pgbench_cpu_us_per_attempt=("pgbench_cpu_us_per_attempt", "median"),
+    ).join(memory)
+    summary["meets_target"] = summary["ratio"] >= TARGET_RATIO
+    order = {name: i for i, name in enumerate(STRATEGIES)}
+    summary = summary.reset_index()
+    summary = summary.sort_values(["strategy", "worker_count"], key=lambda c: c.map(order) if c.name == "strategy"
+                                  else c).reset_index(drop=True)
+    return summary
+
+
+def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
+    """The newest complete bench run, or None."""
+    runs = run_dirs(bench_dir(data_dir))
+    return runs[-1] if runs else None
+
+
+# --------------------------------------------------------------------------- command line
+
+TABLE_COLUMNS = ("strategy", "worker_count", "pairs", "harness_claims_per_second", "pgbench_claims_per_second",
+                 "ratio", "ratio_min", "ratio_max", "harness_cpu_us_per_attempt", "pgbench_cpu_us_per_attempt",
+                 "harness_gap_p50_us", "harness_worker_max_rss_mib")
+
+
+def _print(run_dir: Path, as_json: bool) -> None:
+    summary = load_bench(run_dir)
+    if as_json:
+        for record in summary.to_dict(orient="records"):
+            print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()},
+                             default=lambda v: v.item() if hasattr(v, "item") else str(v)))
+        return
+    print(summary.loc[:, list(TABLE_COLUMNS)].to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
+    cost = load_client_cost(run_dir)
+    print("\nharness client time per attempt outside libpq (one instrumented worker):")
+    print(cost.loc[:, ["strategy", "attempts", "outside_p50_ns", "outside_p99_ns", "round_trip_p50_ns",
+                       "outside_share"]].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    below = summary[~summary["meets_target"]]
+    verdict = "every ratio meets" if below.empty else f"{len(below)} of {len(summary)} below"
+    print(f"\ntarget harness/pgbench >= {TARGET_RATIO}: {verdict}; stored in {run_dir}")
+
+
+def _bench(args) -> int:
+    from harness.strategies import parse_strategies
+
+    run_dir = run_bench(parse_strategies(args.strategy), args.workers, args.pairs, args.seconds, args.data_dir,
+                        args.db, args.pg_version, progress=not (args.quiet or args.json))
+    _print(run_dir, args.json)
+    return 0
+
+
+def register_cli(subparsers) -> None:
+    from harness.cli import add_server_options, positive_int_list
+
+    parser = subparsers.add_parser(
+        "bench", help="the harness against pgbench on the same SQL and server, interleaved (drops and recreates "
+                      "claimrace.jobs and claimrace.claims before every run)")
+    parser.add_argument("--strategy", default="all", help="naive, guarded, skip_locked, a comma list, or all")
+    parser.add_argument("--workers", type=positive_int_list, default=list(BENCH_WORKER_COUNTS),
+                        help="worker counts, comma-separated (default 1,2,8,32)")
+    parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="harness/pgbench pairs per setting")
+    parser.add_argument("--seconds", type=int, default=DEFAULT_SECONDS, help="each run's timed window, whole seconds")
+    parser.add_argument("--json", action="store_true", help="one JSON object per strategy and worker count")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_server_options(parser)
+    parser.set_defaults(handler=_bench)

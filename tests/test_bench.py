@@ -1,0 +1,109 @@
+"""The harness-versus-pgbench bench: scripts made from the strategies' SQL, both clients measured, ratios computed.
+
+Smoke-sized (one second windows, a few workers): these check the shape of what
+is stored and printed, never the figures, which belong to `make bench`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from harness import bench, schema
+from harness.pgbench import pgbench_script, run_pgbench
+from harness.race import run_race
+from harness.storage import read_json
+from harness.strategies import STRATEGIES, WON
+
+from conftest import run_cli
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_pgbench_scripts_are_the_strategies_own_statements(name):
+    strategy = STRATEGIES[name]
+    script = pgbench_script(strategy).splitlines()
+    assert len(script) == len(strategy.statements)
+    for line, (_, text) in zip(script, strategy.statements):
+        assert line.replace(":id", "$1").removesuffix(";").removesuffix(" \\gset") == text
+    if len(strategy.statements) == 2:
+        assert script[0].endswith("\\gset") and ":id" in script[1]
+
+
+def test_pgbench_claims_what_the_audit_records(db, conn):
+    schema.create_queue(conn, 20_000, partial_index=True)
+    run = run_pgbench(db.url, STRATEGIES["guarded"], 2, 1)
+    wins = conn.execute("SELECT count(*) FROM claimrace.claims").fetchone()[0]
+    running = conn.execute("SELECT count(*) FROM claimrace.jobs WHERE status = 'running'").fetchone()[0]
+    assert run.transactions > 0 and run.failed == 0
+    assert 0 < wins <= run.transactions  # a guarded attempt wins at most once
+    assert wins == running  # the guard: no job flipped twice
+    assert run.cpu_ns > 0 and run.max_rss_bytes > 0
+
+
+def test_a_timed_race_stops_at_its_deadline_and_keeps_every_attempt(db, conn):
+    schema.create_queue(conn, 20_000, partial_index=True)
+    result = run_race(db.url, "skip_locked", 2, duration_seconds=0.5, timeout_seconds=60)
+    assert result.duration_seconds == 0.5
+    assert 0.5 <= result.wall_seconds < 5
+    wins = conn.execute("SELECT count(*) FROM claimrace.claims").fetchone()[0]
+    assert sum(int((w.outcome == WON).sum()) for w in result.workers) == wins > 0
+    for worker in result.workers:
+        assert worker.cpu_ns > 0 and worker.max_rss_bytes > 0
+        assert (np.diff(worker.start_ns) > 0).all()
+
+
+def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
+    run_dir = bench.run_bench(["guarded", "skip_locked"], [1, 2], pairs=2, seconds=1, data_dir=tmp_path,
+                              progress=False, database_handle=db)
+    assert run_dir.parent == tmp_path / "bench" and bench.latest_run(tmp_path) == run_dir
+    pairs = bench.load_pairs(run_dir)
+    assert len(pairs) == 2 * 2 * 2 * 2  # strategies x worker counts x pairs x clients
+    assert set(pairs["client"]) == {"harness", "pgbench"}
+    assert (pairs.groupby(["strategy", "worker_count", "pair_index"])["client"].nunique() == 2).all()
+    assert set(pairs["position"]) == {0, 1}, "the order inside a pair alternates"
+    assert (pairs["wins"] > 0).all() and (pairs["attempts"] >= pairs["wins"]).all()
+    assert (pairs["pending_after"] > 0).all(), "neither client drained the queue"
+    harness = pairs[pairs["client"] == "harness"]
+    assert harness["gap_p50_ns"].notna().all() and (harness["max_rss_bytes"] > 0).all()
+
+    summary = bench.load_bench(run_dir)
+    assert len(summary) == 4
+    assert {"strategy", "worker_count", "pairs", "harness_claims_per_second", "pgbench_claims_per_second",
+            "ratio", "ratio_min", "ratio_max"} <= set(summary.columns)
+    assert (summary["pairs"] == 2).all()
+    assert (summary["ratio"] > 0).all() and (summary["ratio_min"] <= summary["ratio_max"]).all()
+
+    cost = bench.load_client_cost(run_dir)
+    assert list(cost["strategy"]) == ["guarded", "skip_locked"]
+    assert (cost["outside_p50_ns"] > 0).all() and (cost["round_trip_p50_ns"] > 0).all()
+
+    manifest = read_json(run_dir / "manifest.json")
+    assert manifest["kind"] == "bench" and manifest["parameters"]["partial_index"] is True
+    assert manifest["scripts"]["skip_locked"].strip().endswith(";")
+    assert manifest["server"]["settings"]["server_version"]
+
+
+def test_bench_cli_prints_one_json_object_per_strategy_and_worker_count(tmp_path):
+    result = run_cli("bench", "--strategy", "skip_locked", "--workers", "1,2", "--pairs", "1", "--seconds", "1",
+                     "--json", "--data-dir", str(tmp_path), "--db", "embedded")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["strategy"], r["worker_count"]) for r in records] == [("skip_locked", 1), ("skip_locked", 2)]
+    for record in records:
+        assert record["pairs"] == 1
+        assert record["harness_claims_per_second"] > 0 and record["pgbench_claims_per_second"] > 0
+        assert record["ratio"] == pytest.approx(record["harness_claims_per_second"]
+                                                / record["pgbench_claims_per_second"])
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--seconds", "0"], "--seconds"),
+    (["--pairs", "0"], "--pairs"),
+    (["--strategy", "nope"], "unknown strategy"),
+])
+def test_bad_bench_options_are_one_line_errors(tmp_path, args, fragment):
+    result = run_cli("bench", *args, "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert fragment in result.stderr and len(result.stderr.strip().splitlines()) == 1
