@@ -1,0 +1,169 @@
+"""Statistics for the article, all computed from stored rows, audits and manifests.
+
+harness.stats computes one run's figures; this module combines runs: over
+repeats, across worker counts, and into the shapes the charts and tables need.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.stats import load_attempts, load_claims, summarise_runs, time_to_job_ns
+from harness.storage import read_json
+
+STRATEGY_ORDER = ("naive", "guarded", "skip_locked")
+
+# Figures that get a median and a min-max spread over repeats.
+REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims", "distinct_jobs_claimed",
+                    "losses_per_win", "claims_per_second", "unique_jobs_per_second", "attempts_per_second",
+                    "p50_ms", "p99_ms", "wall_seconds")
+
+
+def race_summary(paths: list[Path]) -> pd.DataFrame:
+    """One row per stored run (harness.stats.summarise_run), in strategy order."""
+    frame = summarise_runs(run_paths=[Path(p) for p in paths])
+    if not len(frame):
+        return frame
+    frame["strategy"] = pd.Categorical(frame["strategy"], categories=list(STRATEGY_ORDER), ordered=True)
+    return frame.sort_values(["strategy", "worker_count", "repeat"]).reset_index(drop=True)
+
+
+def over_repeats(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy and worker count: the median of each figure over repeats, and its min and max."""
+    grouped = summary.groupby(["strategy", "worker_count"], observed=True)
+    columns = [m for m in REPEATED_METRICS if m in summary.columns]
+    median = grouped[columns].median()
+    low = grouped[columns].min().add_suffix("_min")
+    high = grouped[columns].max().add_suffix("_max")
+    out = pd.concat([median, low, high], axis=1)
+    out["repeats"] = grouped.size()
+    out["job_count"] = grouped["job_count"].first()
+    return out.reset_index()
+
+
+def at_workers(frame: pd.DataFrame, strategy: str, worker_count: int, column: str):
+    """One figure of over_repeats() (NaN if that trial is not in the data)."""
+    rows = frame[(frame["strategy"] == strategy) & (frame["worker_count"] == worker_count)]
+    return rows[column].iloc[0] if len(rows) else float("nan")
+
+
+def _quantile_levels() -> np.ndarray:
+    # dense in the tail, where the two measures part ways
+    return np.unique(np.concatenate([np.linspace(0.0, 0.9, 46), 1 - np.logspace(-1, -3, 30), [0.999, 1.0]]))
+
+
+def wait_times(paths: list[Path], strategy: str = "guarded") -> pd.DataFrame:
+    """Per run of `strategy`: each win's statement latency and each win's time to get a job (C4), in ms."""
+    rows = []
+    for path in paths:
+        attempts = load_attempts(path)
+        if not len(attempts) or attempts["strategy"].iloc[0] != strategy:
+            continue
+        won = attempts["outcome"] == "won"
+        manifest = read_json(Path(path) / "manifest.json")
+        base = {"worker_count": int(manifest["config"]["worker_count"]), "repeat": int(manifest["config"]["repeat"])}
+        rows.append(pd.DataFrame({**base, "measure": "winning claim latency",
+                                  "ms": attempts.loc[won, "latency_ns"].to_numpy() / 1e6}))
+        rows.append(pd.DataFrame({**base, "measure": "time to get a job", "ms": time_to_job_ns(attempts) / 1e6}))
+    if not rows:
+        return pd.DataFrame(columns=["worker_count", "repeat", "measure", "ms"])
+    return pd.concat(rows, ignore_index=True)
+
+
+def wait_quantiles(waits: pd.DataFrame, quantiles=(0.5, 0.9, 0.99)) -> pd.DataFrame:
+    """p50/p90/p99 of each measure per worker count, pooled over repeats."""
+    if not len(waits):
+        return pd.DataFrame(columns=["worker_count", "measure", "quantile", "ms"])
+    out = (waits.groupby(["worker_count", "measure"])["ms"].quantile(list(quantiles))
+           .rename_axis(["worker_count", "measure", "quantile"]).reset_index())
+    out["percentile"] = out["quantile"].map(lambda q: f"p{q * 100:g}")
+    return out
+
+
+def wait_distribution(waits: pd.DataFrame, worker_count: int) -> pd.DataFrame:
+    """Both measures' distributions at one worker count, as quantile curves (a compact ECDF)."""
+    chosen = waits[waits["worker_count"] == worker_count]
+    levels = _quantile_levels()
+    parts = []
+    for measure, group in chosen.groupby("measure"):
+        parts.append(pd.DataFrame({"measure": measure, "fraction": levels,
+                                   "ms": np.quantile(group["ms"].to_numpy(), levels)}))
+    if not parts:
+        return pd.DataFrame(columns=["measure", "fraction", "ms"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def timeline(paths: list[Path]) -> pd.DataFrame:
+    """Every attempt of small races, for drawing: who tried what when, and which wins were duplicates.
+
+    A duplicate is a job the server's audit shows flipped to 'running' more than once.
+    """
+    parts = []
+    for path in paths:
+        attempts = load_attempts(path)
+        claims = load_claims(path)
+        claims_per_job = claims.groupby("job_id").size()
+        frame = attempts.loc[attempts["outcome"] != "empty"].copy()
+        frame["worker"] = "worker " + (frame["worker_index"] + 1).astype(str)
+        frame["start_ms"] = frame["start_ns"] / 1e6
+        frame["end_ms"] = (frame["start_ns"] + frame["latency_ns"]) / 1e6
+        frame["job_id"] = frame["job_id"].astype("Int64")
+        frame["times_claimed"] = frame["job_id"].map(claims_per_job).fillna(0).astype(int)
+        frame["duplicate"] = (frame["outcome"] == "won") & (frame["times_claimed"] > 1)
+        frame["result"] = np.where(frame["duplicate"], "won a job another worker also won",
+                                   np.where(frame["outcome"] == "won", "won", frame["outcome"].astype(str)))
+        parts.append(frame[["strategy", "worker", "attempt_seq", "start_ms", "end_ms", "outcome", "job_id",
+                            "times_claimed", "duplicate", "result"]])
+    if not parts:
+        return pd.DataFrame()
+    return pd.concat(parts, ignore_index=True)
+
+
+def timeline_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy of a timeline: attempts, wins, lost races, jobs handed out twice or more."""
+    rows = []
+    for strategy, group in frame.groupby("strategy", observed=True):
+        won = group[group["outcome"] == "won"]
+        rows.append({"strategy": strategy, "attempts": len(group), "wins": len(won),
+                     "lost": int((group["outcome"] == "lost").sum()),
+                     "duplicate_jobs": int(won.loc[won["duplicate"], "job_id"].nunique()),
+                     "duplicate_wins": int(won["duplicate"].sum())})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- where it ran
+
+
+def machine(paths: list[Path]) -> dict:
+    """The machine and server the runs report in their manifests (first run; ranges where they vary)."""
+    manifests = [read_json(Path(p) / "manifest.json") for p in paths]
+    manifests = [m for m in manifests if m]
+    if not manifests:
+        return {}
+    first = manifests[0]
+    client, server = first.get("client", {}), first.get("server", {})
+    loads = [m.get("client", {}).get("load_average") for m in manifests]
+    one_minute = [load[0] for load in loads if load]
+    started = sorted(str(m.get("started_at", "")) for m in manifests)
+    commits = sorted({str(m.get("client", {}).get("git", {}).get("commit") or "")[:10] for m in manifests} - {""})
+    return {
+        "cpu_count": client.get("cpu_count"),
+        "platform": client.get("platform"),
+        "machine": client.get("machine"),
+        "python": client.get("python"),
+        "packages": client.get("packages", {}),
+        "server_version": server.get("server_version"),
+        "server_version_string": server.get("version"),
+        "server_source": server.get("source"),
+        "tmpfs": server.get("tmpfs"),
+        "settings": server.get("settings", {}),
+        "load_average_min": min(one_minute) if one_minute else None,
+        "load_average_max": max(one_minute) if one_minute else None,
+        "first_started_at": started[0] if started else None,
+        "last_started_at": started[-1] if started else None,
+        "git_commits": commits,
+        "runs": len(manifests),
+    }

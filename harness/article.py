@@ -1,0 +1,113 @@
+"""Presentation helpers for the notebooks: prose with numbers from data, styled tables, verbatim SQL.
+
+Notebooks build sentences from measured values with these helpers, so no
+measured number is ever typed into the article.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import textwrap
+
+import pandas as pd
+from IPython.display import HTML, Markdown, display
+
+from harness.strategies import STRATEGIES
+
+
+def md(text: str) -> None:
+    """Show a Markdown paragraph (dedented), typically an f-string over measured values."""
+    display(Markdown(textwrap.dedent(text).strip()))
+
+
+def show_html(text: str) -> None:
+    display(HTML(text))
+
+
+def missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def count(value) -> str:
+    """12,345"""
+    return "n/a" if missing(value) else f"{int(round(float(value))):,}"
+
+
+def number(value, digits: int = 1) -> str:
+    """1,234.5 (or fewer digits when the value is large)."""
+    if missing(value):
+        return "n/a"
+    value = float(value)
+    if abs(value) >= 1000:
+        digits = 0
+    return f"{value:,.{digits}f}"
+
+
+def ms(value) -> str:
+    """A duration in milliseconds with sensible precision: 0.214 ms, 3.41 ms, 152 ms."""
+    if missing(value):
+        return "n/a"
+    value = float(value)
+    if value < 1:
+        return f"{value:.3f} ms"
+    if value < 10:
+        return f"{value:.2f} ms"
+    if value < 100:
+        return f"{value:.1f} ms"
+    return f"{value:,.0f} ms"
+
+
+def ratio(value) -> str:
+    """3.4x, 21x"""
+    if missing(value):
+        return "n/a"
+    value = float(value)
+    return f"{value:.1f}x" if value < 10 else f"{value:,.0f}x"
+
+
+def percent(value, digits: int = 1) -> str:
+    return "n/a" if missing(value) else f"{100 * float(value):.{digits}f}%"
+
+
+def words(n: int) -> str:
+    """Small counts as words, as prose writes them."""
+    names = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+    return names[n] if 0 <= n < len(names) else f"{n:,}"
+
+
+def join(items) -> str:
+    items = [str(i) for i in items]
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def table(frame: pd.DataFrame, caption: str | None = None, formats: dict | None = None,
+          css_class: str = "", escape: bool = True) -> str:
+    """An HTML table: numbers right-aligned, formatted per column (a callable each), optional caption."""
+    formats = formats or {}
+    head = "".join(
+        f'<th class="{"number" if _is_numeric(frame[c]) else ""}">{html.escape(str(c))}</th>' for c in frame.columns)
+    rows = []
+    for _, row in frame.iterrows():
+        cells = []
+        for column in frame.columns:
+            value = row[column]
+            text = formats[column](value) if column in formats else ("" if missing(value) else str(value))
+            numeric = _is_numeric(frame[column])
+            cells.append(f'<td class="{"number" if numeric else ""}">{html.escape(text) if escape else text}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    caption_html = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return (f'<table class="{css_class}">{caption_html}<thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+def _is_numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def strategy_sql(name: str) -> str:
+    """A strategy's statements exactly as harness.strategies holds them, as a Markdown SQL block."""
+    strategy = STRATEGIES[name]
+    return f"```sql\n{strategy.sql}\n```"

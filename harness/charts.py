@@ -1,0 +1,183 @@
+"""One function per chart: the data arrives prepared (harness.analysis), the chart is the return value.
+
+Charts carry their data into the page, so every function takes aggregated
+frames, never raw attempts. Colours stay the same for a strategy everywhere.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from harness.analysis import STRATEGY_ORDER
+
+WIDTH = 560
+HEIGHT = 300
+STRATEGY_COLOURS = ("#c0392b", "#2a6fb0", "#2e8b57")  # naive red, guarded blue, skip_locked green
+STRATEGY_SCALE = alt.Scale(domain=list(STRATEGY_ORDER), range=list(STRATEGY_COLOURS))
+INDEX_COLOURS = alt.Scale(domain=["without partial index", "with partial index"], range=["#8e44ad", "#e67e22"])
+
+
+def _strategy_colour(legend_title: str = "strategy") -> alt.Color:
+    return alt.Color("strategy:N", scale=STRATEGY_SCALE, title=legend_title, sort=list(STRATEGY_ORDER))
+
+
+def _workers_axis(values) -> alt.X:
+    ticks = sorted({int(v) for v in values})
+    log = len(ticks) > 1 and max(ticks) / max(min(ticks), 1) >= 8
+    return alt.X("worker_count:Q", title="workers",
+                 scale=alt.Scale(type="log" if log else "linear", nice=False),
+                 axis=alt.Axis(values=ticks, format="d", grid=False))
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categoricals and numpy scalars as plain values, so the spec is JSON."""
+    out = frame.copy()
+    for column in out.columns:
+        if isinstance(out[column].dtype, pd.CategoricalDtype):
+            out[column] = out[column].astype(str)
+    return out
+
+
+def duplicates_chart(by_workers: pd.DataFrame) -> alt.Chart:
+    """F1, F2: jobs the audit shows claimed more than once, per strategy and worker count."""
+    data = _plain(by_workers)[["strategy", "worker_count", "job_count", "repeats", "duplicate_jobs",
+                               "duplicate_jobs_min", "duplicate_jobs_max", "extra_claims"]]
+    base = alt.Chart(data).encode(x=_workers_axis(data["worker_count"]), color=_strategy_colour())
+    lines = base.mark_line(point=True).encode(
+        y=alt.Y("duplicate_jobs:Q", title="jobs claimed more than once"),
+        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
+                 alt.Tooltip("duplicate_jobs:Q", title="jobs claimed twice or more", format=","),
+                 alt.Tooltip("extra_claims:Q", title="claims beyond the first", format=","),
+                 alt.Tooltip("job_count:Q", title="jobs queued", format=","),
+                 alt.Tooltip("repeats:Q", title="repeats (median shown)")],
+    )
+    spread = base.mark_rule(strokeWidth=2, opacity=0.5).encode(y="duplicate_jobs_min:Q", y2="duplicate_jobs_max:Q")
+    return (spread + lines).properties(width=WIDTH, height=HEIGHT,
+                                       title="Jobs handed to more than one worker (from the audit)")
+
+
+def throughput_chart(by_workers: pd.DataFrame) -> alt.Chart:
+    """F3, F6, F7: claims per second; naive's counts every duplicate as work, so its distinct jobs/s is drawn too."""
+    data = _plain(by_workers)
+    counted = data.assign(measure="claims per second (as the workers count them)",
+                          per_second=data["claims_per_second"], low=data["claims_per_second_min"],
+                          high=data["claims_per_second_max"])
+    distinct = data[data["strategy"] == "naive"].assign(
+        measure="naive: distinct jobs per second", per_second=lambda f: f["unique_jobs_per_second"],
+        low=lambda f: f["unique_jobs_per_second_min"], high=lambda f: f["unique_jobs_per_second_max"])
+    long = pd.concat([counted, distinct], ignore_index=True)[
+        ["strategy", "worker_count", "measure", "per_second", "low", "high", "attempts_per_second", "repeats"]]
+    base = alt.Chart(long).encode(x=_workers_axis(long["worker_count"]), color=_strategy_colour())
+    lines = base.mark_line(point=True).encode(
+        y=alt.Y("per_second:Q", title="per second", scale=alt.Scale(type="log")),
+        strokeDash=alt.StrokeDash("measure:N", title=None, legend=alt.Legend(orient="bottom", direction="vertical")),
+        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
+                 alt.Tooltip("measure:N"), alt.Tooltip("per_second:Q", title="per second", format=",.0f"),
+                 alt.Tooltip("attempts_per_second:Q", title="attempts per second", format=",.0f"),
+                 alt.Tooltip("repeats:Q", title="repeats (median shown)")],
+    )
+    spread = base.mark_rule(strokeWidth=2, opacity=0.5).encode(y="low:Q", y2="high:Q", detail="measure:N")
+    return (spread + lines).properties(width=WIDTH, height=HEIGHT, title="Claims per second")
+
+
+def losses_chart(by_workers: pd.DataFrame) -> alt.Chart:
+    """F5: lost races per win (guarded; the other two never lose, they cannot tell)."""
+    data = _plain(by_workers)
+    data = data[data["strategy"] == "guarded"][["strategy", "worker_count", "losses_per_win", "losses_per_win_min",
+                                               "losses_per_win_max", "lost", "wins", "repeats"]]
+    base = alt.Chart(data).encode(x=_workers_axis(data["worker_count"]), color=_strategy_colour())
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("losses_per_win:Q", title="lost races per win"),
+        tooltip=[alt.Tooltip("worker_count:Q", title="workers"),
+                 alt.Tooltip("losses_per_win:Q", title="lost races per win", format=",.2f"),
+                 alt.Tooltip("lost:Q", title="lost races", format=","), alt.Tooltip("wins:Q", format=","),
+                 alt.Tooltip("repeats:Q", title="repeats (median shown)")],
+    )
+    spread = base.mark_rule(strokeWidth=2, opacity=0.5).encode(y="losses_per_win_min:Q", y2="losses_per_win_max:Q")
+    return (spread + line).properties(width=WIDTH, height=HEIGHT, title="Guarded: lost races per win")
+
+
+def latency_chart(by_workers: pd.DataFrame) -> alt.Chart:
+    """F6, F8: p50 and p99 of winning claims, with the min-max over repeats as a band."""
+    data = _plain(by_workers)
+    parts = []
+    for percentile in ("p50", "p99"):
+        parts.append(pd.DataFrame({
+            "strategy": data["strategy"], "worker_count": data["worker_count"], "percentile": percentile,
+            "ms": data[f"{percentile}_ms"], "low": data[f"{percentile}_ms_min"], "high": data[f"{percentile}_ms_max"],
+            "repeats": data["repeats"]}))
+    long = pd.concat(parts, ignore_index=True)
+    base = alt.Chart(long).encode(x=_workers_axis(long["worker_count"]), color=_strategy_colour())
+    band = base.mark_area(opacity=0.15).encode(y="low:Q", y2="high:Q", detail="percentile:N")
+    lines = base.mark_line(point=True).encode(
+        y=alt.Y("ms:Q", title="latency of a winning claim (ms)", scale=alt.Scale(type="log")),
+        strokeDash=alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile"),
+        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
+                 alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", title="ms (median over repeats)", format=",.3f"),
+                 alt.Tooltip("low:Q", title="lowest repeat", format=",.3f"),
+                 alt.Tooltip("high:Q", title="highest repeat", format=",.3f")],
+    )
+    return (band + lines).properties(width=WIDTH, height=HEIGHT, title="Latency of winning claims")
+
+
+WAIT_MEASURES = ["winning claim latency", "time to get a job"]
+WAIT_SCALE = alt.Scale(domain=WAIT_MEASURES, range=["#2a6fb0", "#d35400"])
+
+
+def wait_quantiles_chart(quantiles: pd.DataFrame) -> alt.Chart:
+    """C4: guarded's p50 and p99 of the winning statement beside the whole wait for a job."""
+    data = quantiles[quantiles["percentile"].isin(["p50", "p99"])][["worker_count", "measure", "percentile", "ms"]]
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=_workers_axis(data["worker_count"]),
+        y=alt.Y("ms:Q", title="ms", scale=alt.Scale(type="log")),
+        color=alt.Color("measure:N", scale=WAIT_SCALE, title=None),
+        strokeDash=alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile"),
+        tooltip=[alt.Tooltip("measure:N"), alt.Tooltip("worker_count:Q", title="workers"),
+                 alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", format=",.3f")],
+    ).properties(width=WIDTH, height=HEIGHT, title="Guarded: a winning claim vs the wait for a job")
+
+
+def wait_distribution_chart(distribution: pd.DataFrame, worker_count: int) -> alt.Chart:
+    """C4: the two distributions at one worker count, as cumulative curves."""
+    data = distribution[["measure", "fraction", "ms"]]
+    return alt.Chart(data).mark_line(interpolate="step-after").encode(
+        x=alt.X("ms:Q", title="ms", scale=alt.Scale(type="log")),
+        y=alt.Y("fraction:Q", title="share of wins at or below", axis=alt.Axis(format="%")),
+        color=alt.Color("measure:N", scale=WAIT_SCALE, title=None),
+        tooltip=[alt.Tooltip("measure:N"), alt.Tooltip("fraction:Q", title="quantile", format=".1%"),
+                 alt.Tooltip("ms:Q", format=",.3f")],
+    ).properties(width=WIDTH, height=HEIGHT, title=f"Guarded at {worker_count} workers: cumulative distribution")
+
+
+RESULT_SCALE = alt.Scale(domain=["won", "won a job another worker also won", "lost"],
+                         range=["#2e8b57", "#c0392b", "#9aa0a6"])
+
+
+def slow_race_chart(timeline: pd.DataFrame) -> alt.Chart:
+    """The slowed-down race: each worker's attempts over time, duplicates marked; a radio picks the strategy."""
+    data = _plain(timeline)[["strategy", "worker", "attempt_seq", "start_ms", "end_ms", "outcome", "job_id",
+                             "times_claimed", "result"]]
+    data["job_id"] = data["job_id"].astype("float").astype("Int64").astype(str).replace("<NA>", "")
+    strategies = [s for s in STRATEGY_ORDER if s in set(data["strategy"])]
+    choice = alt.param(name="strategy_choice", value=strategies[0],
+                       bind=alt.binding_radio(options=strategies, name="strategy "))
+    base = alt.Chart(data).transform_filter(alt.datum.strategy == choice).encode(
+        y=alt.Y("worker:N", title=None, sort="ascending"),
+    )
+    tooltip = [alt.Tooltip("worker:N"), alt.Tooltip("attempt_seq:Q", title="attempt"),
+               alt.Tooltip("job_id:N", title="job"), alt.Tooltip("result:N"),
+               alt.Tooltip("times_claimed:Q", title="times the server flipped this job"),
+               alt.Tooltip("start_ms:Q", title="started (ms)", format=",.1f"),
+               alt.Tooltip("end_ms:Q", title="ended (ms)", format=",.1f")]
+    points = base.mark_point(filled=True, size=140, opacity=0.9).encode(
+        x=alt.X("start_ms:Q", title="ms since the start barrier"),
+        color=alt.Color("result:N", scale=RESULT_SCALE, title=None, legend=alt.Legend(orient="bottom")),
+        shape=alt.Shape("result:N", scale=alt.Scale(domain=RESULT_SCALE.domain,
+                                                     range=["circle", "diamond", "cross"]), title=None),
+        tooltip=tooltip,
+    )
+    labels = base.mark_text(dy=-13, fontSize=9, color="#444").encode(
+        x="start_ms:Q", text="job_id:N", tooltip=tooltip)
+    return (points + labels).add_params(choice).properties(
+        width=WIDTH, height=180, title="Four workers, one small queue, slowed down")
