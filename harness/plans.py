@@ -1,0 +1,554 @@
+"""What a claim costs inside the server: EXPLAIN (ANALYZE, BUFFERS) at queue fill levels.
+
+For every queue size, fill level and index setup, a fresh jobs table is built
+and its first k ids (the consumed prefix) are flipped to 'done' by one committed
+UPDATE. 'done', not 'running': the head of a queue that has been draining for a
+while is finished work, and any status other than 'pending' is filtered the same
+way. The skip_locked claim is then explained in two table states:
+
+unvacuumed
+    the prefix's old row versions and their index entries are all still there:
+    nothing has vacuumed the table and no scan has marked an index entry dead.
+    This is what the first claim after the prefix was consumed sees, and what
+    every claim sees while a transaction older than the drain is open. A second
+    session holds such a snapshot during the measurements; without it the first
+    measured scan would mark index entries dead and the later repetitions would
+    measure a different table.
+vacuumed
+    after VACUUM (ANALYZE): what autovacuum leaves behind.
+
+A real drain sits between the two. Every EXPLAIN ANALYZE runs in a transaction
+that is rolled back, so the table keeps its state (the claim's own aborted row
+version stays behind as a dead tuple until the next vacuum; the churn
+measurements never see it, because they build their own tables and reset their
+counters). The tables have no audit trigger here: the plans are about the claim
+statement alone.
+
+EXPLAIN's times are wall-clock, so on a busy machine they include time the
+backend spent waiting for a CPU. With the embedded server (a process of this
+host) each repetition also records the backend's own CPU time and its
+run-queue wait from /proc/<pid>/schedstat.
+
+At one reference point (10,000 jobs if measured, the fill level nearest half
+drained) every statement of every strategy is explained as well, the guarded
+UPDATE with the id its pick returned: its plan shows the status re-check as a
+Filter on the primary-key Index Scan.
+
+Public API (what the notebooks call)::
+
+    measure_plans(db, job_counts=(10_000, 100_000), consumed_fractions=(0, .25, .5, .75, .99),
+                  repetitions=5, data_dir=config.DATA_DIR, progress=True) -> Path
+    run_plans(job_counts=..., consumed_fractions=..., repetitions=..., data_dir=..., db=None,
+              pg_version=16, progress=True) -> Path     # starts and stops its own server
+    load_plans(run_dir) -> DataFrame        # one row per point and statement (medians)
+    load_repetitions(run_dir) -> DataFrame  # one row per EXPLAIN ANALYZE
+    load_plan_texts(run_dir) -> dict[str, str]
+    latest_run(data_dir) -> Path | None
+    explain(conn, sql, params=(), fmt="json")   # one rolled-back EXPLAIN (ANALYZE, BUFFERS)
+
+Stored as data/plans/<run_id>/{points,repetitions,explains}.parquet and manifest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import statistics
+import time
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import psycopg
+from psycopg import pq as libpq
+from tqdm.auto import tqdm
+
+from harness import config, database, schema
+from harness.errors import UserError
+from harness.manifest import client_facts, utc_now
+from harness.pgstats import relation_pages
+from harness.storage import RunWriter, ensure_writable, read_json, run_dirs
+from harness.strategies import PICK_OLDEST_PENDING, STRATEGIES
+
+KIND = "plans"
+TABLE_STATES = ("unvacuumed", "vacuumed")
+CONSUMED_STATUS = "done"
+DEFAULT_JOB_COUNTS = (10_000, 100_000)
+DEFAULT_CONSUMED_FRACTIONS = (0, 0.25, 0.5, 0.75, 0.99)
+DEFAULT_REPETITIONS = 5
+REFERENCE_JOB_COUNT = 10_000
+MAX_JOB_COUNT = 10_000_000
+
+# The setup step that stands for the jobs a drain has already consumed (not a claim: nothing races it).
+CONSUME_PREFIX_SQL = f"UPDATE {schema.SCHEMA}.jobs SET status = '{CONSUMED_STATUS}', started_at = now() WHERE id <= %s"
+
+
+def plans_dir(data_dir: Path) -> Path:
+    return Path(data_dir) / KIND
+
+
+@dataclass(frozen=True)
+class PlannedStatement:
+    """One statement of one strategy, as strategies.py holds it."""
+
+    strategy: str
+    statement: str  # the prepared name the race uses: 'pick' or 'claim'
+    sql: str
+
+    @property
+    def needs_job_id(self) -> bool:
+        return "$1" in self.sql
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy}.{self.statement}"
+
+
+SKIP_LOCKED = PlannedStatement("skip_locked", "claim", dict(STRATEGIES["skip_locked"].statements)["claim"])
+
+
+def strategy_statements() -> list[PlannedStatement]:
+    """Every statement of every strategy, skip_locked's claim first."""
+    found = [SKIP_LOCKED]
+    for strategy in STRATEGIES.values():
+        for name, text in strategy.statements:
+            planned = PlannedStatement(strategy.name, name, text)
+            if planned not in found:
+                found.append(planned)
+    return found
+
+
+# --------------------------------------------------------------------------- one EXPLAIN
+
+
+def explain(conn: psycopg.Connection, sql: str, params: tuple = (), fmt: str = "json"):
+    """EXPLAIN (ANALYZE, BUFFERS) of one statement, inside a transaction that is rolled back.
+
+    params bind $1.. through the extended protocol, so the statement text is
+    exactly the one in strategies.py. Returns the parsed JSON document
+    (fmt="json") or the text a reader would see (fmt="text").
+    """
+    return explain_on_cpu(conn, sql, params, fmt)[0]
+
+
+def explain_on_cpu(conn: psycopg.Connection, sql: str, params: tuple = (), fmt: str = "json",
+                   local_backend: bool = False):
+    """explain(), plus the backend's CPU time and run-queue wait during the EXPLAIN (ns, or None).
+
+    EXPLAIN's times are wall-clock: on a busy machine a backend that waits for
+    a CPU looks slow. When the server runs on this host, /proc/<pid>/schedstat
+    says how long the backend actually ran and how long it waited to run.
+    """
+    if fmt not in ("json", "text"):
+        raise ValueError(f"fmt must be json or text, not {fmt!r}")
+    options = "ANALYZE, BUFFERS, FORMAT JSON" if fmt == "json" else "ANALYZE, BUFFERS"
+    pgconn = conn.pgconn
+    _run(pgconn, b"BEGIN")
+    try:
+        before = _schedstat(pgconn.backend_pid) if local_backend else None
+        result = pgconn.exec_params(f"EXPLAIN ({options}) {sql}".encode(),
+                                    [str(p).encode() for p in params] or None)
+        after = _schedstat(pgconn.backend_pid) if before is not None else None
+        if result.status != libpq.ExecStatus.TUPLES_OK:
+            raise RuntimeError(f"EXPLAIN failed: {result.error_message.decode(errors='replace').strip()}")
+        lines = [result.get_value(i, 0).decode() for i in range(result.ntuples)]
+    finally:
+        _run(pgconn, b"ROLLBACK")  # the claim ran for real; undo it
+    cpu_ns = wait_ns = None
+    if before is not None and after is not None:
+        cpu_ns, wait_ns = after[0] - before[0], after[1] - before[1]
+    plan = json.loads(lines[0])[0] if fmt == "json" else "\n".join(lines)
+    return plan, cpu_ns, wait_ns
+
+
+def _schedstat(pid: int) -> tuple[int, int] | None:
+    """(ns on a CPU, ns runnable but waiting) of a local process, or None where /proc does not say."""
+    try:
+        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+        return int(fields[0]), int(fields[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _run(pgconn, command: bytes) -> None:
+    result = pgconn.exec_(command)
+    if result.status != libpq.ExecStatus.COMMAND_OK:
+        raise RuntimeError(f"{command.decode()} failed: {result.error_message.decode(errors='replace').strip()}")
+
+
+def _walk(node: dict, in_subplan: bool = False):
+    """Every plan node in order, with whether it runs inside an InitPlan or SubPlan."""
+    inside = in_subplan or node.get("Parent Relationship") in ("InitPlan", "SubPlan")
+    yield node, inside
+    for child in node.get("Plans", ()):
+        yield from _walk(child, inside)
+
+
+def inner_scan(root: dict) -> dict | None:
+    """The scan that looks for a pending row: the one in the subquery if there is one, else the first scan."""
+    scans = [(node, inside) for node, inside in _walk(root) if node["Node Type"].endswith("Scan")]
+    for node, inside in scans:
+        if inside:
+            return node
+    return scans[0][0] if scans else None
+
+
+def plan_metrics(document: dict) -> dict:
+    """The figures of one EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) document."""
+    root = document["Plan"]
+    inner = inner_scan(root) or {}
+    planning = document.get("Planning", {})
+    return {
+        "shared_hit_blocks": int(root.get("Shared Hit Blocks", 0)),
+        "shared_read_blocks": int(root.get("Shared Read Blocks", 0)),
+        "shared_dirtied_blocks": int(root.get("Shared Dirtied Blocks", 0)),
+        "inner_node": inner.get("Node Type"),
+        "index_used": inner.get("Index Name"),
+        "inner_filter": inner.get("Filter"),
+        "inner_shared_hit_blocks": int(inner.get("Shared Hit Blocks", 0)),
+        "inner_shared_read_blocks": int(inner.get("Shared Read Blocks", 0)),
+        "rows_removed_by_filter": int(inner.get("Rows Removed by Filter", 0)),
+        "rows_returned": int(root.get("Actual Rows", 0)),
+        "planning_ms": float(document.get("Planning Time", float("nan"))),
+        "execution_ms": float(document.get("Execution Time", float("nan"))),
+        "planning_shared_hit_blocks": int(planning.get("Shared Hit Blocks", 0)),
+        "top_node": root.get("Node Type"),
+        "estimated_total_cost": float(root.get("Total Cost", float("nan"))),
+    }
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+def consumed_jobs(job_count: int, fraction: float) -> int:
+    return int(round(job_count * fraction))
+
+
+def validate(job_counts, consumed_fractions, repetitions) -> None:
+    if not job_counts:
+        raise UserError("give at least one job count")
+    for count in job_counts:
+        if not 1 <= count <= MAX_JOB_COUNT:
+            raise UserError(f"job count must be between 1 and {MAX_JOB_COUNT:,}, not {count}")
+    if not consumed_fractions:
+        raise UserError("give at least one consumed fraction")
+    for fraction in consumed_fractions:
+        if not 0 <= fraction <= 1:
+            raise UserError(f"consumed fraction must be between 0 and 1, not {fraction}")
+    if repetitions < 1:
+        raise UserError(f"repetitions must be at least 1, not {repetitions}")
+
+
+def reference_point(job_counts, consumed_fractions) -> tuple[int, float]:
+    """Where every strategy's statements are explained: 10,000 jobs if measured, the fill nearest half drained."""
+    job_count = REFERENCE_JOB_COUNT if REFERENCE_JOB_COUNT in job_counts else min(job_counts)
+    return job_count, min(consumed_fractions, key=lambda f: (abs(f - 0.5), f))
+
+
+def _first_pending_id(conn) -> int | None:
+    row = conn.execute(PICK_OLDEST_PENDING).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _measure_state(conn, point: dict, statements: list[PlannedStatement], repetitions: int,
+                   repetition_rows: list, explain_rows: list, local_backend: bool) -> None:
+    """Every statement at one table state: `repetitions` JSON plans, then one text plan."""
+    job_id = _first_pending_id(conn)
+    for planned in statements:
+        if planned.needs_job_id and job_id is None:
+            continue  # nothing pending: a pick found no id to claim
+        params = (job_id,) if planned.needs_job_id else ()
+        keys = {**point, "strategy": planned.strategy, "statement": planned.statement,
+                "job_id_param": job_id if planned.needs_job_id else None}
+        for repetition in range(repetitions):
+            document, cpu_ns, wait_ns = explain_on_cpu(conn, planned.sql, params, "json", local_backend)
+            repetition_rows.append({**keys, "repetition": repetition, **plan_metrics(document),
+                                    "backend_cpu_ms": None if cpu_ns is None else cpu_ns / 1e6,
+                                    "backend_wait_ms": None if wait_ns is None else wait_ns / 1e6})
+            explain_rows.append({**keys, "repetition": repetition, "format": "json", "plan": json.dumps(document)})
+        explain_rows.append({**keys, "repetition": repetitions, "format": "text",
+                             "plan": explain(conn, planned.sql, params, "text")})
+
+
+def _measure_point(conn, holder, job_count: int, fraction: float, partial_index: bool, statements, repetitions,
+                   repetition_rows, explain_rows, local_backend: bool) -> None:
+    consumed = consumed_jobs(job_count, fraction)
+    schema.create_queue(conn, job_count, partial_index=partial_index, audit=False)
+    point = {"job_count": job_count, "consumed_fraction": float(fraction), "consumed_jobs": consumed,
+             "partial_index": partial_index}
+    holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    holder.execute("SELECT 1")  # takes the snapshot that keeps the prefix's old versions in place
+    try:
+        conn.execute(CONSUME_PREFIX_SQL, [consumed])
+        conn.execute(f"ANALYZE {schema.SCHEMA}.jobs")  # what autoanalyze would do first
+        _measure_state(conn, {**point, "table_state": "unvacuumed", **relation_pages(conn)}, statements, repetitions,
+                       repetition_rows, explain_rows, local_backend)
+    finally:
+        holder.execute("ROLLBACK")
+    conn.execute(f"VACUUM (ANALYZE) {schema.SCHEMA}.jobs")
+    _measure_state(conn, {**point, "table_state": "vacuumed", **relation_pages(conn)}, statements, repetitions,
+                   repetition_rows, explain_rows, local_backend)
+
+
+NULLABLE_INT_COLUMNS = ("job_id_param", "heap_pages", "pkey_pages", "partial_index_pages")
+POINT_KEYS = ("job_count", "consumed_fraction", "consumed_jobs", "partial_index", "table_state", "strategy",
+              "statement")
+
+
+def aggregate(repetitions: pd.DataFrame) -> pd.DataFrame:
+    """One row per point and statement: medians over the repetitions (buffer counts are the same in each)."""
+    rows = []
+    for keys, group in repetitions.groupby(list(POINT_KEYS), sort=False, dropna=False):
+        first = group.iloc[0]
+        row = dict(zip(POINT_KEYS, keys))
+        row.update({
+            "repetitions": int(len(group)),
+            "job_id_param": first["job_id_param"],
+            "heap_pages": first["heap_pages"],
+            "pkey_pages": first["pkey_pages"],
+            "partial_index_pages": first["partial_index_pages"],
+            "top_node": first["top_node"],
+            "inner_node": first["inner_node"],
+            "index_used": first["index_used"],
+            "inner_filter": first["inner_filter"],
+            "rows_returned": int(first["rows_returned"]),
+        })
+        for column in ("shared_hit_blocks", "shared_read_blocks", "shared_dirtied_blocks", "inner_shared_hit_blocks",
+                       "inner_shared_read_blocks", "rows_removed_by_filter", "planning_shared_hit_blocks"):
+            row[column] = int(round(statistics.median(group[column])))
+        row["shared_hit_blocks_min"] = int(group["shared_hit_blocks"].min())
+        row["shared_hit_blocks_max"] = int(group["shared_hit_blocks"].max())
+        row["execution_ms"] = float(statistics.median(group["execution_ms"]))
+        row["execution_ms_min"] = float(group["execution_ms"].min())
+        row["execution_ms_max"] = float(group["execution_ms"].max())
+        row["planning_ms"] = float(statistics.median(group["planning_ms"]))
+        for column in ("backend_cpu_ms", "backend_wait_ms"):
+            values = group[column].dropna()
+            row[column] = float(statistics.median(values)) if len(values) else None
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for column in NULLABLE_INT_COLUMNS:
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-{KIND}-{secrets.token_hex(3)}"
+
+
+def measure_plans(db: database.Database, job_counts=DEFAULT_JOB_COUNTS, consumed_fractions=DEFAULT_CONSUMED_FRACTIONS,
+                  repetitions: int = DEFAULT_REPETITIONS, data_dir: Path = config.DATA_DIR,
+                  progress: bool = True) -> Path:
+    """Explain the claims over the whole matrix on an open server; returns the stored run's folder.
+
+    Drops and recreates claimrace.jobs and claimrace.claims for every point.
+    """
+    job_counts = [int(c) for c in job_counts]
+    consumed_fractions = [float(f) for f in consumed_fractions]
+    validate(job_counts, consumed_fractions, repetitions)
+    data_dir = ensure_writable(Path(data_dir))
+    started_at = utc_now()
+    began = time.monotonic()
+    reference = reference_point(job_counts, consumed_fractions)
+    every_statement = strategy_statements()
+    repetition_rows: list[dict] = []
+    explain_rows: list[dict] = []
+    with closing(db.connect()) as conn, closing(db.connect(application_name="claimrace-snapshot")) as holder:
+        schema.ensure_schema(conn)
+        schema.acquire_run_lock(conn)  # held until conn closes
+        server = database.server_facts(conn)
+        # only an embedded server's backends are processes of this host whose /proc we can read
+        local_backend = db.source == "embedded" and _schedstat(conn.pgconn.backend_pid) is not None
+        points = [(c, p, f) for c in job_counts for p in (False, True) for f in consumed_fractions]
+        bar = tqdm(points, desc="plans", unit="point", disable=not progress)
+        for job_count, partial_index, fraction in bar:
+            bar.set_postfix_str(f"{job_count:,} jobs, {fraction:.0%} consumed, "
+                                f"{'partial index' if partial_index else 'no index'}")
+            statements = every_statement if (job_count, fraction) == reference else [SKIP_LOCKED]
+            _measure_point(conn, holder, job_count, fraction, partial_index, statements, repetitions,
+                           repetition_rows, explain_rows, local_backend)
+    run_id = new_run_id()
+    raw = pd.DataFrame(repetition_rows)
+    for column in NULLABLE_INT_COLUMNS:
+        raw[column] = raw[column].astype("Int64")
+    raw.insert(0, "run_id", run_id)
+    points_frame = aggregate(raw.drop(columns="run_id"))
+    points_frame.insert(0, "run_id", run_id)
+    explains = pd.DataFrame(explain_rows)
+    for column in NULLABLE_INT_COLUMNS:
+        explains[column] = explains[column].astype("Int64")
+    explains.insert(0, "run_id", run_id)
+    manifest = {
+        "run_id": run_id,
+        "kind": KIND,
+        "parameters": {"job_counts": job_counts, "consumed_fractions": consumed_fractions,
+                       "repetitions": repetitions, "partial_index": [False, True],
+                       "table_states": list(TABLE_STATES),
+                       "reference_point": {"job_count": reference[0], "consumed_fraction": reference[1]}},
+        "procedure": {
+            "consumed_status": CONSUMED_STATUS,
+            "consume_prefix_sql": CONSUME_PREFIX_SQL,
+            "table_states": {
+                "unvacuumed": "prefix flipped by one committed UPDATE, then ANALYZE; a second session holds a "
+                              "REPEATABLE READ snapshot from before the flip during the measurements, so the old "
+                              "versions and their index entries stay (the first claim after a drain sees this)",
+                "vacuumed": "the same table after VACUUM (ANALYZE)",
+            },
+            "explain": "EXPLAIN (ANALYZE, BUFFERS[, FORMAT JSON]) inside BEGIN ... ROLLBACK; parameters bound "
+                       "through the extended protocol",
+            "audit_trigger": False,
+            "aggregation": "median over repetitions (buffer counts are identical in each repetition)",
+            "backend_cpu": "backend_cpu_ms and backend_wait_ms: the backend's time on a CPU and waiting for one "
+                           "during each EXPLAIN, from /proc/<pid>/schedstat (embedded server only)",
+            "backend_cpu_measured": local_backend,
+        },
+        "statements": {p.label: p.sql for p in every_statement},
+        "started_at": started_at,
+        "finished_at": utc_now(),
+        "wall_seconds": time.monotonic() - began,
+        "server": {"source": db.source, "url": database.redact(db.url), **db.details, **server},
+        "client": client_facts(),
+    }
+    with RunWriter(plans_dir(data_dir), run_id) as writer:
+        writer.table("points", pa.Table.from_pandas(points_frame, preserve_index=False))
+        writer.table("repetitions", pa.Table.from_pandas(raw, preserve_index=False))
+        writer.table("explains", pa.Table.from_pandas(explains, preserve_index=False))
+        writer.json("manifest", manifest)
+        return writer.commit()
+
+
+def run_plans(job_counts=DEFAULT_JOB_COUNTS, consumed_fractions=DEFAULT_CONSUMED_FRACTIONS,
+              repetitions: int = DEFAULT_REPETITIONS, data_dir: Path = config.DATA_DIR, db: str | None = None,
+              pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> Path:
+    """measure_plans on a server of its own (embedded by default), stopped afterwards."""
+    validate([int(c) for c in job_counts], [float(f) for f in consumed_fractions], repetitions)
+    ensure_writable(Path(data_dir))
+    with database.open_database(db, pg_version) as handle:
+        return measure_plans(handle, job_counts, consumed_fractions, repetitions, data_dir, progress)
+
+
+# --------------------------------------------------------------------------- reading runs back
+
+
+def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
+    runs = run_dirs(plans_dir(data_dir))
+    return runs[-1] if runs else None
+
+
+def load_plans(run_dir: Path) -> pd.DataFrame:
+    """One row per point and statement: medians of execution and planning time, buffer counts, index used."""
+    return pq.read_table(Path(run_dir) / "points.parquet").to_pandas()
+
+
+def load_repetitions(run_dir: Path) -> pd.DataFrame:
+    """One row per EXPLAIN ANALYZE (the raw values behind load_plans)."""
+    return pq.read_table(Path(run_dir) / "repetitions.parquet").to_pandas()
+
+
+def load_explains(run_dir: Path) -> pd.DataFrame:
+    """Every captured plan, JSON and text, with its point."""
+    return pq.read_table(Path(run_dir) / "explains.parquet").to_pandas()
+
+
+def plan_key(strategy: str, statement: str, partial_index: bool, table_state: str) -> str:
+    return f"{strategy}.{statement}/{'partial_index' if partial_index else 'no_index'}/{table_state}"
+
+
+def load_plan_texts(run_dir: Path) -> dict[str, str]:
+    """The text plans at the reference point (10,000 jobs, half drained), by name.
+
+    Keys: 'half_drained_without_index' and 'half_drained_with_index' (the
+    skip_locked claim, unvacuumed), 'half_drained_with_index_vacuumed',
+    'half_drained_without_index_vacuumed', 'guarded_claim' (shows the
+    status Filter), and one '<strategy>.<statement>/<index>/<state>' key for
+    every statement explained there.
+    """
+    manifest = read_json(Path(run_dir) / "manifest.json")
+    reference = manifest["parameters"]["reference_point"]
+    explains = load_explains(run_dir)
+    texts = explains[(explains["format"] == "text") & (explains["job_count"] == reference["job_count"])
+                     & (explains["consumed_fraction"] == reference["consumed_fraction"])]
+    found = {plan_key(r.strategy, r.statement, bool(r.partial_index), r.table_state): r.plan
+             for r in texts.itertuples()}
+    aliases = {
+        "half_drained_without_index": plan_key("skip_locked", "claim", False, "unvacuumed"),
+        "half_drained_with_index": plan_key("skip_locked", "claim", True, "unvacuumed"),
+        "half_drained_without_index_vacuumed": plan_key("skip_locked", "claim", False, "vacuumed"),
+        "half_drained_with_index_vacuumed": plan_key("skip_locked", "claim", True, "vacuumed"),
+        "guarded_claim": plan_key("guarded", "claim", False, "unvacuumed"),
+    }
+    named = {alias: found[key] for alias, key in aliases.items() if key in found}
+    return {**named, **found}
+
+
+# --------------------------------------------------------------------------- command line
+
+JSON_COLUMNS = ("job_count", "consumed_fraction", "consumed_jobs", "partial_index", "table_state", "strategy",
+                "statement", "shared_hit_blocks", "shared_read_blocks", "inner_shared_hit_blocks",
+                "rows_removed_by_filter", "execution_ms", "planning_ms", "backend_cpu_ms", "index_used", "heap_pages")
+
+
+def fraction_list(text: str) -> list[float]:
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated fractions such as 0,0.5,0.99, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one fraction")
+    return values
+
+
+def _print_points(frame: pd.DataFrame, as_json: bool) -> None:
+    if as_json:
+        for record in frame.to_dict(orient="records"):
+            print(json.dumps({k: _plain(record[k]) for k in (*JSON_COLUMNS, "run_id")}))
+        return
+    shown = frame[(frame["strategy"] == "skip_locked")]
+    columns = ["job_count", "consumed_fraction", "partial_index", "table_state", "shared_hit_blocks",
+               "rows_removed_by_filter", "execution_ms", "backend_cpu_ms", "index_used"]
+    print(shown.loc[:, columns].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+
+
+def _plain(value):
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+def _command(args) -> int:
+    path = run_plans(args.jobs, args.consumed, args.repetitions, args.data_dir, args.db, args.pg_version,
+                     progress=not args.quiet)
+    _print_points(load_plans(path), args.json)
+    if not args.json:
+        print(f"stored in {path}")
+    return 0
+
+
+def register_cli(subparsers) -> None:
+    from harness.cli import add_server_options, positive_int_list
+
+    parser = subparsers.add_parser(
+        "plans", help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the "
+                      "partial index (drops and recreates claimrace.jobs and claimrace.claims for every point)")
+    parser.add_argument("--jobs", type=positive_int_list, default=list(DEFAULT_JOB_COUNTS),
+                        help="queue sizes, comma-separated (default 10000,100000)")
+    parser.add_argument("--consumed", type=fraction_list, default=list(DEFAULT_CONSUMED_FRACTIONS),
+                        help="fractions of the queue already consumed (default 0,0.25,0.5,0.75,0.99)")
+    parser.add_argument("--repetitions", type=int, default=DEFAULT_REPETITIONS,
+                        help="EXPLAIN ANALYZE runs per point; times are their median (default 5)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per measured point")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_server_options(parser)
+    parser.set_defaults(handler=_command)
+
+
+__all__ = ["measure_plans", "run_plans", "load_plans", "load_repetitions", "load_explains", "load_plan_texts",
+           "latest_run", "explain", "explain_on_cpu", "plan_metrics", "strategy_statements"]

@@ -1,0 +1,122 @@
+"""The claims' plans on a real server: buffer counts as EXPLAIN reports them, and no trace left in the table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from harness import plans, schema
+from harness.storage import read_json
+from harness.strategies import PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
+
+REQUIRED_JSON_KEYS = {"job_count", "consumed_fraction", "partial_index", "shared_hit_blocks", "shared_read_blocks",
+                      "rows_removed_by_filter", "execution_ms"}
+
+
+@pytest.fixture(scope="module")
+def plan_run(db, tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("plans-data")
+    return plans.measure_plans(db, job_counts=(10_000,), consumed_fractions=(0, 0.5, 0.99), repetitions=2,
+                               data_dir=data_dir, progress=False)
+
+
+def skip_locked_hits(frame, partial_index: bool, table_state: str) -> list[int]:
+    rows = frame[(frame["strategy"] == "skip_locked") & (frame["partial_index"] == partial_index)
+                 & (frame["table_state"] == table_state)].sort_values("consumed_fraction")
+    return rows["shared_hit_blocks"].tolist()
+
+
+def test_buffer_hits_grow_with_the_consumed_prefix_only_without_the_partial_index(plan_run):
+    frame = plans.load_plans(plan_run)
+    claims = frame[frame["strategy"] == "skip_locked"]
+    assert len(claims) == 3 * 2 * 2  # fractions x index x table state
+
+    without_index = skip_locked_hits(frame, False, "unvacuumed")
+    assert without_index[0] < without_index[1] < without_index[2]
+    assert 1_000 <= without_index[1] < 100_000  # half drained: thousands of buffers for one claim
+    vacuumed = skip_locked_hits(frame, False, "vacuumed")
+    assert vacuumed[0] < vacuumed[1] < vacuumed[2]  # still walks the prefix, on fewer pages
+
+    for state in ("unvacuumed", "vacuumed"):
+        with_index = skip_locked_hits(frame, True, state)
+        assert max(with_index) < 200, (state, with_index)
+    assert max(skip_locked_hits(frame, True, "vacuumed")) - min(skip_locked_hits(frame, True, "vacuumed")) <= 5
+    assert skip_locked_hits(frame, True, "unvacuumed")[1] * 50 < without_index[1]
+
+    half = claims[claims["consumed_fraction"] == 0.5].set_index(["partial_index", "table_state"])
+    assert (half.loc[(False, "unvacuumed"), "rows_removed_by_filter"]) == 5_000
+    assert half.loc[(False, "unvacuumed"), "index_used"] == "jobs_pkey"
+    assert half.loc[(True, "unvacuumed"), "rows_removed_by_filter"] == 0
+    assert half.loc[(True, "unvacuumed"), "index_used"] == "jobs_pending_idx"
+    assert (claims["rows_returned"] == 1).all()  # every measured claim found a job
+
+    repetitions = plans.load_repetitions(plan_run)
+    spread = repetitions.groupby(list(plans.POINT_KEYS))["shared_hit_blocks"].agg(lambda s: s.max() - s.min())
+    assert spread.max() <= 3  # the held snapshot keeps each repetition on the same table
+
+
+def test_plan_texts_and_manifest(plan_run):
+    texts = plans.load_plan_texts(plan_run)
+    assert "Rows Removed by Filter: 5000" in texts["half_drained_without_index"]
+    assert "jobs_pending_idx" in texts["half_drained_with_index"]
+    guarded = texts["guarded_claim"]
+    assert "Index Scan using jobs_pkey" in guarded
+    assert "Filter: (status = 'pending'::text)" in guarded
+    manifest = read_json(plan_run / "manifest.json")
+    assert manifest["kind"] == "plans"
+    assert "pgstattuple_available" in manifest["server"]
+    assert manifest["statements"]["skip_locked.claim"] == SKIP_LOCKED_CLAIM
+    assert plans.latest_run(plan_run.parent.parent) == plan_run
+
+
+def test_plan_capture_leaves_the_table_as_it_found_it(conn):
+    schema.create_queue(conn, 500)  # with the audit trigger: a claim that stuck would leave an audit row
+    conn.execute(plans.CONSUME_PREFIX_SQL, [200])
+    snapshot = "SELECT id, status, started_at FROM claimrace.jobs ORDER BY id"
+    rows_before = conn.execute(snapshot).fetchall()
+    counts_before = schema.status_counts(conn)
+    first_pending = conn.execute(PICK_OLDEST_PENDING).fetchone()[0]
+
+    for planned in plans.strategy_statements():
+        params = (first_pending,) if planned.needs_job_id else ()
+        document = plans.explain(conn, planned.sql, params, "json")
+        assert plans.inner_scan(document["Plan"])["Actual Rows"] == 1, planned.label
+        if planned.sql.startswith("UPDATE"):  # it really flipped the job: the audit trigger fired, then rolled back
+            fired = {t["Trigger Name"]: t["Calls"] for t in document.get("Triggers", [])}
+            assert fired == {"jobs_claim_audit": 1}, (planned.label, fired)
+        assert plans.explain(conn, planned.sql, params, "text")
+
+    assert schema.status_counts(conn) == counts_before == {"done": 200, "pending": 300}
+    assert conn.execute(snapshot).fetchall() == rows_before
+    assert schema.audit_rows(conn) == []
+
+
+def test_cli_json_prints_one_object_per_point(db, tmp_path):
+    result = run_cli("plans", "--jobs", "2000", "--consumed", "0,0.5", "--repetitions", "1", "--json", "--quiet",
+                     "--data-dir", str(tmp_path), env_extra={"DATABASE_URL": db.url})
+    assert result.returncode == 0, result.stderr
+    points = [json.loads(line) for line in result.stdout.splitlines()]
+    skip_locked = [p for p in points if p["strategy"] == "skip_locked"]
+    assert len(skip_locked) == 2 * 2 * 2
+    for point in points:
+        assert REQUIRED_JSON_KEYS <= point.keys()
+    half = [p for p in skip_locked if p["consumed_fraction"] == 0.5 and not p["partial_index"]]
+    assert all(p["rows_removed_by_filter"] == 1_000 for p in half)
+    assert plans.latest_run(tmp_path) is not None
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--jobs", "0"], "job count must be between 1"),
+    (["--consumed", "0,1.5"], "consumed fraction must be between 0 and 1"),
+    (["--consumed", "half"], "comma-separated fractions"),
+    (["--repetitions", "0"], "repetitions must be at least 1"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, fragment, tmp_path):
+    result = run_cli("plans", *args, "--data-dir", str(tmp_path))
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert fragment in lines[0]
+    assert plans.latest_run(tmp_path) is None
