@@ -167,3 +167,75 @@ def machine(paths: list[Path]) -> dict:
         "git_commits": commits,
         "runs": len(manifests),
     }
+
+
+# --------------------------------------------------------------------------- plans (harness.plans)
+
+INDEX_LABELS = {False: "without partial index", True: "with partial index"}
+
+
+def claim_plan_points(points: pd.DataFrame, strategy: str = "skip_locked", statement: str = "claim") -> pd.DataFrame:
+    """One strategy statement's EXPLAIN figures at every fill level, ready for charting."""
+    chosen = points[(points["strategy"] == strategy) & (points["statement"] == statement)].copy()
+    chosen["index"] = chosen["partial_index"].map(INDEX_LABELS)
+    chosen["buffers"] = chosen["shared_hit_blocks"].astype(float) + chosen["shared_read_blocks"].astype(float)
+    chosen["consumed_percent"] = 100 * chosen["consumed_fraction"].astype(float)
+    return chosen.sort_values(["job_count", "partial_index", "table_state", "consumed_fraction"]).reset_index(drop=True)
+
+
+def plan_point(points: pd.DataFrame, strategy: str, statement: str, job_count: int, consumed_fraction: float,
+               partial_index: bool, table_state: str = "unvacuumed") -> dict:
+    """One EXPLAIN point as a dict (empty if it was not measured)."""
+    rows = points[(points["strategy"] == strategy) & (points["statement"] == statement)
+                  & (points["job_count"] == job_count) & (points["partial_index"] == partial_index)
+                  & (points["table_state"] == table_state)
+                  & np.isclose(points["consumed_fraction"].astype(float), consumed_fraction)]
+    return rows.iloc[0].to_dict() if len(rows) else {}
+
+
+# --------------------------------------------------------------------------- churn (harness.churn)
+
+MODE_ORDER = ("one connection", "race", "one bulk UPDATE")
+
+
+def churn_modes(matrix: pd.DataFrame) -> pd.DataFrame:
+    """The churn matrix with readable labels for the index setting and the way the queue was drained."""
+    frame = matrix.copy()
+    frame["index"] = frame["partial_index"].map(INDEX_LABELS)
+
+    def label(row):
+        if row["mode"] == "sequential":
+            return "one connection"
+        if row["mode"] == "bulk":
+            return "one bulk UPDATE"
+        return f"race, {int(row['worker_count'])} workers"
+
+    frame["drained_by"] = frame.apply(label, axis=1)
+    frame["hot_fraction"] = frame["hot_fraction"].astype(float)
+    frame["heap_growth_pages"] = frame["heap_pages"].astype(float) - frame["heap_pages_before"].astype(float)
+    return frame
+
+
+def churn_point(matrix: pd.DataFrame, fillfactor: int, partial_index: bool, payload_bytes: int = 0,
+                mode: str = "sequential", worker_count: int | None = None) -> dict:
+    rows = matrix[(matrix["fillfactor"] == fillfactor) & (matrix["partial_index"] == partial_index)
+                  & (matrix["payload_bytes"] == payload_bytes) & (matrix["mode"] == mode)]
+    if worker_count is not None:
+        rows = rows[rows["worker_count"] == worker_count]
+    return rows.iloc[0].to_dict() if len(rows) else {}
+
+
+PHASE_LABELS = {"immediate": "right after the claims", "settled": "once the statistics settled",
+                "after_read": "after one full read"}
+
+
+def pruning_phases(pruning: pd.DataFrame) -> pd.DataFrame:
+    """The pruning experiment, one row per autovacuum arm and phase, labelled."""
+    if not len(pruning):
+        return pruning
+    frame = pruning.copy()
+    frame["phase_label"] = frame["phase"].map(PHASE_LABELS).fillna(frame["phase"])
+    frame["autovacuum_label"] = frame["autovacuum"].map({True: "autovacuum on (default)",
+                                                         False: "autovacuum off for the table"})
+    frame["phase_order"] = frame["phase"].map({p: i for i, p in enumerate(PHASE_LABELS)})
+    return frame.sort_values(["autovacuum", "phase_order"], ascending=[False, True]).reset_index(drop=True)

@@ -181,3 +181,134 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.Chart:
         x="start_ms:Q", text="job_id:N", tooltip=tooltip)
     return (points + labels).add_params(choice).properties(
         width=WIDTH, height=180, title="Four workers, one small queue, slowed down")
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def _index_colour() -> alt.Color:
+    return alt.Color("index:N", scale=INDEX_COLOURS, title=None, legend=alt.Legend(orient="bottom"))
+
+
+def _state_dash() -> alt.StrokeDash:
+    return alt.StrokeDash("table_state:N", title="table", sort=["unvacuumed", "vacuumed"],
+                          legend=alt.Legend(orient="bottom"))
+
+
+def _plan_tooltip():
+    return [alt.Tooltip("job_count:Q", title="jobs", format=","),
+            alt.Tooltip("consumed_percent:Q", title="consumed (%)", format=".0f"),
+            alt.Tooltip("index:N"), alt.Tooltip("table_state:N", title="table"),
+            alt.Tooltip("buffers:Q", title="shared buffers", format=","),
+            alt.Tooltip("rows_removed_by_filter:Q", title="rows removed by filter", format=","),
+            alt.Tooltip("execution_ms:Q", title="execution (ms, median)", format=",.3f"),
+            alt.Tooltip("index_used:N", title="index scanned")]
+
+
+def plan_buffers_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
+    """F9: buffers the skip_locked claim touches as the queue drains, with and without the partial index."""
+    data = plan_points[["job_count", "consumed_percent", "index", "table_state", "buffers",
+                        "rows_removed_by_filter", "execution_ms", "index_used"]]
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
+        y=alt.Y("buffers:Q", title="shared buffers per claim", scale=alt.Scale(type="log")),
+        color=_index_colour(), strokeDash=_state_dash(), tooltip=_plan_tooltip(),
+    ).properties(width=WIDTH // 2 - 20, height=240).facet(
+        column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
+    ).properties(title="skip_locked claim: buffers touched vs fill level")
+
+
+def plan_time_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
+    """F9: execution time of the skip_locked claim (EXPLAIN ANALYZE, median) against fill level."""
+    data = plan_points[["job_count", "consumed_percent", "index", "table_state", "buffers",
+                        "rows_removed_by_filter", "execution_ms", "index_used"]]
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
+        y=alt.Y("execution_ms:Q", title="execution time (ms)", scale=alt.Scale(type="log")),
+        color=_index_colour(), strokeDash=_state_dash(), tooltip=_plan_tooltip(),
+    ).properties(width=WIDTH // 2 - 20, height=240).facet(
+        column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
+    ).properties(title="skip_locked claim: execution time vs fill level")
+
+
+# --------------------------------------------------------------------------- churn
+
+
+def hot_rate_chart(churn: pd.DataFrame) -> alt.FacetChart:
+    """F12, F13, C9: share of HOT updates by fillfactor, partial index, row width and how the queue was drained."""
+    data = churn[["fillfactor", "index", "payload_bytes", "drained_by", "updates", "hot_updates",
+                  "newpage_updates", "hot_fraction", "dead_tuples", "heap_pages_before", "heap_pages"]]
+    order = sorted(data["drained_by"].unique(), key=lambda m: (m.startswith("one bulk"), m))
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("fillfactor:Q", title="fillfactor", scale=alt.Scale(reverse=True, zero=False),
+                axis=alt.Axis(values=sorted(data["fillfactor"].unique().tolist()))),
+        y=alt.Y("hot_fraction:Q", title="HOT updates", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+        color=_index_colour(),
+        strokeDash=alt.StrokeDash("drained_by:N", title="drained by", sort=order,
+                                  legend=alt.Legend(orient="bottom", direction="vertical")),
+        tooltip=[alt.Tooltip("fillfactor:Q"), alt.Tooltip("index:N"),
+                 alt.Tooltip("payload_bytes:Q", title="payload (bytes)"), alt.Tooltip("drained_by:N", title="drained by"),
+                 alt.Tooltip("hot_updates:Q", title="HOT updates", format=","),
+                 alt.Tooltip("updates:Q", title="updates", format=","),
+                 alt.Tooltip("newpage_updates:Q", title="moved to another page", format=","),
+                 alt.Tooltip("heap_pages_before:Q", title="heap pages before"),
+                 alt.Tooltip("heap_pages:Q", title="heap pages after")],
+    ).properties(width=WIDTH // 2 - 20, height=240).facet(
+        column=alt.Column("payload_bytes:O", title="payload per row (bytes)"),
+    ).properties(title="Share of status updates that were HOT")
+
+
+def pruning_chart(pruning: pd.DataFrame) -> alt.Chart:
+    """F11: n_dead_tup after the claims, once settled and after a read, with autovacuum on and off."""
+    data = pruning[["autovacuum_label", "phase_label", "phase_order", "dead_tuples", "live_tuples", "updates",
+                    "hot_updates", "autovacuum_runs", "autoanalyze_runs", "seconds_after_claims"]]
+    phases = [p for p in PHASE_ORDER if p in set(data["phase_label"])]
+    return alt.Chart(data).mark_bar().encode(
+        x=alt.X("phase_label:N", title=None, sort=phases, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("autovacuum_label:N"),
+        y=alt.Y("dead_tuples:Q", title="n_dead_tup"),
+        color=alt.Color("autovacuum_label:N", title=None, scale=alt.Scale(range=["#2a6fb0", "#9aa0a6"]),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=[alt.Tooltip("autovacuum_label:N", title="arm"), alt.Tooltip("phase_label:N", title="when"),
+                 alt.Tooltip("dead_tuples:Q", title="n_dead_tup", format=","),
+                 alt.Tooltip("updates:Q", title="status updates", format=","),
+                 alt.Tooltip("hot_updates:Q", title="of them HOT", format=","),
+                 alt.Tooltip("autovacuum_runs:Q", title="autovacuum runs"),
+                 alt.Tooltip("autoanalyze_runs:Q", title="autoanalyze runs"),
+                 alt.Tooltip("seconds_after_claims:Q", title="seconds after the claims", format=".1f")],
+    ).properties(width=WIDTH, height=HEIGHT - 60, title="Dead row versions the statistics report")
+
+
+PHASE_ORDER = ["right after the claims", "once the statistics settled", "after one full read"]
+
+
+# --------------------------------------------------------------------------- bench
+
+
+def bench_ratio_chart(bench: pd.DataFrame, target_ratio: float | None = None) -> alt.LayerChart:
+    """Harness claims/s over pgbench's on the same SQL, per strategy and worker count, with the spread over pairs."""
+    data = _plain(bench)[["strategy", "worker_count", "pairs", "ratio", "ratio_min", "ratio_max",
+                          "harness_claims_per_second", "pgbench_claims_per_second"]]
+    base = alt.Chart(data).encode(
+        x=alt.X("worker_count:O", title="workers"),
+        xOffset=alt.XOffset("strategy:N", sort=list(STRATEGY_ORDER)),
+        color=_strategy_colour(),
+    )
+    tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
+               alt.Tooltip("ratio:Q", title="harness / pgbench (median)", format=".2f"),
+               alt.Tooltip("ratio_min:Q", title="lowest pair", format=".2f"),
+               alt.Tooltip("ratio_max:Q", title="highest pair", format=".2f"),
+               alt.Tooltip("harness_claims_per_second:Q", title="harness claims/s", format=",.0f"),
+               alt.Tooltip("pgbench_claims_per_second:Q", title="pgbench claims/s", format=",.0f"),
+               alt.Tooltip("pairs:Q")]
+    points = base.mark_point(filled=True, size=90).encode(
+        y=alt.Y("ratio:Q", title="harness claims/s ÷ pgbench claims/s", scale=alt.Scale(zero=False)),
+        tooltip=tooltip)
+    spread = base.mark_rule(strokeWidth=2).encode(y="ratio_min:Q", y2="ratio_max:Q", tooltip=tooltip)
+    layers = [spread, points]
+    reference = pd.DataFrame({"y": [1.0] + ([target_ratio] if target_ratio else []),
+                              "label": ["parity"] + (["target"] if target_ratio else [])})
+    layers.append(alt.Chart(reference).mark_rule(strokeDash=[4, 4], color="#777").encode(
+        y="y:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("y:Q", format=".2f")]))
+    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT - 40,
+                                         title="Is the harness the bottleneck? Its rate over pgbench's")
