@@ -107,6 +107,16 @@ def _is_numeric(series: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
 
 
+def plan_block(plan_text: str) -> str:
+    """A text EXPLAIN plan as a preformatted block that keeps its columns (it scrolls rather than wraps)."""
+    return f'<pre class="plan">{html.escape(plan_text or "")}</pre>'
+
+
+def plural(n, word: str, suffix: str = "s") -> str:
+    """'1 run', '5 runs'"""
+    return f"{count(n)} {word}{'' if int(n) == 1 else suffix}"
+
+
 def strategy_sql(name: str) -> str:
     """A strategy's statements exactly as harness.strategies holds them, as a Markdown SQL block."""
     strategy = STRATEGIES[name]

@@ -19,7 +19,13 @@ INDEX_COLOURS = alt.Scale(domain=["without partial index", "with partial index"]
 
 
 def _strategy_colour(legend_title: str = "strategy") -> alt.Color:
-    return alt.Color("strategy:N", scale=STRATEGY_SCALE, title=legend_title, sort=list(STRATEGY_ORDER))
+    return alt.Color("strategy:N", scale=STRATEGY_SCALE, title=legend_title, sort=list(STRATEGY_ORDER),
+                     legend=alt.Legend(symbolOpacity=1))
+
+
+def _dash_legend(**options) -> alt.Legend:
+    """A legend whose symbols are line segments, so the dash pattern shows."""
+    return alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolStrokeColor="#444", symbolSize=300, **options)
 
 
 def _workers_axis(values) -> alt.X:
@@ -71,7 +77,7 @@ def throughput_chart(by_workers: pd.DataFrame) -> alt.Chart:
     base = alt.Chart(long).encode(x=_workers_axis(long["worker_count"]), color=_strategy_colour())
     lines = base.mark_line(point=True).encode(
         y=alt.Y("per_second:Q", title="per second", scale=alt.Scale(type="log")),
-        strokeDash=alt.StrokeDash("measure:N", title=None, legend=alt.Legend(orient="bottom", direction="vertical")),
+        strokeDash=alt.StrokeDash("measure:N", title=None, legend=_dash_legend(orient="bottom", direction="vertical")),
         tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
                  alt.Tooltip("measure:N"), alt.Tooltip("per_second:Q", title="per second", format=",.0f"),
                  alt.Tooltip("attempts_per_second:Q", title="attempts per second", format=",.0f"),
@@ -112,7 +118,7 @@ def latency_chart(by_workers: pd.DataFrame) -> alt.Chart:
     band = base.mark_area(opacity=0.15).encode(y="low:Q", y2="high:Q", detail="percentile:N")
     lines = base.mark_line(point=True).encode(
         y=alt.Y("ms:Q", title="latency of a winning claim (ms)", scale=alt.Scale(type="log")),
-        strokeDash=alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile"),
+        strokeDash=alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile", legend=_dash_legend()),
         tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
                  alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", title="ms (median over repeats)", format=",.3f"),
                  alt.Tooltip("low:Q", title="lowest repeat", format=",.3f"),
@@ -132,7 +138,7 @@ def wait_quantiles_chart(quantiles: pd.DataFrame) -> alt.Chart:
         x=_workers_axis(data["worker_count"]),
         y=alt.Y("ms:Q", title="ms", scale=alt.Scale(type="log")),
         color=alt.Color("measure:N", scale=WAIT_SCALE, title=None),
-        strokeDash=alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile"),
+        strokeDash=alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile", legend=_dash_legend()),
         tooltip=[alt.Tooltip("measure:N"), alt.Tooltip("worker_count:Q", title="workers"),
                  alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", format=",.3f")],
     ).properties(width=WIDTH, height=HEIGHT, title="Guarded: a winning claim vs the wait for a job")
@@ -192,7 +198,7 @@ def _index_colour() -> alt.Color:
 
 def _state_dash() -> alt.StrokeDash:
     return alt.StrokeDash("table_state:N", title="table", sort=["unvacuumed", "vacuumed"],
-                          legend=alt.Legend(orient="bottom"))
+                          legend=_dash_legend(orient="bottom"))
 
 
 def _plan_tooltip():
@@ -245,7 +251,7 @@ def hot_rate_chart(churn: pd.DataFrame) -> alt.FacetChart:
         y=alt.Y("hot_fraction:Q", title="HOT updates", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
         color=_index_colour(),
         strokeDash=alt.StrokeDash("drained_by:N", title="drained by", sort=order,
-                                  legend=alt.Legend(orient="bottom", direction="vertical")),
+                                  legend=_dash_legend(orient="bottom", direction="vertical")),
         tooltip=[alt.Tooltip("fillfactor:Q"), alt.Tooltip("index:N"),
                  alt.Tooltip("payload_bytes:Q", title="payload (bytes)"), alt.Tooltip("drained_by:N", title="drained by"),
                  alt.Tooltip("hot_updates:Q", title="HOT updates", format=","),
@@ -267,7 +273,9 @@ def pruning_chart(pruning: pd.DataFrame) -> alt.Chart:
         x=alt.X("phase_label:N", title=None, sort=phases, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("autovacuum_label:N"),
         y=alt.Y("dead_tuples:Q", title="n_dead_tup"),
-        color=alt.Color("autovacuum_label:N", title=None, scale=alt.Scale(range=["#2a6fb0", "#9aa0a6"]),
+        color=alt.Color("autovacuum_label:N", title=None,
+                        scale=alt.Scale(domain=["autovacuum on (default)", "autovacuum off for the table"],
+                                        range=["#2a6fb0", "#9aa0a6"]),
                         legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("autovacuum_label:N", title="arm"), alt.Tooltip("phase_label:N", title="when"),
                  alt.Tooltip("dead_tuples:Q", title="n_dead_tup", format=","),

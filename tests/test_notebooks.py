@@ -1,0 +1,123 @@
+"""The notebooks: committed clean, one literal parameters cell each, and each one runs under papermill."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+import yaml
+
+from harness import config, report
+from tiny_report import TINY_PARAMS, build_tiny_report
+
+NOTEBOOKS = sorted(p.name for p in config.NOTEBOOK_DIR.glob("*.ipynb"))
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return build_tiny_report()
+
+
+def read(name: str) -> nbformat.NotebookNode:
+    return nbformat.read(config.NOTEBOOK_DIR / name, as_version=4)
+
+
+def parameters_cell(notebook) -> nbformat.NotebookNode:
+    return next(c for c in notebook.cells if c.cell_type == "code")
+
+
+def test_there_are_numbered_notebooks():
+    assert NOTEBOOKS, "no notebooks in notebooks/"
+    for name in NOTEBOOKS:
+        assert name[:2].isdigit() and name[2] == "-", f"{name} is not numbered like 01-races.ipynb"
+
+
+def test_every_notebook_is_tested():
+    # the tiny build executes exactly the notebooks report.py knows; a new notebook must be added there
+    untested = set(NOTEBOOKS) - set(report.NOTEBOOK_SECTIONS)
+    assert not untested, f"notebooks without a test (add them to report.NOTEBOOK_SECTIONS): {sorted(untested)}"
+    assert set(report.NOTEBOOK_SECTIONS) <= set(NOTEBOOKS)
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_committed_without_outputs(name):
+    notebook = read(name)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{name}: a code cell has outputs"
+            assert cell.execution_count is None, f"{name}: a code cell has an execution count"
+        assert "papermill" not in cell.metadata, f"{name}: papermill metadata left in a cell"
+    assert "papermill" not in notebook.metadata
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_one_parameters_cell_first_and_literal(name):
+    notebook = read(name)
+    tagged = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"{name}: {len(tagged)} cells tagged parameters"
+    assert tagged[0] is parameters_cell(notebook), f"{name}: the parameters cell is not the first code cell"
+    for statement in ast.parse(tagged[0].source).body:
+        assert isinstance(statement, ast.AnnAssign), f"{name}: parameters must be annotated assignments"
+        ast.literal_eval(statement.value)  # literals only: derived values belong in the next cell
+    for line in tagged[0].source.splitlines():
+        if line.strip():
+            assert "  # " in line, f"{name}: parameter without a comment: {line}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_papermill_documents_every_parameter(name):
+    source = ast.parse(parameters_cell(read(name)).source)
+    declared = {s.target.id for s in source.body}
+    documented = {p["name"]: p for p in papermill.inspect_notebook(str(config.NOTEBOOK_DIR / name)).values()}
+    assert set(documented) == declared
+    for parameter in documented.values():
+        assert parameter["help"], f"{name}: {parameter['name']} has no help text"
+        assert parameter["inferred_type_name"] != "None", f"{name}: {parameter['name']} has no type"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_defaults_are_the_reports_parameters(name):
+    """Run bare, a notebook asks for the same data `make report` made, so it reuses it."""
+    params = yaml.safe_load(report.DEFAULT_PARAMS.read_text())
+    expected = report.notebook_parameters(name, params, config.DATA_DIR)
+    expected.pop("data_dir")
+    namespace: dict = {}
+    exec(parameters_cell(read(name)).source, namespace)
+    defaults = {k: v for k, v in namespace.items() if not k.startswith("__")}
+    assert defaults.pop("data_dir") == ""
+    assert defaults == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_under_papermill_with_tiny_parameters(tiny, name):
+    executed = nbformat.read(tiny.report_dir / name, as_version=4)
+    errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1, "papermill injected the tiny parameters"
+    for key in report.notebook_parameters(name, report.load_params(TINY_PARAMS), tiny.data_dir):
+        assert f"{key} = " in injected[0].source
+    charts = [o for c in executed.cells for o in c.get("outputs", []) if "text/vnd.claimrace.vega-embed+html"
+              in o.get("data", {})]
+    assert charts, f"{name} drew no chart"
+
+
+@pytest.mark.slow
+def test_papermill_command_line_takes_yaml_parameters(tiny, tmp_path):
+    """The README's command: a list parameter with -y, reusing the runs the tiny build stored."""
+    output = tmp_path / "races.ipynb"
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("papermill")), str(config.NOTEBOOK_DIR / "01-races.ipynb"), str(output),
+         "-y", f"{{worker_counts: [1, 4], job_count: 300, data_dir: '{tiny.data_dir}'}}", "--no-progress-bar"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    executed = nbformat.read(output, as_version=4)
+    text = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
+    assert "all 6 trials found" in text, "the notebook reused the stored runs"

@@ -1,0 +1,200 @@
+"""`make report` on tiny parameters: one offline HTML page, every chart drawn, a second build reuses everything."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+
+from harness import config, report, vega
+from tiny_report import TINY_PARAMS, build_tiny_report
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return build_tiny_report()
+
+
+@pytest.fixture(scope="module")
+def page(tiny):
+    return BeautifulSoup(tiny.html.read_text(), "html.parser")
+
+
+def chart_outputs(notebook_path: Path) -> int:
+    notebook = nbformat.read(notebook_path, as_version=4)
+    return sum(vega.EMBED_MIMETYPE in o.get("data", {}) for c in notebook.cells for o in c.get("outputs", []))
+
+
+@pytest.mark.slow
+def test_the_build_writes_the_page_the_notebooks_and_the_timings(tiny):
+    assert tiny.html.exists()
+    for name in report.NOTEBOOK_SECTIONS:
+        assert (tiny.report_dir / name).exists(), f"executed {name} is kept beside the page"
+    phases = tiny.timings["phases"]
+    assert {"races", "plans", "churn", "bench", "notebooks", "html"} <= set(phases)
+    assert all(entry["seconds"] is not None for entry in phases.values())
+    assert phases["races"]["trials_run"] == phases["races"]["trials"], "a clean data dir runs every trial"
+
+
+@pytest.mark.slow
+def test_no_external_script_style_font_or_image(page, tiny):
+    for tag, attribute in (("script", "src"), ("link", "href"), ("img", "src"), ("iframe", "src"),
+                           ("source", "src"), ("audio", "src"), ("video", "src"), ("embed", "src"),
+                           ("object", "data")):
+        for element in page.find_all(tag):
+            value = element.get(attribute)
+            assert value is None or value.startswith("data:") or value.startswith("#"), \
+                f"<{tag} {attribute}={value!r}> loads something"
+    for style in page.find_all("style"):
+        text = style.get_text()
+        assert "@import" not in text
+        for url in re.findall(r"url\(\s*['\"]?([^'\")]+)", text):
+            assert url.startswith("data:") or url.startswith("#"), f"stylesheet loads {url}"
+    html = tiny.html.read_text().lower()
+    for cdn in ("cdn.jsdelivr", "unpkg.com", "cdnjs", "require.js", "requirejs", "mathjax", "mermaid",
+                "fonts.googleapis"):
+        assert cdn not in html, f"the page mentions {cdn}"
+
+
+@pytest.mark.slow
+def test_vega_bundle_inlined_once_and_one_div_per_chart(page, tiny):
+    html = tiny.html.read_text()
+    assert html.count("window.vegaEmbed=") == 1
+    divs = page.select("div.claimrace-chart")
+    assert len(divs) == chart_outputs(tiny.report_dir / report.ARTICLE) > 0
+    assert len({d["id"] for d in divs}) == len(divs)
+
+
+@pytest.mark.slow
+def test_reads_as_a_post_no_code_no_prompts_no_progress_bars(page):
+    assert not page.select(".jp-InputArea-editor"), "code cells are hidden"
+    assert not page.select(".jp-InputPrompt, .jp-OutputPrompt")
+    text = page.get_text(" ")
+    assert "In [" not in text and "Out[" not in text
+    assert "it/s" not in text and "TqdmWarning" not in text and "race/s" not in text
+    assert page.find("h1").get_text(strip=True)
+    toc = page.select("nav.toc li a")
+    assert len(toc) == len([h for h in page.find_all("h2") if h.get("id")]) >= 10
+    assert page.find("table") is not None
+
+
+@pytest.mark.slow
+def test_the_articles_sql_is_the_packages(page):
+    from harness.strategies import STRATEGIES
+
+    text = page.get_text()
+    for strategy in STRATEGIES.values():
+        for _, statement in strategy.statements:
+            assert statement in text, f"{strategy.name}'s SQL is shown verbatim"
+
+
+@pytest.mark.slow
+def test_comparison_table_covers_every_finding(page):
+    tables = [t for t in page.find_all("table") if "the original's figure" in t.get_text()]
+    assert len(tables) == 1
+    rows = tables[0].select("tbody tr")
+    assert [r.find("td").get_text(strip=True) for r in rows] == [f"F{i}" for i in range(1, 14)]
+
+
+INSTRUMENT = """<script>
+window.__claimraceErrors = [];
+(function () {
+  var original = console.error;
+  console.error = function () {
+    window.__claimraceErrors.push(Array.prototype.map.call(arguments, String).join(" "));
+    original.apply(console, arguments);
+  };
+  window.addEventListener("error", function (e) {
+    window.__claimraceErrors.push("error: " + (e.message || (e.target && (e.target.src || e.target.href)) || e.type));
+  }, true);
+  window.addEventListener("unhandledrejection", function (e) { window.__claimraceErrors.push("rejection: " + e.reason); });
+  window.addEventListener("load", function () {
+    setTimeout(function () {
+      document.body.setAttribute("data-console-errors", JSON.stringify(window.__claimraceErrors));
+    }, 3000);
+  });
+})();
+</script>"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); "
+                                             "the browser check needs it")
+def test_chromium_offline_draws_every_chart_without_console_errors(tiny, tmp_path):
+    # the page itself, plus a first script that records console errors into the DOM
+    instrumented = tmp_path / "index.html"
+    instrumented.write_text(tiny.html.read_text().replace("<head>", "<head>" + INSTRUMENT, 1))
+    profile = tmp_path / "profile"
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
+         # network off: every host resolves to nothing and every proxied request goes nowhere
+         "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=20000", "--dump-dom",
+         instrumented.as_uri()],
+        capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = BeautifulSoup(result.stdout, "html.parser")
+    errors = json.loads(dom.body.get("data-console-errors", "null"))
+    assert errors == [], f"console errors: {errors}"
+    uncaught = [line for line in result.stderr.splitlines()
+                if "CONSOLE" in line and ("Uncaught" in line or "Failed to load" in line)]
+    assert not uncaught, uncaught
+    divs = dom.select("div.claimrace-chart")
+    assert len(divs) == chart_outputs(tiny.report_dir / report.ARTICLE)
+    blank = [d["id"] for d in divs if d.find("svg") is None and d.find("canvas") is None]
+    assert not blank, f"charts not drawn: {blank}"
+    marks = [len(d.select("svg .mark-symbol path, svg .mark-line path, svg .mark-rect path, svg .mark-rule line,"
+                          " svg .mark-area path")) for d in divs]
+    assert all(m > 0 for m in marks), "every chart has marks, not just axes"
+    radios = dom.select("div.claimrace-chart input[type=radio]")
+    assert {r.get("value") for r in radios} == {"naive", "guarded"}, "the slowed-down race has its toggle"
+
+
+@pytest.mark.slow
+def test_second_build_with_nothing_changed_reuses_everything(tiny):
+    html_before = tiny.html.read_bytes()
+    report.build(TINY_PARAMS, tiny.data_dir, tiny.report_dir, progress=False)
+    timings = json.loads((tiny.report_dir / "build-timings.json").read_text())["phases"]
+    assert timings["races"]["trials_run"] == 0
+    assert all(timings[kind]["reused"] for kind in ("plans", "churn", "bench"))
+    assert timings["notebooks"]["executed"] == []
+    assert timings["html"]["rendered"] is False
+    assert tiny.html.read_bytes() == html_before
+    print(f"\nsecond tiny build: {sum(e['seconds'] for e in timings.values()):.1f} s "
+          f"(first: {sum(e['seconds'] for e in tiny.timings['phases'].values()):.1f} s)")
+
+
+@pytest.mark.slow
+def test_changing_one_sweep_reruns_only_what_reads_it(tiny, tmp_path):
+    params = yaml.safe_load(TINY_PARAMS.read_text())
+    params["slow_race"]["think_ms"] = params["slow_race"]["think_ms"] + 1
+    changed = tmp_path / "changed.yml"
+    changed.write_text(yaml.safe_dump(params))
+    report_dir = tmp_path / "report"
+    shutil.copytree(tiny.report_dir, report_dir)
+    report.build(changed, tiny.data_dir, report_dir, progress=False)
+    timings = json.loads((report_dir / "build-timings.json").read_text())["phases"]
+    assert timings["races"]["trials_run"] == len(params["slow_race"]["strategies"])
+    assert timings["notebooks"]["executed"] == [report.ARTICLE], "only the article reads the slowed-down race"
+
+
+def test_a_broken_params_file_is_one_line_and_exit_2(tmp_path):
+    broken = tmp_path / "broken.yml"
+    broken.write_text("races: [not, a, mapping\n")
+    result = subprocess.run([sys.executable, "-m", "harness.report", "--params", str(broken),
+                             "--data-dir", str(tmp_path / "data"), "--report-dir", str(tmp_path / "report")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
