@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install the package with its test and dev extras
 
-report: $(STAMP) ## run the races, plans, churn and notebooks; write report/index.html
-	$(PY) -m harness.report
+report: $(STAMP) ## run the races, plans, churn and notebooks; write report/index.html (PARAMS=other.yml)
+	$(PY) -m harness.report $(if $(PARAMS),--params $(PARAMS))
 
 test: $(STAMP) ## run the test suite against an embedded PostgreSQL 16
 	$(PY) -m pytest

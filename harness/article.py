@@ -117,6 +117,12 @@ def plural(n, word: str, suffix: str = "s") -> str:
     return f"{count(n)} {word}{'' if int(n) == 1 else suffix}"
 
 
+def times(n) -> str:
+    """'not once', 'once', 'twice', '3 times'"""
+    n = int(n)
+    return {0: "not once", 1: "once", 2: "twice"}.get(n, f"{n:,} times")
+
+
 def strategy_sql(name: str) -> str:
     """A strategy's statements exactly as harness.strategies holds them, as a Markdown SQL block."""
     strategy = STRATEGIES[name]

@@ -36,6 +36,12 @@ def _workers_axis(values) -> alt.X:
                  axis=alt.Axis(values=ticks, format="d", grid=False))
 
 
+def _dashed_lines(base: alt.Chart, y, stroke_dash: alt.StrokeDash, tooltip) -> alt.LayerChart:
+    """Lines told apart by dash pattern, with points on top (separate layers, so the legend shows the dashes)."""
+    return alt.layer(base.mark_line().encode(y=y, strokeDash=stroke_dash),
+                     base.mark_point(filled=True, size=40, opacity=1).encode(y=y, tooltip=tooltip))
+
+
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     """Categoricals and numpy scalars as plain values, so the spec is JSON."""
     out = frame.copy()
@@ -45,22 +51,24 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def duplicates_chart(by_workers: pd.DataFrame) -> alt.Chart:
-    """F1, F2: jobs the audit shows claimed more than once, per strategy and worker count."""
+def duplicates_chart(by_workers: pd.DataFrame) -> alt.HConcatChart:
+    """F1, F2: jobs the audit shows claimed more than once, and the claims beyond each job's first."""
     data = _plain(by_workers)[["strategy", "worker_count", "job_count", "repeats", "duplicate_jobs",
-                               "duplicate_jobs_min", "duplicate_jobs_max", "extra_claims"]]
+                               "duplicate_jobs_min", "duplicate_jobs_max", "extra_claims", "extra_claims_min",
+                               "extra_claims_max"]]
+    tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
+               alt.Tooltip("duplicate_jobs:Q", title="jobs claimed twice or more", format=","),
+               alt.Tooltip("extra_claims:Q", title="claims beyond the first", format=","),
+               alt.Tooltip("job_count:Q", title="jobs queued", format=","),
+               alt.Tooltip("repeats:Q", title="repeats (median shown)")]
     base = alt.Chart(data).encode(x=_workers_axis(data["worker_count"]), color=_strategy_colour())
-    lines = base.mark_line(point=True).encode(
-        y=alt.Y("duplicate_jobs:Q", title="jobs claimed more than once"),
-        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
-                 alt.Tooltip("duplicate_jobs:Q", title="jobs claimed twice or more", format=","),
-                 alt.Tooltip("extra_claims:Q", title="claims beyond the first", format=","),
-                 alt.Tooltip("job_count:Q", title="jobs queued", format=","),
-                 alt.Tooltip("repeats:Q", title="repeats (median shown)")],
-    )
-    spread = base.mark_rule(strokeWidth=2, opacity=0.5).encode(y="duplicate_jobs_min:Q", y2="duplicate_jobs_max:Q")
-    return (spread + lines).properties(width=WIDTH, height=HEIGHT,
-                                       title="Jobs handed to more than one worker (from the audit)")
+    panels = []
+    for column, title, scale in (("duplicate_jobs", "jobs claimed more than once", alt.Scale()),
+                                 ("extra_claims", "claims beyond each job's first", alt.Scale(type="symlog"))):
+        line = base.mark_line(point=True).encode(y=alt.Y(f"{column}:Q", title=title, scale=scale), tooltip=tooltip)
+        spread = base.mark_rule(strokeWidth=2, opacity=0.5).encode(y=f"{column}_min:Q", y2=f"{column}_max:Q")
+        panels.append((spread + line).properties(width=WIDTH // 2 - 40, height=HEIGHT - 40))
+    return alt.hconcat(*panels).properties(title="Jobs handed to more than one worker (from the audit)")
 
 
 def throughput_chart(by_workers: pd.DataFrame) -> alt.Chart:
@@ -75,13 +83,13 @@ def throughput_chart(by_workers: pd.DataFrame) -> alt.Chart:
     long = pd.concat([counted, distinct], ignore_index=True)[
         ["strategy", "worker_count", "measure", "per_second", "low", "high", "attempts_per_second", "repeats"]]
     base = alt.Chart(long).encode(x=_workers_axis(long["worker_count"]), color=_strategy_colour())
-    lines = base.mark_line(point=True).encode(
-        y=alt.Y("per_second:Q", title="per second", scale=alt.Scale(type="log")),
-        strokeDash=alt.StrokeDash("measure:N", title=None, legend=_dash_legend(orient="bottom", direction="vertical")),
-        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
-                 alt.Tooltip("measure:N"), alt.Tooltip("per_second:Q", title="per second", format=",.0f"),
-                 alt.Tooltip("attempts_per_second:Q", title="attempts per second", format=",.0f"),
-                 alt.Tooltip("repeats:Q", title="repeats (median shown)")],
+    lines = _dashed_lines(
+        base, alt.Y("per_second:Q", title="per second", scale=alt.Scale(type="log")),
+        alt.StrokeDash("measure:N", title=None, legend=_dash_legend(orient="bottom", direction="vertical")),
+        [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
+         alt.Tooltip("measure:N"), alt.Tooltip("per_second:Q", title="per second", format=",.0f"),
+         alt.Tooltip("attempts_per_second:Q", title="attempts per second", format=",.0f"),
+         alt.Tooltip("repeats:Q", title="repeats (median shown)")],
     )
     spread = base.mark_rule(strokeWidth=2, opacity=0.5).encode(y="low:Q", y2="high:Q", detail="measure:N")
     return (spread + lines).properties(width=WIDTH, height=HEIGHT, title="Claims per second")
@@ -116,13 +124,13 @@ def latency_chart(by_workers: pd.DataFrame) -> alt.Chart:
     long = pd.concat(parts, ignore_index=True)
     base = alt.Chart(long).encode(x=_workers_axis(long["worker_count"]), color=_strategy_colour())
     band = base.mark_area(opacity=0.15).encode(y="low:Q", y2="high:Q", detail="percentile:N")
-    lines = base.mark_line(point=True).encode(
-        y=alt.Y("ms:Q", title="latency of a winning claim (ms)", scale=alt.Scale(type="log")),
-        strokeDash=alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile", legend=_dash_legend()),
-        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
-                 alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", title="ms (median over repeats)", format=",.3f"),
-                 alt.Tooltip("low:Q", title="lowest repeat", format=",.3f"),
-                 alt.Tooltip("high:Q", title="highest repeat", format=",.3f")],
+    lines = _dashed_lines(
+        base, alt.Y("ms:Q", title="latency of a winning claim (ms)", scale=alt.Scale(type="log")),
+        alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile", legend=_dash_legend()),
+        [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
+         alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", title="ms (median over repeats)", format=",.3f"),
+         alt.Tooltip("low:Q", title="lowest repeat", format=",.3f"),
+         alt.Tooltip("high:Q", title="highest repeat", format=",.3f")],
     )
     return (band + lines).properties(width=WIDTH, height=HEIGHT, title="Latency of winning claims")
 
@@ -134,13 +142,13 @@ WAIT_SCALE = alt.Scale(domain=WAIT_MEASURES, range=["#2a6fb0", "#d35400"])
 def wait_quantiles_chart(quantiles: pd.DataFrame) -> alt.Chart:
     """C4: guarded's p50 and p99 of the winning statement beside the whole wait for a job."""
     data = quantiles[quantiles["percentile"].isin(["p50", "p99"])][["worker_count", "measure", "percentile", "ms"]]
-    return alt.Chart(data).mark_line(point=True).encode(
-        x=_workers_axis(data["worker_count"]),
-        y=alt.Y("ms:Q", title="ms", scale=alt.Scale(type="log")),
-        color=alt.Color("measure:N", scale=WAIT_SCALE, title=None),
-        strokeDash=alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile", legend=_dash_legend()),
-        tooltip=[alt.Tooltip("measure:N"), alt.Tooltip("worker_count:Q", title="workers"),
-                 alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", format=",.3f")],
+    base = alt.Chart(data).encode(x=_workers_axis(data["worker_count"]),
+                                  color=alt.Color("measure:N", scale=WAIT_SCALE, title=None))
+    return _dashed_lines(
+        base, alt.Y("ms:Q", title="ms", scale=alt.Scale(type="log")),
+        alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile", legend=_dash_legend()),
+        [alt.Tooltip("measure:N"), alt.Tooltip("worker_count:Q", title="workers"),
+         alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", format=",.3f")],
     ).properties(width=WIDTH, height=HEIGHT, title="Guarded: a winning claim vs the wait for a job")
 
 
@@ -215,11 +223,10 @@ def plan_buffers_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
     """F9: buffers the skip_locked claim touches as the queue drains, with and without the partial index."""
     data = plan_points[["job_count", "consumed_percent", "index", "table_state", "buffers",
                         "rows_removed_by_filter", "execution_ms", "index_used"]]
-    return alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
-        y=alt.Y("buffers:Q", title="shared buffers per claim", scale=alt.Scale(type="log")),
-        color=_index_colour(), strokeDash=_state_dash(), tooltip=_plan_tooltip(),
-    ).properties(width=WIDTH // 2 - 20, height=240).facet(
+    base = alt.Chart(data).encode(x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
+                                  color=_index_colour())
+    return _dashed_lines(base, alt.Y("buffers:Q", title="shared buffers per claim", scale=alt.Scale(type="log")), _state_dash(), _plan_tooltip()).properties(
+        width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
     ).properties(title="skip_locked claim: buffers touched vs fill level")
 
@@ -228,11 +235,10 @@ def plan_time_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
     """F9: execution time of the skip_locked claim (EXPLAIN ANALYZE, median) against fill level."""
     data = plan_points[["job_count", "consumed_percent", "index", "table_state", "buffers",
                         "rows_removed_by_filter", "execution_ms", "index_used"]]
-    return alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
-        y=alt.Y("execution_ms:Q", title="execution time (ms)", scale=alt.Scale(type="log")),
-        color=_index_colour(), strokeDash=_state_dash(), tooltip=_plan_tooltip(),
-    ).properties(width=WIDTH // 2 - 20, height=240).facet(
+    base = alt.Chart(data).encode(x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
+                                  color=_index_colour())
+    return _dashed_lines(base, alt.Y("execution_ms:Q", title="execution time (ms)", scale=alt.Scale(type="log")), _state_dash(), _plan_tooltip()).properties(
+        width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
     ).properties(title="skip_locked claim: execution time vs fill level")
 
@@ -245,20 +251,21 @@ def hot_rate_chart(churn: pd.DataFrame) -> alt.FacetChart:
     data = churn[["fillfactor", "index", "payload_bytes", "drained_by", "updates", "hot_updates",
                   "newpage_updates", "hot_fraction", "dead_tuples", "heap_pages_before", "heap_pages"]]
     order = sorted(data["drained_by"].unique(), key=lambda m: (m.startswith("one bulk"), m))
-    return alt.Chart(data).mark_line(point=True).encode(
+    base = alt.Chart(data).encode(
         x=alt.X("fillfactor:Q", title="fillfactor", scale=alt.Scale(reverse=True, zero=False),
                 axis=alt.Axis(values=sorted(data["fillfactor"].unique().tolist()))),
-        y=alt.Y("hot_fraction:Q", title="HOT updates", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
-        color=_index_colour(),
-        strokeDash=alt.StrokeDash("drained_by:N", title="drained by", sort=order,
-                                  legend=_dash_legend(orient="bottom", direction="vertical")),
-        tooltip=[alt.Tooltip("fillfactor:Q"), alt.Tooltip("index:N"),
-                 alt.Tooltip("payload_bytes:Q", title="payload (bytes)"), alt.Tooltip("drained_by:N", title="drained by"),
-                 alt.Tooltip("hot_updates:Q", title="HOT updates", format=","),
-                 alt.Tooltip("updates:Q", title="updates", format=","),
-                 alt.Tooltip("newpage_updates:Q", title="moved to another page", format=","),
-                 alt.Tooltip("heap_pages_before:Q", title="heap pages before"),
-                 alt.Tooltip("heap_pages:Q", title="heap pages after")],
+        color=_index_colour())
+    return _dashed_lines(
+        base, alt.Y("hot_fraction:Q", title="HOT updates", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
+        alt.StrokeDash("drained_by:N", title="drained by", sort=order,
+                       legend=_dash_legend(orient="bottom", direction="vertical")),
+        [alt.Tooltip("fillfactor:Q"), alt.Tooltip("index:N"),
+         alt.Tooltip("payload_bytes:Q", title="payload (bytes)"), alt.Tooltip("drained_by:N", title="drained by"),
+         alt.Tooltip("hot_updates:Q", title="HOT updates", format=","),
+         alt.Tooltip("updates:Q", title="updates", format=","),
+         alt.Tooltip("newpage_updates:Q", title="moved to another page", format=","),
+         alt.Tooltip("heap_pages_before:Q", title="heap pages before"),
+         alt.Tooltip("heap_pages:Q", title="heap pages after")],
     ).properties(width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("payload_bytes:O", title="payload per row (bytes)"),
     ).properties(title="Share of status updates that were HOT")

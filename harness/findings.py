@@ -45,6 +45,14 @@ ORIGINAL_F5_LOSSES_PER_WIN = 22
 ORIGINAL_F5_WORKERS = 100
 ORIGINAL_F7_RATIO = 20
 
+# Within this factor of the original's figure, a measured value counts as the same; outside it, a note says why.
+CLOSE = 1.25
+
+
+def close(ours: float, original: float) -> bool:
+    return bool(ours and original) and 1 / CLOSE <= ours / original <= CLOSE
+
+
 AGREES, DIFFERS, PARTLY, NOT_MEASURED = "agrees", "differs", "agrees in shape", "not measured in this build"
 
 
@@ -155,7 +163,7 @@ def _absolute_note(ours_value: float, original_value: float, what: str, cpu_coun
     if not ours_value or not original_value or math.isnan(ours_value):
         return ""
     factor = ours_value / original_value
-    if 0.5 <= factor <= 2:
+    if close(ours_value, original_value):
         return ""
     direction = "lower" if factor < 1 else "higher"
     return (f"Our {what} is {1 / factor if factor < 1 else factor:.1f}x {direction}: absolute rates depend on the "
@@ -202,18 +210,25 @@ def race_rows(f: dict, cpu_count) -> list[dict]:
                          AGREES if f["guarded_total_duplicates"] == 0 else DIFFERS,
                          "" if f["guarded_total_duplicates"] == 0 else "The audit shows a job claimed twice."))
         lpw = f["guarded_losses_per_win_high"]
-        close = f["high"] == ORIGINAL_F5_WORKERS and 0.5 <= lpw / ORIGINAL_F5_LOSSES_PER_WIN <= 2
+        similar = f["high"] == ORIGINAL_F5_WORKERS and close(lpw, ORIGINAL_F5_LOSSES_PER_WIN)
+        rising = f["guarded_losses_per_win_high"] > f["guarded_losses_per_win_two"]
         note = ""
         if f["high"] != ORIGINAL_F5_WORKERS:
             note = f"Our sweep stops at {f['high']} workers, not {ORIGINAL_F5_WORKERS}."
-        elif not close:
+        elif not similar:
             note = (f"{lpw:.1f} rather than about {ORIGINAL_F5_LOSSES_PER_WIN} lost races per win: how many of the "
                     f"{f['high']} workers can re-read the head of the queue between two commits depends on how many "
                     f"run at once, and here {cpu_count} CPUs run all of them and the server.")
         rows.append(_row("F5", f"{_fmt(f['guarded_losses_per_win_two'], 2)} lost races per win at {f['two']} workers, "
-                               f"{_fmt(lpw, 1)} at {f['high']}", AGREES if close else PARTLY, note))
+                               f"{_fmt(lpw, 1)} at {f['high']}",
+                         (AGREES if similar else PARTLY) if rising else DIFFERS,
+                         note if rising else "Lost races per win do not grow with workers in our runs."))
         falling = f["guarded_claims_per_second_high"] < f["guarded_claims_per_second_low"]
         note = _absolute_note(f["guarded_claims_per_second_low"], 1100, f"rate at {f['low']} worker", cpu_count)
+        if f["guarded_p99_ms_low"] >= 2:
+            note = (f"Our p99 at {f['low']} worker is {_fmt_ms(f['guarded_p99_ms_low'])}, not under 2 ms: with one "
+                    f"worker, its backend and everything else on the machine sharing {cpu_count} CPUs, the slowest "
+                    "1% of claims include waits for a CPU. " + note).strip()
         rows.append(_row("F6", f"{_fmt(f['guarded_claims_per_second_low'], 0)} claims/s and p99 "
                                f"{_fmt_ms(f['guarded_p99_ms_low'])} at {f['low']} worker; "
                                f"{_fmt(f['guarded_claims_per_second_high'], 0)} claims/s at {f['high']}",
@@ -222,7 +237,7 @@ def race_rows(f: dict, cpu_count) -> list[dict]:
     if {"guarded", "skip_locked"} <= s:
         ratio = f["skip_over_guarded_high"]
         clean = f["skip_locked_total_duplicates"] == 0 and f["skip_locked_total_lost"] == 0
-        near = 0.5 <= ratio / ORIGINAL_F7_RATIO <= 2
+        near = close(ratio, ORIGINAL_F7_RATIO)
         note = ""
         if clean and ratio > 1 and not near:
             note = (f"skip_locked is {ratio:.1f}x guarded at {f['high']} workers, not about {ORIGINAL_F7_RATIO}x: "
@@ -288,6 +303,19 @@ def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
     return f
 
 
+def fill_level_facts(points: pd.DataFrame, job_count: int, fraction: float) -> dict:
+    """The skip_locked claim's buffers at one fill level: with and without the index, before and after VACUUM."""
+    from harness.analysis import plan_point
+
+    f = {"job_count": job_count, "consumed_fraction": fraction}
+    for label, partial in (("without", False), ("with", True)):
+        for state in ("unvacuumed", "vacuumed"):
+            point = plan_point(points, "skip_locked", "claim", job_count, fraction, partial, state)
+            f[f"{label}_{state}"] = (float(point["shared_hit_blocks"]) + float(point["shared_read_blocks"])
+                                     if point else math.nan)
+    return f
+
+
 def plan_rows(f: dict) -> list[dict]:
     rows = []
     measured = not math.isnan(f["without_unvacuumed_buffers"]) and not math.isnan(f["with_unvacuumed_buffers"])
@@ -296,7 +324,12 @@ def plan_rows(f: dict) -> list[dict]:
         notes = []
         if f["job_count"] != 10000:
             notes.append(f"Our reference table holds {f['job_count']:,} jobs, not 10,000.")
-        if fixes and not 0.5 <= f["time_ratio"] / (2.277 / 0.207) <= 2:
+        if fixes and not close(f["with_unvacuumed_buffers"], 14):
+            notes.append(f"With the index, the claim touched {_fmt_count(f['with_unvacuumed_buffers'])} buffers right "
+                         f"after the drain and {_fmt_count(f['with_vacuumed_buffers'])} once the table was vacuumed, "
+                         "against the original's 14: until VACUUM removes them, the partial index keeps its "
+                         "entries for the consumed rows, and the scan steps over them.")
+        if fixes and not close(f["time_ratio"], 2.277 / 0.207):
             notes.append(f"The time ratio ({f['time_ratio']:.1f}x, against the original's 11x) moves with the machine "
                          "and its load; the buffer counts do not, so they carry the finding.")
         if not fixes:
@@ -306,7 +339,8 @@ def plan_rows(f: dict) -> list[dict]:
                                f"{_fmt_count(f['without_unvacuumed_buffers'])} buffers, "
                                f"{_fmt_ms(f['without_unvacuumed_ms'])}; with it "
                                f"{_fmt_count(f['with_unvacuumed_buffers'])} buffers, {_fmt_ms(f['with_unvacuumed_ms'])} "
-                               f"({f['buffer_ratio']:,.0f}x fewer buffers, {f['time_ratio']:.1f}x faster)",
+                               f"({f['buffer_ratio']:,.0f}x fewer buffers, {f['time_ratio']:.1f}x faster); after "
+                               f"VACUUM, {_fmt_count(f['with_vacuumed_buffers'])} buffers with the index",
                          (AGREES if len(notes) == 0 else PARTLY) if fixes else DIFFERS, " ".join(notes)))
     line = f.get("guarded_filter_line")
     shows = bool(line) and "status = 'pending'" in line
