@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import os
 import subprocess
 import sys
@@ -121,3 +122,16 @@ def test_papermill_command_line_takes_yaml_parameters(tiny, tmp_path):
     executed = nbformat.read(output, as_version=4)
     text = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
     assert "all 6 trials found" in text, "the notebook reused the stored runs"
+
+
+def test_article_prose_types_no_measured_number():
+    """Numbers in the article come from data (code cells render them); its Markdown cells carry none."""
+    allowed = {"409", "17", "3.11"}  # HTTP status, the example job id, the Python version
+    notebook = read(report.ARTICLE)
+    for cell in notebook.cells:
+        if cell.cell_type != "markdown":
+            continue
+        prose = re.sub(r"```.*?```", "", cell.source, flags=re.DOTALL)  # commands and SQL
+        prose = re.sub(r"`[^`]*`", "", prose)  # inline code
+        numbers = set(re.findall(r"\d+(?:[.,]\d+)*", prose)) - allowed
+        assert not numbers, f"typed-in numbers in the article's prose: {sorted(numbers)}"
