@@ -198,3 +198,14 @@ def test_a_broken_params_file_is_one_line_and_exit_2(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+
+
+def test_a_module_missing_from_the_build_means_no_data_not_a_failure(monkeypatch, tmp_path):
+    from harness import datasets
+
+    monkeypatch.setattr(datasets, "module_available", lambda name: False)
+    params = report.load_params(TINY_PARAMS)
+    for section, ensure in (("plans", datasets.ensure_plans), ("churn", datasets.ensure_churn),
+                            ("bench", datasets.ensure_bench)):
+        assert ensure(params[section], tmp_path, progress=False) is None
+        assert datasets.find_section(section, params[section], tmp_path) is None
