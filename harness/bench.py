@@ -8,15 +8,17 @@ harness / pgbench of claims per second is computed per pair; the summary is
 its median and spread over the pairs.
 
 The queue: every run gets a fresh `claimrace.jobs` with the audit trigger, as
-in the race, plus the partial index on pending rows, and is sized so neither
-client can drain it inside the window (a drained queue fails the run). Why
-not the race's default table without the partial index: there, every claim
-walks the consumed prefix, so a claim costs more the further a client has
-got, and a slower client would be rewarded with cheaper claims within a
-timed window. With the partial index the cost of a claim stays flat, so both
-clients buy the same claims; and it is the harsher test of the client, since
-the server's work per claim is the smallest this study ever asks for, so any
-client overhead shows most.
+in the race, plus the partial index on pending rows, and more pending jobs
+than either client can claim inside the window (a drained queue fails the
+run). Why not the race's default table without the partial index: there,
+every claim walks the consumed prefix, so a claim costs more the further a
+client has got, and a slower client would be rewarded with cheaper claims
+within a timed window; the walk would also bury the client's cost under the
+server's. With the partial index the cost of a claim stays flat, so both
+clients buy the same claims, and it is the harsher test of the client: the
+server's work per claim is the smallest this study ever asks for. The table
+also holds as many finished jobs as pending ones (see `create_bench_queue`),
+so the planner reads the partial index on every run.
 
 data/bench/<run_id>/pairs.parquet        one row per measurement (client, strategy, worker count, pair)
 data/bench/<run_id>/client_cost.parquet  the harness's own time per attempt outside libpq, per strategy
@@ -28,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import secrets
 import time
 from dataclasses import asdict, dataclass
@@ -54,17 +57,19 @@ TARGET_RATIO = 0.85
 CLIENTS = ("harness", "pgbench")
 # Queue sizing: the first run of a strategy assumes this many claims per second;
 # later runs size the queue from the fastest rate seen so far, with headroom.
-FIRST_GUESS_CLAIMS_PER_SECOND = 25_000
-QUEUE_HEADROOM = 1.5
+FIRST_GUESS_CLAIMS_PER_SECOND = 30_000
+QUEUE_HEADROOM = 2.0
 MIN_QUEUE_JOBS = 5_000
-CLIENT_COST_SECONDS = 1.0  # the instrumented one-worker run per strategy
-SETUP = ("fresh claimrace.jobs per run (audit trigger on, fillfactor 100) with the partial index on pending "
-         "rows; queue larger than either client can drain in the window; pairs back to back, order alternating")
+CLIENT_COST_SECONDS = 0.5  # the instrumented one-worker run per strategy (thousands of attempts)
+SETUP = ("a fresh claimrace.jobs per run: the race's table (audit trigger on, fillfactor 100) plus the partial "
+         "index on pending rows, holding as many finished jobs (ids <= 0) as pending ones, so the pick reads the "
+         "partial index on every run; more pending jobs than either client can claim in the window; the two runs "
+         "of a pair back to back, their order alternating")
 
 PAIR_COLUMNS = ("client", "strategy", "worker_count", "pair_index", "position", "job_count", "wins", "attempts",
-                "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds", "cpu_us_per_attempt",
-                "max_rss_bytes", "private_bytes", "gap_p50_ns", "gap_p99_ns", "threads", "pending_after",
-                "started_at", "load_average")
+                "empty_attempts", "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds",
+                "cpu_us_per_attempt", "max_rss_bytes", "private_bytes_per_worker", "gap_p50_ns", "gap_p99_ns",
+                "threads", "pending_after", "plan_index", "started_at", "load_average")
 
 
 def bench_dir(data_dir: Path) -> Path:
@@ -83,24 +88,31 @@ class Measurement:
     job_count: int
     wins: int  # flips to 'running' in the server's audit (naive's duplicate flips count, as in the race)
     attempts: int
+    empty_attempts: int  # answers of "no job" (skip_locked: every attempt that did not win)
     seconds: float
     claims_per_second: float
     attempts_per_second: float
     cpu_seconds: float  # client CPU (user + system) in the window, all workers or the pgbench process
     cpu_us_per_attempt: float
-    max_rss_bytes: int  # harness: the largest worker's peak; pgbench: its one process
-    private_bytes: float  # harness: median unshared memory per worker at the end; pgbench: nan
+    max_rss_bytes: int  # the largest client process's peak resident set (shared pages included)
+    private_bytes_per_worker: float  # the client processes' unshared memory (USS) at the end, per connection
     gap_p50_ns: float  # harness: time from one attempt's end to the next one's start; pgbench: nan
     gap_p99_ns: float
     threads: int  # processes (harness) or threads (pgbench) driving the connections
     pending_after: int
+    plan_index: str  # the index the first statement's plan read on this run's queue
     started_at: str
     load_average: float
 
 
-def _server_counts(conn) -> tuple[int, int]:
+def _server_counts(conn, client: str, strategy: str, worker_count: int, seconds: int) -> tuple[int, int]:
+    """Wins from the audit, and the pending jobs left: fewer than one per worker means the queue ran out."""
     wins = conn.execute(f"SELECT count(*) FROM {config.SCHEMA}.claims").fetchone()[0]
     pending = conn.execute(f"SELECT count(*) FROM {config.SCHEMA}.jobs WHERE status = 'pending'").fetchone()[0]
+    if pending < worker_count:
+        jobs = conn.execute(f"SELECT count(*) FROM {config.SCHEMA}.jobs").fetchone()[0]
+        raise QueueDrained(f"{client} left {pending} of {jobs} jobs pending after {seconds} s ({strategy}, "
+                           f"{worker_count} workers, {wins} wins)")
     return int(wins), int(pending)
 
 
@@ -109,6 +121,35 @@ def _load() -> float:
         return os.getloadavg()[0]
     except OSError:
         return float("nan")
+
+
+def create_bench_queue(conn, pending_jobs: int) -> str:
+    """The race's table with the partial index: pending_jobs pending, after as many finished ones.
+
+    The finished rows (ids up to 0, status 'done') are the queue's history. They
+    make the planner's statistics see what a working queue looks like, so it
+    picks the partial index for the pick on every run: on a table of pending
+    rows only, the primary key and the partial index cost the same and the
+    choice flips with the table's size (147,723 pending rows: primary key;
+    200,000: partial index), and a run on the primary key walks everything
+    claimed before it. Returns the index the first statement's plan reads.
+    """
+    schema.create_queue(conn, pending_jobs, partial_index=True)
+    conn.execute(f"INSERT INTO {config.SCHEMA}.jobs (id, status) SELECT -g, 'done' "
+                 "FROM generate_series(0::bigint, %s::bigint) g",
+                 [int(pending_jobs) - 1])
+    conn.execute(f"VACUUM (ANALYZE) {config.SCHEMA}.jobs")
+
+
+def claim_plan_index(conn, strategy: str) -> str:
+    """The indexes the strategy's first statement reads, in plan order (the pick; skip_locked's whole UPDATE)."""
+    text = get_strategy(strategy).statements[0][1]
+    found = []
+    for (line,) in conn.execute(f"EXPLAIN {text}").fetchall():
+        match = re.search(r"[Ii]ndex (?:Only )?Scan using (\w+)", line)
+        if match and match.group(1) not in found:
+            found.append(match.group(1))
+    return "+".join(found) or "none"
 
 
 def _harness_gaps(result) -> np.ndarray:
@@ -121,14 +162,13 @@ def measure_harness(db: database.Database, conn, strategy: str, worker_count: in
                     pair_index: int = 0, position: int = 0) -> Measurement:
     """The race workers on a fresh queue for `seconds` seconds."""
     started_at = utc_now()
-    schema.create_queue(conn, job_count, partial_index=True)
+    create_bench_queue(conn, job_count)
+    plan_index = claim_plan_index(conn, strategy)
     result = run_race(db.url, strategy, worker_count, duration_seconds=seconds, timeout_seconds=seconds + 120)
     outcomes = np.concatenate([w.outcome for w in result.workers])
-    if (outcomes == EMPTY).any():
-        raise QueueDrained(f"the harness emptied the queue within {seconds} s ({strategy}, {worker_count} workers)")
     if (outcomes == ERROR).any():
         raise RuntimeError(f"{int((outcomes == ERROR).sum())} harness attempts failed ({strategy}, {worker_count})")
-    wins, pending = _server_counts(conn)
+    wins, pending = _server_counts(conn, "the harness", strategy, worker_count, seconds)
     reported = int((outcomes == WON).sum())
     if reported != wins:
         raise RuntimeError(f"the harness counted {reported} wins but the audit holds {wins} ({strategy})")
@@ -137,14 +177,17 @@ def measure_harness(db: database.Database, conn, strategy: str, worker_count: in
     cpu_ns = sum(w.cpu_ns for w in result.workers)
     return Measurement(
         client="harness", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
-        job_count=job_count, wins=wins, attempts=attempts, seconds=result.wall_seconds,
+        job_count=job_count, wins=wins, attempts=attempts, empty_attempts=int((outcomes == EMPTY).sum()),
+        seconds=result.wall_seconds,
         claims_per_second=wins / result.wall_seconds, attempts_per_second=attempts / result.wall_seconds,
         cpu_seconds=cpu_ns / 1e9, cpu_us_per_attempt=cpu_ns / 1e3 / max(attempts, 1),
         max_rss_bytes=max(w.max_rss_bytes for w in result.workers),
-        private_bytes=float(np.median([w.private_bytes for w in result.workers])),
+        private_bytes_per_worker=sum({w.process_index: w.private_bytes for w in result.workers}.values())
+        / worker_count,
         gap_p50_ns=float(np.percentile(gaps, 50)) if len(gaps) else math.nan,
         gap_p99_ns=float(np.percentile(gaps, 99)) if len(gaps) else math.nan,
-        threads=worker_count, pending_after=pending, started_at=started_at, load_average=_load(),
+        threads=result.process_count, pending_after=pending, plan_index=plan_index, started_at=started_at,
+        load_average=_load(),
     )
 
 
@@ -153,18 +196,24 @@ def measure_pgbench(db: database.Database, conn, strategy: str, worker_count: in
                     threads: int | None = None) -> Measurement:
     """pgbench on the same statements, on a fresh queue of the same size."""
     started_at = utc_now()
-    schema.create_queue(conn, job_count, partial_index=True)
+    create_bench_queue(conn, job_count)
+    plan_index = claim_plan_index(conn, strategy)
     run = run_pgbench(db.url, get_strategy(strategy), worker_count, seconds, pg_version, threads)
     if run.failed:
         raise RuntimeError(f"pgbench reported {run.failed} failed transactions ({strategy}, {worker_count})")
-    wins, pending = _server_counts(conn)
+    wins, pending = _server_counts(conn, "pgbench", strategy, worker_count, seconds)
     return Measurement(
         client="pgbench", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
-        job_count=job_count, wins=wins, attempts=run.transactions, seconds=run.seconds,
+        job_count=job_count, wins=wins, attempts=run.transactions,
+        # one statement: an attempt either wins or finds nothing; two: an empty pick aborts the client (drained)
+        empty_attempts=run.transactions - wins if len(get_strategy(strategy).statements) == 1 else 0,
+        seconds=run.seconds,
         claims_per_second=wins / run.seconds, attempts_per_second=run.transactions / run.seconds,
         cpu_seconds=run.cpu_ns / 1e9, cpu_us_per_attempt=run.cpu_ns / 1e3 / max(run.transactions, 1),
-        max_rss_bytes=run.max_rss_bytes, private_bytes=math.nan, gap_p50_ns=math.nan, gap_p99_ns=math.nan,
-        threads=run.threads, pending_after=pending, started_at=started_at, load_average=_load(),
+        max_rss_bytes=run.max_rss_bytes, private_bytes_per_worker=run.private_bytes / worker_count,
+        gap_p50_ns=math.nan, gap_p99_ns=math.nan,
+        threads=run.threads, pending_after=pending, plan_index=plan_index, started_at=started_at,
+        load_average=_load(),
     )
 
 
@@ -173,11 +222,10 @@ def measure_client_cost(db: database.Database, conn, strategy: str, seconds: flo
 
     The instrumentation's own wrapper call is included, so the figure is an upper bound.
     """
-    schema.create_queue(conn, max(MIN_QUEUE_JOBS, int(seconds * FIRST_GUESS_CLAIMS_PER_SECOND)), partial_index=True)
+    create_bench_queue(conn, max(MIN_QUEUE_JOBS, int(seconds * FIRST_GUESS_CLAIMS_PER_SECOND)))
     result = run_race(db.url, strategy, 1, duration_seconds=seconds, timeout_seconds=seconds + 120, instrument=True)
     [worker] = result.workers
-    if (worker.outcome == EMPTY).any():
-        raise QueueDrained(f"the instrumented worker emptied the queue ({strategy})")
+    _server_counts(conn, "the instrumented worker", strategy, 1, seconds)
     cycle = np.diff(worker.start_ns)  # start to start: everything one attempt costs the worker
     outside = cycle - worker.round_trip_ns[:-1]
     return {
@@ -333,12 +381,16 @@ def load_bench(run_dir: Path) -> pd.DataFrame:
     pairs = load_pairs(run_dir)
     wide = pair_ratios(pairs)
     harness = pairs[pairs["client"] == "harness"]
-    memory = harness.groupby(["strategy", "worker_count"]).agg(
+    gaps = harness.groupby(["strategy", "worker_count"]).agg(
         harness_gap_p50_us=("gap_p50_ns", lambda v: v.median() / 1e3),
         harness_gap_p99_us=("gap_p99_ns", lambda v: v.median() / 1e3),
-        harness_worker_max_rss_mib=("max_rss_bytes", lambda v: v.max() / 2**20),
-        harness_worker_private_mib=("private_bytes", lambda v: v.median() / 2**20),
+        harness_processes=("threads", "max"),
     )
+    memory = pairs.pivot_table(index=["strategy", "worker_count"], columns="client",
+                               values=["max_rss_bytes", "private_bytes_per_worker"], aggfunc="median")
+    memory.columns = [f"{client}_{'max_rss_mib' if value == 'max_rss_bytes' else 'private_mib_per_worker'}"
+                      for value, client in memory.columns]
+    memory = memory / 2**20
     summary = wide.groupby(["strategy", "worker_count"]).agg(
         pairs=("ratio", "size"),
         harness_claims_per_second=("harness_claims_per_second", "median"),
@@ -351,7 +403,7 @@ def load_bench(run_dir: Path) -> pd.DataFrame:
         attempts_ratio=("attempts_ratio", "median"),
         harness_cpu_us_per_attempt=("harness_cpu_us_per_attempt", "median"),
         pgbench_cpu_us_per_attempt=("pgbench_cpu_us_per_attempt", "median"),
-    ).join(memory)
+    ).join(gaps).join(memory)
     summary["meets_target"] = summary["ratio"] >= TARGET_RATIO
     order = {name: i for i, name in enumerate(STRATEGIES)}
     summary = summary.reset_index()
@@ -370,7 +422,7 @@ def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
 
 TABLE_COLUMNS = ("strategy", "worker_count", "pairs", "harness_claims_per_second", "pgbench_claims_per_second",
                  "ratio", "ratio_min", "ratio_max", "harness_cpu_us_per_attempt", "pgbench_cpu_us_per_attempt",
-                 "harness_gap_p50_us", "harness_worker_max_rss_mib")
+                 "harness_gap_p50_us", "harness_private_mib_per_worker", "pgbench_private_mib_per_worker")
 
 
 def _print(run_dir: Path, as_json: bool) -> None:

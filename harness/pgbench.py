@@ -79,6 +79,7 @@ class PgbenchRun:
     threads: int
     cpu_ns: int  # user + system CPU time of the pgbench process, connections included
     max_rss_bytes: int  # peak resident set of the one pgbench process that serves every client
+    private_bytes: int  # its unshared memory near the end of the run (USS), 0 if unknown
     output: str
 
 
@@ -114,6 +115,16 @@ def _peak_rss_bytes(pid: int) -> int:
     return 0
 
 
+def _private_bytes(pid: int) -> int:
+    """Private_Clean + Private_Dirty of a running process (0 once it has exited)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            return sum(int(line.split()[1]) * 1024 for line in rollup
+                       if line.startswith(("Private_Clean:", "Private_Dirty:")))
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 class QueueDrained(RuntimeError):
     """The queue ran out inside the window: the rate would describe a half-empty window."""
 
@@ -138,9 +149,10 @@ def run_pgbench(url: str, strategy: Strategy, worker_count: int, seconds: int, p
                 # wait4: this child's own CPU time, not all children's; its peak memory from
                 # /proc (ru_maxrss of a spawned child can still hold the parent's pages from before exec)
                 deadline = time.monotonic() + seconds + 120
-                peak_rss = 0
+                peak_rss = private = 0
                 while True:
                     peak_rss = max(peak_rss, _peak_rss_bytes(proc.pid))
+                    private = _private_bytes(proc.pid) or private
                     pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
                     if pid:
                         break
@@ -173,5 +185,6 @@ def run_pgbench(url: str, strategy: Strategy, worker_count: int, seconds: int, p
         threads=int(figures["threads"]),
         cpu_ns=int((usage.ru_utime + usage.ru_stime) * 1e9),
         max_rss_bytes=peak_rss,
+        private_bytes=private,
         output=text,
     )

@@ -1,12 +1,22 @@
-"""The race: N worker processes, each with its own connection, released by one barrier.
+"""The race: N workers, each with its own connection, released by one barrier.
 
-Each worker claims in a loop until its strategy reports the queue empty (or,
-in a timed race, until its window closes), and keeps one raw record per attempt
-in plain lists turned into arrays afterwards; nothing is written until the race
-is over, so the bookkeeping does not slow the claims. Process start, connect and
-prepare happen before the barrier, outside every measured window.
-A worker that dies fails the whole race within a bounded time, and no worker
-process outlives the race.
+A worker is a connection with its own claim loop: it sends an attempt's
+statements one at a time, in order, and starts its next attempt when the last
+result is in, like a runner instance. Workers run in client processes: one
+process per worker when there are no more workers than CPUs (or when workers
+think between attempts), otherwise one process per CPU, each driving its
+share of the connections with libpq's asynchronous calls, as pgbench's
+threads do. A process per connection spent most of its CPU switching between
+processes at 8 and more workers on two cores, CPU the server then lacked
+(measured by `python -m harness bench`).
+
+Each worker claims until its strategy reports the queue empty (in a timed
+race: until its window closes), and keeps one raw record per attempt in plain
+lists turned into arrays afterwards; nothing is written until the race is
+over, so the bookkeeping does not slow the claims. Process start, connect and
+prepare happen before the barrier, outside every measured window. A process
+that dies fails the whole race within a bounded time, and no process outlives
+the race.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import multiprocessing as mp
 import os
 import queue
 import resource
+import select
 import threading
 import time
 import traceback
@@ -25,7 +36,7 @@ import numpy as np
 
 from harness import config
 from harness.errors import RaceError
-from harness.strategies import EMPTY, ERROR, WON, get_strategy
+from harness.strategies import EMPTY, ERROR, OK_STATUSES, WON, failed_statement, get_strategy
 
 # fork: 100 workers start in well under a second and inherit the imported modules.
 _CONTEXT = mp.get_context("fork")
@@ -44,10 +55,12 @@ class WorkerRecord:
     outcome: np.ndarray
     job_id: np.ndarray
     backend_pid: int
-    cpu_ns: int = 0  # the worker's user + system CPU time from release to its last attempt
-    max_rss_bytes: int = 0  # peak resident set (includes pages still shared with the parent)
-    private_bytes: int = 0  # memory this worker alone holds at the end (USS), 0 if unknown
+    cpu_ns: int = 0  # user + system CPU from release to the end, the process's split evenly over its workers
+    max_rss_bytes: int = 0  # peak resident set of the worker's process (includes pages shared with the parent)
+    private_bytes: int = 0  # memory the worker's process alone holds at the end (USS), 0 if unknown
     round_trip_ns: np.ndarray | None = None  # per attempt, time inside libpq calls (instrumented races only)
+    process_index: int = 0
+    workers_in_process: int = 1
 
 
 @dataclass
@@ -59,15 +72,26 @@ class RaceResult:
     end_ns: int  # the last attempt's end
     workers: list[WorkerRecord]
     duration_seconds: float | None = None  # a timed race's window; None when it drained the queue
+    process_count: int = 0  # client processes that drove the workers' connections
 
     @property
     def wall_seconds(self) -> float:
         return (self.end_ns - self.t0_ns) / 1e9
 
 
+def process_count_for(worker_count: int, think_ms: float = 0.0) -> int:
+    """Client processes for a race: one per worker up to the CPU count, then one per CPU.
+
+    Workers that think between attempts mostly sleep, so each keeps its own process.
+    """
+    if think_ms > 0:
+        return worker_count
+    return max(1, min(worker_count, os.cpu_count() or 1))
+
+
 def _claim_loop(pgconn, claim, think_seconds: float, deadline_ns: int,
-                starts: list, ends: list, outcomes: list, jobs: list) -> None:
-    """The tight loop: two clock reads, one claim, four list appends per attempt.
+                starts: list, ends: list, outcomes: list, jobs: list, stop_when_empty: bool = True) -> None:
+    """One connection, blocking calls: two clock reads, one claim, four list appends per attempt.
 
     list.append costs a third of a numpy item store and never needs a capacity
     check; the lists become arrays after the race. The end time is stored, not
@@ -86,7 +110,7 @@ def _claim_loop(pgconn, claim, think_seconds: float, deadline_ns: int,
         add_outcome(outcome)
         add_job(job_id)
         if outcome > WON:  # rare paths only: lost, empty, error
-            if outcome == EMPTY:
+            if outcome == EMPTY and stop_when_empty:
                 return
             if outcome == ERROR:
                 consecutive_errors += 1
@@ -99,6 +123,97 @@ def _claim_loop(pgconn, claim, think_seconds: float, deadline_ns: int,
             consecutive_errors = 0
         if think_seconds:
             time.sleep(think_seconds)
+
+
+def _send(pgconn, name: bytes, params) -> None:
+    pgconn.send_query_prepared(name, params)
+    while pgconn.flush():  # psycopg's connections are non-blocking: wait until the statement is out
+        select.select([], [pgconn.socket], [], 1.0)
+
+
+def _multiplexed_loop(pgconns: list, strategy, deadline_ns: int, records: list, stop_when_empty: bool = True) -> None:
+    """Many connections, one process: each connection still runs its attempts one statement at a time.
+
+    A statement's result is read as soon as epoll reports its socket readable,
+    and the connection's next statement is sent at once, so each worker claims
+    in a tight loop of its own; the process only saves the switches a process
+    per connection would cost. records[i] holds worker i's four lists.
+    """
+    clock = time.monotonic_ns
+    names = [name.encode() for name, _ in strategy.statements]
+    first, last_step = names[0], len(names) - 1
+    settle = strategy.settle
+    ok = OK_STATUSES
+    count = len(pgconns)
+    step = [0] * count
+    began = [0] * count
+    picked = [None] * count
+    held = [None] * count  # a result read before its ReadyForQuery arrived
+    errors = [0] * count
+    poller = select.epoll()
+    by_socket = {}
+    try:
+        for i, pgconn in enumerate(pgconns):
+            by_socket[pgconn.socket] = i
+            poller.register(pgconn.socket, select.EPOLLIN)
+        for i, pgconn in enumerate(pgconns):
+            began[i] = clock()
+            _send(pgconn, first, None)
+        live = count
+        while live:
+            for fd, _ in poller.poll():
+                i = by_socket[fd]
+                pgconn = pgconns[i]
+                pgconn.consume_input()
+                if pgconn.is_busy():
+                    continue
+                result = held[i]
+                if result is None:
+                    result = pgconn.get_result()
+                    if pgconn.is_busy():  # the statement's end has not arrived yet
+                        held[i] = result
+                        continue
+                else:
+                    held[i] = None
+                if pgconn.get_result() is not None:
+                    raise RuntimeError("a claim statement returned more than one result")
+                s = step[i]
+                if result.status not in ok:
+                    outcome, job_id = failed_statement(pgconn, picked[i])
+                elif s < last_step:
+                    if result.ntuples == 0:
+                        outcome, job_id = EMPTY, 0
+                    else:  # the picked id is the next statement's $1
+                        value = result.get_value(0, 0)
+                        picked[i] = value
+                        step[i] = s + 1
+                        _send(pgconn, names[s + 1], (value,))
+                        continue
+                else:
+                    outcome, job_id = settle(result, picked[i])
+                ended = clock()
+                starts, ends, outcomes, jobs = records[i]
+                starts.append(began[i])
+                ends.append(ended)
+                outcomes.append(outcome)
+                jobs.append(job_id)
+                step[i] = 0
+                picked[i] = None
+                if outcome == ERROR:
+                    errors[i] += 1
+                    if errors[i] >= _MAX_CONSECUTIVE_ERRORS:
+                        raise RuntimeError(f"{errors[i]} consecutive failed claims: "
+                                           f"{pgconn.get_error_message().decode(errors='replace').strip()}")
+                else:
+                    errors[i] = 0
+                if ended >= deadline_ns or (outcome == EMPTY and stop_when_empty):
+                    poller.unregister(fd)
+                    live -= 1
+                    continue
+                began[i] = clock()
+                _send(pgconn, first, None)
+    finally:
+        poller.close()
 
 
 class _TimedConnection:
@@ -141,7 +256,8 @@ def _cpu_ns() -> int:
 def _private_bytes() -> int:
     """This process's unshared memory (Private_Clean + Private_Dirty), from one cheap kernel summary."""
     try:
-        text = open("/proc/self/smaps_rollup").read()
+        with open("/proc/self/smaps_rollup") as rollup:
+            text = rollup.read()
     except OSError:
         return 0
     total = 0
@@ -151,43 +267,52 @@ def _private_bytes() -> int:
     return total
 
 
-def _worker_main(worker_index: int, url: str, strategy_name: str, think_seconds: float,
-                 barrier, results, duration_seconds: float | None = None, instrument: bool = False) -> None:
+def _process_main(process_index: int, worker_indexes: list[int], url: str, strategy_name: str,
+                  think_seconds: float, barrier, results, duration_seconds: float | None = None,
+                  instrument: bool = False) -> None:
     try:
         from harness.database import connect
 
-        conn = connect(url, application_name=f"claimrace-worker-{worker_index}")
-        pgconn = conn.pgconn
         strategy = get_strategy(strategy_name)
-        strategy.prepare(pgconn)
-        backend_pid = pgconn.backend_pid
-        claim, target = strategy.claim, pgconn
+        conns = [connect(url, application_name=f"claimrace-worker-{i}") for i in worker_indexes]
+        pgconns = [conn.pgconn for conn in conns]
+        for pgconn in pgconns:
+            strategy.prepare(pgconn)
+        records = [([], [], [], []) for _ in worker_indexes]
         round_trips: list[int] = []
+        claim, target = strategy.claim, pgconns[0]
         if instrument:
-            claim, target = _instrumented_claim(claim, round_trips), _TimedConnection(pgconn)
-        starts: list[int] = []
-        ends: list[int] = []
-        outcomes: list[int] = []
-        jobs: list[int] = []
+            claim, target = _instrumented_claim(claim, round_trips), _TimedConnection(pgconns[0])
         barrier.wait(config.BARRIER_TIMEOUT_SECONDS)
         released = time.monotonic_ns()
         cpu_at_release = _cpu_ns()
         deadline = _NO_DEADLINE if duration_seconds is None else released + int(duration_seconds * 1e9)
-        _claim_loop(target, claim, think_seconds, deadline, starts, ends, outcomes, jobs)
-        cpu_used = _cpu_ns() - cpu_at_release
-        start = np.array(starts, dtype=np.int64)
-        latency = np.array(ends, dtype=np.int64) - start
-        del starts, ends
+        # a drain race ends a worker at its first empty answer; a timed one keeps asking, as pgbench does
+        stop_when_empty = duration_seconds is None
+        if len(pgconns) == 1:
+            _claim_loop(target, claim, think_seconds, deadline, *records[0], stop_when_empty)
+        else:
+            _multiplexed_loop(pgconns, strategy, deadline, records, stop_when_empty)
+        cpu_share = (_cpu_ns() - cpu_at_release) // len(pgconns)
         max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-        results.put(("ok", worker_index, released, backend_pid, start, latency,
-                     np.array(outcomes, dtype=np.int8), np.array(jobs, dtype=np.int64),
-                     cpu_used, max_rss, _private_bytes(),
-                     np.array(round_trips, dtype=np.int64) if instrument else None))
-        conn.close()
+        private = _private_bytes()
+        reports = []
+        for worker_index, pgconn, (starts, ends, outcomes, jobs) in zip(worker_indexes, pgconns, records):
+            start = np.array(starts, dtype=np.int64)
+            reports.append(WorkerRecord(
+                worker_index=worker_index, released_ns=released, start_ns=start,
+                latency_ns=np.array(ends, dtype=np.int64) - start, outcome=np.array(outcomes, dtype=np.int8),
+                job_id=np.array(jobs, dtype=np.int64), backend_pid=pgconn.backend_pid, cpu_ns=cpu_share,
+                max_rss_bytes=max_rss, private_bytes=private,
+                round_trip_ns=np.array(round_trips, dtype=np.int64) if instrument else None,
+                process_index=process_index, workers_in_process=len(worker_indexes)))
+        results.put(("ok", process_index, reports))
+        for conn in conns:
+            conn.close()
     except BrokenBarrierError:
-        results.put(("aborted", worker_index, "the start barrier was broken"))
+        results.put(("aborted", process_index, "the start barrier was broken"))
     except BaseException as exc:  # report everything, then exit non-zero
-        results.put(("error", worker_index, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        results.put(("error", process_index, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
         raise SystemExit(1)
 
 
@@ -204,37 +329,51 @@ def _stop_all(processes: list, barrier) -> None:
             proc.join(1)
 
 
+def _describe(indexes: list[int]) -> str:
+    return f"worker {indexes[0]}" if len(indexes) == 1 else f"workers {indexes[0]}-{indexes[-1]}"
+
+
 def run_race(url: str, strategy_name: str, worker_count: int, think_ms: float = 0.0,
              timeout_seconds: float | None = None, duration_seconds: float | None = None,
-             instrument: bool = False) -> RaceResult:
-    """Race worker_count processes over the queue in url's claimrace schema until it is drained.
+             instrument: bool = False, process_count: int | None = None) -> RaceResult:
+    """Race worker_count workers over the queue in url's claimrace schema until it is drained.
 
     duration_seconds: a timed race instead; each worker stops at its first attempt that ends
-    duration_seconds after the barrier released it (or at an empty queue, whichever comes first).
+    duration_seconds after the barrier released it, and an empty answer does not stop it.
     instrument: also record each attempt's time inside libpq, to split the client's own cost
-    from the round trip (adds a wrapper call per statement, so not for throughput figures).
+    from the round trip (a wrapper call per statement, so not for throughput figures; one worker
+    per process only). process_count: client processes (default `process_count_for`).
     """
     get_strategy(strategy_name)
     if worker_count < 1:
         raise ValueError("worker_count must be at least 1")
     if duration_seconds is not None and duration_seconds <= 0:
         raise ValueError("duration_seconds must be positive")
-    barrier = _CONTEXT.Barrier(worker_count)
+    process_count = min(worker_count, process_count or process_count_for(worker_count, think_ms))
+    if think_ms > 0 and process_count < worker_count:
+        raise ValueError("workers that think between attempts need a process each")
+    if instrument and process_count < worker_count:
+        raise ValueError("an instrumented race needs a process per worker")
+    sizes = [worker_count // process_count + (p < worker_count % process_count) for p in range(process_count)]
+    bounds = np.cumsum([0, *sizes])
+    shares = [list(range(bounds[p], bounds[p + 1])) for p in range(process_count)]  # contiguous, as even as they divide
+    barrier = _CONTEXT.Barrier(process_count)
     results = _CONTEXT.Queue()
     processes = [
-        _CONTEXT.Process(target=_worker_main, name=f"claimrace-worker-{i}",
-                         args=(i, url, strategy_name, think_ms / 1000.0, barrier, results, duration_seconds,
+        _CONTEXT.Process(target=_process_main, name=f"claimrace-worker-{share[0]}",
+                         args=(p, share, url, strategy_name, think_ms / 1000.0, barrier, results, duration_seconds,
                                instrument), daemon=True)
-        for i in range(worker_count)
+        for p, share in enumerate(shares)
     ]
     records: dict[int, WorkerRecord] = {}
+    reported: set[int] = set()
     failure: str | None = None
     exited_clean_at: dict[int, float] = {}
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     try:
         for proc in processes:
             proc.start()
-        while len(records) < worker_count and failure is None:
+        while len(reported) < process_count and failure is None:
             try:
                 message = results.get(timeout=0.2)
             except queue.Empty:
@@ -242,26 +381,27 @@ def run_race(url: str, strategy_name: str, worker_count: int, think_ms: float = 
             if message is not None:
                 kind, index = message[0], message[1]
                 if kind == "ok":
-                    (_, _, released, backend_pid, start, latency, outcome, job, cpu_used, max_rss, private,
-                     round_trips) = message
-                    records[index] = WorkerRecord(index, released, start, latency, outcome, job, backend_pid,
-                                                  cpu_used, max_rss, private, round_trips)
+                    for record in message[2]:
+                        records[record.worker_index] = record
+                    reported.add(index)
                 elif kind == "error":
-                    failure = f"worker {index} failed: {message[2].strip().splitlines()[0]}\n{message[2]}"
+                    failure = (f"{_describe(shares[index])} failed: {message[2].strip().splitlines()[0]}\n"
+                               f"{message[2]}")
                 else:
-                    failure = failure or f"worker {index}: {message[2]}"
+                    failure = failure or f"{_describe(shares[index])}: {message[2]}"
                 continue
             now = time.monotonic()
             for i, proc in enumerate(processes):
-                if i in records or proc.exitcode is None:
+                if i in reported or proc.exitcode is None:
                     continue
                 if proc.exitcode != 0:
-                    failure = f"worker {i} (pid {proc.pid}) died with exit code {proc.exitcode} before reporting"
+                    failure = (f"{_describe(shares[i])} (pid {proc.pid}) died with exit code {proc.exitcode} "
+                               "before reporting")
                     break
                 # exited cleanly: its message may still be in the pipe; give it a moment
                 exited_clean_at.setdefault(i, now)
                 if now - exited_clean_at[i] > config.WORKER_EXIT_GRACE_SECONDS:
-                    failure = f"worker {i} exited without reporting its attempts"
+                    failure = f"{_describe(shares[i])} exited without reporting its attempts"
                     break
             if deadline is not None and now > deadline and failure is None:
                 failure = f"the race did not finish within {timeout_seconds:.0f} s"
@@ -273,16 +413,16 @@ def run_race(url: str, strategy_name: str, worker_count: int, think_ms: float = 
         raise RaceError(failure.splitlines()[0] if "\n" not in failure else failure)
     for proc in processes:
         proc.join(10)
-    _stop_all(processes, barrier)  # nothing outlives the race, even a worker stuck in exit
+    _stop_all(processes, barrier)  # nothing outlives the race, even a process stuck in exit
     results.close()
     workers = [records[i] for i in range(worker_count)]
     t0 = min(w.released_ns for w in workers)
     end = max(int((w.start_ns + w.latency_ns).max()) if len(w.start_ns) else w.released_ns for w in workers)
-    return RaceResult(strategy_name, worker_count, think_ms, t0, end, workers, duration_seconds)
+    return RaceResult(strategy_name, worker_count, think_ms, t0, end, workers, duration_seconds, process_count)
 
 
 def kill_a_worker_after(delay_seconds: float) -> threading.Thread:
-    """Test helper: SIGKILL one live race worker after a delay (the failure path, for real)."""
+    """Test helper: SIGKILL one live race process after a delay (the failure path, for real)."""
     import signal
 
     def _kill():

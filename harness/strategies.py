@@ -41,53 +41,67 @@ class ClaimConnectionError(Exception):
     """The connection broke mid-race: the worker cannot go on."""
 
 
-_OK = (pq.ExecStatus.TUPLES_OK, pq.ExecStatus.COMMAND_OK)
+# Plain ints: PGresult.status is an int, and an int compare is the cheapest test in the loop.
+_TUPLES_OK = int(pq.ExecStatus.TUPLES_OK)
+OK_STATUSES = _OK = (int(pq.ExecStatus.TUPLES_OK), int(pq.ExecStatus.COMMAND_OK))
+_CONNECTION_OK = int(pq.ConnStatus.OK)
 
 
-def _failed(pgconn: pq.abc.PGconn, result) -> bool:
-    if result.status in _OK:
-        return False
-    if pgconn.status != pq.ConnStatus.OK:
+def failed_statement(pgconn, job_id) -> tuple[int, int]:
+    """A statement came back with an error: an ERROR attempt, or the end if the connection broke."""
+    if pgconn.status != _CONNECTION_OK:
         raise ClaimConnectionError(pgconn.get_error_message().decode(errors="replace").strip())
-    return True
+    return ERROR, int(job_id or 0)
 
 
-def _claim_naive(pgconn) -> tuple[int, int]:
-    picked = pgconn.exec_prepared(b"pick", None)
-    if _failed(pgconn, picked):
-        return ERROR, 0
-    if picked.ntuples == 0:
-        return EMPTY, 0
-    job_id = picked.get_value(0, 0)
-    claimed = pgconn.exec_prepared(b"claim", [job_id])
-    if _failed(pgconn, claimed):
-        return ERROR, int(job_id)
+# What the last statement's result means: (outcome, job id). The same rules serve the one-connection
+# loop below and the race's multi-connection loop, so an outcome is decided in one place.
+
+
+def _settle_naive(result, job_id) -> tuple[int, int]:
     # no status check: the UPDATE always finds the row, so the worker always "wins"
-    return (WON if claimed.command_tuples == 1 else LOST), int(job_id)
+    return (WON if result.command_tuples == 1 else LOST), int(job_id)
 
 
-def _claim_guarded(pgconn) -> tuple[int, int]:
-    picked = pgconn.exec_prepared(b"pick", None)
-    if _failed(pgconn, picked):
-        return ERROR, 0
-    if picked.ntuples == 0:
-        return EMPTY, 0
-    job_id = picked.get_value(0, 0)
-    claimed = pgconn.exec_prepared(b"claim", [job_id])
-    if _failed(pgconn, claimed):
-        return ERROR, int(job_id)
+def _settle_guarded(result, job_id) -> tuple[int, int]:
     # zero rows: another worker flipped it first (the API's 409)
-    return (WON if claimed.ntuples == 1 else LOST), int(job_id)
+    return (WON if result.ntuples == 1 else LOST), int(job_id)
+
+
+def _settle_skip_locked(result, job_id) -> tuple[int, int]:
+    if result.ntuples == 0:
+        # nothing pending that is not locked by someone else: the queue is drained for us
+        return EMPTY, 0
+    return WON, int(result.get_value(0, 0))
+
+
+def _read_then_write(settle):
+    """One attempt of a two-statement strategy on a blocking connection: pick, then claim what was picked."""
+
+    def claim(pgconn) -> tuple[int, int]:
+        picked = pgconn.exec_prepared(b"pick", None)
+        if picked.status != _TUPLES_OK:
+            return failed_statement(pgconn, 0)
+        if picked.ntuples == 0:
+            return EMPTY, 0
+        job_id = picked.get_value(0, 0)
+        claimed = pgconn.exec_prepared(b"claim", (job_id,))
+        if claimed.status not in _OK:
+            return failed_statement(pgconn, job_id)
+        return settle(claimed, job_id)
+
+    return claim
+
+
+_claim_naive = _read_then_write(_settle_naive)
+_claim_guarded = _read_then_write(_settle_guarded)
 
 
 def _claim_skip_locked(pgconn) -> tuple[int, int]:
     claimed = pgconn.exec_prepared(b"claim", None)
-    if _failed(pgconn, claimed):
-        return ERROR, 0
-    if claimed.ntuples == 0:
-        # nothing pending that is not locked by someone else: the queue is drained for us
-        return EMPTY, 0
-    return WON, int(claimed.get_value(0, 0))
+    if claimed.status != _TUPLES_OK:
+        return failed_statement(pgconn, 0)
+    return _settle_skip_locked(claimed, None)
 
 
 @dataclass(frozen=True)
@@ -96,7 +110,10 @@ class Strategy:
     title: str
     summary: str
     statements: tuple[tuple[str, str], ...]  # (prepared name, SQL) in the order one attempt runs them
-    claim: Callable[[object], tuple[int, int]]
+    claim: Callable[[object], tuple[int, int]]  # one whole attempt on a blocking connection
+    # the outcome of an attempt from its last statement's result (and the picked id, if any);
+    # every earlier statement returns one row whose first value is the next statement's $1, or none (EMPTY)
+    settle: Callable[[object, object], tuple[int, int]] | None = None
 
     def prepare(self, pgconn) -> None:
         """Prepare this strategy's statements on a raw libpq connection."""
@@ -121,6 +138,7 @@ STRATEGIES: dict[str, Strategy] = {
             summary="SELECT the oldest pending job, then UPDATE it with no status check.",
             statements=(("pick", PICK_OLDEST_PENDING), ("claim", NAIVE_CLAIM)),
             claim=_claim_naive,
+            settle=_settle_naive,
         ),
         Strategy(
             name="guarded",
@@ -129,6 +147,7 @@ STRATEGIES: dict[str, Strategy] = {
                     "zero rows means another worker won.",
             statements=(("pick", PICK_OLDEST_PENDING), ("claim", GUARDED_CLAIM)),
             claim=_claim_guarded,
+            settle=_settle_guarded,
         ),
         Strategy(
             name="skip_locked",
@@ -136,6 +155,7 @@ STRATEGIES: dict[str, Strategy] = {
             summary="One UPDATE whose subquery locks the oldest pending row nobody else holds.",
             statements=(("claim", SKIP_LOCKED_CLAIM),),
             claim=_claim_skip_locked,
+            settle=_settle_skip_locked,
         ),
     )
 }

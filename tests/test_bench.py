@@ -31,8 +31,15 @@ def test_pgbench_scripts_are_the_strategies_own_statements(name):
         assert script[0].endswith("\\gset") and ":id" in script[1]
 
 
+def test_the_bench_queue_has_history_so_the_pick_reads_the_partial_index(conn):
+    bench.create_bench_queue(conn, 147_723)  # all pending alone, this size plans the pick on the primary key
+    assert schema.status_counts(conn) == {"pending": 147_723, "done": 147_723}
+    for name in STRATEGIES:
+        assert bench.claim_plan_index(conn, name).startswith("jobs_pending_idx")
+
+
 def test_pgbench_claims_what_the_audit_records(db, conn):
-    schema.create_queue(conn, 20_000, partial_index=True)
+    bench.create_bench_queue(conn, 20_000)
     run = run_pgbench(db.url, STRATEGIES["guarded"], 2, 1)
     wins = conn.execute("SELECT count(*) FROM claimrace.claims").fetchone()[0]
     running = conn.execute("SELECT count(*) FROM claimrace.jobs WHERE status = 'running'").fetchone()[0]
@@ -43,7 +50,7 @@ def test_pgbench_claims_what_the_audit_records(db, conn):
 
 
 def test_a_timed_race_stops_at_its_deadline_and_keeps_every_attempt(db, conn):
-    schema.create_queue(conn, 20_000, partial_index=True)
+    bench.create_bench_queue(conn, 20_000)
     result = run_race(db.url, "skip_locked", 2, duration_seconds=0.5, timeout_seconds=60)
     assert result.duration_seconds == 0.5
     assert 0.5 <= result.wall_seconds < 5
@@ -65,6 +72,7 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     assert set(pairs["position"]) == {0, 1}, "the order inside a pair alternates"
     assert (pairs["wins"] > 0).all() and (pairs["attempts"] >= pairs["wins"]).all()
     assert (pairs["pending_after"] > 0).all(), "neither client drained the queue"
+    assert pairs["plan_index"].str.startswith("jobs_pending_idx").all(), "every pick read the partial index"
     harness = pairs[pairs["client"] == "harness"]
     assert harness["gap_p50_ns"].notna().all() and (harness["max_rss_bytes"] > 0).all()
 
