@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
@@ -15,7 +14,7 @@ import pytest
 import yaml
 from bs4 import BeautifulSoup
 
-from harness import config, report, vega
+from harness import report, vega
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
