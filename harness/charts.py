@@ -25,8 +25,8 @@ def _strategy_colour(legend_title: str = "strategy") -> alt.Color:
 
 def _dash_legend(**options) -> alt.Legend:
     """A legend whose symbols are line segments, so the dash pattern shows."""
-    return alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolStrokeColor="#444", symbolSize=300, labelLimit=400,
-                      **options)
+    return alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolStrokeColor="#444", symbolSize=300,
+                      labelLimit=400, **options)
 
 
 def _workers_axis(values) -> alt.X:
