@@ -123,7 +123,7 @@ def _load() -> float:
         return float("nan")
 
 
-def create_bench_queue(conn, pending_jobs: int) -> str:
+def create_bench_queue(conn, pending_jobs: int) -> None:
     """The race's table with the partial index: pending_jobs pending, after as many finished ones.
 
     The finished rows (ids up to 0, status 'done') are the queue's history. They
@@ -295,10 +295,12 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
         check_capacity(conn, worker_counts)
         server = database.server_facts(conn)
         client = client_facts()
-        plan = [(p, s, w) for p in range(pairs) for s in strategies for w in worker_counts]
+        settings = [(s, w) for s in strategies for w in worker_counts]
+        plan = [(p, index, s, w) for p in range(pairs) for index, (s, w) in enumerate(settings)]
         bar = tqdm(total=len(plan) * 2 + len(strategies), desc="bench", unit="run", disable=not progress)
-        for number, (pair_index, strategy, worker_count) in enumerate(plan):
-            harness_first = (pair_index + number) % 2 == 0
+        for pair_index, setting_index, strategy, worker_count in plan:
+            # who goes first alternates from one setting to the next and from one pair to the next
+            harness_first = (pair_index + setting_index) % 2 == 0
             order = CLIENTS if harness_first else CLIENTS[::-1]
             for attempt in range(3):  # a drained queue: size it up from what was seen and run the pair again
                 job_count = _queue_size(rates, strategy, worker_count, seconds)

@@ -4,11 +4,12 @@ A worker is a connection with its own claim loop: it sends an attempt's
 statements one at a time, in order, and starts its next attempt when the last
 result is in, like a runner instance. Workers run in client processes: one
 process per worker when there are no more workers than CPUs (or when workers
-think between attempts), otherwise one process per CPU, each driving its
-share of the connections with libpq's asynchronous calls, as pgbench's
-threads do. A process per connection spent most of its CPU switching between
-processes at 8 and more workers on two cores, CPU the server then lacked
-(measured by `python -m harness bench`).
+think between attempts), otherwise one process per CPU (more past 8
+connections each, see `process_count_for`), each driving its share of the
+connections with libpq's asynchronous calls, as pgbench's threads do. A
+process per connection spent most of its CPU switching between processes at 8
+and more workers on two cores, CPU the server then lacked (measured by
+`python -m harness bench`).
 
 Each worker claims until its strategy reports the queue empty (in a timed
 race: until its window closes), and keeps one raw record per attempt in plain
@@ -79,14 +80,23 @@ class RaceResult:
         return (self.end_ns - self.t0_ns) / 1e9
 
 
-def process_count_for(worker_count: int, think_ms: float = 0.0) -> int:
-    """Client processes for a race: one per worker up to the CPU count, then one per CPU.
+CONNECTIONS_PER_PROCESS = 8  # beyond this many, a process reacts too slowly to its own workers
 
+
+def process_count_for(worker_count: int, think_ms: float = 0.0) -> int:
+    """Client processes for a race: one per worker up to the CPU count; beyond that one per CPU,
+    and more once a process would drive over CONNECTIONS_PER_PROCESS connections.
+
+    Fewer processes cost less CPU (a process switch per statement is what made a
+    process per connection slow); fewer connections per process react faster,
+    which decides who wins under contention (guarded at 32 workers: 2 processes
+    won 0.7 of pgbench's claims per second, 4 processes about 0.85).
     Workers that think between attempts mostly sleep, so each keeps its own process.
     """
     if think_ms > 0:
         return worker_count
-    return max(1, min(worker_count, os.cpu_count() or 1))
+    cpus = os.cpu_count() or 1
+    return max(1, min(worker_count, cpus), -(-worker_count // CONNECTIONS_PER_PROCESS))
 
 
 def _claim_loop(pgconn, claim, think_seconds: float, deadline_ns: int,
@@ -125,19 +135,29 @@ def _claim_loop(pgconn, claim, think_seconds: float, deadline_ns: int,
             time.sleep(think_seconds)
 
 
+def _finish_sending(pgconn) -> None:
+    """psycopg's connections are non-blocking: if a statement did not fit the socket, wait until it is out."""
+    while pgconn.flush():
+        select.select([], [pgconn.socket], [], 1.0)
+
+
 def _send(pgconn, name: bytes, params) -> None:
     pgconn.send_query_prepared(name, params)
-    while pgconn.flush():  # psycopg's connections are non-blocking: wait until the statement is out
-        select.select([], [pgconn.socket], [], 1.0)
+    if pgconn.flush():
+        _finish_sending(pgconn)
 
 
 def _multiplexed_loop(pgconns: list, strategy, deadline_ns: int, records: list, stop_when_empty: bool = True) -> None:
     """Many connections, one process: each connection still runs its attempts one statement at a time.
 
-    A statement's result is read as soon as epoll reports its socket readable,
-    and the connection's next statement is sent at once, so each worker claims
-    in a tight loop of its own; the process only saves the switches a process
-    per connection would cost. records[i] holds worker i's four lists.
+    Each wake-up reads every result that is complete, then sends the next
+    statements: first for the workers that are half-way through an attempt
+    (a picked id goes straight to its UPDATE, so the window between read and
+    write stays as short as in a process of its own), then the next attempts,
+    then the bookkeeping. Under contention the time from a result to the next
+    statement decides who wins the next job, so the loop keeps it short: bound
+    methods looked up once, the attempt recorded after the next statement is
+    on its way. records[i] holds worker i's four lists.
     """
     clock = time.monotonic_ns
     names = [name.encode() for name, _ in strategy.statements]
@@ -145,6 +165,12 @@ def _multiplexed_loop(pgconns: list, strategy, deadline_ns: int, records: list, 
     settle = strategy.settle
     ok = OK_STATUSES
     count = len(pgconns)
+    consume = [c.consume_input for c in pgconns]
+    busy = [c.is_busy for c in pgconns]
+    get = [c.get_result for c in pgconns]
+    send = [c.send_query_prepared for c in pgconns]
+    flush = [c.flush for c in pgconns]
+    record = [(starts.append, ends.append, outcomes.append, jobs.append) for starts, ends, outcomes, jobs in records]
     step = [0] * count
     began = [0] * count
     picked = [None] * count
@@ -160,58 +186,64 @@ def _multiplexed_loop(pgconns: list, strategy, deadline_ns: int, records: list, 
             began[i] = clock()
             _send(pgconn, first, None)
         live = count
+        poll = poller.poll
         while live:
-            for fd, _ in poller.poll():
+            finished = []  # (worker, result, when it was read) for attempts that end with this result
+            for fd, _ in poll():
                 i = by_socket[fd]
-                pgconn = pgconns[i]
-                pgconn.consume_input()
-                if pgconn.is_busy():
+                consume[i]()
+                if busy[i]():
                     continue
                 result = held[i]
                 if result is None:
-                    result = pgconn.get_result()
-                    if pgconn.is_busy():  # the statement's end has not arrived yet
+                    result = get[i]()
+                    if busy[i]():  # the statement's end has not arrived yet
                         held[i] = result
                         continue
                 else:
                     held[i] = None
-                if pgconn.get_result() is not None:
+                if get[i]() is not None:
                     raise RuntimeError("a claim statement returned more than one result")
                 s = step[i]
+                if s < last_step and result.ntuples and result.status in ok:
+                    value = result.get_value(0, 0)  # the picked id is the next statement's $1
+                    picked[i] = value
+                    step[i] = s + 1
+                    send[i](names[s + 1], (value,))
+                    if flush[i]():
+                        _finish_sending(pgconns[i])
+                else:
+                    finished.append((i, result, clock()))
+            for i, result, ended in finished:
                 if result.status not in ok:
-                    outcome, job_id = failed_statement(pgconn, picked[i])
-                elif s < last_step:
-                    if result.ntuples == 0:
-                        outcome, job_id = EMPTY, 0
-                    else:  # the picked id is the next statement's $1
-                        value = result.get_value(0, 0)
-                        picked[i] = value
-                        step[i] = s + 1
-                        _send(pgconn, names[s + 1], (value,))
-                        continue
+                    outcome, job_id = failed_statement(pgconns[i], picked[i])
+                elif step[i] < last_step:
+                    outcome, job_id = EMPTY, 0
                 else:
                     outcome, job_id = settle(result, picked[i])
-                ended = clock()
-                starts, ends, outcomes, jobs = records[i]
-                starts.append(began[i])
-                ends.append(ended)
-                outcomes.append(outcome)
-                jobs.append(job_id)
+                attempt_began = began[i]
                 step[i] = 0
                 picked[i] = None
+                if ended < deadline_ns and (outcome != EMPTY or not stop_when_empty):
+                    began[i] = clock()
+                    send[i](first, None)
+                    if flush[i]():
+                        _finish_sending(pgconns[i])
+                else:
+                    poller.unregister(pgconns[i].socket)
+                    live -= 1
+                add_start, add_end, add_outcome, add_job = record[i]
+                add_start(attempt_began)
+                add_end(ended)
+                add_outcome(outcome)
+                add_job(job_id)
                 if outcome == ERROR:
                     errors[i] += 1
                     if errors[i] >= _MAX_CONSECUTIVE_ERRORS:
                         raise RuntimeError(f"{errors[i]} consecutive failed claims: "
-                                           f"{pgconn.get_error_message().decode(errors='replace').strip()}")
-                else:
+                                           f"{pgconns[i].get_error_message().decode(errors='replace').strip()}")
+                elif errors[i]:
                     errors[i] = 0
-                if ended >= deadline_ns or (outcome == EMPTY and stop_when_empty):
-                    poller.unregister(fd)
-                    live -= 1
-                    continue
-                began[i] = clock()
-                _send(pgconn, first, None)
     finally:
         poller.close()
 

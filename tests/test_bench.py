@@ -15,7 +15,7 @@ from harness import bench, schema
 from harness.pgbench import pgbench_script, run_pgbench
 from harness.race import run_race
 from harness.storage import read_json
-from harness.strategies import STRATEGIES, WON
+from harness.strategies import EMPTY, STRATEGIES, WON
 
 from conftest import run_cli
 
@@ -59,6 +59,27 @@ def test_a_timed_race_stops_at_its_deadline_and_keeps_every_attempt(db, conn):
     for worker in result.workers:
         assert worker.cpu_ns > 0 and worker.max_rss_bytes > 0
         assert (np.diff(worker.start_ns) > 0).all()
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_a_process_driving_several_connections_races_like_one_process_each(db, conn, strategy):
+    # the race's process-per-CPU mode, forced here so it runs whatever the machine's CPU count
+    schema.create_queue(conn, 1200)
+    result = run_race(db.url, strategy, 6, process_count=2, timeout_seconds=120)
+    assert result.process_count == 2
+    assert {w.process_index for w in result.workers} == {0, 1} and {w.workers_in_process for w in result.workers} == {3}
+    assert len({w.backend_pid for w in result.workers}) == 6, "a connection per worker"
+    audit = conn.execute("SELECT job_id FROM claimrace.claims").fetchall()
+    won = np.sort(np.concatenate([w.job_id[w.outcome == WON] for w in result.workers]))
+    assert np.array_equal(won, np.sort([row[0] for row in audit])), "what workers won is what the server recorded"
+    assert conn.execute("SELECT count(*) FROM claimrace.jobs WHERE status = 'pending'").fetchone()[0] == 0
+    for worker in result.workers:
+        assert worker.outcome[-1] == EMPTY and (worker.outcome[:-1] != EMPTY).all(), "drained: stop at the first empty"
+        assert (np.diff(worker.start_ns) > 0).all() and (worker.latency_ns > 0).all()
+        # one statement at a time: an attempt starts after the previous one ended
+        assert (worker.start_ns[1:] >= worker.start_ns[:-1] + worker.latency_ns[:-1]).all()
+    if strategy != "naive":
+        assert len(audit) == 1200 and len({row[0] for row in audit}) == 1200
 
 
 def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
