@@ -226,7 +226,8 @@ def plan_buffers_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
                         "rows_removed_by_filter", "execution_ms", "index_used"]]
     base = alt.Chart(data).encode(x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
                                   color=_index_colour())
-    return _dashed_lines(base, alt.Y("buffers:Q", title="shared buffers per claim", scale=alt.Scale(type="log")), _state_dash(), _plan_tooltip()).properties(
+    y = alt.Y("buffers:Q", title="shared buffers per claim", scale=alt.Scale(type="log"))
+    return _dashed_lines(base, y, _state_dash(), _plan_tooltip()).properties(
         width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
     ).properties(title="skip_locked claim: buffers touched vs fill level")
@@ -238,7 +239,8 @@ def plan_time_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
                         "rows_removed_by_filter", "execution_ms", "index_used"]]
     base = alt.Chart(data).encode(x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
                                   color=_index_colour())
-    return _dashed_lines(base, alt.Y("execution_ms:Q", title="execution time (ms)", scale=alt.Scale(type="log")), _state_dash(), _plan_tooltip()).properties(
+    y = alt.Y("execution_ms:Q", title="execution time (ms)", scale=alt.Scale(type="log"))
+    return _dashed_lines(base, y, _state_dash(), _plan_tooltip()).properties(
         width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
     ).properties(title="skip_locked claim: execution time vs fill level")

@@ -338,7 +338,8 @@ def plan_rows(f: dict) -> list[dict]:
                                f"{_fmt_count(f['without_unvacuumed_removed'])} rows removed by filter, "
                                f"{_fmt_count(f['without_unvacuumed_buffers'])} buffers, "
                                f"{_fmt_ms(f['without_unvacuumed_ms'])}; with it "
-                               f"{_fmt_count(f['with_unvacuumed_buffers'])} buffers, {_fmt_ms(f['with_unvacuumed_ms'])} "
+                               f"{_fmt_count(f['with_unvacuumed_buffers'])} buffers, "
+                               f"{_fmt_ms(f['with_unvacuumed_ms'])} "
                                f"({f['buffer_ratio']:,.0f}x fewer buffers, {f['time_ratio']:.1f}x faster); after "
                                f"VACUUM, {_fmt_count(f['with_vacuumed_buffers'])} buffers with the index",
                          (AGREES if len(notes) == 0 else PARTLY) if fixes else DIFFERS, " ".join(notes)))

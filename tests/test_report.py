@@ -117,7 +117,9 @@ window.__claimraceErrors = [];
   window.addEventListener("error", function (e) {
     window.__claimraceErrors.push("error: " + (e.message || (e.target && (e.target.src || e.target.href)) || e.type));
   }, true);
-  window.addEventListener("unhandledrejection", function (e) { window.__claimraceErrors.push("rejection: " + e.reason); });
+  window.addEventListener("unhandledrejection", function (e) {
+    window.__claimraceErrors.push("rejection: " + e.reason);
+  });
   window.addEventListener("load", function () {
     setTimeout(function () {
       document.body.setAttribute("data-console-errors", JSON.stringify(window.__claimraceErrors));
