@@ -17,8 +17,8 @@ within a timed window; the walk would also bury the client's cost under the
 server's. With the partial index the cost of a claim stays flat, so both
 clients buy the same claims, and it is the harsher test of the client: the
 server's work per claim is the smallest this study ever asks for. The table
-also holds as many finished jobs as pending ones (see `create_bench_queue`),
-so the planner reads the partial index on every run.
+also holds a history of finished jobs (see `create_bench_queue`), so the
+planner reads the partial index on every run.
 
 data/bench/<run_id>/pairs.parquet        one row per measurement (client, strategy, worker count, pair)
 data/bench/<run_id>/client_cost.parquet  the harness's own time per attempt outside libpq, per strategy
@@ -55,15 +55,16 @@ DEFAULT_PAIRS = 3
 DEFAULT_SECONDS = 5
 TARGET_RATIO = 0.85
 CLIENTS = ("harness", "pgbench")
-# Queue sizing: the first run of a strategy assumes this many claims per second;
-# later runs size the queue from the fastest rate seen so far, with headroom.
-FIRST_GUESS_CLAIMS_PER_SECOND = 30_000
-QUEUE_HEADROOM = 2.0
+PARTIAL_INDEX = "jobs_pending_idx"
+# Queue sizing: a setting's first pair assumes jobs go at least this fast (or as fast as anything
+# seen so far); later pairs size the queue from what that setting consumed, with headroom.
+FIRST_GUESS_JOBS_PER_SECOND = 30_000
+QUEUE_HEADROOM = 1.5
 MIN_QUEUE_JOBS = 5_000
-CLIENT_COST_SECONDS = 0.5  # the instrumented one-worker run per strategy (thousands of attempts)
+CLIENT_COST_SECONDS = 0.3  # the instrumented one-worker run per strategy (thousands of attempts)
 SETUP = ("a fresh claimrace.jobs per run: the race's table (audit trigger on, fillfactor 100) plus the partial "
-         "index on pending rows, holding as many finished jobs (ids <= 0) as pending ones, so the pick reads the "
-         "partial index on every run; more pending jobs than either client can claim in the window; the two runs "
+         "index on pending rows, after a history of finished jobs (ids <= 0, a quarter as many as pending) so "
+         "the pick reads the partial index on every run; more pending jobs than either client can claim in the window; the two runs "
          "of a pair back to back, their order alternating")
 
 PAIR_COLUMNS = ("client", "strategy", "worker_count", "pair_index", "position", "job_count", "wins", "attempts",
@@ -123,22 +124,30 @@ def _load() -> float:
         return float("nan")
 
 
-def create_bench_queue(conn, pending_jobs: int) -> None:
-    """The race's table with the partial index: pending_jobs pending, after as many finished ones.
+def create_bench_queue(conn, pending_jobs: int, strategy: str = "skip_locked") -> str:
+    """The race's table with the partial index: pending_jobs pending, after a history of finished ones.
 
-    The finished rows (ids up to 0, status 'done') are the queue's history. They
-    make the planner's statistics see what a working queue looks like, so it
-    picks the partial index for the pick on every run: on a table of pending
-    rows only, the primary key and the partial index cost the same and the
-    choice flips with the table's size (147,723 pending rows: primary key;
-    200,000: partial index), and a run on the primary key walks everything
-    claimed before it. Returns the index the first statement's plan reads.
+    The finished rows (ids up to 0, status 'done', a quarter as many as the
+    pending ones) make the planner's statistics see a working queue, so the
+    pick reads the partial index on every run: on a table of pending rows only,
+    the primary key and the partial index cost the same and the choice flips
+    with the table's size (147,723 pending rows: primary key; 200,000: partial
+    index), and a run on the primary key walks everything claimed before it.
+    Returns the indexes the strategy's first statement reads; if that is not
+    the partial index, the history grows until it is.
     """
     schema.create_queue(conn, pending_jobs, partial_index=True)
-    conn.execute(f"INSERT INTO {config.SCHEMA}.jobs (id, status) SELECT -g, 'done' "
-                 "FROM generate_series(0::bigint, %s::bigint) g",
-                 [int(pending_jobs) - 1])
-    conn.execute(f"VACUUM (ANALYZE) {config.SCHEMA}.jobs")
+    history = 0
+    for _ in range(4):
+        added = max(1, pending_jobs // 4) if history == 0 else history
+        conn.execute(f"INSERT INTO {config.SCHEMA}.jobs (id, status) SELECT -g, 'done' "
+                     "FROM generate_series(%s::bigint, %s::bigint) g", [history, history + added - 1])
+        history += added
+        conn.execute(f"ANALYZE {config.SCHEMA}.jobs")  # the pending rows were vacuumed by create_queue
+        plan_index = claim_plan_index(conn, strategy)
+        if plan_index.startswith(PARTIAL_INDEX):
+            return plan_index
+    raise RuntimeError(f"the planner will not read {PARTIAL_INDEX} for {strategy} ({plan_index})")
 
 
 def claim_plan_index(conn, strategy: str) -> str:
@@ -162,8 +171,7 @@ def measure_harness(db: database.Database, conn, strategy: str, worker_count: in
                     pair_index: int = 0, position: int = 0) -> Measurement:
     """The race workers on a fresh queue for `seconds` seconds."""
     started_at = utc_now()
-    create_bench_queue(conn, job_count)
-    plan_index = claim_plan_index(conn, strategy)
+    plan_index = create_bench_queue(conn, job_count, strategy)
     result = run_race(db.url, strategy, worker_count, duration_seconds=seconds, timeout_seconds=seconds + 120)
     outcomes = np.concatenate([w.outcome for w in result.workers])
     if (outcomes == ERROR).any():
@@ -196,8 +204,7 @@ def measure_pgbench(db: database.Database, conn, strategy: str, worker_count: in
                     threads: int | None = None) -> Measurement:
     """pgbench on the same statements, on a fresh queue of the same size."""
     started_at = utc_now()
-    create_bench_queue(conn, job_count)
-    plan_index = claim_plan_index(conn, strategy)
+    plan_index = create_bench_queue(conn, job_count, strategy)
     run = run_pgbench(db.url, get_strategy(strategy), worker_count, seconds, pg_version, threads)
     if run.failed:
         raise RuntimeError(f"pgbench reported {run.failed} failed transactions ({strategy}, {worker_count})")
@@ -222,7 +229,7 @@ def measure_client_cost(db: database.Database, conn, strategy: str, seconds: flo
 
     The instrumentation's own wrapper call is included, so the figure is an upper bound.
     """
-    create_bench_queue(conn, max(MIN_QUEUE_JOBS, int(seconds * FIRST_GUESS_CLAIMS_PER_SECOND)))
+    create_bench_queue(conn, max(MIN_QUEUE_JOBS, int(seconds * FIRST_GUESS_JOBS_PER_SECOND)), strategy)
     result = run_race(db.url, strategy, 1, duration_seconds=seconds, timeout_seconds=seconds + 120, instrument=True)
     [worker] = result.workers
     _server_counts(conn, "the instrumented worker", strategy, 1, seconds)
@@ -256,8 +263,9 @@ def _validate(strategies, worker_counts, pairs, seconds) -> None:
         raise UserError(f"--seconds must be a whole number of at least 1 (pgbench times whole seconds), not {seconds}")
 
 
-def _queue_size(rates: dict, strategy: str, worker_count: int, seconds: int) -> int:
-    known = rates.get((strategy, worker_count)) or rates.get(strategy) or FIRST_GUESS_CLAIMS_PER_SECOND
+def _queue_size(consumed: dict, strategy: str, worker_count: int, seconds: int) -> int:
+    """Pending jobs for a run: more than the setting took so far (jobs per second), with headroom."""
+    known = consumed.get((strategy, worker_count)) or max(FIRST_GUESS_JOBS_PER_SECOND, *consumed.values(), 0)
     return max(MIN_QUEUE_JOBS, int(math.ceil(known * QUEUE_HEADROOM * seconds)))
 
 
@@ -288,7 +296,7 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
     started_at = utc_now()
     rows: list[Measurement] = []
     costs: list[dict] = []
-    rates: dict = {}
+    consumed: dict = {}  # (strategy, worker count) -> the most jobs per second a run took
     with handle.connect() as conn:
         schema.ensure_schema(conn)
         schema.acquire_run_lock(conn)  # held for the whole bench; released when conn closes
@@ -303,7 +311,7 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
             harness_first = (pair_index + setting_index) % 2 == 0
             order = CLIENTS if harness_first else CLIENTS[::-1]
             for attempt in range(3):  # a drained queue: size it up from what was seen and run the pair again
-                job_count = _queue_size(rates, strategy, worker_count, seconds)
+                job_count = _queue_size(consumed, strategy, worker_count, seconds)
                 try:
                     pair = []
                     for position, client_name in enumerate(order):
@@ -314,12 +322,12 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
                                             pair_index, position, **extra))
                     break
                 except QueueDrained:
-                    rates[(strategy, worker_count)] = 2 * job_count / seconds / QUEUE_HEADROOM
+                    consumed[(strategy, worker_count)] = 2 * job_count / seconds / QUEUE_HEADROOM  # twice the size
                     if attempt == 2:
                         raise
             for m in pair:
-                rates[(strategy, worker_count)] = max(rates.get((strategy, worker_count), 0), m.claims_per_second)
-                rates[strategy] = max(rates.get(strategy, 0), m.claims_per_second)
+                taken = (m.job_count - m.pending_after) / m.seconds
+                consumed[(strategy, worker_count)] = max(consumed.get((strategy, worker_count), 0), taken)
             rows.extend(pair)
             bar.update(2)
         for strategy in strategies:
