@@ -103,7 +103,7 @@ def _claim_loop(pgconn, claim, think_seconds: float, deadline_ns: int,
                 starts: list, ends: list, outcomes: list, jobs: list, stop_when_empty: bool = True) -> None:
     """One connection, blocking calls: two clock reads, one claim, four list appends per attempt.
 
-    list.append costs a third of a numpy item store and never needs a capacity
+    list.append costs half a numpy item store and never needs a capacity
     check; the lists become arrays after the race. The end time is stored, not
     the latency, to keep the subtraction out of the loop.
     """
