@@ -165,6 +165,8 @@ def run_trial(db: database.Database, cfg: RaceConfig, data_dir: Path, server: di
         "config": asdict(cfg),
         "sql": get_strategy(cfg.strategy).sql,
         "isolation": "read committed, autocommit, one statement per round trip",
+        # workers are connections; this many client processes drove them (see race.process_count_for)
+        "client_processes": result.process_count,
         "started_at": started_at,
         "finished_at": utc_now(),
         "wall_seconds": result.wall_seconds,
