@@ -47,7 +47,7 @@ from harness.errors import UserError
 from harness.manifest import client_facts, utc_now
 from harness.pgbench import QueueDrained, pgbench_script, pgbench_version, run_pgbench
 from harness.race import run_race
-from harness.storage import RunWriter, ensure_writable, read_json, run_dirs
+from harness.storage import RunWriter, ensure_writable, run_dirs
 from harness.strategies import EMPTY, ERROR, STRATEGIES, WON, get_strategy
 
 BENCH_WORKER_COUNTS = (1, 2, 8, 32)
