@@ -64,8 +64,8 @@ MIN_QUEUE_JOBS = 5_000
 CLIENT_COST_SECONDS = 0.3  # the instrumented one-worker run per strategy (thousands of attempts)
 SETUP = ("a fresh claimrace.jobs per run: the race's table (audit trigger on, fillfactor 100) plus the partial "
          "index on pending rows, after a history of finished jobs (ids <= 0, a quarter as many as pending) so "
-         "the pick reads the partial index on every run; more pending jobs than either client can claim in the window; the two runs "
-         "of a pair back to back, their order alternating")
+         "the pick reads the partial index on every run; more pending jobs than either client can claim in "
+         "the window; the two runs of a pair back to back, their order alternating")
 
 PAIR_COLUMNS = ("client", "strategy", "worker_count", "pair_index", "position", "job_count", "wins", "attempts",
                 "empty_attempts", "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds",
