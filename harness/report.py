@@ -10,7 +10,7 @@
 3. html: render the article notebook with the offline template
    (harness/templates/claimrace) into report/index.html.
 
-Phase timings go to report/build-timings.json.
+Phase timings go to report/build-timings.json (the latest build) and report/build-history.jsonl (every build).
 """
 
 from __future__ import annotations
@@ -280,6 +280,9 @@ def build(params_path: Path = DEFAULT_PARAMS, data_dir: Path = config.DATA_DIR,
     result = timings.as_dict()
     result["params"] = str(Path(params_path).resolve())
     (report_dir / "build-timings.json").write_text(json.dumps(result, indent=2) + "\n")
+    # one line per build, so a cached rebuild does not hide what the full build cost
+    with open(report_dir / "build-history.jsonl", "a") as history:
+        history.write(json.dumps(result) + "\n")
     if progress:
         phases = ", ".join(f"{name} {entry['seconds']:.1f} s" for name, entry in result["phases"].items())
         print(f"wrote {html_path} ({html_path.stat().st_size / 1e6:.1f} MB) in {result['total_seconds']:.0f} s "
