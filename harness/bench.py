@@ -47,7 +47,7 @@ from harness.errors import UserError
 from harness.manifest import client_facts, utc_now
 from harness.pgbench import QueueDrained, pgbench_script, pgbench_version, run_pgbench
 from harness.race import run_race
-from harness.storage import RunWriter, ensure_writable, run_dirs
+from harness.storage import RunWriter, ensure_writable, latest_run_dir
 from harness.strategies import EMPTY, ERROR, STRATEGIES, WON, get_strategy
 
 BENCH_WORKER_COUNTS = (1, 2, 8, 32)
@@ -424,8 +424,7 @@ def load_bench(run_dir: Path) -> pd.DataFrame:
 
 def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
     """The newest complete bench run, or None."""
-    runs = run_dirs(bench_dir(data_dir))
-    return runs[-1] if runs else None
+    return latest_run_dir(bench_dir(data_dir))
 
 
 # --------------------------------------------------------------------------- command line
@@ -462,13 +461,13 @@ def _bench(args) -> int:
 
 
 def register_cli(subparsers) -> None:
-    from harness.cli import add_server_options, positive_int_list
+    from harness.cli import add_server_options, int_list
 
     parser = subparsers.add_parser(
         "bench", help="the harness against pgbench on the same SQL and server, interleaved (drops and recreates "
                       "claimrace.jobs and claimrace.claims before every run)")
     parser.add_argument("--strategy", default="all", help="naive, guarded, skip_locked, a comma list, or all")
-    parser.add_argument("--workers", type=positive_int_list, default=list(BENCH_WORKER_COUNTS),
+    parser.add_argument("--workers", type=int_list, default=list(BENCH_WORKER_COUNTS),
                         help="worker counts, comma-separated (default 1,2,8,32)")
     parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="harness/pgbench pairs per setting")
     parser.add_argument("--seconds", type=int, default=DEFAULT_SECONDS, help="each run's timed window, whole seconds")

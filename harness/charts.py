@@ -220,30 +220,29 @@ def _plan_tooltip():
             alt.Tooltip("index_used:N", title="index scanned")]
 
 
-def plan_buffers_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
-    """F9: buffers the skip_locked claim touches as the queue drains, with and without the partial index."""
+def _plan_fill_level_lines(plan_points: pd.DataFrame, field: str, axis_title: str, title: str) -> alt.FacetChart:
+    """One skip_locked measure against fill level, one panel per queue size, a line per index setup."""
     data = plan_points[["job_count", "consumed_percent", "index", "table_state", "buffers",
                         "rows_removed_by_filter", "execution_ms", "index_used"]]
     base = alt.Chart(data).encode(x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
                                   color=_index_colour())
-    y = alt.Y("buffers:Q", title="shared buffers per claim", scale=alt.Scale(type="log"))
+    y = alt.Y(f"{field}:Q", title=axis_title, scale=alt.Scale(type="log"))
     return _dashed_lines(base, y, _state_dash(), _plan_tooltip()).properties(
         width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
-    ).properties(title="skip_locked claim: buffers touched vs fill level")
+    ).properties(title=title)
+
+
+def plan_buffers_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
+    """F9: buffers the skip_locked claim touches as the queue drains, with and without the partial index."""
+    return _plan_fill_level_lines(plan_points, "buffers", "shared buffers per claim",
+                                  "skip_locked claim: buffers touched vs fill level")
 
 
 def plan_time_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
     """F9: execution time of the skip_locked claim (EXPLAIN ANALYZE, median) against fill level."""
-    data = plan_points[["job_count", "consumed_percent", "index", "table_state", "buffers",
-                        "rows_removed_by_filter", "execution_ms", "index_used"]]
-    base = alt.Chart(data).encode(x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
-                                  color=_index_colour())
-    y = alt.Y("execution_ms:Q", title="execution time (ms)", scale=alt.Scale(type="log"))
-    return _dashed_lines(base, y, _state_dash(), _plan_tooltip()).properties(
-        width=WIDTH // 2 - 20, height=240).facet(
-        column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
-    ).properties(title="skip_locked claim: execution time vs fill level")
+    return _plan_fill_level_lines(plan_points, "execution_ms", "execution time (ms)",
+                                  "skip_locked claim: execution time vs fill level")
 
 
 # --------------------------------------------------------------------------- churn

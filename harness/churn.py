@@ -49,7 +49,6 @@ Stored as data/churn/<run_id>/{matrix,pruning}.parquet and manifest.json.
 
 from __future__ import annotations
 
-import argparse
 import json
 import secrets
 import time
@@ -68,7 +67,7 @@ from harness.errors import UserError
 from harness.experiments import check_capacity
 from harness.manifest import client_facts, utc_now
 from harness.race import run_race
-from harness.storage import RunWriter, ensure_writable, run_dirs
+from harness.storage import RunWriter, ensure_writable, latest_run_dir
 from harness.strategies import EMPTY, ERROR, WON, get_strategy
 
 KIND = "churn"
@@ -426,8 +425,7 @@ def run_churn(fillfactors=DEFAULT_FILLFACTORS, payload_bytes=DEFAULT_PAYLOAD_BYT
 
 
 def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
-    runs = run_dirs(churn_dir(data_dir))
-    return runs[-1] if runs else None
+    return latest_run_dir(churn_dir(data_dir))
 
 
 def load_churn(run_dir: Path) -> pd.DataFrame:
@@ -487,31 +485,21 @@ def _command(args) -> int:
     return 0
 
 
-def _size_list(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated byte counts such as 0,400, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one byte count")
-    return values
-
-
 def _worker_list(text: str) -> list[int]:
-    from harness.cli import positive_int_list
+    from harness.cli import int_list
 
-    return [] if text.strip() in ("", "none") else positive_int_list(text)
+    return [] if text.strip() in ("", "none") else int_list(text)
 
 
 def register_cli(subparsers) -> None:
-    from harness.cli import add_server_options, positive_int_list
+    from harness.cli import add_server_options, int_list
 
     parser = subparsers.add_parser(
         "churn", help="HOT updates, dead tuples and pruning under the claims, per fillfactor, row width and "
                       "partial index (drops and recreates claimrace.jobs and claimrace.claims for every drain)")
-    parser.add_argument("--fillfactor", type=positive_int_list, default=list(DEFAULT_FILLFACTORS),
+    parser.add_argument("--fillfactor", type=int_list, default=list(DEFAULT_FILLFACTORS),
                         help="fillfactors, comma-separated (default 100,90,70,50)")
-    parser.add_argument("--payload-bytes", type=_size_list,
+    parser.add_argument("--payload-bytes", type=int_list,
                         default=list(DEFAULT_PAYLOAD_BYTES),
                         help="row payload sizes in bytes; 0 = the bare id, status, started_at table (default 0,400)")
     parser.add_argument("--partial-index", choices=("both", "on", "off"), default="both",

@@ -26,7 +26,8 @@ class OneLineParser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message}")
 
 
-def positive_int_list(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
+    """Comma-separated whole numbers; their range is checked where they are used."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -98,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     race = sub.add_parser("race", help="race claim strategies over a fresh queue (drops and recreates "
                                        "claimrace.jobs and claimrace.claims before every trial)")
     race.add_argument("--strategy", default="all", help="naive, guarded, skip_locked, a comma list, or all")
-    race.add_argument("--workers", type=positive_int_list, default=list(config.DEFAULT_WORKER_COUNTS),
+    race.add_argument("--workers", type=int_list, default=list(config.DEFAULT_WORKER_COUNTS),
                       help="worker counts, comma-separated: a sweep (default 1,2,4,8,16,32,64,100)")
     race.add_argument("--jobs", type=int, default=config.DEFAULT_JOB_COUNT, help="jobs queued per trial")
     race.add_argument("--repeat", type=int, default=1, help="trials per strategy and worker count")
@@ -125,9 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run_command(lambda: _dispatch(build_parser().parse_args(argv)))
+
+
+def _dispatch(args) -> int:
+    return args.handler(args)
+
+
+def run_command(command) -> int:
+    """Run an entry point: a user's error is one line and exit 2; bugs keep their traceback."""
     try:
-        args = build_parser().parse_args(argv)
-        return args.handler(args)
+        return command()
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

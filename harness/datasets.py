@@ -181,43 +181,38 @@ def find_section(section: str, params: dict, data_dir: Path = config.DATA_DIR,
     return find_run(kind, section_parameters(section, params), data_dir, _matcher(pg_version))
 
 
+SERVER_RUNNERS = {"plans": "run_plans", "churn": "run_churn", "bench": "run_bench"}
+
+
+def ensure_section(section: str, params: dict, data_dir: Path = config.DATA_DIR, db: str | None = None,
+                   pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> Path | None:
+    """The stored run of a plans, churn or bench section, made if missing; None if its module is not in this build."""
+    if not module_available(section):
+        return None
+    # the entry points that start and stop their own server
+    run = getattr(importlib.import_module(f"harness.{section}"), SERVER_RUNNERS[section])
+    wanted = section_parameters(section, params)
+    return ensure_run(SECTION_KINDS[section][0], wanted,
+                      lambda: run(data_dir=data_dir, db=db, pg_version=pg_version, progress=progress, **wanted),
+                      data_dir, progress, _matcher(pg_version))
+
+
 def ensure_plans(params: dict, data_dir: Path = config.DATA_DIR, db: str | None = None,
                  pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> Path | None:
     """The EXPLAIN measurements for these parameters; None if harness.plans is not in this build."""
-    if not module_available("plans"):
-        return None
-    from harness import plans
-
-    wanted = section_parameters("plans", params)
-    return ensure_run("plans", wanted, lambda: plans.run_plans(data_dir=data_dir, db=db, pg_version=pg_version,
-                                                               progress=progress, **wanted),
-                      data_dir, progress, _matcher(pg_version))
+    return ensure_section("plans", params, data_dir, db, pg_version, progress)
 
 
 def ensure_churn(params: dict, data_dir: Path = config.DATA_DIR, db: str | None = None,
                  pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> Path | None:
     """The churn measurements for these parameters; None if harness.churn is not in this build."""
-    if not module_available("churn"):
-        return None
-    from harness import churn
-
-    wanted = section_parameters("churn", params)
-    return ensure_run("churn", wanted, lambda: churn.run_churn(data_dir=data_dir, db=db, pg_version=pg_version,
-                                                               progress=progress, **wanted),
-                      data_dir, progress, _matcher(pg_version))
+    return ensure_section("churn", params, data_dir, db, pg_version, progress)
 
 
 def ensure_bench(params: dict, data_dir: Path = config.DATA_DIR, db: str | None = None,
                  pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> Path | None:
     """harness vs pgbench for these parameters; None if harness.bench is not in this build."""
-    if not module_available("bench"):
-        return None
-    from harness import bench
-
-    wanted = section_parameters("bench", params)
-    return ensure_run("bench", wanted, lambda: bench.run_bench(data_dir=data_dir, db=db, pg_version=pg_version,
-                                                               progress=progress, **wanted),
-                      data_dir, progress, _matcher(pg_version))
+    return ensure_section("bench", params, data_dir, db, pg_version, progress)
 
 
 def fingerprint(paths) -> str:

@@ -72,7 +72,7 @@ from harness import config, database, schema
 from harness.errors import UserError
 from harness.manifest import client_facts, utc_now
 from harness.pgstats import relation_pages
-from harness.storage import RunWriter, ensure_writable, read_json, run_dirs
+from harness.storage import RunWriter, ensure_writable, read_json, latest_run_dir
 from harness.strategies import PICK_OLDEST_PENDING, STRATEGIES
 
 KIND = "plans"
@@ -436,8 +436,7 @@ def run_plans(job_counts=DEFAULT_JOB_COUNTS, consumed_fractions=DEFAULT_CONSUMED
 
 
 def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
-    runs = run_dirs(plans_dir(data_dir))
-    return runs[-1] if runs else None
+    return latest_run_dir(plans_dir(data_dir))
 
 
 def load_plans(run_dir: Path) -> pd.DataFrame:
@@ -533,12 +532,12 @@ def _command(args) -> int:
 
 
 def register_cli(subparsers) -> None:
-    from harness.cli import add_server_options, positive_int_list
+    from harness.cli import add_server_options, int_list
 
     parser = subparsers.add_parser(
         "plans", help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the "
                       "partial index (drops and recreates claimrace.jobs and claimrace.claims for every point)")
-    parser.add_argument("--jobs", type=positive_int_list, default=list(DEFAULT_JOB_COUNTS),
+    parser.add_argument("--jobs", type=int_list, default=list(DEFAULT_JOB_COUNTS),
                         help="queue sizes, comma-separated (default 10000,100000)")
     parser.add_argument("--consumed", type=fraction_list, default=list(DEFAULT_CONSUMED_FRACTIONS),
                         help="fractions of the queue already consumed (default 0,0.25,0.5,0.75,0.99)")

@@ -15,11 +15,9 @@ Phase timings go to report/build-timings.json (the latest build) and report/buil
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -291,7 +289,9 @@ def build(params_path: Path = DEFAULT_PARAMS, data_dir: Path = config.DATA_DIR,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.report", description=__doc__.splitlines()[0])
+    from harness.cli import OneLineParser, run_command
+
+    parser = OneLineParser(prog="python -m harness.report", description=__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path, default=DEFAULT_PARAMS, help="the sweeps, as YAML (default %(default)s)")
     parser.add_argument("--data-dir", type=Path, default=config.DATA_DIR, help="where runs are stored and looked up")
     parser.add_argument("--report-dir", type=Path, default=config.REPORT_DIR, help="where the article goes")
@@ -299,16 +299,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the server comes from (default: DATABASE_URL if set, else embedded)")
     parser.add_argument("--force", action="store_true", help="re-execute every notebook even if nothing changed")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
-    args = parser.parse_args(argv)
-    try:
+
+    def build_from_arguments() -> int:
+        args = parser.parse_args(argv)
         build(args.params, args.data_dir, args.report_dir, args.db, args.force, not args.quiet)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return 0
+        return 0
+
+    return run_command(build_from_arguments)
 
 
 if __name__ == "__main__":

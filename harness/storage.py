@@ -94,6 +94,12 @@ class RunWriter:
             self.discard()
 
 
+def latest_run_dir(parent: Path) -> Path | None:
+    """The newest complete run under parent (run ids start with their UTC time), or None."""
+    runs = run_dirs(parent)
+    return runs[-1] if runs else None
+
+
 def run_dirs(parent: Path) -> list[Path]:
     """Complete runs (staging folders and failed runs are not results)."""
     parent = Path(parent)
