@@ -1,0 +1,345 @@
+"""Where the time goes: what the backends wait on during a race, and how much CPU they got.
+
+Two measurements, taken side by side:
+
+wait events
+    `ActivitySampler` polls pg_stat_activity about every 10 ms from one extra
+    connection and keeps, for every backend whose application_name starts with
+    a prefix, its state and wait event. `classify` puts each such sample into
+    one of WAIT_CLASSES; `wait_shares` gives the share of sampled backend time
+    per class.
+CPU and run queue
+    `schedstat_snapshot` reads /proc/<pid>/schedstat of the backends (only
+    meaningful when the server is a process of this host, see
+    `server_is_local`). Taken at the start barrier and at the end, `time_split`
+    turns the two snapshots into the share of backend time spent running and
+    the share spent runnable but waiting for a CPU. A sampled `CPU` class
+    (active, no wait event) is the sum of both: the server cannot tell them apart.
+
+Public API::
+
+    ActivitySampler(url, prefix="claimrace-worker-", interval_seconds=0.01)   # context manager
+        .start(); .stop(timeout_seconds=2.0); .samples() -> DataFrame; .stats() -> dict; .error
+    classify(state, wait_event_type, wait_event) -> str          # one of WAIT_CLASSES
+    wait_shares(samples) -> dict[str, float]                      # class -> share, sums to 1
+    backend_pids(conn, prefix="claimrace-worker-") -> list[int]
+    server_is_local(conn) -> bool
+    read_schedstat(pid) -> (cpu_ns, run_delay_ns, timeslices) | None
+    schedstat_snapshot(pids) -> dict[int, tuple | None]
+    time_split(before, after, wall_ns) -> dict
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import psycopg
+
+from harness import database
+
+DEFAULT_PREFIX = "claimrace-worker-"
+SAMPLER_APPLICATION_NAME = "claimrace-sampler"
+SAMPLER_STATEMENT_TIMEOUT_MS = 1000  # a sampler query stuck longer than this is a failure, not a sample
+
+# The vocabulary of every sampled backend, in the order reports show it.
+WAIT_CLASSES = {
+    "CPU": "active with no wait event: running on a CPU or runnable, waiting for one",
+    "Lock:tuple": "heavyweight lock on a row version (a second waiter queues behind the first)",
+    "Lock:transactionid": "waiting for another transaction to end (a row it changed)",
+    "Lock:other": "any other heavyweight lock (relation, advisory, ...)",
+    "Client": "waiting for the client: ClientRead/ClientWrite, and idle backends",
+    "LWLock": "lightweight lock on a shared structure (buffer mapping, WAL insert, ...)",
+    "IO": "waiting for a read, write or fsync",
+    "IPC": "waiting for another server process",
+    "Other": "anything else (Timeout, Activity, BufferPin, Extension, no state)",
+}
+
+SAMPLE_COLUMNS = ("sample_seq", "sample_ns", "pid", "state", "wait_event_type", "wait_event")
+
+# One statement per tick, prepared once. starts_with, not LIKE: a prefix may hold '_' or '%'.
+SAMPLE_SQL = """
+SELECT pid, state, wait_event_type, wait_event
+FROM pg_stat_activity
+WHERE starts_with(application_name, %s) AND pid <> pg_backend_pid()
+"""
+
+
+class SamplerError(RuntimeError):
+    """The activity sampler could not sample (its connection failed or it would not stop)."""
+
+
+# --------------------------------------------------------------------------- classes
+
+
+def classify(state: str | None, wait_event_type: str | None, wait_event: str | None) -> str:
+    """One of WAIT_CLASSES for one sampled backend. The wait event decides; without one, the state does."""
+    if wait_event_type is None:
+        if state in ("active", "fastpath function call"):
+            return "CPU"
+        if state is not None and state.startswith("idle"):
+            return "Client"  # between statements the backend waits for the client, event or not
+        return "Other"
+    if wait_event_type == "Lock":
+        return f"Lock:{wait_event}" if wait_event in ("tuple", "transactionid") else "Lock:other"
+    if wait_event_type in ("Client", "LWLock", "IO", "IPC"):
+        return wait_event_type
+    return "Other"
+
+
+def wait_shares(samples) -> dict[str, float]:
+    """Share of sampled backend time per class, every class present (zeros too); {} without samples.
+
+    samples: a DataFrame with state, wait_event_type and wait_event columns
+    (as `ActivitySampler.samples` returns), or an iterable of such triples.
+    Each backend-sample counts once, so a share is a share of backend time.
+    """
+    if isinstance(samples, pd.DataFrame):
+        triples = zip(samples["state"], samples["wait_event_type"], samples["wait_event"])
+    else:
+        triples = samples
+    counts = dict.fromkeys(WAIT_CLASSES, 0)
+    for state, wait_event_type, wait_event in triples:
+        counts[classify(_none(state), _none(wait_event_type), _none(wait_event))] += 1
+    total = sum(counts.values())
+    return {name: count / total for name, count in counts.items()} if total else {}
+
+
+def _none(value):
+    """pandas turns SQL NULL into None, NaN or NA; classify wants None."""
+    return None if pd.isna(value) else value
+
+
+# --------------------------------------------------------------------------- the sampler
+
+
+class ActivitySampler:
+    """pg_stat_activity every interval_seconds, from a thread with its own connection.
+
+    Start it after forking worker processes: a fork while this thread runs
+    copies a process that is mid-way through something.
+
+    The connection is opened in start(), so an unreachable server fails there,
+    in one line, before anything is measured. If the connection fails later,
+    the thread ends, `error` holds the exception, stats()["error"] its text,
+    and leaving the with-block raises SamplerError (unless the block itself
+    raised). stop() never raises and returns within about timeout_seconds.
+    """
+
+    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX, interval_seconds: float = 0.01):
+        if interval_seconds <= 0:
+            raise ValueError("interval_seconds must be positive")
+        self.url = url
+        self.prefix = prefix
+        self.interval_seconds = interval_seconds
+        self.error: BaseException | None = None
+        self.backend_pid: int | None = None
+        self._conn: psycopg.Connection | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        # Plain lists, one entry per tick: appends are all the thread does besides the query.
+        self._sample_ns: list[int] = []
+        self._query_ns: list[int] = []
+        self._rows: list[list[tuple]] = []
+        self._started_ns = self._stopped_ns = 0
+        self._backend_schedstat_start = self._backend_schedstat_end = None
+
+    def __enter__(self) -> "ActivitySampler":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.stop()
+        if exc_type is None and self.error is not None:
+            raise SamplerError(f"the activity sampler failed: {_first_line(self.error)}") from self.error
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> "ActivitySampler":
+        if self._thread is not None:
+            raise RuntimeError("an ActivitySampler samples once; make a new one")
+        self._conn = database.connect(self.url, application_name=SAMPLER_APPLICATION_NAME)
+        self._conn.execute(f"SET statement_timeout = {SAMPLER_STATEMENT_TIMEOUT_MS}")
+        self.backend_pid = self._conn.pgconn.backend_pid
+        self._backend_schedstat_start = read_schedstat(self.backend_pid)
+        self._started_ns = time.monotonic_ns()
+        self._thread = threading.Thread(target=self._sample_loop, name="claimrace-activity-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample_loop(self) -> None:
+        conn = self._conn
+        clock = time.monotonic_ns
+        add_sample, add_query, add_rows = self._sample_ns.append, self._query_ns.append, self._rows.append
+        interval_ns = round(self.interval_seconds * 1e9)
+        params = (self.prefix,)
+        try:
+            cursor = conn.cursor()
+            next_tick = clock()
+            while not self._stopping.is_set():
+                began = clock()
+                cursor.execute(SAMPLE_SQL, params, prepare=True)
+                rows = cursor.fetchall()
+                ended = clock()
+                add_sample((began + ended) // 2)  # the server read the table somewhere in between
+                add_query(ended - began)
+                add_rows(rows)
+                # A fixed schedule: ticks stay on start + k * interval; a late tick skips the
+                # ticks it missed instead of sampling in a burst to catch up.
+                next_tick += interval_ns
+                if next_tick <= ended:
+                    next_tick += ((ended - next_tick) // interval_ns + 1) * interval_ns
+                self._stopping.wait((next_tick - ended) / 1e9)
+        except Exception as exc:  # recorded and surfaced by stats() and __exit__, never swallowed
+            self.error = exc
+        finally:
+            self._backend_schedstat_end = read_schedstat(self.backend_pid)
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def stop(self, timeout_seconds: float = 2.0) -> None:
+        """End the thread and close its connection; a query that hangs is cancelled."""
+        if self._thread is None or self._stopped_ns:
+            return
+        self._stopping.set()
+        self._thread.join(timeout_seconds)
+        if self._thread.is_alive():  # stuck in a query: cancel it, the loop then ends on the error
+            try:
+                self._conn.cancel_safe(timeout=timeout_seconds)
+            except Exception:
+                pass
+            self._thread.join(timeout_seconds)
+            if self._thread.is_alive() and self.error is None:
+                self.error = SamplerError(f"the sampler thread did not stop within {2 * timeout_seconds:g} s")
+        self._stopped_ns = time.monotonic_ns()
+
+    def samples(self) -> pd.DataFrame:
+        """One row per sampled backend per tick, in SAMPLE_COLUMNS."""
+        ticks = len(self._rows)  # the thread may append while we read: take what is complete
+        seqs, times, pids, states, types, events = [], [], [], [], [], []
+        for seq in range(ticks):
+            sample_ns = self._sample_ns[seq]
+            for pid, state, wait_event_type, wait_event in self._rows[seq]:
+                seqs.append(seq)
+                times.append(sample_ns)
+                pids.append(pid)
+                states.append(state)
+                types.append(wait_event_type)
+                events.append(wait_event)
+        return pd.DataFrame({
+            "sample_seq": pd.array(seqs, dtype="int64"),
+            "sample_ns": pd.array(times, dtype="int64"),
+            "pid": pd.array(pids, dtype="int64"),
+            "state": pd.array(states, dtype="string"),
+            "wait_event_type": pd.array(types, dtype="string"),
+            "wait_event": pd.array(events, dtype="string"),
+        })
+
+    def stats(self) -> dict:
+        """How the sampling went, and what it cost: the sampler's own query time and backend CPU."""
+        ticks = len(self._rows)
+        sample_ns = self._sample_ns[:ticks]
+        query_ns = sorted(self._query_ns[:ticks])
+        end_ns = self._stopped_ns or time.monotonic_ns()
+        wall_ns = end_ns - self._started_ns if self._started_ns else 0
+        intervals = [b - a for a, b in zip(sample_ns, sample_ns[1:])]
+        backend_cpu_ns = None
+        if self._backend_schedstat_start is not None and self._backend_schedstat_end is not None:
+            backend_cpu_ns = self._backend_schedstat_end[0] - self._backend_schedstat_start[0]
+        return {
+            "samples": ticks,
+            "backend_samples": sum(len(rows) for rows in self._rows[:ticks]),
+            "interval_ms_requested": self.interval_seconds * 1e3,
+            "interval_ms_median": statistics.median(intervals) / 1e6 if intervals else None,
+            "query_ms_median": statistics.median(query_ns) / 1e6 if query_ns else None,
+            "query_ms_p95": query_ns[int(0.95 * (len(query_ns) - 1))] / 1e6 if query_ns else None,
+            "query_ms_max": query_ns[-1] / 1e6 if query_ns else None,
+            # the share of wall time the sampler spent in its query: its load on client, socket and server
+            "query_time_share": sum(query_ns) / wall_ns if wall_ns else None,
+            "sampler_backend_cpu_ms": backend_cpu_ns / 1e6 if backend_cpu_ns is not None else None,
+            "wall_seconds": wall_ns / 1e9,
+            "error": _first_line(self.error) if self.error is not None else None,
+        }
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- CPU and run queue
+
+
+def backend_pids(conn: psycopg.Connection, prefix: str = DEFAULT_PREFIX) -> list[int]:
+    """The server pids of the connections whose application_name starts with prefix."""
+    rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE starts_with(application_name, %s) ORDER BY pid",
+                        [prefix]).fetchall()
+    return [pid for (pid,) in rows]
+
+
+def server_is_local(conn: psycopg.Connection) -> bool:
+    """Whether conn's backend is a process of this host, so its /proc/<pid> is the backend.
+
+    A server in a container or on another host has pids of its own; the same
+    number here may be absent or an unrelated process. The backend's start time
+    must match the local process's, to the second.
+    """
+    import psutil
+
+    pid, backend_start = conn.execute(
+        "SELECT pid, extract(epoch FROM backend_start)::float8 FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+    ).fetchone()
+    try:
+        process = psutil.Process(pid)
+        return process.name().startswith("postgres") and abs(process.create_time() - backend_start) < 1.0
+    except (psutil.Error, OSError):
+        return False
+
+
+def read_schedstat(pid: int) -> tuple[int, int, int] | None:
+    """(ns on a CPU, ns runnable but waiting for one, timeslices) of a local process, None where /proc has none."""
+    try:
+        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+        return int(fields[0]), int(fields[1]), int(fields[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def schedstat_snapshot(pids) -> dict[int, tuple[int, int, int] | None]:
+    """read_schedstat for every pid, None for those this host cannot read."""
+    return {pid: read_schedstat(pid) for pid in pids}
+
+
+def time_split(before: dict, after: dict, wall_ns: int) -> dict:
+    """Running and runnable shares of backend time between two snapshots, summed over backends.
+
+    running_share = CPU time / (wall x backends), runnable_share = run-queue
+    delay / (wall x backends); the rest is time off the run queue (waiting on a
+    lock, the client, I/O). Only backends read in both snapshots count; without
+    any (a remote server) the shares are None.
+    """
+    cpu_ns = run_delay_ns = timeslices = backends = 0
+    for pid, start in before.items():
+        end = after.get(pid)
+        if start is None or end is None or end[0] < start[0]:  # gone, or a new process under a reused pid
+            continue
+        cpu_ns += end[0] - start[0]
+        run_delay_ns += end[1] - start[1]
+        timeslices += end[2] - start[2]
+        backends += 1
+    backend_ns = wall_ns * backends
+    return {
+        "backends": backends,
+        "wall_ns": wall_ns,
+        "cpu_ns": cpu_ns,
+        "run_delay_ns": run_delay_ns,
+        "timeslices": timeslices,
+        "running_share": cpu_ns / backend_ns if backend_ns else None,
+        "runnable_share": run_delay_ns / backend_ns if backend_ns else None,
+    }
