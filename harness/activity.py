@@ -146,6 +146,8 @@ class ActivitySampler:
         self._rows: list[list[tuple]] = []
         self._started_ns = self._stopped_ns = 0
         self._backend_schedstat_start = self._backend_schedstat_end = None
+        self._local = False
+        self._thread_cpu_ns: int | None = None  # set when the thread ends
 
     def __enter__(self) -> "ActivitySampler":
         return self.start()
@@ -165,7 +167,8 @@ class ActivitySampler:
         self._conn = database.connect(self.url, application_name=SAMPLER_APPLICATION_NAME)
         self._conn.execute(f"SET statement_timeout = {SAMPLER_STATEMENT_TIMEOUT_MS}")
         self.backend_pid = self._conn.pgconn.backend_pid
-        self._backend_schedstat_start = read_schedstat(self.backend_pid)
+        self._local = server_is_local(self._conn)  # else the pid's /proc is some other process
+        self._backend_schedstat_start = read_schedstat(self.backend_pid) if self._local else None
         self._started_ns = time.monotonic_ns()
         self._thread = threading.Thread(target=self._sample_loop, name="claimrace-activity-sampler", daemon=True)
         self._thread.start()
@@ -177,6 +180,7 @@ class ActivitySampler:
         add_sample, add_query, add_rows = self._sample_ns.append, self._query_ns.append, self._rows.append
         interval_ns = round(self.interval_seconds * 1e9)
         params = (self.prefix,)
+        thread_cpu_start = time.thread_time_ns()
         try:
             cursor = conn.cursor()
             next_tick = clock()
@@ -197,7 +201,8 @@ class ActivitySampler:
         except Exception as exc:  # recorded and surfaced by stats() and __exit__, never swallowed
             self.error = exc
         finally:
-            self._backend_schedstat_end = read_schedstat(self.backend_pid)
+            self._thread_cpu_ns = time.thread_time_ns() - thread_cpu_start
+            self._backend_schedstat_end = read_schedstat(self.backend_pid) if self._local else None
             try:
                 conn.close()
             except Exception:
@@ -242,7 +247,7 @@ class ActivitySampler:
         })
 
     def stats(self) -> dict:
-        """How the sampling went, and what it cost: the sampler's own query time and backend CPU."""
+        """How the sampling went, and what it cost: its query time and the CPU of its backend and thread."""
         ticks = len(self._rows)
         sample_ns = self._sample_ns[:ticks]
         query_ns = sorted(self._query_ns[:ticks])
@@ -262,7 +267,9 @@ class ActivitySampler:
             "query_ms_max": query_ns[-1] / 1e6 if query_ns else None,
             # the share of wall time the sampler spent in its query: its load on client, socket and server
             "query_time_share": sum(query_ns) / wall_ns if wall_ns else None,
+            # CPU the sampling took from the machine: its server backend (local servers only) and its thread
             "sampler_backend_cpu_ms": backend_cpu_ns / 1e6 if backend_cpu_ns is not None else None,
+            "sampler_thread_cpu_ms": self._thread_cpu_ns / 1e6 if self._thread_cpu_ns is not None else None,
             "wall_seconds": wall_ns / 1e9,
             "error": _first_line(self.error) if self.error is not None else None,
         }
