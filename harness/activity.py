@@ -126,7 +126,8 @@ class ActivitySampler:
     in one line, before anything is measured. If the connection fails later,
     the thread ends, `error` holds the exception, stats()["error"] its text,
     and leaving the with-block raises SamplerError (unless the block itself
-    raised). stop() never raises and returns within about timeout_seconds.
+    raised). stop() never raises: it returns within timeout_seconds, or
+    within three times that if it has to cancel a hung query.
     """
 
     def __init__(self, url: str, prefix: str = DEFAULT_PREFIX, interval_seconds: float = 0.01):
@@ -221,7 +222,7 @@ class ActivitySampler:
                 pass
             self._thread.join(timeout_seconds)
             if self._thread.is_alive() and self.error is None:
-                self.error = SamplerError(f"the sampler thread did not stop within {2 * timeout_seconds:g} s")
+                self.error = SamplerError(f"the sampler thread did not stop within {3 * timeout_seconds:g} s")
         self._stopped_ns = time.monotonic_ns()
 
     def samples(self) -> pd.DataFrame:
