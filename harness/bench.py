@@ -46,15 +46,19 @@ from harness import config, database, schema
 from harness.errors import UserError
 from harness.manifest import client_facts, utc_now
 from harness.pgbench import QueueDrained, pgbench_script, pgbench_version, run_pgbench
-from harness.race import run_race
+from harness.limits import check_race_size, server_on_this_machine
+from harness.race import CLIENT_LAYOUT, run_race
 from harness.storage import RunWriter, ensure_writable, latest_run_dir
-from harness.strategies import EMPTY, ERROR, STRATEGIES, WON, get_strategy
+from harness.strategies import EMPTY, ERROR, LOST, STRATEGIES, WON, get_strategy
 
-BENCH_WORKER_COUNTS = (1, 2, 8, 32)
+BENCH_WORKER_COUNTS = (1, 8, 32, 64, 100)
 DEFAULT_PAIRS = 3
 DEFAULT_SECONDS = 5
-TARGET_RATIO = 0.85
-CLIENTS = ("harness", "pgbench")
+# pgbench with one thread per client is the reference (the harness runs one process per worker);
+# pgbench with two threads in all shows what the client's own layout does to the same race
+CLIENTS = ("harness", "pgbench", "pgbench_j2")
+REFERENCE_THREADS = {"pgbench": lambda worker_count: worker_count, "pgbench_j2": lambda worker_count: min(2, worker_count)}
+TARGET_BAND = (0.85, 1.15)
 PARTIAL_INDEX = "jobs_pending_idx"
 # Queue sizing: a setting's first pair assumes jobs go at least this fast (or as fast as anything
 # seen so far); later pairs size the queue from what that setting consumed, with headroom.
@@ -68,7 +72,7 @@ SETUP = ("a fresh claimrace.jobs per run: the race's table (audit trigger on, fi
          "the window; the two runs of a pair back to back, their order alternating")
 
 PAIR_COLUMNS = ("client", "strategy", "worker_count", "pair_index", "position", "job_count", "wins", "attempts",
-                "empty_attempts", "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds",
+                "empty_attempts", "lost_attempts", "lost_per_win", "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds",
                 "cpu_us_per_attempt", "max_rss_bytes", "private_bytes_per_worker", "gap_p50_ns", "gap_p99_ns",
                 "threads", "pending_after", "plan_index", "started_at", "load_average")
 
@@ -90,6 +94,8 @@ class Measurement:
     wins: int  # flips to 'running' in the server's audit (naive's duplicate flips count, as in the race)
     attempts: int
     empty_attempts: int  # answers of "no job" (skip_locked: every attempt that did not win)
+    lost_attempts: int  # guarded: picks whose UPDATE found the job taken (attempts - wins - empty)
+    lost_per_win: float
     seconds: float
     claims_per_second: float
     attempts_per_second: float
@@ -186,12 +192,12 @@ def measure_harness(db: database.Database, conn, strategy: str, worker_count: in
     return Measurement(
         client="harness", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
         job_count=job_count, wins=wins, attempts=attempts, empty_attempts=int((outcomes == EMPTY).sum()),
+        lost_attempts=int((outcomes == LOST).sum()), lost_per_win=float((outcomes == LOST).sum()) / max(wins, 1),
         seconds=result.wall_seconds,
         claims_per_second=wins / result.wall_seconds, attempts_per_second=attempts / result.wall_seconds,
         cpu_seconds=cpu_ns / 1e9, cpu_us_per_attempt=cpu_ns / 1e3 / max(attempts, 1),
         max_rss_bytes=max(w.max_rss_bytes for w in result.workers),
-        private_bytes_per_worker=sum({w.process_index: w.private_bytes for w in result.workers}.values())
-        / worker_count,
+        private_bytes_per_worker=sum(w.private_bytes for w in result.workers) / worker_count,
         gap_p50_ns=float(np.percentile(gaps, 50)) if len(gaps) else math.nan,
         gap_p99_ns=float(np.percentile(gaps, 99)) if len(gaps) else math.nan,
         threads=result.process_count, pending_after=pending, plan_index=plan_index, started_at=started_at,
@@ -201,19 +207,24 @@ def measure_harness(db: database.Database, conn, strategy: str, worker_count: in
 
 def measure_pgbench(db: database.Database, conn, strategy: str, worker_count: int, seconds: int, job_count: int,
                     pair_index: int = 0, position: int = 0, pg_version: int = 16,
-                    threads: int | None = None) -> Measurement:
-    """pgbench on the same statements, on a fresh queue of the same size."""
+                    client: str = "pgbench") -> Measurement:
+    """pgbench on the same statements, on a fresh queue of the same size (threads by `client`)."""
+    threads = REFERENCE_THREADS[client](worker_count)
     started_at = utc_now()
     plan_index = create_bench_queue(conn, job_count, strategy)
     run = run_pgbench(db.url, get_strategy(strategy), worker_count, seconds, pg_version, threads)
     if run.failed:
         raise RuntimeError(f"pgbench reported {run.failed} failed transactions ({strategy}, {worker_count})")
-    wins, pending = _server_counts(conn, "pgbench", strategy, worker_count, seconds)
+    wins, pending = _server_counts(conn, client, strategy, worker_count, seconds)
+    # one statement: an attempt either wins or finds nothing; two: an empty pick aborts the client (drained),
+    # so every attempt that did not win lost its race (naive cannot lose: its UPDATE always finds the row)
+    one_statement = len(get_strategy(strategy).statements) == 1
+    empty = run.transactions - wins if one_statement else 0
+    lost = 0 if one_statement else max(0, run.transactions - wins)
     return Measurement(
-        client="pgbench", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
-        job_count=job_count, wins=wins, attempts=run.transactions,
-        # one statement: an attempt either wins or finds nothing; two: an empty pick aborts the client (drained)
-        empty_attempts=run.transactions - wins if len(get_strategy(strategy).statements) == 1 else 0,
+        client=client, strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
+        job_count=job_count, wins=wins, attempts=run.transactions, empty_attempts=empty, lost_attempts=lost,
+        lost_per_win=lost / max(wins, 1),
         seconds=run.seconds,
         claims_per_second=wins / run.seconds, attempts_per_second=run.transactions / run.seconds,
         cpu_seconds=run.cpu_ns / 1e9, cpu_us_per_attempt=run.cpu_ns / 1e3 / max(run.transactions, 1),
@@ -281,6 +292,8 @@ def run_bench(strategies=tuple(STRATEGIES), worker_counts=BENCH_WORKER_COUNTS, p
     _validate(strategies, worker_counts, pairs, seconds)
     seconds = int(seconds)
     data_dir = ensure_writable(Path(data_dir))
+    local = server_on_this_machine(db) if database_handle is None else database_handle.source != "url"
+    check_race_size(max(worker_counts), None, local)  # before any server or process starts
     version = pgbench_version(pg_version)  # fail early, in one line, if pgbench cannot start
     if database_handle is not None:
         return _bench_on(database_handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version,
@@ -305,11 +318,11 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
         client = client_facts()
         settings = [(s, w) for s in strategies for w in worker_counts]
         plan = [(p, index, s, w) for p in range(pairs) for index, (s, w) in enumerate(settings)]
-        bar = tqdm(total=len(plan) * 2 + len(strategies), desc="bench", unit="run", disable=not progress)
+        bar = tqdm(total=len(plan) * len(CLIENTS) + len(strategies), desc="bench", unit="run", disable=not progress)
         for pair_index, setting_index, strategy, worker_count in plan:
             # who goes first alternates from one setting to the next and from one pair to the next
-            harness_first = (pair_index + setting_index) % 2 == 0
-            order = CLIENTS if harness_first else CLIENTS[::-1]
+            shift = (pair_index + setting_index) % len(CLIENTS)
+            order = CLIENTS[shift:] + CLIENTS[:shift]
             for attempt in range(3):  # a drained queue: size it up from what was seen and run the pair again
                 job_count = _queue_size(consumed, strategy, worker_count, seconds)
                 try:
@@ -317,7 +330,7 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
                     for position, client_name in enumerate(order):
                         bar.set_postfix_str(f"{strategy} x{worker_count} {client_name} pair {pair_index + 1}")
                         measure = measure_harness if client_name == "harness" else measure_pgbench
-                        extra = {} if client_name == "harness" else {"pg_version": pg_version}
+                        extra = {} if client_name == "harness" else {"pg_version": pg_version, "client": client_name}
                         pair.append(measure(handle, conn, strategy, worker_count, seconds, job_count,
                                             pair_index, position, **extra))
                     break
@@ -329,7 +342,7 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
                 taken = (m.job_count - m.pending_after) / m.seconds
                 consumed[(strategy, worker_count)] = max(consumed.get((strategy, worker_count), 0), taken)
             rows.extend(pair)
-            bar.update(2)
+            bar.update(len(CLIENTS))
         for strategy in strategies:
             bar.set_postfix_str(f"{strategy} client cost")
             costs.append(measure_client_cost(handle, conn, strategy))
@@ -342,8 +355,9 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
         "kind": "bench",
         "parameters": {"strategies": strategies, "worker_counts": worker_counts, "pairs": pairs,
                        "seconds": seconds, "partial_index": True, "audit": True, "fillfactor": 100,
-                       "target_ratio": TARGET_RATIO, "pgbench_protocol": "prepared",
-                       "pgbench_threads": "min(worker_count, cpu_count)",
+                       "target_band": list(TARGET_BAND), "pgbench_protocol": "prepared",
+                       "harness_layout": CLIENT_LAYOUT,
+                       "pgbench_threads": {"pgbench": "one per client", "pgbench_j2": "two in all"},
                        "client_cost_seconds": CLIENT_COST_SECONDS},
         "setup": SETUP,
         "scripts": {name: pgbench_script(get_strategy(name)) for name in strategies},
@@ -375,19 +389,31 @@ def load_client_cost(run_dir: Path) -> pd.DataFrame:
 
 
 def pair_ratios(pairs: pd.DataFrame) -> pd.DataFrame:
-    """One row per pair: both clients' rates side by side and their ratios."""
+    """One row per pair: every client's rates side by side and the harness's ratios to each reference."""
     wide = pairs.pivot_table(index=["strategy", "worker_count", "pair_index"], columns="client",
-                             values=["claims_per_second", "attempts_per_second", "cpu_us_per_attempt"],
+                             values=["claims_per_second", "attempts_per_second", "cpu_us_per_attempt", "lost_per_win",
+                                     "threads"],
                              aggfunc="first")
     wide.columns = [f"{client}_{value}" for value, client in wide.columns]
     wide = wide.reset_index()
     wide["ratio"] = wide["harness_claims_per_second"] / wide["pgbench_claims_per_second"]
     wide["attempts_ratio"] = wide["harness_attempts_per_second"] / wide["pgbench_attempts_per_second"]
+    # lost races per win: only guarded loses; elsewhere both sides are 0 and the ratio has no meaning
+    both_lose = (wide["pgbench_lost_per_win"] > 0) & (wide["harness_lost_per_win"] > 0)
+    wide["lost_per_win_ratio"] = (wide["harness_lost_per_win"] / wide["pgbench_lost_per_win"]).where(both_lose)
+    if "pgbench_j2_claims_per_second" in wide:
+        wide["ratio_to_j2"] = wide["harness_claims_per_second"] / wide["pgbench_j2_claims_per_second"]
+        wide["layout_effect"] = wide["pgbench_j2_claims_per_second"] / wide["pgbench_claims_per_second"]
     return wide
 
 
+def in_band(ratio: float, band: tuple[float, float] = TARGET_BAND) -> bool:
+    """Whether a harness/pgbench ratio is within the target band (a NaN ratio is not)."""
+    return bool(band[0] <= ratio <= band[1])
+
+
 def load_bench(run_dir: Path) -> pd.DataFrame:
-    """Per strategy and worker count: medians over the pairs, the median ratio and its spread."""
+    """Per strategy and worker count: medians over the pairs, the median ratios and their spread."""
     pairs = load_pairs(run_dir)
     wide = pair_ratios(pairs)
     harness = pairs[pairs["client"] == "harness"]
@@ -401,20 +427,31 @@ def load_bench(run_dir: Path) -> pd.DataFrame:
     memory.columns = [f"{client}_{'max_rss_mib' if value == 'max_rss_bytes' else 'private_mib_per_worker'}"
                       for value, client in memory.columns]
     memory = memory / 2**20
-    summary = wide.groupby(["strategy", "worker_count"]).agg(
+    aggregations = dict(
         pairs=("ratio", "size"),
         harness_claims_per_second=("harness_claims_per_second", "median"),
         pgbench_claims_per_second=("pgbench_claims_per_second", "median"),
         ratio=("ratio", "median"),
         ratio_min=("ratio", "min"),
         ratio_max=("ratio", "max"),
+        harness_lost_per_win=("harness_lost_per_win", "median"),
+        pgbench_lost_per_win=("pgbench_lost_per_win", "median"),
+        lost_per_win_ratio=("lost_per_win_ratio", "median"),
         harness_attempts_per_second=("harness_attempts_per_second", "median"),
         pgbench_attempts_per_second=("pgbench_attempts_per_second", "median"),
         attempts_ratio=("attempts_ratio", "median"),
         harness_cpu_us_per_attempt=("harness_cpu_us_per_attempt", "median"),
         pgbench_cpu_us_per_attempt=("pgbench_cpu_us_per_attempt", "median"),
-    ).join(gaps).join(memory)
-    summary["meets_target"] = summary["ratio"] >= TARGET_RATIO
+        pgbench_threads=("pgbench_threads", "max"),
+    )
+    if "pgbench_j2_claims_per_second" in wide:
+        aggregations.update(pgbench_j2_claims_per_second=("pgbench_j2_claims_per_second", "median"),
+                            pgbench_j2_lost_per_win=("pgbench_j2_lost_per_win", "median"),
+                            layout_effect=("layout_effect", "median"))
+    summary = wide.groupby(["strategy", "worker_count"]).agg(**aggregations).join(gaps).join(memory)
+    summary["meets_target"] = summary["ratio"].map(in_band)
+    lost_ok = summary["lost_per_win_ratio"].map(lambda r: math.isnan(r) or in_band(r))
+    summary["lost_per_win_meets_target"] = lost_ok
     order = {name: i for i, name in enumerate(STRATEGIES)}
     summary = summary.reset_index()
     summary = summary.sort_values(["strategy", "worker_count"], key=lambda c: c.map(order) if c.name == "strategy"
@@ -429,9 +466,10 @@ def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
 
 # --------------------------------------------------------------------------- command line
 
-TABLE_COLUMNS = ("strategy", "worker_count", "pairs", "harness_claims_per_second", "pgbench_claims_per_second",
-                 "ratio", "ratio_min", "ratio_max", "harness_cpu_us_per_attempt", "pgbench_cpu_us_per_attempt",
-                 "harness_gap_p50_us", "harness_private_mib_per_worker", "pgbench_private_mib_per_worker")
+TABLE_COLUMNS = ("strategy", "worker_count", "pairs", "harness_processes", "pgbench_threads",
+                 "harness_claims_per_second", "pgbench_claims_per_second", "ratio", "ratio_min", "ratio_max",
+                 "harness_lost_per_win", "pgbench_lost_per_win", "pgbench_j2_claims_per_second", "layout_effect",
+                 "harness_cpu_us_per_attempt", "pgbench_cpu_us_per_attempt")
 
 
 def _print(run_dir: Path, as_json: bool) -> None:
@@ -441,14 +479,16 @@ def _print(run_dir: Path, as_json: bool) -> None:
             print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()},
                              default=lambda v: v.item() if hasattr(v, "item") else str(v)))
         return
-    print(summary.loc[:, list(TABLE_COLUMNS)].to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
+    print(summary.loc[:, [c for c in TABLE_COLUMNS if c in summary]].to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
     cost = load_client_cost(run_dir)
     print("\nharness client time per attempt outside libpq (one instrumented worker):")
     print(cost.loc[:, ["strategy", "attempts", "outside_p50_ns", "outside_p99_ns", "round_trip_p50_ns",
                        "outside_share"]].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
-    below = summary[~summary["meets_target"]]
-    verdict = "every ratio meets" if below.empty else f"{len(below)} of {len(summary)} below"
-    print(f"\ntarget harness/pgbench >= {TARGET_RATIO}: {verdict}; stored in {run_dir}")
+    outside = summary[~(summary["meets_target"] & summary["lost_per_win_meets_target"])]
+    verdict = "every ratio is within it" if outside.empty else f"{len(outside)} of {len(summary)} settings outside"
+    print(f"\ntarget harness/pgbench (one thread per client) within {TARGET_BAND[0]}-{TARGET_BAND[1]}, claims per "
+          f"second and guarded's lost races per win: {verdict}; layout_effect = pgbench -j 2 / pgbench one thread per "
+          f"client; stored in {run_dir}")
 
 
 def _bench(args) -> int:
@@ -468,7 +508,7 @@ def register_cli(subparsers) -> None:
                       "claimrace.jobs and claimrace.claims before every run)")
     parser.add_argument("--strategy", default="all", help="naive, guarded, skip_locked, a comma list, or all")
     parser.add_argument("--workers", type=int_list, default=list(BENCH_WORKER_COUNTS),
-                        help="worker counts, comma-separated (default 1,2,8,32)")
+                        help="worker counts, comma-separated (default 1,8,32,64,100)")
     parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="harness/pgbench pairs per setting")
     parser.add_argument("--seconds", type=int, default=DEFAULT_SECONDS, help="each run's timed window, whole seconds")
     parser.add_argument("--json", action="store_true", help="one JSON object per strategy and worker count")

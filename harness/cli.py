@@ -51,7 +51,8 @@ def _race(args) -> int:
     from harness.strategies import parse_strategies
 
     plan = SweepPlan(parse_strategies(args.strategy), args.workers, args.jobs, args.repeat,
-                     args.partial_index, args.fillfactor, args.think_ms)
+                     args.partial_index, args.fillfactor, args.pause_ms, args.jitter_ms,
+                     autovacuum=args.autovacuum == "on", audit=not args.no_audit)
     paths = run_sweep(plan, args.data_dir, args.db, args.pg_version, progress=not args.quiet)
     frame = summarise_runs(run_paths=paths)
     _print_summary(frame, as_json=args.json)
@@ -62,16 +63,40 @@ SUMMARY_COLUMNS = ("strategy", "worker_count", "repeat", "attempts", "wins", "lo
                    "unclaimed_jobs", "losses_per_win", "claims_per_second", "p50_ms", "p99_ms", "wall_seconds")
 
 
-def _print_summary(frame, as_json: bool) -> None:
+def jsonable(value):
+    """Plain JSON values: NaN becomes null, numpy scalars become numbers, at any depth."""
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def _print_summary(frame, as_json: bool, per_run: bool = True) -> None:
+    from harness.stats import spread_by_point
+
     if as_json:
         for record in frame.to_dict(orient="records"):
-            print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()},
-                             default=str))
+            print(json.dumps(jsonable(record), default=str))
         return
     if not len(frame):
         print("no runs stored yet")
         return
-    print(frame.loc[:, list(SUMMARY_COLUMNS)].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    if per_run:
+        print(frame.loc[:, list(SUMMARY_COLUMNS)].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+        return
+    spread = spread_by_point(frame)
+    table = spread[["strategy", "worker_count", "job_count", "partial_index", "repeats"]].copy()
+    for figure, digits in (("claims_per_second", 0), ("losses_per_win", 2), ("duplicate_jobs", 0), ("p99_ms", 2)):
+        table[figure] = [f"{m:,.{digits}f} [{lo:,.{digits}f}-{hi:,.{digits}f}]"
+                         for m, lo, hi in zip(spread[f"{figure}_median"], spread[f"{figure}_min"],
+                                              spread[f"{figure}_max"])]
+    print("median [min-max] over the repeats of each point")
+    print(table.to_string(index=False))
 
 
 def _summary(args) -> int:
@@ -80,7 +105,7 @@ def _summary(args) -> int:
     data_dir = Path(args.data_dir)
     if not data_dir.is_dir():
         raise UserError(f"no data directory at {data_dir}")
-    _print_summary(summarise_runs(data_dir), as_json=args.json)
+    _print_summary(summarise_runs(data_dir), as_json=args.json, per_run=args.runs)
     return 0
 
 
@@ -105,7 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     race.add_argument("--repeat", type=int, default=1, help="trials per strategy and worker count")
     race.add_argument("--partial-index", action="store_true", help="add jobs (id) WHERE status = 'pending'")
     race.add_argument("--fillfactor", type=int, default=100, help="the jobs table's fillfactor")
-    race.add_argument("--think-ms", type=float, default=0.0, help="pause between a worker's attempts")
+    race.add_argument("--pause-ms", type=float, default=0.0,
+                      help="a slowed-down race: pause between the read and the write of a claim")
+    race.add_argument("--jitter-ms", type=float, default=0.0,
+                      help="a slowed-down race: random pause of up to this between a worker's attempts")
+    race.add_argument("--autovacuum", choices=("on", "off"), default="on",
+                      help="autovacuum on the race's table (default on, the server's default)")
+    race.add_argument("--no-audit", action="store_true",
+                      help="no audit trigger: wins counted from what the claims returned (measures the audit's cost)")
     race.add_argument("--json", action="store_true", help="print one JSON object per run")
     race.add_argument("--quiet", action="store_true", help="no progress bar")
     add_server_options(race)
@@ -113,7 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     summary = sub.add_parser("summary", help="one line per stored run, computed from its rows and audit")
     summary.add_argument("--data-dir", type=Path, default=config.DATA_DIR)
-    summary.add_argument("--json", action="store_true", help="one JSON object per line")
+    summary.add_argument("--json", action="store_true", help="one JSON object per run")
+    summary.add_argument("--runs", action="store_true",
+                         help="one line per run (default: one per point, median and min-max over its repeats)")
     summary.set_defaults(handler=_summary)
 
     reap = sub.add_parser("reap", help="stop embedded servers left behind by a harness that was killed")

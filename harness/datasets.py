@@ -30,16 +30,20 @@ def _say(message: str, progress: bool) -> None:
 
 
 def race_plan(strategies, worker_counts, job_count=config.DEFAULT_JOB_COUNT, repeats=1, partial_index=False,
-              fillfactor=100, think_ms=0.0) -> SweepPlan:
+              fillfactor=100, pause_ms=0.0, jitter_ms=0.0, autovacuum=True, audit=True) -> SweepPlan:
     """A SweepPlan from notebook parameters (lists and literals)."""
     return SweepPlan(list(strategies), [int(w) for w in worker_counts], int(job_count), int(repeats),
-                     bool(partial_index), int(fillfactor), float(think_ms))
+                     bool(partial_index), int(fillfactor), float(pause_ms), float(jitter_ms), bool(autovacuum),
+                     bool(audit))
 
 
 def _race_key(cfg: dict, pg_major: int) -> tuple:
-    cfg = {**dataclasses.asdict(RaceConfig("naive", 1)), **cfg}  # manifests from older runs lack new fields
+    if "think_ms" in cfg:
+        return ()  # a run from before the client kept one process per worker: not comparable
+    cfg = {**dataclasses.asdict(RaceConfig("naive", 1)), **cfg}
     return (cfg["strategy"], int(cfg["worker_count"]), int(cfg["job_count"]), int(cfg["repeat"]),
-            bool(cfg["partial_index"]), int(cfg["fillfactor"]), float(cfg["think_ms"]), int(pg_major))
+            bool(cfg["partial_index"]), int(cfg["fillfactor"]), float(cfg["pause_ms"]), float(cfg["jitter_ms"]),
+            bool(cfg["autovacuum"]), bool(cfg["audit"]), int(pg_major))
 
 
 def stored_races(data_dir: Path) -> dict[tuple, Path]:

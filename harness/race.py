@@ -1,32 +1,42 @@
-"""The race: N workers, each with its own connection, released by one barrier.
+"""The race: N workers, each with its own connection and its own process, released by one barrier.
 
-A worker is a connection with its own claim loop: it sends an attempt's
-statements one at a time, in order, and starts its next attempt when the last
-result is in, like a runner instance. Workers run in client processes: one
-process per worker when there are no more workers than CPUs (or when workers
-think between attempts), otherwise one process per CPU (more past 8
-connections each, see `process_count_for`), each driving its share of the
-connections with libpq's asynchronous calls, as pgbench's threads do. A
-process per connection spent most of its CPU switching between processes at 8
-and more workers on two cores, CPU the server then lacked (measured by
-`python -m harness bench`).
+A worker is a client process with one connection and its own claim loop, like
+a runner instance: it sends an attempt's statements one at a time, in order,
+and starts its next attempt as soon as the last result is in. The layout is the
+same at every worker count (one process per worker), so a sweep compares the
+server under more workers, not one client layout with another. Its reference
+is pgbench with one thread per client (`python -m harness bench`): a client
+that drives many connections from one loop serialises the workers' reactions
+and changes who wins a race (pgbench itself moves guarded's rate by a factor
+of two between one thread per client and two threads in all).
 
 Each worker claims until its strategy reports the queue empty (in a timed
 race: until its window closes), and keeps one raw record per attempt in plain
 lists turned into arrays afterwards; nothing is written until the race is
-over, so the bookkeeping does not slow the claims. Process start, connect and
-prepare happen before the barrier, outside every measured window. A process
-that dies fails the whole race within a bounded time, and no process outlives
-the race.
+over, so the bookkeeping does not slow the claims. Each result is timed when
+it is read. Process start, connect and prepare happen before the barrier,
+outside every measured window.
+
+A slowed-down race (pause_ms > 0 or jitter_ms > 0) pauses between the read and
+the write of a two-statement claim, where the race window is, and sleeps a
+random 0..jitter_ms between attempts so the workers fall out of step; it
+records when each statement started and ended.
+
+A process that dies fails the whole race within a bounded time; no worker
+outlives the race, nor the harness: each asks the kernel to kill it when its
+parent dies (PR_SET_PDEATHSIG), SIGKILL of the harness included.
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import multiprocessing as mp
 import os
 import queue
+import random
 import resource
-import select
+import signal
 import threading
 import time
 import traceback
@@ -36,6 +46,7 @@ from threading import BrokenBarrierError
 import numpy as np
 
 from harness import config
+from harness.activity import read_schedstat
 from harness.errors import RaceError
 from harness.strategies import EMPTY, ERROR, OK_STATUSES, WON, failed_statement, get_strategy
 
@@ -43,6 +54,8 @@ from harness.strategies import EMPTY, ERROR, OK_STATUSES, WON, failed_statement,
 _CONTEXT = mp.get_context("fork")
 _MAX_CONSECUTIVE_ERRORS = 1000  # a worker that only errors is broken, not racing
 _NO_DEADLINE = 2**63 - 1  # a drain race: the loop's deadline test never fires
+_PR_SET_PDEATHSIG = 1
+CLIENT_LAYOUT = "one process per worker, one connection each, blocking calls"
 
 
 @dataclass
@@ -56,51 +69,46 @@ class WorkerRecord:
     outcome: np.ndarray
     job_id: np.ndarray
     backend_pid: int
-    cpu_ns: int = 0  # user + system CPU from release to the end, the process's split evenly over its workers
+    cpu_ns: int = 0  # the worker process's user + system CPU from release to the end
     max_rss_bytes: int = 0  # peak resident set of the worker's process (includes pages shared with the parent)
     private_bytes: int = 0  # memory the worker's process alone holds at the end (USS), 0 if unknown
     round_trip_ns: np.ndarray | None = None  # per attempt, time inside libpq calls (instrumented races only)
-    process_index: int = 0
-    workers_in_process: int = 1
+    read_end_ns: np.ndarray | None = None  # slowed-down races: when the read's result arrived (0: no read)
+    write_start_ns: np.ndarray | None = None  # slowed-down races: when the write was sent (0: no write)
+    # the backend's /proc/<pid>/schedstat (CPU ns, run-queue delay ns, timeslices) at release and at the end;
+    # None where this host has no such process (a remote server); the caller checks the pid is the backend
+    backend_schedstat_start: tuple | None = None
+    backend_schedstat_end: tuple | None = None
+    ended_ns: int = 0  # when this worker's loop ended
+    client_run_delay_ns: int | None = None  # this worker process's own wait for a CPU over its window
 
 
 @dataclass
 class RaceResult:
     strategy: str
     worker_count: int
-    think_ms: float
+    pause_ms: float
+    jitter_ms: float
     t0_ns: int  # the first barrier release, the zero of every start time
     end_ns: int  # the last attempt's end
     workers: list[WorkerRecord]
     duration_seconds: float | None = None  # a timed race's window; None when it drained the queue
-    process_count: int = 0  # client processes that drove the workers' connections
 
     @property
     def wall_seconds(self) -> float:
         return (self.end_ns - self.t0_ns) / 1e9
 
+    @property
+    def process_count(self) -> int:
+        return self.worker_count  # one client process per worker
 
-CONNECTIONS_PER_PROCESS = 8  # beyond this many, a process reacts too slowly to its own workers
-
-
-def process_count_for(worker_count: int, think_ms: float = 0.0) -> int:
-    """Client processes for a race: one per worker up to the CPU count; beyond that one per CPU,
-    and more once a process would drive over CONNECTIONS_PER_PROCESS connections.
-
-    Fewer processes cost less CPU (a process switch per statement is what made a
-    process per connection slow); fewer connections per process react faster,
-    which decides who wins under contention (guarded at 32 workers: 2 processes
-    won 0.7 of pgbench's claims per second, 4 processes about 0.85).
-    Workers that think between attempts mostly sleep, so each keeps its own process.
-    """
-    if think_ms > 0:
-        return worker_count
-    cpus = os.cpu_count() or 1
-    return max(1, min(worker_count, cpus), -(-worker_count // CONNECTIONS_PER_PROCESS))
+    @property
+    def slowed(self) -> bool:
+        return self.pause_ms > 0 or self.jitter_ms > 0
 
 
-def _claim_loop(pgconn, claim, think_seconds: float, deadline_ns: int,
-                starts: list, ends: list, outcomes: list, jobs: list, stop_when_empty: bool = True) -> None:
+def _claim_loop(pgconn, claim, deadline_ns: int, starts: list, ends: list, outcomes: list, jobs: list,
+                stop_when_empty: bool = True) -> None:
     """One connection, blocking calls: two clock reads, one claim, four list appends per attempt.
 
     list.append costs half a numpy item store and never needs a capacity
@@ -131,121 +139,29 @@ def _claim_loop(pgconn, claim, think_seconds: float, deadline_ns: int,
                 consecutive_errors = 0
         else:
             consecutive_errors = 0
-        if think_seconds:
-            time.sleep(think_seconds)
 
 
-def _finish_sending(pgconn) -> None:
-    """psycopg's connections are non-blocking: if a statement did not fit the socket, wait until it is out."""
-    while pgconn.flush():
-        select.select([], [pgconn.socket], [], 1.0)
-
-
-def _send(pgconn, name: bytes, params) -> None:
-    pgconn.send_query_prepared(name, params)
-    if pgconn.flush():
-        _finish_sending(pgconn)
-
-
-def _multiplexed_loop(pgconns: list, strategy, deadline_ns: int, records: list, stop_when_empty: bool = True) -> None:
-    """Many connections, one process: each connection still runs its attempts one statement at a time.
-
-    Each wake-up reads every result that is complete, then sends the next
-    statements: first for the workers that are half-way through an attempt
-    (a picked id goes straight to its UPDATE, so the window between read and
-    write stays as short as in a process of its own), then the next attempts,
-    then the bookkeeping. Under contention the time from a result to the next
-    statement decides who wins the next job, so the loop keeps it short: bound
-    methods looked up once, the attempt recorded after the next statement is
-    on its way. records[i] holds worker i's four lists.
-    """
+def _slow_loop(pgconn, strategy, pause_seconds: float, jitter_seconds: float, seed: int, records: tuple,
+               reads: list, writes: list) -> None:
+    """The slowed-down race: a pause between the read and the write, a random pause between attempts."""
     clock = time.monotonic_ns
-    names = [name.encode() for name, _ in strategy.statements]
-    first, last_step = names[0], len(names) - 1
-    settle = strategy.settle
-    ok = OK_STATUSES
-    count = len(pgconns)
-    consume = [c.consume_input for c in pgconns]
-    busy = [c.is_busy for c in pgconns]
-    get = [c.get_result for c in pgconns]
-    send = [c.send_query_prepared for c in pgconns]
-    flush = [c.flush for c in pgconns]
-    record = [(starts.append, ends.append, outcomes.append, jobs.append) for starts, ends, outcomes, jobs in records]
-    step = [0] * count
-    began = [0] * count
-    picked = [None] * count
-    held = [None] * count  # a result read before its ReadyForQuery arrived
-    errors = [0] * count
-    poller = select.epoll()
-    by_socket = {}
-    try:
-        for i, pgconn in enumerate(pgconns):
-            by_socket[pgconn.socket] = i
-            poller.register(pgconn.socket, select.EPOLLIN)
-        for i, pgconn in enumerate(pgconns):
-            began[i] = clock()
-            _send(pgconn, first, None)
-        live = count
-        poll = poller.poll
-        while live:
-            finished = []  # (worker, result, when it was read) for attempts that end with this result
-            for fd, _ in poll():
-                i = by_socket[fd]
-                consume[i]()
-                if busy[i]():
-                    continue
-                result = held[i]
-                if result is None:
-                    result = get[i]()
-                    if busy[i]():  # the statement's end has not arrived yet
-                        held[i] = result
-                        continue
-                else:
-                    held[i] = None
-                if get[i]() is not None:
-                    raise RuntimeError("a claim statement returned more than one result")
-                s = step[i]
-                if s < last_step and result.ntuples and result.status in ok:
-                    value = result.get_value(0, 0)  # the picked id is the next statement's $1
-                    picked[i] = value
-                    step[i] = s + 1
-                    send[i](names[s + 1], (value,))
-                    if flush[i]():
-                        _finish_sending(pgconns[i])
-                else:
-                    finished.append((i, result, clock()))
-            for i, result, ended in finished:
-                if result.status not in ok:
-                    outcome, job_id = failed_statement(pgconns[i], picked[i])
-                elif step[i] < last_step:
-                    outcome, job_id = EMPTY, 0
-                else:
-                    outcome, job_id = settle(result, picked[i])
-                attempt_began = began[i]
-                step[i] = 0
-                picked[i] = None
-                if ended < deadline_ns and (outcome != EMPTY or not stop_when_empty):
-                    began[i] = clock()
-                    send[i](first, None)
-                    if flush[i]():
-                        _finish_sending(pgconns[i])
-                else:
-                    poller.unregister(pgconns[i].socket)
-                    live -= 1
-                add_start, add_end, add_outcome, add_job = record[i]
-                add_start(attempt_began)
-                add_end(ended)
-                add_outcome(outcome)
-                add_job(job_id)
-                if outcome == ERROR:
-                    errors[i] += 1
-                    if errors[i] >= _MAX_CONSECUTIVE_ERRORS:
-                        raise RuntimeError(f"{errors[i]} consecutive failed claims: "
-                                           f"{pgconns[i].get_error_message().decode(errors='replace').strip()}")
-                elif errors[i]:
-                    errors[i] = 0
-    finally:
-        poller.close()
+    starts, ends, outcomes, jobs = records
+    jitter = random.Random(seed)
+    while True:
+        time.sleep(jitter.uniform(0.0, jitter_seconds))
+        began = clock()
+        outcome, job_id, read_end, write_start = strategy.claim_stepwise(pgconn, pause_seconds, clock)
+        ended = clock()
+        starts.append(began)
+        ends.append(ended)
+        outcomes.append(outcome)
+        jobs.append(job_id)
+        reads.append(read_end)
+        writes.append(write_start)
+        if outcome == EMPTY:
+            return
+        if outcome == ERROR and len(outcomes) > _MAX_CONSECUTIVE_ERRORS and all(o == ERROR for o in outcomes[-50:]):
+            raise RuntimeError(f"failed claims: {pgconn.get_error_message().decode(errors='replace').strip()}")
 
 
 class _TimedConnection:
@@ -299,52 +215,72 @@ def _private_bytes() -> int:
     return total
 
 
-def _process_main(process_index: int, worker_indexes: list[int], url: str, strategy_name: str,
-                  think_seconds: float, barrier, results, duration_seconds: float | None = None,
-                  instrument: bool = False) -> None:
+def die_with_parent(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies; exit now if it already has."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the parent's cleanup still stops us
+        pass
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: str, barrier, results,
+                  duration_seconds: float | None = None, instrument: bool = False, pause_seconds: float = 0.0,
+                  jitter_seconds: float = 0.0) -> None:
+    die_with_parent(parent_pid)
+    # the loop allocates only ints and small tuples, never cycles: the collector would only add pauses
+    gc.disable()
     try:
         from harness.database import connect
 
         strategy = get_strategy(strategy_name)
-        conns = [connect(url, application_name=f"claimrace-worker-{i}") for i in worker_indexes]
-        pgconns = [conn.pgconn for conn in conns]
-        for pgconn in pgconns:
-            strategy.prepare(pgconn)
-        records = [([], [], [], []) for _ in worker_indexes]
+        conn = connect(url, application_name=f"claimrace-worker-{worker_index}")
+        pgconn = conn.pgconn
+        strategy.prepare(pgconn)
+        starts, ends, outcomes, jobs = records = ([], [], [], [])
+        reads: list[int] = []
+        writes: list[int] = []
         round_trips: list[int] = []
-        claim, target = strategy.claim, pgconns[0]
+        claim, target = strategy.claim, pgconn
         if instrument:
-            claim, target = _instrumented_claim(claim, round_trips), _TimedConnection(pgconns[0])
+            claim, target = _instrumented_claim(claim, round_trips), _TimedConnection(pgconn)
+        backend_pid = pgconn.backend_pid
         barrier.wait(config.BARRIER_TIMEOUT_SECONDS)
         released = time.monotonic_ns()
         cpu_at_release = _cpu_ns()
-        deadline = _NO_DEADLINE if duration_seconds is None else released + int(duration_seconds * 1e9)
-        # a drain race ends a worker at its first empty answer; a timed one keeps asking, as pgbench does
-        stop_when_empty = duration_seconds is None
-        if len(pgconns) == 1:
-            _claim_loop(target, claim, think_seconds, deadline, *records[0], stop_when_empty)
+        schedstat_start = read_schedstat(backend_pid)
+        own_start = read_schedstat(os.getpid())
+        if pause_seconds or jitter_seconds:
+            _slow_loop(pgconn, strategy, pause_seconds, jitter_seconds, worker_index, records, reads, writes)
         else:
-            _multiplexed_loop(pgconns, strategy, deadline, records, stop_when_empty)
-        cpu_share = (_cpu_ns() - cpu_at_release) // len(pgconns)
-        max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-        private = _private_bytes()
-        reports = []
-        for worker_index, pgconn, (starts, ends, outcomes, jobs) in zip(worker_indexes, pgconns, records):
-            start = np.array(starts, dtype=np.int64)
-            reports.append(WorkerRecord(
-                worker_index=worker_index, released_ns=released, start_ns=start,
-                latency_ns=np.array(ends, dtype=np.int64) - start, outcome=np.array(outcomes, dtype=np.int8),
-                job_id=np.array(jobs, dtype=np.int64), backend_pid=pgconn.backend_pid, cpu_ns=cpu_share,
-                max_rss_bytes=max_rss, private_bytes=private,
-                round_trip_ns=np.array(round_trips, dtype=np.int64) if instrument else None,
-                process_index=process_index, workers_in_process=len(worker_indexes)))
-        results.put(("ok", process_index, reports))
-        for conn in conns:
-            conn.close()
+            deadline = _NO_DEADLINE if duration_seconds is None else released + int(duration_seconds * 1e9)
+            # a drain race ends a worker at its first empty answer; a timed one keeps asking, as pgbench does
+            _claim_loop(target, claim, deadline, *records, stop_when_empty=duration_seconds is None)
+        schedstat_end = read_schedstat(backend_pid)
+        own_end = read_schedstat(os.getpid())
+        ended = time.monotonic_ns()
+        cpu = _cpu_ns() - cpu_at_release
+        start = np.array(starts, dtype=np.int64)
+        slowed = bool(pause_seconds or jitter_seconds)
+        record = WorkerRecord(
+            worker_index=worker_index, released_ns=released, start_ns=start,
+            latency_ns=np.array(ends, dtype=np.int64) - start, outcome=np.array(outcomes, dtype=np.int8),
+            job_id=np.array(jobs, dtype=np.int64), backend_pid=backend_pid, cpu_ns=cpu,
+            max_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
+            private_bytes=_private_bytes(),
+            round_trip_ns=np.array(round_trips, dtype=np.int64) if instrument else None,
+            read_end_ns=np.array(reads, dtype=np.int64) if slowed else None,
+            write_start_ns=np.array(writes, dtype=np.int64) if slowed else None,
+            backend_schedstat_start=schedstat_start, backend_schedstat_end=schedstat_end, ended_ns=ended,
+            client_run_delay_ns=own_end[1] - own_start[1] if own_start and own_end else None)
+        results.put(("ok", worker_index, record))
+        conn.close()
     except BrokenBarrierError:
-        results.put(("aborted", process_index, "the start barrier was broken"))
+        results.put(("aborted", worker_index, "the start barrier was broken"))
     except BaseException as exc:  # report everything, then exit non-zero
-        results.put(("error", process_index, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        results.put(("error", worker_index, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
         raise SystemExit(1)
 
 
@@ -361,51 +297,54 @@ def _stop_all(processes: list, barrier) -> None:
             proc.join(1)
 
 
-def _describe(indexes: list[int]) -> str:
-    return f"worker {indexes[0]}" if len(indexes) == 1 else f"workers {indexes[0]}-{indexes[-1]}"
-
-
-def run_race(url: str, strategy_name: str, worker_count: int, think_ms: float = 0.0,
-             timeout_seconds: float | None = None, duration_seconds: float | None = None,
-             instrument: bool = False, process_count: int | None = None) -> RaceResult:
+def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: float | None = None,
+             duration_seconds: float | None = None, instrument: bool = False, pause_ms: float = 0.0,
+             jitter_ms: float = 0.0, on_release=None) -> RaceResult:
     """Race worker_count workers over the queue in url's claimrace schema until it is drained.
 
     duration_seconds: a timed race instead; each worker stops at its first attempt that ends
     duration_seconds after the barrier released it, and an empty answer does not stop it.
     instrument: also record each attempt's time inside libpq, to split the client's own cost
-    from the round trip (a wrapper call per statement, so not for throughput figures; one worker
-    per process only). process_count: client processes (default `process_count_for`).
+    from the round trip (a wrapper call per statement, so not for throughput figures).
+    pause_ms, jitter_ms: a slowed-down race (see the module's docstring); drains only.
+    on_release: called in this process once every worker is connected and waiting at the barrier,
+    just before it opens (e.g. to start sampling the server).
     """
     get_strategy(strategy_name)
     if worker_count < 1:
         raise ValueError("worker_count must be at least 1")
     if duration_seconds is not None and duration_seconds <= 0:
         raise ValueError("duration_seconds must be positive")
-    process_count = min(worker_count, process_count or process_count_for(worker_count, think_ms))
-    if think_ms > 0 and process_count < worker_count:
-        raise ValueError("workers that think between attempts need a process each")
-    if instrument and process_count < worker_count:
-        raise ValueError("an instrumented race needs a process per worker")
-    sizes = [worker_count // process_count + (p < worker_count % process_count) for p in range(process_count)]
-    bounds = np.cumsum([0, *sizes])
-    shares = [list(range(bounds[p], bounds[p + 1])) for p in range(process_count)]  # contiguous, as even as they divide
-    barrier = _CONTEXT.Barrier(process_count)
+    if (pause_ms or jitter_ms) and (duration_seconds is not None or instrument):
+        raise ValueError("a slowed-down race drains the queue and is not instrumented")
+    if pause_ms < 0 or jitter_ms < 0:
+        raise ValueError("pauses must not be negative")
+    # the harness's own process waits at the barrier too, so it knows when the workers are released
+    barrier = _CONTEXT.Barrier(worker_count + 1)
     results = _CONTEXT.Queue()
+    parent_pid = os.getpid()
     processes = [
-        _CONTEXT.Process(target=_process_main, name=f"claimrace-worker-{share[0]}",
-                         args=(p, share, url, strategy_name, think_ms / 1000.0, barrier, results, duration_seconds,
-                               instrument), daemon=True)
-        for p, share in enumerate(shares)
+        _CONTEXT.Process(target=_process_main, name=f"claimrace-worker-{i}",
+                         args=(i, parent_pid, url, strategy_name, barrier, results, duration_seconds, instrument,
+                               pause_ms / 1000.0, jitter_ms / 1000.0), daemon=True)
+        for i in range(worker_count)
     ]
     records: dict[int, WorkerRecord] = {}
-    reported: set[int] = set()
     failure: str | None = None
     exited_clean_at: dict[int, float] = {}
     deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
     try:
         for proc in processes:
             proc.start()
-        while len(reported) < process_count and failure is None:
+        failure = _wait_at_barrier(barrier, processes, results)
+        if failure is None and on_release is not None:
+            on_release()
+        if failure is None:
+            try:
+                barrier.wait(config.BARRIER_TIMEOUT_SECONDS)
+            except BrokenBarrierError:
+                failure = "the start barrier was broken"
+        while len(records) < worker_count and failure is None:
             try:
                 message = results.get(timeout=0.2)
             except queue.Empty:
@@ -413,27 +352,23 @@ def run_race(url: str, strategy_name: str, worker_count: int, think_ms: float = 
             if message is not None:
                 kind, index = message[0], message[1]
                 if kind == "ok":
-                    for record in message[2]:
-                        records[record.worker_index] = record
-                    reported.add(index)
+                    records[index] = message[2]
                 elif kind == "error":
-                    failure = (f"{_describe(shares[index])} failed: {message[2].strip().splitlines()[0]}\n"
-                               f"{message[2]}")
+                    failure = f"worker {index} failed: {message[2].strip().splitlines()[0]}\n{message[2]}"
                 else:
-                    failure = failure or f"{_describe(shares[index])}: {message[2]}"
+                    failure = failure or f"worker {index}: {message[2]}"
                 continue
             now = time.monotonic()
             for i, proc in enumerate(processes):
-                if i in reported or proc.exitcode is None:
+                if i in records or proc.exitcode is None:
                     continue
                 if proc.exitcode != 0:
-                    failure = (f"{_describe(shares[i])} (pid {proc.pid}) died with exit code {proc.exitcode} "
-                               "before reporting")
+                    failure = f"worker {i} (pid {proc.pid}) died with exit code {proc.exitcode} before reporting"
                     break
                 # exited cleanly: its message may still be in the pipe; give it a moment
                 exited_clean_at.setdefault(i, now)
                 if now - exited_clean_at[i] > config.WORKER_EXIT_GRACE_SECONDS:
-                    failure = f"{_describe(shares[i])} exited without reporting its attempts"
+                    failure = f"worker {i} exited without reporting its attempts"
                     break
             if deadline is not None and now > deadline and failure is None:
                 failure = f"the race did not finish within {timeout_seconds:.0f} s"
@@ -442,7 +377,7 @@ def run_race(url: str, strategy_name: str, worker_count: int, think_ms: float = 
         raise
     if failure is not None:
         _stop_all(processes, barrier)
-        raise RaceError(failure.splitlines()[0] if "\n" not in failure else failure)
+        raise RaceError(failure)
     for proc in processes:
         proc.join(10)
     _stop_all(processes, barrier)  # nothing outlives the race, even a process stuck in exit
@@ -450,12 +385,28 @@ def run_race(url: str, strategy_name: str, worker_count: int, think_ms: float = 
     workers = [records[i] for i in range(worker_count)]
     t0 = min(w.released_ns for w in workers)
     end = max(int((w.start_ns + w.latency_ns).max()) if len(w.start_ns) else w.released_ns for w in workers)
-    return RaceResult(strategy_name, worker_count, think_ms, t0, end, workers, duration_seconds, process_count)
+    return RaceResult(strategy_name, worker_count, pause_ms, jitter_ms, t0, end, workers, duration_seconds)
+
+
+def _wait_at_barrier(barrier, processes: list, results) -> str | None:
+    """Until every worker waits at the barrier; a worker that fails first ends the wait with its error."""
+    deadline = time.monotonic() + config.BARRIER_TIMEOUT_SECONDS
+    while barrier.n_waiting < len(processes):
+        try:
+            kind, index, text = results.get(timeout=0.05)
+            return f"worker {index} failed before the start: {text.strip().splitlines()[0]}\n{text}"
+        except queue.Empty:
+            pass
+        for i, proc in enumerate(processes):
+            if proc.exitcode is not None:
+                return f"worker {i} (pid {proc.pid}) exited with code {proc.exitcode} before the start"
+        if time.monotonic() > deadline:
+            return f"the workers were not ready within {config.BARRIER_TIMEOUT_SECONDS:.0f} s"
+    return None
 
 
 def kill_a_worker_after(delay_seconds: float) -> threading.Thread:
     """Test helper: SIGKILL one live race process after a delay (the failure path, for real)."""
-    import signal
 
     def _kill():
         time.sleep(delay_seconds)

@@ -7,6 +7,8 @@ object it did not create, is refused rather than touched.
 
 from __future__ import annotations
 
+import time
+
 import psycopg
 from psycopg import sql
 
@@ -123,10 +125,11 @@ def drop_owned(conn: psycopg.Connection) -> None:
 
 
 def create_queue(conn: psycopg.Connection, job_count: int, *, partial_index: bool = False,
-                 fillfactor: int = 100, payload_bytes: int = 0, audit: bool = True) -> None:
+                 fillfactor: int = 100, payload_bytes: int = 0, audit: bool = True, autovacuum: bool = True) -> None:
     """A fresh jobs table with job_count pending rows, vacuumed and analysed.
 
     A fresh table per trial, so no trial inherits another's dead tuples.
+    autovacuum=False sets autovacuum_enabled = off on it (the server's autovacuum skips it).
     """
     if job_count < 1:
         raise UserError(f"job count must be at least 1, not {job_count}")
@@ -140,7 +143,7 @@ def create_queue(conn: psycopg.Connection, job_count: int, *, partial_index: boo
                 id         bigint PRIMARY KEY,
                 status     text NOT NULL DEFAULT 'pending',
                 started_at timestamptz{payload_column}
-            ) WITH (fillfactor = {int(fillfactor)})"""
+            ) WITH (fillfactor = {int(fillfactor)}{'' if autovacuum else ', autovacuum_enabled = off'})"""
     )
     conn.execute(
         f"""CREATE TABLE {SCHEMA}.claims (
@@ -180,3 +183,33 @@ def audit_rows(conn: psycopg.Connection) -> list[tuple]:
     return conn.execute(
         f"SELECT claim_seq, job_id, previous_status, backend_pid, txid, claimed_at FROM {SCHEMA}.claims ORDER BY claim_seq"
     ).fetchall()
+
+
+def table_activity(conn: psycopg.Connection) -> dict:
+    """What the server's statistics say happened to the jobs table: autovacuum runs, dead tuples, HOT updates.
+
+    Read after the workers disconnected (each backend flushes its counters on
+    exit); autovacuum reports a run when it ends, so one still going is
+    reported as in progress.
+    """
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'claimrace-worker-%%'").fetchone()[0]:
+        time.sleep(0.02)  # a backend flushes its counters as it exits, just after its client closed
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        """SELECT s.autovacuum_count, s.autoanalyze_count, s.vacuum_count, s.n_dead_tup, s.n_live_tup,
+                  s.n_tup_upd, s.n_tup_hot_upd, s.last_autovacuum, s.last_autoanalyze,
+                  coalesce(c.reloptions::text[], '{}'),
+                  EXISTS (SELECT 1 FROM pg_stat_progress_vacuum v WHERE v.relid = c.oid)
+           FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+           WHERE s.schemaname = %s AND s.relname = 'jobs'""", [SCHEMA]).fetchone()
+    if row is None:
+        return {}
+    keys = ("autovacuum_runs", "autoanalyze_runs", "manual_vacuums", "dead_tuples", "live_tuples", "updates",
+            "hot_updates", "last_autovacuum", "last_autoanalyze", "reloptions", "vacuum_in_progress")
+    facts = dict(zip(keys, row))
+    facts["autovacuum_enabled"] = "autovacuum_enabled=off" not in facts["reloptions"]
+    for key in ("last_autovacuum", "last_autoanalyze"):
+        facts[key] = facts[key].isoformat() if facts[key] else None
+    return facts

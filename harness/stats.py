@@ -54,6 +54,36 @@ def time_to_job_ns(attempts: pd.DataFrame) -> np.ndarray:
     return np.concatenate(waits) if waits else np.array([], dtype=np.int64)
 
 
+FILL_DECILES = 10
+
+
+def win_latency_by_fill(attempts: pd.DataFrame, percentile: float) -> list[float]:
+    """Wins' latency percentile (ms) per tenth of the drain: wins in the order they ended, split in ten.
+
+    Without the partial index a pick walks every row claimed before it, so a
+    claim costs more the further the queue has drained; a percentile over the
+    whole drain mixes those positions. A tenth holds the wins that took the
+    queue from k/10 to (k+1)/10 of all wins (naive's duplicate wins included).
+    """
+    wins = attempts.loc[attempts["outcome"] == "won"]
+    if not len(wins):
+        return [float("nan")] * FILL_DECILES
+    ends = (wins["start_ns"] + wins["latency_ns"]).to_numpy()
+    latency_ms = wins["latency_ns"].to_numpy()[np.argsort(ends, kind="stable")] / 1e6
+    tenths = np.array_split(latency_ms, FILL_DECILES)
+    return [float(np.percentile(part, percentile)) if len(part) else float("nan") for part in tenths]
+
+
+def wait_share(run_dir: Path) -> dict:
+    """Share of sampled worker-backend time per wait class, from the stored samples."""
+    from harness.activity import wait_shares
+
+    path = Path(run_dir) / "activity.parquet"
+    if not path.exists():
+        return {}
+    return wait_shares(pq.read_table(path).to_pandas())
+
+
 def summarise_run(run_dir: Path) -> dict:
     """One run's figures, all computed from its stored rows and audit."""
     run_dir = Path(run_dir)
@@ -77,7 +107,10 @@ def summarise_run(run_dir: Path) -> dict:
         "repeat": cfg["repeat"],
         "partial_index": cfg["partial_index"],
         "fillfactor": cfg["fillfactor"],
-        "think_ms": cfg["think_ms"],
+        "pause_ms": cfg.get("pause_ms", 0.0),
+        "jitter_ms": cfg.get("jitter_ms", 0.0),
+        "autovacuum": cfg.get("autovacuum", True),
+        "audit": cfg.get("audit", True),
         "attempts": int(len(attempts)),
         "wins": wins,
         "lost": lost,
@@ -92,6 +125,16 @@ def summarise_run(run_dir: Path) -> dict:
         "attempts_per_second": len(attempts) / wall_seconds if wall_seconds else float("nan"),
         "p50_ms": float(np.percentile(win_latency_ms, 50)) if len(win_latency_ms) else float("nan"),
         "p99_ms": float(np.percentile(win_latency_ms, 99)) if len(win_latency_ms) else float("nan"),
+        "p50_ms_by_fill": win_latency_by_fill(attempts, 50),
+        "p99_ms_by_fill": win_latency_by_fill(attempts, 99),
+        "wait_share": wait_share(run_dir),
+        "running_share": manifest.get("activity", {}).get("backend_time", {}).get("running_share"),
+        "runnable_share": manifest.get("activity", {}).get("backend_time", {}).get("runnable_share"),
+        "client_processes": manifest.get("client_processes"),
+        "client_layout": manifest.get("client_layout"),
+        "autovacuum_runs": manifest.get("table_activity", {}).get("autovacuum_runs"),
+        "autoanalyze_runs": manifest.get("table_activity", {}).get("autoanalyze_runs"),
+        "dead_tuples_at_end": manifest.get("table_activity", {}).get("dead_tuples"),
         "pg_version": server.get("server_version"),
         "db_source": server.get("source"),
         "checks_passed": manifest.get("checks", {}).get("passed"),
@@ -107,3 +150,23 @@ def summarise_runs(data_dir: Path = config.DATA_DIR, run_paths: list[Path] | Non
     if len(frame):
         frame = frame.sort_values(["strategy", "worker_count", "repeat", "started_at"]).reset_index(drop=True)
     return frame
+
+
+POINT_KEYS = ("strategy", "worker_count", "job_count", "partial_index", "fillfactor", "pause_ms", "jitter_ms",
+              "autovacuum", "audit", "pg_version")
+SPREAD_FIGURES = ("claims_per_second", "losses_per_win", "duplicate_jobs", "p50_ms", "p99_ms", "wall_seconds")
+
+
+def spread_by_point(frame: pd.DataFrame, figures=SPREAD_FIGURES) -> pd.DataFrame:
+    """Per point (everything but the repeat): how many repeats, and each figure's median, min and max."""
+    if not len(frame):
+        return frame
+    keys = [k for k in POINT_KEYS if k in frame]
+    grouped = frame.groupby(keys, sort=False, dropna=False)
+    spread = grouped.size().rename("repeats").to_frame()
+    for figure in figures:
+        if figure in frame:
+            spread[f"{figure}_median"] = grouped[figure].median()
+            spread[f"{figure}_min"] = grouped[figure].min()
+            spread[f"{figure}_max"] = grouped[figure].max()
+    return spread.reset_index()

@@ -2,6 +2,8 @@
 
 data/races/<run_id>/attempts.parquet   one row per claim attempt
 data/races/<run_id>/claims.parquet     the server's audit of every flip to 'running'
+data/races/<run_id>/workers.parquet    one row per worker: client CPU, backend CPU and run-queue delay
+data/races/<run_id>/activity.parquet   pg_stat_activity of the worker backends, sampled every ~10 ms
 data/races/<run_id>/manifest.json      parameters, server, client, checks
 """
 
@@ -29,6 +31,39 @@ ATTEMPT_SCHEMA = pa.schema(
         ("latency_ns", pa.int64()),  # monotonic clock, around the claim's round trips
         ("outcome", pa.dictionary(pa.int8(), pa.string())),
         ("job_id", pa.int64()),  # null when the attempt saw no job
+        # slowed-down races only (null otherwise), since the barrier: the read's result, the write's start
+        ("read_end_ns", pa.int64()),
+        ("write_start_ns", pa.int64()),
+    ]
+)
+
+# One row per worker: the client process's CPU, and its backend's CPU and run-queue delay from
+# /proc/<pid>/schedstat over the worker's window (null for a server on another host).
+WORKER_SCHEMA = pa.schema(
+    [
+        ("worker_index", pa.int32()),
+        ("backend_pid", pa.int32()),
+        ("released_ns", pa.int64()),  # since the barrier
+        ("ended_ns", pa.int64()),
+        ("attempts", pa.int64()),
+        ("client_cpu_ns", pa.int64()),
+        ("client_run_delay_ns", pa.int64()),  # the worker process's own wait for a CPU
+        ("client_private_bytes", pa.int64()),
+        ("backend_cpu_ns", pa.int64()),
+        ("backend_run_delay_ns", pa.int64()),
+        ("backend_timeslices", pa.int64()),
+    ]
+)
+
+# pg_stat_activity sampled about every 10 ms during the race, one row per worker backend per sample.
+ACTIVITY_SCHEMA = pa.schema(
+    [
+        ("sample_seq", pa.int32()),
+        ("sample_ns", pa.int64()),  # since the barrier
+        ("pid", pa.int32()),
+        ("state", pa.dictionary(pa.int8(), pa.string())),
+        ("wait_event_type", pa.dictionary(pa.int8(), pa.string())),
+        ("wait_event", pa.dictionary(pa.int16(), pa.string())),
     ]
 )
 

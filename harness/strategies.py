@@ -10,6 +10,7 @@ text parameters) so the client's own work between two round trips stays small.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -55,7 +56,7 @@ def failed_statement(pgconn, job_id) -> tuple[int, int]:
 
 
 # What the last statement's result means: (outcome, job id). The same rules serve the one-connection
-# loop below and the race's multi-connection loop, so an outcome is decided in one place.
+# loop below and the slowed-down loop, so an outcome is decided in one place.
 
 
 def _settle_naive(result, job_id) -> tuple[int, int]:
@@ -93,6 +94,27 @@ def _read_then_write(settle):
     return claim
 
 
+def _read_pause_write(settle):
+    """A slowed-down attempt: pick, pause where the race window is, then claim; each statement's times."""
+
+    def claim(pgconn, pause_seconds: float, clock) -> tuple[int, int, int, int]:
+        picked = pgconn.exec_prepared(b"pick", None)
+        read_end = clock()
+        if picked.status != _TUPLES_OK:
+            return (*failed_statement(pgconn, 0), read_end, 0)
+        if picked.ntuples == 0:
+            return EMPTY, 0, read_end, 0
+        job_id = picked.get_value(0, 0)
+        time.sleep(pause_seconds)
+        write_start = clock()
+        claimed = pgconn.exec_prepared(b"claim", (job_id,))
+        if claimed.status not in _OK:
+            return (*failed_statement(pgconn, job_id), read_end, write_start)
+        return (*settle(claimed, job_id), read_end, write_start)
+
+    return claim
+
+
 _claim_naive = _read_then_write(_settle_naive)
 _claim_guarded = _read_then_write(_settle_guarded)
 
@@ -102,6 +124,12 @@ def _claim_skip_locked(pgconn) -> tuple[int, int]:
     if claimed.status != _TUPLES_OK:
         return failed_statement(pgconn, 0)
     return _settle_skip_locked(claimed, None)
+
+
+def _claim_skip_locked_stepwise(pgconn, pause_seconds: float, clock) -> tuple[int, int, int, int]:
+    # one statement reads and writes: there is no gap to pause in (read_end = 0: no separate read)
+    write_start = clock()
+    return (*_claim_skip_locked(pgconn), 0, write_start)
 
 
 @dataclass(frozen=True)
@@ -114,6 +142,8 @@ class Strategy:
     # the outcome of an attempt from its last statement's result (and the picked id, if any);
     # every earlier statement returns one row whose first value is the next statement's $1, or none (EMPTY)
     settle: Callable[[object, object], tuple[int, int]] | None = None
+    # a slowed-down attempt: (pgconn, pause between read and write, clock) -> (outcome, job id, read end, write start)
+    claim_stepwise: Callable[[object, float, Callable[[], int]], tuple[int, int, int, int]] | None = None
 
     def prepare(self, pgconn) -> None:
         """Prepare this strategy's statements on a raw libpq connection."""
@@ -139,6 +169,7 @@ STRATEGIES: dict[str, Strategy] = {
             statements=(("pick", PICK_OLDEST_PENDING), ("claim", NAIVE_CLAIM)),
             claim=_claim_naive,
             settle=_settle_naive,
+            claim_stepwise=_read_pause_write(_settle_naive),
         ),
         Strategy(
             name="guarded",
@@ -148,6 +179,7 @@ STRATEGIES: dict[str, Strategy] = {
             statements=(("pick", PICK_OLDEST_PENDING), ("claim", GUARDED_CLAIM)),
             claim=_claim_guarded,
             settle=_settle_guarded,
+            claim_stepwise=_read_pause_write(_settle_guarded),
         ),
         Strategy(
             name="skip_locked",
@@ -156,6 +188,7 @@ STRATEGIES: dict[str, Strategy] = {
             statements=(("claim", SKIP_LOCKED_CLAIM),),
             claim=_claim_skip_locked,
             settle=_settle_skip_locked,
+            claim_stepwise=_claim_skip_locked_stepwise,
         ),
     )
 }

@@ -53,7 +53,7 @@ def test_guarded_loses_races_and_counts_them(db, tmp_path):
 
 
 def test_attempts_parquet_schema_and_conservation(db, tmp_path):
-    [run_dir] = sweep(db, tmp_path, ["guarded"], [4], job_count=500, think_ms=0.0)
+    [run_dir] = sweep(db, tmp_path, ["guarded"], [4], job_count=500)
     table = pq.read_table(run_dir / "attempts.parquet")
     assert table.schema.equals(ATTEMPT_SCHEMA, check_metadata=False)
     attempts = load_attempts(run_dir)
@@ -76,7 +76,9 @@ def test_manifest_records_parameters_server_and_client(db, tmp_path):
     [run_dir] = sweep(db, tmp_path, ["skip_locked"], [2], job_count=300, partial_index=True, fillfactor=70)
     manifest = read_json(run_dir / "manifest.json")
     assert manifest["config"] == {"strategy": "skip_locked", "worker_count": 2, "job_count": 300, "repeat": 0,
-                                  "partial_index": True, "fillfactor": 70, "think_ms": 0.0}
+                                  "partial_index": True, "fillfactor": 70, "pause_ms": 0.0, "jitter_ms": 0.0,
+                                  "autovacuum": True, "audit": True}
+    assert manifest["client_processes"] == 2 and "one process per worker" in manifest["client_layout"]
     assert "FOR UPDATE SKIP LOCKED" in manifest["sql"]
     server = manifest["server"]
     assert server["major"] == 16 and server["server_version"].startswith("16.")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -12,6 +15,7 @@ from harness import schema
 from harness.errors import RaceError, UserError
 from harness.experiments import SweepPlan, run_sweep
 from harness.race import kill_a_worker_after, run_race
+from conftest import PROJECT_ROOT, run_cli
 
 
 def test_foreign_objects_survive_and_block_the_run(db, conn, tmp_path):
@@ -56,7 +60,7 @@ def test_a_killed_worker_fails_the_race_quickly_and_leaves_nothing(db, conn):
     kill_a_worker_after(1.0)
     began = time.monotonic()
     with pytest.raises(RaceError, match="died with exit code -9"):
-        run_race(db.url, "guarded", 4, think_ms=1.0)
+        run_race(db.url, "guarded", 4, jitter_ms=1.0)
     assert time.monotonic() - began < 15
     me = psutil.Process(os.getpid())
     time.sleep(0.2)
@@ -70,3 +74,58 @@ def test_a_killed_worker_fails_the_race_quickly_and_leaves_nothing(db, conn):
             break
         time.sleep(0.1)
     assert left == 0
+
+
+def test_a_worker_count_beyond_this_machine_is_refused_before_anything_starts(tmp_path):
+    from harness import limits
+
+    bound, reason = limits.worker_bound()
+    assert 100 <= bound < 100_000 and reason
+    began = time.monotonic()
+    before = {p.pid for p in psutil.process_iter()}
+    result = run_cli("race", "--strategy", "guarded", "--workers", "100000", "--jobs", "10", "--data-dir",
+                     str(tmp_path), "--db", "embedded")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "at most" in result.stderr and "100000" in result.stderr
+    assert time.monotonic() - began < 15
+    assert not (tmp_path / "races").exists(), "nothing ran"
+    servers = [p for p in psutil.process_iter(["name", "ppid"]) if p.pid not in before
+               and (p.info["name"] or "").startswith("postgres")]
+    assert servers == [], "no server was started"
+
+
+def test_a_job_count_this_machine_cannot_hold_is_refused(tmp_path):
+    result = run_cli("race", "--strategy", "guarded", "--workers", "100", "--jobs", "9000000", "--data-dir",
+                     str(tmp_path))
+    assert result.returncode == 2 and "GiB" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_sigkill_of_the_harness_takes_its_workers_with_it(db, conn):
+    # a harness in its own process races a long queue; SIGKILL it mid-race: no worker may survive
+    schema.create_queue(conn, 200_000)
+    script = ("import sys; from harness.race import run_race; "
+              "run_race(sys.argv[1], 'guarded', 16)")
+    harness = subprocess.Popen([sys.executable, "-c", script, db.url], cwd=PROJECT_ROOT)
+    deadline = time.monotonic() + 30
+    workers = []
+    while time.monotonic() < deadline and len(workers) < 16:
+        try:
+            workers = psutil.Process(harness.pid).children()
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    assert len(workers) == 16
+    time.sleep(0.5)  # racing now
+    harness.send_signal(signal.SIGKILL)
+    harness.wait(10)
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert alive == [], f"{len(alive)} workers outlived the harness"
+    deadline = time.monotonic() + 10
+    left = None
+    while time.monotonic() < deadline:
+        left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'claimrace-worker-%'"
+                            ).fetchone()[0]
+        if left == 0:
+            break
+        time.sleep(0.1)
+    assert left == 0, "their backends ended too"
