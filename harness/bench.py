@@ -71,8 +71,9 @@ SETUP = ("a fresh claimrace.jobs per run: the race's table (audit trigger on, fi
          "the pick reads the partial index on every run; more pending jobs than either client can claim in "
          "the window; the two runs of a pair back to back, their order alternating")
 
-PAIR_COLUMNS = ("client", "strategy", "worker_count", "pair_index", "position", "job_count", "wins", "attempts",
-                "empty_attempts", "lost_attempts", "lost_per_win", "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds",
+PAIR_COLUMNS = ("client", "strategy", "worker_count", "pair_index", "position", "job_count", "audit", "wins",
+                "attempts", "empty_attempts", "lost_attempts", "lost_per_win", "attempt_p50_us", "attempt_p99_us",
+                "win_p50_us", "win_p99_us", "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds",
                 "cpu_us_per_attempt", "max_rss_bytes", "private_bytes_per_worker", "gap_p50_ns", "gap_p99_ns",
                 "threads", "pending_after", "plan_index", "started_at", "load_average")
 
@@ -91,11 +92,16 @@ class Measurement:
     pair_index: int
     position: int  # 0: ran first in its pair, 1: second
     job_count: int
+    audit: bool  # the audit trigger was on (without it, wins are what the claims returned)
     wins: int  # flips to 'running' in the server's audit (naive's duplicate flips count, as in the race)
     attempts: int
     empty_attempts: int  # answers of "no job" (skip_locked: every attempt that did not win)
     lost_attempts: int  # guarded: picks whose UPDATE found the job taken (attempts - wins - empty)
     lost_per_win: float
+    attempt_p50_us: float  # every attempt's latency (pgbench: its per-transaction log), at a fixed queue fill
+    attempt_p99_us: float
+    win_p50_us: float  # winning attempts only (harness; pgbench logs no outcome: nan)
+    win_p99_us: float
     seconds: float
     claims_per_second: float
     attempts_per_second: float
@@ -115,12 +121,16 @@ class Measurement:
 def _server_counts(conn, client: str, strategy: str, worker_count: int, seconds: int) -> tuple[int, int]:
     """Wins from the audit, and the pending jobs left: fewer than one per worker means the queue ran out."""
     wins = conn.execute(f"SELECT count(*) FROM {config.SCHEMA}.claims").fetchone()[0]
+    return int(wins), _pending_or_drained(conn, client, strategy, worker_count, seconds, wins)
+
+
+def _pending_or_drained(conn, client: str, strategy: str, worker_count: int, seconds: int, wins=None) -> int:
     pending = conn.execute(f"SELECT count(*) FROM {config.SCHEMA}.jobs WHERE status = 'pending'").fetchone()[0]
     if pending < worker_count:
         jobs = conn.execute(f"SELECT count(*) FROM {config.SCHEMA}.jobs").fetchone()[0]
         raise QueueDrained(f"{client} left {pending} of {jobs} jobs pending after {seconds} s ({strategy}, "
-                           f"{worker_count} workers, {wins} wins)")
-    return int(wins), int(pending)
+                           f"{worker_count} workers{'' if wins is None else f', {wins} wins'})")
+    return int(pending)
 
 
 def _load() -> float:
@@ -130,7 +140,7 @@ def _load() -> float:
         return float("nan")
 
 
-def create_bench_queue(conn, pending_jobs: int, strategy: str = "skip_locked") -> str:
+def create_bench_queue(conn, pending_jobs: int, strategy: str = "skip_locked", audit: bool = True) -> str:
     """The race's table with the partial index: pending_jobs pending, after a history of finished ones.
 
     The finished rows (ids up to 0, status 'done', a quarter as many as the
@@ -142,7 +152,7 @@ def create_bench_queue(conn, pending_jobs: int, strategy: str = "skip_locked") -
     Returns the indexes the strategy's first statement reads; if that is not
     the partial index, the history grows until it is.
     """
-    schema.create_queue(conn, pending_jobs, partial_index=True)
+    schema.create_queue(conn, pending_jobs, partial_index=True, audit=audit)
     history = 0
     for _ in range(4):
         added = max(1, pending_jobs // 4) if history == 0 else history
@@ -173,19 +183,27 @@ def _harness_gaps(result) -> np.ndarray:
     return np.concatenate(parts) if parts else np.array([], dtype=np.int64)
 
 
+def _percentile(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if len(values) else math.nan
+
+
 def measure_harness(db: database.Database, conn, strategy: str, worker_count: int, seconds: int, job_count: int,
-                    pair_index: int = 0, position: int = 0) -> Measurement:
+                    pair_index: int = 0, position: int = 0, audit: bool = True) -> Measurement:
     """The race workers on a fresh queue for `seconds` seconds."""
     started_at = utc_now()
-    plan_index = create_bench_queue(conn, job_count, strategy)
+    plan_index = create_bench_queue(conn, job_count, strategy, audit=audit)
     result = run_race(db.url, strategy, worker_count, duration_seconds=seconds, timeout_seconds=seconds + 120)
     outcomes = np.concatenate([w.outcome for w in result.workers])
+    latency_us = np.concatenate([w.latency_ns for w in result.workers]) / 1e3
     if (outcomes == ERROR).any():
         raise RuntimeError(f"{int((outcomes == ERROR).sum())} harness attempts failed ({strategy}, {worker_count})")
-    wins, pending = _server_counts(conn, "the harness", strategy, worker_count, seconds)
     reported = int((outcomes == WON).sum())
-    if reported != wins:
-        raise RuntimeError(f"the harness counted {reported} wins but the audit holds {wins} ({strategy})")
+    if audit:
+        wins, pending = _server_counts(conn, "the harness", strategy, worker_count, seconds)
+        if reported != wins:
+            raise RuntimeError(f"the harness counted {reported} wins but the audit holds {wins} ({strategy})")
+    else:  # no audit to count from: the wins are what the claims returned
+        wins, pending = reported, _pending_or_drained(conn, "the harness", strategy, worker_count, seconds)
     gaps = _harness_gaps(result)
     attempts = int(len(outcomes))
     cpu_ns = sum(w.cpu_ns for w in result.workers)
@@ -193,7 +211,9 @@ def measure_harness(db: database.Database, conn, strategy: str, worker_count: in
         client="harness", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
         job_count=job_count, wins=wins, attempts=attempts, empty_attempts=int((outcomes == EMPTY).sum()),
         lost_attempts=int((outcomes == LOST).sum()), lost_per_win=float((outcomes == LOST).sum()) / max(wins, 1),
-        seconds=result.wall_seconds,
+        attempt_p50_us=_percentile(latency_us, 50), attempt_p99_us=_percentile(latency_us, 99),
+        win_p50_us=_percentile(latency_us[outcomes == WON], 50), win_p99_us=_percentile(latency_us[outcomes == WON], 99),
+        audit=audit, seconds=result.wall_seconds,
         claims_per_second=wins / result.wall_seconds, attempts_per_second=attempts / result.wall_seconds,
         cpu_seconds=cpu_ns / 1e9, cpu_us_per_attempt=cpu_ns / 1e3 / max(attempts, 1),
         max_rss_bytes=max(w.max_rss_bytes for w in result.workers),
@@ -224,7 +244,9 @@ def measure_pgbench(db: database.Database, conn, strategy: str, worker_count: in
     return Measurement(
         client=client, strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
         job_count=job_count, wins=wins, attempts=run.transactions, empty_attempts=empty, lost_attempts=lost,
-        lost_per_win=lost / max(wins, 1),
+        lost_per_win=lost / max(wins, 1), audit=True,
+        attempt_p50_us=_percentile(run.latency_us, 50), attempt_p99_us=_percentile(run.latency_us, 99),
+        win_p50_us=math.nan, win_p99_us=math.nan,
         seconds=run.seconds,
         claims_per_second=wins / run.seconds, attempts_per_second=run.transactions / run.seconds,
         cpu_seconds=run.cpu_ns / 1e9, cpu_us_per_attempt=run.cpu_ns / 1e3 / max(run.transactions, 1),

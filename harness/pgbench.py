@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from harness import database
 from harness.errors import UserError
 from harness.strategies import Strategy
@@ -81,6 +83,7 @@ class PgbenchRun:
     max_rss_bytes: int  # peak resident set of the one pgbench process that serves every client
     private_bytes: int  # its unshared memory near the end of the run (USS), 0 if unknown
     output: str
+    latency_us: "np.ndarray | None" = None  # every transaction's latency, from pgbench's own log (--log)
 
 
 _PATTERNS = {
@@ -140,7 +143,9 @@ def run_pgbench(url: str, strategy: Strategy, worker_count: int, seconds: int, p
         script.write_text(pgbench_script(strategy))
         output = Path(folder) / "output.txt"
         args = [str(pgbench_binary(pg_version)), "--no-vacuum", "--protocol=prepared", f"--file={script}",
-                f"--client={worker_count}", f"--jobs={threads}", f"--time={int(seconds)}"]
+                f"--client={worker_count}", f"--jobs={threads}", f"--time={int(seconds)}",
+                # one line per transaction, its latency in µs third: the reference for the harness's latencies
+                "--log", f"--log-prefix={Path(folder) / 'txn'}"]
         env = _environment(pg_version)
         env["PGDATABASE"] = url  # pgbench expands a connection string here; kept off the command line (passwords)
         with open(output, "w+") as out:
@@ -171,6 +176,7 @@ def run_pgbench(url: str, strategy: Strategy, worker_count: int, seconds: int, p
                 raise
             out.seek(0)
             text = out.read()
+        latency_us = _logged_latencies(Path(folder)) if proc.returncode == 0 else None
     if proc.returncode != 0:
         if "expected one row, got 0" in text:
             raise QueueDrained(f"pgbench emptied the queue within {seconds} s ({strategy.name}, "
@@ -190,4 +196,14 @@ def run_pgbench(url: str, strategy: Strategy, worker_count: int, seconds: int, p
         max_rss_bytes=peak_rss,
         private_bytes=private,
         output=text,
+        latency_us=latency_us,
     )
+
+
+def _logged_latencies(folder: Path) -> "np.ndarray":
+    """The third field of every line of pgbench's per-transaction logs: the latency in µs."""
+    parts = []
+    for log in sorted(folder.glob("txn.*")):
+        with open(log) as handle:
+            parts.append(np.array([int(line.split()[2]) for line in handle if line.strip()], dtype=np.int64))
+    return np.concatenate(parts) if parts else np.array([], dtype=np.int64)
