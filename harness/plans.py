@@ -120,8 +120,9 @@ TABLE_STATES = (
                "the held_snapshot table after the snapshot was released and VACUUM (ANALYZE) ran"),
 )
 TABLE_STATE_NAMES = tuple(state.name for state in TABLE_STATES)
-# The states measured right after a real drain, with nothing else holding a snapshot.
-UNHELD_STATES = ("first_scan", "steady")
+FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED = TABLE_STATE_NAMES
+# The states measured right after a real drain, with no other session holding a snapshot.
+UNHELD_STATES = (FIRST_SCAN, STEADY)
 CONSUMED_STATUS = "done"
 DEFAULT_JOB_COUNTS = (10_000, 100_000)
 DEFAULT_CONSUMED_FRACTIONS = (0, 0.25, 0.5, 0.75, 0.99)
@@ -383,10 +384,10 @@ def _measure_after_drain(conn, point: dict, job_id: int | None, statements: list
         params = (job_id,) if planned.needs_job_id else ()
         for repetition in range(repetitions):
             _drained_table(conn, job_count, consumed, partial_index)
-            recorder.json_plan(conn, _keys(point, "first_scan", conn, planned, job_id), planned, params, repetition)
+            recorder.json_plan(conn, _keys(point, FIRST_SCAN, conn, planned, job_id), planned, params, repetition)
         _drained_table(conn, job_count, consumed, partial_index)
-        recorder.text_plan(conn, _keys(point, "first_scan", conn, planned, job_id), planned, params, repetitions)
-        keys = _keys(point, "steady", conn, planned, job_id)
+        recorder.text_plan(conn, _keys(point, FIRST_SCAN, conn, planned, job_id), planned, params, repetitions)
+        keys = _keys(point, STEADY, conn, planned, job_id)
         for repetition in range(repetitions):
             recorder.json_plan(conn, keys, planned, params, repetition)
         recorder.text_plan(conn, keys, planned, params, repetitions)
@@ -407,11 +408,11 @@ def _measure_point(conn, db: database.Database, job_count: int, fraction: float,
         holder.execute("SELECT 1")  # takes the snapshot that keeps the prefix's old versions in place
         try:
             _flip_prefix(conn, consumed)
-            _measure_state(conn, point, "held_snapshot", job_id, statements, repetitions, recorder)
+            _measure_state(conn, point, HELD_SNAPSHOT, job_id, statements, repetitions, recorder)
         finally:
             holder.execute("ROLLBACK")
     conn.execute(f"VACUUM (ANALYZE) {schema.SCHEMA}.jobs")
-    _measure_state(conn, point, "vacuumed", job_id, statements, repetitions, recorder)
+    _measure_state(conn, point, VACUUMED, job_id, statements, repetitions, recorder)
 
 
 NULLABLE_INT_COLUMNS = ("job_id_param", "heap_pages", "pkey_pages", "partial_index_pages")
@@ -596,7 +597,7 @@ def load_plan_texts(run_dir: Path) -> dict[str, str]:
                      & (explains["consumed_fraction"] == reference["consumed_fraction"])]
     found = {plan_key(r.strategy, r.statement, bool(r.partial_index), r.table_state): r.plan
              for r in texts.itertuples()}
-    headline = TABLE_STATE_NAMES[0]
+    headline = FIRST_SCAN
     aliases = {"guarded_claim": plan_key("guarded", "claim", False, headline)}
     for state in TABLE_STATE_NAMES:
         suffix = "" if state == headline else f"_{state}"
