@@ -174,6 +174,14 @@ def machine(paths: list[Path]) -> dict:
 INDEX_LABELS = {False: "without partial index", True: "with partial index"}
 
 
+def table_states() -> pd.DataFrame:
+    """The table states the plans are measured in, as harness.plans describes them, in their order."""
+    from harness.plans import TABLE_STATES
+
+    return pd.DataFrame([{"table_state": s.name, "table": s.label, "what it is": s.description}
+                         for s in TABLE_STATES])
+
+
 def claim_plan_points(points: pd.DataFrame, strategy: str = "skip_locked", statement: str = "claim") -> pd.DataFrame:
     """One strategy statement's EXPLAIN figures at every fill level, ready for charting.
 

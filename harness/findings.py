@@ -296,7 +296,7 @@ def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
     held a snapshot.
     """
     from harness.analysis import plan_point
-    from harness.plans import FIRST_SCAN, STEADY, TABLE_STATE_NAMES
+    from harness.plans import FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES, UNHELD_STATES
 
     job_count, fraction = int(reference["job_count"]), float(reference["consumed_fraction"])
     f = {"job_count": job_count, "consumed_fraction": fraction}
@@ -313,6 +313,12 @@ def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
     for state in (FIRST_SCAN, STEADY):
         f[f"{state}_buffer_ratio"] = f[f"without_{state}_buffers"] / f[f"with_{state}_buffers"]
         f[f"{state}_time_ratio"] = f[f"without_{state}_ms"] / f[f"with_{state}_ms"]
+    # the server's evidence over every point: other backends holding a snapshot around the EXPLAINs
+    others = points["other_snapshot_backends_max"] if "other_snapshot_backends_max" in points else None
+    f["unheld_other_snapshots_max"] = (float(others[points["table_state"].isin(UNHELD_STATES)].max())
+                                       if others is not None else math.nan)
+    f["held_other_snapshots_min"] = (float(others[points["table_state"] == HELD_SNAPSHOT].min())
+                                     if others is not None else math.nan)
     guarded = plan_point(points, "guarded", "claim", job_count, fraction, False, FIRST_SCAN)
     f["guarded_claim_ms"] = float(guarded["execution_ms"]) if guarded else math.nan
     f["guarded_filter_line"] = filter_line(plan_texts.get("guarded_claim", ""))
