@@ -659,7 +659,8 @@ def register_cli(subparsers) -> None:
 
     parser = subparsers.add_parser(
         "plans", help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the "
-                      "partial index (drops and recreates claimrace.jobs and claimrace.claims for every point)")
+                      "partial index (drops and recreates claimrace.jobs and claimrace.claims several times for "
+                      "every point)")
     parser.add_argument("--jobs", type=int_list, default=list(DEFAULT_JOB_COUNTS),
                         help="queue sizes, comma-separated (default 10000,100000)")
     parser.add_argument("--consumed", type=fraction_list, default=list(DEFAULT_CONSUMED_FRACTIONS),
