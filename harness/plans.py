@@ -63,6 +63,7 @@ Public API (what the notebooks call)::
     load_plan_texts(run_dir) -> dict[str, str]
     latest_run(data_dir) -> Path | None
     explain(conn, sql, params=(), fmt="json")   # one rolled-back EXPLAIN (ANALYZE, BUFFERS)
+    TABLE_STATES                            # (name, label, description) of each table state, in order
 
 Stored as data/plans/<run_id>/{points,repetitions,explains}.parquet and manifest.json.
 """
