@@ -174,18 +174,36 @@ def machine(paths: list[Path]) -> dict:
 INDEX_LABELS = {False: "without partial index", True: "with partial index"}
 
 
+def table_states() -> pd.DataFrame:
+    """The table states the plans are measured in, as harness.plans describes them, in their order."""
+    from harness.plans import TABLE_STATES
+
+    return pd.DataFrame([{"table_state": s.name, "table": s.label, "what it is": s.description}
+                         for s in TABLE_STATES])
+
+
 def claim_plan_points(points: pd.DataFrame, strategy: str = "skip_locked", statement: str = "claim") -> pd.DataFrame:
-    """One strategy statement's EXPLAIN figures at every fill level, ready for charting."""
+    """One strategy statement's EXPLAIN figures at every fill level, ready for charting.
+
+    `table` is the table state's label from harness.plans.TABLE_STATES, and rows
+    come in that order within each queue size and index setup.
+    """
+    from harness.plans import TABLE_STATES
+
+    labels = {state.name: state.label for state in TABLE_STATES}
+    order = {state.name: i for i, state in enumerate(TABLE_STATES)}
     chosen = points[(points["strategy"] == strategy) & (points["statement"] == statement)].copy()
     chosen["index"] = chosen["partial_index"].map(INDEX_LABELS)
+    chosen["table"] = chosen["table_state"].map(labels).fillna(chosen["table_state"])
+    chosen["state_order"] = chosen["table_state"].map(order)
     chosen["buffers"] = chosen["shared_hit_blocks"].astype(float) + chosen["shared_read_blocks"].astype(float)
     chosen["consumed_percent"] = 100 * chosen["consumed_fraction"].astype(float)
-    return chosen.sort_values(["job_count", "partial_index", "table_state", "consumed_fraction"]).reset_index(drop=True)
+    return chosen.sort_values(["job_count", "partial_index", "state_order", "consumed_fraction"]).reset_index(drop=True)
 
 
 def plan_point(points: pd.DataFrame, strategy: str, statement: str, job_count: int, consumed_fraction: float,
-               partial_index: bool, table_state: str = "unvacuumed") -> dict:
-    """One EXPLAIN point as a dict (empty if it was not measured)."""
+               partial_index: bool, table_state: str) -> dict:
+    """One EXPLAIN point as a dict (empty if it was not measured); table_state is one of plans.TABLE_STATE_NAMES."""
     rows = points[(points["strategy"] == strategy) & (points["statement"] == statement)
                   & (points["job_count"] == job_count) & (points["partial_index"] == partial_index)
                   & (points["table_state"] == table_state)

@@ -206,14 +206,16 @@ def _index_colour() -> alt.Color:
 
 
 def _state_dash() -> alt.StrokeDash:
-    return alt.StrokeDash("table_state:N", title="table", sort=["unvacuumed", "vacuumed"],
-                          legend=_dash_legend(orient="bottom"))
+    from harness.plans import TABLE_STATES  # only drawn when harness.plans is in the build
+
+    return alt.StrokeDash("table:N", title="table", sort=[state.label for state in TABLE_STATES],
+                          legend=_dash_legend(orient="bottom", direction="vertical"))
 
 
 def _plan_tooltip():
     return [alt.Tooltip("job_count:Q", title="jobs", format=","),
             alt.Tooltip("consumed_percent:Q", title="consumed (%)", format=".0f"),
-            alt.Tooltip("index:N"), alt.Tooltip("table_state:N", title="table"),
+            alt.Tooltip("index:N"), alt.Tooltip("table:N"),
             alt.Tooltip("buffers:Q", title="shared buffers", format=","),
             alt.Tooltip("rows_removed_by_filter:Q", title="rows removed by filter", format=","),
             alt.Tooltip("execution_ms:Q", title="execution (ms, median)", format=",.3f"),
@@ -222,7 +224,7 @@ def _plan_tooltip():
 
 def _plan_fill_level_lines(plan_points: pd.DataFrame, field: str, axis_title: str, title: str) -> alt.FacetChart:
     """One skip_locked measure against fill level, one panel per queue size, a line per index setup."""
-    data = plan_points[["job_count", "consumed_percent", "index", "table_state", "buffers",
+    data = plan_points[["job_count", "consumed_percent", "index", "table", "buffers",
                         "rows_removed_by_filter", "execution_ms", "index_used"]]
     base = alt.Chart(data).encode(x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
                                   color=_index_colour())

@@ -142,10 +142,16 @@ def _same_server(manifest: dict, pg_version: int) -> bool:
     return int(manifest.get("server", {}).get("major", -1)) == int(pg_version)
 
 
-def _matcher(pg_version: int):
+def _matcher(pg_version: int, section: str | None = None):
+    # a module may refuse runs stored in a shape it no longer reads (plans: runs with older table states)
+    current = None
+    if section and module_available(section):
+        current = getattr(importlib.import_module(f"harness.{section}"), "stored_run_is_current", None)
+
     def matches(manifest: dict, wanted: dict) -> bool:
         stored = _normalise(manifest.get("parameters", {}))
-        return _same_server(manifest, pg_version) and all(stored.get(k) == v for k, v in wanted.items())
+        return (_same_server(manifest, pg_version) and all(stored.get(k) == v for k, v in wanted.items())
+                and (current is None or current(manifest)))
     return matches
 
 
@@ -182,7 +188,7 @@ def find_section(section: str, params: dict, data_dir: Path = config.DATA_DIR,
                  pg_version: int = config.DEFAULT_PG_VERSION) -> Path | None:
     """The stored plans/churn/bench run for a params section, or None."""
     kind = SECTION_KINDS[section][0]
-    return find_run(kind, section_parameters(section, params), data_dir, _matcher(pg_version))
+    return find_run(kind, section_parameters(section, params), data_dir, _matcher(pg_version, section))
 
 
 SERVER_RUNNERS = {"plans": "run_plans", "churn": "run_churn", "bench": "run_bench"}
@@ -198,7 +204,7 @@ def ensure_section(section: str, params: dict, data_dir: Path = config.DATA_DIR,
     wanted = section_parameters(section, params)
     return ensure_run(SECTION_KINDS[section][0], wanted,
                       lambda: run(data_dir=data_dir, db=db, pg_version=pg_version, progress=progress, **wanted),
-                      data_dir, progress, _matcher(pg_version))
+                      data_dir, progress, _matcher(pg_version, section))
 
 
 def ensure_plans(params: dict, data_dir: Path = config.DATA_DIR, db: str | None = None,

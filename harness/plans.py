@@ -1,28 +1,46 @@
 """What a claim costs inside the server: EXPLAIN (ANALYZE, BUFFERS) at queue fill levels.
 
-For every queue size, fill level and index setup, a fresh jobs table is built
-and its first k ids (the consumed prefix) are flipped to 'done' by one committed
-UPDATE. 'done', not 'running': the head of a queue that has been draining for a
-while is finished work, and any status other than 'pending' is filtered the same
-way. The skip_locked claim is then explained in two table states:
+For every queue size, fill level and index setup, fresh jobs tables are built
+and their first k ids (the consumed prefix) are flipped to 'done' by one committed
+UPDATE, followed by the ANALYZE autoanalyze would run. 'done', not 'running': the
+head of a queue that has been draining for a while is finished work, and any
+status other than 'pending' is filtered the same way. Autovacuum is switched off
+for these tables, so every change between two states is the claims' own doing or
+our VACUUM's. The claims are explained in four table states (TABLE_STATES):
 
-unvacuumed
-    the prefix's old row versions and their index entries are all still there:
-    nothing has vacuumed the table and no scan has marked an index entry dead.
-    This is what the first claim after the prefix was consumed sees, and what
-    every claim sees while a transaction older than the drain is open. A second
-    session holds such a snapshot during the measurements; without it the first
-    measured scan would mark index entries dead and the later repetitions would
-    measure a different table.
+first_scan
+    the very first EXPLAIN ANALYZE after the prefix flip, with no other session
+    holding a snapshot: what the first claim after a real drain pays. That scan
+    finds the prefix's old row versions and their index entries all in place;
+    because nothing older needs them, it marks the index entries it steps over
+    dead and prunes the heap pages it visits. Only one scan of a table can be its
+    first, so every repetition gets a fresh table of its own.
+steady
+    the scans after that first one, still with no other session holding a
+    snapshot and before any VACUUM: what the later claims of a drained queue pay
+    until vacuum comes. The repetitions are consecutive scans of one table,
+    right after its own first scan.
+held_snapshot
+    the same drain while a second session holds a REPEATABLE READ snapshot taken
+    before the prefix was flipped: what a long-running transaction does to the
+    queue. The old versions stay visible to it, so no scan may mark their index
+    entries dead or prune them, and every claim keeps paying what the first one
+    did (or more). Measured on a table of its own.
 vacuumed
-    after VACUUM (ANALYZE): what autovacuum leaves behind.
+    the held_snapshot table once the snapshot is released and VACUUM (ANALYZE)
+    has run: what autovacuum leaves behind.
 
-A real drain sits between the two. Every EXPLAIN ANALYZE runs in a transaction
-that is rolled back, so the table keeps its state (the claim's own aborted row
-version stays behind as a dead tuple until the next vacuum; the churn
-measurements never see it, because they build their own tables and reset their
-counters). The tables have no audit trigger here: the plans are about the claim
-statement alone.
+Every repetition records other_snapshot_backends: how many other backends of
+the server had a snapshot (pg_stat_activity.backend_xmin set) just before and
+just after its EXPLAIN, the larger of the two. The server's own evidence that
+nothing held the horizon back: it is 0 for first_scan and steady, and at least 1
+(the holder) for held_snapshot.
+
+Every EXPLAIN ANALYZE runs in a transaction that is rolled back, so the table
+keeps its state (the claim's own aborted row version stays behind as a dead
+tuple until the next vacuum; the churn measurements never see it, because they
+build their own tables and reset their counters). The tables have no audit
+trigger here: the plans are about the claim statement alone.
 
 EXPLAIN's times are wall-clock, so on a busy machine they include time the
 backend spent waiting for a CPU. With the embedded server (a process of this
@@ -45,6 +63,7 @@ Public API (what the notebooks call)::
     load_plan_texts(run_dir) -> dict[str, str]
     latest_run(data_dir) -> Path | None
     explain(conn, sql, params=(), fmt="json")   # one rolled-back EXPLAIN (ANALYZE, BUFFERS)
+    TABLE_STATES                            # (name, label, description) of each table state, in order
 
 Stored as data/plans/<run_id>/{points,repetitions,explains}.parquet and manifest.json.
 """
@@ -73,10 +92,38 @@ from harness.errors import UserError
 from harness.manifest import client_facts, utc_now
 from harness.pgstats import relation_pages
 from harness.storage import RunWriter, ensure_writable, read_json, latest_run_dir
-from harness.strategies import PICK_OLDEST_PENDING, STRATEGIES
+from harness.strategies import STRATEGIES
 
 KIND = "plans"
-TABLE_STATES = ("unvacuumed", "vacuumed")
+
+
+@dataclass(frozen=True)
+class TableState:
+    """One state of the drained table in which the claims are explained."""
+
+    name: str  # the table_state column's value
+    label: str  # a few words for legends and tables
+    description: str
+
+
+# The table states in the order they are shown; notebooks and charts read them from here.
+TABLE_STATES = (
+    TableState("first_scan", "first scan after the drain",
+               "the first EXPLAIN ANALYZE after the prefix flip, no other session holding a snapshot; "
+               "a fresh table for every repetition"),
+    TableState("steady", "later scans after the drain",
+               "the scans after the first one on the same table, no other session holding a snapshot, "
+               "before any VACUUM"),
+    TableState("held_snapshot", "while a transaction older than the drain is open",
+               "a second session holds a REPEATABLE READ snapshot taken before the prefix flip, so no scan "
+               "may mark the consumed rows' index entries dead or prune their old versions"),
+    TableState("vacuumed", "after VACUUM",
+               "the held_snapshot table after the snapshot was released and VACUUM (ANALYZE) ran"),
+)
+TABLE_STATE_NAMES = tuple(state.name for state in TABLE_STATES)
+FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED = TABLE_STATE_NAMES
+# The states measured right after a real drain, with no other session holding a snapshot.
+UNHELD_STATES = (FIRST_SCAN, STEADY)
 CONSUMED_STATUS = "done"
 DEFAULT_JOB_COUNTS = (10_000, 100_000)
 DEFAULT_CONSUMED_FRACTIONS = (0, 0.25, 0.5, 0.75, 0.99)
@@ -250,49 +297,123 @@ def reference_point(job_counts, consumed_fractions) -> tuple[int, float]:
     return job_count, min(consumed_fractions, key=lambda f: (abs(f - 0.5), f))
 
 
-def _first_pending_id(conn) -> int | None:
-    row = conn.execute(PICK_OLDEST_PENDING).fetchone()
-    return None if row is None else int(row[0])
+def first_pending_id(job_count: int, consumed: int) -> int | None:
+    """The id a pick finds after the prefix flip (ids run 1..job_count), without a scan that would change the table."""
+    return consumed + 1 if consumed < job_count else None
 
 
-def _measure_state(conn, point: dict, statements: list[PlannedStatement], repetitions: int,
-                   repetition_rows: list, explain_rows: list, local_backend: bool) -> None:
-    """Every statement at one table state: `repetitions` JSON plans, then one text plan."""
-    job_id = _first_pending_id(conn)
+# Other backends of this server holding a snapshot: any of them can keep the prefix's old versions needed.
+OTHER_SNAPSHOTS_SQL = "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_xmin IS NOT NULL"
+
+
+def other_snapshot_backends(conn) -> int:
+    """How many other backends hold a snapshot now (each autocommit statement reads pg_stat_activity afresh)."""
+    return int(conn.execute(OTHER_SNAPSHOTS_SQL).fetchone()[0])
+
+
+def _fresh_table(conn, job_count: int, partial_index: bool) -> None:
+    """A fresh table of pending jobs that autovacuum leaves alone, so the states change only by our hand."""
+    schema.create_queue(conn, job_count, partial_index=partial_index, audit=False)
+    conn.execute(f"ALTER TABLE {schema.SCHEMA}.jobs SET (autovacuum_enabled = false)")
+
+
+def _flip_prefix(conn, consumed: int) -> None:
+    """The drain: one committed UPDATE of the first `consumed` ids, then what autoanalyze would do first."""
+    conn.execute(CONSUME_PREFIX_SQL, [consumed])
+    conn.execute(f"ANALYZE {schema.SCHEMA}.jobs")
+
+
+def _drained_table(conn, job_count: int, consumed: int, partial_index: bool) -> None:
+    _fresh_table(conn, job_count, partial_index)
+    _flip_prefix(conn, consumed)
+
+
+class _Recorder:
+    """Collects the repetition rows and captured plans of one run."""
+
+    def __init__(self, local_backend: bool):
+        self.local_backend = local_backend
+        self.repetition_rows: list[dict] = []
+        self.explain_rows: list[dict] = []
+
+    def json_plan(self, conn, keys: dict, planned: PlannedStatement, params: tuple, repetition: int) -> None:
+        before = other_snapshot_backends(conn)
+        document, cpu_ns, wait_ns = explain_on_cpu(conn, planned.sql, params, "json", self.local_backend)
+        others = max(before, other_snapshot_backends(conn))
+        self.repetition_rows.append({**keys, "repetition": repetition, **plan_metrics(document),
+                                     "backend_cpu_ms": None if cpu_ns is None else cpu_ns / 1e6,
+                                     "backend_wait_ms": None if wait_ns is None else wait_ns / 1e6,
+                                     "other_snapshot_backends": others})
+        self.explain_rows.append({**keys, "repetition": repetition, "format": "json", "plan": json.dumps(document)})
+
+    def text_plan(self, conn, keys: dict, planned: PlannedStatement, params: tuple, repetition: int) -> None:
+        self.explain_rows.append({**keys, "repetition": repetition, "format": "text",
+                                  "plan": explain(conn, planned.sql, params, "text")})
+
+
+def _keys(point: dict, state: str, conn, planned: PlannedStatement, job_id: int | None) -> dict:
+    return {**point, "table_state": state, **relation_pages(conn), "strategy": planned.strategy,
+            "statement": planned.statement, "job_id_param": job_id if planned.needs_job_id else None}
+
+
+def _measure_state(conn, point: dict, state: str, job_id: int | None, statements: list[PlannedStatement],
+                   repetitions: int, recorder: _Recorder) -> None:
+    """Every statement on the table as it stands: `repetitions` JSON plans, then one text plan."""
     for planned in statements:
         if planned.needs_job_id and job_id is None:
             continue  # nothing pending: a pick found no id to claim
         params = (job_id,) if planned.needs_job_id else ()
-        keys = {**point, "strategy": planned.strategy, "statement": planned.statement,
-                "job_id_param": job_id if planned.needs_job_id else None}
+        keys = _keys(point, state, conn, planned, job_id)
         for repetition in range(repetitions):
-            document, cpu_ns, wait_ns = explain_on_cpu(conn, planned.sql, params, "json", local_backend)
-            repetition_rows.append({**keys, "repetition": repetition, **plan_metrics(document),
-                                    "backend_cpu_ms": None if cpu_ns is None else cpu_ns / 1e6,
-                                    "backend_wait_ms": None if wait_ns is None else wait_ns / 1e6})
-            explain_rows.append({**keys, "repetition": repetition, "format": "json", "plan": json.dumps(document)})
-        explain_rows.append({**keys, "repetition": repetitions, "format": "text",
-                             "plan": explain(conn, planned.sql, params, "text")})
+            recorder.json_plan(conn, keys, planned, params, repetition)
+        recorder.text_plan(conn, keys, planned, params, repetitions)
 
 
-def _measure_point(conn, holder, job_count: int, fraction: float, partial_index: bool, statements, repetitions,
-                   repetition_rows, explain_rows, local_backend: bool) -> None:
+def _measure_after_drain(conn, point: dict, job_id: int | None, statements: list[PlannedStatement],
+                         repetitions: int, recorder: _Recorder) -> None:
+    """first_scan and steady: fresh drained tables, no other session holding a snapshot.
+
+    Each statement gets `repetitions` fresh tables whose first scan is its JSON
+    first_scan repetition, then one more fresh table whose first scan is the text
+    plan; on that last table the steady repetitions follow (scans 2, 3, ...) and
+    the steady text plan.
+    """
+    job_count, consumed, partial_index = point["job_count"], point["consumed_jobs"], point["partial_index"]
+    for planned in statements:
+        if planned.needs_job_id and job_id is None:
+            continue
+        params = (job_id,) if planned.needs_job_id else ()
+        for repetition in range(repetitions):
+            _drained_table(conn, job_count, consumed, partial_index)
+            recorder.json_plan(conn, _keys(point, FIRST_SCAN, conn, planned, job_id), planned, params, repetition)
+        _drained_table(conn, job_count, consumed, partial_index)
+        recorder.text_plan(conn, _keys(point, FIRST_SCAN, conn, planned, job_id), planned, params, repetitions)
+        keys = _keys(point, STEADY, conn, planned, job_id)
+        for repetition in range(repetitions):
+            recorder.json_plan(conn, keys, planned, params, repetition)
+        recorder.text_plan(conn, keys, planned, params, repetitions)
+
+
+def _measure_point(conn, db: database.Database, job_count: int, fraction: float, partial_index: bool, statements,
+                   repetitions: int, recorder: _Recorder) -> None:
     consumed = consumed_jobs(job_count, fraction)
-    schema.create_queue(conn, job_count, partial_index=partial_index, audit=False)
     point = {"job_count": job_count, "consumed_fraction": float(fraction), "consumed_jobs": consumed,
              "partial_index": partial_index}
-    holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-    holder.execute("SELECT 1")  # takes the snapshot that keeps the prefix's old versions in place
-    try:
-        conn.execute(CONSUME_PREFIX_SQL, [consumed])
-        conn.execute(f"ANALYZE {schema.SCHEMA}.jobs")  # what autoanalyze would do first
-        _measure_state(conn, {**point, "table_state": "unvacuumed", **relation_pages(conn)}, statements, repetitions,
-                       repetition_rows, explain_rows, local_backend)
-    finally:
-        holder.execute("ROLLBACK")
+    job_id = first_pending_id(job_count, consumed)
+    _measure_after_drain(conn, point, job_id, statements, repetitions, recorder)
+
+    # held_snapshot: the holder connects for this state only, so it is no other state's neighbour
+    _fresh_table(conn, job_count, partial_index)
+    with closing(db.connect(application_name="claimrace-snapshot")) as holder:
+        holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        holder.execute("SELECT 1")  # takes the snapshot that keeps the prefix's old versions in place
+        try:
+            _flip_prefix(conn, consumed)
+            _measure_state(conn, point, HELD_SNAPSHOT, job_id, statements, repetitions, recorder)
+        finally:
+            holder.execute("ROLLBACK")
     conn.execute(f"VACUUM (ANALYZE) {schema.SCHEMA}.jobs")
-    _measure_state(conn, {**point, "table_state": "vacuumed", **relation_pages(conn)}, statements, repetitions,
-                   repetition_rows, explain_rows, local_backend)
+    _measure_state(conn, point, VACUUMED, job_id, statements, repetitions, recorder)
 
 
 NULLABLE_INT_COLUMNS = ("job_id_param", "heap_pages", "pkey_pages", "partial_index_pages")
@@ -301,7 +422,7 @@ POINT_KEYS = ("job_count", "consumed_fraction", "consumed_jobs", "partial_index"
 
 
 def aggregate(repetitions: pd.DataFrame) -> pd.DataFrame:
-    """One row per point and statement: medians over the repetitions (buffer counts are the same in each)."""
+    """One row per point and statement: medians over the repetitions, with the spread of the buffer counts."""
     rows = []
     for keys, group in repetitions.groupby(list(POINT_KEYS), sort=False, dropna=False):
         first = group.iloc[0]
@@ -321,6 +442,7 @@ def aggregate(repetitions: pd.DataFrame) -> pd.DataFrame:
         for column in ("shared_hit_blocks", "shared_read_blocks", "shared_dirtied_blocks", "inner_shared_hit_blocks",
                        "inner_shared_read_blocks", "rows_removed_by_filter", "planning_shared_hit_blocks"):
             row[column] = int(round(statistics.median(group[column])))
+        row["other_snapshot_backends_max"] = int(group["other_snapshot_backends"].max())
         row["shared_hit_blocks_min"] = int(group["shared_hit_blocks"].min())
         row["shared_hit_blocks_max"] = int(group["shared_hit_blocks"].max())
         row["execution_ms"] = float(statistics.median(group["execution_ms"]))
@@ -346,7 +468,7 @@ def measure_plans(db: database.Database, job_counts=DEFAULT_JOB_COUNTS, consumed
                   progress: bool = True) -> Path:
     """Explain the claims over the whole matrix on an open server; returns the stored run's folder.
 
-    Drops and recreates claimrace.jobs and claimrace.claims for every point.
+    Drops and recreates claimrace.jobs and claimrace.claims several times for every point.
     """
     job_counts = [int(c) for c in job_counts]
     consumed_fractions = [float(f) for f in consumed_fractions]
@@ -356,30 +478,28 @@ def measure_plans(db: database.Database, job_counts=DEFAULT_JOB_COUNTS, consumed
     began = time.monotonic()
     reference = reference_point(job_counts, consumed_fractions)
     every_statement = strategy_statements()
-    repetition_rows: list[dict] = []
-    explain_rows: list[dict] = []
-    with closing(db.connect()) as conn, closing(db.connect(application_name="claimrace-snapshot")) as holder:
+    with closing(db.connect()) as conn:
         schema.ensure_schema(conn)
         schema.acquire_run_lock(conn)  # held until conn closes
         server = database.server_facts(conn)
         # only an embedded server's backends are processes of this host whose /proc we can read
         local_backend = db.source == "embedded" and _schedstat(conn.pgconn.backend_pid) is not None
+        recorder = _Recorder(local_backend)
         points = [(c, p, f) for c in job_counts for p in (False, True) for f in consumed_fractions]
         bar = tqdm(points, desc="plans", unit="point", disable=not progress)
         for job_count, partial_index, fraction in bar:
             bar.set_postfix_str(f"{job_count:,} jobs, {fraction:.0%} consumed, "
                                 f"{'partial index' if partial_index else 'no index'}")
             statements = every_statement if (job_count, fraction) == reference else [SKIP_LOCKED]
-            _measure_point(conn, holder, job_count, fraction, partial_index, statements, repetitions,
-                           repetition_rows, explain_rows, local_backend)
+            _measure_point(conn, db, job_count, fraction, partial_index, statements, repetitions, recorder)
     run_id = new_run_id()
-    raw = pd.DataFrame(repetition_rows)
+    raw = pd.DataFrame(recorder.repetition_rows)
     for column in NULLABLE_INT_COLUMNS:
         raw[column] = raw[column].astype("Int64")
     raw.insert(0, "run_id", run_id)
     points_frame = aggregate(raw.drop(columns="run_id"))
     points_frame.insert(0, "run_id", run_id)
-    explains = pd.DataFrame(explain_rows)
+    explains = pd.DataFrame(recorder.explain_rows)
     for column in NULLABLE_INT_COLUMNS:
         explains[column] = explains[column].astype("Int64")
     explains.insert(0, "run_id", run_id)
@@ -388,21 +508,19 @@ def measure_plans(db: database.Database, job_counts=DEFAULT_JOB_COUNTS, consumed
         "kind": KIND,
         "parameters": {"job_counts": job_counts, "consumed_fractions": consumed_fractions,
                        "repetitions": repetitions, "partial_index": [False, True],
-                       "table_states": list(TABLE_STATES),
+                       "table_states": list(TABLE_STATE_NAMES),
                        "reference_point": {"job_count": reference[0], "consumed_fraction": reference[1]}},
         "procedure": {
             "consumed_status": CONSUMED_STATUS,
             "consume_prefix_sql": CONSUME_PREFIX_SQL,
-            "table_states": {
-                "unvacuumed": "prefix flipped by one committed UPDATE, then ANALYZE; a second session holds a "
-                              "REPEATABLE READ snapshot from before the flip during the measurements, so the old "
-                              "versions and their index entries stay (the first claim after a drain sees this)",
-                "vacuumed": "the same table after VACUUM (ANALYZE)",
-            },
+            "drain": "a fresh table (autovacuum off for it), the prefix flipped by one committed UPDATE, then ANALYZE",
+            "table_states": {state.name: state.description for state in TABLE_STATES},
+            "other_snapshot_backends": "per repetition: other backends with pg_stat_activity.backend_xmin set just "
+                                       "before or just after the EXPLAIN (the larger count)",
             "explain": "EXPLAIN (ANALYZE, BUFFERS[, FORMAT JSON]) inside BEGIN ... ROLLBACK; parameters bound "
                        "through the extended protocol",
             "audit_trigger": False,
-            "aggregation": "median over repetitions (buffer counts are identical in each repetition)",
+            "aggregation": "median over repetitions; shared_hit_blocks_min/max keep the spread",
             "backend_cpu": "backend_cpu_ms and backend_wait_ms: the backend's time on a CPU and waiting for one "
                            "during each EXPLAIN, from /proc/<pid>/schedstat (embedded server only)",
             "backend_cpu_measured": local_backend,
@@ -439,6 +557,11 @@ def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
     return latest_run_dir(plans_dir(data_dir))
 
 
+def stored_run_is_current(manifest: dict) -> bool:
+    """Whether a stored run measured the table states this module names (older runs had others)."""
+    return manifest.get("parameters", {}).get("table_states") == list(TABLE_STATE_NAMES)
+
+
 def load_plans(run_dir: Path) -> pd.DataFrame:
     """One row per point and statement: medians of execution and planning time, buffer counts, index used."""
     return pq.read_table(Path(run_dir) / "points.parquet").to_pandas()
@@ -462,10 +585,11 @@ def load_plan_texts(run_dir: Path) -> dict[str, str]:
     """The text plans at the reference point (10,000 jobs, half drained), by name.
 
     Keys: 'half_drained_without_index' and 'half_drained_with_index' (the
-    skip_locked claim, unvacuumed), 'half_drained_with_index_vacuumed',
-    'half_drained_without_index_vacuumed', 'guarded_claim' (shows the
-    status Filter), and one '<strategy>.<statement>/<index>/<state>' key for
-    every statement explained there.
+    skip_locked claim's first scan right after the drain), the same with a
+    '_<state>' suffix for every other table state (for example
+    'half_drained_with_index_vacuumed'), 'guarded_claim' (shows the status
+    Filter, first scan), and one '<strategy>.<statement>/<index>/<state>' key
+    for every statement explained there.
     """
     manifest = read_json(Path(run_dir) / "manifest.json")
     reference = manifest["parameters"]["reference_point"]
@@ -474,13 +598,12 @@ def load_plan_texts(run_dir: Path) -> dict[str, str]:
                      & (explains["consumed_fraction"] == reference["consumed_fraction"])]
     found = {plan_key(r.strategy, r.statement, bool(r.partial_index), r.table_state): r.plan
              for r in texts.itertuples()}
-    aliases = {
-        "half_drained_without_index": plan_key("skip_locked", "claim", False, "unvacuumed"),
-        "half_drained_with_index": plan_key("skip_locked", "claim", True, "unvacuumed"),
-        "half_drained_without_index_vacuumed": plan_key("skip_locked", "claim", False, "vacuumed"),
-        "half_drained_with_index_vacuumed": plan_key("skip_locked", "claim", True, "vacuumed"),
-        "guarded_claim": plan_key("guarded", "claim", False, "unvacuumed"),
-    }
+    headline = FIRST_SCAN
+    aliases = {"guarded_claim": plan_key("guarded", "claim", False, headline)}
+    for state in TABLE_STATE_NAMES:
+        suffix = "" if state == headline else f"_{state}"
+        aliases[f"half_drained_without_index{suffix}"] = plan_key("skip_locked", "claim", False, state)
+        aliases[f"half_drained_with_index{suffix}"] = plan_key("skip_locked", "claim", True, state)
     named = {alias: found[key] for alias, key in aliases.items() if key in found}
     return {**named, **found}
 
@@ -489,7 +612,8 @@ def load_plan_texts(run_dir: Path) -> dict[str, str]:
 
 JSON_COLUMNS = ("job_count", "consumed_fraction", "consumed_jobs", "partial_index", "table_state", "strategy",
                 "statement", "shared_hit_blocks", "shared_read_blocks", "inner_shared_hit_blocks",
-                "rows_removed_by_filter", "execution_ms", "planning_ms", "backend_cpu_ms", "index_used", "heap_pages")
+                "rows_removed_by_filter", "execution_ms", "planning_ms", "backend_cpu_ms", "index_used", "heap_pages",
+                "other_snapshot_backends_max")
 
 
 def fraction_list(text: str) -> list[float]:
@@ -510,7 +634,7 @@ def _print_points(frame: pd.DataFrame, as_json: bool) -> None:
         return
     shown = frame[(frame["strategy"] == "skip_locked")]
     columns = ["job_count", "consumed_fraction", "partial_index", "table_state", "shared_hit_blocks",
-               "rows_removed_by_filter", "execution_ms", "backend_cpu_ms", "index_used"]
+               "rows_removed_by_filter", "execution_ms", "backend_cpu_ms", "index_used", "other_snapshot_backends_max"]
     print(shown.loc[:, columns].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
 
 
@@ -536,7 +660,8 @@ def register_cli(subparsers) -> None:
 
     parser = subparsers.add_parser(
         "plans", help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the "
-                      "partial index (drops and recreates claimrace.jobs and claimrace.claims for every point)")
+                      "partial index (drops and recreates claimrace.jobs and claimrace.claims several times for "
+                      "every point)")
     parser.add_argument("--jobs", type=int_list, default=list(DEFAULT_JOB_COUNTS),
                         help="queue sizes, comma-separated (default 10000,100000)")
     parser.add_argument("--consumed", type=fraction_list, default=list(DEFAULT_CONSUMED_FRACTIONS),
@@ -549,5 +674,6 @@ def register_cli(subparsers) -> None:
     parser.set_defaults(handler=_command)
 
 
-__all__ = ["measure_plans", "run_plans", "load_plans", "load_repetitions", "load_explains", "load_plan_texts",
+__all__ = ["TABLE_STATES", "TABLE_STATE_NAMES", "measure_plans", "run_plans", "load_plans", "load_repetitions",
+           "load_explains", "load_plan_texts", "stored_run_is_current",
            "latest_run", "explain", "explain_on_cpu", "plan_metrics", "strategy_statements"]

@@ -22,45 +22,98 @@ def plan_run(db, tmp_path_factory):
                                data_dir=data_dir, progress=False)
 
 
-def skip_locked_hits(frame, partial_index: bool, table_state: str) -> list[int]:
+def skip_locked_buffers(frame, partial_index: bool, table_state: str) -> list[int]:
+    """The skip_locked claim's shared buffers (hit + read) at each fill level, lowest fill first."""
     rows = frame[(frame["strategy"] == "skip_locked") & (frame["partial_index"] == partial_index)
                  & (frame["table_state"] == table_state)].sort_values("consumed_fraction")
-    return rows["shared_hit_blocks"].tolist()
+    return (rows["shared_hit_blocks"] + rows["shared_read_blocks"]).tolist()
+
+
+def test_every_table_state_is_measured_and_described(plan_run):
+    frame = plans.load_plans(plan_run)
+    claims = frame[frame["strategy"] == "skip_locked"]
+    assert len(claims) == 3 * 2 * len(plans.TABLE_STATES)  # fractions x index x table state
+    assert tuple(claims["table_state"].drop_duplicates()) == plans.TABLE_STATE_NAMES
+    assert plans.TABLE_STATE_NAMES == ("first_scan", "steady", "held_snapshot", "vacuumed")
+    manifest = read_json(plan_run / "manifest.json")
+    assert manifest["parameters"]["table_states"] == list(plans.TABLE_STATE_NAMES)
+    assert set(manifest["procedure"]["table_states"]) == set(plans.TABLE_STATE_NAMES)
+    for state in plans.TABLE_STATES:
+        assert state.name in plans.__doc__ and state.label and state.description
+    assert plans.stored_run_is_current(manifest)
+    assert not plans.stored_run_is_current({"parameters": {"table_states": ["unvacuumed", "vacuumed"]}})
 
 
 def test_buffer_hits_grow_with_the_consumed_prefix_only_without_the_partial_index(plan_run):
     frame = plans.load_plans(plan_run)
     claims = frame[frame["strategy"] == "skip_locked"]
-    assert len(claims) == 3 * 2 * 2  # fractions x index x table state
-
-    without_index = skip_locked_hits(frame, False, "unvacuumed")
-    assert without_index[0] < without_index[1] < without_index[2]
-    assert 1_000 <= without_index[1] < 100_000  # half drained: thousands of buffers for one claim
-    vacuumed = skip_locked_hits(frame, False, "vacuumed")
-    assert vacuumed[0] < vacuumed[1] < vacuumed[2]  # still walks the prefix, on fewer pages
-
-    for state in ("unvacuumed", "vacuumed"):
-        with_index = skip_locked_hits(frame, True, state)
+    for state in plans.TABLE_STATE_NAMES:
+        without_index = skip_locked_buffers(frame, False, state)
+        assert without_index[0] < without_index[1] < without_index[2], (state, without_index)
+        with_index = skip_locked_buffers(frame, True, state)
         assert max(with_index) < 200, (state, with_index)
-    assert max(skip_locked_hits(frame, True, "vacuumed")) - min(skip_locked_hits(frame, True, "vacuumed")) <= 5
-    assert skip_locked_hits(frame, True, "unvacuumed")[1] * 50 < without_index[1]
+    first = skip_locked_buffers(frame, False, "first_scan")
+    assert 1_000 <= first[1] < 100_000  # half drained: thousands of buffers for one claim
+    vacuumed = skip_locked_buffers(frame, True, "vacuumed")
+    assert max(vacuumed) - min(vacuumed) <= 5
+    for state in plans.UNHELD_STATES:
+        assert skip_locked_buffers(frame, True, state)[1] * 50 < skip_locked_buffers(frame, False, state)[1], state
 
     half = claims[claims["consumed_fraction"] == 0.5].set_index(["partial_index", "table_state"])
-    assert (half.loc[(False, "unvacuumed"), "rows_removed_by_filter"]) == 5_000
-    assert half.loc[(False, "unvacuumed"), "index_used"] == "jobs_pkey"
-    assert half.loc[(True, "unvacuumed"), "rows_removed_by_filter"] == 0
-    assert half.loc[(True, "unvacuumed"), "index_used"] == "jobs_pending_idx"
+    for state in plans.TABLE_STATE_NAMES:
+        assert half.loc[(False, state), "rows_removed_by_filter"] == 5_000, state
+        assert half.loc[(False, state), "index_used"] == "jobs_pkey", state
+        assert half.loc[(True, state), "rows_removed_by_filter"] == 0, state
+        assert half.loc[(True, state), "index_used"] == "jobs_pending_idx", state
     assert (claims["rows_returned"] == 1).all()  # every measured claim found a job
 
     repetitions = plans.load_repetitions(plan_run)
-    spread = repetitions.groupby(list(plans.POINT_KEYS))["shared_hit_blocks"].agg(lambda s: s.max() - s.min())
-    assert spread.max() <= 3  # the held snapshot keeps each repetition on the same table
+    buffers = repetitions["shared_hit_blocks"] + repetitions["shared_read_blocks"]
+    spread = buffers.groupby([repetitions[k] for k in plans.POINT_KEYS]).agg(lambda s: s.max() - s.min())
+    assert spread.max() <= 3  # fresh tables for first scans, consecutive scans of one table for the rest
+
+
+def test_a_held_snapshot_keeps_the_claim_as_dear_as_the_first_scan(plan_run):
+    frame = plans.load_plans(plan_run)
+    held = skip_locked_buffers(frame, False, "held_snapshot")
+    steady = skip_locked_buffers(frame, False, "steady")
+    assert held[1] > steady[1], (held, steady)  # half drained, no partial index
+
+
+def test_the_first_scan_after_a_drain_reads_at_least_what_later_scans_read(plan_run):
+    frame = plans.load_plans(plan_run)
+    for partial_index in (False, True):
+        first = skip_locked_buffers(frame, partial_index, "first_scan")
+        steady = skip_locked_buffers(frame, partial_index, "steady")
+        assert all(f >= s for f, s in zip(first, steady)), (partial_index, first, steady)
+    assert skip_locked_buffers(frame, False, "first_scan")[1] > skip_locked_buffers(frame, False, "steady")[1]
+
+
+def test_vacuum_leaves_the_partial_index_cheaper_than_the_steady_state(plan_run):
+    frame = plans.load_plans(plan_run)
+    assert skip_locked_buffers(frame, True, "vacuumed")[1] < skip_locked_buffers(frame, True, "steady")[1]
+
+
+def test_nothing_held_a_snapshot_during_the_first_and_later_scans(plan_run):
+    """The server's own evidence, per repetition: no other backend had backend_xmin set around the EXPLAIN."""
+    repetitions = plans.load_repetitions(plan_run)
+    unheld = repetitions[repetitions["table_state"].isin(plans.UNHELD_STATES)]
+    assert len(unheld) and (unheld["other_snapshot_backends"] == 0).all()
+    held = repetitions[repetitions["table_state"] == "held_snapshot"]
+    assert len(held) and (held["other_snapshot_backends"] >= 1).all()  # the control: the holder is seen
+    vacuumed = repetitions[repetitions["table_state"] == "vacuumed"]
+    assert (vacuumed["other_snapshot_backends"] == 0).all()
+    first_scans = unheld[unheld["table_state"] == "first_scan"]
+    assert first_scans.groupby(list(plans.POINT_KEYS)).size().eq(2).all()  # one per repetition, each its own table
 
 
 def test_plan_texts_and_manifest(plan_run):
     texts = plans.load_plan_texts(plan_run)
     assert "Rows Removed by Filter: 5000" in texts["half_drained_without_index"]
+    assert texts["half_drained_without_index"] == texts["skip_locked.claim/no_index/first_scan"]
     assert "jobs_pending_idx" in texts["half_drained_with_index"]
+    for state in plans.TABLE_STATE_NAMES[1:]:
+        assert f"half_drained_without_index_{state}" in texts and f"half_drained_with_index_{state}" in texts
     guarded = texts["guarded_claim"]
     assert "Index Scan using jobs_pkey" in guarded
     assert "Filter: (status = 'pending'::text)" in guarded
@@ -99,11 +152,12 @@ def test_cli_json_prints_one_object_per_point(db, tmp_path):
     assert result.returncode == 0, result.stderr
     points = [json.loads(line) for line in result.stdout.splitlines()]
     skip_locked = [p for p in points if p["strategy"] == "skip_locked"]
-    assert len(skip_locked) == 2 * 2 * 2
+    assert len(skip_locked) == 2 * 2 * len(plans.TABLE_STATES)
     for point in points:
         assert REQUIRED_JSON_KEYS <= point.keys()
     half = [p for p in skip_locked if p["consumed_fraction"] == 0.5 and not p["partial_index"]]
     assert all(p["rows_removed_by_filter"] == 1_000 for p in half)
+    assert all(p["other_snapshot_backends_max"] == 0 for p in half if p["table_state"] in plans.UNHELD_STATES)
     assert plans.latest_run(tmp_path) is not None
 
 
