@@ -110,13 +110,16 @@ def timeline(paths: list[Path]) -> pd.DataFrame:
         frame["worker"] = "worker " + (frame["worker_index"] + 1).astype(str)
         frame["start_ms"] = frame["start_ns"] / 1e6
         frame["end_ms"] = (frame["start_ns"] + frame["latency_ns"]) / 1e6
+        # the read runs from the start to its result; the write from its start to the end (one statement: no read)
+        frame["read_end_ms"] = frame["read_end_ns"].astype("float") / 1e6
+        frame["write_start_ms"] = frame["write_start_ns"].astype("float").fillna(frame["start_ns"]) / 1e6
         frame["job_id"] = frame["job_id"].astype("Int64")
         frame["times_claimed"] = frame["job_id"].map(claims_per_job).fillna(0).astype(int)
         frame["duplicate"] = (frame["outcome"] == "won") & (frame["times_claimed"] > 1)
         frame["result"] = np.where(frame["duplicate"], "won a job another worker also won",
                                    np.where(frame["outcome"] == "won", "won", frame["outcome"].astype(str)))
-        parts.append(frame[["strategy", "worker", "attempt_seq", "start_ms", "end_ms", "outcome", "job_id",
-                            "times_claimed", "duplicate", "result"]])
+        parts.append(frame[["strategy", "worker", "attempt_seq", "start_ms", "read_end_ms", "write_start_ms", "end_ms",
+                            "outcome", "job_id", "times_claimed", "duplicate", "result"]])
     if not parts:
         return pd.DataFrame()
     return pd.concat(parts, ignore_index=True)
@@ -257,3 +260,82 @@ def pruning_phases(pruning: pd.DataFrame) -> pd.DataFrame:
                                                          False: "autovacuum off for the table"})
     frame["phase_order"] = frame["phase"].map({p: i for i, p in enumerate(PHASE_LABELS)})
     return frame.sort_values(["autovacuum", "phase_order"], ascending=[False, True]).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- where the backends' time went
+
+# The sampler's classes (harness.activity.WAIT_CLASSES), grouped for the article, in stacking order.
+WAIT_GROUPS = {
+    "row or transaction lock": ("Lock:tuple", "Lock:transactionid"),
+    "other lock": ("Lock:other", "LWLock"),
+    "waiting for the client": ("Client",),
+    "on a CPU or waiting for one": ("CPU",),
+    "other (I/O, IPC, ...)": ("IO", "IPC", "Other"),
+}
+
+
+def wait_share_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy and worker count: each group's share of sampled backend time (median over repeats), and
+    the share of backend time on a CPU and runnable from /proc/<pid>/schedstat."""
+    rows = []
+    for _, run in summary.iterrows():
+        shares = run.get("wait_share") or {}
+        if not shares:
+            continue
+        row = {"strategy": run["strategy"], "worker_count": run["worker_count"], "repeat": run["repeat"]}
+        for group, classes in WAIT_GROUPS.items():
+            row[group] = sum(shares.get(c, 0.0) for c in classes)
+        row["running_share"] = run.get("running_share")
+        row["runnable_share"] = run.get("runnable_share")
+        rows.append(row)
+    if not rows:
+        return pd.DataFrame(columns=["strategy", "worker_count", *WAIT_GROUPS, "running_share", "runnable_share"])
+    frame = pd.DataFrame(rows)
+    frame[["running_share", "runnable_share"]] = frame[["running_share", "runnable_share"]].astype(float)
+    out = frame.groupby(["strategy", "worker_count"], observed=True).median(numeric_only=True).drop(columns="repeat")
+    return out.reset_index()
+
+
+def wait_share_long(table: pd.DataFrame) -> pd.DataFrame:
+    """wait_share_table() as one row per group, for a stacked chart."""
+    long = table.melt(id_vars=["strategy", "worker_count"], value_vars=list(WAIT_GROUPS), var_name="wait",
+                      value_name="share")
+    long["order"] = long["wait"].map({g: i for i, g in enumerate(WAIT_GROUPS)})
+    return long
+
+
+def latency_by_fill(summary: pd.DataFrame) -> pd.DataFrame:
+    """Wins' p50 and p99 per tenth of the drain, median over repeats: one row per strategy, workers, tenth."""
+    rows = []
+    for _, run in summary.iterrows():
+        for tenth, (p50, p99) in enumerate(zip(run["p50_ms_by_fill"], run["p99_ms_by_fill"])):
+            rows.append({"strategy": run["strategy"], "worker_count": run["worker_count"],
+                         "drained_to": (tenth + 1) / 10, "p50_ms": p50, "p99_ms": p99})
+    frame = pd.DataFrame(rows)
+    if not len(frame):
+        return frame
+    return frame.groupby(["strategy", "worker_count", "drained_to"], observed=True).median().reset_index()
+
+
+def autovacuum_runs(summary: pd.DataFrame) -> dict:
+    """How many races saw autovacuum or autoanalyze run on their table, and whether any had it turned off."""
+    runs = summary.get("autovacuum_runs", pd.Series(dtype=float)).fillna(0)
+    analyses = summary.get("autoanalyze_runs", pd.Series(dtype=float)).fillna(0)
+    return {"races": int(len(summary)), "with_autovacuum": int((runs > 0).sum()),
+            "with_autoanalyze": int((analyses > 0).sum()), "autovacuum_total": int(runs.sum()),
+            "autovacuum_off": int((~summary.get("autovacuum", pd.Series(True, index=summary.index))).sum())}
+
+
+def sampler_facts(paths: list[Path]) -> dict:
+    """The wait-event sampler as it ran: median achieved interval and median query time over the races."""
+    intervals, queries, shares = [], [], []
+    for path in paths:
+        stats = read_json(Path(path) / "manifest.json").get("activity", {}).get("sampler", {})
+        if stats.get("interval_ms_median") is not None:
+            intervals.append(stats["interval_ms_median"])
+            queries.append(stats.get("query_ms_median", np.nan))
+            shares.append(stats.get("query_time_share", np.nan))
+    if not intervals:
+        return {}
+    return {"interval_ms": float(np.median(intervals)), "query_ms": float(np.nanmedian(queries)),
+            "races": len(intervals)}

@@ -66,7 +66,8 @@ FIRST_GUESS_JOBS_PER_SECOND = 30_000
 QUEUE_HEADROOM = 1.5
 MIN_QUEUE_JOBS = 5_000
 CLIENT_COST_SECONDS = 0.3  # the instrumented one-worker run per strategy (thousands of attempts)
-SETUP = ("a fresh claimrace.jobs per run: the race's table (audit trigger on, fillfactor 100) plus the partial "
+SETUP = ("a fresh claimrace.jobs per run: the race's table (audit trigger on, fillfactor 100, autovacuum off) plus "
+         "the partial "
          "index on pending rows, after a history of finished jobs (ids <= 0, a quarter as many as pending) so "
          "the pick reads the partial index on every run; more pending jobs than either client can claim in "
          "the window; the two runs of a pair back to back, their order alternating")
@@ -152,7 +153,9 @@ def create_bench_queue(conn, pending_jobs: int, strategy: str = "skip_locked", a
     Returns the indexes the strategy's first statement reads; if that is not
     the partial index, the history grows until it is.
     """
-    schema.create_queue(conn, pending_jobs, partial_index=True, audit=audit)
+    # autovacuum off on this table: a 5 s window updates enough rows to start it at a random moment in one run
+    # and not in the other, which would be noise in a ratio of two runs
+    schema.create_queue(conn, pending_jobs, partial_index=True, audit=audit, autovacuum=False)
     history = 0
     for _ in range(4):
         added = max(1, pending_jobs // 4) if history == 0 else history
@@ -208,7 +211,7 @@ def measure_harness(db: database.Database, conn, strategy: str, worker_count: in
     attempts = int(len(outcomes))
     cpu_ns = sum(w.cpu_ns for w in result.workers)
     return Measurement(
-        client="harness", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
+        client="harness" if audit else "harness_no_audit", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
         job_count=job_count, wins=wins, attempts=attempts, empty_attempts=int((outcomes == EMPTY).sum()),
         lost_attempts=int((outcomes == LOST).sum()), lost_per_win=float((outcomes == LOST).sum()) / max(wins, 1),
         attempt_p50_us=_percentile(latency_us, 50), attempt_p99_us=_percentile(latency_us, 99),
@@ -303,6 +306,7 @@ def _queue_size(consumed: dict, strategy: str, worker_count: int, seconds: int) 
 
 
 def run_bench(strategies=tuple(STRATEGIES), worker_counts=BENCH_WORKER_COUNTS, pairs: int = DEFAULT_PAIRS,
+              audit_cost: bool = False,
               seconds: int = DEFAULT_SECONDS, data_dir: Path = config.DATA_DIR, db: str | None = None,
               pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True,
               database_handle: database.Database | None = None) -> Path:
@@ -319,12 +323,16 @@ def run_bench(strategies=tuple(STRATEGIES), worker_counts=BENCH_WORKER_COUNTS, p
     version = pgbench_version(pg_version)  # fail early, in one line, if pgbench cannot start
     if database_handle is not None:
         return _bench_on(database_handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version,
-                         progress)
+                         progress, audit_cost)
     with database.open_database(db, pg_version, max(worker_counts) + config.HARNESS_CONNECTIONS + 10) as handle:
-        return _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version, progress)
+        return _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version, progress,
+                         audit_cost)
 
 
-def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version, progress) -> Path:
+def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version, progress,
+              audit_cost: bool = False) -> Path:
+    # audit_cost: the harness also runs without the audit trigger, counting wins from what the claims returned
+    clients = CLIENTS + (("harness_no_audit",) if audit_cost else ())
     from harness.experiments import check_capacity
 
     began = time.monotonic()
@@ -340,19 +348,21 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
         client = client_facts()
         settings = [(s, w) for s in strategies for w in worker_counts]
         plan = [(p, index, s, w) for p in range(pairs) for index, (s, w) in enumerate(settings)]
-        bar = tqdm(total=len(plan) * len(CLIENTS) + len(strategies), desc="bench", unit="run", disable=not progress)
+        bar = tqdm(total=len(plan) * len(clients) + len(strategies), desc="bench", unit="run", disable=not progress)
         for pair_index, setting_index, strategy, worker_count in plan:
             # who goes first alternates from one setting to the next and from one pair to the next
-            shift = (pair_index + setting_index) % len(CLIENTS)
-            order = CLIENTS[shift:] + CLIENTS[:shift]
+            shift = (pair_index + setting_index) % len(clients)
+            order = clients[shift:] + clients[:shift]
             for attempt in range(3):  # a drained queue: size it up from what was seen and run the pair again
                 job_count = _queue_size(consumed, strategy, worker_count, seconds)
                 try:
                     pair = []
                     for position, client_name in enumerate(order):
                         bar.set_postfix_str(f"{strategy} x{worker_count} {client_name} pair {pair_index + 1}")
-                        measure = measure_harness if client_name == "harness" else measure_pgbench
-                        extra = {} if client_name == "harness" else {"pg_version": pg_version, "client": client_name}
+                        if client_name.startswith("harness"):
+                            measure, extra = measure_harness, {"audit": client_name == "harness"}
+                        else:
+                            measure, extra = measure_pgbench, {"pg_version": pg_version, "client": client_name}
                         pair.append(measure(handle, conn, strategy, worker_count, seconds, job_count,
                                             pair_index, position, **extra))
                     break
@@ -364,7 +374,7 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
                 taken = (m.job_count - m.pending_after) / m.seconds
                 consumed[(strategy, worker_count)] = max(consumed.get((strategy, worker_count), 0), taken)
             rows.extend(pair)
-            bar.update(len(CLIENTS))
+            bar.update(len(clients))
         for strategy in strategies:
             bar.set_postfix_str(f"{strategy} client cost")
             costs.append(measure_client_cost(handle, conn, strategy))
@@ -375,7 +385,7 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
     manifest = {
         "run_id": run_id,
         "kind": "bench",
-        "parameters": {"strategies": strategies, "worker_counts": worker_counts, "pairs": pairs,
+        "parameters": {"strategies": strategies, "worker_counts": worker_counts, "pairs": pairs, "audit_cost": audit_cost,
                        "seconds": seconds, "partial_index": True, "audit": True, "fillfactor": 100,
                        "target_band": list(TARGET_BAND), "pgbench_protocol": "prepared",
                        "harness_layout": CLIENT_LAYOUT,
@@ -470,7 +480,17 @@ def load_bench(run_dir: Path) -> pd.DataFrame:
         aggregations.update(pgbench_j2_claims_per_second=("pgbench_j2_claims_per_second", "median"),
                             pgbench_j2_lost_per_win=("pgbench_j2_lost_per_win", "median"),
                             layout_effect=("layout_effect", "median"))
-    summary = wide.groupby(["strategy", "worker_count"]).agg(**aggregations).join(gaps).join(memory)
+    if "harness_no_audit_claims_per_second" in wide:
+        wide["audit_cost"] = 1 - wide["harness_claims_per_second"] / wide["harness_no_audit_claims_per_second"]
+        aggregations.update(harness_no_audit_claims_per_second=("harness_no_audit_claims_per_second", "median"),
+                            audit_cost=("audit_cost", "median"), audit_cost_min=("audit_cost", "min"),
+                            audit_cost_max=("audit_cost", "max"))
+    latency = pairs.pivot_table(index=["strategy", "worker_count"], columns="client",
+                                values=["attempt_p50_us", "attempt_p99_us", "win_p50_us", "win_p99_us"],
+                                aggfunc="median")
+    latency.columns = [f"{client}_{value}" for value, client in latency.columns]
+    latency = latency.dropna(axis=1, how="all")
+    summary = wide.groupby(["strategy", "worker_count"]).agg(**aggregations).join(gaps).join(memory).join(latency)
     summary["meets_target"] = summary["ratio"].map(in_band)
     lost_ok = summary["lost_per_win_ratio"].map(lambda r: math.isnan(r) or in_band(r))
     summary["lost_per_win_meets_target"] = lost_ok
@@ -516,8 +536,8 @@ def _print(run_dir: Path, as_json: bool) -> None:
 def _bench(args) -> int:
     from harness.strategies import parse_strategies
 
-    run_dir = run_bench(parse_strategies(args.strategy), args.workers, args.pairs, args.seconds, args.data_dir,
-                        args.db, args.pg_version, progress=not (args.quiet or args.json))
+    run_dir = run_bench(parse_strategies(args.strategy), args.workers, args.pairs, args.audit_cost, args.seconds,
+                        args.data_dir, args.db, args.pg_version, progress=not (args.quiet or args.json))
     _print(run_dir, args.json)
     return 0
 
@@ -533,6 +553,8 @@ def register_cli(subparsers) -> None:
                         help="worker counts, comma-separated (default 1,8,32,64,100)")
     parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="harness/pgbench pairs per setting")
     parser.add_argument("--seconds", type=int, default=DEFAULT_SECONDS, help="each run's timed window, whole seconds")
+    parser.add_argument("--audit-cost", action="store_true",
+                        help="also time the harness without the audit trigger (its cost in claims per second)")
     parser.add_argument("--json", action="store_true", help="one JSON object per strategy and worker count")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_server_options(parser)

@@ -169,10 +169,11 @@ RESULT_SCALE = alt.Scale(domain=["won", "won a job another worker also won", "lo
                          range=["#2e8b57", "#c0392b", "#9aa0a6"])
 
 
-def slow_race_chart(timeline: pd.DataFrame) -> alt.Chart:
-    """The slowed-down race: each worker's attempts over time, duplicates marked; a radio picks the strategy."""
-    data = _plain(timeline)[["strategy", "worker", "attempt_seq", "start_ms", "end_ms", "outcome", "job_id",
-                             "times_claimed", "result"]]
+def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
+    """The slowed-down race: each attempt as its read (thin) and its write (thick), results marked at the write's end;
+    a radio picks the strategy. The gap between the two bars is the pause, where the race window is."""
+    data = _plain(timeline)[["strategy", "worker", "attempt_seq", "start_ms", "read_end_ms", "write_start_ms",
+                             "end_ms", "outcome", "job_id", "times_claimed", "result"]]
     data["job_id"] = data["job_id"].astype("float").astype("Int64").astype(str).replace("<NA>", "")
     strategies = [s for s in STRATEGY_ORDER if s in set(data["strategy"])]
     choice = alt.param(name="strategy_choice", value=strategies[0],
@@ -183,19 +184,19 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.Chart:
     tooltip = [alt.Tooltip("worker:N"), alt.Tooltip("attempt_seq:Q", title="attempt"),
                alt.Tooltip("job_id:N", title="job"), alt.Tooltip("result:N"),
                alt.Tooltip("times_claimed:Q", title="times the server flipped this job"),
-               alt.Tooltip("start_ms:Q", title="started (ms)", format=",.1f"),
-               alt.Tooltip("end_ms:Q", title="ended (ms)", format=",.1f")]
-    points = base.mark_point(filled=True, size=140, opacity=0.9).encode(
-        x=alt.X("start_ms:Q", title="ms since the start barrier"),
-        color=alt.Color("result:N", scale=RESULT_SCALE, title=None, legend=alt.Legend(orient="bottom")),
-        shape=alt.Shape("result:N", scale=alt.Scale(domain=RESULT_SCALE.domain,
-                                                     range=["circle", "diamond", "cross"]), title=None),
-        tooltip=tooltip,
-    )
-    labels = base.mark_text(dy=-13, fontSize=9, color="#444").encode(
-        x="start_ms:Q", text="job_id:N", tooltip=tooltip)
-    return (points + labels).add_params(choice).properties(
-        width=WIDTH, height=180, title="Four workers, one small queue, slowed down")
+               alt.Tooltip("start_ms:Q", title="read sent (ms)", format=",.1f"),
+               alt.Tooltip("read_end_ms:Q", title="read answered (ms)", format=",.1f"),
+               alt.Tooltip("write_start_ms:Q", title="write sent (ms)", format=",.1f"),
+               alt.Tooltip("end_ms:Q", title="write answered (ms)", format=",.1f")]
+    colour = alt.Color("result:N", scale=RESULT_SCALE, title=None, legend=alt.Legend(orient="bottom"))
+    reads = base.transform_filter("isValid(datum.read_end_ms)").mark_rule(strokeWidth=2, color="#9aa0a6").encode(
+        x=alt.X("start_ms:Q", title="ms since the start barrier"), x2="read_end_ms:Q", tooltip=tooltip)
+    writes = base.mark_bar(height=9, opacity=0.85).encode(
+        x="write_start_ms:Q", x2="end_ms:Q", color=colour, tooltip=tooltip)
+    labels = base.mark_text(dy=-12, fontSize=9, color="#444").encode(
+        x="end_ms:Q", text="job_id:N", tooltip=tooltip)
+    return (reads + writes + labels).add_params(choice).properties(
+        width=WIDTH, height=180, title="A few workers, one small queue, slowed down: each read (grey) and write")
 
 
 # --------------------------------------------------------------------------- plans
@@ -304,8 +305,9 @@ PHASE_ORDER = ["right after the claims", "once the statistics settled", "after o
 # --------------------------------------------------------------------------- bench
 
 
-def bench_ratio_chart(bench: pd.DataFrame, target_ratio: float | None = None) -> alt.LayerChart:
-    """Harness claims/s over pgbench's on the same SQL, per strategy and worker count, with the spread over pairs."""
+def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float] = (0.85, 1.15)) -> alt.LayerChart:
+    """Harness claims/s over pgbench's (one thread per client) on the same SQL, per strategy and worker count,
+    the spread over pairs as rules, parity and the target band drawn."""
     data = _plain(bench)[["strategy", "worker_count", "pairs", "ratio", "ratio_min", "ratio_max",
                           "harness_claims_per_second", "pgbench_claims_per_second"]]
     base = alt.Chart(data).encode(
@@ -320,14 +322,59 @@ def bench_ratio_chart(bench: pd.DataFrame, target_ratio: float | None = None) ->
                alt.Tooltip("harness_claims_per_second:Q", title="harness claims/s", format=",.0f"),
                alt.Tooltip("pgbench_claims_per_second:Q", title="pgbench claims/s", format=",.0f"),
                alt.Tooltip("pairs:Q")]
+    low = min(band[0] - 0.1, float(data["ratio_min"].min()) - 0.05)
+    high = max(band[1] + 0.1, float(data["ratio_max"].max()) + 0.05)
+    scale = alt.Scale(domain=[max(0.0, low), high])
+    target = alt.Chart(pd.DataFrame({"low": [band[0]], "high": [band[1]], "label": ["target band"]})).mark_rect(
+        color="#2e8b57", opacity=0.08).encode(y=alt.Y("low:Q", scale=scale), y2="high:Q",
+                                              tooltip=[alt.Tooltip("label:N"), alt.Tooltip("low:Q", format=".2f"),
+                                                       alt.Tooltip("high:Q", format=".2f")])
+    parity = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 4], color="#777").encode(y="y:Q")
     points = base.mark_point(filled=True, size=90).encode(
-        y=alt.Y("ratio:Q", title="harness claims/s ÷ pgbench claims/s", scale=alt.Scale(zero=False)),
-        tooltip=tooltip)
+        y=alt.Y("ratio:Q", title="harness claims/s ÷ pgbench claims/s", scale=scale), tooltip=tooltip)
     spread = base.mark_rule(strokeWidth=2).encode(y="ratio_min:Q", y2="ratio_max:Q", tooltip=tooltip)
-    layers = [spread, points]
-    reference = pd.DataFrame({"y": [1.0] + ([target_ratio] if target_ratio else []),
-                              "label": ["parity"] + (["target"] if target_ratio else [])})
-    layers.append(alt.Chart(reference).mark_rule(strokeDash=[4, 4], color="#777").encode(
-        y="y:Q", tooltip=[alt.Tooltip("label:N"), alt.Tooltip("y:Q", format=".2f")]))
-    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT - 40,
-                                         title="Is the harness the bottleneck? Its rate over pgbench's")
+    return alt.layer(target, parity, spread, points).properties(
+        width=WIDTH, height=HEIGHT - 40, title="Is the harness the bottleneck? Its rate over pgbench's, same SQL")
+
+
+WAIT_GROUP_COLOURS = alt.Scale(
+    domain=["row or transaction lock", "other lock", "waiting for the client", "on a CPU or waiting for one",
+            "other (I/O, IPC, ...)"],
+    range=["#c0392b", "#e67e22", "#9aa0a6", "#2a6fb0", "#8e7cc3"])
+
+
+def wait_share_chart(long: pd.DataFrame) -> alt.FacetChart:
+    """Where the worker backends' time went, per worker count: shares of pg_stat_activity samples, stacked."""
+    data = _plain(long)
+    data = data[data["share"] > 0]
+    drawn = [g for g in WAIT_GROUP_COLOURS.domain if g in set(data["wait"])]
+    colours = alt.Scale(domain=drawn, range=[WAIT_GROUP_COLOURS.range[WAIT_GROUP_COLOURS.domain.index(g)]
+                                            for g in drawn])
+    return alt.Chart(data).mark_bar().encode(
+        x=alt.X("worker_count:O", title="workers"),
+        y=alt.Y("share:Q", title="share of sampled backend time", axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("wait:N", scale=colours, title=None, sort=drawn, legend=alt.Legend(orient="bottom")),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("wait:N"),
+                 alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
+    ).properties(width=170, height=220).facet(
+        column=alt.Column("strategy:N", sort=list(STRATEGY_ORDER), title=None)
+    ).properties(title="Where the worker backends' time went (pg_stat_activity every 10 ms)")
+
+
+def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int]) -> alt.FacetChart:
+    """Wins' p99 by how far the queue had drained, at a few worker counts: a drain's p99 mixes these."""
+    data = _plain(by_fill)
+    data = data[data["worker_count"].isin(worker_counts)]
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("drained_to:Q", title="queue drained to", axis=alt.Axis(format="%")),
+        y=alt.Y("p99_ms:Q", title="p99 of winning claims (ms)", scale=alt.Scale(type="log")),
+        color=_strategy_colour(),
+        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
+                 alt.Tooltip("drained_to:Q", format=".0%", title="drained to"),
+                 alt.Tooltip("p50_ms:Q", format=",.3f", title="p50 (ms)"),
+                 alt.Tooltip("p99_ms:Q", format=",.3f", title="p99 (ms)")],
+    ).properties(width=170, height=200).facet(
+        column=alt.Column("worker_count:O", title="workers")
+    ).properties(title="p99 of winning claims by how far the queue had drained")

@@ -159,7 +159,7 @@ def _matcher(pg_version: int, section: str | None = None):
 PLANS_KEYS = ("job_counts", "consumed_fractions", "repetitions")
 CHURN_KEYS = ("fillfactors", "payload_bytes", "partial_index", "updates", "race_worker_counts", "pruning",
               "pruning_job_count", "pruning_claims", "settle_seconds", "quiet_seconds", "bulk")
-BENCH_KEYS = ("strategies", "worker_counts", "pairs", "seconds")
+BENCH_KEYS = ("strategies", "worker_counts", "pairs", "seconds", "audit_cost")
 SECTION_KINDS = {"plans": ("plans", PLANS_KEYS), "churn": ("churn", CHURN_KEYS), "bench": ("bench", BENCH_KEYS)}
 
 

@@ -142,7 +142,7 @@ def ensure_data(params: dict, data_dir: Path, timings: Timings, db: str | None =
                                   races.get("repeats", 1), races.get("partial_index", False))
         slow = params["slow_race"]
         slow_plan = datasets.race_plan(slow["strategies"], [slow["worker_count"]], slow["job_count"],
-                                       think_ms=slow["think_ms"])
+                                       pause_ms=slow["pause_ms"], jitter_ms=slow["jitter_ms"])
         missing = len(datasets.find_races(plan, data_dir, pg_version)[1]) + \
             len(datasets.find_races(slow_plan, data_dir, pg_version)[1])
         entry.update(trials=len(plan.configs) + len(slow_plan.configs), trials_run=missing)

@@ -21,15 +21,18 @@ def frames():
         datasets.race_plan(races["strategies"], races["worker_counts"], races["job_count"]), tiny.data_dir,
         progress=False)
     slow_runs = datasets.ensure_races(
-        datasets.race_plan(slow["strategies"], [slow["worker_count"]], slow["job_count"], think_ms=slow["think_ms"]),
+        datasets.race_plan(slow["strategies"], [slow["worker_count"]], slow["job_count"], pause_ms=slow["pause_ms"],
+                           jitter_ms=slow["jitter_ms"]),
         tiny.data_dir, progress=False)
-    by_workers = analysis.over_repeats(analysis.race_summary(race_runs))
+    summary = analysis.race_summary(race_runs)
+    by_workers = analysis.over_repeats(summary)
     waits = analysis.wait_times(race_runs, "guarded")
     plans_run = datasets.find_section("plans", params["plans"], tiny.data_dir)
     churn_run = datasets.find_section("churn", params["churn"], tiny.data_dir)
     bench_run = datasets.find_section("bench", params["bench"], tiny.data_dir)
     return {
         "by_workers": by_workers,
+        "summary": summary,
         "waits": waits,
         "timeline": analysis.timeline(slow_runs),
         "plan_points": analysis.claim_plan_points(plans.load_plans(plans_run)),
@@ -54,7 +57,10 @@ def all_charts(f) -> dict:
         "plan_time_chart": charts.plan_time_chart(f["plan_points"]),
         "hot_rate_chart": charts.hot_rate_chart(f["churn"]),
         "pruning_chart": charts.pruning_chart(f["pruning"]),
-        "bench_ratio_chart": charts.bench_ratio_chart(f["bench"], bench.TARGET_RATIO),
+        "bench_ratio_chart": charts.bench_ratio_chart(f["bench"], bench.TARGET_BAND),
+        "wait_share_chart": charts.wait_share_chart(analysis.wait_share_long(analysis.wait_share_table(f["summary"]))),
+        "latency_by_fill_chart": charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
+                                                              sorted(set(f["summary"]["worker_count"]))),
     }
 
 
@@ -84,7 +90,7 @@ def test_slow_race_toggle_is_a_radio_bound_parameter(frames):
     spec = charts.slow_race_chart(frames["timeline"]).to_dict()
     [param] = spec["params"]
     assert param["bind"]["input"] == "radio"
-    assert set(param["bind"]["options"]) == {"naive", "guarded"}
+    assert set(param["bind"]["options"]) == {"naive", "guarded", "skip_locked"}
     assert {"won a job another worker also won"} <= set(frames["timeline"]["result"])  # naive duplicated
 
 
@@ -95,3 +101,13 @@ def test_renderer_emits_a_plain_vega_embed_call(frames):
     assert 'class="claimrace-chart"' in html and "vegaEmbed(" in html
     assert "<script src" not in html and "cdn" not in html.lower() and "require" not in html
     assert "text/html" in bundle, "JupyterLab still gets altair's own output"
+
+
+def test_the_slowed_down_race_draws_each_read_and_write_apart(frames):
+    timeline = frames["timeline"]
+    two_statements = timeline[timeline["strategy"].isin(["naive", "guarded"])]
+    # the pause sits between the read's answer and the write's start, as the stored rows say
+    assert (two_statements["read_end_ms"] > two_statements["start_ms"]).all()
+    assert (two_statements["write_start_ms"] >= two_statements["read_end_ms"]).all()
+    assert (two_statements["end_ms"] > two_statements["write_start_ms"]).all()
+    assert timeline.loc[timeline["strategy"] == "skip_locked", "read_end_ms"].isna().all()

@@ -116,7 +116,7 @@ def test_papermill_command_line_takes_yaml_parameters(tiny, tmp_path):
     output = tmp_path / "races.ipynb"
     result = subprocess.run(
         [str(Path(sys.executable).with_name("papermill")), str(config.NOTEBOOK_DIR / "01-races.ipynb"), str(output),
-         "-y", f"{{worker_counts: [1, 4], job_count: 300, data_dir: '{tiny.data_dir}'}}", "--no-progress-bar"],
+         "-y", f"{{worker_counts: [1, 4], job_count: 300, repeats: 1, data_dir: '{tiny.data_dir}'}}", "--no-progress-bar"],
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert result.returncode == 0, result.stderr[-2000:]
     executed = nbformat.read(output, as_version=4)

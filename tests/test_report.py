@@ -180,7 +180,7 @@ def test_second_build_with_nothing_changed_reuses_everything(tiny):
 @pytest.mark.slow
 def test_changing_one_sweep_reruns_only_what_reads_it(tiny, tmp_path):
     params = yaml.safe_load(TINY_PARAMS.read_text())
-    params["slow_race"]["think_ms"] = params["slow_race"]["think_ms"] + 1
+    params["slow_race"]["pause_ms"] = params["slow_race"]["pause_ms"] + 1
     changed = tmp_path / "changed.yml"
     changed.write_text(yaml.safe_dump(params))
     report_dir = tmp_path / "report"
