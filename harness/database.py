@@ -257,6 +257,7 @@ class EmbeddedServer:
         self.bin_dir = pg_bin_dir(pg_version)
         self.root: Path | None = None
         self.port: int | None = None
+        self.watchdog = None
 
     @property
     def pgdata(self) -> Path:
@@ -269,6 +270,9 @@ class EmbeddedServer:
         _make_traversable(self.bin_dir)
         self.root = Path(tempfile.mkdtemp(prefix=f"{EMBEDDED_DIR_PREFIX}{self.pg_version}-", dir=_tmpfs_root()))
         (self.root / "claimrace.owner").write_text(f"{os.getpid()}\n")
+        from harness import watchdog
+
+        self.watchdog = watchdog.start(self.root)  # stops the server if this process dies without stopping it
         self.root.chmod(0o755)
         self.pgdata.mkdir(mode=0o700)
         if user_kwargs:
@@ -301,6 +305,11 @@ class EmbeddedServer:
             _stop_postmaster(self.root)
         shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
+        if self.watchdog is not None:  # nothing left to watch: let it go
+            self.watchdog.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):  # a forked child still holds the pipe: it exits later
+                self.watchdog.wait(10)
+            self.watchdog = None
 
 
 # --------------------------------------------------------------------------- docker

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -129,3 +130,26 @@ def test_sigkill_of_the_harness_takes_its_workers_with_it(db, conn):
             break
         time.sleep(0.1)
     assert left == 0, "their backends ended too"
+
+
+def test_sigkill_of_the_harness_stops_its_embedded_server(tmp_path):
+    # a harness that started an embedded server and is then killed without a chance to clean up
+    ready = tmp_path / "url"
+    script = ("import sys, time; from pathlib import Path; from harness import database\n"
+              "with database.open_database('embedded') as db:\n"
+              "    Path(sys.argv[1]).write_text(db.details['data_dir'])\n"
+              "    time.sleep(600)\n")
+    harness = subprocess.Popen([sys.executable, "-c", script, str(ready)], cwd=PROJECT_ROOT)
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pgdata = ready.read_text()
+    postmaster = int((Path(pgdata) / "postmaster.pid").read_text().split()[0])
+    assert psutil.pid_exists(postmaster)
+    harness.send_signal(signal.SIGKILL)
+    harness.wait(10)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (psutil.pid_exists(postmaster) or Path(pgdata).exists()):
+        time.sleep(0.1)
+    assert not psutil.pid_exists(postmaster), "the server outlived the harness"
+    assert not Path(pgdata).exists(), "its data directory was left on tmpfs"
