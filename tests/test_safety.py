@@ -19,6 +19,17 @@ from harness.race import kill_a_worker_after, run_race
 from conftest import PROJECT_ROOT, run_cli
 
 
+def worker_backends_left(conn, within_seconds: float = 10) -> int:
+    """Worker backends still connected once they have had within_seconds to go."""
+    deadline = time.monotonic() + within_seconds
+    while True:
+        left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'claimrace-worker-%'"
+                            ).fetchone()[0]
+        if left == 0 or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
 def test_foreign_objects_survive_and_block_the_run(db, conn, tmp_path):
     conn.execute("DROP TABLE IF EXISTS public.jobs")
     conn.execute("CREATE TABLE public.jobs (id int PRIMARY KEY, status text)")
@@ -66,15 +77,7 @@ def test_a_killed_worker_fails_the_race_quickly_and_leaves_nothing(db, conn):
     me = psutil.Process(os.getpid())
     time.sleep(0.2)
     assert [c for c in me.children(recursive=True) if c.is_running() and c.status() != psutil.STATUS_ZOMBIE] == []
-    # the killed worker's server backend is gone too (its socket closed)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'claimrace-worker-%'"
-                            ).fetchone()[0]
-        if left == 0:
-            break
-        time.sleep(0.1)
-    assert left == 0
+    assert worker_backends_left(conn) == 0, "the killed worker's server backend is gone too (its socket closed)"
 
 
 def test_a_worker_count_beyond_this_machine_is_refused_before_anything_starts(tmp_path):
@@ -121,15 +124,7 @@ def test_sigkill_of_the_harness_takes_its_workers_with_it(db, conn):
     harness.wait(10)
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert alive == [], f"{len(alive)} workers outlived the harness"
-    deadline = time.monotonic() + 10
-    left = None
-    while time.monotonic() < deadline:
-        left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'claimrace-worker-%'"
-                            ).fetchone()[0]
-        if left == 0:
-            break
-        time.sleep(0.1)
-    assert left == 0, "their backends ended too"
+    assert worker_backends_left(conn) == 0, "their backends ended too"
 
 
 def test_sigkill_of_the_harness_stops_its_embedded_server(tmp_path):
