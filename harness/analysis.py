@@ -274,6 +274,22 @@ WAIT_GROUPS = {
 }
 
 
+# From /proc/<pid>/schedstat over each worker's window: its backend's and its own process's time on a CPU
+# and runnable (in the run queue, waiting for one).
+SCHEDSTAT_SHARES = ("running_share", "runnable_share", "client_running_share", "client_runnable_share")
+SCHEDSTAT_LABELS = {"running_share": "backend on a CPU", "runnable_share": "backend waiting for a CPU",
+                    "client_running_share": "worker process on a CPU",
+                    "client_runnable_share": "worker process waiting for a CPU"}
+
+
+def cpu_split_long(table: pd.DataFrame) -> pd.DataFrame:
+    """wait_share_table()'s schedstat shares as one row per measure, for a chart."""
+    long = table.melt(id_vars=["strategy", "worker_count"], value_vars=list(SCHEDSTAT_SHARES), var_name="measure",
+                      value_name="share").dropna(subset=["share"])
+    long["measure"] = long["measure"].map(SCHEDSTAT_LABELS)
+    return long
+
+
 def wait_share_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Per strategy and worker count: each group's share of sampled backend time (median over repeats), and
     the share of backend time on a CPU and runnable from /proc/<pid>/schedstat."""
@@ -285,13 +301,13 @@ def wait_share_table(summary: pd.DataFrame) -> pd.DataFrame:
         row = {"strategy": run["strategy"], "worker_count": run["worker_count"], "repeat": run["repeat"]}
         for group, classes in WAIT_GROUPS.items():
             row[group] = sum(shares.get(c, 0.0) for c in classes)
-        row["running_share"] = run.get("running_share")
-        row["runnable_share"] = run.get("runnable_share")
+        for column in SCHEDSTAT_SHARES:
+            row[column] = run.get(column)
         rows.append(row)
     if not rows:
-        return pd.DataFrame(columns=["strategy", "worker_count", *WAIT_GROUPS, "running_share", "runnable_share"])
+        return pd.DataFrame(columns=["strategy", "worker_count", *WAIT_GROUPS, *SCHEDSTAT_SHARES])
     frame = pd.DataFrame(rows)
-    frame[["running_share", "runnable_share"]] = frame[["running_share", "runnable_share"]].astype(float)
+    frame[list(SCHEDSTAT_SHARES)] = frame[list(SCHEDSTAT_SHARES)].astype(float)
     out = frame.groupby(["strategy", "worker_count"], observed=True).median(numeric_only=True).drop(columns="repeat")
     return out.reset_index()
 

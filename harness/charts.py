@@ -378,3 +378,22 @@ def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int]) -> al
     ).properties(width=170, height=200).facet(
         column=alt.Column("worker_count:O", title="workers")
     ).properties(title="p99 of winning claims by how far the queue had drained")
+
+
+def cpu_split_chart(long: pd.DataFrame) -> alt.FacetChart:
+    """From /proc/<pid>/schedstat: the share of each backend's and worker process's window on a CPU and runnable."""
+    data = _plain(long)
+    data["side"] = data["measure"].str.split(" ").str[0].map({"backend": "backend", "worker": "worker process"})
+    return alt.Chart(data).mark_line(point=True).encode(
+        x=alt.X("worker_count:Q", title="workers", scale=alt.Scale(type="log")),
+        y=alt.Y("share:Q", title="share of the window", axis=alt.Axis(format="%")),
+        color=alt.Color("side:N", title=None, scale=alt.Scale(domain=["backend", "worker process"],
+                                                              range=["#2a6fb0", "#d35400"]),
+                        legend=alt.Legend(orient="bottom")),
+        strokeDash=alt.StrokeDash("measure:N", title=None, legend=alt.Legend(orient="bottom", direction="vertical")),
+        detail="measure:N",
+        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
+                 alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
+    ).properties(width=170, height=200).facet(
+        column=alt.Column("strategy:N", sort=list(STRATEGY_ORDER), title=None)
+    ).properties(title="On a CPU or waiting for one (/proc/<pid>/schedstat)")

@@ -523,3 +523,11 @@ def churn_rows(f: dict) -> list[dict]:
                          AGREES if blocked else DIFFERS,
                          "" if blocked else "Some updates were HOT despite the partial index."))
     return rows
+
+
+def bottleneck(lock_share: float, runnable_share: float | None) -> str:
+    """What the backends waited on more, by measurement: "locks" (sampled row/transaction lock waits) or
+    "cpu" (schedstat's runnable time); "unmeasured" without schedstat (a server on another host)."""
+    if runnable_share is None or pd.isna(runnable_share) or pd.isna(lock_share):
+        return "unmeasured"
+    return "locks" if lock_share > runnable_share else "cpu"

@@ -130,6 +130,8 @@ def summarise_run(run_dir: Path) -> dict:
         "wait_share": wait_share(run_dir),
         "running_share": manifest.get("activity", {}).get("backend_time", {}).get("running_share"),
         "runnable_share": manifest.get("activity", {}).get("backend_time", {}).get("runnable_share"),
+        "client_running_share": manifest.get("activity", {}).get("backend_time", {}).get("client_running_share"),
+        "client_runnable_share": manifest.get("activity", {}).get("backend_time", {}).get("client_runnable_share"),
         "client_processes": manifest.get("client_processes"),
         "client_layout": manifest.get("client_layout"),
         "autovacuum_runs": manifest.get("table_activity", {}).get("autovacuum_runs"),

@@ -59,6 +59,7 @@ def all_charts(f) -> dict:
         "pruning_chart": charts.pruning_chart(f["pruning"]),
         "bench_ratio_chart": charts.bench_ratio_chart(f["bench"], bench.TARGET_BAND),
         "wait_share_chart": charts.wait_share_chart(analysis.wait_share_long(analysis.wait_share_table(f["summary"]))),
+        "cpu_split_chart": charts.cpu_split_chart(analysis.cpu_split_long(analysis.wait_share_table(f["summary"]))),
         "latency_by_fill_chart": charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
                                                               sorted(set(f["summary"]["worker_count"]))),
     }

@@ -34,3 +34,9 @@ def test_fixed_fill_latency_reads_the_bench_at_its_most_workers():
                                                   "guarded_p99_ms": 3.0}
     assert findings.fixed_fill_latency(None) is None
     assert findings.fixed_fill_latency(bench[bench["strategy"] == "guarded"]) is None
+
+
+@pytest.mark.parametrize("lock, runnable, verdict", [(0.4, 0.1, "locks"), (0.01, 0.3, "cpu"),
+                                                     (0.2, None, "unmeasured"), (0.2, float("nan"), "unmeasured")])
+def test_the_bottleneck_is_whichever_wait_was_measured_longer(lock, runnable, verdict):
+    assert findings.bottleneck(lock, runnable) == verdict
