@@ -147,6 +147,7 @@ def _slow_loop(pgconn, strategy, pause_seconds: float, jitter_seconds: float, se
     clock = time.monotonic_ns
     starts, ends, outcomes, jobs = records
     jitter = random.Random(seed)
+    consecutive_errors = 0
     while True:
         time.sleep(jitter.uniform(0.0, jitter_seconds))
         began = clock()
@@ -160,8 +161,10 @@ def _slow_loop(pgconn, strategy, pause_seconds: float, jitter_seconds: float, se
         writes.append(write_start)
         if outcome == EMPTY:
             return
-        if outcome == ERROR and len(outcomes) > _MAX_CONSECUTIVE_ERRORS and all(o == ERROR for o in outcomes[-50:]):
-            raise RuntimeError(f"failed claims: {pgconn.get_error_message().decode(errors='replace').strip()}")
+        consecutive_errors = consecutive_errors + 1 if outcome == ERROR else 0
+        if consecutive_errors >= _MAX_CONSECUTIVE_ERRORS:
+            raise RuntimeError(f"{consecutive_errors} consecutive failed claims: "
+                               f"{pgconn.get_error_message().decode(errors='replace').strip()}")
 
 
 class _TimedConnection:
