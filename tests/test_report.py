@@ -160,7 +160,8 @@ def test_chromium_offline_draws_every_chart_without_console_errors(tiny, tmp_pat
                           " svg .mark-area path")) for d in divs]
     assert all(m > 0 for m in marks), "every chart has marks, not just axes"
     radios = dom.select("div.claimrace-chart input[type=radio]")
-    assert {r.get("value") for r in radios} == {"naive", "guarded"}, "the slowed-down race has its toggle"
+    assert {r.get("value") for r in radios} == {"naive", "guarded", "skip_locked"}, \
+        "the slowed-down race has its toggle"
 
 
 @pytest.mark.slow
