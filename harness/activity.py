@@ -26,6 +26,8 @@ Public API::
     server_is_local(conn) -> bool
     read_schedstat(pid) -> (cpu_ns, run_delay_ns, timeslices) | None
     schedstat_snapshot(pids) -> dict[int, tuple | None]
+    schedstat_delta(start, end) -> (cpu_ns, run_delay_ns, timeslices) | None
+    share_split(deltas) -> dict                                   # over per-process windows
     time_split(before, after, wall_ns) -> dict
 """
 
@@ -324,30 +326,43 @@ def schedstat_snapshot(pids) -> dict[int, tuple[int, int, int] | None]:
     return {pid: read_schedstat(pid) for pid in pids}
 
 
-def time_split(before: dict, after: dict, wall_ns: int) -> dict:
-    """Running and runnable shares of backend time between two snapshots, summed over backends.
+def schedstat_delta(start, end) -> tuple[int, int, int] | None:
+    """(CPU ns, run-queue delay ns, timeslices) between two readings of one process; None if either is missing
+    or the pid now names a new process (its counters went backwards)."""
+    if start is None or end is None or end[0] < start[0]:
+        return None
+    return end[0] - start[0], end[1] - start[1], end[2] - start[2]
 
-    running_share = CPU time / (wall x backends), runnable_share = run-queue
-    delay / (wall x backends); the rest is time off the run queue (waiting on a
-    lock, the client, I/O). Only backends read in both snapshots count; without
-    any (a remote server) the shares are None.
+
+def share_split(deltas) -> dict:
+    """Running and runnable shares summed over processes: deltas are (cpu_ns, run_delay_ns, timeslices,
+    window_ns) per process, None for one that was not measured.
+
+    running_share = CPU time / the processes' windows, runnable_share = run-queue
+    delay / the same; the rest is time off the run queue (waiting on a lock, the
+    client, I/O). Without any measured process (a remote server) the shares are None.
     """
-    cpu_ns = run_delay_ns = timeslices = backends = 0
-    for pid, start in before.items():
-        end = after.get(pid)
-        if start is None or end is None or end[0] < start[0]:  # gone, or a new process under a reused pid
+    cpu_ns = run_delay_ns = timeslices = window_ns = processes = 0
+    for delta in deltas:
+        if delta is None:
             continue
-        cpu_ns += end[0] - start[0]
-        run_delay_ns += end[1] - start[1]
-        timeslices += end[2] - start[2]
-        backends += 1
-    backend_ns = wall_ns * backends
+        cpu_ns += delta[0]
+        run_delay_ns += delta[1]
+        timeslices += delta[2]
+        window_ns += delta[3]
+        processes += 1
     return {
-        "backends": backends,
-        "wall_ns": wall_ns,
+        "backends": processes,
+        "window_ns": window_ns,
         "cpu_ns": cpu_ns,
         "run_delay_ns": run_delay_ns,
         "timeslices": timeslices,
-        "running_share": cpu_ns / backend_ns if backend_ns else None,
-        "runnable_share": run_delay_ns / backend_ns if backend_ns else None,
+        "running_share": cpu_ns / window_ns if window_ns else None,
+        "runnable_share": run_delay_ns / window_ns if window_ns else None,
     }
+
+
+def time_split(before: dict, after: dict, wall_ns: int) -> dict:
+    """share_split between two snapshots of pid -> schedstat taken wall_ns apart."""
+    deltas = (schedstat_delta(start, after.get(pid)) for pid, start in before.items())
+    return share_split(None if d is None else (*d, wall_ns) for d in deltas)

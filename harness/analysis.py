@@ -344,13 +344,12 @@ def autovacuum_runs(summary: pd.DataFrame) -> dict:
 
 def sampler_facts(paths: list[Path]) -> dict:
     """The wait-event sampler as it ran: median achieved interval and median query time over the races."""
-    intervals, queries, shares = [], [], []
+    intervals, queries = [], []
     for path in paths:
         stats = read_json(Path(path) / "manifest.json").get("activity", {}).get("sampler", {})
         if stats.get("interval_ms_median") is not None:
             intervals.append(stats["interval_ms_median"])
             queries.append(stats.get("query_ms_median", np.nan))
-            shares.append(stats.get("query_time_share", np.nan))
     if not intervals:
         return {}
     return {"interval_ms": float(np.median(intervals)), "query_ms": float(np.nanmedian(queries)),

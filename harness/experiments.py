@@ -151,40 +151,15 @@ def workers_table(result: RaceResult, local: bool) -> pa.Table:
     """One row per worker: its process's CPU, its backend's CPU and run-queue delay (local servers only)."""
     rows = []
     for w in result.workers:
-        start, end = (w.backend_schedstat_start, w.backend_schedstat_end) if local else (None, None)
-        measured = start is not None and end is not None and end[0] >= start[0]
+        backend = activity.schedstat_delta(w.backend_schedstat_start, w.backend_schedstat_end) if local else None
         rows.append({
             "worker_index": w.worker_index, "backend_pid": w.backend_pid,
             "released_ns": w.released_ns - result.t0_ns, "ended_ns": w.ended_ns - result.t0_ns,
             "attempts": len(w.start_ns), "client_cpu_ns": w.cpu_ns, "client_run_delay_ns": w.client_run_delay_ns,
             "client_private_bytes": w.private_bytes,
-            "backend_cpu_ns": end[0] - start[0] if measured else None,
-            "backend_run_delay_ns": end[1] - start[1] if measured else None,
-            "backend_timeslices": end[2] - start[2] if measured else None,
+            **dict(zip(("backend_cpu_ns", "backend_run_delay_ns", "backend_timeslices"), backend or (None,) * 3)),
         })
     return pa.Table.from_pylist(rows, schema=WORKER_SCHEMA)
-
-
-def backend_time_split(result: RaceResult, local: bool) -> dict:
-    """Summed over the workers' backends, each over its own worker's window: the share of that time spent
-    running on a CPU and the share spent runnable, waiting for one (None for a server on another host)."""
-    window = cpu = delay = client_cpu = client_delay = 0
-    for w in result.workers:
-        client_cpu += w.cpu_ns
-        client_delay += w.client_run_delay_ns or 0
-        start, end = w.backend_schedstat_start, w.backend_schedstat_end
-        if not local or start is None or end is None or end[0] < start[0]:
-            continue
-        window += w.ended_ns - w.released_ns
-        cpu += end[0] - start[0]
-        delay += end[1] - start[1]
-    windows = sum(w.ended_ns - w.released_ns for w in result.workers)
-    return {"window_ns": window, "cpu_ns": cpu, "run_delay_ns": delay,
-            "running_share": cpu / window if window else None,
-            "runnable_share": delay / window if window else None,
-            # the workers' own processes over the same windows: their CPU and their wait for one
-            "client_running_share": client_cpu / windows if windows else None,
-            "client_runnable_share": client_delay / windows if windows else None}
 
 
 def activity_table(samples, t0_ns: int) -> pa.Table:
@@ -257,7 +232,6 @@ def run_trial(db: database.Database, cfg: RaceConfig, data_dir: Path, server: di
     run_id = new_run_id(cfg)
     checks = conservation_checks(cfg, result, audit, status)
     samples = sampler.samples()
-    backend_time = backend_time_split(result, local)
     manifest = {
         "run_id": run_id,
         "kind": "race",
@@ -273,9 +247,8 @@ def run_trial(db: database.Database, cfg: RaceConfig, data_dir: Path, server: di
         "client": client or client_facts(),
         # what autovacuum did to the race's table while it ran (the table is new for every trial)
         "table_activity": table,
-        # where the backends' time went: wait events sampled from pg_stat_activity, CPU and run queue from /proc
-        "activity": {"sampler": sampler.stats(), "wait_share": activity.wait_shares(samples),
-                     "backend_time": backend_time},
+        # the wait-event sampler as it ran (its samples are activity.parquet; CPU and run queue workers.parquet)
+        "activity": {"sampler": sampler.stats()},
         "checks": checks,
     }
     races = config.races_dir(data_dir)

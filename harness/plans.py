@@ -88,6 +88,7 @@ from psycopg import pq as libpq
 from tqdm.auto import tqdm
 
 from harness import config, database, schema
+from harness.activity import read_schedstat, server_is_local
 from harness.errors import UserError
 from harness.manifest import client_facts, utc_now
 from harness.pgstats import relation_pages
@@ -197,10 +198,10 @@ def explain_on_cpu(conn: psycopg.Connection, sql: str, params: tuple = (), fmt: 
     pgconn = conn.pgconn
     _run(pgconn, b"BEGIN")
     try:
-        before = _schedstat(pgconn.backend_pid) if local_backend else None
+        before = read_schedstat(pgconn.backend_pid) if local_backend else None
         result = pgconn.exec_params(f"EXPLAIN ({options}) {sql}".encode(),
                                     [str(p).encode() for p in params] or None)
-        after = _schedstat(pgconn.backend_pid) if before is not None else None
+        after = read_schedstat(pgconn.backend_pid) if before is not None else None
         if result.status != libpq.ExecStatus.TUPLES_OK:
             raise RuntimeError(f"EXPLAIN failed: {result.error_message.decode(errors='replace').strip()}")
         lines = [result.get_value(i, 0).decode() for i in range(result.ntuples)]
@@ -211,15 +212,6 @@ def explain_on_cpu(conn: psycopg.Connection, sql: str, params: tuple = (), fmt: 
         cpu_ns, wait_ns = after[0] - before[0], after[1] - before[1]
     plan = json.loads(lines[0])[0] if fmt == "json" else "\n".join(lines)
     return plan, cpu_ns, wait_ns
-
-
-def _schedstat(pid: int) -> tuple[int, int] | None:
-    """(ns on a CPU, ns runnable but waiting) of a local process, or None where /proc does not say."""
-    try:
-        fields = Path(f"/proc/{pid}/schedstat").read_text().split()
-        return int(fields[0]), int(fields[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _run(pgconn, command: bytes) -> None:
@@ -483,7 +475,7 @@ def measure_plans(db: database.Database, job_counts=DEFAULT_JOB_COUNTS, consumed
         schema.acquire_run_lock(conn)  # held until conn closes
         server = database.server_facts(conn)
         # only an embedded server's backends are processes of this host whose /proc we can read
-        local_backend = db.source == "embedded" and _schedstat(conn.pgconn.backend_pid) is not None
+        local_backend = server_is_local(conn)  # only then is /proc/<backend pid> the backend
         recorder = _Recorder(local_backend)
         points = [(c, p, f) for c in job_counts for p in (False, True) for f in consumed_fractions]
         bar = tqdm(points, desc="plans", unit="point", disable=not progress)

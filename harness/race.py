@@ -46,9 +46,9 @@ from threading import BrokenBarrierError
 import numpy as np
 
 from harness import config
-from harness.activity import read_schedstat
+from harness.activity import read_schedstat, schedstat_delta
 from harness.errors import RaceError
-from harness.strategies import EMPTY, ERROR, OK_STATUSES, WON, failed_statement, get_strategy
+from harness.strategies import EMPTY, ERROR, WON, get_strategy
 
 # fork: 100 workers start in well under a second and inherit the imported modules.
 _CONTEXT = mp.get_context("fork")
@@ -255,7 +255,8 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
         cpu_at_release = _cpu_ns()
         schedstat_start = read_schedstat(backend_pid)
         own_start = read_schedstat(os.getpid())
-        if pause_seconds or jitter_seconds:
+        slowed = bool(pause_seconds or jitter_seconds)
+        if slowed:
             _slow_loop(pgconn, strategy, pause_seconds, jitter_seconds, worker_index, records, reads, writes)
         else:
             deadline = _NO_DEADLINE if duration_seconds is None else released + int(duration_seconds * 1e9)
@@ -266,7 +267,7 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
         ended = time.monotonic_ns()
         cpu = _cpu_ns() - cpu_at_release
         start = np.array(starts, dtype=np.int64)
-        slowed = bool(pause_seconds or jitter_seconds)
+        own = schedstat_delta(own_start, own_end)
         record = WorkerRecord(
             worker_index=worker_index, released_ns=released, start_ns=start,
             latency_ns=np.array(ends, dtype=np.int64) - start, outcome=np.array(outcomes, dtype=np.int8),
@@ -277,7 +278,7 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
             read_end_ns=np.array(reads, dtype=np.int64) if slowed else None,
             write_start_ns=np.array(writes, dtype=np.int64) if slowed else None,
             backend_schedstat_start=schedstat_start, backend_schedstat_end=schedstat_end, ended_ns=ended,
-            client_run_delay_ns=own_end[1] - own_start[1] if own_start and own_end else None)
+            client_run_delay_ns=own[1] if own else None)
         results.put(("ok", worker_index, record))
         conn.close()
     except BrokenBarrierError:

@@ -84,6 +84,26 @@ def wait_share(run_dir: Path) -> dict:
     return wait_shares(pq.read_table(path).to_pandas())
 
 
+def cpu_shares(run_dir: Path) -> dict:
+    """From workers.parquet: the share of each worker's window its backend spent on a CPU and runnable, and the
+    same for the worker's own process (None where not measured, e.g. a server on another host)."""
+    from harness.activity import share_split
+
+    path = Path(run_dir) / "workers.parquet"
+    if not path.exists():
+        return {}
+    workers = pq.read_table(path).to_pandas()
+    window = (workers["ended_ns"] - workers["released_ns"]).tolist()
+
+    def split(cpu, delay):
+        return share_split(None if pd.isna(c) or pd.isna(d) else (int(c), int(d), 0, w)
+                           for c, d, w in zip(workers[cpu], workers[delay], window))
+
+    backend, client = split("backend_cpu_ns", "backend_run_delay_ns"), split("client_cpu_ns", "client_run_delay_ns")
+    return {"running_share": backend["running_share"], "runnable_share": backend["runnable_share"],
+            "client_running_share": client["running_share"], "client_runnable_share": client["runnable_share"]}
+
+
 def summarise_run(run_dir: Path) -> dict:
     """One run's figures, all computed from its stored rows and audit."""
     run_dir = Path(run_dir)
@@ -128,10 +148,7 @@ def summarise_run(run_dir: Path) -> dict:
         "p50_ms_by_fill": win_latency_by_fill(attempts, 50),
         "p99_ms_by_fill": win_latency_by_fill(attempts, 99),
         "wait_share": wait_share(run_dir),
-        "running_share": manifest.get("activity", {}).get("backend_time", {}).get("running_share"),
-        "runnable_share": manifest.get("activity", {}).get("backend_time", {}).get("runnable_share"),
-        "client_running_share": manifest.get("activity", {}).get("backend_time", {}).get("client_running_share"),
-        "client_runnable_share": manifest.get("activity", {}).get("backend_time", {}).get("client_runnable_share"),
+        **cpu_shares(run_dir),
         "client_processes": manifest.get("client_processes"),
         "client_layout": manifest.get("client_layout"),
         "autovacuum_runs": manifest.get("table_activity", {}).get("autovacuum_runs"),

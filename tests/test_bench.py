@@ -15,7 +15,7 @@ from harness import bench, schema
 from harness.pgbench import pgbench_script, run_pgbench
 from harness.race import run_race
 from harness.storage import read_json
-from harness.strategies import EMPTY, STRATEGIES, WON
+from harness.strategies import STRATEGIES, WON
 
 from conftest import run_cli
 

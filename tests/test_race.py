@@ -121,3 +121,14 @@ def test_summary_json_has_the_documented_fields(db, tmp_path):
                 "fillfactor"):
         assert key in record, key
     assert record["wins"] == 300 and record["audit_claims"] == 300 and record["unclaimed_jobs"] == 0
+
+
+def test_summary_carries_where_the_time_went_from_stored_rows(db, tmp_path):
+    [run_dir] = sweep(db, tmp_path, ["guarded"], [4], job_count=800)
+    summary = summarise_run(run_dir)
+    assert sum(summary["wait_share"].values()) == pytest.approx(1.0)
+    assert summary["wait_share"]["CPU"] + summary["wait_share"]["Client"] > 0, "the sampler saw the backends"
+    # the embedded server's backends are processes of this host: the kernel's counters were read
+    assert 0 < summary["running_share"] <= 1 and 0 <= summary["runnable_share"] <= 1
+    assert 0 < summary["client_running_share"] <= 1
+    assert len(summary["p99_ms_by_fill"]) == 10 and summary["client_processes"] == 4
