@@ -16,7 +16,7 @@ from harness import config
 from harness.errors import UserError
 
 # Modules that add a subcommand with register_cli(subparsers); one place to list them.
-COMMAND_MODULES = ("harness.plans", "harness.churn", "harness.bench")
+COMMAND_MODULES = ("harness.experiments.plans", "harness.experiments.churn", "harness.experiments.bench")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -46,7 +46,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _race(args) -> int:
-    from harness.experiments import SweepPlan, run_sweep
+    from harness.experiments.race_trials import SweepPlan, run_sweep
     from harness.stats import summarise_runs
     from harness.strategies import parse_strategies
 
@@ -110,7 +110,7 @@ def _summary(args) -> int:
 
 
 def _reap(args) -> int:
-    from harness.database import reap_stale_embedded_servers
+    from harness.server.database import reap_stale_embedded_servers
 
     for path in reap_stale_embedded_servers():
         print(f"stopped and removed {path}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness import config
-from harness.experiments import RaceConfig, SweepPlan, run_sweep
+from harness.experiments.race_trials import RaceConfig, SweepPlan, run_sweep
 from harness.storage import read_json, run_dirs
 
 
@@ -99,7 +99,7 @@ def ensure_races(plan: SweepPlan, data_dir: Path = config.DATA_DIR, db: str | No
 
 def module_available(name: str) -> bool:
     """Whether harness.<name> exists in this build (plans, churn and bench are separate modules)."""
-    return importlib.util.find_spec(f"harness.{name}") is not None
+    return importlib.util.find_spec(f"harness.experiments.{name}") is not None
 
 
 def _normalise(value):
@@ -146,7 +146,7 @@ def _matcher(pg_version: int, section: str | None = None):
     # a module may refuse runs stored in a shape it no longer reads (plans: runs with older table states)
     current = None
     if section and module_available(section):
-        current = getattr(importlib.import_module(f"harness.{section}"), "stored_run_is_current", None)
+        current = getattr(importlib.import_module(f"harness.experiments.{section}"), "stored_run_is_current", None)
 
     def matches(manifest: dict, wanted: dict) -> bool:
         stored = _normalise(manifest.get("parameters", {}))
@@ -164,7 +164,7 @@ SECTION_KINDS = {"plans": ("plans", PLANS_KEYS), "churn": ("churn", CHURN_KEYS),
 
 
 def _run_function(section: str):
-    module = importlib.import_module(f"harness.{section}")
+    module = importlib.import_module(f"harness.experiments.{section}")
     return {"plans": "measure_plans", "churn": "measure_churn", "bench": "run_bench"}[section], module
 
 
@@ -200,7 +200,7 @@ def ensure_section(section: str, params: dict, data_dir: Path = config.DATA_DIR,
     if not module_available(section):
         return None
     # the entry points that start and stop their own server
-    run = getattr(importlib.import_module(f"harness.{section}"), SERVER_RUNNERS[section])
+    run = getattr(importlib.import_module(f"harness.experiments.{section}"), SERVER_RUNNERS[section])
     wanted = section_parameters(section, params)
     return ensure_run(SECTION_KINDS[section][0], wanted,
                       lambda: run(data_dir=data_dir, db=db, pg_version=pg_version, progress=progress, **wanted),
@@ -209,19 +209,19 @@ def ensure_section(section: str, params: dict, data_dir: Path = config.DATA_DIR,
 
 def ensure_plans(params: dict, data_dir: Path = config.DATA_DIR, db: str | None = None,
                  pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> Path | None:
-    """The EXPLAIN measurements for these parameters; None if harness.plans is not in this build."""
+    """The EXPLAIN measurements for these parameters; None if harness.experiments.plans is not in this build."""
     return ensure_section("plans", params, data_dir, db, pg_version, progress)
 
 
 def ensure_churn(params: dict, data_dir: Path = config.DATA_DIR, db: str | None = None,
                  pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> Path | None:
-    """The churn measurements for these parameters; None if harness.churn is not in this build."""
+    """The churn measurements for these parameters; None if harness.experiments.churn is not in this build."""
     return ensure_section("churn", params, data_dir, db, pg_version, progress)
 
 
 def ensure_bench(params: dict, data_dir: Path = config.DATA_DIR, db: str | None = None,
                  pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> Path | None:
-    """harness vs pgbench for these parameters; None if harness.bench is not in this build."""
+    """harness vs pgbench for these parameters; None if harness.experiments.bench is not in this build."""
     return ensure_section("bench", params, data_dir, db, pg_version, progress)
 
 

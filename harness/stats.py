@@ -76,7 +76,7 @@ def win_latency_by_fill(attempts: pd.DataFrame, percentile: float) -> list[float
 
 def wait_share(run_dir: Path) -> dict:
     """Share of sampled worker-backend time per wait class, from the stored samples."""
-    from harness.activity import wait_shares
+    from harness.server.activity import wait_shares
 
     path = Path(run_dir) / "activity.parquet"
     if not path.exists():
@@ -87,7 +87,7 @@ def wait_share(run_dir: Path) -> dict:
 def cpu_shares(run_dir: Path) -> dict:
     """From workers.parquet: the share of each worker's window its backend spent on a CPU and runnable, and the
     same for the worker's own process (None where not measured, e.g. a server on another host)."""
-    from harness.activity import share_split
+    from harness.server.activity import share_split
 
     path = Path(run_dir) / "workers.parquet"
     if not path.exists():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import database, schema
+from harness.server import database, schema
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

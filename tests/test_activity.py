@@ -9,8 +9,8 @@ import time
 import psycopg
 import pytest
 
-from harness import activity
-from harness.activity import ActivitySampler, SamplerError, classify, time_split, wait_shares
+from harness.server import activity
+from harness.server.activity import ActivitySampler, SamplerError, classify, time_split, wait_shares
 
 PREFIX = "claimrace-test-activity-"  # not the workers' prefix: other tests' connections stay out
 

@@ -11,9 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from harness import bench, schema
-from harness.pgbench import pgbench_script, run_pgbench
-from harness.race import run_race
+from harness.experiments import bench
+from harness.server import schema
+from harness.experiments.pgbench import pgbench_script, run_pgbench
+from harness.experiments.race import run_race
 from harness.storage import read_json
 from harness.strategies import STRATEGIES, WON
 

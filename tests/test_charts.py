@@ -8,7 +8,9 @@ import json
 import altair as alt
 import pytest
 
-from harness import analysis, bench, charts, churn, datasets, plans, report, vega
+from harness.article import analysis, charts, build as report, vega
+from harness.experiments import bench, churn, plans
+from harness import datasets
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import run_cli
-from harness import churn
+from harness.experiments import churn
 from harness.storage import read_json
 
 REQUIRED_JSON_KEYS = {"fillfactor", "partial_index", "payload_bytes", "mode", "updates", "hot_updates",

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import PROJECT_ROOT, run_cli
-from harness import database
+from harness.server import database
 
 
 def assert_one_line_error(result, *fragments):

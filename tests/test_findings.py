@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness import findings
+from harness.article import findings
 
 
 def _facts(skip_p99: float, guarded_p99: float) -> dict:

@@ -14,7 +14,8 @@ import papermill
 import pytest
 import yaml
 
-from harness import config, report
+from harness import config
+from harness.article import build as report
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 NOTEBOOKS = sorted(p.name for p in config.NOTEBOOK_DIR.glob("*.ipynb"))

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from conftest import run_cli
-from harness import plans, schema
+from harness.experiments import plans
+from harness.server import schema
 from harness.storage import read_json
 from harness.strategies import PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
 

@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from harness import config, schema
-from harness.experiments import SweepPlan, run_sweep
+from harness import config
+from harness.server import schema
+from harness.experiments.race_trials import SweepPlan, run_sweep
 from harness.stats import load_attempts, load_claims, summarise_run
 from harness.storage import ATTEMPT_SCHEMA, read_json
 

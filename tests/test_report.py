@@ -14,7 +14,7 @@ import pytest
 import yaml
 from bs4 import BeautifulSoup
 
-from harness import report, vega
+from harness.article import build as report, vega
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -195,7 +195,7 @@ def test_changing_one_sweep_reruns_only_what_reads_it(tiny, tmp_path):
 def test_a_broken_params_file_is_one_line_and_exit_2(tmp_path):
     broken = tmp_path / "broken.yml"
     broken.write_text("races: [not, a, mapping\n")
-    result = subprocess.run([sys.executable, "-m", "harness.report", "--params", str(broken),
+    result = subprocess.run([sys.executable, "-m", "harness.article.build", "--params", str(broken),
                              "--data-dir", str(tmp_path / "data"), "--report-dir", str(tmp_path / "report")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2

@@ -12,10 +12,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness import schema
+from harness.server import schema
 from harness.errors import RaceError, UserError
-from harness.experiments import SweepPlan, run_sweep
-from harness.race import kill_a_worker_after, run_race
+from harness.experiments.race_trials import SweepPlan, run_sweep
+from harness.experiments.race import kill_a_worker_after, run_race
 from conftest import PROJECT_ROOT, run_cli
 
 
@@ -78,13 +78,13 @@ def test_a_killed_worker_fails_the_race_quickly_and_leaves_nothing(db, conn):
     time.sleep(0.2)
     # the embedded server's watchdog is this process's child by design; no worker may be left
     left = [c for c in me.children(recursive=True) if c.is_running() and c.status() != psutil.STATUS_ZOMBIE
-            and "harness.watchdog" not in " ".join(c.cmdline())]
+            and "harness.server.watchdog" not in " ".join(c.cmdline())]
     assert left == []
     assert worker_backends_left(conn) == 0, "the killed worker's server backend is gone too (its socket closed)"
 
 
 def test_a_worker_count_beyond_this_machine_is_refused_before_anything_starts(tmp_path):
-    from harness import limits
+    from harness.experiments import limits
 
     bound, reason = limits.worker_bound()
     assert 100 <= bound < 100_000 and reason
@@ -110,7 +110,7 @@ def test_a_job_count_this_machine_cannot_hold_is_refused(tmp_path):
 def test_sigkill_of_the_harness_takes_its_workers_with_it(db, conn):
     # a harness in its own process races a long queue; SIGKILL it mid-race: no worker may survive
     schema.create_queue(conn, 200_000)
-    script = ("import sys; from harness.race import run_race; "
+    script = ("import sys; from harness.experiments.race import run_race; "
               "run_race(sys.argv[1], 'guarded', 16)")
     harness = subprocess.Popen([sys.executable, "-c", script, db.url], cwd=PROJECT_ROOT)
     deadline = time.monotonic() + 30
@@ -133,7 +133,7 @@ def test_sigkill_of_the_harness_takes_its_workers_with_it(db, conn):
 def test_sigkill_of_the_harness_stops_its_embedded_server(tmp_path):
     # a harness that started an embedded server and is then killed without a chance to clean up
     ready = tmp_path / "url"
-    script = ("import sys, time; from pathlib import Path; from harness import database\n"
+    script = ("import sys, time; from pathlib import Path; from harness.server import database\n"
               "with database.open_database('embedded') as db:\n"
               "    Path(sys.argv[1]).write_text(db.details['data_dir'])\n"
               "    time.sleep(600)\n")

@@ -12,7 +12,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import config, report
+from harness import config
+from harness.article import build as report
 
 TINY_PARAMS = config.NOTEBOOK_DIR / "params" / "tiny.yml"
 

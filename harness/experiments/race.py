@@ -46,7 +46,7 @@ from threading import BrokenBarrierError
 import numpy as np
 
 from harness import config
-from harness.activity import read_schedstat, schedstat_delta
+from harness.server.activity import read_schedstat, schedstat_delta
 from harness.errors import RaceError
 from harness.strategies import EMPTY, ERROR, WON, get_strategy
 
@@ -236,7 +236,7 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
     # the loop allocates only ints and small tuples, never cycles: the collector would only add pauses
     gc.disable()
     try:
-        from harness.database import connect
+        from harness.server.database import connect
 
         strategy = get_strategy(strategy_name)
         conn = connect(url, application_name=f"claimrace-worker-{worker_index}")

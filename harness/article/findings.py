@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from harness.analysis import at_workers
+from harness.article.analysis import at_workers
 
 # The original write-up's figures (not ours): shown as "the original" in the comparison table.
 ORIGINAL = {
@@ -319,8 +319,8 @@ def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
     right after the drain (first scan and later scans), where no other session
     held a snapshot.
     """
-    from harness.analysis import plan_point
-    from harness.plans import FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES, UNHELD_STATES
+    from harness.article.analysis import plan_point
+    from harness.experiments.plans import FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES, UNHELD_STATES
 
     job_count, fraction = int(reference["job_count"]), float(reference["consumed_fraction"])
     f = {"job_count": job_count, "consumed_fraction": fraction}
@@ -352,8 +352,8 @@ def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
 
 def fill_level_facts(points: pd.DataFrame, job_count: int, fraction: float) -> dict:
     """The skip_locked claim's buffers at one fill level: with and without the index, in every table state."""
-    from harness.analysis import plan_point
-    from harness.plans import TABLE_STATE_NAMES
+    from harness.article.analysis import plan_point
+    from harness.experiments.plans import TABLE_STATE_NAMES
 
     f = {"job_count": job_count, "consumed_fraction": fraction}
     for label, partial in (("without", False), ("with", True)):
@@ -365,7 +365,7 @@ def fill_level_facts(points: pd.DataFrame, job_count: int, fraction: float) -> d
 
 def _f9_row(f: dict) -> dict:
     """F9 decided on the states right after a real drain (first scan, later scans) and after VACUUM."""
-    from harness.plans import FIRST_SCAN, HELD_SNAPSHOT, STEADY, VACUUMED
+    from harness.experiments.plans import FIRST_SCAN, HELD_SNAPSHOT, STEADY, VACUUMED
 
     def buffers(label, state):
         return f[f"{label}_{state}_buffers"]
@@ -424,7 +424,7 @@ def _f9_row(f: dict) -> dict:
 
 
 def plan_rows(f: dict) -> list[dict]:
-    from harness.plans import FIRST_SCAN, STEADY
+    from harness.experiments.plans import FIRST_SCAN, STEADY
 
     rows = []
     if not any(math.isnan(f[f"{label}_{state}_buffers"]) for label in ("without", "with")
@@ -443,7 +443,7 @@ def plan_rows(f: dict) -> list[dict]:
 
 def churn_facts(matrix: pd.DataFrame, pruning: pd.DataFrame) -> dict:
     """F11-F13 from a stored churn run: HOT counts at the default and a lower fillfactor, and the pruning arms."""
-    from harness.analysis import churn_point
+    from harness.article.analysis import churn_point
 
     f: dict = {}
     fillfactors = sorted(int(v) for v in matrix["fillfactor"].unique())

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import database
+from harness.server import database
 from harness.errors import UserError
 from harness.strategies import Strategy
 

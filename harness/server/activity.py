@@ -41,7 +41,7 @@ from pathlib import Path
 import pandas as pd
 import psycopg
 
-from harness import database
+from harness.server import database
 
 DEFAULT_PREFIX = "claimrace-worker-"
 SAMPLER_APPLICATION_NAME = "claimrace-sampler"

@@ -172,14 +172,14 @@ def machine(paths: list[Path]) -> dict:
     }
 
 
-# --------------------------------------------------------------------------- plans (harness.plans)
+# --------------------------------------------------------------------------- plans (harness.experiments.plans)
 
 INDEX_LABELS = {False: "without partial index", True: "with partial index"}
 
 
 def table_states() -> pd.DataFrame:
-    """The table states the plans are measured in, as harness.plans describes them, in their order."""
-    from harness.plans import TABLE_STATES
+    """The table states the plans are measured in, as harness.experiments.plans describes them, in their order."""
+    from harness.experiments.plans import TABLE_STATES
 
     return pd.DataFrame([{"table_state": s.name, "table": s.label, "what it is": s.description}
                          for s in TABLE_STATES])
@@ -188,10 +188,10 @@ def table_states() -> pd.DataFrame:
 def claim_plan_points(points: pd.DataFrame, strategy: str = "skip_locked", statement: str = "claim") -> pd.DataFrame:
     """One strategy statement's EXPLAIN figures at every fill level, ready for charting.
 
-    `table` is the table state's label from harness.plans.TABLE_STATES, and rows
+    `table` is the table state's label from harness.experiments.plans.TABLE_STATES, and rows
     come in that order within each queue size and index setup.
     """
-    from harness.plans import TABLE_STATES
+    from harness.experiments.plans import TABLE_STATES
 
     labels = {state.name: state.label for state in TABLE_STATES}
     order = {state.name: i for i, state in enumerate(TABLE_STATES)}
@@ -214,7 +214,7 @@ def plan_point(points: pd.DataFrame, strategy: str, statement: str, job_count: i
     return rows.iloc[0].to_dict() if len(rows) else {}
 
 
-# --------------------------------------------------------------------------- churn (harness.churn)
+# --------------------------------------------------------------------------- churn (harness.experiments.churn)
 
 MODE_ORDER = ("one connection", "race", "one bulk UPDATE")
 
@@ -264,7 +264,7 @@ def pruning_phases(pruning: pd.DataFrame) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- where the backends' time went
 
-# The sampler's classes (harness.activity.WAIT_CLASSES), grouped for the article, in stacking order.
+# The sampler's classes (harness.server.activity.WAIT_CLASSES), grouped for the article, in stacking order.
 WAIT_GROUPS = {
     "row or transaction lock": ("Lock:tuple", "Lock:transactionid"),
     "other lock": ("Lock:other", "LWLock"),

@@ -17,11 +17,12 @@ import numpy as np
 import pyarrow as pa
 from tqdm.auto import tqdm
 
-from harness import activity, config, database, schema
+from harness.server import activity, database, schema
+from harness import config
 from harness.errors import ConservationError, RaceError, UserError
 from harness.manifest import client_facts, utc_now
-from harness.limits import check_race_size, server_on_this_machine
-from harness.race import CLIENT_LAYOUT, RaceResult, run_race
+from harness.experiments.limits import check_race_size, server_on_this_machine
+from harness.experiments.race import CLIENT_LAYOUT, RaceResult, run_race
 from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA, RunWriter, ensure_writable
 from harness.strategies import OUTCOME_NAMES, STRATEGIES, WON, get_strategy
 

@@ -1,6 +1,6 @@
 """Stops an embedded server when the harness that started it dies, SIGKILL included.
 
-The harness starts `python -m harness.watchdog <server folder>` with a pipe
+The harness starts `python -m harness.server.watchdog <server folder>` with a pipe
 on its standard input and keeps the pipe's other end. The kernel closes that
 end when the harness exits, however it exits, and the watchdog's read returns:
 if the server is still there (the harness did not stop it), the watchdog
@@ -18,7 +18,7 @@ from pathlib import Path
 
 def start(server_root: Path) -> subprocess.Popen:
     """The watchdog for server_root; the returned process's stdin is the pipe that keeps it waiting."""
-    return subprocess.Popen([sys.executable, "-m", "harness.watchdog", str(server_root)], stdin=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "harness.server.watchdog", str(server_root)], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                             close_fds=True)
 
@@ -27,7 +27,7 @@ def main(server_root: str) -> int:
     sys.stdin.buffer.read()  # returns at EOF: the harness closed the pipe or died
     root = Path(server_root)
     if root.exists():
-        from harness.database import _stop_postmaster
+        from harness.server.database import _stop_postmaster
 
         _stop_postmaster(root)
         shutil.rmtree(root, ignore_errors=True)

@@ -42,12 +42,13 @@ import pandas as pd
 import pyarrow as pa
 from tqdm.auto import tqdm
 
-from harness import config, database, schema
+from harness import config
+from harness.server import database, schema
 from harness.errors import UserError
 from harness.manifest import client_facts, utc_now
-from harness.pgbench import QueueDrained, pgbench_script, pgbench_version, run_pgbench
-from harness.limits import check_race_size, server_on_this_machine
-from harness.race import CLIENT_LAYOUT, run_race
+from harness.experiments.pgbench import QueueDrained, pgbench_script, pgbench_version, run_pgbench
+from harness.experiments.limits import check_race_size, server_on_this_machine
+from harness.experiments.race import CLIENT_LAYOUT, run_race
 from harness.storage import RunWriter, ensure_writable, latest_run_dir
 from harness.strategies import EMPTY, ERROR, LOST, STRATEGIES, WON, get_strategy
 
@@ -333,7 +334,7 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
               audit_cost: bool = False) -> Path:
     # audit_cost: the harness also runs without the audit trigger, counting wins from what the claims returned
     clients = CLIENTS + (("harness_no_audit",) if audit_cost else ())
-    from harness.experiments import check_capacity
+    from harness.experiments.race_trials import check_capacity
 
     began = time.monotonic()
     started_at = utc_now()

@@ -1,4 +1,4 @@
-"""One function per chart: the data arrives prepared (harness.analysis), the chart is the return value.
+"""One function per chart: the data arrives prepared (harness.article.analysis), the chart is the return value.
 
 Charts carry their data into the page, so every function takes aggregated
 frames, never raw attempts. Colours stay the same for a strategy everywhere.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from harness.analysis import STRATEGY_ORDER
+from harness.article.analysis import STRATEGY_ORDER
 
 WIDTH = 560
 HEIGHT = 300
@@ -207,7 +207,7 @@ def _index_colour() -> alt.Color:
 
 
 def _state_dash() -> alt.StrokeDash:
-    from harness.plans import TABLE_STATES  # only drawn when harness.plans is in the build
+    from harness.experiments.plans import TABLE_STATES  # only drawn when harness.experiments.plans is in the build
 
     return alt.StrokeDash("table:N", title="table", sort=[state.label for state in TABLE_STATES],
                           legend=_dash_legend(orient="bottom", direction="vertical"))

@@ -87,11 +87,12 @@ import psycopg
 from psycopg import pq as libpq
 from tqdm.auto import tqdm
 
-from harness import config, database, schema
-from harness.activity import read_schedstat, server_is_local
+from harness import config
+from harness.server import database, schema
+from harness.server.activity import read_schedstat, server_is_local
 from harness.errors import UserError
 from harness.manifest import client_facts, utc_now
-from harness.pgstats import relation_pages
+from harness.server.pgstats import relation_pages
 from harness.storage import RunWriter, ensure_writable, read_json, latest_run_dir
 from harness.strategies import STRATEGIES
 

@@ -270,7 +270,7 @@ class EmbeddedServer:
         _make_traversable(self.bin_dir)
         self.root = Path(tempfile.mkdtemp(prefix=f"{EMBEDDED_DIR_PREFIX}{self.pg_version}-", dir=_tmpfs_root()))
         (self.root / "claimrace.owner").write_text(f"{os.getpid()}\n")
-        from harness import watchdog
+        from harness.server import watchdog
 
         self.watchdog = watchdog.start(self.root)  # stops the server if this process dies without stopping it
         self.root.chmod(0o755)

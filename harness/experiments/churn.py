@@ -8,7 +8,7 @@ matrix
     fresh with `updates` jobs (default 1,000), vacuumed, its counters reset,
     and then drained by the skip_locked claim: once by one connection claiming
     in a loop (sequential), and once per race worker count through the
-    concurrent race (harness.race.run_race). Draining a queue of exactly
+    concurrent race (harness.experiments.race.run_race). Draining a queue of exactly
     `updates` jobs makes every mode perform the same number of status flips.
     A third mode, bulk, flips them all with one UPDATE in one transaction and
     sets only the status, as the study's skip_locked statement does: no page
@@ -62,11 +62,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from harness import config, database, pgstats, schema
+from harness import config
+from harness.server import database, pgstats, schema
 from harness.errors import UserError
-from harness.experiments import check_capacity
+from harness.experiments.race_trials import check_capacity
 from harness.manifest import client_facts, utc_now
-from harness.race import run_race
+from harness.experiments.race import run_race
 from harness.storage import RunWriter, ensure_writable, latest_run_dir
 from harness.strategies import EMPTY, ERROR, WON, get_strategy
 

@@ -1,0 +1,1 @@
+"""One module per kind of experiment; each measures on a real server and stores its runs."""
