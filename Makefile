@@ -10,14 +10,21 @@ STAMP := $(VENV)/.installed
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	# the exact versions the report was built with, then the package itself
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name claimrace --display-name "claimrace (.venv)" >/dev/null
 	@touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install the package with its test and dev extras
+install: $(STAMP) ## create .venv and install the pinned versions of requirements.lock and the package
+
+lock: ## re-pin requirements.lock from pyproject.toml's ranges (newest versions that fit; Python 3.11)
+	@test -x $(VENV)/lock/bin/pip-compile || ($(PYTHON) -m venv $(VENV)/lock && $(VENV)/lock/bin/pip install --quiet pip-tools)
+	$(VENV)/lock/bin/pip-compile --quiet --upgrade --extra dev --strip-extras --no-emit-index-url \
+		--no-emit-find-links --output-file requirements.lock pyproject.toml
 
 report: $(STAMP) ## run the races, plans, churn and notebooks; write report/index.html (PARAMS=other.yml)
 	$(PY) -m harness.report $(if $(PARAMS),--params $(PARAMS))
@@ -32,6 +39,8 @@ lab: $(STAMP) ## open the notebooks in JupyterLab with the project's kernel
 	$(VENV)/bin/jupyter lab notebooks/
 
 db-up: ## start postgres:16 on tmpfs with Docker (then export DATABASE_URL, see compose.yml)
+	@command -v docker >/dev/null || { echo "make db-up: docker is not installed; make report starts an embedded server without it" >&2; exit 2; }
+	@docker compose version >/dev/null 2>&1 || { echo "make db-up: this Docker has no compose plugin (docker compose); install it, or run make report, which starts an embedded server" >&2; exit 2; }
 	docker compose up -d --wait
 	@echo "export DATABASE_URL=postgresql://postgres@127.0.0.1:54316/postgres"
 
@@ -43,4 +52,4 @@ clean: ## remove results and the built report (keeps .venv)
 	find data -mindepth 1 ! -name README.md -exec rm -rf {} +
 	find report -mindepth 1 ! -name README.md -exec rm -rf {} +
 
-.PHONY: help install report test bench lab db-up db-down clean
+.PHONY: help install lock report test bench lab db-up db-down clean
