@@ -212,9 +212,9 @@ def render_article(executed_article: Path, html_path: Path, colophon: str = "") 
     from bs4 import BeautifulSoup
     from nbconvert import HTMLExporter
 
-    from harness.article import vega
+    from harness.article import glue, vega
 
-    notebook = nbformat.read(executed_article, as_version=4)
+    notebook = glue.fill(nbformat.read(executed_article, as_version=4), executed_article.name)
     exporter = HTMLExporter(template_name=TEMPLATE_NAME, extra_template_basedirs=[str(TEMPLATE_DIR)],
                             exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
                             anchor_link_text="")
