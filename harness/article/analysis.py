@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 
 from harness.article.labels import (AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS, SCHEDSTAT_LABELS,
-                                    STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB, WAIT_GROUPS,
-                                    WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
+                                    SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
+                                    WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
 from harness.experiments.plans import TABLE_STATES
 from harness.stats import load_attempts, load_claims, spread_by_point, summarise_runs, time_to_job_ns
 from harness.storage import read_json
@@ -134,7 +134,8 @@ def timeline(paths: list[Path]) -> pd.DataFrame:
         frame["times_claimed"] = frame["job_id"].map(claims_per_job).fillna(0).astype(int)
         frame["duplicate"] = (frame["outcome"] == "won") & (frame["times_claimed"] > 1)
         outcome = frame["outcome"].astype(str)
-        frame["result"] = np.where(frame["duplicate"], WON_SHARED, outcome.map({"won": WON, "lost": LOST}).fillna(outcome))
+        frame["result"] = np.where(frame["duplicate"], WON_SHARED,
+                                   outcome.map({"won": WON, "lost": LOST}).fillna(outcome))
         parts.append(frame[["strategy", "worker", "attempt_seq", "start_ms", "read_end_ms", "write_start_ms", "end_ms",
                             "outcome", "job_id", "times_claimed", "duplicate", "result"]])
     if not parts:
@@ -290,6 +291,8 @@ def cpu_split_long(table: pd.DataFrame) -> pd.DataFrame:
     """wait_share_table()'s schedstat shares as one row per measure, for a chart."""
     long = table.melt(id_vars=["strategy", "worker_count"], value_vars=list(SCHEDSTAT_SHARES), var_name="measure",
                       value_name="share").dropna(subset=["share"])
+    long["process"] = long["measure"].map(lambda column: SCHEDSTAT_PARTS[column][0])
+    long["state"] = long["measure"].map(lambda column: SCHEDSTAT_PARTS[column][1])
     long["measure"] = long["measure"].map(SCHEDSTAT_LABELS)
     return long
 

@@ -8,17 +8,18 @@ more than once, the chart draws the spread (min to max) beside the median.
 
 from __future__ import annotations
 
+import textwrap
+
 import altair as alt
 import numpy as np
 import pandas as pd
 
 from harness.article.analysis import index_setups_without_hot
-from harness.article.labels import (AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, DISTINCT_JOBS_PER_SECOND,
-                                    INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS, PROCESS_COLOURS,
-                                    READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, STRATEGY_COLOURS,
+from harness.article.labels import (AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
+                                    DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
+                                    PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, STRATEGY_COLOURS,
                                     TABLE_STATE_LABELS, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
-                                    WAIT_MEASURE_ORDER,
-                                    in_order, strategies_in)
+                                    WAIT_MEASURE_ORDER, in_order, strategies_in)
 from harness.experiments.bench import TARGET_BAND
 
 WIDTH = 560
@@ -42,8 +43,11 @@ def _dash_legend(**options) -> alt.Legend:
                       labelLimit=400, **options)
 
 
+SUBTITLE_CHARACTERS = 95  # a subtitle line wider than this would widen the chart on the page
+
+
 def _title(text: str, *subtitle: str) -> alt.TitleParams:
-    lines = [line for line in subtitle if line]
+    lines = [part for line in subtitle if line for part in textwrap.wrap(line, SUBTITLE_CHARACTERS)]
     return alt.TitleParams(text=text, subtitle=lines or alt.Undefined, subtitleColor=REFERENCE_COLOUR, anchor="start")
 
 
@@ -157,8 +161,8 @@ def duplicates_chart(by_workers: pd.DataFrame) -> alt.HConcatChart:
             layers.insert(0, _spread_rules(base, f"{column}_min", f"{column}_max"))
         panels.append(alt.layer(*layers).properties(width=WIDTH // 2 - 40, height=HEIGHT - 40))
     if len(on_zero) > 1:
-        note = (f"{_listed(on_zero)} handed no job to more than one worker at any worker count: their lines lie on zero, "
-                f"{on_zero[0]}'s the wide one underneath")
+        note = (f"{_listed(on_zero)} handed no job to more than one worker at any worker count: their lines lie "
+                f"on zero, {on_zero[0]}'s the wide one underneath")
     elif on_zero:
         note = f"{on_zero[0]} handed no job to more than one worker at any worker count: its line lies on zero"
     else:
@@ -213,9 +217,10 @@ def losses_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
     rivals["label"] = "N − 1: each worker's rivals"
     x = _workers_axis(rivals["worker_count"])
     # symlog: the rivals run from 0 to N - 1, and a log axis cannot show the 0 at one worker
-    y_scale = alt.Scale(type="symlog")
     top = max(float(rivals["rivals"].max()), float(data["losses_per_win_max"].max()) if len(data) else 0.0)
-    ticks = [t for t in (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= max(top, 1)]
+    steps = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+    ticks = [t for t in steps if t <= top] + [t for t in steps if t > top][:1]
+    y_scale = alt.Scale(type="symlog", domain=[0, ticks[-1]], nice=False)
     reference = alt.Chart(rivals).encode(x=x, y=alt.Y("rivals:Q", scale=y_scale))
     reference_line = reference.mark_line(color=REFERENCE_COLOUR, strokeDash=[4, 4], strokeWidth=1.5).encode(
         tooltip=[alt.Tooltip("label:N", title="reference"), alt.Tooltip("worker_count:Q", title="workers (N)"),
@@ -224,7 +229,8 @@ def losses_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
         align="right", dx=-4, dy=-8, color=REFERENCE_COLOUR, fontSize=11).encode(text="label:N")
     base = alt.Chart(data).encode(x=x, color=_strategy_colour(drawn))
     line = base.mark_line(point=True).encode(
-        y=alt.Y("losses_per_win:Q", title="lost races per win", scale=y_scale, axis=alt.Axis(values=ticks)),
+        y=alt.Y("losses_per_win:Q", title="lost races per win", scale=y_scale,
+                  axis=alt.Axis(values=ticks, format=",")),
         tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
                  alt.Tooltip("losses_per_win:Q", title="lost races per win", format=",.2f"),
                  alt.Tooltip("lost:Q", title="lost races", format=","), alt.Tooltip("wins:Q", format=","),
@@ -235,7 +241,7 @@ def losses_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
         layers.insert(2, _spread_rules(base, "losses_per_win_min", "losses_per_win_max"))
     left_out = [s for s in present if s not in drawn]
     notes = ["dashed: N − 1, the rivals each of N workers has"]
-    notes += [f"{s} cannot lose a race, so it is not drawn: {CANNOT_LOSE[s]}" for s in left_out if s in CANNOT_LOSE]
+    notes += [f"{s} is not drawn: {CANNOT_LOSE[s]}" for s in left_out if s in CANNOT_LOSE]
     no_losses = [s for s in left_out if s not in CANNOT_LOSE]
     if no_losses:
         notes.append(f"not drawn: {_listed(no_losses)} lost no race")
@@ -362,7 +368,7 @@ def wait_share_chart(long: pd.DataFrame) -> alt.FacetChart:
     data = data[data["share"] > 0]
     drawn = in_order(data["wait"], WAIT_GROUPS)
     return alt.Chart(data).mark_bar().encode(
-        x=alt.X("worker_count:O", title="workers"),
+        x=alt.X("worker_count:O", title="workers", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("share:Q", title="share of sampled backend time", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("wait:N", scale=_colour_scale(drawn, WAIT_GROUP_COLOURS), title=None, sort=drawn,
@@ -396,20 +402,24 @@ def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int]) -> al
 
 
 def cpu_split_chart(long: pd.DataFrame) -> alt.FacetChart:
-    """From /proc/<pid>/schedstat: the share of each backend's and worker process's window on a CPU and runnable."""
-    data = _plain(long)
-    data["side"] = data["measure"].str.split(" ").str[0].map({"backend": "backend", "worker": "worker process"})
-    sides = in_order(data["side"], PROCESS_COLOURS)
-    return alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("worker_count:Q", title="workers", scale=alt.Scale(type="log")),
-        y=alt.Y("share:Q", title="share of the window", axis=alt.Axis(format="%")),
-        color=alt.Color("side:N", title=None, scale=_colour_scale(sides, PROCESS_COLOURS), sort=sides,
+    """From /proc/<pid>/schedstat: the share of each backend's and worker process's window on a CPU and runnable.
+
+    Colour tells the process (backend or worker), the dash what it was doing (on a CPU or waiting for one).
+    """
+    data = _plain(long)[["strategy", "worker_count", "measure", "process", "state", "share"]]
+    processes = in_order(data["process"], PROCESS_COLOURS)
+    base = alt.Chart().encode(
+        x=_workers_axis(data["worker_count"]),
+        color=alt.Color("process:N", title=None, scale=_colour_scale(processes, PROCESS_COLOURS), sort=processes,
                         legend=alt.Legend(orient="bottom")),
-        strokeDash=alt.StrokeDash("measure:N", title=None, legend=alt.Legend(orient="bottom", direction="vertical")),
-        detail="measure:N",
-        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
-                 alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
-    ).properties(width=170, height=200).facet(
+        detail="measure:N")
+    return _dashed_lines(
+        base, alt.Y("share:Q", title="share of the window", axis=alt.Axis(format="%")),
+        alt.StrokeDash("state:N", title=None, sort=in_order(data["state"], CPU_STATE_ORDER),
+                       legend=_dash_legend(orient="bottom", direction="vertical")),
+        [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
+         alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
+    ).properties(data=data, width=170, height=200).facet(
         column=alt.Column("strategy:N", sort=strategies_in(data["strategy"]), title=None)
     ).properties(title="On a CPU or waiting for one (/proc/<pid>/schedstat)")
 
@@ -445,10 +455,16 @@ def _plan_fill_level_lines(plan_points: pd.DataFrame, field: str, axis_title: st
     base = alt.Chart(data).encode(x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
                                   color=_index_colour(data["index"]))
     y = alt.Y(f"{field}:Q", title=axis_title, scale=alt.Scale(type="log"))
+    panels = data["job_count"].nunique()
+    notes = []
+    for (index, job_count), hidden, shown in _coinciding(data, "table", TABLE_STATE_LABELS.values(),
+                                                         ["consumed_percent"], field, ["index", "job_count"]):
+        where = f"{index}, {job_count:,} jobs" if panels > 1 else index
+        notes.append(f"{where}: '{hidden}' lies on '{shown}'")
     return _dashed_lines(base, y, _state_dash(data["table"]), _plan_tooltip()).properties(
         width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
-    ).properties(title=title)
+    ).properties(title=_title(title, *notes))
 
 
 def plan_buffers_chart(plan_points: pd.DataFrame) -> alt.FacetChart:

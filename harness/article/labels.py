@@ -17,8 +17,8 @@ STRATEGY_ORDER = ("naive", "guarded", "skip_locked")
 STRATEGY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2e8b57"}
 # Why a strategy has no lost races to count, from its SQL (harness.strategies).
 CANNOT_LOSE = {
-    "naive": "its UPDATE does not check the status, so it never learns it lost",
-    "skip_locked": "it skips rows another worker holds, so no claim is lost",
+    "naive": "its UPDATE does not check the status, so it never sees a loss",
+    "skip_locked": "it skips rows other workers hold, so it never loses one",
 }
 
 # --------------------------------------------------------------------------- races
@@ -55,12 +55,14 @@ WAIT_GROUP_COLOURS = {
 
 # From /proc/<pid>/schedstat over each worker's window: its backend's and its own process's time on a CPU
 # and runnable (in the run queue, waiting for one).
-SCHEDSTAT_LABELS = {
-    "running_share": "backend on a CPU",
-    "runnable_share": "backend waiting for a CPU",
-    "client_running_share": "worker process on a CPU",
-    "client_runnable_share": "worker process waiting for a CPU",
+SCHEDSTAT_PARTS = {
+    "running_share": ("backend", "on a CPU"),
+    "runnable_share": ("backend", "waiting for a CPU"),
+    "client_running_share": ("worker process", "on a CPU"),
+    "client_runnable_share": ("worker process", "waiting for a CPU"),
 }
+SCHEDSTAT_LABELS = {column: f"{process} {state}" for column, (process, state) in SCHEDSTAT_PARTS.items()}
+CPU_STATE_ORDER = ("on a CPU", "waiting for a CPU")
 PROCESS_COLOURS = {"backend": "#2a6fb0", "worker process": "#d35400"}
 
 # --------------------------------------------------------------------------- plans and churn
