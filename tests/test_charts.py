@@ -6,9 +6,10 @@ import inspect
 import json
 
 import altair as alt
+import pandas as pd
 import pytest
 
-from harness.article import analysis, charts, build as report, vega
+from harness.article import analysis, charts, build as report, labels, vega
 from harness.experiments import bench, churn, plans
 from harness import datasets
 from tiny_report import TINY_PARAMS, build_tiny_report
@@ -28,13 +29,14 @@ def frames():
         tiny.data_dir, progress=False)
     summary = analysis.race_summary(race_runs)
     by_workers = analysis.over_repeats(summary)
-    waits = analysis.wait_times(race_runs, "guarded")
+    waits = analysis.wait_times(race_runs)
     plans_run = datasets.find_section("plans", params["plans"], tiny.data_dir)
     churn_run = datasets.find_section("churn", params["churn"], tiny.data_dir)
     bench_run = datasets.find_section("bench", params["bench"], tiny.data_dir)
     return {
         "by_workers": by_workers,
         "summary": summary,
+        "race_runs": race_runs,
         "waits": waits,
         "timeline": analysis.timeline(slow_runs),
         "plan_points": analysis.claim_plan_points(plans.load_plans(plans_run)),
@@ -114,3 +116,207 @@ def test_the_slowed_down_race_draws_each_read_and_write_apart(frames):
     assert (two_statements["write_start_ms"] >= two_statements["read_end_ms"]).all()
     assert (two_statements["end_ms"] > two_statements["write_start_ms"]).all()
     assert timeline.loc[timeline["strategy"] == "skip_locked", "read_end_ms"].isna().all()
+
+
+# --------------------------------------------------------------------------- what the specs say
+
+
+def _views(spec: dict):
+    """Every unit view of a spec (layers, concatenations and facets opened up)."""
+    yield spec
+    for key in ("layer", "hconcat", "vconcat", "concat"):
+        for child in spec.get(key, []):
+            yield from _views(child)
+    if "spec" in spec:
+        yield from _views(spec["spec"])
+
+
+def _rows(spec: dict, view: dict | None = None) -> list[dict]:
+    """The rows a view draws (its own named dataset), or every row the chart carries."""
+    datasets = spec.get("datasets", {})
+    if view is not None and "name" in view.get("data", {}):
+        return datasets[view["data"]["name"]]
+    return [row for rows in datasets.values() for row in rows]
+
+
+def _mark(view: dict) -> str | None:
+    mark = view.get("mark")
+    return mark.get("type") if isinstance(mark, dict) else mark
+
+
+def _domains(spec: dict, channel: str, field: str) -> list[list]:
+    return [view["encoding"][channel]["scale"]["domain"] for view in _views(spec)
+            if view.get("encoding", {}).get(channel, {}).get("field") == field
+            and "domain" in view["encoding"][channel].get("scale", {})]
+
+
+def _domain(spec: dict, channel: str, field: str) -> list:
+    """The one domain every layer of a chart gives `field` on `channel`."""
+    domains = _domains(spec, channel, field)
+    assert domains and all(d == domains[0] for d in domains), domains
+    return domains[0]
+
+
+def _subtitle(spec: dict) -> str:
+    title = spec.get("title", {})
+    subtitle = title.get("subtitle", []) if isinstance(title, dict) else []
+    return " ".join([subtitle] if isinstance(subtitle, str) else subtitle)
+
+
+def _spread_views(spec: dict) -> list[dict]:
+    """Layers that draw a min-max: a rule or area from a *_min (or low) field to a *_max (or high) field."""
+    return [view for view in _views(spec) if _mark(view) in ("rule", "area")
+            and "y2" in view.get("encoding", {})
+            and (view["encoding"]["y2"]["field"].endswith("_max") or view["encoding"]["y2"]["field"] == "high")]
+
+
+@pytest.fixture(scope="module")
+def repeated(frames):
+    """The tiny races as if each point had run twice, the second time 20% slower and with 20% more of everything."""
+    summary = frames["summary"]
+    second = summary.assign(repeat=summary["repeat"] + 1)
+    for metric in analysis.REPEATED_METRICS:
+        if metric in second:
+            second[metric] = second[metric] * 1.2
+    both = pd.concat([summary, second], ignore_index=True)
+    waits = frames["waits"]
+    return {"by_workers": analysis.over_repeats(both), "summary": both,
+            "waits": pd.concat([waits, waits.assign(repeat=waits["repeat"] + 1, ms=waits["ms"] * 1.3)],
+                               ignore_index=True)}
+
+
+def test_strategy_legends_list_exactly_the_strategies_drawn(frames):
+    for name, chart in all_charts(frames).items():
+        spec = chart.to_dict()
+        drawn = labels.strategies_in({row["strategy"] for row in _rows(spec) if "strategy" in row})
+        for domain in _domains(spec, "color", "strategy"):
+            assert domain == drawn, name
+
+
+def test_every_colour_domain_is_what_the_chart_draws(frames):
+    for name, chart in all_charts(frames).items():
+        spec = chart.to_dict()
+        for view in _views(spec):
+            colour = view.get("encoding", {}).get("color", {})
+            if "domain" not in colour.get("scale", {}):
+                continue
+            present = {row[colour["field"]] for row in _rows(spec) if colour["field"] in row}
+            assert set(colour["scale"]["domain"]) == present, (name, colour["field"])
+
+
+def test_lost_races_per_win_draws_only_who_can_lose_against_the_rivals(frames):
+    by_workers = frames["by_workers"]
+    spec = charts.losses_chart(by_workers).to_dict()
+    assert _domain(spec, "color", "strategy") == ["guarded"]
+    assert {row["strategy"] for row in _rows(spec) if "strategy" in row} == {"guarded"}
+    rivals = [view for view in _views(spec) if _mark(view) == "line"
+              and view.get("encoding", {}).get("y", {}).get("field") == "rivals"]
+    assert len(rivals) == 1
+    rows = _rows(spec, rivals[0])
+    assert {row["worker_count"] for row in rows} == set(by_workers["worker_count"])
+    assert all(row["rivals"] == row["worker_count"] - 1 for row in rows)
+    subtitle = _subtitle(spec)
+    assert "naive is not drawn" in subtitle and "skip_locked is not drawn" in subtitle and "N − 1" in subtitle
+
+
+def test_bench_ratio_draws_parity_and_the_target_band_on_an_uncut_axis(frames):
+    spec = charts.bench_ratio_chart(frames["bench"]).to_dict()  # the band defaults to bench.TARGET_BAND
+    views = list(_views(spec))
+    [parity] = [v for v in views if _mark(v) == "rule" and v["encoding"]["y"]["field"] == "y"]
+    assert [row["y"] for row in _rows(spec, parity)] == [1.0]
+    [band] = [v for v in views if _mark(v) == "rect"]
+    assert [(row["low"], row["high"]) for row in _rows(spec, band)] == [bench.TARGET_BAND]
+    [points] = [v for v in views if _mark(v) == "point"]
+    low, high = points["encoding"]["y"]["scale"]["domain"]
+    ratios = [row[c] for row in _rows(spec, points) for c in ("ratio", "ratio_min", "ratio_max")]
+    assert low < min(bench.TARGET_BAND[0], *ratios) and high > max(bench.TARGET_BAND[1], *ratios)
+    assert _domain(spec, "color", "strategy") == labels.strategies_in(frames["bench"]["strategy"])
+
+
+SPREAD_CHARTS = {
+    "duplicates_chart": lambda f: charts.duplicates_chart(f["by_workers"]),
+    "throughput_chart": lambda f: charts.throughput_chart(f["by_workers"]),
+    "losses_chart": lambda f: charts.losses_chart(f["by_workers"]),
+    "latency_chart": lambda f: charts.latency_chart(f["by_workers"]),
+    "wait_quantiles_chart": lambda f: charts.wait_quantiles_chart(analysis.wait_quantiles(f["waits"])),
+    "latency_by_fill_chart": lambda f: charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]), [1, 4]),
+}
+
+
+def test_spread_over_repeats_is_drawn_when_there_are_repeats(frames, repeated):
+    assert frames["by_workers"]["repeats"].max() == 1 and repeated["by_workers"]["repeats"].min() == 2
+    for name, build in SPREAD_CHARTS.items():
+        assert not _spread_views(build(frames).to_dict()), f"{name} draws a spread from one repeat"
+        spec = build(repeated).to_dict()
+        assert _spread_views(spec), f"{name} draws no spread over two repeats"
+        assert "2 repeats" in _subtitle(spec), name
+
+
+def test_the_spread_spans_the_repeats(repeated):
+    by_workers = repeated["by_workers"]
+    guarded = by_workers[(by_workers["strategy"] == "guarded") & (by_workers["worker_count"] == 4)].iloc[0]
+    assert guarded["claims_per_second_max"] == pytest.approx(1.2 * guarded["claims_per_second_min"])
+    assert guarded["claims_per_second_min"] < guarded["claims_per_second"] < guarded["claims_per_second_max"]
+    quantiles = analysis.wait_quantiles(repeated["waits"])
+    assert (quantiles["repeats"] == 2).all() and (quantiles["ms_min"] < quantiles["ms_max"]).all()
+
+
+def test_zero_duplicate_lines_stay_visible_one_over_the_other(frames):
+    spec = charts.duplicates_chart(frames["by_workers"]).to_dict()
+    [line, *_] = [v for v in _views(spec) if _mark(v) == "line"]
+    widths = dict(zip(line["encoding"]["strokeWidth"]["scale"]["domain"],
+                      line["encoding"]["strokeWidth"]["scale"]["range"]))
+    dashes = dict(zip(line["encoding"]["strokeDash"]["scale"]["domain"],
+                      line["encoding"]["strokeDash"]["scale"]["range"]))
+    assert widths["guarded"] > widths["skip_locked"]  # the wider one underneath
+    assert dashes["skip_locked"] != [1, 0] and dashes["guarded"] == [1, 0]
+    # drawn in that order: the wider line's rows come first
+    order = [row["strategy"] for row in _rows(spec, line)]
+    assert order.index("guarded") < order.index("skip_locked")
+    assert "guarded and skip_locked handed no job to more than one worker" in _subtitle(spec)
+
+
+def test_the_wait_for_a_job_has_skip_locked_beside_guarded(frames):
+    assert set(frames["waits"]["strategy"]) == {"guarded", "skip_locked"}
+    spec = charts.wait_quantiles_chart(analysis.wait_quantiles(frames["waits"])).to_dict()
+    assert _domain(spec, "color", "strategy") == ["guarded", "skip_locked"]
+    # skip_locked never loses, so its wait is its winning claim: the chart says the two lines are one
+    assert "skip_locked: time to get a job and winning claim latency are the same" in _subtitle(spec)
+    distribution = analysis.wait_distribution(frames["waits"], frames["top_workers"])
+    spec = charts.wait_distribution_chart(distribution, frames["top_workers"]).to_dict()
+    assert _domain(spec, "color", "strategy") == ["guarded", "skip_locked"]
+
+
+def test_the_wait_for_a_job_of_one_strategy_still_draws(frames):
+    waits = analysis.wait_times(frames["race_runs"], "guarded")
+    assert set(waits["strategy"]) == {"guarded"}
+    spec = charts.wait_quantiles_chart(analysis.wait_quantiles(waits)).to_dict()
+    assert _domain(spec, "color", "strategy") == ["guarded"]
+
+
+def test_the_hot_chart_leaves_the_all_zero_index_setup_to_a_table(frames):
+    modes = frames["churn"]
+    assert analysis.index_setups_without_hot(modes) == ["with partial index"]
+    spec = charts.hot_rate_chart(modes).to_dict()
+    assert _domain(spec, "color", "index") == ["without partial index"]
+    assert {row["index"] for row in _rows(spec)} == {"without partial index"}
+    assert "with partial index: no update was HOT" in _subtitle(spec)
+    table = analysis.no_hot_updates_table(modes)
+    assert set(table["index"]) == {"with partial index"} and (table["HOT updates"] == 0).all()
+    assert table["updates"].sum() == modes.loc[modes["partial_index"], "updates"].sum()
+    assert list(table["drained by"]) == ["one connection", "race, 4 workers", "one bulk UPDATE"]
+
+
+def test_labels_and_colours_are_written_once():
+    import re
+    from pathlib import Path
+
+    sources = {name: Path(module.__file__).read_text() for name, module in
+               (("charts", charts), ("analysis", analysis))}
+    for name, text in sources.items():
+        assert not re.search(r'"#[0-9a-fA-F]{3,6}"', text), \
+            f"{name} has a colour of its own"
+        for label in ("without partial index", "winning claim latency", "row or transaction lock",
+                      "autovacuum on (default)", "right after the claims", "one bulk UPDATE"):
+            assert label not in text, f"{name} types {label!r}; it belongs in labels"
+    assert not hasattr(analysis, "MODE_ORDER")

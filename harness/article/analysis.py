@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.stats import load_attempts, load_claims, summarise_runs, time_to_job_ns
+from harness.article.labels import (AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS, SCHEDSTAT_LABELS,
+                                    SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
+                                    WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
+from harness.experiments.plans import TABLE_STATES
+from harness.stats import load_attempts, load_claims, spread_by_point, summarise_runs, time_to_job_ns
 from harness.storage import read_json
-
-STRATEGY_ORDER = ("naive", "guarded", "skip_locked")
 
 # Figures that get a median and a min-max spread over repeats.
 REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims", "distinct_jobs_claimed",
@@ -32,16 +34,11 @@ def race_summary(paths: list[Path]) -> pd.DataFrame:
 
 
 def over_repeats(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per strategy and worker count: the median of each figure over repeats, and its min and max."""
-    grouped = summary.groupby(["strategy", "worker_count"], observed=True)
-    columns = [m for m in REPEATED_METRICS if m in summary.columns]
-    median = grouped[columns].median()
-    low = grouped[columns].min().add_suffix("_min")
-    high = grouped[columns].max().add_suffix("_max")
-    out = pd.concat([median, low, high], axis=1)
-    out["repeats"] = grouped.size()
-    out["job_count"] = grouped["job_count"].first()
-    return out.reset_index()
+    """Per strategy and worker count (and whatever else sets a point apart, harness.stats.POINT_KEYS): the
+    median of each figure over repeats under the figure's own name, its min and max, and `repeats`."""
+    spread = spread_by_point(summary, [m for m in REPEATED_METRICS if m in summary.columns])
+    spread = spread.rename(columns={f"{m}_median": m for m in REPEATED_METRICS})
+    return spread.sort_values(["strategy", "worker_count"]).reset_index(drop=True)
 
 
 def at_workers(frame: pd.DataFrame, strategy: str, worker_count: int, column: str):
@@ -55,44 +52,64 @@ def _quantile_levels() -> np.ndarray:
     return np.unique(np.concatenate([np.linspace(0.0, 0.9, 46), 1 - np.logspace(-1, -3, 30), [0.999, 1.0]]))
 
 
-def wait_times(paths: list[Path], strategy: str = "guarded") -> pd.DataFrame:
-    """Per run of `strategy`: each win's statement latency and each win's time to get a job (C4), in ms."""
+# The strategies whose time to get a job differs from the winning statement: guarded loses races on the way,
+# skip_locked never does, so it is the comparison that shows what the lost races cost.
+WAIT_STRATEGIES = ("guarded", "skip_locked")
+
+
+def wait_times(paths: list[Path], strategy: str | tuple[str, ...] = WAIT_STRATEGIES) -> pd.DataFrame:
+    """Per run of the strategy (or strategies): each win's statement latency and each win's time to get a job
+    (C4), in ms."""
+    wanted = {strategy} if isinstance(strategy, str) else set(strategy)
     rows = []
     for path in paths:
         attempts = load_attempts(path)
-        if not len(attempts) or attempts["strategy"].iloc[0] != strategy:
+        if not len(attempts) or attempts["strategy"].iloc[0] not in wanted:
             continue
         won = attempts["outcome"] == "won"
         manifest = read_json(Path(path) / "manifest.json")
-        base = {"worker_count": int(manifest["config"]["worker_count"]), "repeat": int(manifest["config"]["repeat"])}
-        rows.append(pd.DataFrame({**base, "measure": "winning claim latency",
+        base = {"strategy": attempts["strategy"].iloc[0], "worker_count": int(manifest["config"]["worker_count"]),
+                "repeat": int(manifest["config"]["repeat"])}
+        rows.append(pd.DataFrame({**base, "measure": WINNING_CLAIM_LATENCY,
                                   "ms": attempts.loc[won, "latency_ns"].to_numpy() / 1e6}))
-        rows.append(pd.DataFrame({**base, "measure": "time to get a job", "ms": time_to_job_ns(attempts) / 1e6}))
+        rows.append(pd.DataFrame({**base, "measure": TIME_TO_GET_A_JOB, "ms": time_to_job_ns(attempts) / 1e6}))
     if not rows:
-        return pd.DataFrame(columns=["worker_count", "repeat", "measure", "ms"])
+        return pd.DataFrame(columns=["strategy", "worker_count", "repeat", "measure", "ms"])
     return pd.concat(rows, ignore_index=True)
 
 
+def _percentile_name(quantile: float) -> str:
+    return f"p{quantile * 100:g}"
+
+
 def wait_quantiles(waits: pd.DataFrame, quantiles=(0.5, 0.9, 0.99)) -> pd.DataFrame:
-    """p50/p90/p99 of each measure per worker count, pooled over repeats."""
+    """p50/p90/p99 of each measure per strategy and worker count: `ms` pooled over repeats, `ms_min` and
+    `ms_max` the lowest and highest of the repeats' own quantiles, `repeats` how many there were."""
+    columns = ["strategy", "worker_count", "measure", "quantile", "percentile", "ms", "ms_min", "ms_max", "repeats"]
     if not len(waits):
-        return pd.DataFrame(columns=["worker_count", "measure", "quantile", "ms"])
-    out = (waits.groupby(["worker_count", "measure"])["ms"].quantile(list(quantiles))
-           .rename_axis(["worker_count", "measure", "quantile"]).reset_index())
-    out["percentile"] = out["quantile"].map(lambda q: f"p{q * 100:g}")
-    return out
+        return pd.DataFrame(columns=columns)
+    point = ["strategy", "worker_count", "measure"]
+    pooled = (waits.groupby(point)["ms"].quantile(list(quantiles))
+              .rename_axis([*point, "quantile"]).rename("ms").reset_index())
+    per_repeat = (waits.groupby([*point, "repeat"])["ms"].quantile(list(quantiles))
+                  .rename_axis([*point, "repeat", "quantile"]).rename("ms").reset_index())
+    spread = per_repeat.groupby([*point, "quantile"])["ms"].agg(ms_min="min", ms_max="max", repeats="size")
+    out = pooled.merge(spread.reset_index(), on=[*point, "quantile"])
+    out["percentile"] = out["quantile"].map(_percentile_name)
+    return out[columns]
 
 
 def wait_distribution(waits: pd.DataFrame, worker_count: int) -> pd.DataFrame:
-    """Both measures' distributions at one worker count, as quantile curves (a compact ECDF)."""
+    """Each strategy's two measures at one worker count, as quantile curves (a compact ECDF), pooled over
+    repeats."""
     chosen = waits[waits["worker_count"] == worker_count]
     levels = _quantile_levels()
     parts = []
-    for measure, group in chosen.groupby("measure"):
-        parts.append(pd.DataFrame({"measure": measure, "fraction": levels,
+    for (strategy, measure), group in chosen.groupby(["strategy", "measure"]):
+        parts.append(pd.DataFrame({"strategy": strategy, "measure": measure, "fraction": levels,
                                    "ms": np.quantile(group["ms"].to_numpy(), levels)}))
     if not parts:
-        return pd.DataFrame(columns=["measure", "fraction", "ms"])
+        return pd.DataFrame(columns=["strategy", "measure", "fraction", "ms"])
     return pd.concat(parts, ignore_index=True)
 
 
@@ -116,8 +133,9 @@ def timeline(paths: list[Path]) -> pd.DataFrame:
         frame["job_id"] = frame["job_id"].astype("Int64")
         frame["times_claimed"] = frame["job_id"].map(claims_per_job).fillna(0).astype(int)
         frame["duplicate"] = (frame["outcome"] == "won") & (frame["times_claimed"] > 1)
-        frame["result"] = np.where(frame["duplicate"], "won a job another worker also won",
-                                   np.where(frame["outcome"] == "won", "won", frame["outcome"].astype(str)))
+        outcome = frame["outcome"].astype(str)
+        frame["result"] = np.where(frame["duplicate"], WON_SHARED,
+                                   outcome.map({"won": WON, "lost": LOST}).fillna(outcome))
         parts.append(frame[["strategy", "worker", "attempt_seq", "start_ms", "read_end_ms", "write_start_ms", "end_ms",
                             "outcome", "job_id", "times_claimed", "duplicate", "result"]])
     if not parts:
@@ -174,13 +192,9 @@ def machine(paths: list[Path]) -> dict:
 
 # --------------------------------------------------------------------------- plans (harness.experiments.plans)
 
-INDEX_LABELS = {False: "without partial index", True: "with partial index"}
-
 
 def table_states() -> pd.DataFrame:
     """The table states the plans are measured in, as harness.experiments.plans describes them, in their order."""
-    from harness.experiments.plans import TABLE_STATES
-
     return pd.DataFrame([{"table_state": s.name, "table": s.label, "what it is": s.description}
                          for s in TABLE_STATES])
 
@@ -191,13 +205,10 @@ def claim_plan_points(points: pd.DataFrame, strategy: str = "skip_locked", state
     `table` is the table state's label from harness.experiments.plans.TABLE_STATES, and rows
     come in that order within each queue size and index setup.
     """
-    from harness.experiments.plans import TABLE_STATES
-
-    labels = {state.name: state.label for state in TABLE_STATES}
-    order = {state.name: i for i, state in enumerate(TABLE_STATES)}
+    order = {name: i for i, name in enumerate(TABLE_STATE_LABELS)}
     chosen = points[(points["strategy"] == strategy) & (points["statement"] == statement)].copy()
     chosen["index"] = chosen["partial_index"].map(INDEX_LABELS)
-    chosen["table"] = chosen["table_state"].map(labels).fillna(chosen["table_state"])
+    chosen["table"] = chosen["table_state"].map(TABLE_STATE_LABELS).fillna(chosen["table_state"])
     chosen["state_order"] = chosen["table_state"].map(order)
     chosen["buffers"] = chosen["shared_hit_blocks"].astype(float) + chosen["shared_read_blocks"].astype(float)
     chosen["consumed_percent"] = 100 * chosen["consumed_fraction"].astype(float)
@@ -216,25 +227,39 @@ def plan_point(points: pd.DataFrame, strategy: str, statement: str, job_count: i
 
 # --------------------------------------------------------------------------- churn (harness.experiments.churn)
 
-MODE_ORDER = ("one connection", "race", "one bulk UPDATE")
-
-
 def churn_modes(matrix: pd.DataFrame) -> pd.DataFrame:
     """The churn matrix with readable labels for the index setting and the way the queue was drained."""
     frame = matrix.copy()
     frame["index"] = frame["partial_index"].map(INDEX_LABELS)
-
-    def label(row):
-        if row["mode"] == "sequential":
-            return "one connection"
-        if row["mode"] == "bulk":
-            return "one bulk UPDATE"
-        return f"race, {int(row['worker_count'])} workers"
-
-    frame["drained_by"] = frame.apply(label, axis=1)
+    frame["drained_by"] = [drained_by(mode, workers) for mode, workers in zip(frame["mode"], frame["worker_count"])]
+    # one connection, then the races by worker count, then the bulk UPDATE
+    frame["drain_order"] = (frame["mode"].map({"sequential": 0, "race": 1, "bulk": 2}).fillna(1) * 10_000
+                            + pd.to_numeric(frame["worker_count"], errors="coerce").fillna(0))
     frame["hot_fraction"] = frame["hot_fraction"].astype(float)
-    frame["heap_growth_pages"] = frame["heap_pages"].astype(float) - frame["heap_pages_before"].astype(float)
     return frame
+
+
+def index_setups_without_hot(modes: pd.DataFrame) -> list[str]:
+    """The index setups (churn_modes' `index`) under which no update at all was HOT, whatever else varied."""
+    hot_by_index = modes.groupby("index")["hot_updates"].sum()
+    return [index for index, hot in hot_by_index.items() if hot == 0]
+
+
+def no_hot_updates_table(modes: pd.DataFrame) -> pd.DataFrame:
+    """The setups a HOT chart would draw as a flat zero, summed per payload and way of draining: the fillfactors
+    tried, the updates made, how many were HOT (none) and how many moved to another page."""
+    flat = modes[modes["index"].isin(index_setups_without_hot(modes))]
+    columns = ["index", "payload bytes", "drained by", "fillfactors", "updates", "HOT updates",
+               "moved to another page"]
+    if not len(flat):
+        return pd.DataFrame(columns=columns)
+    table = flat.groupby(["index", "payload_bytes", "drain_order", "drained_by"]).agg(
+        fillfactors=("fillfactor", lambda v: ", ".join(str(f) for f in sorted(set(v), reverse=True))),
+        updates=("updates", "sum"), hot_updates=("hot_updates", "sum"),
+        newpage_updates=("newpage_updates", "sum")).reset_index()
+    return table.rename(columns={"payload_bytes": "payload bytes", "drained_by": "drained by",
+                                 "hot_updates": "HOT updates", "newpage_updates": "moved to another page"}
+                        )[columns].reset_index(drop=True)
 
 
 def churn_point(matrix: pd.DataFrame, fillfactor: int, partial_index: bool, payload_bytes: int = 0,
@@ -246,46 +271,28 @@ def churn_point(matrix: pd.DataFrame, fillfactor: int, partial_index: bool, payl
     return rows.iloc[0].to_dict() if len(rows) else {}
 
 
-PHASE_LABELS = {"immediate": "right after the claims", "settled": "once the statistics settled",
-                "after_read": "after one full read"}
-
-
 def pruning_phases(pruning: pd.DataFrame) -> pd.DataFrame:
     """The pruning experiment, one row per autovacuum arm and phase, labelled."""
     if not len(pruning):
         return pruning
     frame = pruning.copy()
     frame["phase_label"] = frame["phase"].map(PHASE_LABELS).fillna(frame["phase"])
-    frame["autovacuum_label"] = frame["autovacuum"].map({True: "autovacuum on (default)",
-                                                         False: "autovacuum off for the table"})
+    frame["autovacuum_label"] = frame["autovacuum"].map(AUTOVACUUM_LABELS)
     frame["phase_order"] = frame["phase"].map({p: i for i, p in enumerate(PHASE_LABELS)})
     return frame.sort_values(["autovacuum", "phase_order"], ascending=[False, True]).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- where the backends' time went
 
-# The sampler's classes (harness.server.activity.WAIT_CLASSES), grouped for the article, in stacking order.
-WAIT_GROUPS = {
-    "row or transaction lock": ("Lock:tuple", "Lock:transactionid"),
-    "other lock": ("Lock:other", "LWLock"),
-    "waiting for the client": ("Client",),
-    "on a CPU or waiting for one": ("CPU",),
-    "other (I/O, IPC, ...)": ("IO", "IPC", "Other"),
-}
-
-
-# From /proc/<pid>/schedstat over each worker's window: its backend's and its own process's time on a CPU
-# and runnable (in the run queue, waiting for one).
-SCHEDSTAT_SHARES = ("running_share", "runnable_share", "client_running_share", "client_runnable_share")
-SCHEDSTAT_LABELS = {"running_share": "backend on a CPU", "runnable_share": "backend waiting for a CPU",
-                    "client_running_share": "worker process on a CPU",
-                    "client_runnable_share": "worker process waiting for a CPU"}
+SCHEDSTAT_SHARES = tuple(SCHEDSTAT_LABELS)
 
 
 def cpu_split_long(table: pd.DataFrame) -> pd.DataFrame:
     """wait_share_table()'s schedstat shares as one row per measure, for a chart."""
     long = table.melt(id_vars=["strategy", "worker_count"], value_vars=list(SCHEDSTAT_SHARES), var_name="measure",
                       value_name="share").dropna(subset=["share"])
+    long["process"] = long["measure"].map(lambda column: SCHEDSTAT_PARTS[column][0])
+    long["state"] = long["measure"].map(lambda column: SCHEDSTAT_PARTS[column][1])
     long["measure"] = long["measure"].map(SCHEDSTAT_LABELS)
     return long
 
@@ -321,7 +328,8 @@ def wait_share_long(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def latency_by_fill(summary: pd.DataFrame) -> pd.DataFrame:
-    """Wins' p50 and p99 per tenth of the drain, median over repeats: one row per strategy, workers, tenth."""
+    """Wins' p50 and p99 per tenth of the drain, median over repeats with the min and max: one row per strategy,
+    workers, tenth."""
     rows = []
     for _, run in summary.iterrows():
         for tenth, (p50, p99) in enumerate(zip(run["p50_ms_by_fill"], run["p99_ms_by_fill"])):
@@ -330,7 +338,12 @@ def latency_by_fill(summary: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if not len(frame):
         return frame
-    return frame.groupby(["strategy", "worker_count", "drained_to"], observed=True).median().reset_index()
+    grouped = frame.groupby(["strategy", "worker_count", "drained_to"], observed=True)
+    out = grouped[["p50_ms", "p99_ms"]].median()
+    out = out.join(grouped[["p50_ms", "p99_ms"]].min().add_suffix("_min"))
+    out = out.join(grouped[["p50_ms", "p99_ms"]].max().add_suffix("_max"))
+    out["repeats"] = grouped.size()
+    return out.reset_index()
 
 
 def autovacuum_runs(summary: pd.DataFrame) -> dict:

@@ -1,32 +1,89 @@
 """One function per chart: the data arrives prepared (harness.article.analysis), the chart is the return value.
 
 Charts carry their data into the page, so every function takes aggregated
-frames, never raw attempts. Colours stay the same for a strategy everywhere.
+frames, never raw attempts. Names and colours come from harness.article.labels,
+and every legend lists only what its chart draws. Where a point was measured
+more than once, the chart draws the spread (min to max) beside the median.
 """
 
 from __future__ import annotations
 
+import textwrap
+
 import altair as alt
+import numpy as np
 import pandas as pd
 
-from harness.article.analysis import STRATEGY_ORDER
+from harness.article.analysis import index_setups_without_hot
+from harness.article.labels import (AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
+                                    DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
+                                    PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, STRATEGY_COLOURS,
+                                    TABLE_STATE_LABELS, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
+                                    WAIT_MEASURE_ORDER, in_order, strategies_in)
+from harness.experiments.bench import TARGET_BAND
 
 WIDTH = 560
 HEIGHT = 300
-STRATEGY_COLOURS = ("#c0392b", "#2a6fb0", "#2e8b57")  # naive red, guarded blue, skip_locked green
-STRATEGY_SCALE = alt.Scale(domain=list(STRATEGY_ORDER), range=list(STRATEGY_COLOURS))
-INDEX_COLOURS = alt.Scale(domain=["without partial index", "with partial index"], range=["#8e44ad", "#e67e22"])
 
 
-def _strategy_colour(legend_title: str = "strategy") -> alt.Color:
-    return alt.Color("strategy:N", scale=STRATEGY_SCALE, title=legend_title, sort=list(STRATEGY_ORDER),
+def _colour_scale(drawn: list, colours: dict) -> alt.Scale:
+    """A colour scale over exactly the values drawn, each in its fixed colour."""
+    return alt.Scale(domain=list(drawn), range=[colours.get(value, OTHER_COLOUR) for value in drawn])
+
+
+def _strategy_colour(strategies, legend_title: str = "strategy") -> alt.Color:
+    drawn = strategies_in(strategies)
+    return alt.Color("strategy:N", scale=_colour_scale(drawn, STRATEGY_COLOURS), title=legend_title, sort=drawn,
                      legend=alt.Legend(symbolOpacity=1))
 
 
 def _dash_legend(**options) -> alt.Legend:
     """A legend whose symbols are line segments, so the dash pattern shows."""
-    return alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolStrokeColor="#444", symbolSize=300,
+    return alt.Legend(symbolType="stroke", symbolStrokeWidth=2, symbolStrokeColor=NOTE_COLOUR, symbolSize=300,
                       labelLimit=400, **options)
+
+
+SUBTITLE_CHARACTERS = 95  # a subtitle line wider than this would widen the chart on the page
+
+
+def _title(text: str, *subtitle: str) -> alt.TitleParams:
+    lines = [part for line in subtitle if line for part in textwrap.wrap(line, SUBTITLE_CHARACTERS)]
+    return alt.TitleParams(text=text, subtitle=lines or alt.Undefined, subtitleColor=REFERENCE_COLOUR, anchor="start")
+
+
+def _listed(names) -> str:
+    names = [str(n) for n in names]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _repeated(data: pd.DataFrame, column: str = "repeats") -> bool:
+    """Whether any point was measured more than once, so there is a spread to draw."""
+    return column in data and len(data) > 0 and float(data[column].max()) > 1
+
+
+def _coinciding(data: pd.DataFrame, series: str, order, along: list[str], value: str,
+                within: list[str] = ()) -> list[tuple]:
+    """Pairs of series a chart would draw one on top of the other: (group, hidden, shown), where `hidden` repeats
+    `shown` at every point along `along` (within 0.5%). `group` is the value of `within` the pair shares."""
+    pairs = []
+    groups = data.groupby(list(within), sort=False) if within else [((), data)]
+    for group, frame in groups:
+        curves = {name: curve.set_index(along)[value].sort_index() for name, curve in frame.groupby(series)}
+        names = in_order(curves, order)
+        for position, name in enumerate(names):
+            for earlier in names[:position]:
+                hidden, shown = curves[name], curves[earlier]
+                if hidden.index.equals(shown.index) and np.allclose(hidden, shown, rtol=0.005, atol=0):
+                    pairs.append((group, name, earlier))
+                    break
+    return pairs
+
+
+def _spread_note(data: pd.DataFrame) -> str:
+    """The subtitle line that says what the spread rules are, when there are any."""
+    if not _repeated(data):
+        return ""
+    return f"median of {int(data['repeats'].max())} repeats; the vertical rules span the lowest to the highest"
 
 
 def _workers_axis(values) -> alt.X:
@@ -43,6 +100,11 @@ def _dashed_lines(base: alt.Chart, y, stroke_dash: alt.StrokeDash, tooltip) -> a
                      base.mark_point(filled=True, size=40, opacity=1).encode(y=y, tooltip=tooltip))
 
 
+def _spread_rules(base: alt.Chart, low: str, high: str, **encoding) -> alt.Chart:
+    """The min-max over repeats as a vertical rule at each point."""
+    return base.mark_rule(strokeWidth=2, opacity=0.5).encode(y=f"{low}:Q", y2=f"{high}:Q", **encoding)
+
+
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     """Categoricals and numpy scalars as plain values, so the spec is JSON."""
     out = frame.copy()
@@ -52,68 +114,143 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+REPEATS_TOOLTIP = alt.Tooltip("repeats:Q", title="repeats (median shown)")
+
+# --------------------------------------------------------------------------- races
+
+
 def duplicates_chart(by_workers: pd.DataFrame) -> alt.HConcatChart:
-    """F1, F2: jobs the audit shows claimed more than once, and the claims beyond each job's first."""
+    """F1, F2: jobs the audit shows claimed more than once, and the claims beyond each job's first.
+
+    Strategies that never handed a job out twice all lie on zero; the first of them is drawn widest and
+    underneath, the others narrower and dashed on top, so every one of them stays visible.
+    """
     data = _plain(by_workers)[["strategy", "worker_count", "job_count", "repeats", "duplicate_jobs",
                                "duplicate_jobs_min", "duplicate_jobs_max", "extra_claims", "extra_claims_min",
                                "extra_claims_max"]]
+    strategies = strategies_in(data["strategy"])
+    peak = data.groupby("strategy")[["duplicate_jobs_max", "extra_claims_max"]].max().max(axis=1)
+    on_zero = [s for s in strategies if peak.get(s, 0) == 0]
+    widths = {s: 2.0 for s in strategies}
+    dashes = {s: [1, 0] for s in strategies}
+    for rank, strategy in enumerate(on_zero):
+        widths[strategy] = 2.0 + 3.0 * (len(on_zero) - 1 - rank)
+        if rank:
+            dashes[strategy] = [6, 3]
+    # the order rows first appear in is the order lines are drawn in: the widest first, underneath
+    drawing_order = sorted(strategies, key=lambda s: -widths[s])
+    data = data.sort_values(["strategy", "worker_count"],
+                            key=lambda c: c.map(drawing_order.index) if c.name == "strategy" else c)
     tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
                alt.Tooltip("duplicate_jobs:Q", title="jobs claimed twice or more", format=","),
                alt.Tooltip("extra_claims:Q", title="claims beyond the first", format=","),
-               alt.Tooltip("job_count:Q", title="jobs queued", format=","),
-               alt.Tooltip("repeats:Q", title="repeats (median shown)")]
-    base = alt.Chart(data).encode(x=_workers_axis(data["worker_count"]), color=_strategy_colour())
+               alt.Tooltip("job_count:Q", title="jobs queued", format=","), REPEATS_TOOLTIP]
+    base = alt.Chart(data).encode(
+        x=_workers_axis(data["worker_count"]), color=_strategy_colour(strategies),
+        strokeDash=alt.StrokeDash("strategy:N", sort=strategies, title="strategy", legend=_dash_legend(),
+                                  scale=alt.Scale(domain=strategies, range=[dashes[s] for s in strategies])),
+        strokeWidth=alt.StrokeWidth("strategy:N", legend=None,
+                                    scale=alt.Scale(domain=strategies, range=[widths[s] for s in strategies])))
     panels = []
     for column, title, scale in (("duplicate_jobs", "jobs claimed more than once", alt.Scale()),
                                  ("extra_claims", "claims beyond each job's first", alt.Scale(type="symlog"))):
-        line = base.mark_line(point=True).encode(y=alt.Y(f"{column}:Q", title=title, scale=scale), tooltip=tooltip)
-        spread = base.mark_rule(strokeWidth=2, opacity=0.5).encode(y=f"{column}_min:Q", y2=f"{column}_max:Q")
-        panels.append((spread + line).properties(width=WIDTH // 2 - 40, height=HEIGHT - 40))
-    return alt.hconcat(*panels).properties(title="Jobs handed to more than one worker (from the audit)")
+        y = alt.Y(f"{column}:Q", title=title, scale=scale)
+        layers = [base.mark_line().encode(y=y),
+                  base.mark_point(filled=True, size=30, opacity=1).encode(y=y, tooltip=tooltip)]
+        if _repeated(data):
+            layers.insert(0, _spread_rules(base, f"{column}_min", f"{column}_max"))
+        panels.append(alt.layer(*layers).properties(width=WIDTH // 2 - 40, height=HEIGHT - 40))
+    if len(on_zero) > 1:
+        note = (f"{_listed(on_zero)} handed no job to more than one worker at any worker count: their lines lie "
+                f"on zero, {on_zero[0]}'s the wide one underneath")
+    elif on_zero:
+        note = f"{on_zero[0]} handed no job to more than one worker at any worker count: its line lies on zero"
+    else:
+        note = ""
+    return alt.hconcat(*panels).properties(
+        title=_title("Jobs handed to more than one worker (from the audit)", note,
+                     _spread_note(data)))
 
 
-def throughput_chart(by_workers: pd.DataFrame) -> alt.Chart:
+def throughput_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
     """F3, F6, F7: claims per second; naive's counts every duplicate as work, so its distinct jobs/s is drawn too."""
     data = _plain(by_workers)
-    counted = data.assign(measure="claims per second (as the workers count them)",
+    counted = data.assign(measure=CLAIMS_PER_SECOND,
                           per_second=data["claims_per_second"], low=data["claims_per_second_min"],
                           high=data["claims_per_second_max"])
     distinct = data[data["strategy"] == "naive"].assign(
-        measure="naive: distinct jobs per second", per_second=lambda f: f["unique_jobs_per_second"],
+        measure=DISTINCT_JOBS_PER_SECOND, per_second=lambda f: f["unique_jobs_per_second"],
         low=lambda f: f["unique_jobs_per_second_min"], high=lambda f: f["unique_jobs_per_second_max"])
     long = pd.concat([counted, distinct], ignore_index=True)[
         ["strategy", "worker_count", "measure", "per_second", "low", "high", "attempts_per_second", "repeats"]]
-    base = alt.Chart(long).encode(x=_workers_axis(long["worker_count"]), color=_strategy_colour())
+    measures = in_order(long["measure"], (CLAIMS_PER_SECOND, DISTINCT_JOBS_PER_SECOND))
+    base = alt.Chart(long).encode(x=_workers_axis(long["worker_count"]), color=_strategy_colour(long["strategy"]))
     lines = _dashed_lines(
         base, alt.Y("per_second:Q", title="per second", scale=alt.Scale(type="log")),
-        alt.StrokeDash("measure:N", title=None, legend=_dash_legend(orient="bottom", direction="vertical")),
+        alt.StrokeDash("measure:N", title=None, sort=measures,
+                       legend=_dash_legend(orient="bottom", direction="vertical")),
         [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
          alt.Tooltip("measure:N"), alt.Tooltip("per_second:Q", title="per second", format=",.0f"),
-         alt.Tooltip("attempts_per_second:Q", title="attempts per second", format=",.0f"),
-         alt.Tooltip("repeats:Q", title="repeats (median shown)")],
+         alt.Tooltip("attempts_per_second:Q", title="attempts per second", format=",.0f"), REPEATS_TOOLTIP],
     )
-    spread = base.mark_rule(strokeWidth=2, opacity=0.5).encode(y="low:Q", y2="high:Q", detail="measure:N")
-    return (spread + lines).properties(width=WIDTH, height=HEIGHT, title="Claims per second")
+    layers = [lines]
+    if _repeated(long):
+        layers.insert(0, _spread_rules(base, "low", "high", detail="measure:N"))
+    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
+                                         title=_title("Claims per second", _spread_note(long)))
 
 
-def losses_chart(by_workers: pd.DataFrame) -> alt.Chart:
-    """F5: lost races per win (guarded; the other two never lose, they cannot tell)."""
-    data = _plain(by_workers)
-    data = data[data["strategy"] == "guarded"][["strategy", "worker_count", "losses_per_win", "losses_per_win_min",
-                                               "losses_per_win_max", "lost", "wins", "repeats"]]
-    base = alt.Chart(data).encode(x=_workers_axis(data["worker_count"]), color=_strategy_colour())
+def losses_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
+    """F5: lost races per win against N - 1, the number of rivals each of N workers has.
+
+    Only strategies that lost a race are drawn; the subtitle names the others, and says why a strategy cannot
+    lose where its SQL decides it (labels.CANNOT_LOSE).
+    """
+    data = _plain(by_workers)[["strategy", "worker_count", "losses_per_win", "losses_per_win_min",
+                               "losses_per_win_max", "lost", "lost_max", "wins", "repeats"]]
+    present = strategies_in(data["strategy"])
+    most_lost = data.groupby("strategy")["lost_max"].max()
+    drawn = [s for s in present if most_lost.get(s, 0) > 0] or [s for s in present if s not in CANNOT_LOSE]
+    data = data[data["strategy"].isin(drawn)]
+    rivals = pd.DataFrame({"worker_count": sorted({int(w) for w in by_workers["worker_count"]})})
+    rivals["rivals"] = rivals["worker_count"] - 1
+    rivals["label"] = "N − 1: each worker's rivals"
+    x = _workers_axis(rivals["worker_count"])
+    # symlog: the rivals run from 0 to N - 1, and a log axis cannot show the 0 at one worker
+    top = max(float(rivals["rivals"].max()), float(data["losses_per_win_max"].max()) if len(data) else 0.0)
+    steps = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
+    ticks = [t for t in steps if t <= top] + [t for t in steps if t > top][:1]
+    y_scale = alt.Scale(type="symlog", domain=[0, ticks[-1]], nice=False)
+    reference = alt.Chart(rivals).encode(x=x, y=alt.Y("rivals:Q", scale=y_scale))
+    reference_line = reference.mark_line(color=REFERENCE_COLOUR, strokeDash=[4, 4], strokeWidth=1.5).encode(
+        tooltip=[alt.Tooltip("label:N", title="reference"), alt.Tooltip("worker_count:Q", title="workers (N)"),
+                 alt.Tooltip("rivals:Q", title="rivals (N − 1)")])
+    reference_label = reference.transform_filter(alt.datum.worker_count == int(rivals["worker_count"].max())).mark_text(
+        align="right", dx=-4, dy=-8, color=REFERENCE_COLOUR, fontSize=11).encode(text="label:N")
+    base = alt.Chart(data).encode(x=x, color=_strategy_colour(drawn))
     line = base.mark_line(point=True).encode(
-        y=alt.Y("losses_per_win:Q", title="lost races per win"),
-        tooltip=[alt.Tooltip("worker_count:Q", title="workers"),
+        y=alt.Y("losses_per_win:Q", title="lost races per win", scale=y_scale,
+                  axis=alt.Axis(values=ticks, format=",")),
+        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
                  alt.Tooltip("losses_per_win:Q", title="lost races per win", format=",.2f"),
                  alt.Tooltip("lost:Q", title="lost races", format=","), alt.Tooltip("wins:Q", format=","),
-                 alt.Tooltip("repeats:Q", title="repeats (median shown)")],
+                 REPEATS_TOOLTIP],
     )
-    spread = base.mark_rule(strokeWidth=2, opacity=0.5).encode(y="losses_per_win_min:Q", y2="losses_per_win_max:Q")
-    return (spread + line).properties(width=WIDTH, height=HEIGHT, title="Guarded: lost races per win")
+    layers = [reference_line, reference_label, line]
+    if _repeated(data):
+        layers.insert(2, _spread_rules(base, "losses_per_win_min", "losses_per_win_max"))
+    left_out = [s for s in present if s not in drawn]
+    notes = ["dashed: N − 1, the rivals each of N workers has"]
+    notes += [f"{s} is not drawn: {CANNOT_LOSE[s]}" for s in left_out if s in CANNOT_LOSE]
+    no_losses = [s for s in left_out if s not in CANNOT_LOSE]
+    if no_losses:
+        notes.append(f"not drawn: {_listed(no_losses)} lost no race")
+    return alt.layer(*layers).properties(
+        width=WIDTH, height=HEIGHT,
+        title=_title(f"{_listed(drawn)}: lost races per win", *notes, _spread_note(data)))
 
 
-def latency_chart(by_workers: pd.DataFrame) -> alt.Chart:
+def latency_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
     """F6, F8: p50 and p99 of winning claims, with the min-max over repeats as a band."""
     data = _plain(by_workers)
     parts = []
@@ -123,50 +260,74 @@ def latency_chart(by_workers: pd.DataFrame) -> alt.Chart:
             "ms": data[f"{percentile}_ms"], "low": data[f"{percentile}_ms_min"], "high": data[f"{percentile}_ms_max"],
             "repeats": data["repeats"]}))
     long = pd.concat(parts, ignore_index=True)
-    base = alt.Chart(long).encode(x=_workers_axis(long["worker_count"]), color=_strategy_colour())
-    band = base.mark_area(opacity=0.15).encode(y="low:Q", y2="high:Q", detail="percentile:N")
+    base = alt.Chart(long).encode(x=_workers_axis(long["worker_count"]), color=_strategy_colour(long["strategy"]))
     lines = _dashed_lines(
         base, alt.Y("ms:Q", title="latency of a winning claim (ms)", scale=alt.Scale(type="log")),
         alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile", legend=_dash_legend()),
         [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
          alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", title="ms (median over repeats)", format=",.3f"),
          alt.Tooltip("low:Q", title="lowest repeat", format=",.3f"),
-         alt.Tooltip("high:Q", title="highest repeat", format=",.3f")],
+         alt.Tooltip("high:Q", title="highest repeat", format=",.3f"), REPEATS_TOOLTIP],
     )
-    return (band + lines).properties(width=WIDTH, height=HEIGHT, title="Latency of winning claims")
+    layers = [lines]
+    note = ""
+    if _repeated(long):
+        layers.insert(0, base.mark_area(opacity=0.15).encode(y="low:Q", y2="high:Q", detail="percentile:N"))
+        note = f"median of {int(long['repeats'].max())} repeats; the shaded band spans the lowest to the highest"
+    return alt.layer(*layers).properties(
+        width=WIDTH, height=HEIGHT,
+        title=_title("Latency of winning claims", "the whole attempt, read and write, of each win", note))
 
 
-WAIT_MEASURES = ["winning claim latency", "time to get a job"]
-WAIT_SCALE = alt.Scale(domain=WAIT_MEASURES, range=["#2a6fb0", "#d35400"])
+def wait_quantiles_chart(quantiles: pd.DataFrame) -> alt.FacetChart:
+    """C4: the winning claim's p50 and p99 beside the whole wait for a job, lost races included, per strategy."""
+    data = _plain(quantiles[quantiles["percentile"].isin(["p50", "p99"])])[
+        ["strategy", "worker_count", "measure", "percentile", "ms", "ms_min", "ms_max", "repeats"]]
+    measures = in_order(data["measure"], WAIT_MEASURE_ORDER)
+    base = alt.Chart().encode(x=_workers_axis(data["worker_count"]), color=_strategy_colour(data["strategy"]))
+    tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("measure:N"), alt.Tooltip("worker_count:Q", title="workers"),
+               alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", title="ms (pooled over repeats)", format=",.3f")]
+    y = alt.Y("ms:Q", title="ms", scale=alt.Scale(type="log"))
+    layers = [base.mark_line().encode(y=y, strokeDash=alt.StrokeDash(
+                  "measure:N", sort=measures, title=None, legend=_dash_legend(orient="bottom", direction="vertical"))),
+              base.mark_point(filled=True, size=40, opacity=1).encode(y=y, tooltip=tooltip)]
+    if _repeated(data):
+        layers.insert(0, _spread_rules(base, "ms_min", "ms_max", detail="measure:N"))
+    strategies = strategies_in(data["strategy"])
+    same = _coinciding(data, "measure", WAIT_MEASURE_ORDER, ["percentile", "worker_count"], "ms", ["strategy"])
+    return alt.layer(*layers, data=data).properties(width=WIDTH // 2 - 20, height=HEIGHT - 40).facet(
+        column=alt.Column("percentile:N", title=None, sort=["p50", "p99"], header=alt.Header(labelFontSize=13)),
+    ).properties(title=_title(
+        f"{_listed(strategies)}: a winning claim vs the wait for a job",
+        "time to get a job: from a worker's first attempt after its previous win to the end of its next win, "
+        "lost races included",
+        *_same_measure_notes(same),
+        (f"pooled over {int(data['repeats'].max())} repeats; the vertical rules span the lowest to the highest "
+         "repeat's own percentile") if _repeated(data) else ""))
 
 
-def wait_quantiles_chart(quantiles: pd.DataFrame) -> alt.Chart:
-    """C4: guarded's p50 and p99 of the winning statement beside the whole wait for a job."""
-    data = quantiles[quantiles["percentile"].isin(["p50", "p99"])][["worker_count", "measure", "percentile", "ms"]]
-    base = alt.Chart(data).encode(x=_workers_axis(data["worker_count"]),
-                                  color=alt.Color("measure:N", scale=WAIT_SCALE, title=None))
-    return _dashed_lines(
-        base, alt.Y("ms:Q", title="ms", scale=alt.Scale(type="log")),
-        alt.StrokeDash("percentile:N", sort=["p50", "p99"], title="percentile", legend=_dash_legend()),
-        [alt.Tooltip("measure:N"), alt.Tooltip("worker_count:Q", title="workers"),
-         alt.Tooltip("percentile:N"), alt.Tooltip("ms:Q", format=",.3f")],
-    ).properties(width=WIDTH, height=HEIGHT, title="Guarded: a winning claim vs the wait for a job")
+def _same_measure_notes(pairs: list[tuple]) -> list[str]:
+    """For the wait charts: where a strategy's two measures are one line (it lost no race on the way)."""
+    return [f"{strategy}: {hidden} and {shown} are the same at every point (one line)"
+            for (strategy,), hidden, shown in pairs]
 
 
 def wait_distribution_chart(distribution: pd.DataFrame, worker_count: int) -> alt.Chart:
-    """C4: the two distributions at one worker count, as cumulative curves."""
-    data = distribution[["measure", "fraction", "ms"]]
+    """C4: each strategy's two distributions at one worker count, as cumulative curves."""
+    data = _plain(distribution)[["strategy", "measure", "fraction", "ms"]]
+    strategies = strategies_in(data["strategy"])
+    same = _coinciding(data, "measure", WAIT_MEASURE_ORDER, ["fraction"], "ms", ["strategy"])
     return alt.Chart(data).mark_line(interpolate="step-after").encode(
         x=alt.X("ms:Q", title="ms", scale=alt.Scale(type="log")),
         y=alt.Y("fraction:Q", title="share of wins at or below", axis=alt.Axis(format="%")),
-        color=alt.Color("measure:N", scale=WAIT_SCALE, title=None),
-        tooltip=[alt.Tooltip("measure:N"), alt.Tooltip("fraction:Q", title="quantile", format=".1%"),
-                 alt.Tooltip("ms:Q", format=",.3f")],
-    ).properties(width=WIDTH, height=HEIGHT, title=f"Guarded at {worker_count} workers: cumulative distribution")
-
-
-RESULT_SCALE = alt.Scale(domain=["won", "won a job another worker also won", "lost"],
-                         range=["#2e8b57", "#c0392b", "#9aa0a6"])
+        color=_strategy_colour(strategies),
+        strokeDash=alt.StrokeDash("measure:N", sort=in_order(data["measure"], WAIT_MEASURE_ORDER), title=None,
+                                  legend=_dash_legend(orient="bottom", direction="vertical")),
+        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("measure:N"),
+                 alt.Tooltip("fraction:Q", title="quantile", format=".1%"), alt.Tooltip("ms:Q", format=",.3f")],
+    ).properties(width=WIDTH, height=HEIGHT, title=_title(
+        f"{_listed(strategies)} at {worker_count} workers: cumulative distribution", "pooled over repeats",
+        *_same_measure_notes(same)))
 
 
 def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
@@ -175,7 +336,7 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
     data = _plain(timeline)[["strategy", "worker", "attempt_seq", "start_ms", "read_end_ms", "write_start_ms",
                              "end_ms", "outcome", "job_id", "times_claimed", "result"]]
     data["job_id"] = data["job_id"].astype("float").astype("Int64").astype(str).replace("<NA>", "")
-    strategies = [s for s in STRATEGY_ORDER if s in set(data["strategy"])]
+    strategies = strategies_in(data["strategy"])
     choice = alt.param(name="strategy_choice", value=strategies[0],
                        bind=alt.binding_radio(options=strategies, name="strategy "))
     base = alt.Chart(data).transform_filter(alt.datum.strategy == choice).encode(
@@ -188,28 +349,92 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
                alt.Tooltip("read_end_ms:Q", title="read answered (ms)", format=",.1f"),
                alt.Tooltip("write_start_ms:Q", title="write sent (ms)", format=",.1f"),
                alt.Tooltip("end_ms:Q", title="write answered (ms)", format=",.1f")]
-    colour = alt.Color("result:N", scale=RESULT_SCALE, title=None, legend=alt.Legend(orient="bottom"))
-    reads = base.transform_filter("isValid(datum.read_end_ms)").mark_rule(strokeWidth=2, color="#9aa0a6").encode(
+    results = in_order(data["result"], RESULT_COLOURS)
+    colour = alt.Color("result:N", scale=_colour_scale(results, RESULT_COLOURS), sort=results, title=None,
+                       legend=alt.Legend(orient="bottom"))
+    reads = base.transform_filter("isValid(datum.read_end_ms)").mark_rule(strokeWidth=2, color=READ_COLOUR).encode(
         x=alt.X("start_ms:Q", title="ms since the start barrier"), x2="read_end_ms:Q", tooltip=tooltip)
     writes = base.mark_bar(height=9, opacity=0.85).encode(
         x="write_start_ms:Q", x2="end_ms:Q", color=colour, tooltip=tooltip)
-    labels = base.mark_text(dy=-12, fontSize=9, color="#444").encode(
+    job_labels = base.mark_text(dy=-12, fontSize=9, color=NOTE_COLOUR).encode(
         x="end_ms:Q", text="job_id:N", tooltip=tooltip)
-    return (reads + writes + labels).add_params(choice).properties(
+    return (reads + writes + job_labels).add_params(choice).properties(
         width=WIDTH, height=180, title="A few workers, one small queue, slowed down: each read (grey) and write")
+
+
+def wait_share_chart(long: pd.DataFrame) -> alt.FacetChart:
+    """Where the worker backends' time went, per worker count: shares of pg_stat_activity samples, stacked."""
+    data = _plain(long)
+    data = data[data["share"] > 0]
+    drawn = in_order(data["wait"], WAIT_GROUPS)
+    return alt.Chart(data).mark_bar().encode(
+        x=alt.X("worker_count:O", title="workers", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("share:Q", title="share of sampled backend time", axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("wait:N", scale=_colour_scale(drawn, WAIT_GROUP_COLOURS), title=None, sort=drawn,
+                        legend=alt.Legend(orient="bottom")),
+        order=alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("wait:N"),
+                 alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
+    ).properties(width=170, height=220).facet(
+        column=alt.Column("strategy:N", sort=strategies_in(data["strategy"]), title=None)
+    ).properties(title="Where the worker backends' time went (pg_stat_activity every 10 ms)")
+
+
+def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int]) -> alt.FacetChart:
+    """Wins' p99 by how far the queue had drained, at a few worker counts: a drain's p99 mixes these."""
+    data = _plain(by_fill)
+    data = data[data["worker_count"].isin(worker_counts)]
+    base = alt.Chart().encode(
+        x=alt.X("drained_to:Q", title="queue drained to", axis=alt.Axis(format="%")),
+        color=_strategy_colour(data["strategy"]))
+    tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
+               alt.Tooltip("drained_to:Q", format=".0%", title="drained to"),
+               alt.Tooltip("p50_ms:Q", format=",.3f", title="p50 (ms)"),
+               alt.Tooltip("p99_ms:Q", format=",.3f", title="p99 (ms, median over repeats)")]
+    layers = [base.mark_line(point=True).encode(
+        y=alt.Y("p99_ms:Q", title="p99 of winning claims (ms)", scale=alt.Scale(type="log")), tooltip=tooltip)]
+    if _repeated(data) and "p99_ms_min" in data:
+        layers.insert(0, _spread_rules(base, "p99_ms_min", "p99_ms_max"))
+    return alt.layer(*layers, data=data).properties(width=170, height=200).facet(
+        column=alt.Column("worker_count:O", title="workers")
+    ).properties(title=_title("p99 of winning claims by how far the queue had drained", _spread_note(data)))
+
+
+def cpu_split_chart(long: pd.DataFrame) -> alt.FacetChart:
+    """From /proc/<pid>/schedstat: the share of each backend's and worker process's window on a CPU and runnable.
+
+    Colour tells the process (backend or worker), the dash what it was doing (on a CPU or waiting for one).
+    """
+    data = _plain(long)[["strategy", "worker_count", "measure", "process", "state", "share"]]
+    processes = in_order(data["process"], PROCESS_COLOURS)
+    base = alt.Chart().encode(
+        x=_workers_axis(data["worker_count"]),
+        color=alt.Color("process:N", title=None, scale=_colour_scale(processes, PROCESS_COLOURS), sort=processes,
+                        legend=alt.Legend(orient="bottom")),
+        detail="measure:N")
+    return _dashed_lines(
+        base, alt.Y("share:Q", title="share of the window", axis=alt.Axis(format="%")),
+        alt.StrokeDash("state:N", title=None, sort=in_order(data["state"], CPU_STATE_ORDER),
+                       legend=_dash_legend(orient="bottom", direction="vertical")),
+        [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
+         alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
+    ).properties(data=data, width=170, height=200).facet(
+        column=alt.Column("strategy:N", sort=strategies_in(data["strategy"]), title=None)
+    ).properties(title="On a CPU or waiting for one (/proc/<pid>/schedstat)")
 
 
 # --------------------------------------------------------------------------- plans
 
 
-def _index_colour() -> alt.Color:
-    return alt.Color("index:N", scale=INDEX_COLOURS, title=None, legend=alt.Legend(orient="bottom"))
+def _index_colour(indexes) -> alt.Color:
+    drawn = in_order(indexes, INDEX_COLOURS)
+    return alt.Color("index:N", scale=_colour_scale(drawn, INDEX_COLOURS), sort=drawn, title=None,
+                     legend=alt.Legend(orient="bottom"))
 
 
-def _state_dash() -> alt.StrokeDash:
-    from harness.experiments.plans import TABLE_STATES  # only drawn when harness.experiments.plans is in the build
-
-    return alt.StrokeDash("table:N", title="table", sort=[state.label for state in TABLE_STATES],
+def _state_dash(states) -> alt.StrokeDash:
+    return alt.StrokeDash("table:N", title="table", sort=in_order(states, TABLE_STATE_LABELS.values()),
                           legend=_dash_legend(orient="bottom", direction="vertical"))
 
 
@@ -228,12 +453,18 @@ def _plan_fill_level_lines(plan_points: pd.DataFrame, field: str, axis_title: st
     data = plan_points[["job_count", "consumed_percent", "index", "table", "buffers",
                         "rows_removed_by_filter", "execution_ms", "index_used"]]
     base = alt.Chart(data).encode(x=alt.X("consumed_percent:Q", title="share of the queue already consumed (%)"),
-                                  color=_index_colour())
+                                  color=_index_colour(data["index"]))
     y = alt.Y(f"{field}:Q", title=axis_title, scale=alt.Scale(type="log"))
-    return _dashed_lines(base, y, _state_dash(), _plan_tooltip()).properties(
+    panels = data["job_count"].nunique()
+    notes = []
+    for (index, job_count), hidden, shown in _coinciding(data, "table", TABLE_STATE_LABELS.values(),
+                                                         ["consumed_percent"], field, ["index", "job_count"]):
+        where = f"{index}, {job_count:,} jobs" if panels > 1 else index
+        notes.append(f"{where}: '{hidden}' lies on '{shown}'")
+    return _dashed_lines(base, y, _state_dash(data["table"]), _plan_tooltip()).properties(
         width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
-    ).properties(title=title)
+    ).properties(title=_title(title, *notes))
 
 
 def plan_buffers_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
@@ -252,14 +483,33 @@ def plan_time_chart(plan_points: pd.DataFrame) -> alt.FacetChart:
 
 
 def hot_rate_chart(churn: pd.DataFrame) -> alt.FacetChart:
-    """F12, F13, C9: share of HOT updates by fillfactor, partial index, row width and how the queue was drained."""
-    data = churn[["fillfactor", "index", "payload_bytes", "drained_by", "updates", "hot_updates",
-                  "newpage_updates", "hot_fraction", "dead_tuples", "heap_pages_before", "heap_pages"]]
-    order = sorted(data["drained_by"].unique(), key=lambda m: (m.startswith("one bulk"), m))
+    """F12, F13, C9: share of HOT updates by fillfactor, row width and how the queue was drained.
+
+    An index setup under which no update was HOT anywhere would be a flat line at zero: it is left out and
+    named in the subtitle, and analysis.no_hot_updates_table lists it. If every setup is flat, all are drawn.
+    """
+    flat = in_order(index_setups_without_hot(churn), INDEX_COLOURS)
+    if len(flat) == churn["index"].nunique():
+        flat = []
+    drawn = churn[~churn["index"].isin(flat)]
+    data = drawn[["fillfactor", "index", "payload_bytes", "drained_by", "updates", "hot_updates",
+                  "newpage_updates", "hot_fraction", "heap_pages_before", "heap_pages"]
+                 + (["drain_order"] if "drain_order" in drawn else [])]
+    if "drain_order" in data:
+        order = list(data.sort_values("drain_order")["drained_by"].drop_duplicates())
+    else:
+        order = sorted(data["drained_by"].unique(), key=lambda m: (m.startswith("one bulk"), m))
     base = alt.Chart(data).encode(
         x=alt.X("fillfactor:Q", title="fillfactor", scale=alt.Scale(reverse=True, zero=False),
                 axis=alt.Axis(values=sorted(data["fillfactor"].unique().tolist()))),
-        color=_index_colour())
+        color=_index_colour(data["index"]))
+    notes = [f"{index}: no update was HOT in any setup, so it is not drawn (the table lists them)"
+             for index in flat]
+    panels = data["payload_bytes"].nunique()
+    same = _coinciding(data, "drained_by", order, ["fillfactor"], "hot_fraction", ["index", "payload_bytes"])
+    for (index, payload), hidden, shown in same:
+        where = f"{index}, {payload}-byte payload" if panels > 1 else index
+        notes.append(f"{where}: {hidden} lies on {shown}'s line")
     return _dashed_lines(
         base, alt.Y("hot_fraction:Q", title="HOT updates", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[0, 1])),
         alt.StrokeDash("drained_by:N", title="drained by", sort=order,
@@ -273,21 +523,20 @@ def hot_rate_chart(churn: pd.DataFrame) -> alt.FacetChart:
          alt.Tooltip("heap_pages:Q", title="heap pages after")],
     ).properties(width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("payload_bytes:O", title="payload per row (bytes)"),
-    ).properties(title="Share of status updates that were HOT")
+    ).properties(title=_title("Share of status updates that were HOT", *notes))
 
 
 def pruning_chart(pruning: pd.DataFrame) -> alt.Chart:
     """F11: n_dead_tup after the claims, once settled and after a read, with autovacuum on and off."""
     data = pruning[["autovacuum_label", "phase_label", "phase_order", "dead_tuples", "live_tuples", "updates",
                     "hot_updates", "autovacuum_runs", "autoanalyze_runs", "seconds_after_claims"]]
-    phases = [p for p in PHASE_ORDER if p in set(data["phase_label"])]
+    phases = in_order(data["phase_label"], PHASE_LABELS.values())
+    arms = in_order(data["autovacuum_label"], AUTOVACUUM_COLOURS)
     return alt.Chart(data).mark_bar().encode(
         x=alt.X("phase_label:N", title=None, sort=phases, axis=alt.Axis(labelAngle=0)),
-        xOffset=alt.XOffset("autovacuum_label:N"),
+        xOffset=alt.XOffset("autovacuum_label:N", sort=arms),
         y=alt.Y("dead_tuples:Q", title="n_dead_tup"),
-        color=alt.Color("autovacuum_label:N", title=None,
-                        scale=alt.Scale(domain=["autovacuum on (default)", "autovacuum off for the table"],
-                                        range=["#2a6fb0", "#9aa0a6"]),
+        color=alt.Color("autovacuum_label:N", title=None, scale=_colour_scale(arms, AUTOVACUUM_COLOURS), sort=arms,
                         legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("autovacuum_label:N", title="arm"), alt.Tooltip("phase_label:N", title="when"),
                  alt.Tooltip("dead_tuples:Q", title="n_dead_tup", format=","),
@@ -299,21 +548,22 @@ def pruning_chart(pruning: pd.DataFrame) -> alt.Chart:
     ).properties(width=WIDTH, height=HEIGHT - 60, title="Dead row versions the statistics report")
 
 
-PHASE_ORDER = ["right after the claims", "once the statistics settled", "after one full read"]
-
-
 # --------------------------------------------------------------------------- bench
 
 
-def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float] = (0.85, 1.15)) -> alt.LayerChart:
+def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float] = TARGET_BAND) -> alt.LayerChart:
     """Harness claims/s over pgbench's (one thread per client) on the same SQL, per strategy and worker count,
-    the spread over pairs as rules, parity and the target band drawn."""
+    the spread over pairs as rules, parity (1.0) and the target band drawn.
+
+    The axis always reaches past the band and parity, so a ratio's distance from them is never cut away.
+    """
     data = _plain(bench)[["strategy", "worker_count", "pairs", "ratio", "ratio_min", "ratio_max",
                           "harness_claims_per_second", "pgbench_claims_per_second"]]
+    strategies = strategies_in(data["strategy"])
     base = alt.Chart(data).encode(
-        x=alt.X("worker_count:O", title="workers"),
-        xOffset=alt.XOffset("strategy:N", sort=list(STRATEGY_ORDER)),
-        color=_strategy_colour(),
+        x=alt.X("worker_count:O", title="workers", axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("strategy:N", sort=strategies),
+        color=_strategy_colour(strategies),
     )
     tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
                alt.Tooltip("ratio:Q", title="harness / pgbench (median)", format=".2f"),
@@ -322,78 +572,22 @@ def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float] = (0.85, 1.
                alt.Tooltip("harness_claims_per_second:Q", title="harness claims/s", format=",.0f"),
                alt.Tooltip("pgbench_claims_per_second:Q", title="pgbench claims/s", format=",.0f"),
                alt.Tooltip("pairs:Q")]
-    low = min(band[0] - 0.1, float(data["ratio_min"].min()) - 0.05)
-    high = max(band[1] + 0.1, float(data["ratio_max"].max()) + 0.05)
-    scale = alt.Scale(domain=[max(0.0, low), high])
+    low = min(band[0], 1.0, float(data[["ratio", "ratio_min"]].min().min())) - 0.05
+    high = max(band[1], 1.0, float(data[["ratio", "ratio_max"]].max().max())) + 0.05
+    scale = alt.Scale(domain=[round(max(0.0, low), 2), round(high, 2)], zero=False, nice=False)
     target = alt.Chart(pd.DataFrame({"low": [band[0]], "high": [band[1]], "label": ["target band"]})).mark_rect(
-        color="#2e8b57", opacity=0.08).encode(y=alt.Y("low:Q", scale=scale), y2="high:Q",
-                                              tooltip=[alt.Tooltip("label:N"), alt.Tooltip("low:Q", format=".2f"),
-                                                       alt.Tooltip("high:Q", format=".2f")])
-    parity = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 4], color="#777").encode(y="y:Q")
+        color=TARGET_BAND_COLOUR, opacity=0.1).encode(y=alt.Y("low:Q", scale=scale), y2="high:Q",
+                                             tooltip=[alt.Tooltip("label:N"), alt.Tooltip("low:Q", format=".2f"),
+                                                      alt.Tooltip("high:Q", format=".2f")])
+    parity = alt.Chart(pd.DataFrame({"y": [1.0], "label": ["parity: as fast as pgbench"]})).mark_rule(
+        strokeDash=[4, 4], color=REFERENCE_COLOUR).encode(y=alt.Y("y:Q", scale=scale),
+                                                         tooltip=[alt.Tooltip("label:N", title="reference")])
     points = base.mark_point(filled=True, size=90).encode(
         y=alt.Y("ratio:Q", title="harness claims/s ÷ pgbench claims/s", scale=scale), tooltip=tooltip)
     spread = base.mark_rule(strokeWidth=2).encode(y="ratio_min:Q", y2="ratio_max:Q", tooltip=tooltip)
+    pairs = int(data["pairs"].max()) if len(data) else 0
     return alt.layer(target, parity, spread, points).properties(
-        width=WIDTH, height=HEIGHT - 40, title="Is the harness the bottleneck? Its rate over pgbench's, same SQL")
-
-
-WAIT_GROUP_COLOURS = alt.Scale(
-    domain=["row or transaction lock", "other lock", "waiting for the client", "on a CPU or waiting for one",
-            "other (I/O, IPC, ...)"],
-    range=["#c0392b", "#e67e22", "#9aa0a6", "#2a6fb0", "#8e7cc3"])
-
-
-def wait_share_chart(long: pd.DataFrame) -> alt.FacetChart:
-    """Where the worker backends' time went, per worker count: shares of pg_stat_activity samples, stacked."""
-    data = _plain(long)
-    data = data[data["share"] > 0]
-    drawn = [g for g in WAIT_GROUP_COLOURS.domain if g in set(data["wait"])]
-    colours = alt.Scale(domain=drawn, range=[WAIT_GROUP_COLOURS.range[WAIT_GROUP_COLOURS.domain.index(g)]
-                                            for g in drawn])
-    return alt.Chart(data).mark_bar().encode(
-        x=alt.X("worker_count:O", title="workers"),
-        y=alt.Y("share:Q", title="share of sampled backend time", axis=alt.Axis(format="%"),
-                scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("wait:N", scale=colours, title=None, sort=drawn, legend=alt.Legend(orient="bottom")),
-        order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("wait:N"),
-                 alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
-    ).properties(width=170, height=220).facet(
-        column=alt.Column("strategy:N", sort=list(STRATEGY_ORDER), title=None)
-    ).properties(title="Where the worker backends' time went (pg_stat_activity every 10 ms)")
-
-
-def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int]) -> alt.FacetChart:
-    """Wins' p99 by how far the queue had drained, at a few worker counts: a drain's p99 mixes these."""
-    data = _plain(by_fill)
-    data = data[data["worker_count"].isin(worker_counts)]
-    return alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("drained_to:Q", title="queue drained to", axis=alt.Axis(format="%")),
-        y=alt.Y("p99_ms:Q", title="p99 of winning claims (ms)", scale=alt.Scale(type="log")),
-        color=_strategy_colour(),
-        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"),
-                 alt.Tooltip("drained_to:Q", format=".0%", title="drained to"),
-                 alt.Tooltip("p50_ms:Q", format=",.3f", title="p50 (ms)"),
-                 alt.Tooltip("p99_ms:Q", format=",.3f", title="p99 (ms)")],
-    ).properties(width=170, height=200).facet(
-        column=alt.Column("worker_count:O", title="workers")
-    ).properties(title="p99 of winning claims by how far the queue had drained")
-
-
-def cpu_split_chart(long: pd.DataFrame) -> alt.FacetChart:
-    """From /proc/<pid>/schedstat: the share of each backend's and worker process's window on a CPU and runnable."""
-    data = _plain(long)
-    data["side"] = data["measure"].str.split(" ").str[0].map({"backend": "backend", "worker": "worker process"})
-    return alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("worker_count:Q", title="workers", scale=alt.Scale(type="log")),
-        y=alt.Y("share:Q", title="share of the window", axis=alt.Axis(format="%")),
-        color=alt.Color("side:N", title=None, scale=alt.Scale(domain=["backend", "worker process"],
-                                                              range=["#2a6fb0", "#d35400"]),
-                        legend=alt.Legend(orient="bottom")),
-        strokeDash=alt.StrokeDash("measure:N", title=None, legend=alt.Legend(orient="bottom", direction="vertical")),
-        detail="measure:N",
-        tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
-                 alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
-    ).properties(width=170, height=200).facet(
-        column=alt.Column("strategy:N", sort=list(STRATEGY_ORDER), title=None)
-    ).properties(title="On a CPU or waiting for one (/proc/<pid>/schedstat)")
+        width=WIDTH, height=HEIGHT - 40, title=_title(
+            "Is the harness the bottleneck? Its rate over pgbench's, same SQL",
+            f"dashed: parity (1.0); shaded: the target band {band[0]:.2f}–{band[1]:.2f}",
+            f"median of {pairs} pairs; the vertical rules span the lowest to the highest" if pairs > 1 else ""))

@@ -1,0 +1,115 @@
+"""The article's names and colours, each written once: strategies, measures, wait classes, table states.
+
+Tables, charts and prose read them from here, so a label on a chart's legend is
+the same string as in the table beside it. Plain Python only: no chart library,
+so findings and prose can import it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from harness.experiments.plans import TABLE_STATES
+
+# --------------------------------------------------------------------------- strategies
+
+STRATEGY_ORDER = ("naive", "guarded", "skip_locked")
+STRATEGY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2e8b57"}
+# Why a strategy has no lost races to count, from its SQL (harness.strategies).
+CANNOT_LOSE = {
+    "naive": "its UPDATE does not check the status, so it never sees a loss",
+    "skip_locked": "it skips rows other workers hold, so it never loses one",
+}
+
+# --------------------------------------------------------------------------- races
+
+CLAIMS_PER_SECOND = "claims per second (as the workers count them)"
+DISTINCT_JOBS_PER_SECOND = "naive: distinct jobs per second"
+
+# C4: the winning statement alone, and a worker's whole wait for a job, lost races included.
+WINNING_CLAIM_LATENCY = "winning claim latency"
+TIME_TO_GET_A_JOB = "time to get a job"
+WAIT_MEASURE_ORDER = (WINNING_CLAIM_LATENCY, TIME_TO_GET_A_JOB)
+
+# The slowed-down race: what became of each attempt.
+WON = "won"
+WON_SHARED = "won a job another worker also won"
+LOST = "lost"
+RESULT_COLOURS = {WON: "#2e8b57", WON_SHARED: "#c0392b", LOST: "#9aa0a6"}
+
+# The sampler's classes (harness.server.activity.WAIT_CLASSES), grouped for the article, in stacking order.
+WAIT_GROUPS = {
+    "row or transaction lock": ("Lock:tuple", "Lock:transactionid"),
+    "other lock": ("Lock:other", "LWLock"),
+    "waiting for the client": ("Client",),
+    "on a CPU or waiting for one": ("CPU",),
+    "other (I/O, IPC, ...)": ("IO", "IPC", "Other"),
+}
+WAIT_GROUP_COLOURS = {
+    "row or transaction lock": "#c0392b",
+    "other lock": "#e67e22",
+    "waiting for the client": "#9aa0a6",
+    "on a CPU or waiting for one": "#2a6fb0",
+    "other (I/O, IPC, ...)": "#8e7cc3",
+}
+
+# From /proc/<pid>/schedstat over each worker's window: its backend's and its own process's time on a CPU
+# and runnable (in the run queue, waiting for one).
+SCHEDSTAT_PARTS = {
+    "running_share": ("backend", "on a CPU"),
+    "runnable_share": ("backend", "waiting for a CPU"),
+    "client_running_share": ("worker process", "on a CPU"),
+    "client_runnable_share": ("worker process", "waiting for a CPU"),
+}
+SCHEDSTAT_LABELS = {column: f"{process} {state}" for column, (process, state) in SCHEDSTAT_PARTS.items()}
+CPU_STATE_ORDER = ("on a CPU", "waiting for a CPU")
+PROCESS_COLOURS = {"backend": "#2a6fb0", "worker process": "#d35400"}
+
+# --------------------------------------------------------------------------- plans and churn
+
+INDEX_LABELS = {False: "without partial index", True: "with partial index"}
+INDEX_COLOURS = {"without partial index": "#8e44ad", "with partial index": "#e67e22"}
+
+# The table states the plans are measured in; harness.experiments.plans defines them.
+TABLE_STATE_LABELS = {state.name: state.label for state in TABLE_STATES}
+
+ONE_CONNECTION = "one connection"
+ONE_BULK_UPDATE = "one bulk UPDATE"
+
+
+def drained_by(mode: str, worker_count) -> str:
+    """How a churn table's queue was drained: one connection, a race of N workers, or one bulk UPDATE."""
+    if mode == "sequential":
+        return ONE_CONNECTION
+    if mode == "bulk":
+        return ONE_BULK_UPDATE
+    return f"race, {int(worker_count)} workers"
+
+
+PHASE_LABELS = {"immediate": "right after the claims", "settled": "once the statistics settled",
+                "after_read": "after one full read"}
+AUTOVACUUM_LABELS = {True: "autovacuum on (default)", False: "autovacuum off for the table"}
+AUTOVACUUM_COLOURS = {"autovacuum on (default)": "#2a6fb0", "autovacuum off for the table": "#9aa0a6"}
+
+# --------------------------------------------------------------------------- marks that are not a category
+
+REFERENCE_COLOUR = "#555555"  # reference lines (parity, N - 1 rivals) and subtitles
+TARGET_BAND_COLOUR = "#2e8b57"
+READ_COLOUR = "#9aa0a6"  # the slowed-down race's reads, behind the coloured writes
+NOTE_COLOUR = "#444444"  # small text on a chart, legend symbols that show only a dash pattern
+OTHER_COLOUR = "#666666"  # a value this module has no colour for
+
+# --------------------------------------------------------------------------- helpers
+
+
+def in_order(present: Iterable, order: Iterable) -> list:
+    """The values present, in the given order; values the order does not know come last, sorted."""
+    present = {value for value in present if value == value}  # NaN is not a value to draw
+    known = [value for value in order if value in present]
+    return known + sorted(present - set(known), key=str)
+
+
+def strategies_in(values: Iterable) -> list[str]:
+    """The strategies among `values`, in the article's order."""
+    return in_order((str(v) for v in values), STRATEGY_ORDER)
+
