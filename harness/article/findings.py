@@ -533,9 +533,10 @@ def f1_duplicates_at_two_workers(races: Races) -> Finding:
         verdict = CONFIRMED
     else:
         verdict = CONFIRMED_DIFFERENT_SIZE
-        notes.append(f"Duplicates are routine, but for {percent(share)} of the jobs rather than the original's "
-                     f"{percent(original_share)}; how often two read-then-write windows overlap may depend on how "
-                     "each machine schedules the workers and their backends.")
+        if not close(share, original_share):
+            notes.append(f"Duplicates are routine, but for {percent(share)} of the jobs rather than the original's "
+                         f"{percent(original_share)}; how often two read-then-write windows overlap may depend on how "
+                         "each machine schedules the workers and their backends.")
     return _finding("F1", verdict, ours, notes, values)
 
 
@@ -791,9 +792,12 @@ def f7_skip_locked_no_waste(races: Races) -> Finding:
         return _finding("F7", NOT_REPRODUCED, ours, f"The audit shows skip_locked handing out {count(duplicates)} "
                                                     "jobs twice.", values)
     if wasted:
+        kinds = [f"{count(early)} came back empty while jobs remained" if early else "",
+                 f"{count(lost)} lost or failed" if lost else ""]
         return _finding("F7", CORRECTED, ours,
-                        f"{count(wasted)} attempts found no job (or lost) while other workers were still claiming "
-                        "jobs that were pending when they looked.", values)
+                        [f"Some attempts were wasted: {' and '.join(k for k in kinds if k)}.",
+                         "A drain's worker stops at its first empty answer, so each early one also took a worker "
+                         "out of the race." if early else ""], values)
     checked = ("" if early is not None else
                "Empty answers were not checked against the jobs that remained; only lost and failed attempts count.")
     if top is None:
@@ -1331,14 +1335,16 @@ def _print_text(findings: list[Finding]) -> None:
 def _command(args) -> int:
     import sys
 
-    from harness.article.build import load_params
+    from harness.article.build import DEFAULT_PARAMS, load_params
     from harness.errors import UserError
 
     runs = stored_runs(load_params(args.params), Path(args.data_dir))
     empty = [section for section in SECTIONS if not runs.get(section)]
     if len(empty) == len(SECTIONS):
+        make = "make report" if Path(args.params).resolve() == DEFAULT_PARAMS.resolve() else \
+            f"make report PARAMS={args.params}"
         raise UserError(f"no stored runs in {args.data_dir} for {args.params} (sections {', '.join(empty)}); "
-                        "run `make report` first")
+                        f"run `{make}` first")
     if empty:
         print(f"no stored runs for {', '.join(empty)} in {args.data_dir}", file=sys.stderr)
     findings = from_runs(runs)
