@@ -25,6 +25,7 @@ A note states a cause only where a measurement in this build shows it; anything
 else is worded as a reading ("one reading is", "may").
 
     from_runs(runs) -> list[Finding]     # runs: report section -> run folders
+    evaluate(Measurements(...))          # the same rules on figures already loaded (the tests build them)
     table(findings) -> DataFrame         # the comparison table
     python -m harness findings [--json]  # the same, from the runs stored for a params file
 """
@@ -974,8 +975,8 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
     time_ratio = plans.get(f"without_{FIRST_SCAN}_ms", math.nan) / plans.get(f"with_{FIRST_SCAN}_ms", math.nan)
     if not missing(time_ratio) and not close(time_ratio, ORIGINAL_F9_TIME_RATIO):
         context.append(f"The time ratio ({ratio(time_ratio)} on the first scan, the original's "
-                       f"{ratio(ORIGINAL_F9_TIME_RATIO)}) moves with the machine's load; the buffer counts carry "
-                       "the finding.")
+                       f"{ratio(ORIGINAL_F9_TIME_RATIO)}) is each machine's; the buffer counts, which do not depend on "
+                       "its speed, carry the finding.")
     if missing(removed) or removed == 0:
         return _finding("F9", NOT_REPRODUCED, ours, ["Without the index the claim removed no rows by filter: it "
                                                      "did not walk the consumed rows."] + context, values)
@@ -995,8 +996,9 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
                           "index saves right after the drain.")
     if jobs != ORIGINAL_JOB_COUNT:
         return _finding("F9", CONFIRMED_DIFFERENT_SIZE, ours,
-                        [f"Our reference table holds {count(jobs)} jobs, not {count(ORIGINAL_JOB_COUNT)}: buffer "
-                         "counts grow with the table, so only the cut compares."] + context, values)
+                        [f"Our reference table holds {count(jobs)} jobs, not {count(ORIGINAL_JOB_COUNT)}, so only the "
+                         "cut (buffers without the index over buffers with it) compares with the original's."]
+                        + context, values)
     if (close(buffers("without", FIRST_SCAN), ORIGINAL_F9_WITHOUT_BUFFERS)
             and close(buffers("with", FIRST_SCAN), ORIGINAL_F9_WITH_BUFFERS)):
         return _finding("F9", CONFIRMED, ours, context, values)
@@ -1246,10 +1248,11 @@ def attempt_figures(paths: list[Path]) -> pd.DataFrame:
     rows = []
     for path in paths:
         attempts = load_attempts(path)
-        config = read_json(Path(path) / "manifest.json")["config"]
+        manifest = read_json(Path(path) / "manifest.json")
+        config = manifest["config"]
         wins = attempts.loc[attempts["outcome"] == "won", "latency_ns"].to_numpy() / 1e6
         waits = time_to_job_ns(attempts) / 1e6
-        rows.append({"run_id": Path(path).name, "strategy": config["strategy"],
+        rows.append({"run_id": manifest["run_id"], "strategy": config["strategy"],
                      "worker_count": int(config["worker_count"]), "repeat": int(config["repeat"]),
                      **{f"claim_p{q}_ms": float(np.percentile(wins, q)) if len(wins) else math.nan for q in (50, 99)},
                      **{f"wait_p{q}_ms": float(np.percentile(waits, q)) if len(waits) else math.nan for q in (50, 99)},
