@@ -16,7 +16,8 @@ from harness import config
 from harness.errors import UserError
 
 # Modules that add a subcommand with register_cli(subparsers); one place to list them.
-COMMAND_MODULES = ("harness.experiments.plans", "harness.experiments.churn", "harness.experiments.bench")
+COMMAND_MODULES = ("harness.experiments.plans", "harness.experiments.churn", "harness.experiments.bench",
+                   "harness.article.findings")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -1,30 +1,307 @@
-"""Verdict rules on synthetic inputs: each rule can return each of its outcomes."""
+"""Every verdict rule on synthetic inputs built here: each rule returns each verdict it can return.
+
+No database: the races are one-row-per-race summaries, the plans and churn are the
+facts dicts the rules read, the waits are per-race figures.
+"""
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 import pytest
 
 from harness.article import findings
+from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_MEASURED,
+                                      NOT_REPRODUCED, Races)
+
+# --------------------------------------------------------------------------- synthetic races
 
 
-def _facts(skip_p99: float, guarded_p99: float) -> dict:
-    return {"high": 100, "skip_locked_p99_ms_high": skip_p99, "guarded_p99_ms_high": guarded_p99,
-            "skip_p99_over_guarded_high": skip_p99 / guarded_p99}
+def race(strategy: str, workers: int, repeat: int = 0, jobs: int = 10_000, **figures) -> dict:
+    """One race's summary row: a clean drain of `jobs` jobs unless figures say otherwise."""
+    row = {"run_id": f"{strategy}-w{workers}-r{repeat}", "strategy": strategy, "worker_count": workers,
+           "repeat": repeat, "job_count": jobs, "attempts": jobs, "wins": jobs, "lost": 0, "errors": 0,
+           "duplicate_jobs": 0, "extra_claims": 0, "distinct_jobs_claimed": jobs, "losses_per_win": 0.0,
+           "claims_per_second": 1000.0, "unique_jobs_per_second": 1000.0, "attempts_per_second": 1000.0,
+           "p50_ms": 0.5, "p99_ms": 1.5, "wall_seconds": 10.0, "empty_while_jobs_remained": 0}
+    row.update(figures)
+    return row
 
 
-@pytest.mark.parametrize("skip, guarded, verdict", [(9.0, 3.0, findings.AGREES), (2.0, 3.0, findings.DIFFERS)])
-def test_f8_decides_on_the_fixed_fill_latency_when_the_bench_measured_it(skip, guarded, verdict):
-    # the whole-drain figures point the other way on purpose: the fixed fill decides
-    row = findings._f8_row(_facts(guarded, skip), {"worker_count": 100, "skip_locked_p99_ms": skip,
-                                                   "guarded_p99_ms": guarded})
-    assert row["verdict"] == verdict
-    assert "fixed fill" in row["this reproduction"] and "whole drains" in row["why they differ"]
+def races(*rows: dict) -> Races:
+    return Races(pd.DataFrame(rows))
 
 
-@pytest.mark.parametrize("skip, guarded, verdict", [(9.0, 3.0, findings.AGREES), (2.0, 3.0, findings.DIFFERS)])
-def test_f8_falls_back_to_the_drain_without_a_bench(skip, guarded, verdict):
-    assert findings._f8_row(_facts(skip, guarded), None)["verdict"] == verdict
+def sweep(strategy: str, workers, **per_worker) -> list[dict]:
+    """One race per worker count; each keyword maps a worker count to a figure (a callable of it)."""
+    return [race(strategy, w, **{k: f(w) for k, f in per_worker.items()}) for w in workers]
+
+
+WORKERS = (1, 2, 4, 8, 16, 32, 100)
+
+
+def verdict(finding) -> str:
+    assert finding.verdict in findings.VERDICTS
+    return finding.verdict
+
+
+# --------------------------------------------------------------------------- F1: a share of the jobs, at 2 workers
+
+
+@pytest.mark.parametrize("workers, duplicates, expected", [
+    ((1, 2, 4), 9_700, CONFIRMED),
+    ((1, 2, 4), 2_000, CONFIRMED_DIFFERENT_SIZE),
+    ((1, 4), 9_700, CONFIRMED_DIFFERENT_SIZE),  # no 2-worker point: the claim is about 2
+    ((1, 2, 4), 1, NOT_REPRODUCED),  # one duplicate is an accident, not the original's finding
+    ((1, 2, 4), 99, NOT_REPRODUCED),
+    ((1,), 0, NOT_MEASURED),
+])
+def test_f1_needs_a_share_of_the_jobs_at_two_workers(workers, duplicates, expected):
+    rows = sweep("naive", workers, duplicate_jobs=lambda w: duplicates if w > 1 else 0)
+    found = findings.f1_duplicates_at_two_workers(races(*rows))
+    assert verdict(found) == expected
+    if expected != NOT_MEASURED:
+        assert "jobs" in found.ours and found.values["job_count"] == "10,000"
+
+
+# --------------------------------------------------------------------------- F2: compounding
+
+
+@pytest.mark.parametrize("extra, workers, expected", [
+    (lambda w: 1_000 * w, WORKERS, CONFIRMED),
+    (lambda w: 5_000, WORKERS, NOT_REPRODUCED),
+    (lambda w: 50_000 // w, WORKERS, NOT_REPRODUCED),
+    (lambda w: 1_000 * w, (1, 4), NOT_MEASURED),  # one contended point is no trend
+])
+def test_f2_extra_claims_per_job_must_rise_over_the_contended_worker_counts(extra, workers, expected):
+    assert verdict(findings.f2_duplicates_compound(races(*sweep("naive", workers, extra_claims=extra)))) == expected
+
+
+# --------------------------------------------------------------------------- F3: naive's counted rate
+
+
+def _f3(naive_rate, naive_distinct, skip_rate):
+    rows = (sweep("naive", (1, 4), claims_per_second=lambda w: naive_rate, unique_jobs_per_second=lambda w: naive_distinct)
+            + sweep("skip_locked", (1, 4), claims_per_second=lambda w: skip_rate,
+                    unique_jobs_per_second=lambda w: skip_rate))
+    return findings.f3_naive_looks_fastest(races(*rows))
+
+
+@pytest.mark.parametrize("naive_rate, naive_distinct, skip_rate, expected", [
+    (6_100, 2_000, 4_000, CONFIRMED),
+    (12_000, 2_000, 4_000, CONFIRMED_DIFFERENT_SIZE),
+    (6_100, 5_000, 4_000, CORRECTED),  # ahead even counting each job once: not its duplicates
+    (3_000, 2_000, 4_000, NOT_REPRODUCED),
+])
+def test_f3_naive_looks_fastest_only_by_counting_duplicates(naive_rate, naive_distinct, skip_rate, expected):
+    found = _f3(naive_rate, naive_distinct, skip_rate)
+    assert verdict(found) == expected
+    if expected == NOT_REPRODUCED:
+        assert "One reading is" in found.note, "a cause not measured here is worded as a reading"
+
+
+def test_f3_is_not_measured_without_naive():
+    assert verdict(findings.f3_naive_looks_fastest(races(*sweep("guarded", (1, 4))))) == NOT_MEASURED
+
+
+# --------------------------------------------------------------------------- F4
+
+
+@pytest.mark.parametrize("duplicates, expected", [(0, CONFIRMED), (3, NOT_REPRODUCED)])
+def test_f4_guarded_never_hands_a_job_out_twice(duplicates, expected):
+    rows = sweep("guarded", (1, 4), duplicate_jobs=lambda w: duplicates if w == 4 else 0)
+    assert verdict(findings.f4_guarded_no_duplicates(races(*rows))) == expected
+    assert verdict(findings.f4_guarded_no_duplicates(races(*sweep("naive", (1, 4))))) == NOT_MEASURED
+
+
+# --------------------------------------------------------------------------- F5: against the rivals
+
+
+@pytest.mark.parametrize("lost_per_win, expected", [
+    # the issue's figures: they grow, but slower than the N-1 rivals
+    ({2: 0.98, 4: 2.2, 8: 4.6, 16: 7, 32: 11, 64: 16.5, 100: 18.9}, CORRECTED),
+    ({w: 0.9 * (w - 1) for w in (2, 4, 8, 16, 32, 100)}, CORRECTED),  # like the rivals
+    ({w: 0.00225 * (w - 1) ** 2 for w in (2, 4, 8, 16, 32, 100)}, CONFIRMED),  # faster, 22 at 100
+    ({w: 0.006 * (w - 1) ** 2 for w in (2, 4, 8, 16, 32, 100)}, CONFIRMED_DIFFERENT_SIZE),
+    ({w: 3.0 for w in (2, 4, 8, 16, 32, 100)}, NOT_REPRODUCED),
+    ({4: 1.4}, NOT_MEASURED),
+])
+def test_f5_lost_races_per_win_are_judged_against_the_number_of_rivals(lost_per_win, expected):
+    rows = [race("guarded", 1)] + [race("guarded", w, losses_per_win=v) for w, v in lost_per_win.items()]
+    found = findings.f5_lost_races_per_win(races(*rows))
+    assert verdict(found) == expected
+    if expected == CORRECTED:
+        assert "rival" in found.note and found.values["exponent"]
+
+
+def test_f5_uses_every_worker_count():
+    # the ends alone would look like growth; the middle says otherwise
+    rows = [race("guarded", w, losses_per_win=v) for w, v in {2: 1.0, 4: 9.0, 8: 2.0, 16: 1.5, 100: 1.2}.items()]
+    assert verdict(findings.f5_lost_races_per_win(races(*rows))) == NOT_REPRODUCED
+
+
+def test_growth_exponent():
+    assert findings.growth_exponent([1, 10, 100], [2, 20, 200]) == pytest.approx(1)
+    assert findings.growth_exponent([1, 10, 100], [1, 100, 10_000]) == pytest.approx(2)
+
+
+# --------------------------------------------------------------------------- F6: against the lower bound
+
+
+@pytest.mark.parametrize("rate, p99_at_one, expected", [
+    (lambda w: 1_300 / w ** 0.5, 1.2, CONFIRMED),
+    (lambda w: 1_100 / w ** 0.5, 1.2, CONFIRMED),  # "1,100+" is a lower bound: equal to it is enough
+    (lambda w: 900 / w ** 0.5, 1.2, CONFIRMED_DIFFERENT_SIZE),
+    (lambda w: 4_000 / w ** 0.5, 3.0, CONFIRMED_DIFFERENT_SIZE),
+    (lambda w: 1_000 + w, 1.2, NOT_REPRODUCED),
+])
+def test_f6_guarded_falls_with_workers_from_at_least_1100_claims_per_second(rate, p99_at_one, expected):
+    rows = sweep("guarded", WORKERS, claims_per_second=rate, p99_ms=lambda w: p99_at_one if w == 1 else 10.0)
+    assert verdict(findings.f6_guarded_slows_down(races(*rows))) == expected
+
+
+def test_f6_falls_when_most_steps_fall_not_only_the_ends():
+    rates = {1: 1_500, 2: 1_400, 4: 1_450, 8: 1_300, 16: 1_200, 32: 1_000, 100: 900}
+    rows = [race("guarded", w, claims_per_second=r, p99_ms=1.0) for w, r in rates.items()]
+    assert verdict(findings.f6_guarded_slows_down(races(*rows))) == CONFIRMED
+    rows = [race("guarded", w, claims_per_second=r, p99_ms=1.0)
+            for w, r in {1: 1_500, 2: 2_000, 4: 2_100, 8: 2_200, 16: 2_000, 32: 1_900, 100: 1_400}.items()]
+    assert verdict(findings.f6_guarded_slows_down(races(*rows))) == NOT_REPRODUCED
+    assert verdict(findings.f6_guarded_slows_down(races(race("guarded", 1)))) == NOT_MEASURED
+
+
+@pytest.mark.parametrize("lock, runnable, cause, reading", [
+    (0.6, 0.1, "is contention on the head of the queue", False),
+    (0.01, 0.4, "waited longer for a CPU than on locks", True),
+])
+def test_f6_states_a_cause_only_when_the_activity_sampling_measured_it(lock, runnable, cause, reading):
+    rows = sweep("guarded", (1, 4, 100), claims_per_second=lambda w: 2_000 / w, p99_ms=lambda w: 1.0)
+    shares = pd.DataFrame([{"strategy": "guarded", "worker_count": 100, "row or transaction lock": lock,
+                            "runnable_share": runnable, "running_share": 0.3}])
+    found = findings.f6_guarded_slows_down(races(*rows), shares)
+    assert cause in found.note
+    assert ("One reading is" in found.note) == reading
+    assert "CPUs" not in findings.f6_guarded_slows_down(races(*rows)).note, "no fixed explanation without data"
+
+
+# --------------------------------------------------------------------------- F7: waste is attempts without a job
+
+
+def _f7(skip_rate=2_000.0, guarded_rate=100.0, top=100, **skip_figures):
+    rows = (sweep("guarded", (1, 4, top), claims_per_second=lambda w: guarded_rate)
+            + [race("skip_locked", w, claims_per_second=skip_rate, **skip_figures) for w in (1, 4, top)])
+    return findings.f7_skip_locked_no_waste(races(*rows))
+
+
+@pytest.mark.parametrize("kwargs, expected", [
+    ({}, CONFIRMED),
+    ({"skip_rate": 500.0}, CONFIRMED_DIFFERENT_SIZE),
+    ({"top": 32}, CONFIRMED_DIFFERENT_SIZE),  # 20x, but not at the original's high concurrency
+    ({"empty_while_jobs_remained": 2}, CORRECTED),  # empty looks while jobs remained are wasted attempts
+    ({"errors": 1}, CORRECTED),
+    ({"duplicate_jobs": 1}, NOT_REPRODUCED),
+    ({"skip_rate": 90.0}, NOT_REPRODUCED),
+])
+def test_f7_judges_no_wasted_attempts_by_empty_looks_while_jobs_remained(kwargs, expected):
+    assert verdict(_f7(**kwargs)) == expected
+
+
+def test_f7_is_not_measured_without_skip_locked_or_without_contention():
+    assert verdict(findings.f7_skip_locked_no_waste(races(race("guarded", 4)))) == NOT_MEASURED
+    assert verdict(findings.f7_skip_locked_no_waste(races(race("guarded", 1), race("skip_locked", 1)))) == NOT_MEASURED
+
+
+def test_f7_pairs_repeats_for_its_spread():
+    rows = [race("guarded", 4, r, claims_per_second=100.0) for r in range(3)] + \
+           [race("skip_locked", 4, r, claims_per_second=v) for r, v in enumerate((1_500.0, 2_000.0, 2_500.0))]
+    found = findings.f7_skip_locked_no_waste(races(*rows))
+    assert found.values["speedup"] == "20x [15\u201325]"
+
+
+def attempts(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["worker_index", "attempt_seq", "start_ns", "latency_ns", "outcome"])
+
+
+def test_an_empty_look_is_wasted_when_a_later_attempt_still_won_a_job():
+    frame = attempts([(0, 0, 0, 10, "won"), (1, 0, 0, 10, "empty"),  # worker 1 gave up early
+                      (0, 1, 20, 10, "won"), (0, 2, 40, 10, "empty")])  # the final empty look is not waste
+    assert findings.empty_while_jobs_remained(frame) == 1
+    assert findings.empty_while_jobs_remained(frame.iloc[[0, 3]]) == 0
+    assert findings.empty_while_jobs_remained(attempts([(0, 0, 0, 10, "empty")])) == 0
+
+
+# --------------------------------------------------------------------------- F8 per statement and per job, C4, A1
+
+
+def waits(**p99s) -> pd.DataFrame:
+    """Per-race wait figures: keys like guarded_100=(claim p99, wait p99)."""
+    rows = []
+    for key, (claim, wait) in p99s.items():
+        strategy, workers = key.rsplit("_", 1)
+        rows.append({"strategy": strategy, "worker_count": int(workers), "repeat": 0, "claim_p50_ms": claim / 4,
+                     "claim_p99_ms": claim, "wait_p50_ms": wait / 4, "wait_p99_ms": wait})
+    return pd.DataFrame(rows)
+
+
+def _f8_races(skip_p99, guarded_p99):
+    return races(race("guarded", 100, p99_ms=guarded_p99), race("skip_locked", 100, p99_ms=skip_p99))
+
+
+@pytest.mark.parametrize("statement, per_job, expected", [
+    ((9.0, 3.0), (9.5, 50.0), CORRECTED),  # the issue's case: higher per statement, 12x lower per job
+    ((9.0, 3.0), (60.0, 50.0), CONFIRMED),
+    ((2.0, 3.0), (9.5, 50.0), NOT_REPRODUCED),
+])
+def test_f8_is_decided_per_statement_and_per_job(statement, per_job, expected):
+    job_waits = waits(skip_locked_100=(statement[0], per_job[0]), guarded_100=(statement[1], per_job[1]))
+    found = findings.f8_tail_latency(_f8_races(*statement), job_waits)
+    assert verdict(found) == expected
+    assert "time to get a job" in found.ours
+
+
+@pytest.mark.parametrize("skip, guarded, expected", [(9.0, 3.0, CONFIRMED), (2.0, 3.0, NOT_REPRODUCED)])
+def test_f8_per_statement_reads_the_fixed_fill_when_the_bench_measured_it(skip, guarded, expected):
+    # the whole drains point the other way on purpose: the fixed fill decides
+    found = findings.f8_tail_latency(_f8_races(guarded, skip), None,
+                                     {"worker_count": 100, "skip_locked_p99_ms": skip, "guarded_p99_ms": guarded})
+    assert verdict(found) == expected
+    assert "fixed fill" in found.ours
+
+
+def test_f8_is_not_measured_without_both_strategies_under_contention():
+    assert verdict(findings.f8_tail_latency(races(race("guarded", 100)))) == NOT_MEASURED
+
+
+@pytest.mark.parametrize("claim, wait, expected", [(2.0, 144.0, CONFIRMED), (2.0, 2.5, NOT_REPRODUCED)])
+def test_c4_the_wait_for_a_job_must_be_clearly_fatter_than_the_winning_claim(claim, wait, expected):
+    found = findings.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0), guarded_100=(claim, wait)))
+    assert verdict(found) == expected
+    assert found.values["workers"] == "100"
+    assert verdict(findings.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0)))) == NOT_MEASURED
+    assert verdict(findings.c4_wait_for_a_job(None)) == NOT_MEASURED
+
+
+def test_a1_compares_the_wait_for_a_job_across_strategies():
+    found = findings.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5_857.0), skip_locked_100=(9.0, 484.0)))
+    assert verdict(found) == ADDED
+    assert found.values["ratio"] == "12x"
+    assert verdict(findings.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5.0)))) == NOT_MEASURED
+
+
+def test_a2_reports_where_the_time_went_only_when_sampled():
+    rows = races(race("guarded", 1), race("guarded", 100))
+    shares = pd.DataFrame([{"strategy": "guarded", "worker_count": 100, "row or transaction lock": 0.02,
+                            "runnable_share": 0.5, "running_share": 0.4}])
+    found = findings.a2_where_the_time_goes(rows, shares)
+    assert verdict(found) == ADDED and found.values["bottleneck"] == "cpu"
+    assert verdict(findings.a2_where_the_time_goes(rows, None)) == NOT_MEASURED
+
+
+@pytest.mark.parametrize("lock, runnable, result", [(0.4, 0.1, "locks"), (0.01, 0.3, "cpu"),
+                                                    (0.2, None, "unmeasured"), (0.2, float("nan"), "unmeasured")])
+def test_the_bottleneck_is_whichever_wait_was_measured_longer(lock, runnable, result):
+    assert findings.bottleneck(lock, runnable) == result
 
 
 def test_fixed_fill_latency_reads_the_bench_at_its_most_workers():
@@ -36,7 +313,166 @@ def test_fixed_fill_latency_reads_the_bench_at_its_most_workers():
     assert findings.fixed_fill_latency(bench[bench["strategy"] == "guarded"]) is None
 
 
-@pytest.mark.parametrize("lock, runnable, verdict", [(0.4, 0.1, "locks"), (0.01, 0.3, "cpu"),
-                                                     (0.2, None, "unmeasured"), (0.2, float("nan"), "unmeasured")])
-def test_the_bottleneck_is_whichever_wait_was_measured_longer(lock, runnable, verdict):
-    assert findings.bottleneck(lock, runnable) == verdict
+# --------------------------------------------------------------------------- F9, F10: plans
+
+
+def plans(jobs=10_000, removed=5_000, without=(10_057, 6_000, 10_100, 60), with_=(14, 13, 16, 12), **extra) -> dict:
+    """Plan facts: buffers without and with the index in the states first_scan, steady, held_snapshot, vacuumed."""
+    facts = {"job_count": jobs, "consumed_fraction": 0.5, "without_first_scan_removed": removed,
+             "without_first_scan_ms": 2.3, "with_first_scan_ms": 0.2, "guarded_node": "Index Scan",
+             "guarded_index": "jobs_pkey", "guarded_filter_line": "Filter: (status = 'pending'::text)",
+             "guarded_claim_ms": 0.03}
+    for label, figures in (("without", without), ("with", with_)):
+        for state, value in zip(("first_scan", "steady", "held_snapshot", "vacuumed"), figures):
+            facts[f"{label}_{state}_buffers"] = value
+    return {**facts, **extra}
+
+
+@pytest.mark.parametrize("facts, expected", [
+    (plans(), CONFIRMED),
+    (plans(without=(3_000, 2_000, 3_000, 60)), CONFIRMED_DIFFERENT_SIZE),
+    (plans(jobs=1_000, without=(1_013, 618, 1_016, 17), with_=(16, 15, 17, 14)), CONFIRMED_DIFFERENT_SIZE),
+    (plans(with_=(9_000, 5_000, 9_000, 12)), CORRECTED),  # the index helps only once vacuumed
+    (plans(without=(20, 20, 20, 20)), NOT_REPRODUCED),
+    (plans(removed=0), NOT_REPRODUCED),
+    (None, NOT_MEASURED),
+    ({"job_count": 10_000, "consumed_fraction": 0.5}, NOT_MEASURED),
+])
+def test_f9_is_judged_right_after_the_drain_and_after_vacuum(facts, expected):
+    found = findings.f9_half_drained_walk(facts)
+    assert verdict(found) == expected
+    if facts and expected != NOT_MEASURED:
+        assert "right after the drain" in found.ours and "after VACUUM" in found.ours
+
+
+@pytest.mark.parametrize("facts, expected", [
+    (plans(), CONFIRMED),
+    (plans(guarded_node="Seq Scan", guarded_index=None), CONFIRMED_DIFFERENT_SIZE),
+    (plans(guarded_filter_line=None), NOT_REPRODUCED),
+    (plans(guarded_node=None), NOT_MEASURED),
+])
+def test_f10_reads_the_node_from_the_plan(facts, expected):
+    found = findings.f10_guarded_filter(facts)
+    assert verdict(found) == expected
+    if facts.get("guarded_node") == "Seq Scan":
+        assert "Seq Scan" in found.ours and "primary-key" in found.note
+
+
+# --------------------------------------------------------------------------- F11-F13, A4: churn
+
+
+def churn(**figures) -> dict:
+    facts = {"pruning_on_settled_dead": 0, "pruning_off_after_read_dead": 2_135, "pruning_on_autovacuum_runs": 1,
+             "pruning_on_autoanalyze_runs": 1, "pruning_on_updates": 5_002, "pruning_job_count": 10_000,
+             "pruning_on_immediate_dead": 5_002, "pruning_off_immediate_dead": 5_002,
+             "default_ff": 100, "low_ff": 70,
+             "bulk_default_plain_hot": 0, "bulk_default_plain_updates": 1_000,
+             "bulk_low_plain_hot": 448, "bulk_low_plain_updates": 1_000,
+             "sequential_default_plain_hot": 600, "sequential_default_plain_updates": 1_000,
+             "sequential_low_plain_hot": 1_000, "sequential_low_plain_updates": 1_000,
+             "sequential_low_indexed_hot": 0, "sequential_low_indexed_updates": 1_000,
+             "bulk_low_indexed_hot": 0, "bulk_low_indexed_updates": 1_000, "max_hot_with_index": 0}
+    return {**facts, **figures}
+
+
+@pytest.mark.parametrize("facts, expected", [
+    (churn(), CORRECTED),  # the issue's case: 2,135 dead tuples left with autovacuum off
+    (churn(pruning_off_after_read_dead=0), CONFIRMED),
+    (churn(pruning_off_after_read_dead=0, pruning_on_updates=502, pruning_job_count=1_000), CONFIRMED_DIFFERENT_SIZE),
+    (churn(pruning_on_settled_dead=190, pruning_off_after_read_dead=189), NOT_REPRODUCED),
+    (churn(pruning_off_after_read_dead=None), NOT_MEASURED),
+    (None, NOT_MEASURED),
+])
+def test_f11_is_decided_by_the_arm_with_autovacuum_off(facts, expected):
+    assert verdict(findings.f11_pruning_alone(facts)) == expected
+
+
+def test_f11_names_autovacuum_as_the_cause_only_when_it_ran():
+    ran = findings.f11_pruning_alone(churn())
+    assert "the zero was theirs" in ran.note
+    idle = findings.f11_pruning_alone(churn(pruning_on_autovacuum_runs=0, pruning_on_autoanalyze_runs=0))
+    assert verdict(idle) == CORRECTED and "not measured" in idle.note and "theirs" not in idle.note
+
+
+@pytest.mark.parametrize("facts, expected", [
+    (churn(), CONFIRMED),
+    (churn(bulk_low_plain_hot=112, bulk_low_plain_updates=200, bulk_default_plain_updates=200), CONFIRMED),
+    (churn(bulk_low_plain_hot=900), CONFIRMED_DIFFERENT_SIZE),  # any HOT is not the original's 448
+    (churn(bulk_low_plain_hot=10), CONFIRMED_DIFFERENT_SIZE),
+    (churn(bulk_default_plain_hot=300), CONFIRMED_DIFFERENT_SIZE),
+    (churn(low_ff=50), CONFIRMED_DIFFERENT_SIZE),
+    (churn(bulk_low_plain_hot=0), NOT_REPRODUCED),
+    ({"default_ff": 100, "low_ff": 70}, NOT_MEASURED),
+])
+def test_f12_is_judged_against_448_of_1000_and_says_how_the_updates_were_made(facts, expected):
+    found = findings.f12_hot_needs_room(facts)
+    assert verdict(found) == expected
+    if expected != NOT_MEASURED:
+        assert "bulk UPDATE" in found.note and "one at a time" in found.ours
+
+
+def test_f12_falls_back_to_claims_made_one_at_a_time():
+    facts = {k: v for k, v in churn().items() if not k.startswith("bulk_")}
+    found = findings.f12_hot_needs_room(facts)
+    assert found.values["how"] == "claimed one at a time"
+
+
+@pytest.mark.parametrize("most, expected", [(0, CONFIRMED), (5, NOT_REPRODUCED), (None, NOT_MEASURED)])
+def test_f13_any_hot_update_with_the_partial_index_refutes_it(most, expected):
+    assert verdict(findings.f13_partial_index_blocks_hot(churn(max_hot_with_index=most))) == expected
+
+
+def test_a4_hot_updates_claimed_one_at_a_time():
+    assert verdict(findings.a4_hot_claimed_one_at_a_time(churn())) == ADDED
+    assert verdict(findings.a4_hot_claimed_one_at_a_time(None)) == NOT_MEASURED
+
+
+def test_a3_harness_against_pgbench():
+    bench = pd.DataFrame({"strategy": ["guarded", "skip_locked"], "worker_count": [8, 8], "ratio": [0.97, 0.8],
+                          "ratio_min": [0.95, 0.7], "ratio_max": [0.99, 0.9]})
+    found = findings.a3_harness_against_pgbench(bench, (0.85, 1.15))
+    assert verdict(found) == ADDED and found.values["inside"] == "1"
+    assert verdict(findings.a3_harness_against_pgbench(None)) == NOT_MEASURED
+
+
+# --------------------------------------------------------------------------- the whole set
+
+
+def test_nothing_stored_leaves_every_finding_not_measured():
+    found = findings.from_runs({})
+    assert [f.id for f in found] == [*(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)),
+                                     *(f"A{i}" for i in range(1, 5))]
+    assert {f.verdict for f in found} == {NOT_MEASURED}
+    assert all(f.note for f in found), "a finding that is not measured says why"
+
+
+def test_the_unmeasured_claims_name_what_was_raced():
+    notes = {f.id: f.note for f in findings.unmeasured_claims(races(race("naive", 4), race("guarded", 4)))}
+    assert set(notes) == {"C1", "C2", "C3", "C5", "C6", "C7", "C8", "C9"}
+    assert "naive, guarded" in notes["C3"]
+
+
+def test_a_finding_is_a_value_with_a_fixed_vocabulary():
+    found = findings.f4_guarded_no_duplicates(races(race("guarded", 4)))
+    with pytest.raises(AttributeError):
+        found.verdict = CORRECTED
+    with pytest.raises(ValueError):
+        findings.Finding("F4", "", "", "", "agrees", "", "")
+    record = json.loads(json.dumps(found.as_dict()))
+    assert {"id", "verdict", "original", "ours", "note", "section", "values"} <= set(record)
+    assert found.original == findings.ORIGINAL["F4"].figure
+    assert found.section == "What-happens-without-the-guard?"
+
+
+def test_the_table_has_one_row_per_finding_in_order():
+    found = findings.evaluate(findings.Measurements(pd.DataFrame([race("guarded", 1), race("guarded", 4)])))
+    frame = findings.table(found)
+    assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A4"
+    assert set(frame["verdict"]) <= set(findings.VERDICT_LABELS.values())
+    assert frame.columns[1].startswith("the original's") and frame.columns[2].startswith("the original's")
+
+
+def test_lost_per_win_is_a_dash_for_a_strategy_that_cannot_lose():
+    assert findings.lost_per_win("naive", 0.0) == findings.DASH
+    assert findings.lost_per_win("skip_locked", 0.0) == findings.DASH
+    assert findings.lost_per_win("guarded", 2.2) == "2.20"

@@ -103,7 +103,11 @@ def test_comparison_table_covers_every_finding(page):
     tables = [t for t in page.find_all("table") if "the original's figure" in t.get_text()]
     assert len(tables) == 1
     rows = tables[0].select("tbody tr")
-    assert [r.find("td").get_text(strip=True) for r in rows] == [f"F{i}" for i in range(1, 14)]
+    assert [r.find("td").get_text(strip=True) for r in rows] == [
+        *(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)), *(f"A{i}" for i in range(1, 5))]
+    verdicts = {r.find_all("td")[4].get_text(strip=True) for r in rows}
+    assert verdicts <= {"confirmed", "confirmed, different size", "corrected", "not reproduced", "added",
+                        "not measured"}
 
 
 INSTRUMENT = """<script>

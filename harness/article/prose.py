@@ -7,12 +7,13 @@ measured number is ever typed into the article.
 from __future__ import annotations
 
 import html
-import math
 import textwrap
 
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
+# The notebooks import the number formats from here; they are written once, in formats.
+from harness.article.formats import count, missing, ms, number, percent, ratio  # noqa: F401
 from harness.strategies import STRATEGIES
 
 
@@ -23,51 +24,6 @@ def md(text: str) -> None:
 
 def show_html(text: str) -> None:
     display(HTML(text))
-
-
-def missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def count(value) -> str:
-    """12,345"""
-    return "n/a" if missing(value) else f"{int(round(float(value))):,}"
-
-
-def number(value, digits: int = 1) -> str:
-    """1,234.5 (or fewer digits when the value is large)."""
-    if missing(value):
-        return "n/a"
-    value = float(value)
-    if abs(value) >= 1000:
-        digits = 0
-    return f"{value:,.{digits}f}"
-
-
-def ms(value) -> str:
-    """A duration in milliseconds with sensible precision: 0.214 ms, 3.41 ms, 152 ms."""
-    if missing(value):
-        return "n/a"
-    value = float(value)
-    if value < 1:
-        return f"{value:.3f} ms"
-    if value < 10:
-        return f"{value:.2f} ms"
-    if value < 100:
-        return f"{value:.1f} ms"
-    return f"{value:,.0f} ms"
-
-
-def ratio(value) -> str:
-    """3.4x, 21x"""
-    if missing(value):
-        return "n/a"
-    value = float(value)
-    return f"{value:.1f}x" if value < 10 else f"{value:,.0f}x"
-
-
-def percent(value, digits: int = 1) -> str:
-    return "n/a" if missing(value) else f"{100 * float(value):.{digits}f}%"
 
 
 def words(n: int) -> str:

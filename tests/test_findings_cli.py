@@ -1,0 +1,67 @@
+"""python -m harness findings, end to end: a tiny real race stored, then the findings read back from it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from harness.experiments.race_trials import SweepPlan, run_sweep
+from harness.storage import read_json
+
+RACES = {"strategies": ["naive", "guarded", "skip_locked"], "worker_counts": [1, 2], "job_count": 60, "repeats": 1,
+         "partial_index": False}
+
+
+def params_file(tmp_path, pg_version: int):
+    """A params file whose race section is the stored sweep; its other sections have no runs."""
+    params = {"pg_version": pg_version, "races": RACES,
+              "slow_race": {"strategies": ["guarded"], "worker_count": 2, "job_count": 8, "pause_ms": 1,
+                            "jitter_ms": 1},
+              "plans": {"job_counts": [1000], "consumed_fractions": [0.5], "repetitions": 1},
+              "churn": {"fillfactors": [100, 70], "updates": 50},
+              "bench": {"strategies": ["guarded"], "worker_counts": [2], "pairs": 1, "seconds": 1}}
+    path = tmp_path / "params.yml"
+    path.write_text(yaml.safe_dump(params))
+    return path
+
+
+@pytest.fixture(scope="module")
+def stored(db, tmp_path_factory):
+    data_dir = tmp_path_factory.mktemp("findings-data")
+    plan = SweepPlan(RACES["strategies"], RACES["worker_counts"], RACES["job_count"])
+    paths = run_sweep(plan, data_dir, progress=False, database_handle=db)
+    return data_dir, int(read_json(paths[0] / "manifest.json")["server"]["major"])
+
+
+def test_findings_json_from_stored_runs(stored, tmp_path):
+    data_dir, pg_version = stored
+    result = run_cli("findings", "--json", "--data-dir", str(data_dir),
+                     "--params", str(params_file(tmp_path, pg_version)))
+    assert result.returncode == 0, result.stderr
+    found = {f["id"]: f for f in json.loads(result.stdout)}
+    assert list(found)[:2] == ["F1", "F2"] and len(found) == 26
+    for finding in found.values():
+        assert {"id", "verdict", "original", "ours", "note"} <= set(finding)
+    assert found["F4"]["verdict"] == "confirmed", "guarded never hands out a job twice"
+    assert found["F1"]["verdict"] != "not_measured" and "60 jobs" in found["F1"]["ours"]
+    assert found["C4"]["verdict"] in ("confirmed", "not_reproduced")
+    assert {found[i]["verdict"] for i in ("F9", "F10", "F11", "F12", "F13", "A3")} == {"not_measured"}
+    assert "plans" in result.stderr and "churn" in result.stderr, "the sections without runs are named"
+
+
+def test_findings_table_from_stored_runs(stored, tmp_path):
+    data_dir, pg_version = stored
+    result = run_cli("findings", "--data-dir", str(data_dir), "--params", str(params_file(tmp_path, pg_version)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("F1 ") and "original" in result.stdout and "\nA4 " in result.stdout
+
+
+def test_findings_without_stored_runs_is_one_line_naming_the_sections(tmp_path):
+    result = run_cli("findings", "--data-dir", str(tmp_path / "empty"), "--params", str(params_file(tmp_path, 16)))
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert "races" in lines[0] and "bench" in lines[0] and "make report" in lines[0]
