@@ -72,9 +72,14 @@ def close(ours: float, original: float) -> bool:
 # --------------------------------------------------------------------------- the article's sections
 
 
+SECTION_TITLES: dict[str, str] = {}  # anchor -> the heading it was made from, for the summary's links
+
+
 def anchor(heading: str) -> str:
     """The id nbconvert gives a Markdown heading (spaces become hyphens), so a finding can link to its section."""
-    return quote(heading.replace(" ", "-"), safe="?/:@!$&'()*+,;=")
+    made = quote(heading.replace(" ", "-"), safe="?/:@!$&'()*+,;=")
+    SECTION_TITLES[made] = heading
+    return made
 
 
 WITHOUT_GUARD = anchor("What happens without the guard?")
@@ -237,6 +242,22 @@ def table(findings: list[Finding]) -> pd.DataFrame:
             for f in sorted(findings, key=lambda f: _order(f.id))]
     return pd.DataFrame(rows, columns=["finding", "the original's claim", "the original's figure",
                                        "this reproduction", "verdict", "note"])
+
+
+# The article's summary: what the reproduction confirms, corrects and adds, in that order.
+SUMMARY_GROUPS = ((("confirmed", "confirmed_different_size"), "Confirmed"), (("corrected",), "Corrected"),
+                  (("not_reproduced",), "Not reproduced"), (("added",), "Added"))
+
+
+def summary_markdown(findings: list[Finding]) -> str:
+    """One line per finding that was measured, grouped by verdict, each with our figure and a link to its section."""
+    lines = []
+    for verdicts, title in SUMMARY_GROUPS:
+        chosen = [f for f in sorted(findings, key=lambda f: _order(f.id)) if f.verdict in verdicts]
+        for f in chosen:
+            size = " (at a different size)" if f.verdict == "confirmed_different_size" else ""
+            lines.append(f"- **{title}{size}, {f.id}:** {f.claim}. Ours: {f.ours}. [{SECTION_TITLES.get(f.section, f.section)}](#{f.section})")
+    return "\n".join(lines) if lines else "No finding was measured in this build."
 
 
 # --------------------------------------------------------------------------- helpers

@@ -87,3 +87,10 @@ def _common_unit(*texts: str) -> str:
 def applicable(value, applies: bool, fmt=number) -> str:
     """fmt(value), or DASH where the figure cannot exist."""
     return fmt(value) if applies else DASH
+
+
+def span(low, high, fmt=number) -> str:
+    """Where a figure lay across runs: "0.52", or "0.52 to 1.30" when it varied."""
+    if missing(low) or missing(high):
+        return MISSING
+    return fmt(low) if fmt(low) == fmt(high) else f"{fmt(low)} to {fmt(high)}"

@@ -83,3 +83,15 @@ def strategy_sql(name: str) -> str:
     """A strategy's statements exactly as harness.strategies holds them, as a Markdown SQL block."""
     strategy = STRATEGIES[name]
     return f"```sql\n{strategy.sql}\n```"
+
+
+def counted(n: int, word: str) -> str:
+    """'one race', 'three races': a small count in words with its noun."""
+    return f"{words(int(n))} {word}{'' if int(n) == 1 else 's'}"
+
+
+def change(before: float, after: float, slower: str, faster: str) -> str:
+    """The phrase for a rate that fell (`slower`) or rose (`faster`), with {factor} filled in (e.g. "2.1x")."""
+    if missing(before) or missing(after) or not before or not after:
+        return "not measured"
+    return (slower if after < before else faster).format(factor=ratio(max(before, after) / min(before, after)))
