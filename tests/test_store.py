@@ -271,3 +271,13 @@ def test_bench_checks_every_outcome(pairs, broken):
     checks = bench.bench_checks(pairs, bench.CLIENTS)
     assert checks["passed"] is (broken is None)
     assert [name for name, ok in checks.items() if ok is False and name != "passed"] == ([broken] if broken else [])
+
+
+def test_ensure_reuses_a_stored_run_without_starting_a_server(tmp_path, capsys):
+    asked = plans.PlansParameters(job_counts=[500])
+    stored = store(tmp_path, kind="plans", parameters=dataclasses.asdict(asked))
+    assert registry.ensure("plans", asked, tmp_path, db="docker") == [stored]  # docker is never reached
+    assert f"plans: found the stored run for these parameters in {tmp_path}" in capsys.readouterr().out
+    assert registry.request_of("plans", [stored]) == asked
+    assert registry.find("plans", plans.PlansParameters(job_counts=[501]), tmp_path) == ([None], [
+        plans.PlansParameters(job_counts=[501])])

@@ -57,7 +57,7 @@ class RaceParameters(Parameters):
     pause_ms: float = setting(0.0, as_float)  # slowed-down races: pause between the read and the write
     jitter_ms: float = setting(0.0, as_float)  # slowed-down races: random pause of up to this between attempts
     autovacuum: bool = setting(True, as_bool)  # autovacuum_enabled on the race's table
-    audit: bool = setting(True, as_bool)  # the audit trigger; without it, wins are counted from what the claims returned
+    audit: bool = setting(True, as_bool)  # the audit trigger; without it, wins are what the claims returned
 
     def check(self) -> None:
         _check_trial(self.worker_count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
@@ -108,7 +108,8 @@ class RaceSweep(Parameters):
         # repeats outermost: a slow drift of the machine spreads over every point instead of biasing one
         return [RaceParameters(strategy, worker_count, self.job_count, repeat, self.partial_index, self.fillfactor,
                                self.pause_ms, self.jitter_ms, self.autovacuum, self.audit)
-                for repeat in range(self.repeats) for strategy in self.strategies for worker_count in self.worker_counts]
+                for repeat in range(self.repeats) for strategy in self.strategies
+                for worker_count in self.worker_counts]
 
 
 def sweep_of(trials: list[dict]) -> RaceSweep:

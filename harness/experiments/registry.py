@@ -185,11 +185,16 @@ def _ensure(kind_name, parameters, data_dir, db, pg_version, progress) -> tuple[
     """ensure(), and how many runs it made."""
     data_dir = Path(data_dir)
     found, missing = find(kind_name, parameters, data_dir, pg_version)
-    if not missing:
+    if len(found) == 1:
+        _say(f"{kind_name}: no stored run for these parameters in {data_dir}; running it" if missing
+             else f"{kind_name}: found the stored run for these parameters in {data_dir}", progress)
+    elif not missing:
         _say(f"{kind_name}: all {len(found)} runs found in {data_dir}", progress)
+    else:
+        _say(f"{kind_name}: {len(found) - len(missing)} of {len(found)} runs found in {data_dir}; "
+             f"running the other {len(missing)}", progress)
+    if not missing:
         return found, 0
-    _say(f"{kind_name}: {len(found) - len(missing)} of {len(found)} runs found in {data_dir}; "
-         f"running the other {len(missing)}", progress)
     made = iter(measure(kind_name, missing, data_dir, db, pg_version, progress))
     return [path if path is not None else next(made) for path in found], len(missing)
 
@@ -227,7 +232,8 @@ def load_params(path: Path = config.PARAMS_FILE) -> dict:
         raise UserError(f"{path}: unknown section {unknown[0]!r} (known: pg_version, {', '.join(SECTIONS)})")
     params.setdefault("pg_version", config.DEFAULT_PG_VERSION)
     if params["pg_version"] not in config.SUPPORTED_PG_VERSIONS:
-        raise UserError(f"{path}: pg_version must be one of {config.SUPPORTED_PG_VERSIONS}, not {params['pg_version']!r}")
+        raise UserError(f"{path}: pg_version must be one of {config.SUPPORTED_PG_VERSIONS}, "
+                        f"not {params['pg_version']!r}")
     for section in SECTIONS:
         section_request(params, section, where=f"{path}: {section}")  # every typo fails here, before anything runs
     return params
