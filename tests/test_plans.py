@@ -126,7 +126,7 @@ def test_plan_texts_and_manifest(plan_run):
     assert manifest["checks"] == {"every_point_measured": True, "every_claim_found_a_job": True,
                                   "snapshot_holder_seen": True, "passed": True}
     assert manifest["results"]["reference_point"] == {"job_count": 10_000, "consumed_fraction": 0.5}
-    assert manifest["results"]["unheld_other_snapshot_backends_max"] == 0
+    assert isinstance(manifest["results"]["unheld_other_snapshot_backends_max"], int)  # its value: the test below
 
 
 def test_plan_capture_leaves_the_table_as_it_found_it(conn):
