@@ -1,4 +1,4 @@
-"""python -m harness: race, summary, and the commands the other modules register.
+"""python -m harness: one subcommand per kind of experiment (from the registry), summary and reap.
 
 Errors a user can cause print one line on stderr and exit 2; bugs keep their traceback.
 """
@@ -6,18 +6,12 @@ Errors a user can cause print one line on stderr and exit 2; bugs keep their tra
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
-import math
+import dataclasses
 import sys
 from pathlib import Path
 
 from harness import config
 from harness.errors import UserError
-
-# Modules that add a subcommand with register_cli(subparsers); one place to list them.
-COMMAND_MODULES = ("harness.experiments.plans", "harness.experiments.churn", "harness.experiments.bench",
-                   "harness.article.findings")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -25,17 +19,6 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UserError(f"{self.prog}: {message}")
-
-
-def int_list(text: str) -> list[int]:
-    """Comma-separated whole numbers; their range is checked where they are used."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -46,67 +29,50 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", type=Path, default=config.DATA_DIR, help="where results go (default data/)")
 
 
-def _race(args) -> int:
-    from harness.experiments.race_trials import SweepPlan, run_sweep
-    from harness.stats import summarise_runs
-    from harness.strategies import parse_strategies
-
-    plan = SweepPlan(parse_strategies(args.strategy), args.workers, args.jobs, args.repeat,
-                     args.partial_index, args.fillfactor, args.pause_ms, args.jitter_ms,
-                     autovacuum=args.autovacuum == "on", audit=not args.no_audit)
-    paths = run_sweep(plan, args.data_dir, args.db, args.pg_version, progress=not args.quiet)
-    frame = summarise_runs(run_paths=paths)
-    _print_summary(frame, as_json=args.json)
-    return 0
+def _default_text(option, default) -> str:
+    if option.default_text is not None:
+        return option.default_text
+    if isinstance(default, (tuple, list)):
+        return ",".join(str(v) for v in default)
+    return str(default)
 
 
-SUMMARY_COLUMNS = ("strategy", "worker_count", "repeat", "attempts", "wins", "lost", "duplicate_jobs",
-                   "unclaimed_jobs", "losses_per_win", "claims_per_second", "p50_ms", "p99_ms", "wall_seconds")
+def add_parameter_options(parser: argparse.ArgumentParser, asks: type) -> None:
+    """A flag per field of a kind's dataclass that declares one; a flag not given leaves the field's default."""
+    for spec in dataclasses.fields(asks):
+        option = spec.metadata.get("option")
+        if option is None:
+            continue
+        if option.takes_value:
+            parser.add_argument(option.flag, dest=spec.name, type=option.parse, default=None, metavar=option.metavar,
+                                help=f"{option.help} (default {_default_text(option, spec.default)})")
+        else:
+            parser.add_argument(option.flag, dest=spec.name, action="store_const", const=option.given,
+                                default=None, help=option.help)
 
 
-def jsonable(value):
-    """Plain JSON values: NaN becomes null, numpy scalars become numbers, at any depth."""
-    if isinstance(value, dict):
-        return {k: jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
+def _experiment_command(entry):
+    def handler(args) -> int:
+        from harness.experiments import registry
 
+        given = {spec.name: getattr(args, spec.name) for spec in dataclasses.fields(entry.asks)
+                 if spec.metadata.get("option") is not None and getattr(args, spec.name) is not None}
+        paths = registry.measure(entry.name, entry.asks(**given), args.data_dir, args.db, args.pg_version,
+                                 progress=not args.quiet)
+        entry.show(paths, args.json)
+        return 0
 
-def _print_summary(frame, as_json: bool, per_run: bool = True) -> None:
-    from harness.stats import spread_by_point
-
-    if as_json:
-        for record in frame.to_dict(orient="records"):
-            print(json.dumps(jsonable(record), default=str))
-        return
-    if not len(frame):
-        print("no runs stored yet")
-        return
-    if per_run:
-        print(frame.loc[:, list(SUMMARY_COLUMNS)].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
-        return
-    spread = spread_by_point(frame)
-    table = spread[["strategy", "worker_count", "job_count", "partial_index", "repeats"]].copy()
-    for figure, digits in (("claims_per_second", 0), ("losses_per_win", 2), ("duplicate_jobs", 0), ("p99_ms", 2)):
-        table[figure] = [f"{m:,.{digits}f} [{lo:,.{digits}f}-{hi:,.{digits}f}]"
-                         for m, lo, hi in zip(spread[f"{figure}_median"], spread[f"{figure}_min"],
-                                              spread[f"{figure}_max"])]
-    print("median [min-max] over the repeats of each point")
-    print(table.to_string(index=False))
+    return handler
 
 
 def _summary(args) -> int:
+    from harness.experiments.race_trials import print_summary
     from harness.stats import summarise_runs
 
     data_dir = Path(args.data_dir)
     if not data_dir.is_dir():
         raise UserError(f"no data directory at {data_dir}")
-    _print_summary(summarise_runs(data_dir), as_json=args.json, per_run=args.runs)
+    print_summary(summarise_runs(data_dir), as_json=args.json, per_run=args.runs)
     return 0
 
 
@@ -119,44 +85,32 @@ def _reap(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from harness.experiments.registry import KINDS
+
     parser = OneLineParser(prog="python -m harness", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    race = sub.add_parser("race", help="race claim strategies over a fresh queue (drops and recreates "
-                                       "claimrace.jobs and claimrace.claims before every trial)")
-    race.add_argument("--strategy", default="all", help="naive, guarded, skip_locked, a comma list, or all")
-    race.add_argument("--workers", type=int_list, default=list(config.DEFAULT_WORKER_COUNTS),
-                      help="worker counts, comma-separated: a sweep (default 1,2,4,8,16,32,64,100)")
-    race.add_argument("--jobs", type=int, default=config.DEFAULT_JOB_COUNT, help="jobs queued per trial")
-    race.add_argument("--repeat", type=int, default=1, help="trials per strategy and worker count")
-    race.add_argument("--partial-index", action="store_true", help="add jobs (id) WHERE status = 'pending'")
-    race.add_argument("--fillfactor", type=int, default=100, help="the jobs table's fillfactor")
-    race.add_argument("--pause-ms", type=float, default=0.0,
-                      help="a slowed-down race: pause between the read and the write of a claim")
-    race.add_argument("--jitter-ms", type=float, default=0.0,
-                      help="a slowed-down race: random pause of up to this between a worker's attempts")
-    race.add_argument("--autovacuum", choices=("on", "off"), default="on",
-                      help="autovacuum on the race's table (default on, the server's default)")
-    race.add_argument("--no-audit", action="store_true",
-                      help="no audit trigger: wins counted from what the claims returned (measures the audit's cost)")
-    race.add_argument("--json", action="store_true", help="print one JSON object per run")
-    race.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_server_options(race)
-    race.set_defaults(handler=_race)
+    for entry in KINDS.values():
+        command = sub.add_parser(entry.name, help=entry.help, description=entry.help)
+        add_parameter_options(command, entry.asks)
+        command.add_argument("--json", action="store_true", help="print JSON objects, one per line")
+        command.add_argument("--quiet", action="store_true", help="no progress bar")
+        add_server_options(command)
+        command.set_defaults(handler=_experiment_command(entry))
 
-    summary = sub.add_parser("summary", help="one line per stored run, computed from its rows and audit")
+    summary = sub.add_parser("summary", help="one line per stored race, computed from its rows and audit")
     summary.add_argument("--data-dir", type=Path, default=config.DATA_DIR)
     summary.add_argument("--json", action="store_true", help="one JSON object per run")
     summary.add_argument("--runs", action="store_true",
                          help="one line per run (default: one per point, median and min-max over its repeats)")
     summary.set_defaults(handler=_summary)
 
+    from harness.article import findings  # the one command that reads the article's side of the store
+
+    findings.register_cli(sub)
+
     reap = sub.add_parser("reap", help="stop embedded servers left behind by a harness that was killed")
     reap.set_defaults(handler=_reap)
-
-    for module_name in COMMAND_MODULES:
-        if importlib.util.find_spec(module_name) is not None:
-            importlib.import_module(module_name).register_cli(sub)
     return parser
 
 

@@ -9,6 +9,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("CLAIMRACE_DATA_DIR", PROJECT_ROOT / "data"))
 REPORT_DIR = PROJECT_ROOT / "report"
 NOTEBOOK_DIR = PROJECT_ROOT / "notebooks"
+PARAMS_FILE = NOTEBOOK_DIR / "params" / "report.yml"  # the sweeps `make report` runs, declared as data
 
 # The harness owns this schema and nothing else in the database it is pointed at.
 SCHEMA = "claimrace"
@@ -27,7 +28,3 @@ EMBEDDED_MIN_MAX_CONNECTIONS = 200
 # Bounded waits, so a broken run fails instead of hanging.
 BARRIER_TIMEOUT_SECONDS = 60.0
 WORKER_EXIT_GRACE_SECONDS = 5.0
-
-
-def races_dir(data_dir: Path) -> Path:
-    return Path(data_dir) / "races"

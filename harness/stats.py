@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +10,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness import config
-from harness.storage import read_json, run_dirs
+from harness.storage import read_manifest, stored_runs
 
 
 def load_attempts(run_dir: Path) -> pd.DataFrame:
@@ -107,8 +108,8 @@ def cpu_shares(run_dir: Path) -> dict:
 def summarise_run(run_dir: Path) -> dict:
     """One run's figures, all computed from its stored rows and audit."""
     run_dir = Path(run_dir)
-    manifest = read_json(run_dir / "manifest.json")
-    cfg = manifest["config"]
+    manifest = read_manifest(run_dir)
+    cfg, results = manifest["parameters"], manifest["results"]
     attempts = load_attempts(run_dir)
     claims = load_claims(run_dir)
     outcome_counts = attempts["outcome"].value_counts()
@@ -127,10 +128,10 @@ def summarise_run(run_dir: Path) -> dict:
         "repeat": cfg["repeat"],
         "partial_index": cfg["partial_index"],
         "fillfactor": cfg["fillfactor"],
-        "pause_ms": cfg.get("pause_ms", 0.0),
-        "jitter_ms": cfg.get("jitter_ms", 0.0),
-        "autovacuum": cfg.get("autovacuum", True),
-        "audit": cfg.get("audit", True),
+        "pause_ms": cfg["pause_ms"],
+        "jitter_ms": cfg["jitter_ms"],
+        "autovacuum": cfg["autovacuum"],
+        "audit": cfg["audit"],
         "attempts": int(len(attempts)),
         "wins": wins,
         "lost": lost,
@@ -149,21 +150,22 @@ def summarise_run(run_dir: Path) -> dict:
         "p99_ms_by_fill": win_latency_by_fill(attempts, 99),
         "wait_share": wait_share(run_dir),
         **cpu_shares(run_dir),
-        "client_processes": manifest.get("client_processes"),
-        "client_layout": manifest.get("client_layout"),
-        "autovacuum_runs": manifest.get("table_activity", {}).get("autovacuum_runs"),
-        "autoanalyze_runs": manifest.get("table_activity", {}).get("autoanalyze_runs"),
-        "dead_tuples_at_end": manifest.get("table_activity", {}).get("dead_tuples"),
+        "client_processes": results["client_processes"],
+        "client_layout": results["client_layout"],
+        "autovacuum_runs": results["table_activity"].get("autovacuum_runs"),
+        "autoanalyze_runs": results["table_activity"].get("autoanalyze_runs"),
+        "dead_tuples_at_end": results["table_activity"].get("dead_tuples"),
         "pg_version": server.get("server_version"),
         "db_source": server.get("source"),
-        "checks_passed": manifest.get("checks", {}).get("passed"),
-        "started_at": manifest.get("started_at"),
+        "checks_passed": manifest["checks"]["passed"],
+        "started_at": manifest["started_at"],
     }
     return summary
 
 
 def summarise_runs(data_dir: Path = config.DATA_DIR, run_paths: list[Path] | None = None) -> pd.DataFrame:
-    paths = run_paths if run_paths is not None else run_dirs(config.races_dir(data_dir))
+    """One row per race: the given run folders, or every race stored in data_dir."""
+    paths = run_paths if run_paths is not None else [path for _, path in stored_runs("race", data_dir)]
     rows = [summarise_run(p) for p in paths]
     frame = pd.DataFrame(rows)
     if len(frame):
@@ -189,3 +191,16 @@ def spread_by_point(frame: pd.DataFrame, figures=SPREAD_FIGURES) -> pd.DataFrame
             spread[f"{figure}_min"] = grouped[figure].min()
             spread[f"{figure}_max"] = grouped[figure].max()
     return spread.reset_index()
+
+
+def jsonable(value):
+    """Plain JSON values: NaN becomes null, numpy scalars become numbers, at any depth."""
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value

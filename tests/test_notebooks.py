@@ -16,6 +16,7 @@ import yaml
 
 from harness import config
 from harness.article import build as report
+from harness.experiments import registry
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 NOTEBOOKS = sorted(p.name for p in config.NOTEBOOK_DIR.glob("*.ipynb"))
@@ -83,17 +84,28 @@ def test_papermill_documents_every_parameter(name):
         assert parameter["inferred_type_name"] != "None", f"{name}: {parameter['name']} has no type"
 
 
+# What a notebook may be told: where its runs are, or where to find them. Never a sweep value.
+WHERE_RUNS_COME_FROM = {"runs": {}, "params_file": "", "data_dir": ""}
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_defaults_are_the_reports_parameters(name):
-    """Run bare, a notebook asks for the same data `make report` made, so it reuses it."""
-    params = yaml.safe_load(report.DEFAULT_PARAMS.read_text())
-    expected = report.notebook_parameters(name, params, config.DATA_DIR)
-    expected.pop("data_dir")
+def test_parameters_say_where_runs_come_from_and_repeat_no_sweep(name):
+    """The report hands a notebook its runs; no parameter repeats report.yml, so nothing can drift from it."""
     namespace: dict = {}
     exec(parameters_cell(read(name)).source, namespace)
     defaults = {k: v for k, v in namespace.items() if not k.startswith("__")}
-    assert defaults.pop("data_dir") == ""
-    assert defaults == expected
+    assert defaults == WHERE_RUNS_COME_FROM
+    params = yaml.safe_load(report.DEFAULT_PARAMS.read_text())
+    assert not {key for section in registry.SECTIONS for key in params[section]} & set(defaults)
+
+
+def test_the_build_hands_each_notebook_the_runs_of_its_sections(tmp_path):
+    runs = {section: [tmp_path / f"{section}-run"] for section in registry.SECTIONS}
+    for name in NOTEBOOKS:
+        parameters = report.notebook_parameters(name, runs, TINY_PARAMS, tmp_path)
+        assert set(parameters) == set(WHERE_RUNS_COME_FROM)
+        assert parameters["runs"] == {section: [str(runs[section][0])] for section in report.NOTEBOOK_SECTIONS[name]}
+        assert parameters["params_file"] == str(TINY_PARAMS.resolve())
 
 
 @pytest.mark.slow
@@ -104,8 +116,10 @@ def test_notebook_runs_under_papermill_with_tiny_parameters(tiny, name):
     assert not errors
     injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1, "papermill injected the tiny parameters"
-    for key in report.notebook_parameters(name, report.load_params(TINY_PARAMS), tiny.data_dir):
+    for key in WHERE_RUNS_COME_FROM:
         assert f"{key} = " in injected[0].source
+    for section in report.NOTEBOOK_SECTIONS[name]:
+        assert f"\"{section}\": [" in injected[0].source, f"{name} was handed the runs of {section}"
     charts = [o for c in executed.cells for o in c.get("outputs", []) if "text/vnd.claimrace.vega-embed+html"
               in o.get("data", {})]
     assert charts, f"{name} drew no chart"
@@ -113,16 +127,16 @@ def test_notebook_runs_under_papermill_with_tiny_parameters(tiny, name):
 
 @pytest.mark.slow
 def test_papermill_command_line_takes_yaml_parameters(tiny, tmp_path):
-    """The README's command: a list parameter with -y, reusing the runs the tiny build stored."""
+    """The README's command: a notebook on its own finds its runs from a params file, reusing the tiny build's."""
     output = tmp_path / "races.ipynb"
     result = subprocess.run(
         [str(Path(sys.executable).with_name("papermill")), str(config.NOTEBOOK_DIR / "01-races.ipynb"), str(output),
-         "-y", f"{{worker_counts: [1, 4], job_count: 300, repeats: 1, data_dir: '{tiny.data_dir}'}}", "--no-progress-bar"],
+         "-y", f"{{params_file: notebooks/params/tiny.yml, data_dir: '{tiny.data_dir}'}}", "--no-progress-bar"],
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert result.returncode == 0, result.stderr[-2000:]
     executed = nbformat.read(output, as_version=4)
     text = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
-    assert "all 6 trials found" in text, "the notebook reused the stored runs"
+    assert "race: all 6 runs found" in text, "the notebook reused the stored runs"
 
 
 def test_article_prose_types_no_measured_number():

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from conftest import run_cli
-from harness.experiments import plans
+from harness import storage
+from harness.experiments import plans, registry
 from harness.server import schema
 from harness.storage import read_json
 from harness.strategies import PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
@@ -19,8 +20,9 @@ REQUIRED_JSON_KEYS = {"job_count", "consumed_fraction", "partial_index", "shared
 @pytest.fixture(scope="module")
 def plan_run(db, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("plans-data")
-    return plans.measure_plans(db, job_counts=(10_000,), consumed_fractions=(0, 0.5, 0.99), repetitions=2,
-                               data_dir=data_dir, progress=False)
+    [run] = registry.measure("plans", plans.PlansParameters(job_counts=(10_000,), consumed_fractions=(0, 0.5, 0.99),
+                                                             repetitions=2), data_dir, db=db, progress=False)
+    return run
 
 
 def skip_locked_buffers(frame, partial_index: bool, table_state: str) -> list[int]:
@@ -37,12 +39,10 @@ def test_every_table_state_is_measured_and_described(plan_run):
     assert tuple(claims["table_state"].drop_duplicates()) == plans.TABLE_STATE_NAMES
     assert plans.TABLE_STATE_NAMES == ("first_scan", "steady", "held_snapshot", "vacuumed")
     manifest = read_json(plan_run / "manifest.json")
-    assert manifest["parameters"]["table_states"] == list(plans.TABLE_STATE_NAMES)
+    assert manifest["results"]["table_states"] == list(plans.TABLE_STATE_NAMES)
     assert set(manifest["procedure"]["table_states"]) == set(plans.TABLE_STATE_NAMES)
     for state in plans.TABLE_STATES:
         assert state.name in plans.__doc__ and state.label and state.description
-    assert plans.stored_run_is_current(manifest)
-    assert not plans.stored_run_is_current({"parameters": {"table_states": ["unvacuumed", "vacuumed"]}})
 
 
 def test_buffer_hits_grow_with_the_consumed_prefix_only_without_the_partial_index(plan_run):
@@ -119,10 +119,14 @@ def test_plan_texts_and_manifest(plan_run):
     assert "Index Scan using jobs_pkey" in guarded
     assert "Filter: (status = 'pending'::text)" in guarded
     manifest = read_json(plan_run / "manifest.json")
-    assert manifest["kind"] == "plans"
+    assert tuple(manifest) == storage.MANIFEST_KEYS and manifest["kind"] == "plans"
+    assert manifest["parameters"] == {"job_counts": [10_000], "consumed_fractions": [0.0, 0.5, 0.99], "repetitions": 2}
     assert "pgstattuple_available" in manifest["server"]
-    assert manifest["statements"]["skip_locked.claim"] == SKIP_LOCKED_CLAIM
-    assert plans.latest_run(plan_run.parent.parent) == plan_run
+    assert manifest["procedure"]["statements"]["skip_locked.claim"] == SKIP_LOCKED_CLAIM
+    assert manifest["checks"] == {"every_point_measured": True, "every_claim_found_a_job": True,
+                                  "snapshot_holder_seen": True, "passed": True}
+    assert manifest["results"]["reference_point"] == {"job_count": 10_000, "consumed_fraction": 0.5}
+    assert isinstance(manifest["results"]["unheld_other_snapshot_backends_max"], int)  # its value: the test below
 
 
 def test_plan_capture_leaves_the_table_as_it_found_it(conn):
@@ -159,7 +163,8 @@ def test_cli_json_prints_one_object_per_point(db, tmp_path):
     half = [p for p in skip_locked if p["consumed_fraction"] == 0.5 and not p["partial_index"]]
     assert all(p["rows_removed_by_filter"] == 1_000 for p in half)
     assert all(p["other_snapshot_backends_max"] == 0 for p in half if p["table_state"] in plans.UNHELD_STATES)
-    assert plans.latest_run(tmp_path) is not None
+    assert len(storage.find_runs("plans", {"job_counts": [2000], "consumed_fractions": [0.0, 0.5], "repetitions": 1},
+                                 tmp_path, None)) == 1
 
 
 @pytest.mark.parametrize("args, fragment", [
@@ -174,4 +179,4 @@ def test_bad_input_is_one_line_and_exit_2(args, fragment, tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in result.stderr
     assert fragment in lines[0]
-    assert plans.latest_run(tmp_path) is None
+    assert storage.stored_runs("plans", tmp_path) == []

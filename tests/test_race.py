@@ -8,16 +8,17 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from harness import config
+from harness import storage
+from harness.experiments import registry
+from harness.experiments.race_trials import RaceSweep
 from harness.server import schema
-from harness.experiments.race_trials import SweepPlan, run_sweep
 from harness.stats import load_attempts, load_claims, summarise_run
 from harness.storage import ATTEMPT_SCHEMA, read_json
 
 
 def sweep(db, tmp_path, strategies, worker_counts, job_count=1500, **options):
-    plan = SweepPlan(strategies, worker_counts, job_count, **options)
-    return run_sweep(plan, tmp_path, progress=False, database_handle=db)
+    asked = RaceSweep(strategies=strategies, worker_counts=worker_counts, job_count=job_count, **options)
+    return registry.measure("race", asked, tmp_path, db=db, progress=False)
 
 
 @pytest.mark.parametrize("strategy", ["guarded", "skip_locked"])
@@ -76,11 +77,15 @@ def test_attempts_parquet_schema_and_conservation(db, tmp_path):
 def test_manifest_records_parameters_server_and_client(db, tmp_path):
     [run_dir] = sweep(db, tmp_path, ["skip_locked"], [2], job_count=300, partial_index=True, fillfactor=70)
     manifest = read_json(run_dir / "manifest.json")
-    assert manifest["config"] == {"strategy": "skip_locked", "worker_count": 2, "job_count": 300, "repeat": 0,
-                                  "partial_index": True, "fillfactor": 70, "pause_ms": 0.0, "jitter_ms": 0.0,
-                                  "autovacuum": True, "audit": True}
-    assert manifest["client_processes"] == 2 and "one process per worker" in manifest["client_layout"]
-    assert "FOR UPDATE SKIP LOCKED" in manifest["sql"]
+    assert tuple(manifest) == storage.MANIFEST_KEYS and manifest["kind"] == "race"
+    assert manifest["run_id"] == run_dir.name and "-race-" in run_dir.name
+    assert manifest["parameters"] == {"strategy": "skip_locked", "worker_count": 2, "job_count": 300, "repeat": 0,
+                                      "partial_index": True, "fillfactor": 70, "pause_ms": 0.0, "jitter_ms": 0.0,
+                                      "autovacuum": True, "audit": True}
+    results = manifest["results"]
+    assert results["client_processes"] == 2 and "one process per worker" in results["client_layout"]
+    assert results["table_activity"] and results["activity"]["sampler"]["samples"] > 0
+    assert "FOR UPDATE SKIP LOCKED" in manifest["procedure"]["sql"]
     server = manifest["server"]
     assert server["major"] == 16 and server["server_version"].startswith("16.")
     assert int(server["settings"]["max_connections"]) >= 100
@@ -92,7 +97,7 @@ def test_manifest_records_parameters_server_and_client(db, tmp_path):
     assert "commit" in client["git"]
     assert manifest["checks"]["passed"] is True
     assert manifest["started_at"] < manifest["finished_at"]
-    assert run_dir.parent == config.races_dir(tmp_path)
+    assert run_dir.parent == storage.kind_dir(tmp_path, "race") == tmp_path / "races"
 
 
 def test_the_table_setup_is_what_the_server_reports(db, conn, tmp_path):

@@ -15,6 +15,7 @@ import yaml
 from bs4 import BeautifulSoup
 
 from harness.article import build as report, vega
+from harness.experiments import registry
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -41,9 +42,10 @@ def test_the_build_writes_the_page_the_notebooks_and_the_timings(tiny):
     for name in report.NOTEBOOK_SECTIONS:
         assert (tiny.report_dir / name).exists(), f"executed {name} is kept beside the page"
     phases = tiny.timings["phases"]
-    assert {"races", "plans", "churn", "bench", "notebooks", "html"} <= set(phases)
+    assert {*registry.SECTIONS, "notebooks", "html"} <= set(phases)
     assert all(entry["seconds"] is not None for entry in phases.values())
-    assert phases["races"]["trials_run"] == phases["races"]["trials"], "a clean data dir runs every trial"
+    for section in registry.SECTIONS:
+        assert phases[section]["runs_made"] == phases[section]["runs"] > 0, "a clean data dir makes every run"
 
 
 @pytest.mark.slow
@@ -173,8 +175,7 @@ def test_second_build_with_nothing_changed_reuses_everything(tiny):
     html_before = tiny.html.read_bytes()
     report.build(TINY_PARAMS, tiny.data_dir, tiny.report_dir, progress=False)
     timings = json.loads((tiny.report_dir / "build-timings.json").read_text())["phases"]
-    assert timings["races"]["trials_run"] == 0
-    assert all(timings[kind]["reused"] for kind in ("plans", "churn", "bench"))
+    assert all(timings[section]["runs_made"] == 0 for section in registry.SECTIONS)
     assert timings["notebooks"]["executed"] == []
     assert timings["html"]["rendered"] is False
     assert tiny.html.read_bytes() == html_before
@@ -192,7 +193,8 @@ def test_changing_one_sweep_reruns_only_what_reads_it(tiny, tmp_path):
     shutil.copytree(tiny.report_dir, report_dir)
     report.build(changed, tiny.data_dir, report_dir, progress=False)
     timings = json.loads((report_dir / "build-timings.json").read_text())["phases"]
-    assert timings["races"]["trials_run"] == len(params["slow_race"]["strategies"])
+    assert timings["slow_race"]["runs_made"] == len(params["slow_race"]["strategies"])
+    assert timings["races"]["runs_made"] == 0
     assert timings["notebooks"]["executed"] == [report.ARTICLE], "only the article reads the slowed-down race"
 
 
@@ -206,12 +208,22 @@ def test_a_broken_params_file_is_one_line_and_exit_2(tmp_path):
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
 
 
-def test_a_module_missing_from_the_build_means_no_data_not_a_failure(monkeypatch, tmp_path):
-    from harness import datasets
-
-    monkeypatch.setattr(datasets, "module_available", lambda name: False)
-    params = report.load_params(TINY_PARAMS)
-    for section, ensure in (("plans", datasets.ensure_plans), ("churn", datasets.ensure_churn),
-                            ("bench", datasets.ensure_bench)):
-        assert ensure(params[section], tmp_path, progress=False) is None
-        assert datasets.find_section(section, params[section], tmp_path) is None
+@pytest.mark.parametrize("change, fragment", [
+    ({"racez": {}}, "unknown section 'racez'"),
+    ({"races": {"worker_count": 4}}, "races: unknown setting 'worker_count'"),
+    ({"churn": {"settle_seconds": "long"}}, "settle seconds must be a number"),
+    ({"plans": {"consumed_fractions": [0.5, 2]}}, "consumed fraction must be between 0 and 1"),
+    ({"pg_version": 15}, "pg_version must be one of"),
+])
+def test_a_params_file_with_a_bad_setting_is_refused_before_anything_runs(tmp_path, change, fragment):
+    params = yaml.safe_load(TINY_PARAMS.read_text())
+    for key, value in change.items():
+        params[key] = {**params[key], **value} if isinstance(value, dict) and key in params else value
+    broken = tmp_path / "broken.yml"
+    broken.write_text(yaml.safe_dump(params))
+    result = subprocess.run([sys.executable, "-m", "harness.article.build", "--params", str(broken),
+                             "--data-dir", str(tmp_path / "data"), "--report-dir", str(tmp_path / "report")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert fragment in result.stderr
+    assert not (tmp_path / "data").exists(), "nothing ran"

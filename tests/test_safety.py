@@ -14,7 +14,8 @@ import pytest
 
 from harness.server import schema
 from harness.errors import RaceError, UserError
-from harness.experiments.race_trials import SweepPlan, run_sweep
+from harness.experiments import registry
+from harness.experiments.race_trials import RaceSweep
 from harness.experiments.race import kill_a_worker_after, run_race
 from conftest import PROJECT_ROOT, run_cli
 
@@ -38,12 +39,14 @@ def test_foreign_objects_survive_and_block_the_run(db, conn, tmp_path):
     conn.execute("INSERT INTO claimrace.someone_elses VALUES ('keep me')")
     try:
         with pytest.raises(UserError, match="someone_elses"):
-            run_sweep(SweepPlan(["guarded"], [2], 100), tmp_path, progress=False, database_handle=db)
+            registry.measure("race", RaceSweep(strategies=["guarded"], worker_counts=[2], job_count=100), tmp_path,
+                             db=db, progress=False)
         assert conn.execute("SELECT note FROM claimrace.someone_elses").fetchall() == [("keep me",)]
     finally:
         conn.execute("DROP TABLE claimrace.someone_elses")
     # with the foreign table gone, a run works and public.jobs is untouched
-    run_sweep(SweepPlan(["naive", "guarded"], [2], 100), tmp_path, progress=False, database_handle=db)
+    registry.measure("race", RaceSweep(strategies=["naive", "guarded"], worker_counts=[2], job_count=100), tmp_path,
+                     db=db, progress=False)
     assert conn.execute("SELECT count(*), count(*) FILTER (WHERE status = 'pending') FROM public.jobs").fetchone() \
         == (50, 50)
     conn.execute("DROP TABLE public.jobs")

@@ -68,8 +68,8 @@ def wait_times(paths: list[Path], strategy: str | tuple[str, ...] = WAIT_STRATEG
             continue
         won = attempts["outcome"] == "won"
         manifest = read_json(Path(path) / "manifest.json")
-        base = {"strategy": attempts["strategy"].iloc[0], "worker_count": int(manifest["config"]["worker_count"]),
-                "repeat": int(manifest["config"]["repeat"])}
+        base = {"strategy": attempts["strategy"].iloc[0], "worker_count": int(manifest["parameters"]["worker_count"]),
+                "repeat": int(manifest["parameters"]["repeat"])}
         rows.append(pd.DataFrame({**base, "measure": WINNING_CLAIM_LATENCY,
                                   "ms": attempts.loc[won, "latency_ns"].to_numpy() / 1e6}))
         rows.append(pd.DataFrame({**base, "measure": TIME_TO_GET_A_JOB, "ms": time_to_job_ns(attempts) / 1e6}))
@@ -359,7 +359,7 @@ def sampler_facts(paths: list[Path]) -> dict:
     """The wait-event sampler as it ran: median achieved interval and median query time over the races."""
     intervals, queries = [], []
     for path in paths:
-        stats = read_json(Path(path) / "manifest.json").get("activity", {}).get("sampler", {})
+        stats = read_json(Path(path) / "manifest.json")["results"].get("activity", {}).get("sampler", {})
         if stats.get("interval_ms_median") is not None:
             intervals.append(stats["interval_ms_median"])
             queries.append(stats.get("query_ms_median", np.nan))

@@ -2,10 +2,13 @@
 
     python -m harness.report [--params notebooks/params/report.yml] [--force]
 
-1. data: for each sweep in the params file, reuse the runs already stored for
-   the same parameters and run the harness (progress bars) for what is missing;
+1. data: for each section of the params file (harness.experiments.registry
+   knows which kind of experiment each one asks for), reuse the runs already
+   stored for the same parameters and run the harness (progress bars) for
+   what is missing;
 2. notebooks: execute each numbered notebook with papermill into report/,
-   skipped when its inputs (notebook, parameters, the runs it reads, the
+   handing it the run folders of the sections it reads (its `runs`
+   parameter), skipped when its inputs (notebook, the runs it reads, the
    harness code) are unchanged since the last build;
 3. html: render the article notebook with the offline template
    (harness/article/templates/claimrace) into report/index.html.
@@ -22,56 +25,31 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
-
-from harness import config, datasets
+from harness import config
 from harness.errors import UserError
-from harness.manifest import git_commit, utc_now
+from harness.experiments import registry
+from harness.storage import git_commit, utc_now
 
-DEFAULT_PARAMS = config.NOTEBOOK_DIR / "params" / "report.yml"
+DEFAULT_PARAMS = config.PARAMS_FILE
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE_NAME = "claimrace"
 ARTICLE = "04-article.ipynb"
 KERNEL_NAME = "python3"  # the kernel of the Python running this (ipykernel's native kernel)
 STATE_FILE = ".build-state.json"
 
-# Which parameter sections each notebook reads, and the prefix its parameters carry.
-NOTEBOOK_SECTIONS: dict[str, dict[str, str]] = {
-    "01-races.ipynb": {"races": ""},
-    "02-plans.ipynb": {"plans": ""},
-    "03-churn.ipynb": {"churn": ""},
-    ARTICLE: {"races": "", "slow_race": "slow_", "plans": "plan_", "churn": "churn_", "bench": "bench_"},
+# Which params-file sections each notebook reads: it is handed their run folders.
+NOTEBOOK_SECTIONS: dict[str, tuple[str, ...]] = {
+    "01-races.ipynb": ("races",),
+    "02-plans.ipynb": ("plans",),
+    "03-churn.ipynb": ("churn",),
+    ARTICLE: tuple(registry.SECTIONS),
 }
-SECTIONS = ("races", "slow_race", "plans", "churn", "bench")
 
 
-# --------------------------------------------------------------------------- parameters
-
-
-def load_params(path: Path) -> dict:
-    path = Path(path)
-    try:
-        params = yaml.safe_load(path.read_text()) or {}
-    except OSError as exc:
-        raise UserError(f"cannot read the parameters file {path}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    missing = [s for s in SECTIONS if not isinstance(params.get(s), dict)]
-    if missing:
-        raise UserError(f"{path} lacks the section(s) {', '.join(missing)}")
-    params.setdefault("pg_version", config.DEFAULT_PG_VERSION)
-    return params
-
-
-def notebook_parameters(notebook: str, params: dict, data_dir: Path) -> dict:
-    """The papermill parameters of one notebook, from the sections it reads."""
-    values = {}
-    for section, prefix in NOTEBOOK_SECTIONS[notebook].items():
-        for key, value in params[section].items():
-            values[f"{prefix}{key}"] = value
-    values["pg_version"] = int(params["pg_version"])
-    values["data_dir"] = str(Path(data_dir).resolve())
-    return values
+def notebook_parameters(notebook: str, runs: dict[str, list[Path]], params_file: Path, data_dir: Path) -> dict:
+    """The papermill parameters of one notebook: the run folders it reads, and where they came from."""
+    return {"runs": {section: [str(path) for path in runs[section]] for section in NOTEBOOK_SECTIONS[notebook]},
+            "params_file": str(Path(params_file).resolve()), "data_dir": str(Path(data_dir).resolve())}
 
 
 # --------------------------------------------------------------------------- timing and caching
@@ -108,11 +86,12 @@ def _code_digest() -> str:
     return digest.hexdigest()
 
 
-def inputs_digest(notebook_path: Path, parameters: dict, runs_fingerprint: str, code_digest: str) -> str:
+def inputs_digest(notebook_path: Path, runs: dict[str, list], code_digest: str) -> str:
+    """The notebook, which runs it reads (a run's folder name is unique and its contents never change) and the code."""
     digest = hashlib.sha256()
     digest.update(Path(notebook_path).read_bytes())
-    digest.update(json.dumps(parameters, sort_keys=True, default=str).encode())
-    digest.update(runs_fingerprint.encode())
+    digest.update(json.dumps({section: [Path(p).name for p in paths] for section, paths in runs.items()},
+                             sort_keys=True).encode())
     digest.update(code_digest.encode())
     return digest.hexdigest()
 
@@ -133,39 +112,16 @@ def _write_state(report_dir: Path, state: dict) -> None:
 
 def ensure_data(params: dict, data_dir: Path, timings: Timings, db: str | None = None,
                 progress: bool = True) -> dict[str, list[Path]]:
-    """Every sweep's runs, reused or run now; returns the run folders each section reads."""
-    pg_version = int(params["pg_version"])
+    """Every section's runs, reused or run now; returns the run folders of each section."""
     runs: dict[str, list[Path]] = {}
-    with timings.phase("races") as entry:
-        races = params["races"]
-        plan = datasets.race_plan(races["strategies"], races["worker_counts"], races["job_count"],
-                                  races.get("repeats", 1), races.get("partial_index", False))
-        slow = params["slow_race"]
-        slow_plan = datasets.race_plan(slow["strategies"], [slow["worker_count"]], slow["job_count"],
-                                       pause_ms=slow["pause_ms"], jitter_ms=slow["jitter_ms"])
-        missing = len(datasets.find_races(plan, data_dir, pg_version)[1]) + \
-            len(datasets.find_races(slow_plan, data_dir, pg_version)[1])
-        entry.update(trials=len(plan.configs) + len(slow_plan.configs), trials_run=missing)
-        runs["races"] = datasets.ensure_races(plan, data_dir, db, pg_version, progress)
-        runs["slow_race"] = datasets.ensure_races(slow_plan, data_dir, db, pg_version, progress)
-    for section, ensure in (("plans", datasets.ensure_plans), ("churn", datasets.ensure_churn),
-                            ("bench", datasets.ensure_bench)):
+    for section in registry.SECTIONS:
         with timings.phase(section) as entry:
-            before = datasets.find_section(section, params[section], data_dir, pg_version)
-            path = ensure(params[section], data_dir, db, pg_version, progress)
-            entry.update(available=path is not None, reused=before is not None)
-            if path is None:
-                print(f"{section}: harness.{section} is not in this build; its sections will say so", flush=True)
-            runs[section] = [path] if path is not None else []
+            runs[section], made = registry.ensure_section(params, section, data_dir, db, progress)
+            entry.update(runs=len(runs[section]), runs_made=made)
     return runs
 
 
-def _runs_for(notebook: str, runs: dict[str, list[Path]]) -> list[Path]:
-    sections = list(NOTEBOOK_SECTIONS[notebook])
-    return [p for s in sections for p in runs.get(s, [])]
-
-
-def execute_notebooks(params: dict, runs: dict[str, list[Path]], data_dir: Path, report_dir: Path,
+def execute_notebooks(params_file: Path, runs: dict[str, list[Path]], data_dir: Path, report_dir: Path,
                       timings: Timings, force: bool = False, progress: bool = True,
                       notebook_dir: Path = config.NOTEBOOK_DIR) -> dict[str, bool]:
     """papermill each notebook into report_dir unless its inputs are unchanged; returns {name: executed}."""
@@ -179,8 +135,8 @@ def execute_notebooks(params: dict, runs: dict[str, list[Path]], data_dir: Path,
             source = notebook_dir / notebook
             if not source.exists():
                 raise UserError(f"notebook {source} is missing")
-            parameters = notebook_parameters(notebook, params, data_dir)
-            digest = inputs_digest(source, parameters, datasets.fingerprint(_runs_for(notebook, runs)), code)
+            parameters = notebook_parameters(notebook, runs, params_file, data_dir)
+            digest = inputs_digest(source, parameters["runs"], code)
             target = report_dir / notebook
             if not force and target.exists() and state.get(notebook) == digest:
                 executed[notebook] = False
@@ -260,13 +216,13 @@ def build(params_path: Path = DEFAULT_PARAMS, data_dir: Path = config.DATA_DIR,
           report_dir: Path = config.REPORT_DIR, db: str | None = None, force: bool = False,
           progress: bool = True) -> Path:
     """The whole pipeline; returns the path of index.html."""
-    params = load_params(params_path)
+    params = registry.load_params(params_path)
     data_dir = Path(data_dir).resolve()
     report_dir = Path(report_dir).resolve()
     report_dir.mkdir(parents=True, exist_ok=True)
     timings = Timings()
     runs = ensure_data(params, data_dir, timings, db, progress)
-    executed = execute_notebooks(params, runs, data_dir, report_dir, timings, force, progress)
+    executed = execute_notebooks(params_path, runs, data_dir, report_dir, timings, force, progress)
     html_path = report_dir / "index.html"
     with timings.phase("html") as entry:
         if executed.get(ARTICLE) or force or not html_path.exists():

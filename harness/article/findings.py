@@ -1324,26 +1324,6 @@ def from_runs(runs: dict[str, list[Path]]) -> list[Finding]:
 SECTIONS = ("races", "slow_race", "plans", "churn", "bench")
 
 
-def stored_runs(params: dict, data_dir: Path) -> dict[str, list[Path]]:
-    """The runs stored for a params file's sections, found as the report finds them; nothing is run."""
-    from harness import datasets
-
-    pg_version = int(params["pg_version"])
-    races, slow = params["races"], params["slow_race"]
-    plans = {"races": datasets.race_plan(races["strategies"], races["worker_counts"], races["job_count"],
-                                         races.get("repeats", 1), races.get("partial_index", False)),
-             "slow_race": datasets.race_plan(slow["strategies"], [slow["worker_count"]], slow["job_count"],
-                                             pause_ms=slow["pause_ms"], jitter_ms=slow["jitter_ms"])}
-    runs = {}
-    for section, plan in plans.items():
-        found = datasets.find_races(plan, data_dir, pg_version)[0]
-        runs[section] = [found[cfg] for cfg in plan.configs if cfg in found]
-    for section in ("plans", "churn", "bench"):
-        path = datasets.find_section(section, params[section], data_dir, pg_version)
-        runs[section] = [path] if path is not None else []
-    return runs
-
-
 def _print_text(findings: list[Finding]) -> None:
     import textwrap
 
@@ -1359,10 +1339,11 @@ def _print_text(findings: list[Finding]) -> None:
 def _command(args) -> int:
     import sys
 
-    from harness.article.build import DEFAULT_PARAMS, load_params
+    from harness.article.build import DEFAULT_PARAMS
     from harness.errors import UserError
+    from harness.experiments import registry
 
-    runs = stored_runs(load_params(args.params), Path(args.data_dir))
+    runs = registry.stored_sections(registry.load_params(args.params), Path(args.data_dir))
     empty = [section for section in SECTIONS if not runs.get(section)]
     if len(empty) == len(SECTIONS):
         make = "make report" if Path(args.params).resolve() == DEFAULT_PARAMS.resolve() else \

@@ -23,6 +23,8 @@ planner reads the partial index on every run.
 data/bench/<run_id>/pairs.parquet        one row per measurement (client, strategy, worker count, pair)
 data/bench/<run_id>/client_cost.parquet  the harness's own time per attempt outside libpq, per strategy
 data/bench/<run_id>/manifest.json        parameters, scripts, server and client facts
+
+BenchParameters says what to time; measure_bench runs it through harness.experiments.registry.
 """
 
 from __future__ import annotations
@@ -31,10 +33,8 @@ import json
 import math
 import os
 import re
-import secrets
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -43,14 +43,15 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from harness import config
-from harness.server import database, schema
 from harness.errors import UserError
-from harness.manifest import client_facts, utc_now
+from harness.experiments.contract import (Measured, Option, Parameters, as_bool, as_int, as_ints, as_strategies,
+                                          int_list, setting)
+from harness.experiments.limits import check_race_size
 from harness.experiments.pgbench import QueueDrained, pgbench_script, pgbench_version, run_pgbench
-from harness.experiments.limits import check_race_size, server_on_this_machine
 from harness.experiments.race import CLIENT_LAYOUT, run_race
-from harness.storage import RunWriter, ensure_writable, latest_run_dir
-from harness.strategies import EMPTY, ERROR, LOST, STRATEGIES, WON, get_strategy
+from harness.server import database, schema
+from harness.storage import utc_now
+from harness.strategies import EMPTY, ERROR, LOST, STRATEGIES, WON, get_strategy, parse_strategies
 
 BENCH_WORKER_COUNTS = (1, 8, 32, 64, 100)
 DEFAULT_PAIRS = 3
@@ -78,10 +79,6 @@ PAIR_COLUMNS = ("client", "strategy", "worker_count", "pair_index", "position", 
                 "win_p50_us", "win_p99_us", "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds",
                 "cpu_us_per_attempt", "max_rss_bytes", "private_bytes_per_worker", "gap_p50_ns", "gap_p99_ns",
                 "threads", "pending_after", "plan_index", "started_at", "load_average")
-
-
-def bench_dir(data_dir: Path) -> Path:
-    return Path(data_dir) / "bench"
 
 
 @dataclass
@@ -287,17 +284,56 @@ def measure_client_cost(db: database.Database, conn, strategy: str, seconds: flo
     }
 
 
-def _validate(strategies, worker_counts, pairs, seconds) -> None:
-    if not strategies:
-        raise UserError("give at least one strategy")
-    for name in strategies:
-        get_strategy(name)
-    if not worker_counts or min(worker_counts) < 1:
-        raise UserError("worker counts must be whole numbers of at least 1")
-    if pairs < 1:
-        raise UserError(f"--pairs must be at least 1, not {pairs}")
-    if int(seconds) != seconds or seconds < 1:
-        raise UserError(f"--seconds must be a whole number of at least 1 (pgbench times whole seconds), not {seconds}")
+@dataclass(frozen=True)
+class BenchParameters(Parameters):
+    """Which strategies and worker counts to time, how many pairs of how many seconds."""
+
+    strategies: tuple = setting(tuple(STRATEGIES), as_strategies, Option(
+        "--strategy", "naive, guarded, skip_locked, a comma list, or all", parse_strategies, default_text="all"))
+    worker_counts: tuple = setting(BENCH_WORKER_COUNTS, as_ints, Option(
+        "--workers", "worker counts, comma-separated", int_list))
+    pairs: int = setting(DEFAULT_PAIRS, as_int, Option("--pairs", "harness/pgbench pairs per setting", int))
+    seconds: int = setting(DEFAULT_SECONDS, as_int, Option(
+        "--seconds", "each run's timed window, whole seconds", int))
+    audit_cost: bool = setting(False, as_bool, Option(
+        "--audit-cost", "also time the harness without the audit trigger (its cost in claims per second)",
+        given=True))
+
+    def check(self) -> None:
+        if not self.worker_counts or min(self.worker_counts) < 1:
+            raise UserError("worker counts must be whole numbers of at least 1")
+        if self.pairs < 1:
+            raise UserError(f"--pairs must be at least 1, not {self.pairs}")
+        if self.seconds < 1:
+            raise UserError(f"--seconds must be a whole number of at least 1 (pgbench times whole seconds), "
+                            f"not {self.seconds}")
+
+
+def workers_needed(parameters: BenchParameters) -> int:
+    return max(parameters.worker_counts)
+
+
+def check_size(parameter_sets: list[BenchParameters], local: bool, pg_version: int) -> None:
+    """Before any server or process starts: the largest timed race fits this machine, and pgbench starts."""
+    check_race_size(max(workers_needed(p) for p in parameter_sets), None, local)
+    pgbench_version(pg_version)  # one line if pgbench cannot start
+
+
+def bench_checks(pairs: pd.DataFrame, clients: tuple[str, ...]) -> dict:
+    """What must hold for a bench run to count.
+
+    every_pair_complete: every client ran once in every pair of every setting.
+    queue_never_drained: every run ended with at least one pending job per worker, so its window was all claims.
+    partial_index_read: every run's pick read the partial index, so both clients bought the same claims.
+    """
+    per_pair = pairs.groupby(["strategy", "worker_count", "pair_index"])["client"]
+    checks = {
+        "every_pair_complete": bool(len(pairs) > 0 and per_pair.apply(lambda c: sorted(c) == sorted(clients)).all()),
+        "queue_never_drained": bool((pairs["pending_after"] >= pairs["worker_count"]).all()),
+        "partial_index_read": bool(pairs["plan_index"].str.startswith(PARTIAL_INDEX).all()),
+    }
+    checks["passed"] = all(checks.values())
+    return checks
 
 
 def _queue_size(consumed: dict, strategy: str, worker_count: int, seconds: int) -> int:
@@ -306,47 +342,21 @@ def _queue_size(consumed: dict, strategy: str, worker_count: int, seconds: int) 
     return max(MIN_QUEUE_JOBS, int(math.ceil(known * QUEUE_HEADROOM * seconds)))
 
 
-def run_bench(strategies=tuple(STRATEGIES), worker_counts=BENCH_WORKER_COUNTS, pairs: int = DEFAULT_PAIRS,
-              audit_cost: bool = False,
-              seconds: int = DEFAULT_SECONDS, data_dir: Path = config.DATA_DIR, db: str | None = None,
-              pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True,
-              database_handle: database.Database | None = None) -> Path:
-    """Harness and pgbench, interleaved, on one server; returns data/bench/<run_id>/.
+def measure_bench(db: database.Database, parameters: BenchParameters, run_id: str, progress: bool = True) -> Measured:
+    """Harness and pgbench, interleaved, on an open server.
 
     Drops and recreates claimrace.jobs and claimrace.claims before every measurement.
     """
-    strategies, worker_counts = list(strategies), list(worker_counts)
-    _validate(strategies, worker_counts, pairs, seconds)
-    seconds = int(seconds)
-    data_dir = ensure_writable(Path(data_dir))
-    local = server_on_this_machine(db) if database_handle is None else database_handle.source != "url"
-    check_race_size(max(worker_counts), None, local)  # before any server or process starts
-    version = pgbench_version(pg_version)  # fail early, in one line, if pgbench cannot start
-    if database_handle is not None:
-        return _bench_on(database_handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version,
-                         progress, audit_cost)
-    with database.open_database(db, pg_version, max(worker_counts) + config.HARNESS_CONNECTIONS + 10) as handle:
-        return _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version, progress,
-                         audit_cost)
-
-
-def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_version, version, progress,
-              audit_cost: bool = False) -> Path:
+    strategies, worker_counts = list(parameters.strategies), list(parameters.worker_counts)
+    pairs, seconds, pg_version = parameters.pairs, parameters.seconds, db.pg_version
     # audit_cost: the harness also runs without the audit trigger, counting wins from what the claims returned
-    clients = CLIENTS + (("harness_no_audit",) if audit_cost else ())
-    from harness.experiments.race_trials import check_capacity
-
+    clients = CLIENTS + (("harness_no_audit",) if parameters.audit_cost else ())
     began = time.monotonic()
-    started_at = utc_now()
+    version = pgbench_version(pg_version)
     rows: list[Measurement] = []
     costs: list[dict] = []
     consumed: dict = {}  # (strategy, worker count) -> the most jobs per second a run took
-    with handle.connect() as conn:
-        schema.ensure_schema(conn)
-        schema.acquire_run_lock(conn)  # held for the whole bench; released when conn closes
-        check_capacity(conn, worker_counts)
-        server = database.server_facts(conn)
-        client = client_facts()
+    with db.connect() as conn:
         settings = [(s, w) for s in strategies for w in worker_counts]
         plan = [(p, index, s, w) for p in range(pairs) for index, (s, w) in enumerate(settings)]
         bar = tqdm(total=len(plan) * len(clients) + len(strategies), desc="bench", unit="run", disable=not progress)
@@ -364,7 +374,7 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
                             measure, extra = measure_harness, {"audit": client_name == "harness"}
                         else:
                             measure, extra = measure_pgbench, {"pg_version": pg_version, "client": client_name}
-                        pair.append(measure(handle, conn, strategy, worker_count, seconds, job_count,
+                        pair.append(measure(db, conn, strategy, worker_count, seconds, job_count,
                                             pair_index, position, **extra))
                     break
                 except QueueDrained:
@@ -378,35 +388,25 @@ def _bench_on(handle, strategies, worker_counts, pairs, seconds, data_dir, pg_ve
             bar.update(len(clients))
         for strategy in strategies:
             bar.set_postfix_str(f"{strategy} client cost")
-            costs.append(measure_client_cost(handle, conn, strategy))
+            costs.append(measure_client_cost(db, conn, strategy))
             bar.update(1)
         bar.close()
-    run_id = f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-bench-{secrets.token_hex(3)}"
     pairs_frame = pd.DataFrame([asdict(m) for m in rows], columns=list(PAIR_COLUMNS))
-    manifest = {
-        "run_id": run_id,
-        "kind": "bench",
-        "parameters": {"strategies": strategies, "worker_counts": worker_counts, "pairs": pairs, "audit_cost": audit_cost,
-                       "seconds": seconds, "partial_index": True, "audit": True, "fillfactor": 100,
-                       "target_band": list(TARGET_BAND), "pgbench_protocol": "prepared",
-                       "harness_layout": CLIENT_LAYOUT,
-                       "pgbench_threads": {"pgbench": "one per client", "pgbench_j2": "two in all"},
-                       "client_cost_seconds": CLIENT_COST_SECONDS},
-        "setup": SETUP,
-        "scripts": {name: pgbench_script(get_strategy(name)) for name in strategies},
-        "sql": {name: get_strategy(name).sql for name in strategies},
-        "pgbench": version,
-        "started_at": started_at,
-        "finished_at": utc_now(),
-        "wall_seconds": time.monotonic() - began,
-        "server": {"source": handle.source, "url": database.redact(handle.url), **handle.details, **server},
-        "client": client,
-    }
-    with RunWriter(bench_dir(data_dir), run_id) as writer:
-        writer.table("pairs", pa.Table.from_pandas(pairs_frame, preserve_index=False))
-        writer.table("client_cost", pa.Table.from_pylist(costs))
-        writer.json("manifest", manifest)
-        return writer.commit()
+    return Measured(
+        tables={"pairs": pairs_frame, "client_cost": pa.Table.from_pylist(costs)},
+        procedure={
+            "setup": SETUP,
+            "scripts": {name: pgbench_script(get_strategy(name)) for name in strategies},
+            "sql": {name: get_strategy(name).sql for name in strategies},
+            "queue": {"partial_index": True, "audit": True, "fillfactor": 100},
+            "pgbench_protocol": "prepared",
+            "harness_layout": CLIENT_LAYOUT,
+            "pgbench_threads": {"pgbench": "one per client", "pgbench_j2": "two in all"},
+            "client_cost_seconds": CLIENT_COST_SECONDS,
+        },
+        checks=bench_checks(pairs_frame, clients),
+        results={"pgbench": version, "target_band": list(TARGET_BAND),
+                 "wall_seconds": time.monotonic() - began})
 
 
 # --------------------------------------------------------------------------- reading
@@ -502,11 +502,6 @@ def load_bench(run_dir: Path) -> pd.DataFrame:
     return summary
 
 
-def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
-    """The newest complete bench run, or None."""
-    return latest_run_dir(bench_dir(data_dir))
-
-
 # --------------------------------------------------------------------------- command line
 
 TABLE_COLUMNS = ("strategy", "worker_count", "pairs", "harness_processes", "pgbench_threads",
@@ -534,29 +529,7 @@ def _print(run_dir: Path, as_json: bool) -> None:
           f"client; stored in {run_dir}")
 
 
-def _bench(args) -> int:
-    from harness.strategies import parse_strategies
-
-    run_dir = run_bench(parse_strategies(args.strategy), args.workers, args.pairs, args.audit_cost, args.seconds,
-                        args.data_dir, args.db, args.pg_version, progress=not (args.quiet or args.json))
-    _print(run_dir, args.json)
-    return 0
-
-
-def register_cli(subparsers) -> None:
-    from harness.cli import add_server_options, int_list
-
-    parser = subparsers.add_parser(
-        "bench", help="the harness against pgbench on the same SQL and server, interleaved (drops and recreates "
-                      "claimrace.jobs and claimrace.claims before every run)")
-    parser.add_argument("--strategy", default="all", help="naive, guarded, skip_locked, a comma list, or all")
-    parser.add_argument("--workers", type=int_list, default=list(BENCH_WORKER_COUNTS),
-                        help="worker counts, comma-separated (default 1,8,32,64,100)")
-    parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS, help="harness/pgbench pairs per setting")
-    parser.add_argument("--seconds", type=int, default=DEFAULT_SECONDS, help="each run's timed window, whole seconds")
-    parser.add_argument("--audit-cost", action="store_true",
-                        help="also time the harness without the audit trigger (its cost in claims per second)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per strategy and worker count")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_server_options(parser)
-    parser.set_defaults(handler=_bench)
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness bench` prints: per strategy and worker count, the ratios and the target's verdict."""
+    for path in paths:
+        _print(path, as_json)

@@ -35,26 +35,23 @@ An ANALYZE (auto or not) replaces n_dead_tup with the dead rows it counts.
 
 Public API::
 
-    measure_churn(db, fillfactors=(100, 90, 70, 50), payload_bytes=(0, 400), partial_index=(False, True),
-                  updates=1000, race_worker_counts=(4, 16), data_dir=config.DATA_DIR, progress=True,
-                  pruning=True, bulk=True, pruning_job_count=10_000, pruning_claims=5_002,
-                  settle_seconds=75, quiet_seconds=5) -> Path
-    run_churn(..., db=None, pg_version=16) -> Path     # starts and stops its own server
+    ChurnParameters(fillfactors=(100, 90, 70, 50), payload_bytes=(0, 400), partial_index=(False, True),
+                    updates=1000, race_worker_counts=(4, 16), bulk=True, pruning=True, pruning_job_count=10_000,
+                    pruning_claims=5_002, settle_seconds=75, quiet_seconds=5)
+    measure_churn(db, parameters, run_id, progress) -> Measured   # through harness.experiments.registry
     load_churn(run_dir) -> DataFrame      # one row per setup and mode (sequential, race x N, bulk)
     load_pruning(run_dir) -> DataFrame    # one row per autovacuum arm and phase
-    latest_run(data_dir) -> Path | None
 
 Stored as data/churn/<run_id>/{matrix,pruning}.parquet and manifest.json.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import secrets
 import time
 from contextlib import closing
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
@@ -62,16 +59,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
-from harness import config
-from harness.server import database, pgstats, schema
 from harness.errors import UserError
-from harness.experiments.race_trials import check_capacity
-from harness.manifest import client_facts, utc_now
+from harness.experiments.contract import (Measured, Option, Parameters, as_bool, as_bools, as_float, as_int, as_ints,
+                                          int_list, int_list_or_none, setting)
+from harness.experiments.limits import check_race_size
 from harness.experiments.race import run_race
-from harness.storage import RunWriter, ensure_writable, latest_run_dir
+from harness.server import database, pgstats, schema
 from harness.strategies import EMPTY, ERROR, WON, get_strategy
 
-KIND = "churn"
 STRATEGY = "skip_locked"
 DEFAULT_FILLFACTORS = (100, 90, 70, 50)
 DEFAULT_PAYLOAD_BYTES = (0, 400)
@@ -87,10 +82,6 @@ RACE_TIMEOUT_SECONDS = 300.0
 JOBS = f"{schema.SCHEMA}.jobs"
 # Not a claim (nothing races it): every row flipped at once, status only, for the bulk mode.
 BULK_UPDATE_SQL = f"UPDATE {JOBS} SET status = 'running' WHERE status = 'pending'"
-
-
-def churn_dir(data_dir: Path) -> Path:
-    return Path(data_dir) / KIND
 
 
 @dataclass(frozen=True)
@@ -275,28 +266,99 @@ def measure_pruning(conn, db: database.Database, autovacuum: bool, job_count: in
 # --------------------------------------------------------------------------- the run
 
 
-def validate(fillfactors, payload_bytes, partial_index, updates, race_worker_counts) -> None:
-    if not fillfactors:
-        raise UserError("give at least one fillfactor")
-    for value in fillfactors:
-        if not 10 <= value <= 100:
-            raise UserError(f"fillfactor must be between 10 and 100, not {value}")
-    if not payload_bytes:
-        raise UserError("give at least one payload size")
-    for value in payload_bytes:
-        if not 0 <= value <= MAX_PAYLOAD_BYTES:
-            raise UserError(f"payload bytes must be between 0 and {MAX_PAYLOAD_BYTES}, not {value}")
-    if not partial_index:
-        raise UserError("give at least one partial-index setting")
-    if updates < 1:
-        raise UserError(f"updates must be at least 1, not {updates}")
-    for count in race_worker_counts:
-        if count < 1:
-            raise UserError(f"race worker count must be at least 1, not {count}")
+def index_settings(text: str) -> tuple[bool, ...]:
+    """--partial-index: both, on or off."""
+    settings = {"both": (False, True), "on": (True,), "off": (False,)}
+    if text not in settings:
+        raise argparse.ArgumentTypeError(f"expected both, on or off, got {text!r}")
+    return settings[text]
 
 
-def new_run_id() -> str:
-    return f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-{KIND}-{secrets.token_hex(3)}"
+@dataclass(frozen=True)
+class ChurnParameters(Parameters):
+    """The matrix's table setups and drains, and the pruning experiment's size and waits."""
+
+    fillfactors: tuple = setting(DEFAULT_FILLFACTORS, as_ints, Option(
+        "--fillfactor", "fillfactors, comma-separated", int_list))
+    payload_bytes: tuple = setting(DEFAULT_PAYLOAD_BYTES, as_ints, Option(
+        "--payload-bytes", "row payload sizes in bytes; 0 = the bare id, status, started_at table", int_list))
+    partial_index: tuple = setting(DEFAULT_PARTIAL_INDEX, as_bools, Option(
+        "--partial-index", "with the partial index, without, or both", index_settings,
+        default_text="both", metavar="{both,on,off}"))
+    updates: int = setting(DEFAULT_UPDATES, as_int, Option(
+        "--updates", "jobs per drain = status updates per measurement", int))
+    race_worker_counts: tuple = setting(DEFAULT_RACE_WORKER_COUNTS, as_ints, Option(
+        "--race-workers", "worker counts of the concurrent drains, or none", int_list_or_none))
+    bulk: bool = setting(True, as_bool, Option("--no-bulk", "skip the one-statement drains", given=False))
+    pruning: bool = setting(True, as_bool, Option("--no-pruning", "skip the pruning experiment", given=False))
+    pruning_job_count: int = setting(PRUNING_JOB_COUNT, as_int)  # the original's 5,002 claims on 10,000 rows
+    pruning_claims: int = setting(PRUNING_CLAIMS, as_int)
+    settle_seconds: float = setting(SETTLE_SECONDS, as_float, Option(
+        "--settle-seconds", "longest wait for the statistics to settle in the pruning experiment", float))
+    quiet_seconds: float = setting(QUIET_SECONDS, as_float)  # how long the counters must stay still to count as settled
+
+    def check(self) -> None:
+        if not self.fillfactors:
+            raise UserError("give at least one fillfactor")
+        for value in self.fillfactors:
+            if not 10 <= value <= 100:
+                raise UserError(f"fillfactor must be between 10 and 100, not {value}")
+        if not self.payload_bytes:
+            raise UserError("give at least one payload size")
+        for value in self.payload_bytes:
+            if not 0 <= value <= MAX_PAYLOAD_BYTES:
+                raise UserError(f"payload bytes must be between 0 and {MAX_PAYLOAD_BYTES}, not {value}")
+        if not self.partial_index:
+            raise UserError("give at least one partial-index setting")
+        if self.updates < 1:
+            raise UserError(f"updates must be at least 1, not {self.updates}")
+        for count in self.race_worker_counts:
+            if count < 1:
+                raise UserError(f"race worker count must be at least 1, not {count}")
+        if self.settle_seconds < 0 or self.quiet_seconds < 0:
+            raise UserError("settle and quiet times must not be negative")
+        if self.pruning and not 1 <= self.pruning_claims <= self.pruning_job_count:
+            raise UserError(f"pruning claims must be between 1 and the pruning job count ({self.pruning_job_count})")
+
+    @property
+    def drains(self) -> list[tuple[str, int]]:
+        """(mode, worker count) of every drain of one setup, in the order they run."""
+        return [("sequential", 1), *[("race", count) for count in self.race_worker_counts],
+                *([("bulk", 1)] if self.bulk else [])]
+
+    @property
+    def setups(self) -> list[TableSetup]:
+        return [TableSetup(f, p, i) for p in self.payload_bytes for i in self.partial_index for f in self.fillfactors]
+
+
+def workers_needed(parameters: ChurnParameters) -> int:
+    return max(parameters.race_worker_counts, default=1)
+
+
+def check_size(parameter_sets: list[ChurnParameters], local: bool) -> None:
+    """Before any server or process starts: one line if this machine cannot run the largest racing drain."""
+    for parameters in parameter_sets:
+        if parameters.race_worker_counts:
+            check_race_size(max(parameters.race_worker_counts), parameters.updates, local)
+
+
+def churn_checks(matrix: list[dict], pruning: list[dict], parameters: ChurnParameters) -> dict:
+    """What must hold for a churn run to count.
+
+    every_drain_measured: one row per table setup and drain.
+    server_counted_every_flip: in every drain the server's update counter equals the claims won, so the
+    HOT and dead-tuple figures describe exactly those updates.
+    audit_saw_every_flip: the audit trigger recorded as many flips as there were claims.
+    pruning_counted_every_claim: the same for the pruning experiment's claims (True when it did not run).
+    """
+    checks = {
+        "every_drain_measured": len(matrix) == len(parameters.setups) * len(parameters.drains),
+        "server_counted_every_flip": all(row["updates"] == row["claims"] for row in matrix),
+        "audit_saw_every_flip": all(row["audit_claims"] == row["claims"] for row in matrix),
+        "pruning_counted_every_claim": all(row["updates"] == row["claims"] for row in pruning),
+    }
+    checks["passed"] = all(checks.values())
+    return checks
 
 
 INTEGER_COLUMNS = ("worker_count", "job_count", "claims", "audit_claims", "heap_pages_before", "updates",
@@ -312,42 +374,19 @@ def _frame(rows: list[dict]) -> pa.Table:
     return pa.Table.from_pandas(frame, preserve_index=False)
 
 
-def measure_churn(db: database.Database, fillfactors=DEFAULT_FILLFACTORS, payload_bytes=DEFAULT_PAYLOAD_BYTES,
-                  partial_index=DEFAULT_PARTIAL_INDEX, updates: int = DEFAULT_UPDATES,
-                  race_worker_counts=DEFAULT_RACE_WORKER_COUNTS, data_dir: Path = config.DATA_DIR,
-                  progress: bool = True, pruning: bool = True, pruning_job_count: int = PRUNING_JOB_COUNT,
-                  pruning_claims: int = PRUNING_CLAIMS, settle_seconds: float = SETTLE_SECONDS,
-                  quiet_seconds: float = QUIET_SECONDS, bulk: bool = True) -> Path:
-    """The matrix (and, unless pruning=False, the pruning experiment) on an open server.
+def measure_churn(db: database.Database, parameters: ChurnParameters, run_id: str, progress: bool = True) -> Measured:
+    """The matrix (and, unless parameters.pruning is off, the pruning experiment) on an open server.
 
     Drops and recreates claimrace.jobs and claimrace.claims for every setup.
     """
-    fillfactors = [int(v) for v in fillfactors]
-    payload_bytes = [int(v) for v in payload_bytes]
-    partial_index = [bool(v) for v in partial_index]
-    race_worker_counts = [int(v) for v in race_worker_counts]
-    validate(fillfactors, payload_bytes, partial_index, updates, race_worker_counts)
-    if settle_seconds < 0 or quiet_seconds < 0:
-        raise UserError("settle and quiet times must not be negative")
-    if pruning and not 1 <= pruning_claims <= pruning_job_count:
-        raise UserError(f"pruning claims must be between 1 and the pruning job count ({pruning_job_count})")
-    data_dir = ensure_writable(Path(data_dir))
-    started_at = utc_now()
+    p = parameters
     began = time.monotonic()
     matrix_rows: list[dict] = []
     pruning_rows: list[dict] = []
     with closing(db.connect()) as conn:
-        schema.ensure_schema(conn)
-        schema.acquire_run_lock(conn)  # held until conn closes
-        if race_worker_counts:
-            check_capacity(conn, race_worker_counts)
-        server = database.server_facts(conn)
         stattuple = pgstats.pgstattuple_ready(conn, may_install=db.source in ("embedded", "docker"))
-        runs = [("sequential", 1), *[("race", count) for count in race_worker_counts]]
-        if bulk:
-            runs.append(("bulk", 1))
-        setups = [TableSetup(f, p, i) for p in payload_bytes for i in partial_index for f in fillfactors]
-        bar = tqdm(total=len(setups) * len(runs) + (2 if pruning else 0), desc="churn", unit="drain",
+        runs, setups = p.drains, p.setups
+        bar = tqdm(total=len(setups) * len(runs) + (2 if p.pruning else 0), desc="churn", unit="drain",
                    disable=not progress)
         with bar:
             for setup in setups:
@@ -355,32 +394,26 @@ def measure_churn(db: database.Database, fillfactors=DEFAULT_FILLFACTORS, payloa
                     bar.set_postfix_str(f"ff {setup.fillfactor}, payload {setup.payload_bytes} B, "
                                         f"{'partial index' if setup.partial_index else 'no index'}, "
                                         f"{mode}{'' if mode == 'sequential' else f' x{worker_count}'}")
-                    matrix_rows.append(measure_setup(conn, db, setup, mode, worker_count, updates, stattuple))
+                    matrix_rows.append(measure_setup(conn, db, setup, mode, worker_count, p.updates, stattuple))
                     bar.update()
-            if pruning:
+            if p.pruning:
                 for autovacuum in (True, False):
                     label = f"pruning, autovacuum {'on' if autovacuum else 'off'}"
-                    bar.set_postfix_str(f"{label}: {pruning_claims:,} claims")
+                    bar.set_postfix_str(f"{label}: {p.pruning_claims:,} claims")
 
                     def waiting(seconds, acted, label=label):
                         bar.set_postfix_str(f"{label}: settling {seconds:.0f}s"
                                             f"{', autovacuum came' if acted else ''}")
 
-                    pruning_rows.extend(measure_pruning(conn, db, autovacuum, pruning_job_count, pruning_claims,
-                                                        settle_seconds, quiet_seconds, stattuple, waiting))
+                    pruning_rows.extend(measure_pruning(conn, db, autovacuum, p.pruning_job_count, p.pruning_claims,
+                                                        p.settle_seconds, p.quiet_seconds, stattuple, waiting))
                     bar.update()
-    run_id = new_run_id()
     for row in (*matrix_rows, *pruning_rows):
         row["run_id"] = run_id
-    manifest = {
-        "run_id": run_id,
-        "kind": KIND,
-        "parameters": {"fillfactors": fillfactors, "payload_bytes": payload_bytes, "partial_index": partial_index,
-                       "updates": updates, "race_worker_counts": race_worker_counts, "strategy": STRATEGY,
-                       "bulk": bulk, "pruning": pruning, "pruning_job_count": pruning_job_count,
-                       "pruning_claims": pruning_claims, "settle_seconds": settle_seconds,
-                       "quiet_seconds": quiet_seconds},
-        "procedure": {
+    return Measured(
+        tables={"matrix": _frame(matrix_rows), **({"pruning": _frame(pruning_rows)} if pruning_rows else {})},
+        procedure={
+            "strategy": STRATEGY,
             "matrix": "fresh queue of `updates` jobs per setup and mode (create_queue, then VACUUM after the "
                       "counters were reset); drained by one connection (sequential) or by run_race; "
                       "autovacuum_enabled = off on these tables; counters read from pg_stat_user_tables after "
@@ -392,41 +425,12 @@ def measure_churn(db: database.Database, fillfactors=DEFAULT_FILLFACTORS, payloa
             "bulk_update_sql": BULK_UPDATE_SQL,
             "audit_trigger": True,
         },
-        "pgstattuple_available": server.get("pgstattuple_available", False),
-        "pgstattuple_used": stattuple,
-        "started_at": started_at,
-        "finished_at": utc_now(),
-        "wall_seconds": time.monotonic() - began,
-        "server": {"source": db.source, "url": database.redact(db.url), **db.details, **server},
-        "client": client_facts(),
-    }
-    with RunWriter(churn_dir(data_dir), run_id) as writer:
-        writer.table("matrix", _frame(matrix_rows))
-        if pruning_rows:
-            writer.table("pruning", _frame(pruning_rows))
-        writer.json("manifest", manifest)
-        return writer.commit()
-
-
-def run_churn(fillfactors=DEFAULT_FILLFACTORS, payload_bytes=DEFAULT_PAYLOAD_BYTES, partial_index=DEFAULT_PARTIAL_INDEX,
-              updates: int = DEFAULT_UPDATES, race_worker_counts=DEFAULT_RACE_WORKER_COUNTS,
-              data_dir: Path = config.DATA_DIR, db: str | None = None, pg_version: int = config.DEFAULT_PG_VERSION,
-              progress: bool = True, **options) -> Path:
-    """measure_churn on a server of its own (embedded by default), stopped afterwards."""
-    validate([int(v) for v in fillfactors], [int(v) for v in payload_bytes], list(partial_index), updates,
-             [int(v) for v in race_worker_counts])
-    ensure_writable(Path(data_dir))
-    max_connections = max(race_worker_counts, default=1) + config.HARNESS_CONNECTIONS + 10
-    with database.open_database(db, pg_version, max_connections) as handle:
-        return measure_churn(handle, fillfactors, payload_bytes, partial_index, updates, race_worker_counts,
-                             data_dir, progress, **options)
+        checks=churn_checks(matrix_rows, pruning_rows, p),
+        results={"pgstattuple_used": stattuple,
+                 "wall_seconds": time.monotonic() - began})
 
 
 # --------------------------------------------------------------------------- reading runs back
-
-
-def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
-    return latest_run_dir(churn_dir(data_dir))
 
 
 def load_churn(run_dir: Path) -> pd.DataFrame:
@@ -475,49 +479,13 @@ def _print(matrix: pd.DataFrame, pruning: pd.DataFrame, as_json: bool) -> None:
               .to_string(index=False, float_format=lambda v: f"{v:,.1f}"))
 
 
-def _command(args) -> int:
-    partial = {"both": (False, True), "on": (True,), "off": (False,)}[args.partial_index]
-    path = run_churn(args.fillfactor, args.payload_bytes, partial, args.updates, args.race_workers, args.data_dir,
-                     args.db, args.pg_version, progress=not args.quiet, pruning=not args.no_pruning,
-                     bulk=not args.no_bulk, settle_seconds=args.settle_seconds)
-    _print(load_churn(path), load_pruning(path), args.json)
-    if not args.json:
-        print(f"stored in {path}")
-    return 0
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness churn` prints: the matrix and the pruning phases, or one JSON object per point."""
+    for path in paths:
+        _print(load_churn(path), load_pruning(path), as_json)
+        if not as_json:
+            print(f"stored in {path}")
 
 
-def _worker_list(text: str) -> list[int]:
-    from harness.cli import int_list
-
-    return [] if text.strip() in ("", "none") else int_list(text)
-
-
-def register_cli(subparsers) -> None:
-    from harness.cli import add_server_options, int_list
-
-    parser = subparsers.add_parser(
-        "churn", help="HOT updates, dead tuples and pruning under the claims, per fillfactor, row width and "
-                      "partial index (drops and recreates claimrace.jobs and claimrace.claims for every drain)")
-    parser.add_argument("--fillfactor", type=int_list, default=list(DEFAULT_FILLFACTORS),
-                        help="fillfactors, comma-separated (default 100,90,70,50)")
-    parser.add_argument("--payload-bytes", type=int_list,
-                        default=list(DEFAULT_PAYLOAD_BYTES),
-                        help="row payload sizes in bytes; 0 = the bare id, status, started_at table (default 0,400)")
-    parser.add_argument("--partial-index", choices=("both", "on", "off"), default="both",
-                        help="with, without, or both (default both)")
-    parser.add_argument("--updates", type=int, default=DEFAULT_UPDATES,
-                        help="jobs per drain = status updates per measurement (default 1000)")
-    parser.add_argument("--race-workers", type=_worker_list, default=list(DEFAULT_RACE_WORKER_COUNTS),
-                        help="worker counts of the concurrent drains, or none (default 4,16)")
-    parser.add_argument("--no-bulk", action="store_true", help="skip the one-statement drains")
-    parser.add_argument("--no-pruning", action="store_true", help="skip the pruning experiment")
-    parser.add_argument("--settle-seconds", type=float, default=SETTLE_SECONDS,
-                        help="longest wait for the statistics to settle in the pruning experiment (default 75)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object per measured point")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_server_options(parser)
-    parser.set_defaults(handler=_command)
-
-
-__all__ = ["measure_churn", "run_churn", "load_churn", "load_pruning", "latest_run", "measure_setup",
+__all__ = ["ChurnParameters", "measure_churn", "churn_checks", "load_churn", "load_pruning", "measure_setup",
            "measure_pruning", "claim_sequentially", "TableSetup"]

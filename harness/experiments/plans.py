@@ -54,14 +54,11 @@ Filter on the primary-key Index Scan.
 
 Public API (what the notebooks call)::
 
-    measure_plans(db, job_counts=(10_000, 100_000), consumed_fractions=(0, .25, .5, .75, .99),
-                  repetitions=5, data_dir=config.DATA_DIR, progress=True) -> Path
-    run_plans(job_counts=..., consumed_fractions=..., repetitions=..., data_dir=..., db=None,
-              pg_version=16, progress=True) -> Path     # starts and stops its own server
+    PlansParameters(job_counts=(10_000, 100_000), consumed_fractions=(0, .25, .5, .75, .99), repetitions=5)
+    measure_plans(db, parameters, run_id, progress) -> Measured   # through harness.experiments.registry
     load_plans(run_dir) -> DataFrame        # one row per point and statement (medians)
     load_repetitions(run_dir) -> DataFrame  # one row per EXPLAIN ANALYZE
     load_plan_texts(run_dir) -> dict[str, str]
-    latest_run(data_dir) -> Path | None
     explain(conn, sql, params=(), fmt="json")   # one rolled-back EXPLAIN (ANALYZE, BUFFERS)
     TABLE_STATES                            # (name, label, description) of each table state, in order
 
@@ -70,33 +67,27 @@ Stored as data/plans/<run_id>/{points,repetitions,explains}.parquet and manifest
 
 from __future__ import annotations
 
-import argparse
 import json
-import secrets
 import statistics
 import time
 from contextlib import closing
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
 import pyarrow.parquet as pq
 import psycopg
 from psycopg import pq as libpq
 from tqdm.auto import tqdm
 
-from harness import config
+from harness.errors import UserError
+from harness.experiments.contract import Measured, Option, Parameters, as_floats, as_int, as_ints, fraction_list, \
+    int_list, setting
 from harness.server import database, schema
 from harness.server.activity import read_schedstat, server_is_local
-from harness.errors import UserError
-from harness.manifest import client_facts, utc_now
 from harness.server.pgstats import relation_pages
-from harness.storage import RunWriter, ensure_writable, read_json, latest_run_dir
+from harness.storage import read_manifest
 from harness.strategies import STRATEGIES
-
-KIND = "plans"
 
 
 @dataclass(frozen=True)
@@ -135,10 +126,6 @@ MAX_JOB_COUNT = 10_000_000
 
 # The setup step that stands for the jobs a drain has already consumed (not a claim: nothing races it).
 CONSUME_PREFIX_SQL = f"UPDATE {schema.SCHEMA}.jobs SET status = '{CONSUMED_STATUS}', started_at = now() WHERE id <= %s"
-
-
-def plans_dir(data_dir: Path) -> Path:
-    return Path(data_dir) / KIND
 
 
 @dataclass(frozen=True)
@@ -269,19 +256,29 @@ def consumed_jobs(job_count: int, fraction: float) -> int:
     return int(round(job_count * fraction))
 
 
-def validate(job_counts, consumed_fractions, repetitions) -> None:
-    if not job_counts:
-        raise UserError("give at least one job count")
-    for count in job_counts:
-        if not 1 <= count <= MAX_JOB_COUNT:
-            raise UserError(f"job count must be between 1 and {MAX_JOB_COUNT:,}, not {count}")
-    if not consumed_fractions:
-        raise UserError("give at least one consumed fraction")
-    for fraction in consumed_fractions:
-        if not 0 <= fraction <= 1:
-            raise UserError(f"consumed fraction must be between 0 and 1, not {fraction}")
-    if repetitions < 1:
-        raise UserError(f"repetitions must be at least 1, not {repetitions}")
+@dataclass(frozen=True)
+class PlansParameters(Parameters):
+    """Which queue sizes and fill levels to explain the claims at, and how often."""
+
+    job_counts: tuple = setting(DEFAULT_JOB_COUNTS, as_ints, Option("--jobs", "queue sizes, comma-separated", int_list))
+    consumed_fractions: tuple = setting(DEFAULT_CONSUMED_FRACTIONS, as_floats, Option(
+        "--consumed", "fractions of the queue already consumed, comma-separated", fraction_list))
+    repetitions: int = setting(DEFAULT_REPETITIONS, as_int, Option(
+        "--repetitions", "EXPLAIN ANALYZE runs per point; times are their median", int))
+
+    def check(self) -> None:
+        if not self.job_counts:
+            raise UserError("give at least one job count")
+        for count in self.job_counts:
+            if not 1 <= count <= MAX_JOB_COUNT:
+                raise UserError(f"job count must be between 1 and {MAX_JOB_COUNT:,}, not {count}")
+        if not self.consumed_fractions:
+            raise UserError("give at least one consumed fraction")
+        for fraction in self.consumed_fractions:
+            if not 0 <= fraction <= 1:
+                raise UserError(f"consumed fraction must be between 0 and 1, not {fraction}")
+        if self.repetitions < 1:
+            raise UserError(f"repetitions must be at least 1, not {self.repetitions}")
 
 
 def reference_point(job_counts, consumed_fractions) -> tuple[int, float]:
@@ -452,29 +449,37 @@ def aggregate(repetitions: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def new_run_id() -> str:
-    return f"{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S')}-{KIND}-{secrets.token_hex(3)}"
+def plan_checks(points: pd.DataFrame, repetitions: pd.DataFrame, parameters: PlansParameters) -> dict:
+    """What must hold for a plans run to count.
+
+    every_point_measured: the skip_locked claim at every size, fill level, index setting and table state.
+    every_claim_found_a_job: where jobs were pending, every explained skip_locked claim returned one row.
+    snapshot_holder_seen: every held_snapshot repetition saw the holder's snapshot (the count can see one).
+    """
+    claims = points[points["strategy"] == "skip_locked"]
+    expected = len(set(parameters.job_counts)) * 2 * len(set(parameters.consumed_fractions)) * len(TABLE_STATES)
+    pending = claims[claims["consumed_jobs"] < claims["job_count"]]
+    held = repetitions[repetitions["table_state"] == HELD_SNAPSHOT]
+    checks = {
+        "every_point_measured": bool(len(claims.drop_duplicates(list(POINT_KEYS))) == expected),
+        "every_claim_found_a_job": bool((pending["rows_returned"] == 1).all()),
+        "snapshot_holder_seen": bool(len(held) > 0 and (held["other_snapshot_backends"] >= 1).all()),
+    }
+    checks["passed"] = all(checks.values())
+    return checks
 
 
-def measure_plans(db: database.Database, job_counts=DEFAULT_JOB_COUNTS, consumed_fractions=DEFAULT_CONSUMED_FRACTIONS,
-                  repetitions: int = DEFAULT_REPETITIONS, data_dir: Path = config.DATA_DIR,
-                  progress: bool = True) -> Path:
-    """Explain the claims over the whole matrix on an open server; returns the stored run's folder.
+def measure_plans(db: database.Database, parameters: PlansParameters, run_id: str, progress: bool = True) -> Measured:
+    """Explain the claims over the whole matrix on an open server.
 
     Drops and recreates claimrace.jobs and claimrace.claims several times for every point.
     """
-    job_counts = [int(c) for c in job_counts]
-    consumed_fractions = [float(f) for f in consumed_fractions]
-    validate(job_counts, consumed_fractions, repetitions)
-    data_dir = ensure_writable(Path(data_dir))
-    started_at = utc_now()
+    job_counts, consumed_fractions = list(parameters.job_counts), list(parameters.consumed_fractions)
+    repetitions = parameters.repetitions
     began = time.monotonic()
     reference = reference_point(job_counts, consumed_fractions)
     every_statement = strategy_statements()
     with closing(db.connect()) as conn:
-        schema.ensure_schema(conn)
-        schema.acquire_run_lock(conn)  # held until conn closes
-        server = database.server_facts(conn)
         # only an embedded server's backends are processes of this host whose /proc we can read
         local_backend = server_is_local(conn)  # only then is /proc/<backend pid> the backend
         recorder = _Recorder(local_backend)
@@ -485,25 +490,22 @@ def measure_plans(db: database.Database, job_counts=DEFAULT_JOB_COUNTS, consumed
                                 f"{'partial index' if partial_index else 'no index'}")
             statements = every_statement if (job_count, fraction) == reference else [SKIP_LOCKED]
             _measure_point(conn, db, job_count, fraction, partial_index, statements, repetitions, recorder)
-    run_id = new_run_id()
     raw = pd.DataFrame(recorder.repetition_rows)
     for column in NULLABLE_INT_COLUMNS:
         raw[column] = raw[column].astype("Int64")
+    points_frame = aggregate(raw)
     raw.insert(0, "run_id", run_id)
-    points_frame = aggregate(raw.drop(columns="run_id"))
     points_frame.insert(0, "run_id", run_id)
     explains = pd.DataFrame(recorder.explain_rows)
     for column in NULLABLE_INT_COLUMNS:
         explains[column] = explains[column].astype("Int64")
     explains.insert(0, "run_id", run_id)
-    manifest = {
-        "run_id": run_id,
-        "kind": KIND,
-        "parameters": {"job_counts": job_counts, "consumed_fractions": consumed_fractions,
-                       "repetitions": repetitions, "partial_index": [False, True],
-                       "table_states": list(TABLE_STATE_NAMES),
-                       "reference_point": {"job_count": reference[0], "consumed_fraction": reference[1]}},
-        "procedure": {
+    unheld = raw[raw["table_state"].isin(UNHELD_STATES)]
+    return Measured(
+        tables={"points": points_frame, "repetitions": raw, "explains": explains},
+        procedure={
+            "statements": {p.label: p.sql for p in every_statement},
+            "partial_index": [False, True],
             "consumed_status": CONSUMED_STATUS,
             "consume_prefix_sql": CONSUME_PREFIX_SQL,
             "drain": "a fresh table (autovacuum off for it), the prefix flipped by one committed UPDATE, then ANALYZE",
@@ -516,43 +518,19 @@ def measure_plans(db: database.Database, job_counts=DEFAULT_JOB_COUNTS, consumed
             "aggregation": "median over repetitions; shared_hit_blocks_min/max keep the spread",
             "backend_cpu": "backend_cpu_ms and backend_wait_ms: the backend's time on a CPU and waiting for one "
                            "during each EXPLAIN, from /proc/<pid>/schedstat (embedded server only)",
-            "backend_cpu_measured": local_backend,
         },
-        "statements": {p.label: p.sql for p in every_statement},
-        "started_at": started_at,
-        "finished_at": utc_now(),
-        "wall_seconds": time.monotonic() - began,
-        "server": {"source": db.source, "url": database.redact(db.url), **db.details, **server},
-        "client": client_facts(),
-    }
-    with RunWriter(plans_dir(data_dir), run_id) as writer:
-        writer.table("points", pa.Table.from_pandas(points_frame, preserve_index=False))
-        writer.table("repetitions", pa.Table.from_pandas(raw, preserve_index=False))
-        writer.table("explains", pa.Table.from_pandas(explains, preserve_index=False))
-        writer.json("manifest", manifest)
-        return writer.commit()
-
-
-def run_plans(job_counts=DEFAULT_JOB_COUNTS, consumed_fractions=DEFAULT_CONSUMED_FRACTIONS,
-              repetitions: int = DEFAULT_REPETITIONS, data_dir: Path = config.DATA_DIR, db: str | None = None,
-              pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> Path:
-    """measure_plans on a server of its own (embedded by default), stopped afterwards."""
-    validate([int(c) for c in job_counts], [float(f) for f in consumed_fractions], repetitions)
-    ensure_writable(Path(data_dir))
-    with database.open_database(db, pg_version) as handle:
-        return measure_plans(handle, job_counts, consumed_fractions, repetitions, data_dir, progress)
+        checks=plan_checks(points_frame, raw, parameters),
+        results={
+            "reference_point": {"job_count": reference[0], "consumed_fraction": reference[1]},
+            "table_states": list(TABLE_STATE_NAMES),
+            "backend_cpu_measured": local_backend,
+            # the first and later scans claim no other snapshot was held; this is the server's count of them
+            "unheld_other_snapshot_backends_max": int(unheld["other_snapshot_backends"].max()) if len(unheld) else 0,
+            "wall_seconds": time.monotonic() - began,
+        })
 
 
 # --------------------------------------------------------------------------- reading runs back
-
-
-def latest_run(data_dir: Path = config.DATA_DIR) -> Path | None:
-    return latest_run_dir(plans_dir(data_dir))
-
-
-def stored_run_is_current(manifest: dict) -> bool:
-    """Whether a stored run measured the table states this module names (older runs had others)."""
-    return manifest.get("parameters", {}).get("table_states") == list(TABLE_STATE_NAMES)
 
 
 def load_plans(run_dir: Path) -> pd.DataFrame:
@@ -584,8 +562,7 @@ def load_plan_texts(run_dir: Path) -> dict[str, str]:
     Filter, first scan), and one '<strategy>.<statement>/<index>/<state>' key
     for every statement explained there.
     """
-    manifest = read_json(Path(run_dir) / "manifest.json")
-    reference = manifest["parameters"]["reference_point"]
+    reference = read_manifest(run_dir)["results"]["reference_point"]
     explains = load_explains(run_dir)
     texts = explains[(explains["format"] == "text") & (explains["job_count"] == reference["job_count"])
                      & (explains["consumed_fraction"] == reference["consumed_fraction"])]
@@ -609,17 +586,6 @@ JSON_COLUMNS = ("job_count", "consumed_fraction", "consumed_jobs", "partial_inde
                 "other_snapshot_backends_max")
 
 
-def fraction_list(text: str) -> list[float]:
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated fractions such as 0,0.5,0.99, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one fraction")
-    return values
-
-
 def _print_points(frame: pd.DataFrame, as_json: bool) -> None:
     if as_json:
         for record in frame.to_dict(orient="records"):
@@ -639,34 +605,14 @@ def _plain(value):
     return value
 
 
-def _command(args) -> int:
-    path = run_plans(args.jobs, args.consumed, args.repetitions, args.data_dir, args.db, args.pg_version,
-                     progress=not args.quiet)
-    _print_points(load_plans(path), args.json)
-    if not args.json:
-        print(f"stored in {path}")
-    return 0
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness plans` prints: the skip_locked claim's figures per point, or every point as JSON."""
+    for path in paths:
+        _print_points(load_plans(path), as_json)
+        if not as_json:
+            print(f"stored in {path}")
 
 
-def register_cli(subparsers) -> None:
-    from harness.cli import add_server_options, int_list
-
-    parser = subparsers.add_parser(
-        "plans", help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the "
-                      "partial index (drops and recreates claimrace.jobs and claimrace.claims several times for "
-                      "every point)")
-    parser.add_argument("--jobs", type=int_list, default=list(DEFAULT_JOB_COUNTS),
-                        help="queue sizes, comma-separated (default 10000,100000)")
-    parser.add_argument("--consumed", type=fraction_list, default=list(DEFAULT_CONSUMED_FRACTIONS),
-                        help="fractions of the queue already consumed (default 0,0.25,0.5,0.75,0.99)")
-    parser.add_argument("--repetitions", type=int, default=DEFAULT_REPETITIONS,
-                        help="EXPLAIN ANALYZE runs per point; times are their median (default 5)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object per measured point")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_server_options(parser)
-    parser.set_defaults(handler=_command)
-
-
-__all__ = ["TABLE_STATES", "TABLE_STATE_NAMES", "measure_plans", "run_plans", "load_plans", "load_repetitions",
-           "load_explains", "load_plan_texts", "stored_run_is_current",
-           "latest_run", "explain", "explain_on_cpu", "plan_metrics", "strategy_statements"]
+__all__ = ["TABLE_STATES", "TABLE_STATE_NAMES", "PlansParameters", "measure_plans", "plan_checks", "load_plans",
+           "load_repetitions", "load_explains", "load_plan_texts", "explain", "explain_on_cpu", "plan_metrics",
+           "strategy_statements"]

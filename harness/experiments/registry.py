@@ -1,0 +1,274 @@
+"""Every kind of experiment, and the one way runs of any kind are found, made and stored.
+
+A kind (see harness.experiments.contract) is one module with one frozen
+parameters dataclass and one measure function; its entry in KINDS adds what
+the command line and the report need: the subcommand's help and output, the
+params-file sections it serves, and what a run asks of the machine. The CLI
+(harness.cli) builds a subcommand per entry, the report (harness.article.build)
+a data section per params-file section, and both run experiments through
+`measure` and `ensure` here. Adding an experiment means one module and one
+entry below.
+
+    ensure(kind, parameters, data_dir, db, pg_version, progress) -> list[Path]
+        the stored runs for these parameters (one set, a list, or a sweep), made now where missing
+    measure(kind, parameters, ...) -> list[Path]      every run made now
+    ensure_sections(params_file, data_dir, sections) -> {section: [run folder, ...]}
+        what a notebook reads, from the report's params file
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import yaml
+from tqdm.auto import tqdm
+
+from harness import config, storage
+from harness.errors import UserError
+from harness.experiments import bench, churn, plans, race_trials
+from harness.experiments.contract import Parameters
+from harness.experiments.limits import server_on_this_machine
+from harness.server import database, schema
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of experiment as the store, the command line and the report see it."""
+
+    name: str  # the manifest's kind, the run folder, the subcommand
+    parameters: type  # one run's frozen parameters dataclass (contract.Parameters)
+    measure: Callable  # (db, parameters, run_id, progress) -> contract.Measured
+    help: str  # the subcommand's help: what it measures and what it drops
+    show: Callable  # (run folders, as_json) -> None: what the subcommand prints
+    sections: tuple[str, ...]  # the report's params-file sections of this kind
+    request: type | None = None  # what a section or the command line fills in, when not one run's parameters
+    expand: Callable | None = None  # request -> [parameters, ...], one run each
+    gather: Callable | None = None  # [stored parameters, ...] -> the request they came from (expand's inverse)
+    workers: Callable = lambda parameters: 0  # connections a run opens besides the harness's own
+    check_size: Callable | None = None  # (parameter sets, server on this machine, pg_version): before any server
+    label: Callable | None = None  # parameters -> a few words for the progress bar of a sweep
+
+    @property
+    def asks(self) -> type:
+        """The dataclass a params section or the command line fills in."""
+        return self.request or self.parameters
+
+    def runs(self, asked) -> list:
+        """One run's parameters per run that `asked` (an instance of `asks`) stands for."""
+        return self.expand(asked) if self.expand is not None else [asked]
+
+
+KINDS: dict[str, Kind] = {entry.name: entry for entry in (
+    Kind("race", race_trials.RaceParameters, race_trials.measure_race,
+         help="race claim strategies over a fresh queue (drops and recreates claimrace.jobs and claimrace.claims "
+              "before every trial)",
+         show=race_trials.show_runs, sections=("races", "slow_race"), request=race_trials.RaceSweep,
+         expand=race_trials.RaceSweep.trials, gather=race_trials.sweep_of, workers=race_trials.workers_needed,
+         check_size=lambda sets, local, pg_version: race_trials.check_size(sets, local),
+         label=race_trials.trial_label),
+    Kind("plans", plans.PlansParameters, plans.measure_plans,
+         help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the partial index "
+              "(drops and recreates claimrace.jobs and claimrace.claims several times for every point)",
+         show=plans.show_runs, sections=("plans",),
+         workers=lambda parameters: 1),  # the session that holds a snapshot
+    Kind("churn", churn.ChurnParameters, churn.measure_churn,
+         help="HOT updates, dead tuples and pruning under the claims, per fillfactor, row width and partial index "
+              "(drops and recreates claimrace.jobs and claimrace.claims for every drain)",
+         show=churn.show_runs, sections=("churn",), workers=churn.workers_needed,
+         check_size=lambda sets, local, pg_version: churn.check_size(sets, local)),
+    Kind("bench", bench.BenchParameters, bench.measure_bench,
+         help="the harness against pgbench on the same SQL and server, interleaved (drops and recreates "
+              "claimrace.jobs and claimrace.claims before every run)",
+         show=bench.show_runs, sections=("bench",), workers=bench.workers_needed, check_size=bench.check_size),
+)}
+
+# The report's params-file sections, each with the kind whose runs it asks for.
+SECTIONS: dict[str, str] = {section: entry.name for entry in KINDS.values() for section in entry.sections}
+
+
+def kind(name: str) -> Kind:
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ValueError(f"no kind of experiment named {name!r} (known: {', '.join(KINDS)})") from None
+
+
+def parameter_sets(kind_name: str, parameters) -> list:
+    """One run's parameters per run: from one set, a list of sets, or what the kind asks (a race sweep)."""
+    entry = kind(kind_name)
+    if isinstance(parameters, entry.parameters):
+        return [parameters]
+    if isinstance(parameters, entry.asks):
+        return entry.runs(parameters)
+    if isinstance(parameters, (list, tuple)) and all(isinstance(p, entry.parameters) for p in parameters):
+        return list(parameters)
+    raise TypeError(f"{kind_name} runs take {entry.parameters.__name__} or {entry.asks.__name__}, "
+                    f"not {type(parameters).__name__}")
+
+
+def _say(message: str, progress: bool) -> None:
+    if progress:
+        print(message, flush=True)
+
+
+# --------------------------------------------------------------------------- finding, measuring, ensuring
+
+
+def find(kind_name: str, parameters, data_dir: Path = config.DATA_DIR,
+         pg_version: int = config.DEFAULT_PG_VERSION) -> tuple[list[Path | None], list]:
+    """(the newest stored run per parameter set, None where there is none; the sets without one)."""
+    found, missing = [], []
+    for one in parameter_sets(kind_name, parameters):
+        runs = storage.find_runs(kind_name, dataclasses.asdict(one), data_dir, pg_version)
+        found.append(runs[-1] if runs else None)
+        if not runs:
+            missing.append(one)
+    return found, missing
+
+
+def measure(kind_name: str, parameters, data_dir: Path = config.DATA_DIR, db: str | database.Database | None = None,
+            pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> list[Path]:
+    """Make and store one run per parameter set, all on one server; returns their folders in order.
+
+    db: an open database.Database, or where to get a server from (None, "embedded", "docker", "url").
+    """
+    entry = kind(kind_name)
+    sets = parameter_sets(kind_name, parameters)
+    if not sets:
+        return []
+    data_dir = storage.ensure_writable(Path(data_dir))
+    open_handle = db if isinstance(db, database.Database) else None
+    local = open_handle.source != "url" if open_handle is not None else server_on_this_machine(db)
+    if entry.check_size is not None:  # before any server or process starts
+        entry.check_size(sets, local, open_handle.pg_version if open_handle is not None else pg_version)
+    workers = max(entry.workers(one) for one in sets)
+    if open_handle is not None:
+        return _measure_on(open_handle, entry, sets, workers, data_dir, progress)
+    with database.open_database(db, pg_version, workers + config.HARNESS_CONNECTIONS + 10) as handle:
+        return _measure_on(handle, entry, sets, workers, data_dir, progress)
+
+
+def _measure_on(handle: database.Database, entry: Kind, sets: list, workers: int, data_dir: Path,
+                progress: bool) -> list[Path]:
+    stored = []
+    with handle.connect() as conn:
+        schema.ensure_schema(conn)
+        schema.acquire_run_lock(conn)  # held for every run of the batch; released when conn closes
+        database.check_capacity(conn, workers)
+        server = database.describe(handle, conn)
+        client = storage.client_facts()
+        sweep = len(sets) > 1
+        bar = tqdm(sets, desc=entry.name, unit="run", disable=not (progress and sweep))
+        for one in bar:
+            if entry.label is not None:
+                bar.set_postfix_str(entry.label(one))
+            run_id = storage.new_run_id(entry.name)
+            started_at = storage.utc_now()
+            measured = entry.measure(handle, one, run_id, progress and not sweep)
+            stored.append(storage.write_run(
+                data_dir, kind=entry.name, run_id=run_id, started_at=started_at, parameters=dataclasses.asdict(one),
+                server=server, client=client, procedure=measured.procedure, checks=measured.checks,
+                results=measured.results, tables=measured.tables))
+    return stored
+
+
+def ensure(kind_name: str, parameters, data_dir: Path = config.DATA_DIR, db: str | database.Database | None = None,
+           pg_version: int = config.DEFAULT_PG_VERSION, progress: bool = True) -> list[Path]:
+    """The stored runs for these parameters, in order: reused from data_dir, or made now where missing."""
+    return _ensure(kind_name, parameters, data_dir, db, pg_version, progress)[0]
+
+
+def _ensure(kind_name, parameters, data_dir, db, pg_version, progress) -> tuple[list[Path], int]:
+    """ensure(), and how many runs it made."""
+    data_dir = Path(data_dir)
+    found, missing = find(kind_name, parameters, data_dir, pg_version)
+    if len(found) == 1:
+        _say(f"{kind_name}: no stored run for these parameters in {data_dir}; running it" if missing
+             else f"{kind_name}: found the stored run for these parameters in {data_dir}", progress)
+    elif not missing:
+        _say(f"{kind_name}: all {len(found)} runs found in {data_dir}", progress)
+    else:
+        _say(f"{kind_name}: {len(found) - len(missing)} of {len(found)} runs found in {data_dir}; "
+             f"running the other {len(missing)}", progress)
+    if not missing:
+        return found, 0
+    made = iter(measure(kind_name, missing, data_dir, db, pg_version, progress))
+    return [path if path is not None else next(made) for path in found], len(missing)
+
+
+def request_of(kind_name: str, run_folders: list) -> Parameters:
+    """What a list of stored runs was asked for, as the dataclass a params section fills in (a race sweep)."""
+    entry = kind(kind_name)
+    asked = [storage.read_manifest(path)["parameters"] for path in run_folders]
+    if entry.gather is not None:
+        return entry.gather(asked)
+    if len(asked) != 1:
+        raise ValueError(f"{kind_name} sections read one run, not {len(asked)}")
+    return entry.parameters(**asked[0])
+
+
+# --------------------------------------------------------------------------- the report's params file
+
+
+def load_params(path: Path = config.PARAMS_FILE) -> dict:
+    """The report's params file, every section checked (one line for anything wrong)."""
+    path = Path(path)
+    try:
+        params = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise UserError(f"cannot read the parameters file {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(params, dict):
+        raise UserError(f"{path} must be a mapping of sections")
+    missing = [s for s in SECTIONS if not isinstance(params.get(s), dict)]
+    if missing:
+        raise UserError(f"{path} lacks the section(s) {', '.join(missing)}")
+    unknown = [key for key in params if key not in (*SECTIONS, "pg_version")]
+    if unknown:
+        raise UserError(f"{path}: unknown section {unknown[0]!r} (known: pg_version, {', '.join(SECTIONS)})")
+    params.setdefault("pg_version", config.DEFAULT_PG_VERSION)
+    if params["pg_version"] not in config.SUPPORTED_PG_VERSIONS:
+        raise UserError(f"{path}: pg_version must be one of {config.SUPPORTED_PG_VERSIONS}, "
+                        f"not {params['pg_version']!r}")
+    for section in SECTIONS:
+        section_request(params, section, where=f"{path}: {section}")  # every typo fails here, before anything runs
+    return params
+
+
+def section_request(params: dict, section: str, where: str | None = None) -> Parameters:
+    """A params-file section as its kind's dataclass (a race sweep, or one run's parameters)."""
+    return kind(SECTIONS[section]).asks.from_mapping(params[section], where or section)
+
+
+def ensure_section(params: dict, section: str, data_dir: Path = config.DATA_DIR, db=None,
+                   progress: bool = True) -> tuple[list[Path], int]:
+    """A section's stored runs (made where missing), and how many were made now."""
+    return _ensure(SECTIONS[section], section_request(params, section), data_dir, db, int(params["pg_version"]),
+                   progress)
+
+
+def stored_sections(params: dict, data_dir: Path = config.DATA_DIR) -> dict[str, list[Path]]:
+    """{section: [stored run folder, ...]} for a params file's sections, nothing made: a section with a run
+    missing lists only the runs it has."""
+    return {section: [path for path in find(SECTIONS[section], section_request(params, section), Path(data_dir),
+                                            int(params["pg_version"]))[0] if path is not None]
+            for section in SECTIONS}
+
+
+def ensure_sections(params_file: Path | str = config.PARAMS_FILE, data_dir: Path | str = config.DATA_DIR,
+                    sections=None, db=None, progress: bool = True) -> dict[str, list[str]]:
+    """{section: [run folder, ...]} for the named sections of a params file (all by default).
+
+    What `make report` passes each notebook, and what a notebook opened on its
+    own finds (or makes) through this same function. A relative params_file is
+    taken from the project folder, wherever the kernel runs.
+    """
+    path = Path(params_file or config.PARAMS_FILE)
+    params = load_params(path if path.is_absolute() else config.PROJECT_ROOT / path)
+    return {section: [str(path) for path in ensure_section(params, section, Path(data_dir or config.DATA_DIR), db,
+                                                           progress)[0]]
+            for section in (sections or SECTIONS)}

@@ -1,0 +1,283 @@
+"""The experiment contract and the run store: one manifest shape, one lookup, runs made only where missing."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import re
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import PROJECT_ROOT, run_cli
+from harness import storage
+from harness.errors import ConservationError, UserError
+from harness.experiments import bench, churn, contract, plans, registry
+from harness.experiments.race_trials import RaceParameters, RaceSweep, conservation_checks, sweep_of
+from harness.stats import summarise_runs
+from harness.strategies import EMPTY, LOST, WON
+
+SERVER = {"source": "embedded", "version": "PostgreSQL 16.0", "major": 16, "settings": {}}
+
+
+def store(data_dir, kind="probe", parameters=None, checks=None, major=16) -> Path:
+    return storage.write_run(
+        data_dir, kind=kind, run_id=storage.new_run_id(kind), started_at=storage.utc_now(),
+        parameters=parameters if parameters is not None else {"size": 3, "modes": ("a", "b")},
+        server={**SERVER, "major": major}, client={"python": "3"}, procedure={"sql": "SELECT 1"},
+        checks=checks if checks is not None else {"rows_add_up": True, "passed": True}, results={"note": "x"},
+        tables={"rows": pd.DataFrame({"value": [1, 2, 3]})})
+
+
+# --------------------------------------------------------------------------- the store
+
+
+def test_every_run_has_the_same_top_level_keys_and_one_id_format(tmp_path):
+    run_dir = store(tmp_path)
+    manifest = storage.read_manifest(run_dir)
+    assert tuple(manifest) == storage.MANIFEST_KEYS == (
+        "kind", "run_id", "started_at", "finished_at", "parameters", "server", "client", "procedure", "checks",
+        "results")
+    assert re.fullmatch(r"\d{8}T\d{6}-probe-[0-9a-f]{6}", manifest["run_id"]) and run_dir.name == manifest["run_id"]
+    assert manifest["parameters"] == {"size": 3, "modes": ["a", "b"]}  # as JSON stores it
+    assert pd.read_parquet(run_dir / "rows.parquet")["value"].tolist() == [1, 2, 3]
+    assert not [p for p in run_dir.parent.iterdir() if p.name.startswith(".staging")]
+
+
+def test_runs_are_found_by_kind_exact_parameters_and_major_version(tmp_path):
+    first = store(tmp_path)
+    time.sleep(0.01)  # runs sort by their start time, kept to the millisecond
+    second = store(tmp_path)
+    other_size = store(tmp_path, parameters={"size": 4, "modes": ["a", "b"]})
+    on_18 = store(tmp_path, major=18)
+    assert storage.find_runs("probe", {"size": 3, "modes": ["a", "b"]}, tmp_path, 16) == [first, second]
+    assert storage.find_runs("probe", {"size": 3.0, "modes": ("a", "b")}, tmp_path, 16) == [first, second]
+    assert storage.find_runs("probe", {"size": 4, "modes": ["a", "b"]}, tmp_path, 16) == [other_size]
+    assert storage.find_runs("probe", {"size": 3, "modes": ["a", "b"]}, tmp_path, 18) == [on_18]
+    assert len(storage.find_runs("probe", {"size": 3, "modes": ["a", "b"]}, tmp_path, None)) == 3
+    assert storage.find_runs("probe", {"size": 3}, tmp_path, 16) == [], "a subset of the parameters is not a match"
+    assert storage.find_runs("other", {"size": 3, "modes": ["a", "b"]}, tmp_path, 16) == []
+
+
+def test_a_run_that_fails_its_checks_is_kept_apart_and_never_found(tmp_path):
+    with pytest.raises(ConservationError, match="rows_add_up"):
+        store(tmp_path, checks={"rows_add_up": False, "passed": False})
+    [kept] = (tmp_path / "probe" / ".failed").iterdir()
+    assert storage.read_manifest(kept)["checks"]["passed"] is False
+    assert storage.stored_runs("probe", tmp_path) == []
+    with pytest.raises(ValueError, match="boolean 'passed'"):
+        store(tmp_path, checks={"rows_add_up": True})
+
+
+def test_runs_in_an_older_shape_or_unreadable_are_ignored_not_fatal(db, tmp_path):
+    races = storage.kind_dir(tmp_path, "race")
+    shapes = {
+        "20240101T000000-guarded-w1-j10-r0-abcdef": {"run_id": "x", "kind": "race", "config": {"strategy": "guarded"},
+                                                     "server": {"major": 16}, "checks": {"passed": True}},
+        "20240101T000001-race-000001": {key: {} for key in storage.MANIFEST_KEYS},  # keys right, contents not
+        "20240101T000002-race-000002": ["not", "a", "mapping"],
+    }
+    for name, manifest in shapes.items():
+        (races / name).mkdir(parents=True)
+        (races / name / "manifest.json").write_text(json.dumps(manifest))
+    (races / "20240101T000003-race-000003").mkdir()
+    (races / "20240101T000003-race-000003" / "manifest.json").write_text("{ not json")
+    assert storage.stored_runs("race", tmp_path) == []
+    assert storage.find_runs("race", {"strategy": "guarded"}, tmp_path, 16) == []
+    assert summarise_runs(tmp_path).empty
+    result = run_cli("summary", "--data-dir", str(tmp_path))
+    assert result.returncode == 0 and "no runs stored yet" in result.stdout, result.stderr
+    # and a race run now is found beside them
+    [made] = registry.ensure("race", RaceParameters("guarded", 1, job_count=50), tmp_path, db=db, progress=False)
+    assert [path for _, path in storage.stored_runs("race", tmp_path)] == [made]
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+def test_ensure_makes_only_the_missing_runs_and_keeps_the_sweeps_order(db, tmp_path, capsys):
+    small = RaceSweep(strategies=["guarded", "skip_locked"], worker_counts=[1], job_count=60)
+    first = registry.ensure("race", small, tmp_path, db=db)
+    assert "race: 0 of 2 runs found" in capsys.readouterr().out
+    bigger = RaceSweep(strategies=["naive", "guarded", "skip_locked"], worker_counts=[1], job_count=60)
+    second = registry.ensure("race", bigger, tmp_path, db=db)
+    assert "race: 2 of 3 runs found" in capsys.readouterr().out
+    assert second[1:] == first, "the stored trials are reused, in the sweep's order"
+    assert [storage.read_manifest(p)["parameters"]["strategy"] for p in second] == ["naive", "guarded", "skip_locked"]
+    assert registry.ensure("race", bigger, tmp_path, db=db) == second
+    assert "race: all 3 runs found" in capsys.readouterr().out
+    assert registry.request_of("race", second) == bigger
+
+
+def test_a_sweep_is_a_list_of_trials_and_reads_back_from_them():
+    sweep = RaceSweep(strategies=["naive", "guarded"], worker_counts=[4, 1], job_count=40, repeats=2, pause_ms=5)
+    trials = sweep.trials()
+    assert len(trials) == 2 * 2 * 2 and all(isinstance(t, RaceParameters) for t in trials)
+    assert [t.repeat for t in trials] == [0] * 4 + [1] * 4, "repeats outermost"
+    assert sweep_of([dataclasses.asdict(t) for t in trials]) == sweep
+    assert registry.parameter_sets("race", sweep) == trials == registry.parameter_sets("race", trials)
+    assert registry.parameter_sets("race", trials[0]) == [trials[0]]
+    with pytest.raises(TypeError):
+        registry.parameter_sets("race", plans.PlansParameters())
+
+
+@pytest.mark.parametrize("name", list(registry.KINDS))
+def test_every_kind_declares_one_frozen_parameters_dataclass_that_is_its_manifest(name):
+    entry = registry.KINDS[name]
+    assert dataclasses.is_dataclass(entry.parameters) and entry.parameters.__dataclass_params__.frozen
+    assert issubclass(entry.parameters, contract.Parameters) and issubclass(entry.asks, contract.Parameters)
+    asked = entry.asks()  # every setting a section or the command line fills has a default
+    for one in entry.runs(asked):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(one, dataclasses.fields(one)[0].name, None)
+        assert entry.parameters(**storage.plain(dataclasses.asdict(one))) == one, "a manifest reads back"
+    flags = [f.metadata["option"].flag for f in dataclasses.fields(entry.asks) if f.metadata.get("option")]
+    assert len(flags) == len(set(flags)) > 0
+    assert set(entry.sections) <= set(registry.SECTIONS)
+    with pytest.raises(UserError, match="unknown setting 'nonsense'"):
+        entry.asks.from_mapping({"nonsense": 1}, name)
+
+
+@pytest.mark.parametrize("convert, value, fragment", [
+    (contract.as_int, "3", "must be a whole number"),
+    (contract.as_int, 2.5, "must be a whole number"),
+    (contract.as_int, True, "must be a whole number"),
+    (contract.as_float, "fast", "must be a number"),
+    (contract.as_bool, "yes", "must be true or false"),
+    (contract.as_ints, 3, "must be a list"),
+    (contract.as_ints, "1,2", "must be a list"),
+    (contract.as_strategies, [], "at least one strategy"),
+    (contract.as_strategies, ["optimistic"], "unknown strategy 'optimistic'"),
+])
+def test_a_setting_of_the_wrong_type_is_one_line(convert, value, fragment):
+    with pytest.raises(UserError, match=fragment):
+        convert("job_count", value)
+
+
+def test_the_converters_accept_what_yaml_and_the_command_line_give():
+    assert contract.as_int("n", 3.0) == 3 and contract.as_float("x", 2) == 2.0
+    assert contract.as_ints("n", [1, 2]) == (1, 2) and contract.as_bools("b", [False, True]) == (False, True)
+    assert churn.ChurnParameters(race_worker_counts=[]).race_worker_counts == ()
+    assert churn.index_settings("both") == (False, True) and contract.int_list_or_none("none") == ()
+
+
+def test_the_dependency_rules_hold():
+    """The store imports no experiment; no experiment imports the command line."""
+    def imports(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        found = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        found |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        return found
+
+    assert not {m for m in imports(PROJECT_ROOT / "harness" / "storage.py") if m.startswith("harness.experiments")}
+    for module in (PROJECT_ROOT / "harness" / "experiments").glob("*.py"):
+        assert "harness.cli" not in imports(module), module.name
+    assert not (PROJECT_ROOT / "harness" / "datasets.py").exists()
+    assert not (PROJECT_ROOT / "harness" / "manifest.py").exists()
+
+
+# --------------------------------------------------------------------------- each kind's checks, every outcome
+
+
+def worker(outcomes, job_ids):
+    return SimpleNamespace(outcome=np.array(outcomes, dtype=np.int8), job_id=np.array(job_ids, dtype=np.int64))
+
+
+@pytest.mark.parametrize("audit_jobs, status, passed, broken", [
+    ([1, 2], {"running": 2}, True, None),
+    ([1], {"running": 2}, False, "worker_wins_match_audit"),
+    ([1, 2], {"running": 1, "pending": 1}, False, "every_job_claimed"),
+])
+def test_race_checks_every_outcome(audit_jobs, status, passed, broken):
+    result = SimpleNamespace(workers=[worker([WON, LOST, EMPTY], [1, 0, 0]), worker([WON, EMPTY], [2, 0])])
+    checks = conservation_checks(RaceParameters("guarded", 2, job_count=2), result,
+                                 [(i, job) for i, job in enumerate(audit_jobs)], status)
+    assert checks["passed"] is passed
+    if broken:
+        assert checks[broken] is False
+
+
+def test_race_checks_without_the_audit_count_the_workers_wins():
+    result = SimpleNamespace(workers=[worker([WON, EMPTY], [1, 0])])
+    assert conservation_checks(RaceParameters("guarded", 1, job_count=1, audit=False), result, [],
+                               {"running": 1})["passed"] is True
+    assert conservation_checks(RaceParameters("guarded", 1, job_count=2, audit=False), result, [],
+                               {"running": 1, "pending": 1})["passed"] is False
+
+
+def plan_frames(rows_returned=1, holder_seen=1, drop_state=None):
+    asked = plans.PlansParameters(job_counts=[100], consumed_fractions=[0.5], repetitions=1)
+    points = pd.DataFrame([{"job_count": 100, "consumed_fraction": 0.5, "consumed_jobs": 50, "partial_index": index,
+                            "table_state": state, "strategy": "skip_locked", "statement": "claim",
+                            "rows_returned": rows_returned}
+                           for index in (False, True) for state in plans.TABLE_STATE_NAMES if state != drop_state])
+    repetitions = points.assign(other_snapshot_backends=[holder_seen if s == plans.HELD_SNAPSHOT else 0
+                                                         for s in points["table_state"]])
+    return points, repetitions, asked
+
+
+@pytest.mark.parametrize("frames, broken", [
+    (plan_frames(), None),
+    (plan_frames(drop_state=plans.VACUUMED), "every_point_measured"),
+    (plan_frames(rows_returned=0), "every_claim_found_a_job"),
+    (plan_frames(holder_seen=0), "snapshot_holder_seen"),
+])
+def test_plans_checks_every_outcome(frames, broken):
+    checks = plans.plan_checks(*frames)
+    assert checks["passed"] is (broken is None)
+    assert [name for name, ok in checks.items() if ok is False and name != "passed"] == ([broken] if broken else [])
+
+
+def churn_rows(updates=10, audit=10, drains=None):
+    asked = churn.ChurnParameters(fillfactors=[100], payload_bytes=[0], partial_index=[False], updates=10,
+                                  race_worker_counts=[2], bulk=False)
+    drains = asked.drains if drains is None else drains
+    matrix = [{"updates": updates, "claims": 10, "audit_claims": audit} for _ in drains]
+    return matrix, asked
+
+
+@pytest.mark.parametrize("rows, pruning, broken", [
+    (churn_rows(), [{"updates": 5, "claims": 5}], None),
+    (churn_rows(drains=[("sequential", 1)]), [], "every_drain_measured"),
+    (churn_rows(updates=9), [], "server_counted_every_flip"),
+    (churn_rows(audit=9), [], "audit_saw_every_flip"),
+    (churn_rows(), [{"updates": 4, "claims": 5}], "pruning_counted_every_claim"),
+])
+def test_churn_checks_every_outcome(rows, pruning, broken):
+    matrix, asked = rows
+    checks = churn.churn_checks(matrix, pruning, asked)
+    assert checks["passed"] is (broken is None)
+    assert [name for name, ok in checks.items() if ok is False and name != "passed"] == ([broken] if broken else [])
+
+
+def bench_pairs(drop_client=None, pending=100, plan_index="jobs_pending_idx"):
+    rows = [{"strategy": "guarded", "worker_count": 2, "pair_index": 0, "client": client, "pending_after": pending,
+             "plan_index": plan_index} for client in bench.CLIENTS if client != drop_client]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("pairs, broken", [
+    (bench_pairs(), None),
+    (bench_pairs(drop_client="pgbench_j2"), "every_pair_complete"),
+    (bench_pairs(pending=1), "queue_never_drained"),
+    (bench_pairs(plan_index="jobs_pkey"), "partial_index_read"),
+])
+def test_bench_checks_every_outcome(pairs, broken):
+    checks = bench.bench_checks(pairs, bench.CLIENTS)
+    assert checks["passed"] is (broken is None)
+    assert [name for name, ok in checks.items() if ok is False and name != "passed"] == ([broken] if broken else [])
+
+
+def test_ensure_reuses_a_stored_run_without_starting_a_server(tmp_path, capsys):
+    asked = plans.PlansParameters(job_counts=[500])
+    stored = store(tmp_path, kind="plans", parameters=dataclasses.asdict(asked))
+    assert registry.ensure("plans", asked, tmp_path, db="docker") == [stored]  # docker is never reached
+    assert f"plans: found the stored run for these parameters in {tmp_path}" in capsys.readouterr().out
+    assert registry.request_of("plans", [stored]) == asked
+    assert registry.find("plans", plans.PlansParameters(job_counts=[501]), tmp_path) == ([None], [
+        plans.PlansParameters(job_counts=[501])])
