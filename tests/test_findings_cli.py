@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from conftest import run_cli
-from harness.experiments.race_trials import SweepPlan, run_sweep
+from harness.experiments import registry
+from harness.experiments.race_trials import RaceSweep
 from harness.storage import read_json
 
 RACES = {"strategies": ["naive", "guarded", "skip_locked"], "worker_counts": [1, 2], "job_count": 60, "repeats": 1,
@@ -18,7 +19,7 @@ RACES = {"strategies": ["naive", "guarded", "skip_locked"], "worker_counts": [1,
 def params_file(tmp_path, pg_version: int):
     """A params file whose race section is the stored sweep; its other sections have no runs."""
     params = {"pg_version": pg_version, "races": RACES,
-              "slow_race": {"strategies": ["guarded"], "worker_count": 2, "job_count": 8, "pause_ms": 1,
+              "slow_race": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8, "pause_ms": 1,
                             "jitter_ms": 1},
               "plans": {"job_counts": [1000], "consumed_fractions": [0.5], "repetitions": 1},
               "churn": {"fillfactors": [100, 70], "updates": 50},
@@ -31,8 +32,7 @@ def params_file(tmp_path, pg_version: int):
 @pytest.fixture(scope="module")
 def stored(db, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("findings-data")
-    plan = SweepPlan(RACES["strategies"], RACES["worker_counts"], RACES["job_count"])
-    paths = run_sweep(plan, data_dir, progress=False, database_handle=db)
+    paths = registry.ensure("race", RaceSweep.from_mapping(RACES, "races"), data_dir, db=db, progress=False)
     return data_dir, int(read_json(paths[0] / "manifest.json")["server"]["major"])
 
 

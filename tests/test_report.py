@@ -227,3 +227,49 @@ def test_a_params_file_with_a_bad_setting_is_refused_before_anything_runs(tmp_pa
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert fragment in result.stderr
     assert not (tmp_path / "data").exists(), "nothing ran"
+
+
+def test_every_link_inside_the_page_lands_on_a_heading(page):
+    ids = {tag["id"] for tag in page.find_all(id=True)}
+    targets = [a["href"][1:] for a in page.find_all("a", href=True) if a["href"].startswith("#") and len(a["href"]) > 1]
+    assert targets, "the summary and the prose link to their sections"
+    from urllib.parse import unquote
+
+    missing = sorted({t for t in targets if t not in ids and unquote(t) not in ids})
+    assert not missing, f"links with no target: {missing}"
+
+
+def test_the_page_shows_no_placeholder(page):
+    assert "{{" not in page.get_text() and "}}" not in page.get_text()
+
+
+def test_the_article_writes_its_prose_in_markdown_and_each_code_cell_shows_one_thing(tiny):
+    """Prose lives in markdown cells; past the setup and the cell that glues the figures, a code cell ends in one
+    chart or table."""
+    source = nbformat.read(report.config.NOTEBOOK_DIR / report.ARTICLE, as_version=4)
+    code = [c for c in source.cells if c.cell_type == "code"]
+    assert not any(re.search(r"\bmd\(|Markdown\(", c.source) for c in code), "no prose assembled in Python"
+    executed = {c.id: c for c in nbformat.read(tiny.report_dir / report.ARTICLE, as_version=4).cells}
+    shown = [c for c in code[3:]]  # parameters, setup, facts
+    for cell in shown:
+        outputs = [o for o in executed[cell.id].outputs if o.output_type in ("display_data", "execute_result")]
+        assert len(outputs) == 1, f"cell {cell.id} shows {len(outputs)} outputs"
+    in_markdown = sum(len(WORD.findall(c.source)) for c in source.cells if c.cell_type == "markdown")
+    in_code = sum(prose_words_in_code(c.source) for c in code)
+    assert in_code < in_markdown / 10, (in_markdown, in_code)
+
+
+WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+
+
+def prose_words_in_code(source: str) -> int:
+    """Words in a code cell's strings of four words or more (captions, labels, sentences), not identifiers."""
+    import io
+    import tokenize
+
+    kinds = {tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
+    words = 0
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        found = WORD.findall(token.string) if token.type in kinds else []
+        words += len(found) if len(found) >= 4 else 0
+    return words

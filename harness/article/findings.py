@@ -1270,7 +1270,7 @@ def attempt_figures(paths: list[Path]) -> pd.DataFrame:
     for path in paths:
         attempts = load_attempts(path)
         manifest = read_json(Path(path) / "manifest.json")
-        config = manifest["config"]
+        config = manifest["parameters"]
         wins = attempts.loc[attempts["outcome"] == "won", "latency_ns"].to_numpy() / 1e6
         waits = time_to_job_ns(attempts) / 1e6
         rows.append({"run_id": manifest["run_id"], "strategy": config["strategy"],
@@ -1297,7 +1297,7 @@ def measurements(runs: dict[str, list[Path]]) -> Measurements:
         from harness.experiments import plans as plans_module
 
         path = Path(runs["plans"][0])
-        plans = plan_facts(plans_module.load_plans(path), read_json(path / "manifest.json")["parameters"]["reference_point"],
+        plans = plan_facts(plans_module.load_plans(path), read_json(path / "manifest.json")["results"]["reference_point"],
                            plans_module.load_plan_texts(path))
     if runs.get("churn"):
         from harness.experiments import churn as churn_module
@@ -1354,7 +1354,7 @@ def _command(args) -> int:
         print(f"no stored runs for {', '.join(empty)} in {args.data_dir}", file=sys.stderr)
     findings = from_runs(runs)
     if args.json:
-        from harness.cli import jsonable
+        from harness.stats import jsonable
 
         print(json.dumps([jsonable(f.as_dict()) for f in findings], indent=1))
     else:
