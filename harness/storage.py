@@ -279,12 +279,16 @@ def stored_runs(kind: str, data_dir: Path) -> list[tuple[dict, Path]]:
     return found
 
 
-def find_runs(kind: str, parameters: dict, data_dir: Path, pg_major: int | None) -> list[Path]:
+def find_runs(kind: str, parameters: dict, data_dir: Path, pg_major: int | None,
+              implied: dict | None = None) -> list[Path]:
     """Stored runs of `kind` asked to do exactly `parameters` on a server of major version pg_major, oldest first.
 
-    pg_major None: any server. Runs whose checks failed, runs in an older
-    manifest shape and unreadable manifests are never found.
+    pg_major None: any server. implied: settings a run stored before they existed was made with
+    ({name: value}); a stored run that lacks one is read as having that value. Runs whose checks
+    failed, runs in an older manifest shape and unreadable manifests are never found.
     """
     wanted = plain(parameters)
+    implied = plain(implied or {})
     return [run_dir for manifest, run_dir in stored_runs(kind, data_dir)
-            if manifest["parameters"] == wanted and (pg_major is None or manifest["server"]["major"] == int(pg_major))]
+            if {**implied, **manifest["parameters"]} == wanted
+            and (pg_major is None or manifest["server"]["major"] == int(pg_major))]

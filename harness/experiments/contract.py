@@ -7,7 +7,9 @@ A kind is one module that declares:
   names the converter that checks its type and, if the command line sets it,
   its `Option` (flag, help, parser); `check()` raises UserError with one line
   for a value out of range. `dataclasses.asdict` of it IS the manifest's
-  `parameters` and the key the run store finds runs by.
+  `parameters` and the key the run store finds runs by. A setting marked
+  `added_later` was not there when older runs were stored: a stored run
+  without it was made with its default and is found as such.
 - one measure function, `measure(db, parameters, run_id, progress) -> Measured`:
   it runs on an open server whose run lock the caller holds, and returns the
   tables and notes that the run store writes.
@@ -84,9 +86,17 @@ class Option:
 REQUIRED = dataclasses.MISSING  # a setting without a default
 
 
-def setting(default, convert: Callable[[str, Any], Any], option: Option | None = None):
-    """A parameters field: its default (or REQUIRED), the converter that checks its type, and its flag if any."""
-    return field(default=default, metadata={"convert": convert, "option": option})
+def setting(default, convert: Callable[[str, Any], Any], option: Option | None = None, added_later: bool = False):
+    """A parameters field: its default (or REQUIRED), the converter that checks its type, and its flag if any.
+
+    added_later: runs stored before this setting existed were made with its default (and match it).
+    """
+    return field(default=default, metadata={"convert": convert, "option": option, "added_later": added_later})
+
+
+def implied_settings(parameters) -> dict:
+    """{name: default} of the settings added later: what a run stored without them was made with."""
+    return {spec.name: spec.default for spec in dataclasses.fields(parameters) if spec.metadata.get("added_later")}
 
 
 def _words(name: str) -> str:

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 from harness import config, storage
 from harness.errors import UserError
 from harness.experiments import bench, churn, plans, race_trials
-from harness.experiments.contract import Parameters
+from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
 from harness.server import database, schema
 
@@ -122,7 +122,7 @@ def find(kind_name: str, parameters, data_dir: Path = config.DATA_DIR,
     """(the newest stored run per parameter set, None where there is none; the sets without one)."""
     found, missing = [], []
     for one in parameter_sets(kind_name, parameters):
-        runs = storage.find_runs(kind_name, dataclasses.asdict(one), data_dir, pg_version)
+        runs = storage.find_runs(kind_name, dataclasses.asdict(one), data_dir, pg_version, implied_settings(one))
         found.append(runs[-1] if runs else None)
         if not runs:
             missing.append(one)
