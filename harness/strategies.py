@@ -1,8 +1,9 @@
 """The claim strategies: each one's SQL, written once, and the loop step that runs it.
 
 The report shows these SQL strings verbatim, the pgbench scripts are made from
-them, and the race workers prepare exactly them. Every statement runs in
-autocommit at READ COMMITTED, one statement per round trip, as in the study.
+them, and the race workers prepare exactly them. The study's three strategies
+(ORIGINAL_STRATEGIES) run every statement in autocommit at READ COMMITTED, one
+statement per round trip; the others say how they differ in `isolation`.
 
 A claim step talks to libpq directly (psycopg's pq layer, prepared statements,
 text parameters) so the client's own work between two round trips stays small.
@@ -11,7 +12,7 @@ text parameters) so the client's own work between two round trips stays small.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from psycopg import pq
@@ -19,8 +20,17 @@ from psycopg import pq
 from harness.config import SCHEMA
 
 # Outcome codes stored per attempt; names are what the Parquet files hold.
-WON, LOST, EMPTY, ERROR = 0, 1, 2, 3
-OUTCOME_NAMES = ("won", "lost", "empty", "error")
+# aborted: the server ended the attempt's transaction with a serialization failure or a deadlock (retried).
+WON, LOST, EMPTY, ERROR, ABORTED = 0, 1, 2, 3, 4
+OUTCOME_NAMES = ("won", "lost", "empty", "error", "aborted")
+
+# What `--strategy all` means: the study's three, the sweep the report races.
+ORIGINAL_STRATEGIES = ("naive", "guarded", "skip_locked")
+DEFAULT_BATCH = 5  # the size of the original's GET /pending
+MAX_BATCH = 1000
+# A batch strategy's SQL holds this where its LIMIT goes; the race fills in its batch size before preparing.
+BATCH = "{batch}"
+AUTOCOMMIT = "read committed, autocommit, one statement per round trip"
 
 PICK_OLDEST_PENDING = f"SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
 
@@ -35,6 +45,65 @@ SKIP_LOCKED_CLAIM = (
     f"UPDATE {SCHEMA}.jobs SET status = 'running', started_at = now() "
     f"WHERE id = (SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' "
     "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+
+BEGIN_READ_COMMITTED = "BEGIN ISOLATION LEVEL READ COMMITTED"
+BEGIN_SERIALIZABLE = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+COMMIT = "COMMIT"
+ROLLBACK = b"ROLLBACK"  # only after a failed statement inside a transaction, so never prepared
+
+# Workers queue behind the row lock of the oldest pending job. At READ COMMITTED a waiter re-checks the row
+# once the holder commits (EvalPlanQual in the subquery's LockRows step): a row that is no longer pending is
+# skipped and the scan goes on to the next one, so the subquery hands back only a row it holds and saw pending.
+FOR_UPDATE_CLAIM = (
+    f"UPDATE {SCHEMA}.jobs SET status = 'running', started_at = now() "
+    f"WHERE id = (SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' "
+    "ORDER BY id LIMIT 1 FOR UPDATE) RETURNING id"
+)
+
+# Up to {batch} jobs per statement. MATERIALIZED: since PostgreSQL 12 a CTE read once may be inlined into the
+# UPDATE, and would then be planned like the IN form below; materialized, the picking query runs exactly once.
+BATCH_CLAIM_CTE = (
+    f"WITH picked AS MATERIALIZED (SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' "
+    f"ORDER BY id LIMIT {BATCH} FOR UPDATE SKIP LOCKED) "
+    f"UPDATE {SCHEMA}.jobs AS j SET status = 'running', started_at = now() "
+    "FROM picked WHERE j.id = picked.id RETURNING j.id"
+)
+
+# The form reported to claim more than {batch} rows. The IN subquery becomes the inner side of a semi-join;
+# if the plan re-runs it once per outer row (a nested loop over a seq scan of jobs, with no Materialize or
+# hash in between), each run skips the rows this statement already updated (LockRows treats them as
+# "updated by ourselves" and moves on) and returns up to {batch} new ones, so the UPDATE can take many times
+# {batch}. A plan that runs it once (Hash Semi Join, a hashed subplan, or a HashAggregate of its ids driving
+# an index scan on the primary key) claims at most {batch}. Each attempt's row count is stored and checked.
+BATCH_CLAIM_IN = (
+    f"UPDATE {SCHEMA}.jobs SET status = 'running', started_at = now() "
+    f"WHERE id IN (SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' "
+    f"ORDER BY id LIMIT {BATCH} FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+
+# The advisory-lock claim of job libraries such as Que (que-rb/que, lib/que/sql.rb): the pick takes a
+# session advisory lock on the job id, the claim updates the job, then the lock is released. Que walks the
+# queue with a recursive CTE, one pg_try_advisory_lock at a time, because a plain WHERE clause (this pick)
+# may lock more rows than the LIMIT returns: the planner decides on which rows the filter runs (a seq scan
+# feeding a sort evaluates it on every pending row before LIMIT 1 picks one; an index scan in id order stops
+# at the first row it locks). The status test comes first in the WHERE clause (equal costs keep the written
+# order), so a row already taken is not locked.
+ADVISORY_PICK = (
+    f"SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' AND pg_try_advisory_lock(id) ORDER BY id LIMIT 1"
+)
+# Que re-reads the job once it holds the lock ("this query took its MVCC snapshot while a job was being
+# processed by another worker, but didn't attempt the advisory lock until it was finished"): a worker whose
+# pick's snapshot predates another's claim can lock a job that is already taken, after that worker unlocked
+# it. The guarded UPDATE is that re-check here: zero rows is a lost race, not a second claim.
+ADVISORY_CLAIM = GUARDED_CLAIM
+# Counts the advisory locks this backend holds on jobs other than the one it picked ($1, 0 for none:
+# the stray locks the pick took and did not return), then releases them all, so every attempt starts clean.
+# A bigint key is stored in pg_locks as classid (high 32 bits) and objid (low 32 bits).
+ADVISORY_RELEASE = (
+    "WITH held AS MATERIALIZED (SELECT count(*) FILTER (WHERE ((classid::bigint << 32) | objid::bigint) <> $1) "
+    "AS stray FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()) "
+    "SELECT stray, pg_advisory_unlock_all() FROM held"
 )
 
 
@@ -131,6 +200,185 @@ def _claim_skip_locked_stepwise(pgconn, pause_seconds: float, clock) -> tuple[in
     write_start = clock()
     return (*_claim_skip_locked(pgconn), 0, write_start)
 
+def _one_statement_stepwise(claim):
+    """A slowed-down attempt of a one-statement claim: it reads and writes at once, so there is no gap to pause
+    in (read_end = 0: no separate read)."""
+
+    def claim_stepwise(pgconn, pause_seconds: float, clock) -> tuple[int, int, int, int]:
+        write_start = clock()
+        return (*claim(pgconn), 0, write_start)
+
+    return claim_stepwise
+
+
+def _settle_for_update(result, job_id) -> tuple[int, int]:
+    # Zero rows means the queue was empty, never a lost race: the subquery returns only a row it has locked
+    # and re-checked as pending after any wait (see FOR_UPDATE_CLAIM), and the UPDATE then finds that row
+    # held by its own transaction. It returns none only when every row its scan reached was taken, and a
+    # taken job never becomes pending again.
+    if result.ntuples == 0:
+        return EMPTY, 0
+    return WON, int(result.get_value(0, 0))
+
+
+def _claim_for_update(pgconn) -> tuple[int, int]:
+    claimed = pgconn.exec_prepared(b"claim", None)
+    if claimed.status != _TUPLES_OK:
+        return failed_statement(pgconn, 0)
+    return _settle_for_update(claimed, None)
+
+
+# --------------------------------------------------------------------------- claims inside one transaction
+
+# A serialization failure, or a deadlock: the server rolled the attempt back, and the worker simply tries again.
+RETRIED_SQLSTATES = (b"40001", b"40P01")
+_IDLE = int(pq.TransactionStatus.IDLE)
+_COMMAND_OK = int(pq.ExecStatus.COMMAND_OK)
+
+
+def _abandon_transaction(pgconn, failed, job_id) -> tuple[int, int]:
+    """A statement inside the attempt's transaction failed: roll back what is left; a serialization failure
+    or a deadlock is ABORTED (the next attempt is the retry), anything else an ERROR."""
+    if pgconn.status != _CONNECTION_OK:
+        raise ClaimConnectionError(pgconn.get_error_message().decode(errors="replace").strip())
+    if pgconn.transaction_status != _IDLE:  # a failed COMMIT has already ended the transaction
+        pgconn.exec_(ROLLBACK)
+    return (ABORTED if failed.error_field(pq.DiagnosticField.SQLSTATE) in RETRIED_SQLSTATES else ERROR), int(job_id or 0)
+
+
+def _transaction_attempt(pgconn, settle, pause_seconds: float = 0.0, clock=None) -> tuple[int, int, int, int]:
+    """BEGIN, pick, claim what was picked, COMMIT: (outcome, job id, read end, write start).
+
+    With a clock (a slowed-down race), pauses between the pick and the claim, inside the transaction, and
+    stamps both; without one, the stamps are 0.
+    """
+    began = pgconn.exec_prepared(b"begin", None)
+    if began.status != _COMMAND_OK:
+        return (*_abandon_transaction(pgconn, began, 0), 0, 0)
+    picked = pgconn.exec_prepared(b"pick", None)
+    read_end = clock() if clock is not None else 0
+    if picked.status != _TUPLES_OK:
+        return (*_abandon_transaction(pgconn, picked, 0), read_end, 0)
+    job_id = picked.get_value(0, 0) if picked.ntuples else None
+    write_start = 0
+    if job_id is not None:
+        if clock is not None:
+            time.sleep(pause_seconds)
+            write_start = clock()
+        claimed = pgconn.exec_prepared(b"claim", (job_id,))
+        if claimed.status not in _OK:
+            return (*_abandon_transaction(pgconn, claimed, job_id), read_end, write_start)
+    # an empty pick commits too: even a read-only SERIALIZABLE transaction may fail here, and then it is retried
+    committed = pgconn.exec_prepared(b"commit", None)
+    if committed.status != _COMMAND_OK:
+        return (*_abandon_transaction(pgconn, committed, job_id), read_end, write_start)
+    if job_id is None:
+        return EMPTY, 0, read_end, write_start
+    return (*settle(claimed, job_id), read_end, write_start)
+
+
+def _in_transaction(settle):
+    def claim(pgconn) -> tuple[int, int]:
+        outcome, job_id, _, _ = _transaction_attempt(pgconn, settle)
+        return outcome, job_id
+
+    def claim_stepwise(pgconn, pause_seconds: float, clock) -> tuple[int, int, int, int]:
+        return _transaction_attempt(pgconn, settle, pause_seconds, clock)
+
+    return claim, claim_stepwise
+
+
+# the same steps serve both isolation levels: the BEGIN each strategy prepares sets it
+_claim_naive_in_transaction, _naive_in_transaction_stepwise = _in_transaction(_settle_naive)
+
+
+# --------------------------------------------------------------------------- claims that note more per attempt
+
+
+@dataclass
+class AttemptNotes:
+    """A worker's per-attempt facts beyond the outcome and the job id, for the strategies that have them.
+
+    Kept in plain lists, one entry per attempt (job_ids: one per claimed job, attempt after attempt),
+    and turned into arrays after the race, like the outcomes.
+    """
+
+    rows: list = field(default_factory=list)  # batch strategies: jobs the attempt claimed
+    job_ids: list = field(default_factory=list)  # batch strategies: every job claimed, lowest first per attempt
+    stray_locks: list = field(default_factory=list)  # advisory_lock: locks held after the attempt on other jobs
+
+
+def _batch_steps(notes: AttemptNotes, batch: int):
+    """One statement claims up to `batch` jobs: the attempt's job id is the lowest, every id is noted."""
+    add_rows, add_ids = notes.rows.append, notes.job_ids.extend
+
+    def claim(pgconn) -> tuple[int, int]:
+        claimed = pgconn.exec_prepared(b"claim", None)
+        if claimed.status != _TUPLES_OK:
+            add_rows(0)
+            return failed_statement(pgconn, 0)
+        count = claimed.ntuples
+        add_rows(count)
+        if count == 0:
+            # nothing pending that is not locked by someone else: the queue is drained for us
+            return EMPTY, 0
+        ids = sorted(int(claimed.get_value(i, 0)) for i in range(count))
+        add_ids(ids)
+        return WON, ids[0]
+
+    return claim, _one_statement_stepwise(claim)
+
+
+def _advisory_attempt(pgconn, add_stray, pause_seconds: float = 0.0, clock=None) -> tuple[int, int, int, int]:
+    """Pick under an advisory lock, claim with the guard, release every advisory lock and note the strays."""
+    picked = pgconn.exec_prepared(b"pick", None)
+    read_end = clock() if clock is not None else 0
+    if picked.status != _TUPLES_OK:
+        add_stray(0)
+        return (*failed_statement(pgconn, 0), read_end, 0)
+    job_id = picked.get_value(0, 0) if picked.ntuples else None
+    write_start = 0
+    if job_id is None:
+        outcome = EMPTY
+    else:
+        if clock is not None:
+            time.sleep(pause_seconds)
+            write_start = clock()
+        claimed = pgconn.exec_prepared(b"claim", (job_id,))
+        if claimed.status not in _OK:
+            outcome = ERROR
+        else:
+            outcome = _settle_guarded(claimed, job_id)[0]  # zero rows: the pick's snapshot was older than a claim
+    # released whatever happened above: a lock kept would block this job for every other worker
+    released = pgconn.exec_prepared(b"release", (job_id or b"0",))
+    if released.status != _TUPLES_OK:
+        add_stray(0)
+        return (*failed_statement(pgconn, job_id), read_end, write_start)
+    add_stray(int(released.get_value(0, 0)))
+    if outcome == ERROR:
+        return (*failed_statement(pgconn, job_id), read_end, write_start)
+    return outcome, int(job_id or 0), read_end, write_start
+
+
+def _advisory_steps(notes: AttemptNotes, batch: int):
+    add_stray = notes.stray_locks.append
+
+    def claim(pgconn) -> tuple[int, int]:
+        outcome, job_id, _, _ = _advisory_attempt(pgconn, add_stray)
+        return outcome, job_id
+
+    def claim_stepwise(pgconn, pause_seconds: float, clock) -> tuple[int, int, int, int]:
+        return _advisory_attempt(pgconn, add_stray, pause_seconds, clock)
+
+    return claim, claim_stepwise
+
+
+# --------------------------------------------------------------------------- the strategies
+
+ClaimStep = Callable[[object], tuple[int, int]]
+# a slowed-down attempt: (pgconn, pause between read and write, clock) -> (outcome, job id, read end, write start)
+StepwiseClaim = Callable[[object, float, Callable[[], int]], tuple[int, int, int, int]]
+
 
 @dataclass(frozen=True)
 class Strategy:
@@ -138,25 +386,44 @@ class Strategy:
     title: str
     summary: str
     statements: tuple[tuple[str, str], ...]  # (prepared name, SQL) in the order one attempt runs them
-    claim: Callable[[object], tuple[int, int]]  # one whole attempt on a blocking connection
+    claim: ClaimStep | None = None  # one whole attempt on a blocking connection (strategies without notes)
     # the outcome of an attempt from its last statement's result (and the picked id, if any);
     # every earlier statement returns one row whose first value is the next statement's $1, or none (EMPTY)
     settle: Callable[[object, object], tuple[int, int]] | None = None
-    # a slowed-down attempt: (pgconn, pause between read and write, clock) -> (outcome, job id, read end, write start)
-    claim_stepwise: Callable[[object, float, Callable[[], int]], tuple[int, int, int, int]] | None = None
+    claim_stepwise: StepwiseClaim | None = None
+    # strategies that note more per attempt (AttemptNotes): (notes, batch) -> (claim, claim_stepwise)
+    noted_steps: Callable[[AttemptNotes, int], tuple[ClaimStep, StepwiseClaim]] | None = None
+    isolation: str = AUTOCOMMIT
+    batch: bool = False  # one attempt claims up to `batch` jobs (its SQL holds BATCH)
+    counts_stray_locks: bool = False  # notes the advisory locks each attempt left on jobs it did not return
+    # None: the bench (harness against pgbench) takes it; else why it cannot, in one line
+    not_benched: str | None = None
 
-    def prepare(self, pgconn) -> None:
+    def steps(self, notes: AttemptNotes, batch: int = 1) -> tuple[ClaimStep, StepwiseClaim]:
+        """This worker's claim and slowed-down claim; strategies with notes write them into `notes`."""
+        if self.noted_steps is not None:
+            return self.noted_steps(notes, batch)
+        return self.claim, self.claim_stepwise
+
+    def statements_for(self, batch: int = DEFAULT_BATCH) -> tuple[tuple[str, str], ...]:
+        """The statements as prepared, a batch strategy's LIMIT filled in."""
+        return tuple((name, text.replace(BATCH, str(int(batch)))) for name, text in self.statements)
+
+    def prepare(self, pgconn, batch: int = DEFAULT_BATCH) -> None:
         """Prepare this strategy's statements on a raw libpq connection."""
-        for name, text in self.statements:
+        for name, text in self.statements_for(batch):
             result = pgconn.prepare(name.encode(), text.encode())
             if result.status != pq.ExecStatus.COMMAND_OK:
                 raise RuntimeError(f"cannot prepare {self.name}.{name}: "
                                    f"{result.error_message.decode(errors='replace').strip()}")
 
+    def sql_for(self, batch: int = DEFAULT_BATCH) -> str:
+        """The statements as a reader sees them, one per line, ; terminated."""
+        return "\n".join(f"{text};" for _, text in self.statements_for(batch))
+
     @property
     def sql(self) -> str:
-        """The statements as a reader sees them, one per line, ; terminated."""
-        return "\n".join(f"{text};" for _, text in self.statements)
+        return self.sql_for()
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -190,6 +457,74 @@ STRATEGIES: dict[str, Strategy] = {
             settle=_settle_skip_locked,
             claim_stepwise=_claim_skip_locked_stepwise,
         ),
+        Strategy(
+            name="naive_transaction",
+            title="Read, then write, in one transaction",
+            summary="The naive pair inside one READ COMMITTED transaction: each statement still takes its "
+                    "own snapshot, so two workers can pick the same job.",
+            statements=(("begin", BEGIN_READ_COMMITTED), ("pick", PICK_OLDEST_PENDING), ("claim", NAIVE_CLAIM),
+                        ("commit", COMMIT)),
+            claim=_claim_naive_in_transaction,
+            claim_stepwise=_naive_in_transaction_stepwise,
+            isolation="one READ COMMITTED transaction per attempt: BEGIN, pick, claim, COMMIT",
+            not_benched="the bench's scripts hand each statement's row to the next (\\gset), and BEGIN and "
+                        "COMMIT return none",
+        ),
+        Strategy(
+            name="naive_serializable",
+            title="Read, then write, SERIALIZABLE",
+            summary="The naive pair inside one SERIALIZABLE transaction; a serialization failure aborts the "
+                    "attempt and the worker tries again.",
+            statements=(("begin", BEGIN_SERIALIZABLE), ("pick", PICK_OLDEST_PENDING), ("claim", NAIVE_CLAIM),
+                        ("commit", COMMIT)),
+            claim=_claim_naive_in_transaction,
+            claim_stepwise=_naive_in_transaction_stepwise,
+            isolation="one SERIALIZABLE transaction per attempt: BEGIN, pick, claim, COMMIT; a serialization "
+                      "failure (40001) or deadlock (40P01) is rolled back and counted as an aborted attempt",
+            not_benched="a serialization failure is rolled back and retried by the client; pgbench "
+                        "reports it as a failed transaction, which the bench takes for a broken run",
+        ),
+        Strategy(
+            name="for_update",
+            title="One statement, FOR UPDATE",
+            summary="One UPDATE whose subquery locks the oldest pending row and waits while another worker "
+                    "holds it.",
+            statements=(("claim", FOR_UPDATE_CLAIM),),
+            claim=_claim_for_update,
+            settle=_settle_for_update,
+            claim_stepwise=_one_statement_stepwise(_claim_for_update),
+        ),
+        Strategy(
+            name="skip_locked_batch",
+            title="A batch, SKIP LOCKED, as a CTE",
+            summary="One statement claims up to k pending rows nobody else holds: a materialized CTE picks "
+                    "them, the UPDATE flips them.",
+            statements=(("claim", BATCH_CLAIM_CTE),),
+            noted_steps=_batch_steps,
+            batch=True,
+            not_benched="one attempt claims several jobs; the bench counts a pgbench transaction as one claim",
+        ),
+        Strategy(
+            name="skip_locked_batch_in",
+            title="A batch, SKIP LOCKED, WHERE id IN",
+            summary="One UPDATE ... WHERE id IN (a subquery that locks up to k pending rows nobody else holds).",
+            statements=(("claim", BATCH_CLAIM_IN),),
+            noted_steps=_batch_steps,
+            batch=True,
+            not_benched="one attempt claims several jobs; the bench counts a pgbench transaction as one claim",
+        ),
+        Strategy(
+            name="advisory_lock",
+            title="Advisory lock, then a guarded write",
+            summary="SELECT the oldest pending job whose advisory lock this worker can take, UPDATE it if it "
+                    "is still pending, then release the advisory locks.",
+            statements=(("pick", ADVISORY_PICK), ("claim", ADVISORY_CLAIM), ("release", ADVISORY_RELEASE)),
+            noted_steps=_advisory_steps,
+            counts_stray_locks=True,
+            isolation="read committed, autocommit, one statement per round trip; session advisory locks",
+            not_benched="its release step counts the advisory locks each attempt leaves, which a pgbench "
+                        "script cannot report",
+        ),
     )
 }
 
@@ -200,12 +535,13 @@ def get_strategy(name: str) -> Strategy:
     try:
         return STRATEGIES[name]
     except KeyError:
-        raise UserError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)} or all") from None
+        raise UserError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)} or all "
+                        f"(the original three: {', '.join(ORIGINAL_STRATEGIES)})") from None
 
 
 def parse_strategies(text: str) -> list[str]:
-    """'all', one name, or a comma-separated list."""
-    names = list(STRATEGIES) if text.strip() == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    """'all' (the original three), one name, or a comma-separated list."""
+    names = list(ORIGINAL_STRATEGIES) if text.strip() == "all" else [t.strip() for t in text.split(",") if t.strip()]
     if not names:
         from harness.errors import UserError
 
