@@ -36,11 +36,26 @@ def duplicate_counts(claims: pd.DataFrame) -> dict:
     }
 
 
+def claimed_rows(attempts: pd.DataFrame) -> np.ndarray:
+    """Per attempt, the jobs it claimed; runs stored before the `rows` column claimed one job per win."""
+    if "rows" in attempts:
+        return attempts["rows"].fillna(0).to_numpy(dtype=np.int64)
+    return (attempts["outcome"] == "won").to_numpy(dtype=np.int64)
+
+
+def stray_lock_counts(attempts: pd.DataFrame) -> np.ndarray:
+    """Per attempt of an advisory-lock race, the locks it left on jobs it did not return (empty otherwise)."""
+    if "stray_locks" not in attempts:
+        return np.array([], dtype=np.int64)
+    return attempts["stray_locks"].dropna().to_numpy(dtype=np.int64)
+
+
 def time_to_job_ns(attempts: pd.DataFrame) -> np.ndarray:
     """Per win: from the first attempt after the worker's previous win (or its start) to the end of the win.
 
     This is what a runner waits for a job, lost races included (C4), as opposed to
-    the latency of the winning statement alone.
+    the latency of the winning statement alone; for naive_serializable, the time a
+    win costs with the aborted tries before it (C1).
     """
     waits = []
     for _, worker in attempts.sort_values(["worker_index", "attempt_seq"]).groupby("worker_index", sort=False):
@@ -113,8 +128,12 @@ def summarise_run(run_dir: Path) -> dict:
     attempts = load_attempts(run_dir)
     claims = load_claims(run_dir)
     outcome_counts = attempts["outcome"].value_counts()
-    wins = int(outcome_counts.get("won", 0))
+    rows = claimed_rows(attempts)
+    wins = int(rows.sum())  # jobs claimed: a batch attempt can win several
     lost = int(outcome_counts.get("lost", 0))
+    aborts = int(outcome_counts.get("aborted", 0))
+    stray = stray_lock_counts(attempts)
+    waits_ms = time_to_job_ns(attempts) / 1e6
     ends = attempts["start_ns"] + attempts["latency_ns"]
     wall_seconds = float(ends.max()) / 1e9 if len(attempts) else 0.0
     win_latency_ms = attempts.loc[attempts["outcome"] == "won", "latency_ns"].to_numpy() / 1e6
@@ -132,20 +151,32 @@ def summarise_run(run_dir: Path) -> dict:
         "jitter_ms": cfg["jitter_ms"],
         "autovacuum": cfg["autovacuum"],
         "audit": cfg["audit"],
+        "batch_size": cfg.get("batch", 1),  # runs stored before batches claimed one job per attempt
         "attempts": int(len(attempts)),
+        "winning_attempts": int(outcome_counts.get("won", 0)),
         "wins": wins,
         "lost": lost,
         "empty": int(outcome_counts.get("empty", 0)),
         "errors": int(outcome_counts.get("error", 0)),
+        "aborts": aborts,
         **dupes,
         "unclaimed_jobs": int(cfg["job_count"] - dupes["distinct_jobs_claimed"]),
         "losses_per_win": lost / wins if wins else float("nan"),
+        "aborts_per_win": aborts / wins if wins else float("nan"),
+        "max_rows_per_attempt": int(rows.max()) if len(rows) else 0,
+        # advisory_lock only (null otherwise): locks the picks took on jobs they did not return
+        "advisory_locks_leaked": int(stray.sum()) if len(stray) else None,
+        "attempts_leaking_locks": int((stray > 0).sum()) if len(stray) else None,
+        "early_empty_answers": manifest["checks"].get("early_empty_answers"),
         "wall_seconds": wall_seconds,
         "claims_per_second": wins / wall_seconds if wall_seconds else float("nan"),
         "unique_jobs_per_second": dupes["distinct_jobs_claimed"] / wall_seconds if wall_seconds else float("nan"),
         "attempts_per_second": len(attempts) / wall_seconds if wall_seconds else float("nan"),
         "p50_ms": float(np.percentile(win_latency_ms, 50)) if len(win_latency_ms) else float("nan"),
         "p99_ms": float(np.percentile(win_latency_ms, 99)) if len(win_latency_ms) else float("nan"),
+        # a win's cost with the lost or aborted attempts before it (per winning attempt)
+        "time_to_job_p50_ms": float(np.percentile(waits_ms, 50)) if len(waits_ms) else float("nan"),
+        "time_to_job_p99_ms": float(np.percentile(waits_ms, 99)) if len(waits_ms) else float("nan"),
         "p50_ms_by_fill": win_latency_by_fill(attempts, 50),
         "p99_ms_by_fill": win_latency_by_fill(attempts, 99),
         "wait_share": wait_share(run_dir),
@@ -173,8 +204,8 @@ def summarise_runs(data_dir: Path = config.DATA_DIR, run_paths: list[Path] | Non
     return frame
 
 
-POINT_KEYS = ("strategy", "worker_count", "job_count", "partial_index", "fillfactor", "pause_ms", "jitter_ms",
-              "autovacuum", "audit", "pg_version")
+POINT_KEYS = ("strategy", "worker_count", "batch_size", "job_count", "partial_index", "fillfactor", "pause_ms",
+              "jitter_ms", "autovacuum", "audit", "pg_version")
 SPREAD_FIGURES = ("claims_per_second", "losses_per_win", "duplicate_jobs", "p50_ms", "p99_ms", "wall_seconds")
 
 

@@ -47,10 +47,14 @@ ATTEMPT_SCHEMA = pa.schema(
         ("start_ns", pa.int64()),  # since the barrier released the first worker
         ("latency_ns", pa.int64()),  # monotonic clock, around the claim's round trips
         ("outcome", pa.dictionary(pa.int8(), pa.string())),
-        ("job_id", pa.int64()),  # null when the attempt saw no job
+        ("job_id", pa.int64()),  # null when the attempt saw no job; a batch's lowest
         # slowed-down races only (null otherwise), since the barrier: the read's result, the write's start
         ("read_end_ns", pa.int64()),
         ("write_start_ns", pa.int64()),
+        ("rows", pa.int32()),  # jobs the attempt claimed: 0 unless it won, up to the batch size for a batch
+        ("job_ids", pa.list_(pa.int64())),  # batch strategies: every job the attempt claimed (null otherwise)
+        # advisory_lock: advisory locks its backend held after the attempt on jobs it did not return (null otherwise)
+        ("stray_locks", pa.int32()),
     ]
 )
 

@@ -81,7 +81,7 @@ def test_manifest_records_parameters_server_and_client(db, tmp_path):
     assert manifest["run_id"] == run_dir.name and "-race-" in run_dir.name
     assert manifest["parameters"] == {"strategy": "skip_locked", "worker_count": 2, "job_count": 300, "repeat": 0,
                                       "partial_index": True, "fillfactor": 70, "pause_ms": 0.0, "jitter_ms": 0.0,
-                                      "autovacuum": True, "audit": True}
+                                      "autovacuum": True, "audit": True, "batch": 1}
     results = manifest["results"]
     assert results["client_processes"] == 2 and "one process per worker" in results["client_layout"]
     assert results["table_activity"] and results["activity"]["sampler"]["samples"] > 0
@@ -124,9 +124,11 @@ def test_summary_json_has_the_documented_fields(db, tmp_path):
     for key in ("run_id", "strategy", "worker_count", "job_count", "repeat", "attempts", "wins", "lost", "empty",
                 "errors", "audit_claims", "duplicate_jobs", "unclaimed_jobs", "losses_per_win", "wall_seconds",
                 "claims_per_second", "attempts_per_second", "p50_ms", "p99_ms", "pg_version", "partial_index",
-                "fillfactor"):
+                "fillfactor", "aborts", "batch_size", "max_rows_per_attempt"):
         assert key in record, key
     assert record["wins"] == 300 and record["audit_claims"] == 300 and record["unclaimed_jobs"] == 0
+    assert record["aborts"] == 0 and record["batch_size"] == 1 and record["max_rows_per_attempt"] == 1
+    assert record["pg_version"].startswith("16.") and record["partial_index"] is False
 
 
 def test_summary_carries_where_the_time_went_from_stored_rows(db, tmp_path):

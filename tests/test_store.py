@@ -20,7 +20,7 @@ from harness.errors import ConservationError, UserError
 from harness.experiments import bench, churn, contract, plans, registry
 from harness.experiments.race_trials import RaceParameters, RaceSweep, conservation_checks, sweep_of
 from harness.stats import summarise_runs
-from harness.strategies import EMPTY, LOST, WON
+from harness.strategies import ABORTED, EMPTY, LOST, ORIGINAL_STRATEGIES, WON, parse_strategies
 
 SERVER = {"source": "embedded", "version": "PostgreSQL 16.0", "major": 16, "settings": {}}
 
@@ -62,6 +62,17 @@ def test_runs_are_found_by_kind_exact_parameters_and_major_version(tmp_path):
     assert len(storage.find_runs("probe", {"size": 3, "modes": ["a", "b"]}, tmp_path, None)) == 3
     assert storage.find_runs("probe", {"size": 3}, tmp_path, 16) == [], "a subset of the parameters is not a match"
     assert storage.find_runs("other", {"size": 3, "modes": ["a", "b"]}, tmp_path, 16) == []
+
+
+def test_a_run_stored_before_a_setting_existed_is_found_by_that_settings_default(tmp_path):
+    before = store(tmp_path)  # {"size": 3, "modes": [...]}: made when there was no "batch"
+    with_it = store(tmp_path, parameters={"size": 3, "modes": ["a", "b"], "batch": 5})
+    asked = {"size": 3, "modes": ["a", "b"]}
+    assert storage.find_runs("probe", {**asked, "batch": 1}, tmp_path, 16, implied={"batch": 1}) == [before]
+    assert storage.find_runs("probe", {**asked, "batch": 5}, tmp_path, 16, implied={"batch": 1}) == [with_it]
+    assert storage.find_runs("probe", {**asked, "batch": 1}, tmp_path, 16) == [], "only a declared default is implied"
+    assert contract.implied_settings(RaceParameters("guarded", 1)) == {"batch": 1}
+    assert contract.implied_settings(plans.PlansParameters()) == {}
 
 
 def test_a_run_that_fails_its_checks_is_kept_apart_and_never_found(tmp_path):
@@ -112,6 +123,38 @@ def test_ensure_makes_only_the_missing_runs_and_keeps_the_sweeps_order(db, tmp_p
     assert registry.ensure("race", bigger, tmp_path, db=db) == second
     assert "race: all 3 runs found" in capsys.readouterr().out
     assert registry.request_of("race", second) == bigger
+
+
+def test_all_means_the_original_three_and_a_batch_belongs_to_the_batch_strategies():
+    assert parse_strategies("all") == list(ORIGINAL_STRATEGIES) == ["naive", "guarded", "skip_locked"]
+    assert RaceSweep().strategies == ORIGINAL_STRATEGIES and bench.BenchParameters().strategies == ORIGINAL_STRATEGIES
+    sweep = RaceSweep(strategies=["skip_locked_batch", "guarded", "skip_locked_batch_in"], worker_counts=[2],
+                      batch=3)
+    assert [(t.strategy, t.batch) for t in sweep.trials()] == [
+        ("skip_locked_batch", 3), ("guarded", 1), ("skip_locked_batch_in", 3)]
+    assert sweep_of([dataclasses.asdict(t) for t in sweep.trials()]) == sweep
+    assert RaceSweep(strategies=["guarded"], batch=3).trials()[0].batch == 1
+    with pytest.raises(UserError, match="guarded claims one job per attempt"):
+        RaceParameters("guarded", 2, batch=5)
+    for bad in (0, 1001):
+        with pytest.raises(UserError, match="batch must be between 1 and 1000"):
+            RaceSweep(batch=bad)
+        with pytest.raises(UserError, match="batch must be between 1 and 1000"):
+            RaceParameters("skip_locked_batch", 2, batch=bad)
+
+
+@pytest.mark.parametrize("name", ["naive_transaction", "naive_serializable", "skip_locked_batch",
+                                  "skip_locked_batch_in", "advisory_lock"])
+def test_the_bench_refuses_what_a_pgbench_script_cannot_count_in_one_line(name):
+    from harness.experiments.pgbench import pgbench_script
+    from harness.strategies import STRATEGIES
+
+    with pytest.raises(UserError, match=f"the bench cannot take {name}: ") as refused:
+        bench.BenchParameters(strategies=["guarded", name])
+    assert "\n" not in str(refused.value)
+    with pytest.raises(UserError, match=f"the bench cannot take {name}"):
+        pgbench_script(STRATEGIES[name])
+    assert bench.BenchParameters(strategies=["for_update"]).strategies == ("for_update",)
 
 
 def test_a_sweep_is_a_list_of_trials_and_reads_back_from_them():
@@ -184,8 +227,13 @@ def test_the_dependency_rules_hold():
 # --------------------------------------------------------------------------- each kind's checks, every outcome
 
 
-def worker(outcomes, job_ids):
-    return SimpleNamespace(outcome=np.array(outcomes, dtype=np.int8), job_id=np.array(job_ids, dtype=np.int64))
+def worker(outcomes, job_ids, starts=None, rows=None, claimed=None):
+    """A worker's attempts, one every 10 ns lasting 5 ns unless `starts` says when they began."""
+    starts = np.arange(len(outcomes), dtype=np.int64) * 10 if starts is None else np.array(starts, dtype=np.int64)
+    return SimpleNamespace(outcome=np.array(outcomes, dtype=np.int8), job_id=np.array(job_ids, dtype=np.int64),
+                           start_ns=starts, latency_ns=np.full(len(outcomes), 5, dtype=np.int64),
+                           rows=None if rows is None else np.array(rows, dtype=np.int32),
+                           claimed_job_ids=None if claimed is None else np.array(claimed, dtype=np.int64))
 
 
 @pytest.mark.parametrize("audit_jobs, status, passed, broken", [
@@ -200,6 +248,49 @@ def test_race_checks_every_outcome(audit_jobs, status, passed, broken):
     assert checks["passed"] is passed
     if broken:
         assert checks[broken] is False
+
+
+def test_race_checks_count_aborted_attempts_as_attempts():
+    result = SimpleNamespace(workers=[worker([ABORTED, ABORTED, WON, EMPTY], [1, 1, 1, 0])])
+    checks = conservation_checks(RaceParameters("naive_serializable", 1, job_count=1), result, [(0, 1)],
+                                 {"running": 1})
+    assert checks["aborted"] == 2 and checks["attempts"] == 4 and checks["outcomes_add_up"] is True
+    assert checks["passed"] is True
+
+
+@pytest.mark.parametrize("rows, claimed, audit_jobs, rows_match, passed", [
+    ([2, 1, 0], [1, 2, 3], [1, 2, 3], True, True),
+    ([3, 1, 0], [1, 2, 3], [1, 2, 3], False, False),  # rows say four jobs, the ids three
+    ([2, 1, 1], [1, 2, 3, 4], [1, 2, 3, 4], False, False),  # an empty answer that claimed a row
+    ([2, 1, 0], [1, 2, 3], [1, 2, 2, 3], True, False),  # the audit saw a job claimed twice
+])
+def test_race_checks_every_outcome_of_a_batch(rows, claimed, audit_jobs, rows_match, passed):
+    result = SimpleNamespace(workers=[worker([WON, WON, EMPTY], [1, 3, 0], rows=rows, claimed=claimed)])
+    job_count = len(set(claimed))
+    checks = conservation_checks(RaceParameters("skip_locked_batch", 1, job_count=job_count, batch=2), result,
+                                 [(i, job) for i, job in enumerate(audit_jobs)], {"running": job_count})
+    assert checks["rows_match_wins"] is rows_match and checks["passed"] is passed
+    assert checks["max_rows_per_attempt"] == max(rows)
+
+
+@pytest.mark.parametrize("batch, over", [(2, 0), (1, 1)])
+def test_a_batch_over_its_size_is_counted_and_shown_not_refused(batch, over):
+    result = SimpleNamespace(workers=[worker([WON, WON, EMPTY], [1, 3, 0], rows=[2, 1, 0], claimed=[1, 2, 3])])
+    checks = conservation_checks(RaceParameters("skip_locked_batch_in", 1, job_count=3, batch=batch), result,
+                                 [(0, 1), (1, 2), (2, 3)], {"running": 3})
+    assert checks["attempts_over_batch"] == over and checks["batch"] == batch and checks["passed"] is True
+
+
+@pytest.mark.parametrize("first_starts, second_starts, early", [
+    ([0, 30], [0, 10, 40], 0),  # both empty answers ended after the last win began (at 10)
+    ([0, 10], [0, 20, 30], 1),  # the first worker's empty answer ended at 15; the other's win began at 20
+])
+def test_an_empty_answer_followed_by_a_later_win_is_counted(first_starts, second_starts, early):
+    result = SimpleNamespace(workers=[worker([WON, EMPTY], [1, 0], starts=first_starts),
+                                      worker([WON, WON, EMPTY], [2, 3, 0], starts=second_starts)])
+    checks = conservation_checks(RaceParameters("advisory_lock", 2, job_count=3), result,
+                                 [(0, 1), (1, 2), (2, 3)], {"running": 3})
+    assert checks["early_empty_answers"] == early and checks["passed"] is True
 
 
 def test_race_checks_without_the_audit_count_the_workers_wins():

@@ -22,6 +22,10 @@ the write of a two-statement claim, where the race window is, and sleeps a
 random 0..jitter_ms between attempts so the workers fall out of step; it
 records when each statement started and ended.
 
+Strategies that know more about an attempt than its outcome and job (the
+rows a batch claimed, the advisory locks an attempt left behind) note it in
+their own lists (strategies.AttemptNotes); the loop itself does not change.
+
 A process that dies fails the whole race within a bounded time; no worker
 outlives the race, nor the harness: each asks the kernel to kill it when its
 parent dies (PR_SET_PDEATHSIG), SIGKILL of the harness included.
@@ -48,7 +52,7 @@ import numpy as np
 from harness import config
 from harness.server.activity import read_schedstat, schedstat_delta
 from harness.errors import RaceError
-from harness.strategies import EMPTY, ERROR, WON, get_strategy
+from harness.strategies import EMPTY, ERROR, WON, AttemptNotes, get_strategy
 
 # fork: 100 workers start in well under a second and inherit the imported modules.
 _CONTEXT = mp.get_context("fork")
@@ -81,6 +85,9 @@ class WorkerRecord:
     backend_schedstat_end: tuple | None = None
     ended_ns: int = 0  # when this worker's loop ended
     client_run_delay_ns: int | None = None  # this worker process's own wait for a CPU over its window
+    rows: np.ndarray | None = None  # batch strategies: per attempt, the jobs it claimed
+    claimed_job_ids: np.ndarray | None = None  # batch strategies: every job claimed, attempt after attempt
+    stray_locks: np.ndarray | None = None  # advisory_lock: per attempt, locks left on jobs it did not return
 
 
 @dataclass
@@ -93,6 +100,7 @@ class RaceResult:
     end_ns: int  # the last attempt's end
     workers: list[WorkerRecord]
     duration_seconds: float | None = None  # a timed race's window; None when it drained the queue
+    batch: int = 1  # the most jobs one attempt may claim (batch strategies)
 
     @property
     def wall_seconds(self) -> float:
@@ -141,7 +149,7 @@ def _claim_loop(pgconn, claim, deadline_ns: int, starts: list, ends: list, outco
             consecutive_errors = 0
 
 
-def _slow_loop(pgconn, strategy, pause_seconds: float, jitter_seconds: float, seed: int, records: tuple,
+def _slow_loop(pgconn, claim_stepwise, pause_seconds: float, jitter_seconds: float, seed: int, records: tuple,
                reads: list, writes: list) -> None:
     """The slowed-down race: a pause between the read and the write, a random pause between attempts."""
     clock = time.monotonic_ns
@@ -151,7 +159,7 @@ def _slow_loop(pgconn, strategy, pause_seconds: float, jitter_seconds: float, se
     while True:
         time.sleep(jitter.uniform(0.0, jitter_seconds))
         began = clock()
-        outcome, job_id, read_end, write_start = strategy.claim_stepwise(pgconn, pause_seconds, clock)
+        outcome, job_id, read_end, write_start = claim_stepwise(pgconn, pause_seconds, clock)
         ended = clock()
         starts.append(began)
         ends.append(ended)
@@ -231,7 +239,7 @@ def die_with_parent(parent_pid: int) -> None:
 
 def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: str, barrier, results,
                   duration_seconds: float | None = None, instrument: bool = False, pause_seconds: float = 0.0,
-                  jitter_seconds: float = 0.0) -> None:
+                  jitter_seconds: float = 0.0, batch: int = 1) -> None:
     die_with_parent(parent_pid)
     # the loop allocates only ints and small tuples, never cycles: the collector would only add pauses
     gc.disable()
@@ -241,12 +249,14 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
         strategy = get_strategy(strategy_name)
         conn = connect(url, application_name=f"claimrace-worker-{worker_index}")
         pgconn = conn.pgconn
-        strategy.prepare(pgconn)
+        strategy.prepare(pgconn, batch)
         starts, ends, outcomes, jobs = records = ([], [], [], [])
         reads: list[int] = []
         writes: list[int] = []
         round_trips: list[int] = []
-        claim, target = strategy.claim, pgconn
+        notes = AttemptNotes()
+        claim, claim_stepwise = strategy.steps(notes, batch)
+        target = pgconn
         if instrument:
             claim, target = _instrumented_claim(claim, round_trips), _TimedConnection(pgconn)
         backend_pid = pgconn.backend_pid
@@ -257,7 +267,7 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
         own_start = read_schedstat(os.getpid())
         slowed = bool(pause_seconds or jitter_seconds)
         if slowed:
-            _slow_loop(pgconn, strategy, pause_seconds, jitter_seconds, worker_index, records, reads, writes)
+            _slow_loop(pgconn, claim_stepwise, pause_seconds, jitter_seconds, worker_index, records, reads, writes)
         else:
             deadline = _NO_DEADLINE if duration_seconds is None else released + int(duration_seconds * 1e9)
             # a drain race ends a worker at its first empty answer; a timed one keeps asking, as pgbench does
@@ -278,7 +288,10 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
             read_end_ns=np.array(reads, dtype=np.int64) if slowed else None,
             write_start_ns=np.array(writes, dtype=np.int64) if slowed else None,
             backend_schedstat_start=schedstat_start, backend_schedstat_end=schedstat_end, ended_ns=ended,
-            client_run_delay_ns=own[1] if own else None)
+            client_run_delay_ns=own[1] if own else None,
+            rows=np.array(notes.rows, dtype=np.int32) if strategy.batch else None,
+            claimed_job_ids=np.array(notes.job_ids, dtype=np.int64) if strategy.batch else None,
+            stray_locks=np.array(notes.stray_locks, dtype=np.int32) if strategy.counts_stray_locks else None)
         results.put(("ok", worker_index, record))
         conn.close()
     except BrokenBarrierError:
@@ -303,7 +316,7 @@ def _stop_all(processes: list, barrier) -> None:
 
 def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: float | None = None,
              duration_seconds: float | None = None, instrument: bool = False, pause_ms: float = 0.0,
-             jitter_ms: float = 0.0, on_release=None) -> RaceResult:
+             jitter_ms: float = 0.0, on_release=None, batch: int = 1) -> RaceResult:
     """Race worker_count workers over the queue in url's claimrace schema until it is drained.
 
     duration_seconds: a timed race instead; each worker stops at its first attempt that ends
@@ -313,10 +326,13 @@ def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: f
     pause_ms, jitter_ms: a slowed-down race (see the module's docstring); drains only.
     on_release: called in this process once every worker is connected and waiting at the barrier,
     just before it opens (e.g. to start sampling the server).
+    batch: the most jobs one attempt of a batch strategy claims (its SQL's LIMIT); 1 for every other strategy.
     """
-    get_strategy(strategy_name)
+    strategy = get_strategy(strategy_name)
     if worker_count < 1:
         raise ValueError("worker_count must be at least 1")
+    if batch < 1 or (batch != 1 and not strategy.batch):
+        raise ValueError(f"batch must be at least 1, and 1 for {strategy_name}, which claims one job per attempt")
     if duration_seconds is not None and duration_seconds <= 0:
         raise ValueError("duration_seconds must be positive")
     if (pause_ms or jitter_ms) and (duration_seconds is not None or instrument):
@@ -330,7 +346,7 @@ def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: f
     processes = [
         _CONTEXT.Process(target=_process_main, name=f"claimrace-worker-{i}",
                          args=(i, parent_pid, url, strategy_name, barrier, results, duration_seconds, instrument,
-                               pause_ms / 1000.0, jitter_ms / 1000.0), daemon=True)
+                               pause_ms / 1000.0, jitter_ms / 1000.0, batch), daemon=True)
         for i in range(worker_count)
     ]
     records: dict[int, WorkerRecord] = {}
@@ -389,7 +405,7 @@ def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: f
     workers = [records[i] for i in range(worker_count)]
     t0 = min(w.released_ns for w in workers)
     end = max(int((w.start_ns + w.latency_ns).max()) if len(w.start_ns) else w.released_ns for w in workers)
-    return RaceResult(strategy_name, worker_count, pause_ms, jitter_ms, t0, end, workers, duration_seconds)
+    return RaceResult(strategy_name, worker_count, pause_ms, jitter_ms, t0, end, workers, duration_seconds, batch)
 
 
 def _wait_at_barrier(barrier, processes: list, results) -> str | None:

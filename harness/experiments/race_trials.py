@@ -22,11 +22,11 @@ from harness.experiments.limits import check_race_size
 from harness.experiments.race import CLIENT_LAYOUT, RaceResult, run_race
 from harness.server import activity, database, schema
 from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA
-from harness.strategies import OUTCOME_NAMES, STRATEGIES, WON, get_strategy, parse_strategies
+from harness.strategies import (DEFAULT_BATCH, EMPTY, MAX_BATCH, ORIGINAL_STRATEGIES, OUTCOME_NAMES, STRATEGIES,
+                                 WON, get_strategy, parse_strategies)
 
 MAX_PAUSE_MS = 10_000.0  # a slowed-down race is for watching; longer pauses only make it last for ever
 MAX_JOB_COUNT = 10_000_000  # and limits.check_race_size bounds jobs x workers by this machine's memory
-ISOLATION = "read committed, autocommit, one statement per round trip"
 
 
 def _check_trial(worker_count: int, job_count: int, fillfactor: int, pause_ms: float, jitter_ms: float) -> None:
@@ -58,11 +58,22 @@ class RaceParameters(Parameters):
     jitter_ms: float = setting(0.0, as_float)  # slowed-down races: random pause of up to this between attempts
     autovacuum: bool = setting(True, as_bool)  # autovacuum_enabled on the race's table
     audit: bool = setting(True, as_bool)  # the audit trigger; without it, wins are what the claims returned
+    # the most jobs one attempt claims: a batch strategy's LIMIT, 1 for every other strategy. Runs stored
+    # before it existed claimed one job per attempt, so a stored run without it has the default.
+    batch: int = setting(1, as_int, added_later=True)
 
     def check(self) -> None:
         _check_trial(self.worker_count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
         if self.repeat < 0:
             raise UserError(f"repeat must not be negative, not {self.repeat}")
+        _check_batch(self.batch)
+        if self.batch != 1 and not get_strategy(self.strategy).batch:
+            raise UserError(f"{self.strategy} claims one job per attempt: its batch is 1, not {self.batch}")
+
+
+def _check_batch(batch: int) -> None:
+    if not 1 <= batch <= MAX_BATCH:
+        raise UserError(f"batch must be between 1 and {MAX_BATCH}, not {batch}")
 
 
 
@@ -76,8 +87,9 @@ def _as_in_a_trial(name: str, option: Option):
 class RaceSweep(Parameters):
     """Every strategy at every worker count, `repeats` times: what `python -m harness race` and a params section ask."""
 
-    strategies: tuple = setting(tuple(STRATEGIES), as_strategies, Option(
-        "--strategy", "naive, guarded, skip_locked, a comma list, or all", parse_strategies, default_text="all"))
+    strategies: tuple = setting(ORIGINAL_STRATEGIES, as_strategies, Option(
+        "--strategy", f"one of {', '.join(STRATEGIES)}; a comma list; or all (the original three: "
+                      f"{', '.join(ORIGINAL_STRATEGIES)})", parse_strategies, default_text="all"))
     worker_counts: tuple = setting(config.DEFAULT_WORKER_COUNTS, as_ints, Option(
         "--workers", "worker counts, comma-separated: a sweep", int_list))
     job_count: int = _as_in_a_trial("job_count", Option("--jobs", "jobs queued per trial", int))
@@ -95,6 +107,9 @@ class RaceSweep(Parameters):
     audit: bool = _as_in_a_trial("audit", Option(
         "--no-audit", "no audit trigger: wins counted from what the claims returned (measures the audit's cost)",
         given=False))
+    # the batch strategies' k; the others claim one job per attempt whatever it says
+    batch: int = setting(DEFAULT_BATCH, as_int, Option(
+        "--batch", "the most jobs one attempt of skip_locked_batch or skip_locked_batch_in claims", int))
 
     def check(self) -> None:
         if not self.worker_counts:
@@ -103,11 +118,13 @@ class RaceSweep(Parameters):
             raise UserError(f"repeat must be at least 1, not {self.repeats}")
         for count in self.worker_counts:
             _check_trial(count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
+        _check_batch(self.batch)
 
     def trials(self) -> list[RaceParameters]:
         # repeats outermost: a slow drift of the machine spreads over every point instead of biasing one
         return [RaceParameters(strategy, worker_count, self.job_count, repeat, self.partial_index, self.fillfactor,
-                               self.pause_ms, self.jitter_ms, self.autovacuum, self.audit)
+                               self.pause_ms, self.jitter_ms, self.autovacuum, self.audit,
+                               self.batch if get_strategy(strategy).batch else 1)
                 for repeat in range(self.repeats) for strategy in self.strategies
                 for worker_count in self.worker_counts]
 
@@ -117,12 +134,13 @@ def sweep_of(trials: list[dict]) -> RaceSweep:
     if not trials:
         raise ValueError("no trials")
     first = trials[0]
+    batches = [t.get("batch", 1) for t in trials if get_strategy(t["strategy"]).batch]
     return RaceSweep(strategies=tuple(dict.fromkeys(t["strategy"] for t in trials)),
                      worker_counts=tuple(dict.fromkeys(t["worker_count"] for t in trials)),
                      job_count=first["job_count"], repeats=len({t["repeat"] for t in trials}),
                      partial_index=first["partial_index"], fillfactor=first["fillfactor"],
                      pause_ms=first["pause_ms"], jitter_ms=first["jitter_ms"], autovacuum=first["autovacuum"],
-                     audit=first["audit"])
+                     audit=first["audit"], batch=batches[0] if batches else DEFAULT_BATCH)
 
 
 def workers_needed(parameters: RaceParameters) -> int:
@@ -160,6 +178,17 @@ def attempts_table(run_id: str, result: RaceResult) -> pa.Table:
     job_ids = merged["job_id"]
     stamped = {name: pa.array(merged[name], mask=merged[name] <= 0 if result.slowed else np.ones(total, bool))
                for name in ("read_end_ns", "write_start_ns")}
+    rows = claimed_rows(result)
+    if all(w.claimed_job_ids is not None for w in result.workers) and result.workers:
+        offsets = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).astype(np.int32)
+        claimed = pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.concatenate(
+            [w.claimed_job_ids for w in result.workers]), type=pa.int64()))
+    else:
+        claimed = pa.nulls(total, type=pa.list_(pa.int64()))
+    if all(w.stray_locks is not None for w in result.workers) and result.workers:
+        stray = pa.array(np.concatenate([w.stray_locks for w in result.workers]).astype(np.int32))
+    else:
+        stray = pa.nulls(total, type=pa.int32())
     return pa.table(
         {
             "run_id": pa.DictionaryArray.from_arrays(pa.array(np.zeros(total, dtype=np.int8)), [run_id]),
@@ -173,9 +202,43 @@ def attempts_table(run_id: str, result: RaceResult) -> pa.Table:
                                                       list(OUTCOME_NAMES)),
             "job_id": pa.array(job_ids, mask=job_ids == 0),
             **stamped,
+            "rows": pa.array(rows.astype(np.int32)),
+            "job_ids": claimed,
+            "stray_locks": stray,
         },
         schema=ATTEMPT_SCHEMA,
     )
+
+
+def claimed_rows(result: RaceResult) -> np.ndarray:
+    """Per attempt, worker after worker: the jobs it claimed (a batch's row count; else 1 for a win, 0 otherwise)."""
+    parts = [w.rows if w.rows is not None else (w.outcome == WON).astype(np.int32) for w in result.workers]
+    return np.concatenate(parts) if parts else np.array([], dtype=np.int32)
+
+
+def won_job_ids(result: RaceResult) -> np.ndarray:
+    """Every job the workers claimed, as they saw it (a batch's every row), sorted."""
+    parts = [w.claimed_job_ids if w.claimed_job_ids is not None else w.job_id[w.outcome == WON]
+             for w in result.workers]
+    return np.sort(np.concatenate(parts)) if parts else np.array([], dtype=np.int64)
+
+
+def early_empty_answers(result: RaceResult) -> int:
+    """Empty answers given while a job was still to be had: some attempt that started after one ended won.
+
+    A job never returns to pending, so an attempt that wins after an empty answer claims a job that was
+    pending when that answer was given; for a locking claim it may have been held by an attempt already
+    under way, but such an attempt started before the answer ended. An answer that fails this test was
+    empty for another reason, such as advisory locks left on jobs no attempt was claiming.
+    """
+    starts = np.concatenate([w.start_ns for w in result.workers]) if result.workers else np.array([], np.int64)
+    outcomes = np.concatenate([w.outcome for w in result.workers]) if result.workers else np.array([], np.int8)
+    ends = starts + (np.concatenate([w.latency_ns for w in result.workers]) if result.workers else 0)
+    won = outcomes == WON
+    if not won.any():
+        return 0
+    last_win_start = starts[won].max()
+    return int(((outcomes == EMPTY) & (ends < last_win_start)).sum())
 
 
 def workers_table(result: RaceResult, local: bool) -> pa.Table:
@@ -215,9 +278,15 @@ def conservation_checks(cfg: RaceParameters, result: RaceResult, audit: list[tup
     outcomes = np.concatenate([w.outcome for w in result.workers])
     counts = {name: int((outcomes == code).sum()) for code, name in enumerate(OUTCOME_NAMES)}
     attempts = int(len(outcomes))
-    won_jobs = np.sort(np.concatenate([w.job_id[w.outcome == WON] for w in result.workers]))
+    won_jobs = won_job_ids(result)
+    rows = claimed_rows(result)
     checks = {"attempts": attempts, **counts, "outcomes_add_up": attempts == sum(counts.values()),
-              "final_status": status, "audit": cfg.audit}
+              "final_status": status, "audit": cfg.audit,
+              # what an attempt may do that is worth showing, not a reason to refuse the run
+              "batch": cfg.batch, "max_rows_per_attempt": int(rows.max()) if len(rows) else 0,
+              "attempts_over_batch": int((rows > cfg.batch).sum()),
+              "rows_match_wins": bool(len(won_jobs) == int(rows.sum()) and not (rows[outcomes != WON] > 0).any()),
+              "early_empty_answers": early_empty_answers(result)}
     nothing_pending = status.get("pending", 0) == 0
     if cfg.audit:
         audit_jobs = np.sort(np.array([r[1] for r in audit], dtype=np.int64))
@@ -229,28 +298,31 @@ def conservation_checks(cfg: RaceParameters, result: RaceResult, audit: list[tup
             "worker_wins_match_audit": bool(len(won_jobs) == len(audit_jobs)
                                             and np.array_equal(won_jobs, audit_jobs)),
         })
-        checks["passed"] = checks["outcomes_add_up"] and checks["every_job_claimed"] and \
-            checks["worker_wins_match_audit"]
+        checks["passed"] = checks["outcomes_add_up"] and checks["rows_match_wins"] and \
+            checks["every_job_claimed"] and checks["worker_wins_match_audit"]
     else:
         distinct_won = int(len(np.unique(won_jobs)))
         checks.update({"distinct_jobs_claimed": distinct_won,
                        "every_job_claimed": distinct_won == cfg.job_count and nothing_pending})
-        checks["passed"] = checks["outcomes_add_up"] and checks["every_job_claimed"]
+        checks["passed"] = checks["outcomes_add_up"] and checks["rows_match_wins"] and checks["every_job_claimed"]
     return checks
 
 
 def measure_race(db: database.Database, parameters: RaceParameters, run_id: str, progress: bool = False) -> Measured:
     """One race on a fresh queue: the raw attempts, the audit, the workers' CPU, the sampled wait events."""
     cfg = parameters
+    strategy = get_strategy(cfg.strategy)
     with db.connect() as conn:
         schema.create_queue(conn, cfg.job_count, partial_index=cfg.partial_index, fillfactor=cfg.fillfactor,
                             audit=cfg.audit, autovacuum=cfg.autovacuum)
         local = activity.server_is_local(conn)  # only then is /proc/<backend pid> the backend
+        # a batch claim's row count depends on its plan (strategies.BATCH_CLAIM_IN): keep the one it starts with
+        plan = claim_plan(conn, strategy, cfg.batch) if strategy.batch else None
         # the sampler's thread starts once the workers are forked and waiting (forking beside a thread is unsafe)
         sampler = activity.ActivitySampler(db.url)
         try:
             result = run_race(db.url, cfg.strategy, cfg.worker_count, pause_ms=cfg.pause_ms, jitter_ms=cfg.jitter_ms,
-                              on_release=sampler.start)
+                              on_release=sampler.start, batch=cfg.batch)
         finally:
             sampler.stop()
         if sampler.error is not None:
@@ -258,11 +330,11 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
         audit = schema.audit_rows(conn) if cfg.audit else []
         status = schema.status_counts(conn)
         table = schema.table_activity(conn)
-    strategy = get_strategy(cfg.strategy)
     return Measured(
         tables={"attempts": attempts_table(run_id, result), "claims": claims_table(audit),
                 "workers": workers_table(result, local), "activity": activity_table(sampler.samples(), result.t0_ns)},
-        procedure={"sql": strategy.sql, "statements": dict(strategy.statements), "isolation": ISOLATION,
+        procedure={"sql": strategy.sql_for(cfg.batch), "statements": dict(strategy.statements_for(cfg.batch)),
+                   "isolation": strategy.isolation,
                    "queue": "a fresh claimrace.jobs of job_count pending jobs per trial (create_queue), with the "
                             "audit trigger unless audit is off"},
         checks=conservation_checks(cfg, result, audit, status),
@@ -274,13 +346,21 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
             "table_activity": table,
             # the wait-event sampler as it ran (its samples are activity.parquet; CPU and run queue workers.parquet)
             "activity": {"sampler": sampler.stats()},
+            **({"claim_plan": plan} if plan is not None else {}),
         })
+
+
+def claim_plan(conn, strategy, batch: int) -> str:
+    """EXPLAIN (COSTS OFF) of a one-statement claim on the fresh queue: the plan its workers start with."""
+    [(_, text)] = strategy.statements_for(batch)
+    return "\n".join(line for (line,) in conn.execute(f"EXPLAIN (COSTS OFF) {text}"))
 
 
 # --------------------------------------------------------------------------- command line
 
-SUMMARY_COLUMNS = ("strategy", "worker_count", "repeat", "attempts", "wins", "lost", "duplicate_jobs",
-                   "unclaimed_jobs", "losses_per_win", "claims_per_second", "p50_ms", "p99_ms", "wall_seconds")
+SUMMARY_COLUMNS = ("strategy", "worker_count", "batch_size", "repeat", "attempts", "wins", "lost", "aborts",
+                   "duplicate_jobs", "unclaimed_jobs", "losses_per_win", "claims_per_second", "p50_ms", "p99_ms",
+                   "wall_seconds")
 
 
 def print_summary(frame, as_json: bool, per_run: bool = True) -> None:
@@ -298,7 +378,7 @@ def print_summary(frame, as_json: bool, per_run: bool = True) -> None:
         print(frame.loc[:, list(SUMMARY_COLUMNS)].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
         return
     spread = spread_by_point(frame)
-    table = spread[["strategy", "worker_count", "job_count", "partial_index", "repeats"]].copy()
+    table = spread[["strategy", "worker_count", "batch_size", "job_count", "partial_index", "repeats"]].copy()
     for figure, digits in (("claims_per_second", 0), ("losses_per_win", 2), ("duplicate_jobs", 0), ("p99_ms", 2)):
         table[figure] = [f"{m:,.{digits}f} [{lo:,.{digits}f}-{hi:,.{digits}f}]"
                          for m, lo, hi in zip(spread[f"{figure}_median"], spread[f"{figure}_min"],
