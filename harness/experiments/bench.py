@@ -47,11 +47,11 @@ from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_bool, as_int, as_ints, as_strategies,
                                           int_list, setting)
 from harness.experiments.limits import check_race_size
-from harness.experiments.pgbench import QueueDrained, pgbench_script, pgbench_version, run_pgbench
+from harness.experiments.pgbench import QueueDrained, check_scriptable, pgbench_script, pgbench_version, run_pgbench
 from harness.experiments.race import CLIENT_LAYOUT, run_race
 from harness.server import database, schema
 from harness.storage import utc_now
-from harness.strategies import EMPTY, ERROR, LOST, STRATEGIES, WON, get_strategy, parse_strategies
+from harness.strategies import EMPTY, ERROR, LOST, ORIGINAL_STRATEGIES, STRATEGIES, WON, get_strategy, parse_strategies
 
 BENCH_WORKER_COUNTS = (1, 8, 32, 64, 100)
 DEFAULT_PAIRS = 3
@@ -288,8 +288,9 @@ def measure_client_cost(db: database.Database, conn, strategy: str, seconds: flo
 class BenchParameters(Parameters):
     """Which strategies and worker counts to time, how many pairs of how many seconds."""
 
-    strategies: tuple = setting(tuple(STRATEGIES), as_strategies, Option(
-        "--strategy", "naive, guarded, skip_locked, a comma list, or all", parse_strategies, default_text="all"))
+    strategies: tuple = setting(ORIGINAL_STRATEGIES, as_strategies, Option(
+        "--strategy", f"one of {', '.join(n for n, s in STRATEGIES.items() if s.not_benched is None)}; a comma "
+                      f"list; or all (the original three)", parse_strategies, default_text="all"))
     worker_counts: tuple = setting(BENCH_WORKER_COUNTS, as_ints, Option(
         "--workers", "worker counts, comma-separated", int_list))
     pairs: int = setting(DEFAULT_PAIRS, as_int, Option("--pairs", "harness/pgbench pairs per setting", int))
@@ -300,6 +301,8 @@ class BenchParameters(Parameters):
         given=True))
 
     def check(self) -> None:
+        for name in self.strategies:
+            check_scriptable(get_strategy(name))
         if not self.worker_counts or min(self.worker_counts) < 1:
             raise UserError("worker counts must be whole numbers of at least 1")
         if self.pairs < 1:

@@ -33,8 +33,15 @@ from harness.strategies import Strategy
 PICKED_VARIABLE = "id"
 
 
+def check_scriptable(strategy: Strategy) -> None:
+    """One line if the bench cannot run this strategy as a pgbench script and count it like the race."""
+    if strategy.not_benched is not None:
+        raise UserError(f"the bench cannot take {strategy.name}: {strategy.not_benched}")
+
+
 def pgbench_script(strategy: Strategy) -> str:
     """The strategy's statements as a pgbench script, one command per line."""
+    check_scriptable(strategy)
     lines = []
     last = len(strategy.statements) - 1
     for index, (_, text) in enumerate(strategy.statements):

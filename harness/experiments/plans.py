@@ -87,7 +87,7 @@ from harness.server import database, schema
 from harness.server.activity import read_schedstat, server_is_local
 from harness.server.pgstats import relation_pages
 from harness.storage import read_manifest
-from harness.strategies import STRATEGIES
+from harness.strategies import ORIGINAL_STRATEGIES, STRATEGIES
 
 
 @dataclass(frozen=True)
@@ -149,9 +149,9 @@ SKIP_LOCKED = PlannedStatement("skip_locked", "claim", dict(STRATEGIES["skip_loc
 
 
 def strategy_statements() -> list[PlannedStatement]:
-    """Every statement of every strategy, skip_locked's claim first."""
+    """Every statement of the original three strategies, skip_locked's claim first."""
     found = [SKIP_LOCKED]
-    for strategy in STRATEGIES.values():
+    for strategy in (STRATEGIES[name] for name in ORIGINAL_STRATEGIES):
         for name, text in strategy.statements:
             planned = PlannedStatement(strategy.name, name, text)
             if planned not in found:
