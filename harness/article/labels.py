@@ -13,12 +13,21 @@ from harness.experiments.plans import TABLE_STATES
 
 # --------------------------------------------------------------------------- strategies
 
-STRATEGY_ORDER = ("naive", "guarded", "skip_locked")
-STRATEGY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2e8b57"}
+# The original three first, then the other claims, each family beside its relative.
+STRATEGY_ORDER = ("naive", "guarded", "skip_locked", "naive_transaction", "naive_serializable", "for_update",
+                  "skip_locked_batch", "skip_locked_batch_in", "advisory_lock")
+STRATEGY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2e8b57",
+                    "naive_transaction": "#e67e22", "naive_serializable": "#8e44ad", "for_update": "#7f8c8d",
+                    "skip_locked_batch": "#16a085", "skip_locked_batch_in": "#b7950b", "advisory_lock": "#d35493"}
 # Why a strategy has no lost races to count, from its SQL (harness.strategies).
 CANNOT_LOSE = {
     "naive": "its UPDATE does not check the status, so it never sees a loss",
     "skip_locked": "it skips rows other workers hold, so it never loses one",
+    "naive_transaction": "its UPDATE does not check the status, so it never sees a loss",
+    "naive_serializable": "a conflict aborts its transaction instead (counted as aborted attempts)",
+    "for_update": "it waits for the row lock and re-checks the row, so it never loses one",
+    "skip_locked_batch": "it skips rows other workers hold, so it never loses one",
+    "skip_locked_batch_in": "it skips rows other workers hold, so it never loses one",
 }
 
 # --------------------------------------------------------------------------- races
