@@ -61,21 +61,23 @@ FOR_UPDATE_CLAIM = (
     "ORDER BY id LIMIT 1 FOR UPDATE) RETURNING id"
 )
 
-# Up to {batch} jobs per statement. MATERIALIZED: since PostgreSQL 12 a CTE read once may be inlined into the
-# UPDATE, and would then be planned like the IN form below; materialized, the picking query runs exactly once.
+# Up to {batch} jobs per statement. The server does not inline a CTE that locks rows into the UPDATE: the plan
+# keeps it as "CTE picked", run once per statement whatever the join above it does (the race stores the plan).
 BATCH_CLAIM_CTE = (
-    f"WITH picked AS MATERIALIZED (SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' "
+    f"WITH picked AS (SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' "
     f"ORDER BY id LIMIT {BATCH} FOR UPDATE SKIP LOCKED) "
     f"UPDATE {SCHEMA}.jobs AS j SET status = 'running', started_at = now() "
     "FROM picked WHERE j.id = picked.id RETURNING j.id"
 )
 
-# The form reported to claim more than {batch} rows. The IN subquery becomes the inner side of a semi-join;
-# if the plan re-runs it once per outer row (a nested loop over a seq scan of jobs, with no Materialize or
-# hash in between), each run skips the rows this statement already updated (LockRows treats them as
-# "updated by ourselves" and moves on) and returns up to {batch} new ones, so the UPDATE can take many times
-# {batch}. A plan that runs it once (Hash Semi Join, a hashed subplan, or a HashAggregate of its ids driving
-# an index scan on the primary key) claims at most {batch}. Each attempt's row count is stored and checked.
+# The form reported to claim more than {batch} rows. The IN subquery becomes one side of a semi-join. If the
+# plan re-runs it once per outer row (Nested Loop Semi Join over a seq scan of jobs, the subquery inside with
+# no Materialize or Hash above it), each run skips the rows this statement has already updated (LockRows
+# treats them as updated by itself and moves on) and returns up to {batch} new ones: on PostgreSQL 16, with
+# hash, merge, materialize, hash-aggregate and sort plans turned off, one statement with LIMIT 2 claimed all
+# 200 rows of its table (tests/test_strategies.py). The plans the planner picks on its own here run the
+# subquery once: a Hash Semi Join on small tables, and from about a thousand rows a Nested Loop driven by
+# Unique over the sorted subquery, probing the primary key. Each attempt's row count is stored and checked.
 BATCH_CLAIM_IN = (
     f"UPDATE {SCHEMA}.jobs SET status = 'running', started_at = now() "
     f"WHERE id IN (SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' "
@@ -85,10 +87,12 @@ BATCH_CLAIM_IN = (
 # The advisory-lock claim of job libraries such as Que (que-rb/que, lib/que/sql.rb): the pick takes a
 # session advisory lock on the job id, the claim updates the job, then the lock is released. Que walks the
 # queue with a recursive CTE, one pg_try_advisory_lock at a time, because a plain WHERE clause (this pick)
-# may lock more rows than the LIMIT returns: the planner decides on which rows the filter runs (a seq scan
-# feeding a sort evaluates it on every pending row before LIMIT 1 picks one; an index scan in id order stops
-# at the first row it locks). The status test comes first in the WHERE clause (equal costs keep the written
-# order), so a row already taken is not locked.
+# may lock more rows than the LIMIT returns: the planner decides on which rows, and in which order, the
+# filter runs. A seq scan feeding a sort runs it on every row before LIMIT 1 picks one. The index scan in id
+# order that PostgreSQL 16 picks here stops at the first row that passes, but evaluates the lock before the
+# status test (its Filter reads "pg_try_advisory_lock(id) AND status = 'pending'"), so it locks every taken
+# job it walks past on the way: Que deletes finished jobs, this table keeps them. With the partial index the
+# scan reads pending rows only.
 ADVISORY_PICK = (
     f"SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' AND pg_try_advisory_lock(id) ORDER BY id LIMIT 1"
 )
@@ -200,6 +204,7 @@ def _claim_skip_locked_stepwise(pgconn, pause_seconds: float, clock) -> tuple[in
     write_start = clock()
     return (*_claim_skip_locked(pgconn), 0, write_start)
 
+
 def _one_statement_stepwise(claim):
     """A slowed-down attempt of a one-statement claim: it reads and writes at once, so there is no gap to pause
     in (read_end = 0: no separate read)."""
@@ -243,7 +248,8 @@ def _abandon_transaction(pgconn, failed, job_id) -> tuple[int, int]:
         raise ClaimConnectionError(pgconn.get_error_message().decode(errors="replace").strip())
     if pgconn.transaction_status != _IDLE:  # a failed COMMIT has already ended the transaction
         pgconn.exec_(ROLLBACK)
-    return (ABORTED if failed.error_field(pq.DiagnosticField.SQLSTATE) in RETRIED_SQLSTATES else ERROR), int(job_id or 0)
+    retried = failed.error_field(pq.DiagnosticField.SQLSTATE) in RETRIED_SQLSTATES
+    return (ABORTED if retried else ERROR), int(job_id or 0)
 
 
 def _transaction_attempt(pgconn, settle, pause_seconds: float = 0.0, clock=None) -> tuple[int, int, int, int]:
@@ -333,12 +339,12 @@ def _advisory_attempt(pgconn, add_stray, pause_seconds: float = 0.0, clock=None)
     """Pick under an advisory lock, claim with the guard, release every advisory lock and note the strays."""
     picked = pgconn.exec_prepared(b"pick", None)
     read_end = clock() if clock is not None else 0
-    if picked.status != _TUPLES_OK:
-        add_stray(0)
-        return (*failed_statement(pgconn, 0), read_end, 0)
-    job_id = picked.get_value(0, 0) if picked.ntuples else None
+    job_id = picked.get_value(0, 0) if picked.status == _TUPLES_OK and picked.ntuples else None
     write_start = 0
-    if job_id is None:
+    if picked.status != _TUPLES_OK:
+        # session advisory locks outlive the failed statement (they ignore transactions): release them below
+        outcome = ERROR
+    elif job_id is None:
         outcome = EMPTY
     else:
         if clock is not None:
@@ -349,14 +355,12 @@ def _advisory_attempt(pgconn, add_stray, pause_seconds: float = 0.0, clock=None)
             outcome = ERROR
         else:
             outcome = _settle_guarded(claimed, job_id)[0]  # zero rows: the pick's snapshot was older than a claim
-    # released whatever happened above: a lock kept would block this job for every other worker
+    # released whatever happened above: a lock kept would block its job for every other worker
     released = pgconn.exec_prepared(b"release", (job_id or b"0",))
     if released.status != _TUPLES_OK:
         add_stray(0)
         return (*failed_statement(pgconn, job_id), read_end, write_start)
     add_stray(int(released.get_value(0, 0)))
-    if outcome == ERROR:
-        return (*failed_statement(pgconn, job_id), read_end, write_start)
     return outcome, int(job_id or 0), read_end, write_start
 
 

@@ -80,7 +80,10 @@ def test_a_batch_claims_at_most_its_size_and_every_job_once(db, tmp_path, strate
     every_id = np.sort(np.concatenate(won["job_ids"].to_numpy()))
     assert np.array_equal(every_id, np.sort(claims["job_id"].to_numpy())), "the stored ids are the audit's"
     assert (won["job_id"] == won["job_ids"].map(min)).all() and (won["rows"] == won["job_ids"].map(len)).all()
-    assert "LIMIT 5 FOR UPDATE SKIP LOCKED" in read_manifest(run_dir)["procedure"]["sql"]
+    manifest = read_manifest(run_dir)
+    assert "LIMIT 5 FOR UPDATE SKIP LOCKED" in manifest["procedure"]["sql"]
+    plan = manifest["results"]["claim_plan"]  # the subquery runs once per statement in either plan
+    assert ("CTE picked" in plan) if strategy == "skip_locked_batch" else ("Semi Join" not in plan or "Hash" in plan)
 
 
 def test_advisory_locks_claim_every_job_once_and_the_strays_are_counted(db, tmp_path):
@@ -97,30 +100,56 @@ def advisory_locks(conn, pid) -> int:
                         [pid]).fetchone()[0]
 
 
-def test_the_advisory_pick_locks_every_pending_job_when_the_plan_sorts_them(db, conn):
-    """The leak the counter is for: a seq scan feeding a sort runs pg_try_advisory_lock on every pending row;
-    an index scan in id order stops at the first row it locks."""
+def plan_with(worker, strategy, *settings, batch=5):
+    """Prepare the strategy again under these planner settings (a prepared statement keeps its first plan)."""
+    worker.pgconn.exec_(b"DEALLOCATE ALL")
+    worker.execute("RESET ALL")
+    for setting in settings:
+        worker.execute(setting)
+    strategy.prepare(worker.pgconn, batch)
+
+
+def test_the_advisory_pick_locks_more_jobs_than_it_returns_and_the_release_counts_them(db, conn):
+    """The leak the counter is for, on the plans the pick can get."""
     schema.create_queue(conn, 40)
     strategy = STRATEGIES["advisory_lock"]
     with connect(db.url) as worker:
         pgconn = worker.pgconn
         notes = AttemptNotes()
         claim, _ = strategy.steps(notes)
-
-        def plan_with(*settings):
-            pgconn.exec_(b"DEALLOCATE ALL")  # a prepared statement keeps the plan it was first given
-            worker.execute("RESET ALL")
-            for setting in settings:
-                worker.execute(setting)
-            strategy.prepare(pgconn)
-
-        plan_with("SET enable_seqscan = off")
-        assert claim(pgconn) == (WON, 1) and notes.stray_locks == [0]
-        plan_with("SET enable_indexscan = off", "SET enable_bitmapscan = off")
-        assert claim(pgconn) == (WON, 2)
-        assert notes.stray_locks == [0, 38], "locked every other pending job, returned one"
+        # the planner's own plan: an index scan in id order whose filter takes the lock before it tests the
+        # status, so it locks each taken job it walks past
+        plan_with(worker, strategy)
+        assert "pg_try_advisory_lock(id) AND" in "".join(
+            r[0] for r in worker.execute(f"EXPLAIN {dict(strategy.statements)['pick']}"))
+        assert [claim(pgconn), claim(pgconn), claim(pgconn)] == [(WON, 1), (WON, 2), (WON, 3)]
+        assert notes.stray_locks == [0, 1, 2], "jobs 1 and 2 were taken before the third pick locked them"
+        # a seq scan feeding a sort: the filter runs on every row before LIMIT 1 keeps one
+        plan_with(worker, strategy, "SET enable_indexscan = off", "SET enable_bitmapscan = off")
+        assert claim(pgconn) == (WON, 4)
+        assert notes.stray_locks[-1] == 39, "locked all 40 jobs, returned one"
         assert advisory_locks(conn, pgconn.backend_pid) == 0, "and released them all"
-    assert schema.status_counts(conn) == {"running": 2, "pending": 38}
+    assert schema.status_counts(conn) == {"running": 4, "pending": 36}
+
+
+def test_the_in_form_claims_more_than_its_limit_when_the_plan_reruns_its_subquery(db, conn):
+    """The IN form's hazard (strategies.BATCH_CLAIM_IN): a Nested Loop Semi Join re-runs the LIMIT 2 subquery
+    for every row of jobs, each run skipping what the statement already took; the CTE form runs it once."""
+    rerun = ("SET enable_hashjoin = off", "SET enable_mergejoin = off", "SET enable_material = off",
+             "SET enable_hashagg = off", "SET enable_sort = off")
+    with connect(db.url) as worker:
+        for name, claimed in (("skip_locked_batch_in", 200), ("skip_locked_batch", 2)):
+            schema.create_queue(conn, 200)
+            strategy = STRATEGIES[name]
+            plan_with(worker, strategy, *rerun, batch=2)
+            notes = AttemptNotes()
+            claim, _ = strategy.steps(notes, 2)
+            assert claim(worker.pgconn) == (WON, 1)
+            assert notes.rows == [claimed] and len(notes.job_ids) == claimed, name
+            assert schema.status_counts(conn)["running"] == claimed
+        plan = "".join(r[0] for r in worker.execute(
+            f"EXPLAIN {dict(STRATEGIES['skip_locked_batch_in'].statements_for(2))['claim']}"))
+        assert "Nested Loop Semi Join" in plan
 
 
 def test_a_serialization_failure_is_rolled_back_and_counted_as_an_aborted_attempt(db, conn, monkeypatch):
