@@ -501,8 +501,8 @@ STRATEGIES: dict[str, Strategy] = {
         Strategy(
             name="skip_locked_batch",
             title="A batch, SKIP LOCKED, as a CTE",
-            summary="One statement claims up to k pending rows nobody else holds: a materialized CTE picks "
-                    "them, the UPDATE flips them.",
+            summary="One statement claims up to k pending rows nobody else holds: a CTE picks them "
+                    "once, the UPDATE flips them.",
             statements=(("claim", BATCH_CLAIM_CTE),),
             noted_steps=_batch_steps,
             batch=True,
