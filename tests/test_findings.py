@@ -441,15 +441,54 @@ def test_a3_harness_against_pgbench():
 def test_nothing_stored_leaves_every_finding_not_measured():
     found = findings.from_runs({})
     assert [f.id for f in found] == [*(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)),
-                                     *(f"A{i}" for i in range(1, 5))]
+                                     *(f"A{i}" for i in range(1, 7))]
     assert {f.verdict for f in found} == {NOT_MEASURED}
     assert all(f.note for f in found), "a finding that is not measured says why"
 
 
 def test_the_unmeasured_claims_name_what_was_raced():
     notes = {f.id: f.note for f in findings.unmeasured_claims(races(race("naive", 4), race("guarded", 4)))}
-    assert set(notes) == {"C1", "C2", "C3", "C5", "C6", "C7", "C8", "C9"}
-    assert "naive, guarded" in notes["C3"]
+    assert set(notes) == {"C5", "C6", "C7", "C8", "C9"}
+    assert "4 workers" in notes["C5"]
+
+
+# --------------------------------------------------------------------------- C1-C3: the other strategies
+
+
+@pytest.mark.parametrize("rows, expected", [
+    ([race("naive_serializable", 4, aborts=300, aborts_per_win=1.5)], CONFIRMED),
+    ([race("naive_serializable", 4, aborts=300, aborts_per_win=1.5, duplicate_jobs=3)], CORRECTED),
+    ([race("naive_serializable", 4, aborts=0, aborts_per_win=0.0)], NOT_REPRODUCED),
+    ([race("naive_serializable", 1, aborts=0, aborts_per_win=0.0)], NOT_MEASURED),
+    ([], NOT_MEASURED),
+])
+def test_c1_serializable_turns_duplicates_into_aborts(rows, expected):
+    assert verdict(findings.c1_serializable_aborts(races(*rows))) == expected
+
+
+@pytest.mark.parametrize("rows, expected", [
+    ([race("naive_transaction", 2, duplicate_jobs=0), race("naive_transaction", 8, duplicate_jobs=700)], CONFIRMED),
+    ([race("naive_transaction", 2), race("naive_transaction", 8)], NOT_REPRODUCED),
+    ([race("naive_transaction", 1, duplicate_jobs=0)], NOT_MEASURED),
+])
+def test_c2_one_transaction_is_still_racy(rows, expected):
+    assert verdict(findings.c2_one_transaction_still_racy(races(*rows))) == expected
+
+
+def for_update_shares(lock):
+    return pd.DataFrame([{"strategy": "for_update", "worker_count": 8, "row or transaction lock": lock}])
+
+
+@pytest.mark.parametrize("rows, lock, expected", [
+    ([race("for_update", 8)], 0.25, CONFIRMED),
+    ([race("for_update", 8)], 0.02, NOT_REPRODUCED),
+    ([race("for_update", 8, duplicate_jobs=2)], 0.25, CORRECTED),
+    ([race("for_update", 8)], None, NOT_MEASURED),
+    ([race("for_update", 1)], 0.25, NOT_MEASURED),
+])
+def test_c3_for_update_is_correct_and_queues_on_the_lock(rows, lock, expected):
+    shares = for_update_shares(lock) if lock is not None else None
+    assert verdict(findings.c3_for_update_queues(races(*rows), shares)) == expected
 
 
 def test_a_finding_is_a_value_with_a_fixed_vocabulary():
@@ -467,7 +506,7 @@ def test_a_finding_is_a_value_with_a_fixed_vocabulary():
 def test_the_table_has_one_row_per_finding_in_order():
     found = findings.evaluate(findings.Measurements(pd.DataFrame([race("guarded", 1), race("guarded", 4)])))
     frame = findings.table(found)
-    assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A4"
+    assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A6"
     assert set(frame["verdict"]) <= set(findings.VERDICT_LABELS.values())
     assert frame.columns[1].startswith("the original's") and frame.columns[2].startswith("the original's")
 
@@ -476,3 +515,18 @@ def test_lost_per_win_is_a_dash_for_a_strategy_that_cannot_lose():
     assert findings.lost_per_win("naive", 0.0) == findings.DASH
     assert findings.lost_per_win("skip_locked", 0.0) == findings.DASH
     assert findings.lost_per_win("guarded", 2.2) == "2.20"
+
+
+@pytest.mark.parametrize("most, phrase", [(5, "no attempt went over k"), (7, "the hazard showed here")])
+def test_a5_says_whether_a_batch_claimed_more_than_it_asked_for(most, phrase):
+    found = findings.a5_batch_over_claims(races(race("skip_locked_batch_in", 4, batch_size=5,
+                                                     max_rows_per_attempt=most)))
+    assert verdict(found) == ADDED and phrase in found.values["phrase"]
+    assert verdict(findings.a5_batch_over_claims(races(race("guarded", 4)))) == NOT_MEASURED
+
+
+@pytest.mark.parametrize("leaked, phrase", [(0, "took no lock"), (6050, "left 6,050 advisory locks")])
+def test_a6_counts_the_advisory_locks_a_pick_leaves(leaked, phrase):
+    found = findings.a6_advisory_locks_leak(races(race("advisory_lock", 4, advisory_locks_leaked=leaked)))
+    assert verdict(found) == ADDED and phrase in found.values["phrase"]
+    assert verdict(findings.a6_advisory_locks_leak(races(race("guarded", 4)))) == NOT_MEASURED

@@ -21,6 +21,7 @@ def params_file(tmp_path, pg_version: int):
     params = {"pg_version": pg_version, "races": RACES,
               "slow_race": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8, "pause_ms": 1,
                             "jitter_ms": 1},
+              "other_strategies": {"strategies": ["for_update"], "worker_counts": [2], "job_count": 8},
               "plans": {"job_counts": [1000], "consumed_fractions": [0.5], "repetitions": 1},
               "churn": {"fillfactors": [100, 70], "updates": 50},
               "bench": {"strategies": ["guarded"], "worker_counts": [2], "pairs": 1, "seconds": 1}}
@@ -42,7 +43,7 @@ def test_findings_json_from_stored_runs(stored, tmp_path):
                      "--params", str(params_file(tmp_path, pg_version)))
     assert result.returncode == 0, result.stderr
     found = {f["id"]: f for f in json.loads(result.stdout)}
-    assert list(found)[:2] == ["F1", "F2"] and len(found) == 26
+    assert list(found)[:2] == ["F1", "F2"] and len(found) == 28
     for finding in found.values():
         assert {"id", "verdict", "original", "ours", "note"} <= set(finding)
     assert found["F4"]["verdict"] == "confirmed", "guarded never hands out a job twice"

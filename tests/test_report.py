@@ -106,7 +106,7 @@ def test_comparison_table_covers_every_finding(page):
     assert len(tables) == 1
     rows = tables[0].select("tbody tr")
     assert [r.find("td").get_text(strip=True) for r in rows] == [
-        *(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)), *(f"A{i}" for i in range(1, 5))]
+        *(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)), *(f"A{i}" for i in range(1, 7))]
     verdicts = {r.find_all("td")[4].get_text(strip=True) for r in rows}
     assert verdicts <= {"confirmed", "confirmed, different size", "corrected", "not reproduced", "added",
                         "not measured"}

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.article.labels import (AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS, SCHEDSTAT_LABELS,
+from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS, SCHEDSTAT_LABELS,
                                     SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
                                     WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
 from harness.experiments.plans import TABLE_STATES
@@ -21,7 +21,8 @@ from harness.storage import read_json
 # Figures that get a median and a min-max spread over repeats.
 REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims", "distinct_jobs_claimed",
                     "losses_per_win", "claims_per_second", "unique_jobs_per_second", "attempts_per_second",
-                    "p50_ms", "p99_ms", "wall_seconds")
+                    "p50_ms", "p99_ms", "wall_seconds", "aborts", "aborts_per_win", "max_rows_per_attempt",
+                    "advisory_locks_leaked", "time_to_job_p50_ms", "time_to_job_p99_ms")
 
 
 def race_summary(paths: list[Path]) -> pd.DataFrame:
@@ -367,3 +368,26 @@ def sampler_facts(paths: list[Path]) -> dict:
         return {}
     return {"interval_ms": float(np.median(intervals)), "query_ms": float(np.nanmedian(queries)),
             "races": len(intervals)}
+
+
+def claim_comparison(points: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy and worker count, what each way of claiming costs and whether it is correct: the medians over
+    repeats of duplicates, lost races and aborts per win, claims per second, the time to get a job, the most
+    rows one attempt claimed, advisory locks left on jobs not returned, and the share of samples waiting on a lock."""
+    columns = {"strategy": "strategy", "worker_count": "workers", "duplicate_jobs": "jobs claimed twice+",
+               "losses_per_win": "lost per win", "aborts_per_win": "aborts per win",
+               "claims_per_second": "claims/s", "time_to_job_p99_ms": "time to get a job, p99",
+               "max_rows_per_attempt": "most rows in one attempt", "advisory_locks_leaked": "stray advisory locks"}
+    table = points[[c for c in columns if c in points]].copy()
+    table["strategy"] = table["strategy"].astype(str)
+    # a figure a strategy cannot have is left empty (a dash in the table), not shown as a measured zero
+    if "losses_per_win" in table:
+        table.loc[table["strategy"].isin(CANNOT_LOSE), "losses_per_win"] = np.nan
+    if "aborts_per_win" in table:
+        table.loc[table["strategy"] != "naive_serializable", "aborts_per_win"] = np.nan
+    if len(shares):
+        locks = shares[["strategy", "worker_count", LOCK_WAIT]].copy()
+        locks["strategy"] = locks["strategy"].astype(str)
+        table = table.merge(locks, on=["strategy", "worker_count"], how="left")
+    columns[LOCK_WAIT] = "lock waits"
+    return table.rename(columns=columns).reset_index(drop=True)

@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 
 from harness.article.analysis import at_workers, over_repeats
-from harness.article.formats import (DASH, count, missing, ms, number, percent, rate, ratio,
+from harness.article.formats import (DASH, MISSING, count, missing, ms, number, percent, rate, ratio,
                                      spread as spread_text)
 
 # --------------------------------------------------------------------------- verdicts
@@ -94,6 +94,7 @@ TABLE_CHURN = anchor("What do all these status flips do to the table?")
 HARNESS_CHECK = anchor("Is the harness measuring PostgreSQL, or itself?")
 LIMITS = anchor("What doesn't this prove?")
 FAQ = anchor("FAQ")
+OTHER_CLAIMS = anchor("Other ways to claim")
 
 # --------------------------------------------------------------------------- the original's figures
 
@@ -137,10 +138,11 @@ ORIGINAL = {
     "F13": Claim("the partial index blocks HOT, because status is in its predicate",
                  "fillfactor 70 with the partial index: 0 of 1,000 HOT", TABLE_CHURN),
     "C1": Claim("at SERIALIZABLE the naive pair aborts (serialization failures) instead of producing duplicates",
-                NOT_IN_THE_ORIGINAL, MECHANISM),
+                NOT_IN_THE_ORIGINAL, OTHER_CLAIMS),
     "C2": Claim("a SELECT then UPDATE in one transaction at READ COMMITTED is still racy",
-                NOT_IN_THE_ORIGINAL, MECHANISM),
-    "C3": Claim("plain FOR UPDATE without SKIP LOCKED is correct but serialises claiming", NOT_IN_THE_ORIGINAL, FAQ),
+                NOT_IN_THE_ORIGINAL, OTHER_CLAIMS),
+    "C3": Claim("plain FOR UPDATE without SKIP LOCKED is correct but serialises claiming", NOT_IN_THE_ORIGINAL,
+                OTHER_CLAIMS),
     "C4": Claim("guarded's p99 counts only wins; the time to get a job is fatter", NOT_IN_THE_ORIGINAL,
                 WAIT_FOR_A_JOB),
     "C5": Claim("at production polling (a handful of runners, every 5 s, 5 jobs per poll) conflicts are rare",
@@ -164,6 +166,10 @@ ADDED_CLAIMS = {
                 NOT_IN_THE_ORIGINAL, HARNESS_CHECK),
     "A4": Claim("claimed one at a time, updates are HOT even at the default fillfactor", NOT_IN_THE_ORIGINAL,
                 TABLE_CHURN),
+    "A5": Claim("a batch claimed with WHERE id IN (... LIMIT k FOR UPDATE SKIP LOCKED) can take more than k rows",
+                "reported by users of job libraries, not by the original", OTHER_CLAIMS),
+    "A6": Claim("an advisory-lock pick takes locks on jobs it does not return",
+                "reported by users of job libraries, not by the original", OTHER_CLAIMS),
 }
 ORIGINAL_JOB_COUNT = 10_000
 ORIGINAL_F1_DUPLICATE_JOBS = 9_763
@@ -184,7 +190,7 @@ ORIGINAL_F12_UPDATES = 1_000
 
 # Lost races per win exist only for guarded: naive's UPDATE always finds its row and skip_locked's picks a row
 # no one else holds; neither has a lost outcome in a drain.
-STRATEGIES_THAT_CAN_LOSE = frozenset({"guarded"})
+STRATEGIES_THAT_CAN_LOSE = frozenset({"guarded", "advisory_lock"})
 
 
 def lost_per_win(strategy: str, value, digits: int = 2) -> str:
@@ -1205,16 +1211,121 @@ def a3_harness_against_pgbench(bench: pd.DataFrame | None, band: tuple[float, fl
 # --------------------------------------------------------------------------- the claims this build does not race
 
 
+# for_update "serialises claiming" when its backends are seen waiting on a row lock in at least this share of the
+# samples at its most workers: guarded, which takes no lock to pick, shows well under 1%.
+C3_QUEUES = 0.10
+
+
+def _races(n: int) -> str:
+    return f"{count(n)} race{'' if n == 1 else 's'}"
+
+
+def c1_serializable_aborts(others: Races) -> Finding:
+    """C1: the naive pair in a SERIALIZABLE transaction aborts instead of handing out duplicates."""
+    contended = others.workers("naive_serializable", least=2)
+    if not contended:
+        return _not_measured("C1", "naive_serializable was not raced above one worker in this build.")
+    runs = others.runs("naive_serializable")
+    duplicates, aborts = int(runs["duplicate_jobs"].sum()), int(runs["aborts"].fillna(0).sum())
+    w = contended[-1]
+    per_win = others.figure("naive_serializable", w, "aborts_per_win")
+    ours = (f"{count(duplicates)} jobs claimed twice and {count(aborts)} serialization failures over "
+            f"{_races(len(runs))}; {per_win.text()} aborts per win at {w} workers")
+    values = {"duplicates": count(duplicates), "aborts": count(aborts), "aborts_per_win": per_win.text(),
+              "workers": count(w)}
+    if duplicates:
+        return _finding("C1", CORRECTED, ours, "SERIALIZABLE let a job be claimed twice here.", values)
+    if not aborts:
+        return _finding("C1", NOT_REPRODUCED, ours, "No transaction was aborted: the workers never conflicted.",
+                        values)
+    return _finding("C1", CONFIRMED, ours, "Every duplicate became an abort and a retry, which the time to get a "
+                                          "job includes.", values)
+
+
+def c2_one_transaction_still_racy(others: Races) -> Finding:
+    """C2: the naive pair inside one READ COMMITTED transaction still hands out duplicates."""
+    contended = others.workers("naive_transaction", least=2)
+    if not contended:
+        return _not_measured("C2", "naive_transaction was not raced above one worker in this build.")
+    pairs = [(w, others.figure("naive_transaction", w, "duplicate_jobs")) for w in contended]
+    ours = ("jobs claimed more than once: " + _listing([(w, f.median) for w, f in pairs], count)
+            + f" (of {count(others.job_count)})")
+    values = {"duplicates_low": pairs[0][1].text(count), "workers_low": count(pairs[0][0]),
+              "duplicates_high": pairs[-1][1].text(count), "workers_high": count(pairs[-1][0])}
+    if any(f.median > 0 for _, f in pairs):
+        return _finding("C2", CONFIRMED, ours, "Each statement takes its own snapshot, so the transaction does not "
+                                              "close the window between the read and the write.", values)
+    return _finding("C2", NOT_REPRODUCED, ours, "No job was claimed twice inside one transaction here.", values)
+
+
+def c3_for_update_queues(others: Races, shares: pd.DataFrame | None) -> Finding:
+    """C3: FOR UPDATE without SKIP LOCKED is correct, and its workers queue behind the row lock."""
+    contended = others.workers("for_update", least=2)
+    if not contended:
+        return _not_measured("C3", "for_update was not raced above one worker in this build.")
+    runs = others.runs("for_update")
+    duplicates = int(runs["duplicate_jobs"].sum())
+    w = contended[-1]
+    lock = _shares_at(shares, "for_update", w).get(LOCK_WAIT)
+    speed = others.figure("for_update", w, "claims_per_second")
+    ours = (f"{count(duplicates)} jobs claimed twice over {_races(len(runs))}; at {w} workers its backends "
+            f"waited on a row or transaction lock in {percent(lock)} of the samples; {speed.text(rate)}")
+    values = {"duplicates": count(duplicates), "lock_share": percent(lock), "workers": count(w),
+              "rate": speed.text(rate)}
+    if duplicates:
+        return _finding("C3", CORRECTED, ours, "FOR UPDATE handed a job to two workers here.", values)
+    if lock is None or missing(lock):
+        return _finding("C3", NOT_MEASURED, ours, "No wait events were sampled for it.", values)
+    if lock >= C3_QUEUES:
+        return _finding("C3", CONFIRMED, ours, "Correct, and its backends were seen queueing on the row lock.",
+                        values)
+    return _finding("C3", NOT_REPRODUCED, ours, f"Correct, but its backends waited on a lock in under "
+                                               f"{percent(C3_QUEUES, 0)} of the samples.", values)
+
+
+def a5_batch_over_claims(others: Races) -> Finding:
+    """A5: the most rows one attempt of either batch form claimed, against the batch size it asked for."""
+    runs = others.summary[others.summary["strategy"].astype(str).str.startswith("skip_locked_batch")] \
+        if len(others.summary) else others.summary
+    if not len(runs):
+        return _finding("A5", NOT_MEASURED, "", "No batch strategy was raced in this build.",
+                        {"batch_size": MISSING, "max_rows": MISSING, "phrase": "not measured in this build"})
+    k, most = int(runs["batch_size"].max()), int(runs["max_rows_per_attempt"].max())
+    ours = f"the most rows one attempt claimed: {count(most)}, for batches of {count(k)}, over {_races(len(runs))}"
+    values = {"batch_size": count(k), "max_rows": count(most)}
+    if most > k:
+        return _finding("A5", ADDED, ours, "An attempt claimed more rows than it asked for: the hazard showed here.",
+                        {**values, "phrase": "an attempt claimed more rows than it asked for: the hazard showed here"})
+    return _finding("A5", ADDED, ours, "No attempt claimed more than k under the plans PostgreSQL chose here; a plan "
+                                      "that runs the subquery once per row of the outer scan would.",
+                    {**values, "phrase": "no attempt went over k under the plans PostgreSQL chose here"})
+
+
+def a6_advisory_locks_leak(others: Races) -> Finding:
+    """A6: advisory locks taken by the pick on jobs it did not return, at the most workers raced."""
+    contended = others.workers("advisory_lock")
+    if not contended:
+        return _finding("A6", NOT_MEASURED, "", "advisory_lock was not raced in this build.",
+                        {"leaked": MISSING, "workers": MISSING, "duplicates": MISSING,
+                         "phrase": "were not raced in this build"})
+    w = contended[-1]
+    leaked = others.figure("advisory_lock", w, "advisory_locks_leaked")
+    duplicates = int(others.runs("advisory_lock")["duplicate_jobs"].sum())
+    ours = f"{leaked.text(count)} advisory locks on jobs not returned at {w} workers; {count(duplicates)} duplicates"
+    values = {"leaked": leaked.text(count), "workers": count(w), "duplicates": count(duplicates)}
+    if missing(leaked.median) or leaked.median == 0:
+        return _finding("A6", ADDED, ours, "The picks locked no job they did not return.",
+                        {**values, "phrase": "took no lock on a job they did not return"})
+    return _finding("A6", ADDED, ours, "The pick's index scan tests pg_try_advisory_lock(id) before the status, so it "
+                                      "locks each taken job it steps over.",
+                    {**values, "phrase": f"left {leaked.text(count)} advisory locks on jobs they did not return"})
+
+
 def unmeasured_claims(races: Races) -> list[Finding]:
-    """C1-C3 and C5-C9: what the races would need to measure them, and what they did race."""
-    raced = ", ".join(s for s in ("naive", "guarded", "skip_locked") if races.has(s)) or "no strategy"
+    """C5-C9: what the races would need to measure them, and what they did race."""
     workers = sorted({w for s in ("naive", "guarded", "skip_locked") for w in races.workers(s)})
     sweep = f"{', '.join(str(w) for w in workers)} workers" if workers else "no race"
     return [
-        _not_measured("C1", f"Not raced: this build races {raced} at READ COMMITTED only."),
-        _not_measured("C2", f"Not raced: every statement of {raced} runs in autocommit; no strategy wraps the naive "
-                            "pair in one transaction."),
-        _not_measured("C3", f"Not raced: this build races {raced}; none takes FOR UPDATE without SKIP LOCKED."),
         _not_measured("C5", f"Not simulated: the races run a tight loop with no pause between claims ({sweep}); no "
                             "run polls every 5 s for 5 jobs."),
         _not_measured("C6", "Not measured: every run here talks to a server on the same machine."),
@@ -1242,20 +1353,27 @@ class Measurements:
     bench_band: tuple[float, float] | None = None  # bench.TARGET_BAND unless a test sets one
     plans: dict | None = None  # plan_facts()
     churn: dict | None = None  # churn_facts()
+    others: pd.DataFrame | None = None  # analysis.race_summary of the other strategies' races (C1-C3)
 
 
 def evaluate(measured: Measurements) -> list[Finding]:
     """Every finding, F1-F13, C1-C9 and A1-A4, in that order."""
+    from harness.article.analysis import wait_share_table
+
     races = Races(measured.summary)
+    others = Races(measured.others if measured.others is not None else pd.DataFrame())
     found = [
         f1_duplicates_at_two_workers(races), f2_duplicates_compound(races), f3_naive_looks_fastest(races),
         f4_guarded_no_duplicates(races), f5_lost_races_per_win(races), f6_guarded_slows_down(races, measured.shares),
         f7_skip_locked_no_waste(races), f8_tail_latency(races, measured.job_waits, measured.fixed_fill),
         f9_half_drained_walk(measured.plans), f10_guarded_filter(measured.plans), f11_pruning_alone(measured.churn),
         f12_hot_needs_room(measured.churn), f13_partial_index_blocks_hot(measured.churn),
+        c1_serializable_aborts(others), c2_one_transaction_still_racy(others),
+        c3_for_update_queues(others, wait_share_table(measured.others) if len(others.summary) else None),
         c4_wait_for_a_job(measured.job_waits), *unmeasured_claims(races),
         a1_time_to_get_a_job(measured.job_waits), a2_where_the_time_goes(races, measured.shares),
         a3_harness_against_pgbench(measured.bench, measured.bench_band), a4_hot_claimed_one_at_a_time(measured.churn),
+        a5_batch_over_claims(others), a6_advisory_locks_leak(others),
     ]
     return sorted(found, key=lambda f: _order(f.id))
 
@@ -1308,7 +1426,8 @@ def measurements(runs: dict[str, list[Path]]) -> Measurements:
         from harness.experiments import bench as bench_module
 
         bench = bench_module.load_bench(Path(runs["bench"][0]))
-    return Measurements(summary=summary, job_waits=job_waits,
+    other_paths = [Path(p) for p in runs.get("other_strategies", [])]
+    return Measurements(summary=summary, job_waits=job_waits, others=race_summary(other_paths) if other_paths else None,
                         shares=wait_share_table(summary) if len(summary) else None,
                         fixed_fill=fixed_fill_latency(bench), bench=bench, plans=plans, churn=churn)
 
@@ -1321,7 +1440,7 @@ def from_runs(runs: dict[str, list[Path]]) -> list[Finding]:
 
 # --------------------------------------------------------------------------- command line
 
-SECTIONS = ("races", "slow_race", "plans", "churn", "bench")
+SECTIONS = ("races", "slow_race", "other_strategies", "plans", "churn", "bench")
 
 
 def _print_text(findings: list[Finding]) -> None:

@@ -46,16 +46,18 @@ WON_SHARED = "won a job another worker also won"
 LOST = "lost"
 RESULT_COLOURS = {WON: "#2e8b57", WON_SHARED: "#c0392b", LOST: "#9aa0a6"}
 
+LOCK_WAIT = "row or transaction lock"  # the wait group of backends blocked on a row or a transaction
+
 # The sampler's classes (harness.server.activity.WAIT_CLASSES), grouped for the article, in stacking order.
 WAIT_GROUPS = {
-    "row or transaction lock": ("Lock:tuple", "Lock:transactionid"),
+    LOCK_WAIT: ("Lock:tuple", "Lock:transactionid"),
     "other lock": ("Lock:other", "LWLock"),
     "waiting for the client": ("Client",),
     "on a CPU or waiting for one": ("CPU",),
     "other (I/O, IPC, ...)": ("IO", "IPC", "Other"),
 }
 WAIT_GROUP_COLOURS = {
-    "row or transaction lock": "#c0392b",
+    LOCK_WAIT: "#c0392b",
     "other lock": "#e67e22",
     "waiting for the client": "#9aa0a6",
     "on a CPU or waiting for one": "#2a6fb0",

@@ -65,7 +65,7 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
     Kind("race", race_trials.RaceParameters, race_trials.measure_race,
          help="race claim strategies over a fresh queue (drops and recreates claimrace.jobs and claimrace.claims "
               "before every trial)",
-         show=race_trials.show_runs, sections=("races", "slow_race"), request=race_trials.RaceSweep,
+         show=race_trials.show_runs, sections=("races", "slow_race", "other_strategies"), request=race_trials.RaceSweep,
          expand=race_trials.RaceSweep.trials, gather=race_trials.sweep_of, workers=race_trials.workers_needed,
          check_size=lambda sets, local, pg_version: race_trials.check_size(sets, local),
          label=race_trials.trial_label),
