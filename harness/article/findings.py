@@ -1238,8 +1238,8 @@ def c1_serializable_aborts(others: Races) -> Finding:
     if not aborts:
         return _finding("C1", NOT_REPRODUCED, ours, "No transaction was aborted: the workers never conflicted.",
                         values)
-    return _finding("C1", CONFIRMED, ours, "Every duplicate became an abort and a retry, which the time to get a "
-                                          "job includes.", values)
+    return _finding("C1", CONFIRMED, ours, "No job was claimed twice; conflicting transactions were aborted and "
+                                          "retried instead, and the time to get a job includes the retries.", values)
 
 
 def c2_one_transaction_still_racy(others: Races) -> Finding:
