@@ -132,6 +132,7 @@ def summarise_run(run_dir: Path) -> dict:
         "jitter_ms": cfg["jitter_ms"],
         "autovacuum": cfg["autovacuum"],
         "audit": cfg["audit"],
+        "rtt_ms": float(cfg.get("rtt_ms", 0.0)),  # runs stored before the round trip existed ran without one
         "attempts": int(len(attempts)),
         "wins": wins,
         "lost": lost,
@@ -174,7 +175,7 @@ def summarise_runs(data_dir: Path = config.DATA_DIR, run_paths: list[Path] | Non
 
 
 POINT_KEYS = ("strategy", "worker_count", "job_count", "partial_index", "fillfactor", "pause_ms", "jitter_ms",
-              "autovacuum", "audit", "pg_version")
+              "autovacuum", "audit", "rtt_ms", "pg_version")
 SPREAD_FIGURES = ("claims_per_second", "losses_per_win", "duplicate_jobs", "p50_ms", "p99_ms", "wall_seconds")
 
 
