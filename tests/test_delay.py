@@ -172,23 +172,28 @@ def test_a_guarded_win_costs_at_least_two_round_trips(db, tmp_path):
     assert json.loads(result.stdout)["rtt_ms"] == 5.0
 
 
-def _race_figures(conn, url: str, job_count: int, client_rtt_ms: float = 0.0) -> tuple[float, float]:
+def _race_figures(conn, url: str, job_count: int, client_rtt_ms: float = 0.0) -> tuple[float, float, float]:
+    """claims per second, lost races per win, and a win's median latency in ms."""
     schema.create_queue(conn, job_count)
     result = run_race(url, "guarded", 4, client_rtt_ms=client_rtt_ms)
     outcomes = np.concatenate([w.outcome for w in result.workers])
     wins, lost = int((outcomes == WON).sum()), int((outcomes == LOST).sum())
     assert wins == job_count
-    return wins / result.wall_seconds, lost / wins
+    win_latency_ms = np.concatenate([w.latency_ns[w.outcome == WON] for w in result.workers]) / 1e6
+    return wins / result.wall_seconds, lost / wins, float(np.median(win_latency_ms))
 
 
 def test_the_proxy_and_a_delay_inside_the_workers_agree(db, conn):
     # guarded, 4 workers, 5 ms: the same race with the round trip made on the wire and in the workers
     job_count = 300
     with DelayProxy(db.url, 5) as url:
-        proxy_rate, proxy_lost = _race_figures(conn, url, job_count)
-    client_rate, client_lost = _race_figures(conn, db.url, job_count, client_rtt_ms=5)
-    # an attempt is two round trips (10 ms) plus well under a millisecond of server and client work, so the rate
-    # is set by the delay, which both make within a few hundred microseconds per leg; losses depend on how the
-    # workers' cycles line up, which varies from race to race by more than the two methods differ
-    assert proxy_rate == pytest.approx(client_rate, rel=0.10)
-    assert proxy_lost == pytest.approx(client_lost, abs=0.3)
+        proxy_rate, proxy_lost, proxy_win_ms = _race_figures(conn, url, job_count)
+    client_rate, client_lost, client_win_ms = _race_figures(conn, db.url, job_count, client_rtt_ms=5)
+    # A win is two round trips (10 ms) and a little work: both methods win in 11-14 ms. The rate and the losses
+    # depend on how the workers' cycles line up; repeats of one method at this size spread over 80-92 claims/s
+    # and 2.0-2.9 lost per win on this shared 2-CPU machine, so one race each cannot agree closer than that.
+    # A proxy that held a whole round trip per leg, or none, would be off by a factor of two or more.
+    assert 10 <= proxy_win_ms == pytest.approx(client_win_ms, rel=0.2)
+    assert client_win_ms >= 10
+    assert proxy_rate == pytest.approx(client_rate, rel=0.2)
+    assert proxy_lost == pytest.approx(client_lost, abs=0.5)
