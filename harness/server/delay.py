@@ -29,10 +29,11 @@ from the same socket, so none overtakes an earlier one.
 
 It dies with the process that started it (PR_SET_PDEATHSIG, SIGKILL
 included), also stops when its standard input closes, and on SIGTERM prints
-one JSON line of what it did: chunks and bytes forwarded, its CPU time (most
-of it the kernel's, for the extra loopback TCP hop: 45-60 us per chunk
-unloaded, about 60 us under a race's load; an asyncio loop and a Unix-socket
-hop to the server cost the same), how long bytes waited to be read, how late
+one JSON line of what it did: chunks and bytes forwarded, its CPU time (60 to
+180 us per chunk in races on this machine, two thirds of it in the kernel:
+the extra loopback TCP hop and a wake-up per chunk, which busy connections
+share; an asyncio loop and a Unix-socket hop to the server cost the same),
+how long bytes waited to be read, how late
 chunks left (the measure of whether the proxy kept up) and its peak memory
 (about 17 MiB). TCP connection setup is not delayed (workers connect before
 the race starts, outside every measured window).
