@@ -33,10 +33,10 @@ one JSON line of what it did: chunks and bytes forwarded, its CPU time (60 to
 180 us per chunk in races on this machine, two thirds of it in the kernel:
 the extra loopback TCP hop and a wake-up per chunk, which busy connections
 share; an asyncio loop and a Unix-socket hop to the server cost the same),
-how long bytes waited to be read, how late
-chunks left (the measure of whether the proxy kept up) and its peak memory
-(about 17 MiB). TCP connection setup is not delayed (workers connect before
-the race starts, outside every measured window).
+how long bytes waited to be read, how late chunks left (the measure of
+whether the proxy kept up) and its peak memory (about 17 MiB). TCP connection
+setup is not delayed (workers connect before the race starts, outside every
+measured window).
 
 `DelayedStatements` is the same delay made inside a worker instead (sleep half
 the round trip before sending each statement and after reading its result);
