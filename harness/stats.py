@@ -152,6 +152,7 @@ def summarise_run(run_dir: Path) -> dict:
         "autovacuum": cfg["autovacuum"],
         "audit": cfg["audit"],
         "batch_size": cfg.get("batch", 1),  # runs stored before batches claimed one job per attempt
+        "rtt_ms": float(cfg.get("rtt_ms", 0.0)),  # runs stored before the round trip existed ran without one
         "attempts": int(len(attempts)),
         "winning_attempts": int(outcome_counts.get("won", 0)),
         "wins": wins,
@@ -205,7 +206,7 @@ def summarise_runs(data_dir: Path = config.DATA_DIR, run_paths: list[Path] | Non
 
 
 POINT_KEYS = ("strategy", "worker_count", "batch_size", "job_count", "partial_index", "fillfactor", "pause_ms",
-              "jitter_ms", "autovacuum", "audit", "pg_version")
+              "jitter_ms", "autovacuum", "audit", "rtt_ms", "pg_version")
 SPREAD_FIGURES = ("claims_per_second", "losses_per_win", "duplicate_jobs", "p50_ms", "p99_ms", "wall_seconds")
 
 

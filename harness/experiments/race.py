@@ -51,6 +51,7 @@ import numpy as np
 
 from harness import config
 from harness.server.activity import read_schedstat, schedstat_delta
+from harness.server.delay import DelayedStatements
 from harness.errors import RaceError
 from harness.strategies import EMPTY, ERROR, WON, AttemptNotes, get_strategy
 
@@ -239,7 +240,7 @@ def die_with_parent(parent_pid: int) -> None:
 
 def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: str, barrier, results,
                   duration_seconds: float | None = None, instrument: bool = False, pause_seconds: float = 0.0,
-                  jitter_seconds: float = 0.0, batch: int = 1) -> None:
+                  jitter_seconds: float = 0.0, batch: int = 1, client_rtt_ms: float = 0.0) -> None:
     die_with_parent(parent_pid)
     # the loop allocates only ints and small tuples, never cycles: the collector would only add pauses
     gc.disable()
@@ -250,15 +251,17 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
         conn = connect(url, application_name=f"claimrace-worker-{worker_index}")
         pgconn = conn.pgconn
         strategy.prepare(pgconn, batch)
+        # the claims' connection: the worker's own, or one that sleeps a round trip per statement (the cross-check)
+        claims_conn = DelayedStatements(pgconn, client_rtt_ms) if client_rtt_ms else pgconn
         starts, ends, outcomes, jobs = records = ([], [], [], [])
         reads: list[int] = []
         writes: list[int] = []
         round_trips: list[int] = []
         notes = AttemptNotes()
         claim, claim_stepwise = strategy.steps(notes, batch)
-        target = pgconn
+        target = claims_conn
         if instrument:
-            claim, target = _instrumented_claim(claim, round_trips), _TimedConnection(pgconn)
+            claim, target = _instrumented_claim(claim, round_trips), _TimedConnection(claims_conn)
         backend_pid = pgconn.backend_pid
         barrier.wait(config.BARRIER_TIMEOUT_SECONDS)
         released = time.monotonic_ns()
@@ -267,7 +270,7 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
         own_start = read_schedstat(os.getpid())
         slowed = bool(pause_seconds or jitter_seconds)
         if slowed:
-            _slow_loop(pgconn, claim_stepwise, pause_seconds, jitter_seconds, worker_index, records, reads, writes)
+            _slow_loop(claims_conn, claim_stepwise, pause_seconds, jitter_seconds, worker_index, records, reads, writes)
         else:
             deadline = _NO_DEADLINE if duration_seconds is None else released + int(duration_seconds * 1e9)
             # a drain race ends a worker at its first empty answer; a timed one keeps asking, as pgbench does
@@ -316,7 +319,7 @@ def _stop_all(processes: list, barrier) -> None:
 
 def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: float | None = None,
              duration_seconds: float | None = None, instrument: bool = False, pause_ms: float = 0.0,
-             jitter_ms: float = 0.0, on_release=None, batch: int = 1) -> RaceResult:
+             jitter_ms: float = 0.0, on_release=None, batch: int = 1, client_rtt_ms: float = 0.0) -> RaceResult:
     """Race worker_count workers over the queue in url's claimrace schema until it is drained.
 
     duration_seconds: a timed race instead; each worker stops at its first attempt that ends
@@ -327,6 +330,8 @@ def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: f
     on_release: called in this process once every worker is connected and waiting at the barrier,
     just before it opens (e.g. to start sampling the server).
     batch: the most jobs one attempt of a batch strategy claims (its SQL's LIMIT); 1 for every other strategy.
+    client_rtt_ms: a round trip made inside each worker, half slept before each statement and half after
+    (harness.server.delay.DelayedStatements); the race's own round trip is the delay proxy's, in url.
     """
     strategy = get_strategy(strategy_name)
     if worker_count < 1:
@@ -337,8 +342,8 @@ def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: f
         raise ValueError("duration_seconds must be positive")
     if (pause_ms or jitter_ms) and (duration_seconds is not None or instrument):
         raise ValueError("a slowed-down race drains the queue and is not instrumented")
-    if pause_ms < 0 or jitter_ms < 0:
-        raise ValueError("pauses must not be negative")
+    if pause_ms < 0 or jitter_ms < 0 or client_rtt_ms < 0:
+        raise ValueError("pauses and round trips must not be negative")
     # the harness's own process waits at the barrier too, so it knows when the workers are released
     barrier = _CONTEXT.Barrier(worker_count + 1)
     results = _CONTEXT.Queue()
@@ -346,7 +351,7 @@ def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: f
     processes = [
         _CONTEXT.Process(target=_process_main, name=f"claimrace-worker-{i}",
                          args=(i, parent_pid, url, strategy_name, barrier, results, duration_seconds, instrument,
-                               pause_ms / 1000.0, jitter_ms / 1000.0, batch), daemon=True)
+                               pause_ms / 1000.0, jitter_ms / 1000.0, batch, client_rtt_ms), daemon=True)
         for i in range(worker_count)
     ]
     records: dict[int, WorkerRecord] = {}

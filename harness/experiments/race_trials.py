@@ -20,7 +20,7 @@ from harness.experiments.contract import (REQUIRED, Measured, Option, Parameters
                                           as_strategies, as_strategy, int_list, on_off, setting)
 from harness.experiments.limits import check_race_size
 from harness.experiments.race import CLIENT_LAYOUT, RaceResult, run_race
-from harness.server import activity, database, schema
+from harness.server import activity, database, delay, schema
 from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA
 from harness.strategies import (DEFAULT_BATCH, EMPTY, MAX_BATCH, ORIGINAL_STRATEGIES, OUTCOME_NAMES, STRATEGIES,
                                  WON, get_strategy, parse_strategies)
@@ -61,9 +61,12 @@ class RaceParameters(Parameters):
     # the most jobs one attempt claims: a batch strategy's LIMIT, 1 for every other strategy. Runs stored
     # before it existed claimed one job per attempt, so a stored run without it has the default.
     batch: int = setting(1, as_int, added_later=True)
+    # a network round trip between each worker and the server (the delay proxy); runs stored before it had none
+    rtt_ms: float = setting(0.0, as_float, added_later=True)
 
     def check(self) -> None:
         _check_trial(self.worker_count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
+        delay.check_rtt(self.rtt_ms)
         if self.repeat < 0:
             raise UserError(f"repeat must not be negative, not {self.repeat}")
         _check_batch(self.batch)
@@ -110,8 +113,11 @@ class RaceSweep(Parameters):
     # the batch strategies' k; the others claim one job per attempt whatever it says
     batch: int = setting(DEFAULT_BATCH, as_int, Option(
         "--batch", "the most jobs one attempt of skip_locked_batch or skip_locked_batch_in claims", int))
+    rtt_ms: float = _as_in_a_trial("rtt_ms", Option(
+        "--rtt-ms", "a network round trip between each worker and the server, made by a delay proxy", float))
 
     def check(self) -> None:
+        delay.check_rtt(self.rtt_ms)
         if not self.worker_counts:
             raise UserError("give at least one worker count")
         if self.repeats < 1:
@@ -124,7 +130,7 @@ class RaceSweep(Parameters):
         # repeats outermost: a slow drift of the machine spreads over every point instead of biasing one
         return [RaceParameters(strategy, worker_count, self.job_count, repeat, self.partial_index, self.fillfactor,
                                self.pause_ms, self.jitter_ms, self.autovacuum, self.audit,
-                               self.batch if get_strategy(strategy).batch else 1)
+                               batch=self.batch if get_strategy(strategy).batch else 1, rtt_ms=self.rtt_ms)
                 for repeat in range(self.repeats) for strategy in self.strategies
                 for worker_count in self.worker_counts]
 
@@ -140,7 +146,8 @@ def sweep_of(trials: list[dict]) -> RaceSweep:
                      job_count=first["job_count"], repeats=len({t["repeat"] for t in trials}),
                      partial_index=first["partial_index"], fillfactor=first["fillfactor"],
                      pause_ms=first["pause_ms"], jitter_ms=first["jitter_ms"], autovacuum=first["autovacuum"],
-                     audit=first["audit"], batch=batches[0] if batches else DEFAULT_BATCH)
+                     audit=first["audit"], batch=batches[0] if batches else DEFAULT_BATCH,
+                     rtt_ms=first.get("rtt_ms", 0.0))
 
 
 def workers_needed(parameters: RaceParameters) -> int:
@@ -321,8 +328,10 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
         # the sampler's thread starts once the workers are forked and waiting (forking beside a thread is unsafe)
         sampler = activity.ActivitySampler(db.url)
         try:
-            result = run_race(db.url, cfg.strategy, cfg.worker_count, pause_ms=cfg.pause_ms, jitter_ms=cfg.jitter_ms,
-                              on_release=sampler.start, batch=cfg.batch)
+            # the workers reach the server through the delay proxy (rtt 0: directly); the sampler directly
+            with delay.network_delay(db.url, cfg.rtt_ms) as network:
+                result = run_race(network.url, cfg.strategy, cfg.worker_count, pause_ms=cfg.pause_ms,
+                                  jitter_ms=cfg.jitter_ms, on_release=sampler.start, batch=cfg.batch)
         finally:
             sampler.stop()
         if sampler.error is not None:
@@ -347,6 +356,8 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
             # the wait-event sampler as it ran (its samples are activity.parquet; CPU and run queue workers.parquet)
             "activity": {"sampler": sampler.stats()},
             **({"claim_plan": plan} if plan is not None else {}),
+            # the round trip added between workers and server, and the proxy's own account (None at rtt 0)
+            "network": {"rtt_ms": cfg.rtt_ms, "delay_proxy": network.proxy},
         })
 
 
@@ -358,7 +369,7 @@ def claim_plan(conn, strategy, batch: int) -> str:
 
 # --------------------------------------------------------------------------- command line
 
-SUMMARY_COLUMNS = ("strategy", "worker_count", "batch_size", "repeat", "attempts", "wins", "lost", "aborts",
+SUMMARY_COLUMNS = ("strategy", "worker_count", "batch_size", "rtt_ms", "repeat", "attempts", "wins", "lost", "aborts",
                    "duplicate_jobs", "unclaimed_jobs", "losses_per_win", "claims_per_second", "p50_ms", "p99_ms",
                    "wall_seconds")
 
@@ -378,7 +389,7 @@ def print_summary(frame, as_json: bool, per_run: bool = True) -> None:
         print(frame.loc[:, list(SUMMARY_COLUMNS)].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
         return
     spread = spread_by_point(frame)
-    table = spread[["strategy", "worker_count", "batch_size", "job_count", "partial_index", "repeats"]].copy()
+    table = spread[["strategy", "worker_count", "batch_size", "rtt_ms", "job_count", "partial_index", "repeats"]].copy()
     for figure, digits in (("claims_per_second", 0), ("losses_per_win", 2), ("duplicate_jobs", 0), ("p99_ms", 2)):
         table[figure] = [f"{m:,.{digits}f} [{lo:,.{digits}f}-{hi:,.{digits}f}]"
                          for m, lo, hi in zip(spread[f"{figure}_median"], spread[f"{figure}_min"],
