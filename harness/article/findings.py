@@ -1197,7 +1197,7 @@ def a3_harness_against_pgbench(bench: pd.DataFrame | None, band: tuple[float, fl
     inside = int(((bench["ratio"] >= band[0]) & (bench["ratio"] <= band[1])).sum())
     lowest, highest = bench.loc[bench["ratio"].idxmin()], bench.loc[bench["ratio"].idxmax()]
     ours = "harness / pgbench claims per second: " + ", ".join(
-        f"{r.strategy} at {int(r.worker_count)} workers {spread_text(r.ratio, r.ratio_min, r.ratio_max, lambda v: number(v, 2))}"
+        f"{r.strategy} at {_workers(int(r.worker_count))} {spread_text(r.ratio, r.ratio_min, r.ratio_max, lambda v: number(v, 2))}"
         for r in bench.itertuples())
     values = {"points": count(len(bench)), "inside": count(inside), "band_low": number(band[0], 2),
               "band_high": number(band[1], 2), "lowest": number(lowest["ratio"], 2),
