@@ -45,6 +45,7 @@ import pandas as pd
 from harness.article.analysis import at_workers, over_repeats
 from harness.article.formats import (DASH, MISSING, count, missing, ms, number, percent, rate, ratio,
                                      spread as spread_text)
+from harness.article.labels import CANNOT_LOSE
 
 # --------------------------------------------------------------------------- verdicts
 
@@ -190,12 +191,11 @@ ORIGINAL_F12_UPDATES = 1_000
 
 # Lost races per win exist only for guarded: naive's UPDATE always finds its row and skip_locked's picks a row
 # no one else holds; neither has a lost outcome in a drain.
-STRATEGIES_THAT_CAN_LOSE = frozenset({"guarded", "advisory_lock"})
 
 
 def lost_per_win(strategy: str, value, digits: int = 2) -> str:
     """Lost races per win as the tables show it: a dash for a strategy that cannot lose."""
-    return number(value, digits) if strategy in STRATEGIES_THAT_CAN_LOSE else DASH
+    return DASH if strategy in CANNOT_LOSE else number(value, digits)
 
 
 # --------------------------------------------------------------------------- a finding
@@ -342,9 +342,13 @@ def _listing(pairs, fmt) -> str:
     return ", ".join(parts)
 
 
+def _counted(n: int, noun: str) -> str:
+    """'1 worker', '4 workers', '3 races'"""
+    return f"{count(n)} {noun}{'' if n == 1 else 's'}"
+
+
 def _workers(n: int) -> str:
-    """'1 worker', '4 workers'"""
-    return f"{count(n)} worker{'' if n == 1 else 's'}"
+    return _counted(n, "worker")
 
 
 def _not_measured(finding_id: str, why: str) -> Finding:
@@ -1216,10 +1220,6 @@ def a3_harness_against_pgbench(bench: pd.DataFrame | None, band: tuple[float, fl
 C3_QUEUES = 0.10
 
 
-def _races(n: int) -> str:
-    return f"{count(n)} race{'' if n == 1 else 's'}"
-
-
 def c1_serializable_aborts(others: Races) -> Finding:
     """C1: the naive pair in a SERIALIZABLE transaction aborts instead of handing out duplicates."""
     contended = others.workers("naive_serializable", least=2)
@@ -1230,7 +1230,7 @@ def c1_serializable_aborts(others: Races) -> Finding:
     w = contended[-1]
     per_win = others.figure("naive_serializable", w, "aborts_per_win")
     ours = (f"{count(duplicates)} jobs claimed twice and {count(aborts)} serialization failures over "
-            f"{_races(len(runs))}; {per_win.text()} aborts per win at {w} workers")
+            f"{_counted(len(runs), 'race')}; {per_win.text()} aborts per win at {w} workers")
     values = {"duplicates": count(duplicates), "aborts": count(aborts), "aborts_per_win": per_win.text(),
               "workers": count(w)}
     if duplicates:
@@ -1268,7 +1268,7 @@ def c3_for_update_queues(others: Races, shares: pd.DataFrame | None) -> Finding:
     w = contended[-1]
     lock = _shares_at(shares, "for_update", w).get(LOCK_WAIT)
     speed = others.figure("for_update", w, "claims_per_second")
-    ours = (f"{count(duplicates)} jobs claimed twice over {_races(len(runs))}; at {w} workers its backends "
+    ours = (f"{count(duplicates)} jobs claimed twice over {_counted(len(runs), 'race')}; at {w} workers its backends "
             f"waited on a row or transaction lock in {percent(lock)} of the samples; {speed.text(rate)}")
     values = {"duplicates": count(duplicates), "lock_share": percent(lock), "workers": count(w),
               "rate": speed.text(rate)}
@@ -1291,7 +1291,7 @@ def a5_batch_over_claims(others: Races) -> Finding:
         return _finding("A5", NOT_MEASURED, "", "No batch strategy was raced in this build.",
                         {"batch_size": MISSING, "max_rows": MISSING, "phrase": "not measured in this build"})
     k, most = int(runs["batch_size"].max()), int(runs["max_rows_per_attempt"].max())
-    ours = f"the most rows one attempt claimed: {count(most)}, for batches of {count(k)}, over {_races(len(runs))}"
+    ours = f"the most rows one attempt claimed: {count(most)}, for batches of {count(k)}, over {_counted(len(runs), 'race')}"
     values = {"batch_size": count(k), "max_rows": count(most)}
     if most > k:
         return _finding("A5", ADDED, ours, "An attempt claimed more rows than it asked for: the hazard showed here.",
@@ -1316,8 +1316,8 @@ def a6_advisory_locks_leak(others: Races) -> Finding:
     if missing(leaked.median) or leaked.median == 0:
         return _finding("A6", ADDED, ours, "The picks locked no job they did not return.",
                         {**values, "phrase": "took no lock on a job they did not return"})
-    return _finding("A6", ADDED, ours, "The pick's index scan tests pg_try_advisory_lock(id) before the status, so it "
-                                      "locks each taken job it steps over.",
+    return _finding("A6", ADDED, ours, "One reading is that the pick's index scan tests pg_try_advisory_lock(id) on "
+                                      "each row it reads before the status, so it locks taken jobs it steps over.",
                     {**values, "phrase": f"left {leaked.text(count)} advisory locks on jobs they did not return"})
 
 
@@ -1440,9 +1440,6 @@ def from_runs(runs: dict[str, list[Path]]) -> list[Finding]:
 
 # --------------------------------------------------------------------------- command line
 
-SECTIONS = ("races", "slow_race", "other_strategies", "plans", "churn", "bench")
-
-
 def _print_text(findings: list[Finding]) -> None:
     import textwrap
 
@@ -1463,8 +1460,8 @@ def _command(args) -> int:
     from harness.experiments import registry
 
     runs = registry.stored_sections(registry.load_params(args.params), Path(args.data_dir))
-    empty = [section for section in SECTIONS if not runs.get(section)]
-    if len(empty) == len(SECTIONS):
+    empty = [section for section in registry.SECTIONS if not runs.get(section)]
+    if len(empty) == len(registry.SECTIONS):
         make = "make report" if Path(args.params).resolve() == DEFAULT_PARAMS.resolve() else \
             f"make report PARAMS={args.params}"
         raise UserError(f"no stored runs in {args.data_dir} for {args.params} (sections {', '.join(empty)}); "

@@ -60,7 +60,7 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from harness.errors import UserError
-from harness.experiments.contract import (Measured, Option, Parameters, as_bool, as_bools, as_float, as_int, as_ints,
+from harness.experiments.contract import (Measured, Option, check_each, Parameters, as_bool, as_bools, as_float, as_int, as_ints,
                                           int_list, int_list_or_none, setting)
 from harness.experiments.limits import check_race_size
 from harness.experiments.race import run_race
@@ -298,16 +298,8 @@ class ChurnParameters(Parameters):
     quiet_seconds: float = setting(QUIET_SECONDS, as_float)  # how long the counters must stay still to count as settled
 
     def check(self) -> None:
-        if not self.fillfactors:
-            raise UserError("give at least one fillfactor")
-        for value in self.fillfactors:
-            if not 10 <= value <= 100:
-                raise UserError(f"fillfactor must be between 10 and 100, not {value}")
-        if not self.payload_bytes:
-            raise UserError("give at least one payload size")
-        for value in self.payload_bytes:
-            if not 0 <= value <= MAX_PAYLOAD_BYTES:
-                raise UserError(f"payload bytes must be between 0 and {MAX_PAYLOAD_BYTES}, not {value}")
+        check_each(self.fillfactors, "fillfactor", 10, 100)
+        check_each(self.payload_bytes, "payload bytes", 0, MAX_PAYLOAD_BYTES, none_given="payload size")
         if not self.partial_index:
             raise UserError("give at least one partial-index setting")
         if self.updates < 1:

@@ -94,6 +94,15 @@ def setting(default, convert: Callable[[str, Any], Any], option: Option | None =
     return field(default=default, metadata={"convert": convert, "option": option, "added_later": added_later})
 
 
+def check_each(values, name: str, low, high, none_given: str | None = None, bounds: str | None = None) -> None:
+    """A list setting's check: at least one value, each between low and high (one line naming the first that is not)."""
+    if not values:
+        raise UserError(f"give at least one {none_given or name}")
+    for value in values:
+        if not low <= value <= high:
+            raise UserError(f"{name} must be between {bounds or f'{low} and {high}'}, not {value}")
+
+
 def implied_settings(parameters) -> dict:
     """{name: default} of the settings added later: what a run stored without them was made with."""
     return {spec.name: spec.default for spec in dataclasses.fields(parameters) if spec.metadata.get("added_later")}

@@ -81,7 +81,7 @@ from psycopg import pq as libpq
 from tqdm.auto import tqdm
 
 from harness.errors import UserError
-from harness.experiments.contract import Measured, Option, Parameters, as_floats, as_int, as_ints, fraction_list, \
+from harness.experiments.contract import Measured, Option, check_each, Parameters, as_floats, as_int, as_ints, fraction_list, \
     int_list, setting
 from harness.server import database, schema
 from harness.server.activity import read_schedstat, server_is_local
@@ -267,16 +267,8 @@ class PlansParameters(Parameters):
         "--repetitions", "EXPLAIN ANALYZE runs per point; times are their median", int))
 
     def check(self) -> None:
-        if not self.job_counts:
-            raise UserError("give at least one job count")
-        for count in self.job_counts:
-            if not 1 <= count <= MAX_JOB_COUNT:
-                raise UserError(f"job count must be between 1 and {MAX_JOB_COUNT:,}, not {count}")
-        if not self.consumed_fractions:
-            raise UserError("give at least one consumed fraction")
-        for fraction in self.consumed_fractions:
-            if not 0 <= fraction <= 1:
-                raise UserError(f"consumed fraction must be between 0 and 1, not {fraction}")
+        check_each(self.job_counts, "job count", 1, MAX_JOB_COUNT, bounds=f"1 and {MAX_JOB_COUNT:,}")
+        check_each(self.consumed_fractions, "consumed fraction", 0, 1)
         if self.repetitions < 1:
             raise UserError(f"repetitions must be at least 1, not {self.repetitions}")
 
