@@ -169,6 +169,68 @@ def test_a_sweep_is_a_list_of_trials_and_reads_back_from_them():
         registry.parameter_sets("race", plans.PlansParameters())
 
 
+def test_a_sweep_of_round_trips_stores_one_round_trip_per_trial_and_finds_runs_stored_before_it(tmp_path):
+    sweep = RaceSweep(strategies=["naive", "guarded"], worker_counts=[4], job_count=40, rtt_ms=[0, 1, 5, 20])
+    trials = sweep.trials()
+    assert [(t.strategy, t.rtt_ms) for t in trials] == [(s, r) for s in ("naive", "guarded") for r in (0, 1, 5, 20)]
+    assert all(isinstance(dataclasses.asdict(t)["rtt_ms"], float) for t in trials), "each run keeps a scalar"
+    assert sweep_of([dataclasses.asdict(t) for t in trials]) == sweep
+    assert RaceSweep(rtt_ms=5) == RaceSweep(rtt_ms=[5.0]), "one number is a sweep of one"
+    assert RaceSweep().rtt_ms == (0.0,)
+    # a trial stored before the round trip existed (no rtt_ms in its parameters) is the sweep's 0 ms point
+    old = {key: value for key, value in dataclasses.asdict(trials[0]).items() if key != "rtt_ms"}
+    before = store(tmp_path, kind="race", parameters=old)
+    assert registry.find("race", sweep, tmp_path, 16)[0] == [before, None, None, None] + [None] * 4
+    assert sweep_of([old]).rtt_ms == (0.0,)
+    for bad in ([], [0, -1], [1001], [float("nan")]):
+        with pytest.raises(UserError, match="round trip|rtt must be between 0 and 1000 ms"):
+            RaceSweep(rtt_ms=bad)
+    with pytest.raises(UserError, match="must be a list"):
+        RaceSweep(rtt_ms="5")
+
+
+def test_a_sweep_races_with_and_without_the_partial_index_and_each_trial_keeps_one():
+    sweep = RaceSweep(strategies=["guarded"], worker_counts=[1, 8], job_count=40, partial_index=[False, True])
+    trials = sweep.trials()
+    assert [(t.worker_count, t.partial_index) for t in trials] == [(1, False), (1, True), (8, False), (8, True)]
+    assert sweep_of([dataclasses.asdict(t) for t in trials]) == sweep
+    assert RaceSweep(partial_index=True).partial_index == (True,) and RaceSweep().partial_index == (False,)
+    unindexed = RaceSweep(strategies=["guarded"], worker_counts=[1, 8], job_count=40)
+    assert [t for t in trials if not t.partial_index] == unindexed.trials(), "the same runs as an unindexed sweep"
+    with pytest.raises(UserError, match="partial index"):
+        RaceSweep(partial_index=[])
+    with pytest.raises(UserError, match="true or false"):
+        RaceSweep(partial_index=["yes"])
+
+
+def test_the_command_line_takes_a_list_of_round_trips():
+    from harness.cli import build_parser
+
+    args = build_parser().parse_args(["race", "--rtt-ms", "0,1,5,20"])
+    assert args.rtt_ms == (0.0, 1.0, 5.0, 20.0)
+    result = run_cli("race", "--strategy", "guarded", "--workers", "1", "--rtt-ms", "0,x")
+    assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
+    assert "comma-separated numbers" in result.stderr
+
+
+def test_a_section_may_name_its_own_server_version_and_is_found_by_it(tmp_path):
+    params = {"pg_version": 16, "latency": {"pg_version": 18, "strategies": ["guarded"], "worker_counts": [2],
+                                             "job_count": 40}}
+    assert registry.section_pg_version(params, "latency") == 18
+    assert registry.section_request(params, "latency") == RaceSweep(strategies=["guarded"], worker_counts=[2],
+                                                                    job_count=40)
+    params["latency"].pop("pg_version")
+    assert registry.section_pg_version(params, "latency") == 16, "the file's version is every section's default"
+    [trial] = RaceSweep(strategies=["guarded"], worker_counts=[2], job_count=40).trials()
+    on_18 = store(tmp_path, kind="race", parameters=dataclasses.asdict(trial), major=18)
+    params["latency"]["pg_version"] = 18
+    found = registry.stored_sections({**params, **{s: {} for s in registry.SECTIONS if s != "latency"}}, tmp_path)
+    assert found["latency"] == [on_18]
+    params["latency"]["pg_version"] = 16
+    found = registry.stored_sections({**params, **{s: {} for s in registry.SECTIONS if s != "latency"}}, tmp_path)
+    assert found["latency"] == [], "a run on another major version is not this section's"
+
+
 @pytest.mark.parametrize("name", list(registry.KINDS))
 def test_every_kind_declares_one_frozen_parameters_dataclass_that_is_its_manifest(name):
     entry = registry.KINDS[name]

@@ -144,8 +144,20 @@ def as_floats(name: str, values) -> tuple[float, ...]:
     return tuple(as_float(name, v) for v in _sequence(name, values))
 
 
+def as_floats_or_one(name: str, values) -> tuple[float, ...]:
+    """A list of numbers, or one number standing for a list of one (a setting that became a sweep)."""
+    if isinstance(values, (int, float)) and not isinstance(values, bool):
+        return (float(values),)
+    return as_floats(name, values)
+
+
 def as_bools(name: str, values) -> tuple[bool, ...]:
     return tuple(as_bool(name, v) for v in _sequence(name, values))
+
+
+def as_bools_or_one(name: str, values) -> tuple[bool, ...]:
+    """A list of true/false, or one standing for a list of one (a setting that became a sweep)."""
+    return (values,) if isinstance(values, bool) else as_bools(name, values)
 
 
 def as_strategy(name: str, value) -> str:
@@ -176,6 +188,17 @@ def int_list(text: str) -> tuple[int, ...]:
 def int_list_or_none(text: str) -> tuple[int, ...]:
     """int_list, or `none` for an empty list."""
     return () if text.strip() in ("", "none") else int_list(text)
+
+
+def number_list(text: str) -> tuple[float, ...]:
+    """Comma-separated numbers; their range is checked by the parameters."""
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers such as 0,1,5,20, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
 
 
 def fraction_list(text: str) -> tuple[float, ...]:

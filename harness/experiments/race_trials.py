@@ -16,8 +16,9 @@ import pyarrow as pa
 
 from harness import config
 from harness.errors import RaceError, UserError
-from harness.experiments.contract import (REQUIRED, Measured, Option, Parameters, as_bool, as_float, as_int, as_ints,
-                                          as_strategies, as_strategy, int_list, on_off, setting)
+from harness.experiments.contract import (REQUIRED, Measured, Option, Parameters, as_bool, as_bools_or_one, as_float,
+                                          as_floats_or_one, as_int, as_ints, as_strategies, as_strategy, int_list,
+                                          number_list, on_off, setting)
 from harness.experiments.limits import check_race_size
 from harness.experiments.race import CLIENT_LAYOUT, RaceResult, run_race
 from harness.server import activity, database, delay, schema
@@ -97,8 +98,10 @@ class RaceSweep(Parameters):
         "--workers", "worker counts, comma-separated: a sweep", int_list))
     job_count: int = _as_in_a_trial("job_count", Option("--jobs", "jobs queued per trial", int))
     repeats: int = setting(1, as_int, Option("--repeat", "trials per strategy and worker count", int))
-    partial_index: bool = _as_in_a_trial("partial_index", Option(
-        "--partial-index", "add jobs (id) WHERE status = 'pending'", given=True))
+    # with and without the partial index, a sweep like the round trips: `partial_index: [false, true]` races
+    # every point both ways; each trial stores one
+    partial_index: tuple = setting((False,), as_bools_or_one, Option(
+        "--partial-index", "add jobs (id) WHERE status = 'pending'", given=(True,)))
     fillfactor: int = _as_in_a_trial("fillfactor", Option("--fillfactor", "the jobs table's fillfactor", int))
     pause_ms: float = _as_in_a_trial("pause_ms", Option(
         "--pause-ms", "a slowed-down race: pause between the read and the write of a claim", float))
@@ -113,11 +116,19 @@ class RaceSweep(Parameters):
     # the batch strategies' k; the others claim one job per attempt whatever it says
     batch: int = setting(DEFAULT_BATCH, as_int, Option(
         "--batch", "the most jobs one attempt of skip_locked_batch or skip_locked_batch_in claims", int))
-    rtt_ms: float = _as_in_a_trial("rtt_ms", Option(
-        "--rtt-ms", "a network round trip between each worker and the server, made by a delay proxy", float))
+    # round trips between each worker and the server (the delay proxy), a sweep like the worker counts; each
+    # trial stores one, so a trial stored before this was a list is found as it was
+    rtt_ms: tuple = setting((0.0,), as_floats_or_one, Option(
+        "--rtt-ms", "network round trips between each worker and the server, made by a delay proxy, "
+                    "comma-separated: a sweep", number_list, default_text="0"))
 
     def check(self) -> None:
-        delay.check_rtt(self.rtt_ms)
+        if not self.rtt_ms:
+            raise UserError("give at least one round trip")
+        if not self.partial_index:
+            raise UserError("give true, false or both for the partial index")
+        for rtt_ms in self.rtt_ms:
+            delay.check_rtt(rtt_ms)
         if not self.worker_counts:
             raise UserError("give at least one worker count")
         if self.repeats < 1:
@@ -128,11 +139,12 @@ class RaceSweep(Parameters):
 
     def trials(self) -> list[RaceParameters]:
         # repeats outermost: a slow drift of the machine spreads over every point instead of biasing one
-        return [RaceParameters(strategy, worker_count, self.job_count, repeat, self.partial_index, self.fillfactor,
+        return [RaceParameters(strategy, worker_count, self.job_count, repeat, partial_index, self.fillfactor,
                                self.pause_ms, self.jitter_ms, self.autovacuum, self.audit,
-                               batch=self.batch if get_strategy(strategy).batch else 1, rtt_ms=self.rtt_ms)
+                               batch=self.batch if get_strategy(strategy).batch else 1, rtt_ms=rtt_ms)
                 for repeat in range(self.repeats) for strategy in self.strategies
-                for worker_count in self.worker_counts]
+                for worker_count in self.worker_counts for partial_index in self.partial_index
+                for rtt_ms in self.rtt_ms]
 
 
 def sweep_of(trials: list[dict]) -> RaceSweep:
@@ -144,10 +156,11 @@ def sweep_of(trials: list[dict]) -> RaceSweep:
     return RaceSweep(strategies=tuple(dict.fromkeys(t["strategy"] for t in trials)),
                      worker_counts=tuple(dict.fromkeys(t["worker_count"] for t in trials)),
                      job_count=first["job_count"], repeats=len({t["repeat"] for t in trials}),
-                     partial_index=first["partial_index"], fillfactor=first["fillfactor"],
+                     partial_index=tuple(dict.fromkeys(bool(t["partial_index"]) for t in trials)),
+                     fillfactor=first["fillfactor"],
                      pause_ms=first["pause_ms"], jitter_ms=first["jitter_ms"], autovacuum=first["autovacuum"],
                      audit=first["audit"], batch=batches[0] if batches else DEFAULT_BATCH,
-                     rtt_ms=first.get("rtt_ms", 0.0))
+                     rtt_ms=tuple(dict.fromkeys(float(t.get("rtt_ms", 0.0)) for t in trials)))
 
 
 def workers_needed(parameters: RaceParameters) -> int:
@@ -160,7 +173,9 @@ def check_size(trials: list[RaceParameters], local: bool) -> None:
 
 
 def trial_label(parameters: RaceParameters) -> str:
-    return f"{parameters.strategy} x{parameters.worker_count} r{parameters.repeat}"
+    network = f" {parameters.rtt_ms:g}ms" if parameters.rtt_ms else ""
+    index = " +index" if parameters.partial_index else ""
+    return f"{parameters.strategy} x{parameters.worker_count}{index}{network} r{parameters.repeat}"
 
 
 def attempts_table(run_id: str, result: RaceResult) -> pa.Table:
