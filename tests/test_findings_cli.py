@@ -22,6 +22,10 @@ def params_file(tmp_path, pg_version: int):
               "slow_race": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8, "pause_ms": 1,
                             "jitter_ms": 1},
               "other_strategies": {"strategies": ["for_update"], "worker_counts": [2], "job_count": 8},
+              "latency": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8, "rtt_ms": [0, 1]},
+              "indexed_race": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8,
+                               "partial_index": [False, True]},
+              "pg18_race": {"pg_version": 18, "strategies": ["guarded"], "worker_counts": [2], "job_count": 8},
               "plans": {"job_counts": [1000], "consumed_fractions": [0.5], "repetitions": 1},
               "churn": {"fillfactors": [100, 70], "updates": 50},
               "bench": {"strategies": ["guarded"], "worker_counts": [2], "pairs": 1, "seconds": 1}}

@@ -214,6 +214,8 @@ def test_a_broken_params_file_is_one_line_and_exit_2(tmp_path):
     ({"churn": {"settle_seconds": "long"}}, "settle seconds must be a number"),
     ({"plans": {"consumed_fractions": [0.5, 2]}}, "consumed fraction must be between 0 and 1"),
     ({"pg_version": 15}, "pg_version must be one of"),
+    ({"pg18_race": {"pg_version": 17}}, "pg18_race: pg_version must be one of"),
+    ({"latency": {"rtt_ms": [0, 2000]}}, "rtt must be between 0 and 1000 ms"),
 ])
 def test_a_params_file_with_a_bad_setting_is_refused_before_anything_runs(tmp_path, change, fragment):
     params = yaml.safe_load(TINY_PARAMS.read_text())

@@ -65,7 +65,9 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
     Kind("race", race_trials.RaceParameters, race_trials.measure_race,
          help="race claim strategies over a fresh queue (drops and recreates claimrace.jobs and claimrace.claims "
               "before every trial)",
-         show=race_trials.show_runs, sections=("races", "slow_race", "other_strategies"), request=race_trials.RaceSweep,
+         show=race_trials.show_runs,
+         sections=("races", "slow_race", "other_strategies", "latency", "indexed_race", "pg18_race"),
+         request=race_trials.RaceSweep,
          expand=race_trials.RaceSweep.trials, gather=race_trials.sweep_of, workers=race_trials.workers_needed,
          check_size=lambda sets, local, pg_version: race_trials.check_size(sets, local),
          label=race_trials.trial_label),
@@ -231,31 +233,48 @@ def load_params(path: Path = config.PARAMS_FILE) -> dict:
     if unknown:
         raise UserError(f"{path}: unknown section {unknown[0]!r} (known: pg_version, {', '.join(SECTIONS)})")
     params.setdefault("pg_version", config.DEFAULT_PG_VERSION)
-    if params["pg_version"] not in config.SUPPORTED_PG_VERSIONS:
-        raise UserError(f"{path}: pg_version must be one of {config.SUPPORTED_PG_VERSIONS}, "
-                        f"not {params['pg_version']!r}")
+    _check_pg_version(params["pg_version"], f"{path}: pg_version")
     for section in SECTIONS:
-        section_request(params, section, where=f"{path}: {section}")  # every typo fails here, before anything runs
+        where = f"{path}: {section}"
+        if SECTION_PG_VERSION in params[section]:
+            _check_pg_version(params[section][SECTION_PG_VERSION], f"{where}: pg_version")
+        section_request(params, section, where=where)  # every typo fails here, before anything runs
     return params
+
+
+# A section may name its own server major version; the file's top-level pg_version is the default of every section.
+SECTION_PG_VERSION = "pg_version"
+
+
+def _check_pg_version(value, where: str) -> None:
+    if isinstance(value, bool) or value not in config.SUPPORTED_PG_VERSIONS:
+        raise UserError(f"{where} must be one of {config.SUPPORTED_PG_VERSIONS}, not {value!r}")
+
+
+def section_pg_version(params: dict, section: str) -> int:
+    """The server major version a section's runs are made on and found by: its own, else the file's."""
+    return int(params[section].get(SECTION_PG_VERSION, params.get("pg_version", config.DEFAULT_PG_VERSION)))
 
 
 def section_request(params: dict, section: str, where: str | None = None) -> Parameters:
     """A params-file section as its kind's dataclass (a race sweep, or one run's parameters)."""
-    return kind(SECTIONS[section]).asks.from_mapping(params[section], where or section)
+    settings = {key: value for key, value in params[section].items() if key != SECTION_PG_VERSION}
+    return kind(SECTIONS[section]).asks.from_mapping(settings, where or section)
 
 
 def ensure_section(params: dict, section: str, data_dir: Path = config.DATA_DIR, db=None,
                    progress: bool = True) -> tuple[list[Path], int]:
-    """A section's stored runs (made where missing), and how many were made now."""
-    return _ensure(SECTIONS[section], section_request(params, section), data_dir, db, int(params["pg_version"]),
-                   progress)
+    """A section's stored runs (made where missing, on a server of the section's major version), and how many
+    were made now."""
+    return _ensure(SECTIONS[section], section_request(params, section), data_dir, db,
+                   section_pg_version(params, section), progress)
 
 
 def stored_sections(params: dict, data_dir: Path = config.DATA_DIR) -> dict[str, list[Path]]:
     """{section: [stored run folder, ...]} for a params file's sections, nothing made: a section with a run
     missing lists only the runs it has."""
     return {section: [path for path in find(SECTIONS[section], section_request(params, section), Path(data_dir),
-                                            int(params["pg_version"]))[0] if path is not None]
+                                            section_pg_version(params, section))[0] if path is not None]
             for section in SECTIONS}
 
 
