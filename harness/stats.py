@@ -137,6 +137,8 @@ def summarise_run(run_dir: Path) -> dict:
     ends = attempts["start_ns"] + attempts["latency_ns"]
     wall_seconds = float(ends.max()) / 1e9 if len(attempts) else 0.0
     win_latency_ms = attempts.loc[attempts["outcome"] == "won", "latency_ns"].to_numpy() / 1e6
+    # the attempts that were wasted: a lost race or an aborted transaction, each followed by another attempt
+    wasted_ms = attempts.loc[attempts["outcome"].isin(["lost", "aborted"]), "latency_ns"].to_numpy() / 1e6
     dupes = duplicate_counts(claims)
     server = manifest.get("server", {})
     summary = {
@@ -175,6 +177,9 @@ def summarise_run(run_dir: Path) -> dict:
         "attempts_per_second": len(attempts) / wall_seconds if wall_seconds else float("nan"),
         "p50_ms": float(np.percentile(win_latency_ms, 50)) if len(win_latency_ms) else float("nan"),
         "p99_ms": float(np.percentile(win_latency_ms, 99)) if len(win_latency_ms) else float("nan"),
+        # what one wasted attempt took (median), and the time wasted attempts took per job claimed
+        "wasted_attempt_p50_ms": float(np.median(wasted_ms)) if len(wasted_ms) else float("nan"),
+        "wasted_ms_per_win": float(wasted_ms.sum()) / wins if wins else float("nan"),
         # a win's cost with the lost or aborted attempts before it (per winning attempt)
         "time_to_job_p50_ms": float(np.percentile(waits_ms, 50)) if len(waits_ms) else float("nan"),
         "time_to_job_p99_ms": float(np.percentile(waits_ms, 99)) if len(waits_ms) else float("nan"),

@@ -34,6 +34,8 @@ def frames():
         "pruning": analysis.pruning_phases(churn.load_pruning(churn_run)),
         "bench": bench.load_bench(bench_run),
         "top_workers": int(by_workers["worker_count"].max()),
+        "latency": analysis.by_round_trip(analysis.race_summary(runs["latency"])),
+        "indexed": analysis.conditions(analysis.race_summary(runs["indexed_race"])),
     }
 
 
@@ -56,6 +58,9 @@ def all_charts(f) -> dict:
         "cpu_split_chart": charts.cpu_split_chart(analysis.cpu_split_long(analysis.wait_share_table(f["summary"]))),
         "latency_by_fill_chart": charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
                                                               sorted(set(f["summary"]["worker_count"]))),
+        "round_trip_chart": charts.round_trip_chart(analysis.round_trip_long(f["latency"])),
+        "side_by_side_chart": charts.side_by_side_chart(analysis.side_by_side_long(f["indexed"], analysis.INDEX),
+                                                        "With and without the partial index"),
     }
 
 

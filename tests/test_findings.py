@@ -448,7 +448,7 @@ def test_nothing_stored_leaves_every_finding_not_measured():
 
 def test_the_unmeasured_claims_name_what_was_raced():
     notes = {f.id: f.note for f in findings.unmeasured_claims(races(race("naive", 4), race("guarded", 4)))}
-    assert set(notes) == {"C5", "C6", "C7", "C8", "C9"}
+    assert set(notes) == {"C5", "C7", "C8", "C9"}
     assert "4 workers" in notes["C5"]
 
 
@@ -530,3 +530,51 @@ def test_a6_counts_the_advisory_locks_a_pick_leaves(leaked, phrase):
     found = findings.a6_advisory_locks_leak(races(race("advisory_lock", 4, advisory_locks_leaked=leaked)))
     assert verdict(found) == ADDED and phrase in found.values["phrase"]
     assert verdict(findings.a6_advisory_locks_leak(races(race("guarded", 4)))) == NOT_MEASURED
+
+
+# --------------------------------------------------------------------------- C6: a network round trip
+
+
+def behind(rtt_ms: float, naive_extra: float, guarded_waste: float, guarded_lost: float = 2.0, repeat: int = 0,
+           workers: int = 4, jobs: int = 1_000) -> list[dict]:
+    """naive's and guarded's race at one round trip: naive's claims beyond each job's first, per job, and the
+    time guarded's lost races took per job claimed (ms)."""
+    return [race("naive", workers, repeat, jobs, rtt_ms=rtt_ms, extra_claims=int(naive_extra * jobs),
+                 extra_claims_per_job=naive_extra),
+            race("guarded", workers, repeat, jobs, rtt_ms=rtt_ms, losses_per_win=guarded_lost,
+                 lost=int(guarded_lost * jobs), wasted_ms_per_win=guarded_waste,
+                 wasted_attempt_p50_ms=guarded_waste / max(guarded_lost, 0.01))]
+
+
+def c6(*points) -> str:
+    return verdict(findings.c6_network_round_trip(pd.DataFrame([row for point in points for row in point])))
+
+
+def test_c6_a_network_must_raise_naives_claims_per_job_and_guardeds_wasted_time_against_localhost():
+    # saturation is allowed: every longer round trip above localhost, not a rise from one round trip to the next
+    assert c6(behind(0, 1.4, 0.5), behind(1, 2.3, 4.0), behind(5, 2.3, 20.0), behind(20, 2.2, 80.0)) == CONFIRMED
+    # naive no worse with a network than on localhost
+    assert c6(behind(0, 2.3, 0.5), behind(1, 2.3, 4.0), behind(20, 2.4, 80.0)) == NOT_REPRODUCED
+    # guarded's lost races cost less with a network
+    assert c6(behind(0, 1.4, 9.0), behind(5, 2.3, 4.0), behind(20, 2.2, 3.0)) == CORRECTED
+    assert c6(behind(0, 2.8, 0.5), behind(5, 1.0, 4.0)) == CORRECTED
+    # the spread over repeats at localhost must be cleared
+    assert c6(behind(0, 1.4, 0.5), behind(0, 2.5, 0.5, repeat=1), behind(5, 2.3, 20.0)) == NOT_REPRODUCED
+    assert c6(behind(0, 1.4, 0.5), behind(0, 1.5, 0.6, repeat=1), behind(5, 2.3, 20.0),
+              behind(5, 2.4, 21.0, repeat=1)) == CONFIRMED
+
+
+def test_c6_is_not_measured_without_both_strategies_at_two_round_trips():
+    assert verdict(findings.c6_network_round_trip(None)) == NOT_MEASURED
+    assert c6(behind(0, 1.4, 0.5)) == NOT_MEASURED
+    only_naive = [row for point in (behind(0, 1.4, 0.5), behind(5, 2.3, 20.0)) for row in point
+                  if row["strategy"] == "naive"]
+    assert verdict(findings.c6_network_round_trip(pd.DataFrame(only_naive))) == NOT_MEASURED
+
+
+def test_c6_reads_the_most_workers_raced_at_every_round_trip_and_says_what_it_read():
+    found = findings.c6_network_round_trip(pd.DataFrame([
+        *behind(0, 1.4, 0.5), *behind(20, 2.2, 80.0), *behind(0, 9.0, 0.5, workers=16)]))
+    assert found.verdict == CONFIRMED and found.values["workers"] == "4"
+    assert found.values["rtt_low"] == "0 ms" and found.values["rtt_high"] == "20 ms"
+    assert "4 workers" in found.ours and found.section == findings.LATENCY

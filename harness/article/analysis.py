@@ -6,12 +6,15 @@ repeats, across worker counts, and into the shapes the charts and tables need.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS, SCHEDSTAT_LABELS,
+from harness.article.formats import MISSING, count, ms, rate, round_trip
+from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS,
+                                    ROUND_TRIP_MEASURES, SCHEDSTAT_LABELS, SIDE_BY_SIDE_MEASURES,
                                     SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
                                     WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
 from harness.experiments.plans import TABLE_STATES
@@ -22,7 +25,8 @@ from harness.storage import read_json
 REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims", "distinct_jobs_claimed",
                     "losses_per_win", "claims_per_second", "unique_jobs_per_second", "attempts_per_second",
                     "p50_ms", "p99_ms", "wall_seconds", "aborts", "aborts_per_win", "max_rows_per_attempt",
-                    "advisory_locks_leaked", "time_to_job_p50_ms", "time_to_job_p99_ms")
+                    "advisory_locks_leaked", "time_to_job_p50_ms", "time_to_job_p99_ms", "wasted_attempt_p50_ms",
+                    "wasted_ms_per_win", "extra_claims_per_job")
 
 
 def race_summary(paths: list[Path]) -> pd.DataFrame:
@@ -30,6 +34,7 @@ def race_summary(paths: list[Path]) -> pd.DataFrame:
     frame = summarise_runs(run_paths=[Path(p) for p in paths])
     if not len(frame):
         return frame
+    frame["extra_claims_per_job"] = frame["extra_claims"] / frame["job_count"]  # claims beyond each job's first
     frame["strategy"] = pd.Categorical(frame["strategy"], categories=list(STRATEGY_ORDER), ordered=True)
     return frame.sort_values(["strategy", "worker_count", "repeat"]).reset_index(drop=True)
 
@@ -391,3 +396,275 @@ def claim_comparison(points: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame
         table = table.merge(locks, on=["strategy", "worker_count"], how="left")
     columns[LOCK_WAIT] = "lock waits"
     return table.rename(columns=columns).reset_index(drop=True)
+
+
+def by_round_trip(summary: pd.DataFrame) -> pd.DataFrame:
+    """over_repeats() of races behind a network round trip, in order of strategy, workers and round trip."""
+    points = over_repeats(summary)
+    if not len(points):
+        return points
+    return points.sort_values(["strategy", "worker_count", "rtt_ms"]).reset_index(drop=True)
+
+
+def round_trip_long(points: pd.DataFrame) -> pd.DataFrame:
+    """by_round_trip() as the latency chart draws it: one row per strategy, round trip and measure, with its
+    min-max; naive's claims beyond each job's first and guarded's lost races per win, and every strategy's
+    claims per second."""
+    measures = (("naive", "extra_claims_per_job", ROUND_TRIP_MEASURES[0]),
+                ("guarded", "losses_per_win", ROUND_TRIP_MEASURES[1]),
+                (None, "claims_per_second", ROUND_TRIP_MEASURES[2]))
+    frames = []
+    for strategy, column, measure in measures:
+        rows = points if strategy is None else points[points["strategy"].astype(str) == strategy]
+        if not len(rows) or column not in rows:
+            continue
+        frames.append(pd.DataFrame({
+            "strategy": rows["strategy"].astype(str), "worker_count": rows["worker_count"],
+            "rtt_ms": rows["rtt_ms"], "measure": measure, "value": rows[column],
+            "low": rows[f"{column}_min"], "high": rows[f"{column}_max"], "repeats": rows["repeats"]}))
+    columns = ["strategy", "worker_count", "rtt_ms", "measure", "value", "low", "high", "repeats"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+# --------------------------------------------------------------------------- the sections on how to claim
+
+
+@dataclass
+class ClaimSections:
+    """What the article's sections on the network round trip, the partial index, the two server versions and
+    "which claim should I use" draw and say: their frames, and every figure their prose names (`facts`)."""
+
+    facts: dict = field(default_factory=dict)  # placeholder name -> formatted value
+    latency: pd.DataFrame = field(default_factory=pd.DataFrame)  # by_round_trip() of the latency section
+    index_points: pd.DataFrame = field(default_factory=pd.DataFrame)  # conditions() of the indexed race, on one server
+    server_points: pd.DataFrame = field(default_factory=pd.DataFrame)  # conditions(): unindexed, on both servers
+    server_table: pd.DataFrame = field(default_factory=pd.DataFrame)  # server_comparison()
+    which_claim: pd.DataFrame = field(default_factory=pd.DataFrame)  # which_claim()
+    which_low: int = 0  # the worker counts which_claim() reads claims per second at
+    which_high: int = 0
+
+
+def _list_text(values, fmt=str) -> str:
+    items = [fmt(v) for v in values]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1] if items else MISSING
+
+
+def _point(points: pd.DataFrame, strategy: str, column: str, **where):
+    rows = points[points["strategy"].astype(str) == strategy]
+    for key, value in where.items():
+        rows = rows[rows[key] == value]
+    return rows[column].iloc[0] if len(rows) and column in rows else np.nan
+
+
+def latency_facts(latency: pd.DataFrame) -> dict:
+    """The latency section's setup and the figures its prose names beside C6's, at the most workers raced."""
+    if not len(latency):
+        return {name: MISSING for name in ("latency_job_count", "latency_worker_list", "latency_rtt_list",
+                                            "latency_repeats", "latency_skip_rate_low", "latency_skip_rate_high",
+                                            "latency_guarded_rate_low", "latency_guarded_rate_high",
+                                            "latency_skip_p50_high", "latency_guarded_p50_high", "latency_workers")}
+    workers = sorted({int(w) for w in latency["worker_count"]})
+    rtts = sorted({float(r) for r in latency["rtt_ms"]})
+    top, low, high = workers[-1], rtts[0], rtts[-1]
+    at = {"worker_count": top}
+    repeats = int(latency["repeats"].max())
+    return {
+        "latency_job_count": count(latency["job_count"].max()) if "job_count" in latency else MISSING,
+        "latency_worker_list": _list_text(workers), "latency_workers": count(top),
+        "latency_rtt_list": _list_text(rtts, round_trip),
+        "latency_repeats": f"{count(repeats)} race{'' if repeats == 1 else 's'}",
+        "latency_skip_rate_low": rate(_point(latency, "skip_locked", "claims_per_second", rtt_ms=low, **at)),
+        "latency_skip_rate_high": rate(_point(latency, "skip_locked", "claims_per_second", rtt_ms=high, **at)),
+        "latency_guarded_rate_low": rate(_point(latency, "guarded", "claims_per_second", rtt_ms=low, **at)),
+        "latency_guarded_rate_high": rate(_point(latency, "guarded", "claims_per_second", rtt_ms=high, **at)),
+        "latency_skip_p50_high": ms(_point(latency, "skip_locked", "p50_ms", rtt_ms=high, **at)),
+        "latency_guarded_p50_high": ms(_point(latency, "guarded", "p50_ms", rtt_ms=high, **at)),
+    }
+
+
+SERVER = "server"
+INDEX = "partial index"
+
+
+def server_label(version) -> str:
+    """'PostgreSQL 16' from a server_version such as '16.4' (a run's pg_version)."""
+    return f"PostgreSQL {str(version).split('.')[0]}" if not missing_value(version) else MISSING
+
+
+def missing_value(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+def with_conditions(summary: pd.DataFrame) -> pd.DataFrame:
+    """A race summary with the conditions a run was raced under as labels: its server and its partial index."""
+    if not len(summary):
+        return summary.assign(**{SERVER: [], INDEX: []})
+    return summary.assign(**{SERVER: summary["pg_version"].map(server_label),
+                             INDEX: summary["partial_index"].map(INDEX_LABELS)})
+
+
+def conditions(summary: pd.DataFrame) -> pd.DataFrame:
+    """over_repeats() of runs under several conditions, each point labelled with its server and partial index."""
+    points = over_repeats(summary) if len(summary) else summary
+    return with_conditions(points) if len(points) else points
+
+
+def side_by_side_long(points: pd.DataFrame, condition: str) -> pd.DataFrame:
+    """conditions() as a chart draws one condition against another: claims per second and a win's p99, with
+    min-max, one row per strategy, workers, condition and measure."""
+    frames = []
+    for column, measure in (("claims_per_second", SIDE_BY_SIDE_MEASURES[0]), ("p99_ms", SIDE_BY_SIDE_MEASURES[1])):
+        if not len(points):
+            break
+        frames.append(pd.DataFrame({
+            "strategy": points["strategy"].astype(str), "worker_count": points["worker_count"],
+            "condition": points[condition], "measure": measure, "value": points[column],
+            "low": points[f"{column}_min"], "high": points[f"{column}_max"], "repeats": points["repeats"]}))
+    columns = ["strategy", "worker_count", "condition", "measure", "value", "low", "high", "repeats"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def server_comparison(points: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy and worker count, one column per server for claims per second, lost races per win and a
+    win's p99, and the ratio of the newer server's claims per second to the older's."""
+    if not len(points):
+        return pd.DataFrame()
+    servers = sorted(points[SERVER].unique(), key=lambda label: int(label.split()[-1]))
+    keyed = points.assign(strategy=points["strategy"].astype(str)).set_index(["strategy", "worker_count", SERVER])
+    rows = []
+    for (strategy, worker_count), _ in points.groupby([points["strategy"].astype(str), "worker_count"], sort=False):
+        row = {"strategy": strategy, "workers": int(worker_count)}
+        for server in servers:
+            key = (strategy, worker_count, server)
+            found = key in keyed.index
+            row[f"claims/s, {server}"] = keyed.loc[key, "claims_per_second"] if found else np.nan
+            row[f"lost per win, {server}"] = (keyed.loc[key, "losses_per_win"]
+                                              if found and strategy not in CANNOT_LOSE else np.nan)
+            row[f"p99, {server}"] = keyed.loc[key, "p99_ms"] if found else np.nan
+        if len(servers) >= 2:
+            row[f"{servers[-1].split()[-1]} / {servers[0].split()[-1]}, claims/s"] = (
+                row[f"claims/s, {servers[-1]}"] / row[f"claims/s, {servers[0]}"])
+        rows.append(row)
+    order = {name: i for i, name in enumerate(STRATEGY_ORDER)}
+    return pd.DataFrame(rows).sort_values(["strategy", "workers"], key=lambda c: c.map(order) if c.name ==
+                                          "strategy" else c).reset_index(drop=True)
+
+
+WHICH_CLAIM_COLUMNS = ("strategy", SERVER, INDEX, "jobs claimed twice+", "claims/s, low", "claims/s, high",
+                       "time to get a job, p50", "time to get a job, p99", "wasted attempts per win", "lock waits")
+
+
+def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
+    """"Which claim should I use": for every strategy, on every server and with and without the partial index
+    raced for any strategy, its correctness and costs; NaN (a dash) where it was not raced under that condition.
+
+    Jobs claimed twice+ is summed over every race of the strategy under that condition; claims per second at
+    the fewest and the most workers above one that every raced row shares (low, high); the time to get a job,
+    the attempts wasted per win (lost races and aborted transactions) and the share of samples waiting on a row
+    or transaction lock at high. Returns (table, low, high).
+    """
+    columns = list(WHICH_CLAIM_COLUMNS)
+    if not len(summary):
+        return pd.DataFrame(columns=columns), 0, 0
+    runs = with_conditions(summary)
+    runs = runs.assign(strategy=runs["strategy"].astype(str))
+    points = conditions(summary)
+    points = points.assign(strategy=points["strategy"].astype(str))
+    groups = {key: set(int(w) for w in frame["worker_count"] if int(w) > 1)
+              for key, frame in points.groupby(["strategy", SERVER, INDEX])}
+    shared = set.intersection(*groups.values()) if groups else set()
+    everything = set.union(*groups.values()) if groups else set()
+    low, high = (min(shared), max(shared)) if shared else (min(everything or {0}), max(everything or {0}))
+    servers = sorted(runs[SERVER].unique(), key=lambda label: int(label.split()[-1]))
+    indexes = [label for label in INDEX_LABELS.values()]
+    strategies = [name for name in STRATEGY_ORDER if name in set(runs["strategy"])]
+    rows = []
+    for strategy in strategies:
+        for server in servers:
+            for index in indexes:
+                at = points[(points["strategy"] == strategy) & (points[SERVER] == server) & (points[INDEX] == index)]
+                raced = runs[(runs["strategy"] == strategy) & (runs[SERVER] == server) & (runs[INDEX] == index)]
+                row = {"strategy": strategy, SERVER: server, INDEX: index}
+                if not len(raced):
+                    rows.append(row)
+                    continue
+
+                def figure(column, workers):
+                    hit = at[at["worker_count"] == workers]
+                    return float(hit[column].iloc[0]) if len(hit) and column in hit else np.nan
+
+                wasted = np.nansum([figure("losses_per_win", high), figure("aborts_per_win", high)])
+                shares = wait_share_table(raced)
+                lock = shares[(shares["worker_count"] == high)][LOCK_WAIT] if len(shares) else pd.Series(dtype=float)
+                row.update({"jobs claimed twice+": int(raced["duplicate_jobs"].sum()),
+                            "claims/s, low": figure("claims_per_second", low),
+                            "claims/s, high": figure("claims_per_second", high),
+                            "time to get a job, p50": figure("time_to_job_p50_ms", high),
+                            "time to get a job, p99": figure("time_to_job_p99_ms", high),
+                            "wasted attempts per win": wasted if not np.isnan(figure("claims_per_second", high))
+                            else np.nan,
+                            "lock waits": float(lock.iloc[0]) if len(lock) else np.nan})
+                rows.append(row)
+    table = pd.DataFrame(rows, columns=columns)
+    return table, low, high
+
+
+def claim_sections(runs: dict, measured) -> ClaimSections:
+    """The frames and facts of the sections on how to claim, from the report's runs (`measured`: the findings'
+    Measurements, whose race summaries are reused)."""
+    latency = by_round_trip(measured.latency) if measured.latency is not None else pd.DataFrame()
+    indexed = race_summary(runs.get("indexed_race", []))
+    newer = race_summary(runs.get("pg18_race", []))
+    index_points = conditions(indexed)
+    unindexed = indexed[~indexed["partial_index"].astype(bool)] if len(indexed) else indexed
+    both_servers = pd.concat([frame for frame in (unindexed, newer) if len(frame)], ignore_index=True) \
+        if len(unindexed) or len(newer) else pd.DataFrame()
+    server_points = conditions(both_servers)
+    others = measured.others if measured.others is not None else pd.DataFrame()
+    every = pd.concat([frame for frame in (others, indexed, newer) if len(frame)], ignore_index=True) \
+        if len(others) or len(indexed) or len(newer) else pd.DataFrame()
+    table, low, high = which_claim(every)
+    facts = {**latency_facts(latency), **comparison_facts(indexed, newer, every, low, high)}
+    return ClaimSections(facts=facts, latency=latency, index_points=index_points, server_points=server_points,
+                         server_table=server_comparison(server_points), which_claim=table, which_low=low,
+                         which_high=high)
+
+
+def comparison_facts(indexed: pd.DataFrame, newer: pd.DataFrame, every: pd.DataFrame, low: int, high: int) -> dict:
+    """The setup of the indexed race, the second server and the closing table, as the prose names it."""
+    def setup(frame, prefix):
+        if not len(frame):
+            return {f"{prefix}_job_count": MISSING, f"{prefix}_worker_list": MISSING, f"{prefix}_repeats": MISSING}
+        repeats = int(frame["repeat"].nunique())
+        return {f"{prefix}_job_count": count(frame["job_count"].max()),
+                f"{prefix}_worker_list": _list_text(sorted({int(w) for w in frame["worker_count"]})),
+                f"{prefix}_repeats": f"{count(repeats)} race{'' if repeats == 1 else 's'}"}
+
+    def at_top(frame, **where):
+        """Each original strategy's claims per second at the frame's most workers, under a condition."""
+        if not len(frame):
+            return {}, 0
+        top = int(frame["worker_count"].max())
+        points = over_repeats(frame[np.logical_and.reduce([frame[k] == v for k, v in where.items()])]
+                              if where else frame)
+        return {name: _point(points, name, "claims_per_second", worker_count=top)
+                for name in ("naive", "guarded", "skip_locked")}, top
+
+    without, top = at_top(indexed, partial_index=False) if len(indexed) else ({}, 0)
+    with_index, _ = at_top(indexed, partial_index=True) if len(indexed) else ({}, 0)
+    on_newer, newer_top = at_top(newer)
+    facts = {"indexed_top": count(top) if top else MISSING, "newer_top": count(newer_top) if newer_top else MISSING}
+    for name in ("naive", "guarded", "skip_locked"):
+        facts[f"indexed_{name}_without"] = rate(without.get(name, np.nan))
+        facts[f"indexed_{name}_with"] = rate(with_index.get(name, np.nan))
+        older = without.get(name, np.nan) if newer_top == top else np.nan
+        facts[f"newer_{name}_rate"] = rate(on_newer.get(name, np.nan))
+        facts[f"older_{name}_rate"] = rate(older)
+    job_counts = sorted({int(j) for j in every["job_count"]}) if len(every) else []
+    return {**facts, **setup(indexed, "indexed"), **setup(newer, "newer_server"),
+            "newer_server_version": server_label(newer["pg_version"].iloc[0]) if len(newer) else MISSING,
+            "older_server_version": server_label(indexed["pg_version"].iloc[0]) if len(indexed) else MISSING,
+            "which_low": count(low) if low else MISSING, "which_high": count(high) if high else MISSING,
+            "which_rate_workers": MISSING if not high else count(high) if low == high else
+            f"{count(low)} and at {count(high)}",
+            "which_job_counts": _list_text(job_counts, count) if job_counts else MISSING}

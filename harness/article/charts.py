@@ -17,7 +17,8 @@ import pandas as pd
 from harness.article.analysis import index_setups_without_hot
 from harness.article.labels import (AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
                                     DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
-                                    PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, STRATEGY_COLOURS,
+                                    PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, ROUND_TRIP_MEASURES,
+                                    SIDE_BY_SIDE_MEASURES, STRATEGY_COLOURS,
                                     TABLE_STATE_LABELS, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
                                     WAIT_MEASURE_ORDER, in_order, strategies_in)
 from harness.experiments.bench import TARGET_BAND
@@ -360,6 +361,56 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
         x="end_ms:Q", text="job_id:N", tooltip=tooltip)
     return (reads + writes + job_labels).add_params(choice).properties(
         width=WIDTH, height=180, title="A few workers, one small queue, slowed down: each read (grey) and write")
+
+
+def round_trip_chart(long: pd.DataFrame) -> alt.FacetChart:
+    """C6: against the network round trip, naive's claims beyond each job's first, guarded's lost races per win,
+    and every strategy's claims per second (analysis.round_trip_long), one panel each with its own scale."""
+    data = _plain(long)
+    measures = in_order(data["measure"], ROUND_TRIP_MEASURES)
+    ticks = sorted({float(v) for v in data["rtt_ms"]})
+    base = alt.Chart().encode(
+        x=alt.X("rtt_ms:Q", title="round trip (ms)", scale=alt.Scale(type="symlog", nice=False),
+                axis=alt.Axis(values=ticks, grid=False)),
+        color=_strategy_colour(data["strategy"]))
+    tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("measure:N"), alt.Tooltip("rtt_ms:Q", title="round trip, ms"),
+               alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("value:Q", format=",.2f"),
+               REPEATS_TOOLTIP]
+    y = alt.Y("value:Q", title=None)
+    layers = [base.mark_line().encode(y=y, detail="worker_count:N"),
+              base.mark_point(filled=True, size=40, opacity=1).encode(
+                  y=y, tooltip=tooltip, shape=alt.Shape("worker_count:N", title="workers"))]
+    if _repeated(data):
+        layers.insert(0, _spread_rules(base, "low", "high", detail="worker_count:N"))
+    workers = sorted({int(w) for w in data["worker_count"]})
+    return alt.layer(*layers, data=data).properties(width=WIDTH // 3 - 10, height=HEIGHT - 80).facet(
+        column=alt.Column("measure:N", title=None, sort=measures, header=alt.Header(labelFontSize=12,
+                                                                                    labelLimit=WIDTH // 3 + 40)),
+    ).resolve_scale(y="independent").properties(title=_title(
+        "Behind a network round trip",
+        f"{_listed(workers)} workers; the round trip is added by a delay proxy between each worker and the server",
+        _spread_note(data)))
+
+
+def side_by_side_chart(long: pd.DataFrame, title: str) -> alt.FacetChart:
+    """The same races under two conditions (analysis.side_by_side_long: with and without the partial index, or one
+    server against another): claims per second and a win's p99 against workers, the condition as the dash."""
+    data = _plain(long)
+    conditions = sorted(data["condition"].unique(), key=str)
+    base = alt.Chart().encode(x=_workers_axis(data["worker_count"]), color=_strategy_colour(data["strategy"]))
+    tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("condition:N", title="raced"),
+               alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
+               alt.Tooltip("value:Q", format=",.2f"), REPEATS_TOOLTIP]
+    y = alt.Y("value:Q", title=None, scale=alt.Scale(type="log"))
+    layers = [_dashed_lines(base, y, alt.StrokeDash("condition:N", title=None, sort=conditions,
+                                                    legend=_dash_legend(orient="bottom", direction="vertical")),
+                            tooltip)]
+    if _repeated(data):
+        layers.insert(0, _spread_rules(base, "low", "high", detail="condition:N"))
+    measures = in_order(data["measure"], SIDE_BY_SIDE_MEASURES)
+    return alt.layer(*layers, data=data).properties(width=WIDTH // 2 - 20, height=HEIGHT - 60).facet(
+        column=alt.Column("measure:N", title=None, sort=measures, header=alt.Header(labelFontSize=13)),
+    ).resolve_scale(y="independent").properties(title=_title(title, _spread_note(data)))
 
 
 def wait_share_chart(long: pd.DataFrame) -> alt.FacetChart:

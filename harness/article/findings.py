@@ -42,8 +42,8 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from harness.article.analysis import at_workers, over_repeats
-from harness.article.formats import (DASH, MISSING, count, missing, ms, number, percent, rate, ratio,
+from harness.article.analysis import at_workers, by_round_trip, over_repeats
+from harness.article.formats import (DASH, MISSING, count, missing, ms, number, percent, rate, ratio, round_trip,
                                      spread as spread_text)
 from harness.article.labels import CANNOT_LOSE
 
@@ -96,6 +96,7 @@ HARNESS_CHECK = anchor("Is the harness measuring PostgreSQL, or itself?")
 LIMITS = anchor("What doesn't this prove?")
 FAQ = anchor("FAQ")
 OTHER_CLAIMS = anchor("Other ways to claim")
+LATENCY = anchor("What does a network round trip change?")
 
 # --------------------------------------------------------------------------- the original's figures
 
@@ -149,7 +150,7 @@ ORIGINAL = {
     "C5": Claim("at production polling (a handful of runners, every 5 s, 5 jobs per poll) conflicts are rare",
                 NOT_IN_THE_ORIGINAL, PRODUCTION),
     "C6": Claim("real network latency widens naive's window and makes each lost guarded race dearer",
-                NOT_IN_THE_ORIGINAL, LIMITS),
+                NOT_IN_THE_ORIGINAL, LATENCY),
     "C7": Claim("a claim is not a completion: a runner that dies leaves its job running; a lease is missing",
                 NOT_IN_THE_ORIGINAL, LIMITS),
     "C8": Claim("picking the row with SKIP LOCKED inside the claim endpoint is a one-statement server change",
@@ -1321,14 +1322,96 @@ def a6_advisory_locks_leak(others: Races) -> Finding:
                     {**values, "phrase": f"left {leaked.text(count)} advisory locks on jobs they did not return"})
 
 
+def _round_trip_curve(points: pd.DataFrame, strategy: str, worker_count: int) -> pd.DataFrame:
+    rows = points[(points["strategy"].astype(str) == strategy) & (points["worker_count"] == worker_count)]
+    return rows.sort_values("rtt_ms")
+
+
+def _ends(curve: pd.DataFrame, column: str, fmt) -> tuple[str, str]:
+    """A figure at the shortest and at the longest round trip, each with its min-max over repeats."""
+    return tuple(spread_text(row[column], row.get(f"{column}_min"), row.get(f"{column}_max"), fmt)
+                 for _, row in (next(curve.iterrows()), next(curve.iloc[::-1].iterrows())))
+
+
+def against_shortest(curve: pd.DataFrame, column: str) -> int:
+    """+1 when the figure at every longer round trip is above the shortest round trip's highest repeat, -1 when
+    every one is below its lowest repeat, 0 otherwise: a network against localhost, beyond the spread of repeats."""
+    first, rest = curve.iloc[0], curve.iloc[1:]
+    if not len(rest) or missing(first[column]):
+        return 0
+    high, low = first.get(f"{column}_max", first[column]), first.get(f"{column}_min", first[column])
+    if (rest[column] > high).all():
+        return 1
+    if (rest[column] < low).all():
+        return -1
+    return 0
+
+
+def _direction(sign: int, rising: str, falling: str, flat: str) -> str:
+    return rising if sign > 0 else falling if sign < 0 else flat
+
+
+def c6_network_round_trip(latency: pd.DataFrame | None) -> Finding:
+    """C6: a round trip widens naive's window (more claims per job) and makes guarded's lost races dearer.
+
+    Read at the most workers raced at two or more round trips by both naive and guarded: naive's claims beyond
+    each job's first, per job, and the time guarded's lost races took per job claimed, at every longer round trip
+    against the shortest (against_shortest: beyond the shortest's spread over repeats). Both higher: confirmed;
+    either lower: corrected; else not reproduced. Guarded's lost races per win are reported beside them.
+    """
+    points = by_round_trip(latency) if latency is not None and len(latency) else pd.DataFrame()
+    common = []
+    if len(points):
+        for w in sorted({int(w) for w in points["worker_count"]}):
+            if all(_round_trip_curve(points, s, w)["rtt_ms"].nunique() >= 2 for s in ("naive", "guarded")):
+                common.append(w)
+    if not common:
+        return _not_measured("C6", "Not measured: naive and guarded were not both raced at two or more network "
+                                   "round trips in this build.")
+    w = common[-1]
+    naive, guarded = _round_trip_curve(points, "naive", w), _round_trip_curve(points, "guarded", w)
+    rtts = sorted(set(naive["rtt_ms"]) & set(guarded["rtt_ms"]))
+    naive, guarded = naive[naive["rtt_ms"].isin(rtts)], guarded[guarded["rtt_ms"].isin(rtts)]
+    widens = against_shortest(naive, "extra_claims_per_job")
+    dearer = against_shortest(guarded, "wasted_ms_per_win")
+    losses = against_shortest(guarded, "losses_per_win")
+    two = lambda v: number(v, 2)  # noqa: E731
+    extra = _ends(naive, "extra_claims_per_job", two)
+    lost = _ends(guarded, "losses_per_win", two)
+    waste = _ends(guarded, "wasted_ms_per_win", ms)
+    lost_each = _ends(guarded, "wasted_attempt_p50_ms", ms)
+    low, high = round_trip(rtts[0]), round_trip(rtts[-1])
+    ours = (f"at {_workers(w)}, from a {low} to a {high} round trip: naive's claims beyond each job's first went "
+            f"from {extra[0]} to {extra[1]} per job; guarded's lost races from {lost[0]} to {lost[1]} per win, "
+            f"each taking {lost_each[0]} then {lost_each[1]} (median), {waste[0]} then {waste[1]} per job claimed")
+    values = {"workers": count(w), "rtt_low": low, "rtt_high": high, "naive_extra_low": extra[0],
+              "naive_extra_high": extra[1], "guarded_lost_low": lost[0], "guarded_lost_high": lost[1],
+              "guarded_lost_each_low": lost_each[0], "guarded_lost_each_high": lost_each[1],
+              "guarded_waste_low": waste[0], "guarded_waste_high": waste[1],
+              "losses_direction": _direction(losses, "were higher", "were lower", "were not all higher or all lower")}
+    losses_note = (f"Against the {low} round trip, guarded's lost races per win {values['losses_direction']} "
+                   f"at every longer one ({lost[0]} to {lost[1]}).")
+    parts = (("naive's claims per job", widens), ("the time guarded's lost races took per job", dearer))
+    if widens < 0 or dearer < 0:
+        which = " and ".join(part for part, sign in parts if sign < 0)
+        return _finding("C6", CORRECTED, ours, [f"With a network, {which} {'were' if ' and ' in which else 'was'} "
+                                                f"lower than at {low}.", losses_note], values)
+    if widens > 0 and dearer > 0:
+        return _finding("C6", CONFIRMED, ours, [f"Both were higher at every longer round trip than at {low}.",
+                                                losses_note], values)
+    flat = " and ".join(part for part, sign in parts if sign == 0)
+    return _finding("C6", NOT_REPRODUCED, ours, [f"{flat[0].upper()}{flat[1:]} {'were' if ' and ' in flat else 'was'} "
+                                                 f"not higher at every longer round trip than at {low}.", losses_note],
+                    values)
+
+
 def unmeasured_claims(races: Races) -> list[Finding]:
-    """C5-C9: what the races would need to measure them, and what they did race."""
+    """C5 and C7-C9: what the races would need to measure them, and what they did race."""
     workers = sorted({w for s in ("naive", "guarded", "skip_locked") for w in races.workers(s)})
     sweep = f"{', '.join(str(w) for w in workers)} workers" if workers else "no race"
     return [
         _not_measured("C5", f"Not simulated: the races run a tight loop with no pause between claims ({sweep}); no "
                             "run polls every 5 s for 5 jobs."),
-        _not_measured("C6", "Not measured: every run here talks to a server on the same machine."),
         _not_measured("C7", "Not measured: no worker dies after claiming in these runs, and no strategy has a lease."),
         _not_measured("C8", "Not measured: no run puts the pick inside a claim endpoint; the skip_locked statement "
                             "raced here is the one such an endpoint would run."),
@@ -1354,6 +1437,7 @@ class Measurements:
     plans: dict | None = None  # plan_facts()
     churn: dict | None = None  # churn_facts()
     others: pd.DataFrame | None = None  # analysis.race_summary of the other strategies' races (C1-C3)
+    latency: pd.DataFrame | None = None  # analysis.race_summary of the races behind a network round trip (C6)
 
 
 def evaluate(measured: Measurements) -> list[Finding]:
@@ -1370,7 +1454,7 @@ def evaluate(measured: Measurements) -> list[Finding]:
         f12_hot_needs_room(measured.churn), f13_partial_index_blocks_hot(measured.churn),
         c1_serializable_aborts(others), c2_one_transaction_still_racy(others),
         c3_for_update_queues(others, wait_share_table(measured.others) if len(others.summary) else None),
-        c4_wait_for_a_job(measured.job_waits), *unmeasured_claims(races),
+        c4_wait_for_a_job(measured.job_waits), c6_network_round_trip(measured.latency), *unmeasured_claims(races),
         a1_time_to_get_a_job(measured.job_waits), a2_where_the_time_goes(races, measured.shares),
         a3_harness_against_pgbench(measured.bench, measured.bench_band), a4_hot_claimed_one_at_a_time(measured.churn),
         a5_batch_over_claims(others), a6_advisory_locks_leak(others),
@@ -1427,7 +1511,9 @@ def measurements(runs: dict[str, list[Path]]) -> Measurements:
 
         bench = bench_module.load_bench(Path(runs["bench"][0]))
     other_paths = [Path(p) for p in runs.get("other_strategies", [])]
+    latency_paths = [Path(p) for p in runs.get("latency", [])]
     return Measurements(summary=summary, job_waits=job_waits, others=race_summary(other_paths) if other_paths else None,
+                        latency=race_summary(latency_paths) if latency_paths else None,
                         shares=wait_share_table(summary) if len(summary) else None,
                         fixed_fill=fixed_fill_latency(bench), bench=bench, plans=plans, churn=churn)
 

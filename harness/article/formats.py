@@ -44,6 +44,11 @@ def ms(value) -> str:
     return f"{value:,.{digits}f} ms"
 
 
+def round_trip(value) -> str:
+    """A round trip the harness was asked to add, as it was given: 0 ms, 1 ms, 5 ms, 0.5 ms."""
+    return MISSING if missing(value) else f"{float(value):,g} ms"
+
+
 def percent(value, digits: int = 1) -> str:
     """A share (0.976) as 97.6%."""
     return MISSING if missing(value) else f"{100 * float(value):.{digits}f}%"
