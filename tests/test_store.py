@@ -231,6 +231,15 @@ def test_a_section_may_name_its_own_server_version_and_is_found_by_it(tmp_path):
     assert found["latency"] == [], "a run on another major version is not this section's"
 
 
+def test_a_section_on_its_own_version_is_refused_on_a_database_url_server_before_it_runs(tmp_path, monkeypatch):
+    params = {"pg_version": 16, "latency": {"pg_version": 18, "strategies": ["guarded"], "worker_counts": [2],
+                                             "job_count": 40}}
+    monkeypatch.setenv("DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(UserError, match="latency runs on PostgreSQL 18, which a DATABASE_URL server cannot be"):
+        registry.ensure_section(params, "latency", tmp_path, progress=False)
+    assert not (tmp_path / "races").exists(), "nothing ran"
+
+
 @pytest.mark.parametrize("name", list(registry.KINDS))
 def test_every_kind_declares_one_frozen_parameters_dataclass_that_is_its_manifest(name):
     entry = registry.KINDS[name]

@@ -388,8 +388,8 @@ def round_trip_chart(long: pd.DataFrame) -> alt.FacetChart:
                                                                                     labelLimit=WIDTH // 3 + 40)),
     ).resolve_scale(y="independent").properties(title=_title(
         "Behind a network round trip",
-        f"{_listed(workers)} workers; the round trip is added by a delay proxy between each worker and the server",
-        _spread_note(data)))
+        f"{_listed(workers)} workers; the round trip is added by a delay proxy between each worker and the server; "
+        "extra claims: the audit's claims beyond each job's first", _spread_note(data)))
 
 
 def side_by_side_chart(long: pd.DataFrame, title: str) -> alt.FacetChart:

@@ -42,7 +42,7 @@ WAIT_MEASURE_ORDER = (WINNING_CLAIM_LATENCY, TIME_TO_GET_A_JOB)
 
 # The slowed-down race: what became of each attempt.
 # The latency section's three panels, in order: what naive over-claims, what guarded wastes, what each gets done.
-ROUND_TRIP_MEASURES = ("naive: claims beyond each job's first, per job", "guarded: lost races per win",
+ROUND_TRIP_MEASURES = ("naive: extra claims per job", "guarded: lost races per win",
                        "claims per second")
 
 # The side-by-side races (with and without the partial index, one server against another), one panel each.

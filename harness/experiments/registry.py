@@ -19,6 +19,7 @@ entry below.
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -265,7 +266,16 @@ def section_request(params: dict, section: str, where: str | None = None) -> Par
 def ensure_section(params: dict, section: str, data_dir: Path = config.DATA_DIR, db=None,
                    progress: bool = True) -> tuple[list[Path], int]:
     """A section's stored runs (made where missing, on a server of the section's major version), and how many
-    were made now."""
+    were made now. A section with its own version needs a server the harness starts: a DATABASE_URL server
+    is the one version it is."""
+    own = SECTION_PG_VERSION in params[section] and section_pg_version(params, section) != params.get("pg_version")
+    if own and (db == "url" or (db is None and os.environ.get("DATABASE_URL"))):
+        _, missing = find(SECTIONS[section], section_request(params, section), Path(data_dir),
+                              section_pg_version(params, section))
+        if missing:
+            raise UserError(f"section {section} runs on PostgreSQL {section_pg_version(params, section)}, which a "
+                            "DATABASE_URL server cannot be: unset DATABASE_URL (the harness then starts each "
+                            "version) or remove the section's pg_version")
     return _ensure(SECTIONS[section], section_request(params, section), data_dir, db,
                    section_pg_version(params, section), progress)
 
