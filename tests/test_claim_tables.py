@@ -59,3 +59,9 @@ def test_nothing_raced_is_an_empty_table_not_an_error():
     table, low, high = analysis.which_claim(pd.DataFrame())
     assert table.empty and (low, high) == (0, 0)
     assert analysis.server_comparison(pd.DataFrame()).empty
+
+
+def test_the_indexed_race_says_how_its_drains_compare_with_the_sweeps():
+    indexed = pd.DataFrame([run("guarded", 8, job_count=2000)])
+    assert "shorter than the sweep's 10,000 jobs" in analysis.size_phrase(indexed, pd.DataFrame([{"job_count": 10_000}]))
+    assert "the sweep's own runs" in analysis.size_phrase(indexed, pd.DataFrame([{"job_count": 2000}]))

@@ -624,10 +624,22 @@ def claim_sections(runs: dict, measured) -> ClaimSections:
     every = pd.concat([frame for frame in (others, indexed, newer) if len(frame)], ignore_index=True) \
         if len(others) or len(indexed) or len(newer) else pd.DataFrame()
     table, low, high = which_claim(every)
-    facts = {**latency_facts(latency), **comparison_facts(indexed, newer, every, low, high)}
+    facts = {**latency_facts(latency), **comparison_facts(indexed, newer, every, low, high),
+             "indexed_size_phrase": size_phrase(indexed, measured.summary)}
     return ClaimSections(facts=facts, latency=latency, index_points=index_points, server_points=server_points,
                          server_table=server_comparison(server_points), which_claim=table, which_low=low,
                          which_high=high)
+
+
+def size_phrase(indexed: pd.DataFrame, sweep: pd.DataFrame) -> str:
+    """How the indexed race's drains compare with the sweep's, as the prose says it."""
+    if not len(indexed) or sweep is None or not len(sweep):
+        return "Both arms drain queues of the same size, so they compare with each other"
+    mine, theirs = int(indexed["job_count"].max()), int(sweep["job_count"].max())
+    if mine < theirs:
+        return (f"These drains are shorter than the sweep's {count(theirs)} jobs, so that both arms fit in the "
+                "build; both arms have the same size, so they compare with each other rather than with the sweep")
+    return f"These drains are the sweep's size, {count(theirs)} jobs, so the arm without the index is the sweep's own runs"
 
 
 def comparison_facts(indexed: pd.DataFrame, newer: pd.DataFrame, every: pd.DataFrame, low: int, high: int) -> dict:
