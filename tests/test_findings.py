@@ -570,6 +570,9 @@ def test_c6_is_not_measured_without_both_strategies_at_two_round_trips():
     only_naive = [row for point in (behind(0, 1.4, 0.5), behind(5, 2.3, 20.0)) for row in point
                   if row["strategy"] == "naive"]
     assert verdict(findings.c6_network_round_trip(pd.DataFrame(only_naive))) == NOT_MEASURED
+    apart = [row for point in (behind(0, 1.4, 0.5), behind(5, 2.3, 20.0), behind(20, 2.3, 80.0)) for row in point
+             if (row["strategy"], row["rtt_ms"]) not in (("naive", 20), ("guarded", 5))]
+    assert verdict(findings.c6_network_round_trip(pd.DataFrame(apart))) == NOT_MEASURED, "one shared round trip"
 
 
 def test_c6_reads_the_most_workers_raced_at_every_round_trip_and_says_what_it_read():
