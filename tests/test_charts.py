@@ -34,6 +34,7 @@ def frames():
         "pruning": analysis.pruning_phases(churn.load_pruning(churn_run)),
         "bench": bench.load_bench(bench_run),
         "top_workers": int(by_workers["worker_count"].max()),
+        "production": analysis.production_summary(runs["production"]),
     }
 
 
@@ -56,6 +57,8 @@ def all_charts(f) -> dict:
         "cpu_split_chart": charts.cpu_split_chart(analysis.cpu_split_long(analysis.wait_share_table(f["summary"]))),
         "latency_by_fill_chart": charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
                                                               sorted(set(f["summary"]["worker_count"]))),
+        "production_conflicts_chart": charts.production_conflicts_chart(f["production"]),
+        "production_pickup_chart": charts.production_pickup_chart(f["production"]),
     }
 
 

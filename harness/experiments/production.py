@@ -412,6 +412,14 @@ def first_claim_answer_ms(events: pd.DataFrame) -> np.ndarray:
     return ((steps.loc[after_poll, "t_s"] - previous.loc[after_poll, "t_s"]) * 1e3).to_numpy(dtype=float)
 
 
+def polls_with_a_conflict(events: pd.DataFrame) -> int:
+    """Polls after which their runner met at least one 409 before its next poll (a poll can meet up to five)."""
+    steps = events[events["event"].isin(["poll", "conflict"])].sort_values(["runner", "t_s"])
+    poll_number = (steps["event"] == "poll").astype(int).groupby(steps["runner"]).cumsum()
+    met = (steps["event"] == "conflict") & (poll_number > 0)
+    return int(len(set(zip(steps.loc[met, "runner"], poll_number[met]))))
+
+
 def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, resources: dict) -> dict:
     """A run's figures, from its stored rows."""
     kinds = events["event"].value_counts()
@@ -438,7 +446,9 @@ def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, res
         "finished": resources.get("accepted_finishes"),
         "pending_at_end": int((runs["status"] == "pending").sum()),
         "duplicate_jobs": int((per_run > 1).sum()),
+        "polls_with_a_conflict": polls_with_a_conflict(events),
         "conflicts_per_poll": per(conflicts, polls),
+        "share_of_polls_with_a_conflict": per(polls_with_a_conflict(events), polls),
         "conflicts_per_claimed_job": per(conflicts, claimed),
         "polls_per_claimed_job": per(polls, claimed),
         "empty_polls": int((polls_rows["listed_runs"] == 0).sum()),
