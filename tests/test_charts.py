@@ -35,6 +35,7 @@ def frames():
         "bench": bench.load_bench(bench_run),
         "top_workers": int(by_workers["worker_count"].max()),
         "production": analysis.production_summary(runs["production"]),
+        "production_timeline": analysis.production_timeline(runs["production"]),
     }
 
 
@@ -59,6 +60,7 @@ def all_charts(f) -> dict:
                                                               sorted(set(f["summary"]["worker_count"]))),
         "production_conflicts_chart": charts.production_conflicts_chart(f["production"]),
         "production_pickup_chart": charts.production_pickup_chart(f["production"]),
+        "production_timeline_chart": charts.production_timeline_chart(f["production_timeline"]),
     }
 
 

@@ -545,3 +545,20 @@ def production_facts(summary: pd.DataFrame | None, c5=None, c8=None) -> dict:
                                                  "prod_burst_claim_conflicts", "prod_burst_claim_p99",
                                                  "prod_burst_ratio")})
     return facts
+
+
+def production_timeline(paths: list[Path]) -> pd.DataFrame:
+    """The burst runs' timelines (runs pending and 409s per second), one row per run and second, long form."""
+    rows = []
+    for path in paths:
+        manifest = read_json(Path(path) / "manifest.json")
+        if not manifest["parameters"]["burst"]:
+            continue
+        frame = pd.read_parquet(Path(path) / "timeline.parquet")
+        frame["endpoint_label"] = PRODUCTION_ENDPOINT_LABELS[manifest["parameters"]["endpoint"]]
+        rows.append(frame)
+    if not rows:
+        return pd.DataFrame(columns=["second", "endpoint_label", "measure", "value"])
+    frame = pd.concat(rows, ignore_index=True).rename(columns={"pending": "runs pending", "conflicts": "409s"})
+    return frame.melt(id_vars=["second", "endpoint_label"], value_vars=["runs pending", "409s"],
+                      var_name="measure", value_name="value")

@@ -638,3 +638,17 @@ def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:
     ).properties(width=WIDTH // 3 - 20, height=HEIGHT).facet(
         column=alt.Column("runner_count:O", title="runners")).properties(
         title=_title("The wait from enqueue to claim", "from each run's intended enqueue time (open-loop arrivals)"))
+
+
+def production_timeline_chart(timeline: pd.DataFrame) -> alt.FacetChart:
+    """The burst, second by second: runs pending and 409s, one line per endpoint."""
+    data = _plain(timeline)
+    return alt.Chart(data).mark_line(point=True, interpolate="step-after").encode(
+        x=alt.X("second:Q", title="seconds since the window opened"),
+        y=alt.Y("value:Q", title=None),
+        color=alt.Color("endpoint_label:N", title="endpoint"),
+        tooltip=["endpoint_label:N", "measure:N", "second:Q", "value:Q"],
+    ).properties(width=WIDTH // 2 - 20, height=HEIGHT * 2 // 3).facet(
+        column=alt.Column("measure:N", title=None), resolve=alt.Resolve(scale={"y": "independent"})).properties(
+        title=_title("The burst, second by second", "runs pending at the end of each second (intended enqueue "
+                                                     "times), and the 409s the runners met in it"))

@@ -94,15 +94,19 @@ def _check_point(runner_count: int, poll_s: float, seconds: float, arrival_rate:
 class ProductionParameters(Parameters):
     """One run: runner_count runners polling every poll_s through one endpoint while runs arrive for seconds."""
 
-    runner_count: int = setting(3, as_int, Option("--runners", "runner processes polling the service", int))
-    poll_s: float = setting(5.0, as_float, Option("--poll-s", "seconds between a runner's idle polls", float))
-    seconds: float = setting(30.0, as_float, Option("--seconds", "how long runs arrive (the window)", float))
+    runner_count: int = setting(3, as_int, Option("--runners", "runner processes polling the service", int,
+                                                                         metavar="N"))
+    poll_s: float = setting(5.0, as_float, Option("--poll-s", "seconds between a runner's idle polls", float,
+                                                               metavar="S"))
+    seconds: float = setting(30.0, as_float, Option("--seconds", "how long runs arrive (the window)", float,
+                                                                metavar="T"))
     endpoint: str = setting("pending", as_endpoint, Option(
         "--endpoint", "pending: GET /pending, then claim the listed runs in order (409 to the loser); "
                       "claim: POST /claim, the server picks with SKIP LOCKED", str, metavar="{pending,claim}"))
     arrival_rate: float = setting(1.0, as_float, Option("--arrival-rate", "Poisson arrivals, runs per second",
-                                                        float))
-    burst: int = setting(0, as_int, Option("--burst", "one push of this many runs a third of the way in", int))
+                                                        float, metavar="R"))
+    burst: int = setting(0, as_int, Option("--burst", "one push of this many runs a third of the way in", int,
+                                                    metavar="K"))
     service_time_s: float = setting(2.0, as_float, Option("--service-time-s", "mean seconds a job runs "
                                                                               "(exponential)", float))
     jitter: float = setting(0.2, as_float)  # an idle wait is poll_s x a factor in [1 - jitter, 1 + jitter]
