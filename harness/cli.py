@@ -55,9 +55,9 @@ def _experiment_command(entry):
     def handler(args) -> int:
         from harness.experiments import registry
 
-        given = {spec.name: getattr(args, spec.name) for spec in dataclasses.fields(entry.asks)
+        given = {spec.name: getattr(args, spec.name) for spec in dataclasses.fields(entry.command_asks)
                  if spec.metadata.get("option") is not None and getattr(args, spec.name) is not None}
-        paths = registry.measure(entry.name, entry.asks(**given), args.data_dir, args.db, args.pg_version,
+        paths = registry.measure(entry.name, entry.command_asks(**given), args.data_dir, args.db, args.pg_version,
                                  progress=not args.quiet)
         entry.show(paths, args.json)
         return 0
@@ -76,6 +76,12 @@ def _summary(args) -> int:
     return 0
 
 
+def _runners(args) -> int:
+    from harness.service.runner import run_runners_command
+
+    return run_runners_command(args)
+
+
 def _reap(args) -> int:
     from harness.server.database import reap_stale_embedded_servers
 
@@ -92,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for entry in KINDS.values():
         command = sub.add_parser(entry.name, help=entry.help, description=entry.help)
-        add_parameter_options(command, entry.asks)
+        add_parameter_options(command, entry.command_asks)
         command.add_argument("--json", action="store_true", help="print JSON objects, one per line")
         command.add_argument("--quiet", action="store_true", help="no progress bar")
         add_server_options(command)
@@ -108,6 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.article import findings  # the one command that reads the article's side of the store
 
     findings.register_cli(sub)
+
+    from harness.service.runner import add_runner_options
+
+    runners = sub.add_parser("runners", help="start N runner processes that poll a claim service by its URL "
+                                             "(they touch no database; run them on any machine that reaches it)")
+    add_runner_options(runners)
+    runners.set_defaults(handler=_runners)
 
     reap = sub.add_parser("reap", help="stop embedded servers left behind by a harness that was killed")
     reap.set_defaults(handler=_reap)

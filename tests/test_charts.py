@@ -36,6 +36,8 @@ def frames():
         "top_workers": int(by_workers["worker_count"].max()),
         "latency": analysis.by_round_trip(analysis.race_summary(runs["latency"])),
         "indexed": analysis.conditions(analysis.race_summary(runs["indexed_race"])),
+        "production": analysis.production_summary(runs["production"]),
+        "production_timeline": analysis.production_timeline(runs["production"]),
     }
 
 
@@ -61,6 +63,9 @@ def all_charts(f) -> dict:
         "round_trip_chart": charts.round_trip_chart(analysis.round_trip_long(f["latency"])),
         "side_by_side_chart": charts.side_by_side_chart(analysis.side_by_side_long(f["indexed"], analysis.INDEX),
                                                         "With and without the partial index"),
+        "production_conflicts_chart": charts.production_conflicts_chart(f["production"]),
+        "production_pickup_chart": charts.production_pickup_chart(f["production"]),
+        "production_timeline_chart": charts.production_timeline_chart(f["production_timeline"]),
     }
 
 

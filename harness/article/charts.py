@@ -642,3 +642,64 @@ def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float] = TARGET_BA
             "Is the harness the bottleneck? Its rate over pgbench's, same SQL",
             f"dashed: parity (1.0); shaded: the target band {band[0]:.2f}–{band[1]:.2f}",
             f"median of {pairs} pairs; the vertical rules span the lowest to the highest" if pairs > 1 else ""))
+
+
+def _poll_axis(values) -> alt.X:
+    return alt.X("poll_s:O", title="poll interval (s)", sort=sorted(set(values), reverse=True))
+
+
+def production_conflicts_chart(summary: pd.DataFrame) -> alt.Chart:
+    """The share of polls that met a 409 (with its 95 % interval) by poll interval and runner count, one panel per
+    endpoint."""
+    data = _plain(summary[summary["burst"] == 0][["endpoint_label", "runner_count", "poll_s",
+                                                  "share_of_polls_with_a_conflict", "share_of_polls_with_a_conflict_low",
+                                                  "share_of_polls_with_a_conflict_high", "polls", "conflicts"]])
+    data["runners"] = data["runner_count"].astype(int).astype(str)
+    order = [str(n) for n in sorted(data["runner_count"].unique())]
+    base = alt.Chart(data).encode(
+        x=_poll_axis(data["poll_s"]), xOffset=alt.XOffset("runners:N", sort=order),
+        color=alt.Color("runners:N", sort=order, title="runners"))
+    bars = base.mark_bar().encode(
+        y=alt.Y("share_of_polls_with_a_conflict:Q", title="polls that met a 409", axis=alt.Axis(format="%")),
+        tooltip=["endpoint_label:N", "runners:N", "poll_s:O", "polls:Q", alt.Tooltip("conflicts:Q", title="409s"),
+                 alt.Tooltip("share_of_polls_with_a_conflict:Q", format=".1%", title="polls that met a 409")])
+    rules = base.mark_rule(color=NOTE_COLOUR).encode(y="share_of_polls_with_a_conflict_low:Q",
+                                                     y2="share_of_polls_with_a_conflict_high:Q")
+    return alt.layer(bars, rules).properties(width=WIDTH // 2 - 20, height=HEIGHT).facet(
+        column=alt.Column("endpoint_label:N", title=None)).properties(
+        title=_title("Polls that met a conflict", "bars: the share of polls after which the runner met a 409; "
+                                                   "lines: its 95 % interval (Wilson)"))
+
+
+def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:
+    """Pickup latency (enqueue to claim) p50 and p99 by poll interval, per endpoint, one panel per runner count."""
+    data = _plain(summary[summary["burst"] == 0][["endpoint_label", "runner_count", "poll_s", "pickup_p50_ms",
+                                                  "pickup_p99_ms"]])
+    long = data.melt(id_vars=["endpoint_label", "runner_count", "poll_s"], value_vars=["pickup_p50_ms", "pickup_p99_ms"],
+                     var_name="percentile", value_name="ms")
+    long["percentile"] = long["percentile"].map({"pickup_p50_ms": "p50", "pickup_p99_ms": "p99"})
+    long["seconds"] = long["ms"] / 1e3
+    return alt.Chart(long).mark_line(point=True).encode(
+        x=_poll_axis(long["poll_s"]),
+        y=alt.Y("seconds:Q", title="pickup latency (s)", scale=alt.Scale(type="log")),
+        color=alt.Color("endpoint_label:N", title="endpoint"),
+        strokeDash=alt.StrokeDash("percentile:N", title="percentile", legend=_dash_legend()),
+        detail="percentile:N",
+        tooltip=["endpoint_label:N", "runner_count:Q", "poll_s:O", "percentile:N", alt.Tooltip("seconds:Q", format=".3f")],
+    ).properties(width=WIDTH // 3 - 20, height=HEIGHT).facet(
+        column=alt.Column("runner_count:O", title="runners")).properties(
+        title=_title("The wait from enqueue to claim", "from each run's intended enqueue time (open-loop arrivals)"))
+
+
+def production_timeline_chart(timeline: pd.DataFrame) -> alt.FacetChart:
+    """The burst, second by second: runs pending and 409s, one line per endpoint."""
+    data = _plain(timeline)
+    return alt.Chart(data).mark_line(point=True, interpolate="step-after").encode(
+        x=alt.X("second:Q", title="seconds since the window opened"),
+        y=alt.Y("value:Q", title=None),
+        color=alt.Color("endpoint_label:N", title="endpoint"),
+        tooltip=["endpoint_label:N", "measure:N", "second:Q", "value:Q"],
+    ).properties(width=WIDTH // 2 - 20, height=HEIGHT * 2 // 3).facet(
+        column=alt.Column("measure:N", title=None), resolve=alt.Resolve(scale={"y": "independent"})).properties(
+        title=_title("The burst, second by second", "runs pending at the end of each second (intended enqueue "
+                                                     "times), and the 409s the runners met in it"))
