@@ -616,15 +616,18 @@ def claim_sections(runs: dict, measured) -> ClaimSections:
     indexed = race_summary(runs.get("indexed_race", []))
     newer = race_summary(runs.get("pg18_race", []))
     index_points = conditions(indexed)
-    unindexed = indexed[~indexed["partial_index"].astype(bool)] if len(indexed) else indexed
-    both_servers = pd.concat([frame for frame in (unindexed, newer) if len(frame)], ignore_index=True) \
-        if len(unindexed) or len(newer) else pd.DataFrame()
+    unindexed, newer_unindexed = (frame[~frame["partial_index"].astype(bool)] if len(frame) else frame
+                                  for frame in (indexed, newer))
+    # the server comparison is made without the index, as the original raced; the closing table has both arms
+    both_servers = pd.concat([frame for frame in (unindexed, newer_unindexed) if len(frame)], ignore_index=True) \
+        if len(unindexed) or len(newer_unindexed) else pd.DataFrame()
     server_points = conditions(both_servers)
     others = measured.others if measured.others is not None else pd.DataFrame()
-    every = pd.concat([frame for frame in (others, indexed, newer) if len(frame)], ignore_index=True) \
-        if len(others) or len(indexed) or len(newer) else pd.DataFrame()
+    other_conditions = race_summary([*runs.get("others_indexed", []), *runs.get("pg18_others", [])])
+    frames = [frame for frame in (others, other_conditions, indexed, newer) if len(frame)]
+    every = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     table, low, high = which_claim(every)
-    facts = {**latency_facts(latency), **comparison_facts(indexed, newer, every, low, high),
+    facts = {**latency_facts(latency), **comparison_facts(indexed, newer_unindexed, every, low, high),
              "indexed_size_phrase": size_phrase(indexed, measured.summary)}
     return ClaimSections(facts=facts, latency=latency, index_points=index_points, server_points=server_points,
                          server_table=server_comparison(server_points), which_claim=table, which_low=low,

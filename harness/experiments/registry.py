@@ -73,7 +73,8 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          help="race claim strategies over a fresh queue (drops and recreates claimrace.jobs and claimrace.claims "
               "before every trial)",
          show=race_trials.show_runs,
-         sections=("races", "slow_race", "other_strategies", "latency", "indexed_race", "pg18_race"),
+         sections=("races", "slow_race", "other_strategies", "latency", "indexed_race", "pg18_race",
+                   "others_indexed", "pg18_others"),
          request=race_trials.RaceSweep,
          expand=race_trials.RaceSweep.trials, gather=race_trials.sweep_of, workers=race_trials.workers_needed,
          check_size=lambda sets, local, pg_version: race_trials.check_size(sets, local),
