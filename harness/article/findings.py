@@ -94,6 +94,7 @@ PRODUCTION = anchor("Production context")
 TABLE_CHURN = anchor("What do all these status flips do to the table?")
 HARNESS_CHECK = anchor("Is the harness measuring PostgreSQL, or itself?")
 LIMITS = anchor("What doesn't this prove?")
+CLAIM_NOT_COMPLETION = anchor("A claim is not a completion")
 FAQ = anchor("FAQ")
 OTHER_CLAIMS = anchor("Other ways to claim")
 
@@ -151,7 +152,7 @@ ORIGINAL = {
     "C6": Claim("real network latency widens naive's window and makes each lost guarded race dearer",
                 NOT_IN_THE_ORIGINAL, LIMITS),
     "C7": Claim("a claim is not a completion: a runner that dies leaves its job running; a lease is missing",
-                NOT_IN_THE_ORIGINAL, LIMITS),
+                NOT_IN_THE_ORIGINAL, CLAIM_NOT_COMPLETION),
     "C8": Claim("picking the row with SKIP LOCKED inside the claim endpoint is a one-statement server change",
                 NOT_IN_THE_ORIGINAL, PRODUCTION),
     "C9": Claim("partial index, fillfactor and HOT rate form a trade-off; small volumes take no index and the "
@@ -1321,15 +1322,59 @@ def a6_advisory_locks_leak(others: Races) -> Finding:
                     {**values, "phrase": f"left {leaked.text(count)} advisory locks on jobs they did not return"})
 
 
+def _fault_cell(faults: pd.DataFrame, protocol: str, fault: str) -> pd.Series | None:
+    rows = faults[(faults["protocol"].astype(str) == protocol) & (faults["fault"].astype(str) == fault)]
+    return rows.iloc[0] if len(rows) else None
+
+
+def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
+    """C7: a killed runner leaves its run running under the original's protocol; a lease hands it on; without a
+    fencing token a runner that lost its lease still completes a run another runner holds."""
+    killed = _fault_cell(faults, "none", "kill") if faults is not None and len(faults) else None
+    if killed is None:
+        return _not_measured("C7", "No run in this build kills a runner after its claim under the original's "
+                                   "protocol.")
+    leased = [row for row in (_fault_cell(faults, p, "kill") for p in ("lease", "lease_fenced")) if row is not None]
+    paused = _fault_cell(faults, "lease", "pause")
+    fenced = faults[faults["protocol"].astype(str) == "lease_fenced"]
+    fenced_bad = int((fenced["lost"] + fenced["stuck"] + fenced["completed_twice"]
+                      + fenced["stale_completion"]).sum()) if len(fenced) else 0
+    stale = int(paused["stale_completion"] + paused["completed_twice"]) if paused is not None else 0
+    values = {"stuck": count(killed["stuck"]), "leased_stuck": count(sum(int(r["stuck"]) + int(r["lost"])
+                                                                         for r in leased)),
+              "stale": count(stale), "fenced_runs": count(len(fenced)), "fenced_bad": count(fenced_bad)}
+    ours = (f"runner killed after its claim: {count(killed['stuck'])} run(s) stuck without a lease, "
+            f"{values['leased_stuck']} stuck or lost with one; a runner paused past its lease completed "
+            f"{count(stale)} run(s) handed to another runner without the fence; {count(fenced_bad)} runs lost, stuck "
+            f"or completed by a stale holder over {_counted(len(fenced), 'fenced run')}")
+    if int(killed["stuck"]) == 0:
+        return _finding("C7", NOT_REPRODUCED, ours, "The killed runner's run was not left running: either the kill "
+                                                   "missed its window or the runs were recovered some other way.",
+                        values)
+    if not leased or any(int(r["stuck"]) + int(r["lost"]) > 0 for r in leased):
+        return _finding("C7", NOT_REPRODUCED if leased else CONFIRMED_DIFFERENT_SIZE, ours,
+                        "The killed runner's run stayed running, and the lease did not hand every run on." if leased
+                        else "The killed runner's run stayed running; no lease was raced against it.", values)
+    if stale > 0 or fenced_bad > 0:
+        return _finding("C7", CORRECTED, ours,
+                        "A killed runner's run stayed running until a lease handed it on, as the original says; but "
+                        "a lease alone let a runner that woke after losing it complete a run another runner held. "
+                        + ("The fencing token (an attempt number checked by heartbeat and finish) refused that."
+                           if fenced_bad == 0 else f"Even with the fencing token, {count(fenced_bad)} runs went wrong."),
+                        values)
+    return _finding("C7", CONFIRMED, ours, "A killed runner's run stayed running without a lease and was handed on "
+                                          "with one; no run was completed by a runner that had lost its lease.",
+                    values)
+
+
 def unmeasured_claims(races: Races) -> list[Finding]:
-    """C5-C9: what the races would need to measure them, and what they did race."""
+    """C5, C6, C8, C9: what the races would need to measure them, and what they did race."""
     workers = sorted({w for s in ("naive", "guarded", "skip_locked") for w in races.workers(s)})
     sweep = f"{', '.join(str(w) for w in workers)} workers" if workers else "no race"
     return [
         _not_measured("C5", f"Not simulated: the races run a tight loop with no pause between claims ({sweep}); no "
                             "run polls every 5 s for 5 jobs."),
         _not_measured("C6", "Not measured: every run here talks to a server on the same machine."),
-        _not_measured("C7", "Not measured: no worker dies after claiming in these runs, and no strategy has a lease."),
         _not_measured("C8", "Not measured: no run puts the pick inside a claim endpoint; the skip_locked statement "
                             "raced here is the one such an endpoint would run."),
         _not_measured("C9", "The three knobs are measured one at a time (F9 the index and the walk, F12 fillfactor "
@@ -1354,6 +1399,7 @@ class Measurements:
     plans: dict | None = None  # plan_facts()
     churn: dict | None = None  # churn_facts()
     others: pd.DataFrame | None = None  # analysis.race_summary of the other strategies' races (C1-C3)
+    faults: pd.DataFrame | None = None  # reliability.fault_summary of the fault runs (C7)
 
 
 def evaluate(measured: Measurements) -> list[Finding]:
@@ -1370,7 +1416,7 @@ def evaluate(measured: Measurements) -> list[Finding]:
         f12_hot_needs_room(measured.churn), f13_partial_index_blocks_hot(measured.churn),
         c1_serializable_aborts(others), c2_one_transaction_still_racy(others),
         c3_for_update_queues(others, wait_share_table(measured.others) if len(others.summary) else None),
-        c4_wait_for_a_job(measured.job_waits), *unmeasured_claims(races),
+        c4_wait_for_a_job(measured.job_waits), c7_claim_is_not_completion(measured.faults), *unmeasured_claims(races),
         a1_time_to_get_a_job(measured.job_waits), a2_where_the_time_goes(races, measured.shares),
         a3_harness_against_pgbench(measured.bench, measured.bench_band), a4_hot_claimed_one_at_a_time(measured.churn),
         a5_batch_over_claims(others), a6_advisory_locks_leak(others),
@@ -1427,7 +1473,13 @@ def measurements(runs: dict[str, list[Path]]) -> Measurements:
 
         bench = bench_module.load_bench(Path(runs["bench"][0]))
     other_paths = [Path(p) for p in runs.get("other_strategies", [])]
+    faults = None
+    if runs.get("faults"):
+        from harness.article.reliability import fault_summary
+
+        faults = fault_summary([Path(p) for p in runs["faults"]])
     return Measurements(summary=summary, job_waits=job_waits, others=race_summary(other_paths) if other_paths else None,
+                        faults=faults,
                         shares=wait_share_table(summary) if len(summary) else None,
                         fixed_fill=fixed_fill_latency(bench), bench=bench, plans=plans, churn=churn)
 

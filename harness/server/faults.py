@@ -36,11 +36,12 @@ class FaultLog:
     """The faults injected during one run, in order."""
 
     began: float = field(default_factory=time.monotonic)
+    began_unix: float = field(default_factory=time.time)  # the runners' event logs carry unix times
     entries: list = field(default_factory=list)
 
     def record(self, fault: str, target: str, **detail) -> dict:
-        entry = {"t": time.monotonic() - self.began, "at": dt.datetime.now(dt.timezone.utc).isoformat(),
-                 "fault": fault, "target": target, **detail}
+        entry = {"t": time.monotonic() - self.began, "unix": time.time(),
+                 "at": dt.datetime.now(dt.timezone.utc).isoformat(), "fault": fault, "target": target, **detail}
         self.entries.append(entry)
         return entry
 

@@ -39,7 +39,7 @@ FINISHES_SQL = f"SELECT run_id, runner, attempt FROM {SCHEMA}.finishes ORDER BY 
 
 STARTED_EVENTS = ("started",)
 HOLDING_EVENTS = ("claimed", "started", "heartbeat")
-DONE_EVENTS = ("finished", "finish_rejected", "heartbeat_rejected", "abandoned")
+DONE_EVENTS = ("finished", "finish_rejected", "stopped")  # the runner has left the run
 
 
 def read_events(paths) -> list[dict]:

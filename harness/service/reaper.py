@@ -54,7 +54,7 @@ class Reaper:
             raise ValueError(f"reaper interval must be between 0.01 and 60 s, not {interval_s}")
         self.url = url
         self.interval_s = interval_s
-        self.clock_zero = time.monotonic() if clock_zero is None else clock_zero
+        self.clock_zero = time.time() if clock_zero is None else clock_zero  # unix time, as the runners' logs
         self.reaps: list[dict] = []
         self.passes = 0
         self.errors = 0
@@ -87,7 +87,8 @@ class Reaper:
                     conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2,
                                            application_name=APPLICATION_NAME)
                 for reap in reap_expired(conn):
-                    self.reaps.append({"t": time.monotonic() - self.clock_zero, **reap})
+                    now = time.time()
+                    self.reaps.append({"unix": now, "t": now - self.clock_zero, **reap})
                 self.passes += 1
             except psycopg.Error:
                 self.errors += 1  # a terminated backend or a restarting server: reconnect on the next pass
