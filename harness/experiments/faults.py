@@ -6,7 +6,8 @@ POST /claim, and, for the lease protocols, the reaper (harness.service.reaper). 
 started a job, one fault is injected for real and logged with its time and target:
 
     kill       SIGKILL of that runner, after its claim and before its finish (read from its event log);
-    pause      SIGSTOP of that runner for PAUSE_LEASES leases, then SIGCONT: it wakes up and tries to finish;
+    pause      SIGSTOP of that runner for PAUSE_LEASES leases and, under a lease, until another runner has
+               claimed its run again; then SIGCONT: it wakes up and tries to finish;
     terminate  pg_terminate_backend of the service's connections (application_name), TERMINATE_ROUNDS times;
     restart    the PostgreSQL server stopped the way a crash stops it and started again on its data directory;
     service    SIGKILL of the claim service, and a new service process on the same port;
@@ -23,7 +24,7 @@ restart run does not report counters.
 
 Public API::
 
-    FaultParameters(protocol, fault, runner_count=4, job_count=12, lease_s=1.0, job_s=2.0)   # one run
+    FaultParameters(protocol, fault, runner_count=4, job_count=8, lease_s=1.0, job_s=1.5)   # one run
     FaultSweep(protocols, faults, ...)             # what a params section or the command line asks
     measure_faults(db, parameters, run_id, progress) -> Measured     # through harness.experiments.registry
     expectations(protocol, fault, totals) -> {rule: True/False/None}   # what each protocol must show
@@ -135,9 +136,9 @@ class FaultParameters(Parameters):
     protocol: str = setting("lease_fenced", as_protocol)
     fault: str = setting("kill", as_fault)
     runner_count: int = setting(4, as_int)
-    job_count: int = setting(12, as_int)
+    job_count: int = setting(8, as_int)
     lease_s: float = setting(1.0, as_float)
-    job_s: float = setting(2.0, as_float)  # every job runs this long (fixed), longer than a lease: heartbeats happen
+    job_s: float = setting(1.5, as_float)  # every job runs this long (fixed), longer than a lease: heartbeats happen
 
     def check(self) -> None:
         _check_sizes(self.runner_count, self.job_count, self.lease_s, self.job_s)
@@ -164,10 +165,10 @@ class FaultSweep(Parameters):
         "--fault", f"{', '.join(FAULTS)} (none: the baseline for the cost); a comma list; or all",
         _choices(FAULTS, "fault"), default_text="all"))
     runner_count: int = setting(4, as_int, Option("--runners", "runner processes", int))
-    job_count: int = setting(12, as_int, Option("--jobs", "runs queued", int))
+    job_count: int = setting(8, as_int, Option("--jobs", "runs queued", int))
     lease_s: float = setting(1.0, as_float, Option("--lease-s", "lease length in seconds (heartbeat every third)",
                                                   float))
-    job_s: float = setting(2.0, as_float, Option("--job-s", "how long each job runs, in seconds", float))
+    job_s: float = setting(1.5, as_float, Option("--job-s", "how long each job runs, in seconds", float))
 
     def check(self) -> None:
         _check_sizes(self.runner_count, self.job_count, self.lease_s, self.job_s)
@@ -294,9 +295,13 @@ def inject(fault: str, p: FaultParameters, db: database.Database, service, runne
         faults.kill(pid, log, victim, run=run, token=token)
         return {"landed": True, "runner": victim, "run": run, "token": token}
     if fault == "pause":
-        with faults.stopped(pid, log, victim, run=run, token=token):
+        with faults.stopped(pid, log, victim, run=run, token=token) as entry:
             time.sleep(p.pause_s)
-        return {"landed": True, "runner": victim, "run": run, "token": token, "paused_s": p.pause_s}
+            # under a lease, keep it stopped until another runner holds the run, so that it wakes up into the
+            # hazard (another runner working on its run) rather than into an empty slot
+            handed_on = p.protocol == "none" or _wait_for_reclaim(watch, run, token, p.drain_bound_seconds)
+        return {"landed": True, "runner": victim, "run": run, "token": token, "handed_on": handed_on,
+                "paused_s": entry["paused_seconds"]}
     if fault == "terminate":
         hit = []
         for _ in range(TERMINATE_ROUNDS):
@@ -315,6 +320,17 @@ def inject(fault: str, p: FaultParameters, db: database.Database, service, runne
         log.record("service_start", f"claim service pid {service.pid}", pid=service.pid)
         return {"landed": True, "old_pid": old_pid, "new_pid": service.pid, "run": run}
     raise ValueError(fault)
+
+
+def _wait_for_reclaim(watch: _Watch, run: int, token: int, timeout: float) -> bool:
+    """Whether another claim of run (a later attempt, running) came within timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = watch.execute(f"SELECT status, attempt FROM {RUNS} WHERE id = %s", [run]).fetchone()
+        if row is not None and row[0] == "running" and int(row[1]) > int(token):
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def _status(watch: _Watch) -> dict:
@@ -439,11 +455,13 @@ def measure_faults(db: database.Database, parameters: FaultParameters, run_id: s
     busy = (float(first_last[1]) - float(first_last[0])) if first_last[0] is not None else None
     results = {
         "protocol": p.protocol, "fault": p.fault,
-        "faults_injected": len(log.entries), "fault_landed": bool(hit.get("landed")), "hit": hit,
+        "faults_injected": len(log.entries), "fault_landed": bool(hit.get("landed")) and hit.get("handed_on", True),
+        "hit": hit,
         **{name: totals[name] for name in (*ledger.CLASSES, *ledger.MARKS)},
         "runs": totals["runs"], "drained": drained["drained"], "drain_ended_by": drained["ended_by"],
         "drain_seconds": drained["drain_seconds"], "pending_at_end": drained["pending"],
         "running_at_end": drained["running"], "reaps": len(reaps), "reaper_errors": reaper.errors if reaper else 0,
+        "reaps_of_healthy_holders": sum(1 for r in reaps if r["runner"] != hit.get("runner")),
         "claims": claims, "finishes_accepted": sum(1 for e in events if e["event"] == "finished"),
         "heartbeats": len(heartbeats),
         "heartbeats_accepted": sum(1 for e in heartbeats if e.get("status") == 200),
@@ -508,6 +526,7 @@ def load_faults(run_dir: Path) -> pd.DataFrame:
 
 
 JSON_KEYS = ("protocol", "fault", "faults_injected", "fault_landed", *ledger.CLASSES, *ledger.MARKS, "reaps",
+             "reaps_of_healthy_holders",
              "heartbeats", "claims", "claims_per_second", "updates", "hot_updates", "dead_tuples", "drain_seconds",
              "drained")
 
