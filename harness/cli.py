@@ -76,6 +76,12 @@ def _summary(args) -> int:
     return 0
 
 
+def _runners(args) -> int:
+    from harness.service.runner import run_runners_command
+
+    return run_runners_command(args)
+
+
 def _reap(args) -> int:
     from harness.server.database import reap_stale_embedded_servers
 
@@ -108,6 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.article import findings  # the one command that reads the article's side of the store
 
     findings.register_cli(sub)
+
+    from harness.service.runner import add_runner_options
+
+    runners = sub.add_parser("runners", help="start N runner processes that poll a claim service by its URL "
+                                             "(they touch no database; run them on any machine that reaches it)")
+    add_runner_options(runners)
+    runners.set_defaults(handler=_runners)
 
     reap = sub.add_parser("reap", help="stop embedded servers left behind by a harness that was killed")
     reap.set_defaults(handler=_reap)

@@ -27,6 +27,13 @@ OWNED_RELATIONS = {
     "claims_claim_seq_seq": "S",
 }
 OWNED_FUNCTIONS = {"record_claim"}
+# the claim service's queue (harness.service.schema), dropped and recreated by the production experiment
+OWNED_RELATIONS.update({
+    "runs": "r", "runs_pkey": "i", "runs_id_seq": "S", "runs_pending_idx": "i",
+    "run_flips": "r", "run_flips_pkey": "i", "run_flips_flip_seq_seq": "S",
+    "finishes": "r", "finishes_pkey": "i", "finishes_finish_seq_seq": "S",
+})
+OWNED_FUNCTIONS.add("record_run_flip")
 
 # The audit: the database itself records every flip to 'running', in the same
 # transaction as the UPDATE, so duplicates are counted from what the server did.
