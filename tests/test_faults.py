@@ -63,3 +63,134 @@ def test_the_sweep_round_trips_through_stored_parameters():
                                                      ("lease_fenced", "none")]
     assert faults.sweep_of([dataclasses.asdict(r) for r in runs]) == sweep
     assert all(r.drain_bound_seconds <= faults.MAX_DRAIN_SECONDS for r in runs)
+
+
+# --------------------------------------------------------------------------- the run's checks, every outcome
+
+
+def test_run_checks_every_outcome():
+    p = faults.FaultParameters("none", "kill", runner_count=2, job_count=3)
+    killed = {"runner": "runner-000", "run": 1}
+    ok = faults.run_checks(p, totals(completed_once=2, stuck=1, runs=3), True, killed, [], 3)
+    assert ok["passed"] and ok["negative_control_sees_stuck_run"]
+    blind = faults.run_checks(p, totals(completed_once=3, runs=3), True, killed, [], 3)
+    assert not blind["passed"] and blind["negative_control_sees_stuck_run"] is False
+    finished = [{"event": "finished", "runner": "runner-000", "run": 1}]
+    late = faults.run_checks(p, totals(completed_once=2, stuck=1, runs=3), True, killed, finished, 3)
+    assert late["kill_before_finish"] is False and not late["passed"]
+    missed = faults.run_checks(faults.FaultParameters("lease", "pause", runner_count=2, job_count=3),
+                               totals(completed_once=3, runs=3), False, {}, [], 3)
+    assert missed["fault_landed"] is False and not missed["passed"]
+    short = faults.run_checks(faults.FaultParameters("lease", "none", runner_count=2, job_count=3),
+                              totals(completed_once=2, runs=2), True, {}, [], 2)
+    assert short["every_run_classified"] is False
+
+
+# --------------------------------------------------------------------------- every fault, for real
+
+
+def _children() -> set[int]:
+    import psutil
+
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+REAL = [("none", "kill"), ("lease", "kill"), ("lease", "pause"), ("lease_fenced", "pause"),
+        ("lease_fenced", "terminate"), ("lease_fenced", "restart"), ("lease_fenced", "service")]
+
+
+@pytest.fixture(scope="module")
+def real_runs(db, tmp_path_factory):
+    """Each fault injected for real, one run each, small and short; {(protocol, fault): manifest}."""
+    import time
+
+    from harness.experiments import registry
+    from harness.storage import read_manifest
+
+    before = _children()
+    data_dir = tmp_path_factory.mktemp("faults-data")
+    sets = [faults.FaultParameters(protocol, fault, runner_count=3, job_count=5, lease_s=1.0, job_s=1.0)
+            for protocol, fault in REAL]
+    began = time.monotonic()
+    paths = registry.measure("faults", sets, data_dir, db, progress=False)
+    seconds = time.monotonic() - began
+    manifests = {(m["parameters"]["protocol"], m["parameters"]["fault"]): m for m in map(read_manifest, paths)}
+    return {"manifests": manifests, "seconds": seconds, "left_behind": _children() - before, "paths": paths}
+
+
+def test_every_fault_ran_and_left_nothing_behind(real_runs):
+    assert set(real_runs["manifests"]) == set(REAL)
+    assert real_runs["left_behind"] == set()
+    for key, manifest in real_runs["manifests"].items():
+        results = manifest["results"]
+        assert manifest["checks"]["passed"], key
+        assert results["fault_landed"] and results["faults_injected"] >= 1, key
+        assert results["drain_seconds"] <= faults.FaultParameters(*key, runner_count=3, job_count=5, lease_s=1.0,
+                                                                  job_s=1.0).drain_bound_seconds + 5
+
+
+def test_without_a_lease_a_killed_runner_leaves_its_run_stuck(real_runs, db):
+    results = real_runs["manifests"][("none", "kill")]["results"]
+    assert results["stuck"] >= 1 and results["reaps"] == 0
+    assert results["hit"]["run"] is not None
+    assert results["expectations"]["unfenced_kill_leaves_stuck_run"] is True
+
+
+def test_a_lease_hands_the_killed_runners_run_on(real_runs):
+    results = real_runs["manifests"][("lease", "kill")]["results"]
+    assert results["stuck"] == 0 and results["lost"] == 0 and results["reaps"] >= 1
+    assert results["completed_once"] + results["completed_twice"] == 5
+    assert results["expectations"]["lease_recovers_killed_run"] is True
+
+
+def test_without_the_fence_a_paused_runner_completes_a_run_another_holds(real_runs):
+    results = real_runs["manifests"][("lease", "pause")]["results"]
+    assert results["hit"]["handed_on"] is True
+    assert results["stale_completion"] >= 1 and results["executed_twice"] >= 1
+    assert results["expectations"]["unfenced_pause_completes_stale"] is True
+
+
+@pytest.mark.parametrize("fault", ["pause", "terminate", "restart", "service"])
+def test_the_fence_keeps_every_run_under_every_fault(real_runs, fault):
+    results = real_runs["manifests"][("lease_fenced", fault)]["results"]
+    assert (results["lost"], results["stuck"], results["completed_twice"], results["stale_completion"]) == (0, 0, 0, 0)
+    assert results["completed_once"] == 5
+    assert results["expectations"]["fenced_keeps_every_run"] is True
+
+
+def test_the_ledger_agrees_with_the_database_tables(real_runs):
+    """The stored ledger's completions are the accepted finishes the server recorded (its run_flips audit)."""
+    import pandas as pd
+
+    for path in real_runs["paths"]:
+        ledger_rows = faults.load_ledger(path)
+        timeline = faults.load_timeline(path)
+        assert len(ledger_rows) == 5
+        assert set(timeline["source"]) >= {"runner"}
+
+
+def test_terminate_and_restart_hit_the_server(real_runs):
+    terminate = real_runs["manifests"][("lease_fenced", "terminate")]["results"]
+    assert terminate["hit"]["backends"] >= 1
+    restart = real_runs["manifests"][("lease_fenced", "restart")]["results"]
+    assert restart["hit"]["start_seconds"] > 0 and restart["counters_valid"] is False
+    service = real_runs["manifests"][("lease_fenced", "service")]["results"]
+    assert service["hit"]["old_pid"] != service["hit"]["new_pid"]
+
+
+def test_cli_json_contract(tmp_path):
+    import json
+
+    from tests.conftest import run_cli
+
+    done = run_cli("faults", "--protocol", "lease_fenced", "--fault", "kill", "--runners", "2", "--jobs", "2",
+                   "--lease-s", "1", "--job-s", "0.5", "--json", "--quiet", "--data-dir", str(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    said = json.loads(line)
+    for key in ("protocol", "fault", "faults_injected", "completed_once", "completed_twice", "executed_twice", "lost",
+                "stuck"):
+        assert key in said
+    assert said["protocol"] == "lease_fenced" and said["fault"] == "kill" and said["faults_injected"] == 1
+    bad = run_cli("faults", "--jobs", "100000", "--data-dir", str(tmp_path))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

@@ -6,8 +6,9 @@ POST /claim, and, for the lease protocols, the reaper (harness.service.reaper). 
 started a job, one fault is injected for real and logged with its time and target:
 
     kill       SIGKILL of that runner, after its claim and before its finish (read from its event log);
-    pause      SIGSTOP of that runner for PAUSE_LEASES leases and, under a lease, until another runner has
-               claimed its run again; then SIGCONT: it wakes up and tries to finish;
+    pause      SIGSTOP of that runner: under a lease until another runner has claimed its run again (which
+               the reaper allows only once its lease ran out), else for PAUSE_LEASES leases; then SIGCONT:
+               it wakes up and tries to finish;
     terminate  pg_terminate_backend of the service's connections (application_name), TERMINATE_ROUNDS times;
     restart    the PostgreSQL server stopped the way a crash stops it and started again on its data directory;
     service    SIGKILL of the claim service, and a new service process on the same port;
@@ -231,6 +232,30 @@ def expectations(protocol: str, fault: str, totals: dict) -> dict:
     return rules
 
 
+def run_checks(p: FaultParameters, totals: dict, landed: bool, hit: dict, events: list[dict], claims: int) -> dict:
+    """What must hold for a run to count (a run that fails them is kept aside, not used).
+
+    fault_landed: the fault happened (a paused runner, under a lease, stayed stopped until its run was handed on);
+    every_run_classified: the ledger has a row per run queued;
+    audit_counts_every_claim: the audit saw at least one claim per completed run;
+    kill_before_finish (kill): the killed runner never finished the run it held;
+    negative_control_sees_stuck_run (none, kill): a kill that leaves no stuck run did not happen where it should,
+        or the ledger cannot see what it should.
+    """
+    checks = {
+        "fault_landed": bool(landed),
+        "every_run_classified": totals["runs"] == p.job_count,
+        "audit_counts_every_claim": claims >= totals["completed_once"] + totals["completed_twice"],
+    }
+    if p.fault == "kill":
+        checks["kill_before_finish"] = not any(e["event"] == "finished" and e["runner"] == hit.get("runner")
+                                               and e.get("run") == hit.get("run") for e in events)
+    if p.protocol == "none" and p.fault == "kill":
+        checks["negative_control_sees_stuck_run"] = totals["stuck"] > 0
+    checks["passed"] = all(checks.values())
+    return checks
+
+
 # --------------------------------------------------------------------------- the run
 
 
@@ -296,10 +321,12 @@ def inject(fault: str, p: FaultParameters, db: database.Database, service, runne
         return {"landed": True, "runner": victim, "run": run, "token": token}
     if fault == "pause":
         with faults.stopped(pid, log, victim, run=run, token=token) as entry:
-            time.sleep(p.pause_s)
-            # under a lease, keep it stopped until another runner holds the run, so that it wakes up into the
-            # hazard (another runner working on its run) rather than into an empty slot
-            handed_on = p.protocol == "none" or _wait_for_reclaim(watch, run, token, p.drain_bound_seconds)
+            if p.protocol == "none":  # nothing hands the run on: a pause of PAUSE_LEASES leases
+                time.sleep(p.pause_s)
+                handed_on = True
+            else:  # stopped until another runner holds its run (only after its lease ran out), then woken at once:
+                # it wakes into the hazard, another runner working on its run
+                handed_on = _wait_for_reclaim(watch, run, token, p.drain_bound_seconds)
         return {"landed": True, "runner": victim, "run": run, "token": token, "handed_on": handed_on,
                 "paused_s": entry["paused_seconds"]}
     if fault == "terminate":
@@ -323,7 +350,7 @@ def inject(fault: str, p: FaultParameters, db: database.Database, service, runne
 
 
 def _wait_for_reclaim(watch: _Watch, run: int, token: int, timeout: float) -> bool:
-    """Whether another claim of run (a later attempt, running) came within timeout seconds."""
+    """Whether another runner claimed run (a later attempt, still running) within timeout seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         row = watch.execute(f"SELECT status, attempt FROM {RUNS} WHERE id = %s", [run]).fetchone()
@@ -475,17 +502,7 @@ def measure_faults(db: database.Database, parameters: FaultParameters, run_id: s
         "runner_errors": sum(1 for e in events if e["event"] == "error"),
     }
     results["expectations"] = expectations(p.protocol, p.fault, totals)
-    checks = {
-        "fault_landed": results["fault_landed"],  # a fault that did not happen makes a run that proves nothing
-        "every_run_classified": totals["runs"] == p.job_count,
-        "audit_counts_every_claim": claims >= totals["completed_once"] + totals["completed_twice"],
-    }
-    if p.fault == "kill":  # it struck between the victim's claim and its finish
-        checks["kill_before_finish"] = not any(e["event"] == "finished" and e["runner"] == hit.get("runner")
-                                               and e["run"] == hit.get("run") for e in events)
-    if p.protocol == "none" and p.fault == "kill":  # the negative control: a landed kill leaves a stuck run
-        checks["negative_control_sees_stuck_run"] = totals["stuck"] > 0
-    checks["passed"] = all(checks.values())
+    checks = run_checks(p, totals, results["fault_landed"], hit, events, claims)
     for row in rows:
         row["run_id"] = run_id
     return Measured(
