@@ -146,4 +146,11 @@ def fault_facts(paths) -> dict:
         facts[f"{key}_updates_per_run"] = cell(protocol, "none", "updates_per_run", lambda v: number(v, 1))
         facts[f"{key}_claims_per_second"] = cell(protocol, "none", "claims_per_second", lambda v: number(v, 2))
         facts[f"{key}_dead_tuples"] = cell(protocol, "none", "dead_tuples")
+        facts[f"{key}_updates"] = cell(protocol, "none", "updates")
+        facts[f"{key}_hot_updates"] = cell(protocol, "none", "hot_updates")
+        facts[f"{key}_heartbeats_accepted"] = cell(protocol, "none", "heartbeats_accepted")
+    leased = summary[summary["protocol"].astype(str) != "none"]
+    facts["healthy_reaps"] = count(int(leased["reaps_of_healthy_holders"].sum())) if len(leased) else "n/a"
+    facts["leased_runs"] = count(len(leased))
+    facts["acknowledged_lost_total"] = count(int(summary["acknowledged_lost"].sum()))
     return facts
