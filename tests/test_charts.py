@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from harness.article import analysis, charts, labels, vega
+from harness.article import analysis, charts, labels, reliability, vega
 from harness.experiments import bench, churn, plans, registry
 from tiny_report import TINY_PARAMS, build_tiny_report
 
@@ -34,6 +34,7 @@ def frames():
         "pruning": analysis.pruning_phases(churn.load_pruning(churn_run)),
         "bench": bench.load_bench(bench_run),
         "top_workers": int(by_workers["worker_count"].max()),
+        "fault_events": reliability.timeline(runs["faults"], "lease", "pause"),
     }
 
 
@@ -56,6 +57,7 @@ def all_charts(f) -> dict:
         "cpu_split_chart": charts.cpu_split_chart(analysis.cpu_split_long(analysis.wait_share_table(f["summary"]))),
         "latency_by_fill_chart": charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
                                                               sorted(set(f["summary"]["worker_count"]))),
+        "fault_timeline_chart": charts.fault_timeline_chart(f["fault_events"]),
     }
 
 

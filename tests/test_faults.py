@@ -198,3 +198,21 @@ def test_cli_json_contract(tmp_path):
     assert said["protocol"] == "lease_fenced" and said["fault"] == "kill" and said["faults_injected"] == 1
     bad = run_cli("faults", "--jobs", "100000", "--data-dir", str(tmp_path))
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_article_reads_the_runs(real_runs):
+    """The ledger and cost tables, the timeline chart and every glued figure, from the stored runs."""
+    from harness.article import charts, reliability
+
+    paths = real_runs["paths"]
+    summary = reliability.fault_summary(paths)
+    assert len(summary) == len(real_runs["real"])
+    ledger_table = reliability.ledger_frame(summary)
+    assert list(ledger_table.columns[:3]) == ["fault", "protocol", "runs queued"]
+    assert "<table" in reliability.ledger_html(paths)
+    events = reliability.timeline(paths, "lease", "pause")
+    assert {"claimed", "reaped", "pause"} <= set(events["event"])
+    charts.fault_timeline_chart(events).to_dict()
+    facts = reliability.fault_facts(paths)
+    assert facts["none_kill_stuck"] != "0" and facts["lease_pause_stale"] != "0"
+    assert all(isinstance(value, str) for value in facts.values())

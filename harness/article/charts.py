@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.article.analysis import index_setups_without_hot
-from harness.article.labels import (AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
+from harness.article.labels import (FAULT_EVENT_COLOURS, FAULT_EVENT_ORDER, AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
                                     DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
                                     PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, STRATEGY_COLOURS,
                                     TABLE_STATE_LABELS, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
@@ -595,10 +595,6 @@ def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float] = TARGET_BA
 
 # --------------------------------------------------------------------------- a claim is not a completion
 
-FAULT_EVENT_COLOURS = {"claimed": "#4c78a8", "started": "#9ecae9", "heartbeat": "#bab0ac", "finished": "#54a24b",
-                       "finish_rejected": "#e45756", "reaped": "#f58518", "pause": "#b279a2", "kill": "#b279a2",
-                       "stopped": "#bab0ac"}
-FAULT_EVENT_ORDER = tuple(FAULT_EVENT_COLOURS)
 
 
 def fault_timeline_chart(events: pd.DataFrame) -> alt.LayerChart:

@@ -21,6 +21,7 @@ LEDGER_COLUMNS = {"completed_once": "completed once", "completed_twice": "comple
                   "stuck": "stuck", "lost": "lost"}
 PROTOCOL_ORDER = ("none", "lease", "lease_fenced")
 FAULT_ORDER = ("kill", "pause", "terminate", "restart", "service", "none")
+CUTTING_FAULTS = ("terminate", "restart", "service")  # the service or its database goes away for a while
 FAULT_WORDS = {"kill": "runner killed after its claim", "pause": "runner paused past its lease",
                "terminate": "service's connections terminated", "restart": "PostgreSQL restarted",
                "service": "service killed and restarted", "none": "no fault"}
@@ -150,7 +151,28 @@ def fault_facts(paths) -> dict:
         facts[f"{key}_hot_updates"] = cell(protocol, "none", "hot_updates")
         facts[f"{key}_heartbeats_accepted"] = cell(protocol, "none", "heartbeats_accepted")
     leased = summary[summary["protocol"].astype(str) != "none"]
-    facts["healthy_reaps"] = count(int(leased["reaps_of_healthy_holders"].sum())) if len(leased) else "n/a"
-    facts["leased_runs"] = count(len(leased))
+    cut_off = leased["fault"].astype(str).isin(CUTTING_FAULTS)
+    calm_reaps = int(leased.loc[~cut_off, "reaps_of_healthy_holders"].sum()) if len(leased) else 0
+    cut_reaps = int(leased.loc[cut_off, "reaps_of_healthy_holders"].sum()) if len(leased) else 0
+    fenced = summary[summary["protocol"].astype(str) == "lease_fenced"]
+    fenced_clean = bool(len(fenced)) and int((fenced["lost"] + fenced["stuck"] + fenced["completed_twice"]
+                                              + fenced["stale_completion"]).sum()) == 0
+    sentences = []
+    if cut_off.any():
+        sentences.append(
+            f"When the service or its database was cut off, leases of runners that were neither killed nor paused ran "
+            f"out too: {counted(cut_reaps, 'reap')} of such runs over {counted(int(cut_off.sum()), 'run')} with a "
+            f"lease (one reading: their heartbeats could not get through in time).")
+    if calm_reaps:
+        sentences.append(
+            f"With the service up, {counted(calm_reaps, 'lease')} of a runner that was neither killed nor paused "
+            f"ran out as well, over {counted(int((~cut_off).sum()), 'run')} with a lease; one reading is that, on this "
+            f"shared machine, a heartbeat every {number(first['lease_s'] / 3, 2)} s sometimes came later than the "
+            f"lease allows.")
+    else:
+        sentences.append("With the service up, no lease of a runner that was neither killed nor paused ran out.")
+    if cut_reaps + calm_reaps and fenced_clean:
+        sentences.append("Under the fence, none of them was completed by the wrong runner.")
+    facts["healthy_reaps_phrase"] = " ".join(sentences)
     facts["acknowledged_lost_total"] = count(int(summary["acknowledged_lost"].sum()))
     return facts
