@@ -55,9 +55,9 @@ def _experiment_command(entry):
     def handler(args) -> int:
         from harness.experiments import registry
 
-        given = {spec.name: getattr(args, spec.name) for spec in dataclasses.fields(entry.asks)
+        given = {spec.name: getattr(args, spec.name) for spec in dataclasses.fields(entry.command_asks)
                  if spec.metadata.get("option") is not None and getattr(args, spec.name) is not None}
-        paths = registry.measure(entry.name, entry.asks(**given), args.data_dir, args.db, args.pg_version,
+        paths = registry.measure(entry.name, entry.command_asks(**given), args.data_dir, args.db, args.pg_version,
                                  progress=not args.quiet)
         entry.show(paths, args.json)
         return 0
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for entry in KINDS.values():
         command = sub.add_parser(entry.name, help=entry.help, description=entry.help)
-        add_parameter_options(command, entry.asks)
+        add_parameter_options(command, entry.command_asks)
         command.add_argument("--json", action="store_true", help="print JSON objects, one per line")
         command.add_argument("--quiet", action="store_true", help="no progress bar")
         add_server_options(command)

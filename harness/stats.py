@@ -236,3 +236,13 @@ def jsonable(value):
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
+
+
+def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval (95 % by default) of a proportion; (nan, nan) without trials."""
+    if trials <= 0:
+        return math.nan, math.nan
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -446,10 +446,10 @@ def test_nothing_stored_leaves_every_finding_not_measured():
     assert all(f.note for f in found), "a finding that is not measured says why"
 
 
-def test_the_unmeasured_claims_name_what_was_raced():
+def test_the_unmeasured_claims_say_why():
     notes = {f.id: f.note for f in findings.unmeasured_claims(races(race("naive", 4), race("guarded", 4)))}
-    assert set(notes) == {"C5", "C6", "C8", "C9"}
-    assert "4 workers" in notes["C5"]
+    assert set(notes) == {"C6", "C9"}
+    assert all(notes.values())
 
 
 # --------------------------------------------------------------------------- C7: leases, fences and the ledger
@@ -569,3 +569,72 @@ def test_a6_counts_the_advisory_locks_a_pick_leaves(leaked, phrase):
     found = findings.a6_advisory_locks_leak(races(race("advisory_lock", 4, advisory_locks_leaked=leaked)))
     assert verdict(found) == ADDED and phrase in found.values["phrase"]
     assert verdict(findings.a6_advisory_locks_leak(races(race("guarded", 4)))) == NOT_MEASURED
+
+
+# --------------------------------------------------------------------------- C5, C8: the production shape
+
+
+def production_run(endpoint: str, runners: int, poll_s: float, polls: int, conflicts: int, burst: int = 0,
+                   duplicates: int = 0, p99_ms: float = 1000.0, loser_bytes: int = 0) -> dict:
+    return {"endpoint": endpoint, "runner_count": runners, "poll_s": poll_s, "burst": burst, "polls": polls,
+            "conflicts": conflicts, "duplicate_jobs": duplicates, "pickup_p99_ms": p99_ms,
+            "loser_payload_bytes": loser_bytes}
+
+
+def production(*rows: dict) -> pd.DataFrame:
+    return pd.DataFrame(list(rows))
+
+
+@pytest.mark.parametrize("rows, expected", [
+    # a handful of runners every 5 s: the whole 95 % interval of 409s per poll below 10 %: confirmed
+    ([production_run("pending", 3, 5, 200, 0), production_run("pending", 10, 5, 300, 4)], CONFIRMED),
+    # the whole interval above 10 %: corrected
+    ([production_run("pending", 3, 5, 200, 60)], CORRECTED),
+    # too few polls: the interval straddles 10 %
+    ([production_run("pending", 3, 5, 12, 1)], NOT_MEASURED),
+    # no point at production polling (faster polls, or more than a handful, or only /claim, or only bursts)
+    ([production_run("pending", 3, 1, 500, 0), production_run("pending", 50, 5, 500, 0),
+      production_run("claim", 3, 5, 500, 0), production_run("pending", 3, 5, 500, 0, burst=40)], NOT_MEASURED),
+    ([], NOT_MEASURED),
+])
+def test_c5_conflicts_at_production_polling_are_judged_by_their_interval(rows, expected):
+    found = findings.c5_conflicts_at_production_polling(production(*rows) if rows else None)
+    assert found.verdict == expected
+    assert found.note
+
+
+def test_c5_pools_the_production_points_and_names_the_busiest():
+    found = findings.c5_conflicts_at_production_polling(production(
+        production_run("pending", 3, 5, 100, 0), production_run("pending", 10, 5, 100, 2),
+        production_run("pending", 50, 0.2, 900, 300)))
+    assert found.values["conflicts"] == "2" and found.values["polls"] == "200"
+    assert "50 runners every 0.2 s" in found.note
+
+
+def c8_rows(claim_conflicts=0, claim_duplicates=0, claim_p99=1000.0):
+    return [production_run("pending", 3, 5, 100, 5, p99_ms=1000.0, loser_bytes=5000),
+            production_run("claim", 3, 5, 100, claim_conflicts, duplicates=claim_duplicates, p99_ms=claim_p99),
+            production_run("pending", 10, 1, 300, 40, p99_ms=800.0, loser_bytes=9000),
+            production_run("claim", 10, 1, 300, 0, p99_ms=700.0)]
+
+
+@pytest.mark.parametrize("rows, expected", [
+    (c8_rows(), CONFIRMED),
+    (c8_rows(claim_conflicts=2), NOT_REPRODUCED),
+    (c8_rows(claim_duplicates=1), NOT_REPRODUCED),
+    (c8_rows(claim_p99=2000.0), CORRECTED),  # runners would see a later pickup
+    (c8_rows()[:1] + c8_rows()[2:3], NOT_MEASURED),  # no point with both endpoints
+    ([production_run("pending", 3, 5, 100, 5, burst=40), production_run("claim", 3, 5, 100, 0, burst=40)],
+     NOT_MEASURED),  # bursts are not the steady comparison
+])
+def test_c8_the_skip_locked_endpoint_must_remove_409s_without_a_later_pickup(rows, expected):
+    found = findings.c8_skip_locked_endpoint(production(*rows))
+    assert found.verdict == expected
+    assert found.note
+
+
+def test_c5_and_c8_read_the_production_section():
+    measured = findings.Measurements(summary=pd.DataFrame(), production=production(*c8_rows()))
+    by = findings.by_id(findings.evaluate(measured))
+    assert by["C8"].verdict == CONFIRMED
+    assert by["C5"].verdict in (CONFIRMED, CORRECTED, NOT_MEASURED)

@@ -391,3 +391,148 @@ def claim_comparison(points: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame
         table = table.merge(locks, on=["strategy", "worker_count"], how="left")
     columns[LOCK_WAIT] = "lock waits"
     return table.rename(columns=columns).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- the production shape (C5, C8)
+
+PRODUCTION_ENDPOINT_LABELS = {"pending": "GET /pending + claim by id", "claim": "POST /claim (SKIP LOCKED)"}
+
+
+def production_summary(paths: list[Path]) -> pd.DataFrame:
+    """One row per production run: its parameters and figures, recomputed from its stored rows."""
+    from harness.experiments.production import load_summary
+    from harness.stats import wilson_interval
+
+    frame = pd.DataFrame([load_summary(Path(path)) for path in paths])
+    if len(frame):
+        bounds = [wilson_interval(int(c), int(p)) for c, p in zip(frame["conflicts"], frame["polls"])]
+        frame["conflicts_per_poll_low"] = [low for low, _ in bounds]
+        frame["conflicts_per_poll_high"] = [high for _, high in bounds]
+        frame["endpoint_label"] = frame["endpoint"].map(PRODUCTION_ENDPOINT_LABELS)
+    return frame
+
+
+def production_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """The sweep as the article's table: one row per point, the burst scenario last."""
+    frame = summary.sort_values(["burst", "runner_count", "poll_s", "endpoint"],
+                                ascending=[True, True, False, False]).copy()
+    frame["scenario"] = ["burst of " + str(int(b)) if b else "steady" for b in frame["burst"]]
+    columns = {"scenario": "arrivals", "endpoint": "endpoint", "runner_count": "runners", "poll_s": "poll every (s)",
+               "seconds": "window (s)", "enqueued": "runs", "polls": "polls", "conflicts": "409s",
+               "conflicts_per_poll": "409s per poll", "conflicts_per_claimed_job": "409s per job",
+               "loser_payload_bytes_per_claimed_job": "bytes to losers per job",
+               "loser_secrets_per_claimed_job": "secrets to losers per job",
+               "pickup_p50_ms": "pickup p50", "pickup_p99_ms": "pickup p99", "pickup_max_ms": "pickup max",
+               "statements_per_claimed_job": "statements per job", "backend_cpu_ms_per_claimed_job":
+               "server CPU ms per job", "pending_at_end": "pending at end", "duplicate_jobs": "duplicates"}
+    return frame[list(columns)].rename(columns=columns)
+
+
+def production_table_formats() -> dict:
+    """How production_table's columns read in the article."""
+    from harness.article.formats import count, ms, number, percent
+
+    def two(value):
+        return number(value, 2)
+
+    return {"runners": count, "poll every (s)": lambda v: number(v, 1), "window (s)": lambda v: number(v, 0),
+            "runs": count, "polls": count, "409s": count, "409s per poll": percent, "409s per job": two,
+            "bytes to losers per job": count, "secrets to losers per job": lambda v: number(v, 1),
+            "pickup p50": ms, "pickup p99": ms, "pickup max": ms, "statements per job": lambda v: number(v, 1),
+            "server CPU ms per job": two, "pending at end": count, "duplicates": count}
+
+
+def production_facts(summary: pd.DataFrame | None) -> dict:
+    """Every figure the production section's prose names, formatted once (glued by the article's cell 04-03)."""
+    from harness.article.formats import MISSING, count, ms, number, percent, ratio
+    from harness.article.prose import join
+
+    measured = summary is not None and len(summary) > 0
+    if not measured:
+        summary = pd.DataFrame(columns=["endpoint", "runner_count", "poll_s", "seconds", "burst", "service_time_s", "jitter",
+                                        "arrival_rate", "conflicts", "loser_payload_bytes", "loser_secrets",
+                                        "duplicate_jobs", "pending_at_end"])
+    steady = summary[summary["burst"] == 0]
+    if not len(steady):
+        steady = summary  # only burst runs: the steady figures read them
+    burst = summary[summary["burst"] > 0]
+
+    def point(endpoint: str, runner_count: int | None = None, poll_s: float | None = None, frame=steady):
+        if not len(frame):
+            return None
+        rows = frame[frame["endpoint"] == endpoint]
+        if runner_count is not None:
+            rows = rows[rows["runner_count"] == runner_count]
+        if poll_s is not None:
+            rows = rows[rows["poll_s"] == poll_s]
+        return rows.iloc[0] if len(rows) else None
+
+    def figure(row, column: str, fmt) -> str:
+        return MISSING if row is None else fmt(row[column])
+
+    if len(steady):
+        fewest, most = int(steady["runner_count"].min()), int(steady["runner_count"].max())
+        slowest, fastest = float(steady["poll_s"].max()), float(steady["poll_s"].min())
+        utilisation = float((steady["arrival_rate"] * steady["service_time_s"] / steady["runner_count"]).iloc[0])
+        service_time = float(steady["service_time_s"].iloc[0])
+    else:
+        fewest = most = slowest = fastest = utilisation = service_time = float("nan")
+    quiet, busy = point("pending", fewest, slowest), point("pending", most, fastest)
+    quiet_claim, busy_claim = point("claim", fewest, slowest), point("claim", most, fastest)
+    windows = steady.drop_duplicates("poll_s").sort_values("poll_s", ascending=False)
+    facts = {
+        "production_measured": "measured in this build" if measured else "not measured in this build",
+        "prod_runner_list": join([str(int(n)) for n in sorted(steady["runner_count"].unique())]),
+        "prod_poll_list": join([number(p, 1 if p < 1 else 0) for p in sorted(steady["poll_s"].unique(),
+                                                                              reverse=True)]),
+        "prod_windows": join([f"{number(r.seconds, 0)} s at {number(r.poll_s, 1 if r.poll_s < 1 else 0)} s"
+                              for r in windows.itertuples()]),
+        "prod_runs": count(len(summary)),
+        "prod_service_time": number(service_time, 1) + " s",
+        "prod_utilisation": percent(utilisation),
+        "prod_fewest": count(fewest), "prod_most": count(most),
+        "prod_slowest": number(slowest, 1 if slowest < 1 else 0),
+        "prod_fastest": number(fastest, 1 if fastest < 1 else 0),
+        "prod_jitter": percent(float(summary["jitter"].iloc[0])) if measured else MISSING,
+        "prod_quiet_polls": figure(quiet, "polls", count), "prod_quiet_conflicts": figure(quiet, "conflicts", count),
+        "prod_quiet_per_poll": figure(quiet, "conflicts_per_poll", percent),
+        "prod_quiet_high": figure(quiet, "conflicts_per_poll_high", percent),
+        "prod_quiet_loser_bytes": figure(quiet, "loser_payload_bytes_per_claimed_job", count),
+        "prod_quiet_loser_secrets": figure(quiet, "loser_secrets_per_claimed_job", lambda v: number(v, 1)),
+        "prod_quiet_p50": figure(quiet, "pickup_p50_ms", ms), "prod_quiet_p99": figure(quiet, "pickup_p99_ms", ms),
+        "prod_quiet_claim_p50": figure(quiet_claim, "pickup_p50_ms", ms),
+        "prod_quiet_claim_p99": figure(quiet_claim, "pickup_p99_ms", ms),
+        "prod_busy_polls": figure(busy, "polls", count), "prod_busy_conflicts": figure(busy, "conflicts", count),
+        "prod_busy_per_poll": figure(busy, "conflicts_per_poll", percent),
+        "prod_busy_per_job": figure(busy, "conflicts_per_claimed_job", lambda v: number(v, 2)),
+        "prod_busy_p99": figure(busy, "pickup_p99_ms", ms), "prod_busy_claim_p99": figure(busy_claim, "pickup_p99_ms", ms),
+        "prod_busy_statements": figure(busy, "statements_per_claimed_job", lambda v: number(v, 1)),
+        "prod_busy_claim_statements": figure(busy_claim, "statements_per_claimed_job", lambda v: number(v, 1)),
+        "prod_busy_cpu": figure(busy, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
+        "prod_busy_claim_cpu": figure(busy_claim, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
+        "prod_pending_conflicts": count(int(steady.loc[steady["endpoint"] == "pending", "conflicts"].sum())),
+        "prod_claim_conflicts": count(int(steady.loc[steady["endpoint"] == "claim", "conflicts"].sum())),
+        "prod_duplicates": count(int(summary["duplicate_jobs"].sum())),
+        "prod_pending_at_end": count(int(summary["pending_at_end"].sum())),
+        "prod_loser_bytes_total": count(int(steady.loc[steady["endpoint"] == "pending", "loser_payload_bytes"].sum())),
+        "prod_loser_secrets_total": count(int(steady.loc[steady["endpoint"] == "pending", "loser_secrets"].sum())),
+    }
+    burst_pending, burst_claim = point("pending", frame=burst), point("claim", frame=burst)
+    if burst_pending is not None:
+        facts.update({
+            "prod_burst": count(int(burst_pending["burst"])), "prod_burst_runners": count(int(burst_pending["runner_count"])),
+            "prod_burst_poll": number(float(burst_pending["poll_s"]), 1),
+            "prod_burst_conflicts": count(int(burst_pending["conflicts"])),
+            "prod_burst_per_job": number(float(burst_pending["conflicts_per_claimed_job"]), 2),
+            "prod_burst_p99": ms(burst_pending["pickup_p99_ms"]),
+            "prod_burst_claim_conflicts": figure(burst_claim, "conflicts", count),
+            "prod_burst_claim_p99": figure(burst_claim, "pickup_p99_ms", ms),
+            "prod_burst_ratio": ratio(burst_pending["pickup_p99_ms"] / burst_claim["pickup_p99_ms"])
+            if burst_claim is not None and burst_claim["pickup_p99_ms"] else MISSING,
+        })
+    else:
+        facts.update({name: MISSING for name in ("prod_burst", "prod_burst_runners", "prod_burst_poll",
+                                                 "prod_burst_conflicts", "prod_burst_per_job", "prod_burst_p99",
+                                                 "prod_burst_claim_conflicts", "prod_burst_claim_p99",
+                                                 "prod_burst_ratio")})
+    return facts

@@ -630,3 +630,47 @@ def fault_timeline_chart(events: pd.DataFrame) -> alt.LayerChart:
         width=WIDTH, height=200, title=_title(f"One fault, one run: {fault} under {protocol}",
                                                "every event of the run the fault hit, from the runners' logs, "
                                                "the reaper and the fault log"))
+
+
+def _poll_axis(values) -> alt.X:
+    return alt.X("poll_s:O", title="poll interval (s)", sort=sorted(set(values), reverse=True))
+
+
+def production_conflicts_chart(summary: pd.DataFrame) -> alt.Chart:
+    """409s per poll (with its 95 % interval) by poll interval and runner count, one panel per endpoint."""
+    data = _plain(summary[summary["burst"] == 0][["endpoint_label", "runner_count", "poll_s", "conflicts_per_poll",
+                                                  "conflicts_per_poll_low", "conflicts_per_poll_high", "polls",
+                                                  "conflicts"]])
+    data["runners"] = data["runner_count"].astype(int).astype(str)
+    order = [str(n) for n in sorted(data["runner_count"].unique())]
+    base = alt.Chart(data).encode(
+        x=_poll_axis(data["poll_s"]), xOffset=alt.XOffset("runners:N", sort=order),
+        color=alt.Color("runners:N", sort=order, title="runners"))
+    bars = base.mark_bar().encode(
+        y=alt.Y("conflicts_per_poll:Q", title="409s per poll", axis=alt.Axis(format="%")),
+        tooltip=["endpoint_label:N", "runners:N", "poll_s:O", "polls:Q", "conflicts:Q",
+                 alt.Tooltip("conflicts_per_poll:Q", format=".1%")])
+    rules = base.mark_rule(color=NOTE_COLOUR).encode(y="conflicts_per_poll_low:Q", y2="conflicts_per_poll_high:Q")
+    return alt.layer(bars, rules).properties(width=WIDTH // 2 - 20, height=HEIGHT).facet(
+        column=alt.Column("endpoint_label:N", title=None)).properties(
+        title=_title("Conflicts per poll", "bars: 409s per poll; lines: its 95 % interval (Wilson)"))
+
+
+def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:
+    """Pickup latency (enqueue to claim) p50 and p99 by poll interval, per endpoint, one panel per runner count."""
+    data = _plain(summary[summary["burst"] == 0][["endpoint_label", "runner_count", "poll_s", "pickup_p50_ms",
+                                                  "pickup_p99_ms"]])
+    long = data.melt(id_vars=["endpoint_label", "runner_count", "poll_s"], value_vars=["pickup_p50_ms", "pickup_p99_ms"],
+                     var_name="percentile", value_name="ms")
+    long["percentile"] = long["percentile"].map({"pickup_p50_ms": "p50", "pickup_p99_ms": "p99"})
+    long["seconds"] = long["ms"] / 1e3
+    return alt.Chart(long).mark_line(point=True).encode(
+        x=_poll_axis(long["poll_s"]),
+        y=alt.Y("seconds:Q", title="pickup latency (s)", scale=alt.Scale(type="log")),
+        color=alt.Color("endpoint_label:N", title="endpoint"),
+        strokeDash=alt.StrokeDash("percentile:N", title="percentile", legend=_dash_legend()),
+        detail="percentile:N",
+        tooltip=["endpoint_label:N", "runner_count:Q", "poll_s:O", "percentile:N", alt.Tooltip("seconds:Q", format=".3f")],
+    ).properties(width=WIDTH // 3 - 20, height=HEIGHT).facet(
+        column=alt.Column("runner_count:O", title="runners")).properties(
+        title=_title("The wait from enqueue to claim", "from each run's intended enqueue time (open-loop arrivals)"))

@@ -91,6 +91,7 @@ WAIT_FOR_A_JOB = anchor("The wait for a job")
 SKIP_LOCKED = anchor("So should we switch to SKIP LOCKED?")
 HALF_DRAINED = anchor("The half-drained queue")
 PRODUCTION = anchor("Production context")
+PRODUCTION_POLLING = anchor("At production polling rates")
 TABLE_CHURN = anchor("What do all these status flips do to the table?")
 HARNESS_CHECK = anchor("Is the harness measuring PostgreSQL, or itself?")
 LIMITS = anchor("What doesn't this prove?")
@@ -148,13 +149,13 @@ ORIGINAL = {
     "C4": Claim("guarded's p99 counts only wins; the time to get a job is fatter", NOT_IN_THE_ORIGINAL,
                 WAIT_FOR_A_JOB),
     "C5": Claim("at production polling (a handful of runners, every 5 s, 5 jobs per poll) conflicts are rare",
-                NOT_IN_THE_ORIGINAL, PRODUCTION),
+                NOT_IN_THE_ORIGINAL, PRODUCTION_POLLING),
     "C6": Claim("real network latency widens naive's window and makes each lost guarded race dearer",
                 NOT_IN_THE_ORIGINAL, LIMITS),
     "C7": Claim("a claim is not a completion: a runner that dies leaves its job running; a lease is missing",
                 NOT_IN_THE_ORIGINAL, CLAIM_NOT_COMPLETION),
     "C8": Claim("picking the row with SKIP LOCKED inside the claim endpoint is a one-statement server change",
-                NOT_IN_THE_ORIGINAL, PRODUCTION),
+                NOT_IN_THE_ORIGINAL, PRODUCTION_POLLING),
     "C9": Claim("partial index, fillfactor and HOT rate form a trade-off; small volumes take no index and the "
                 "default fillfactor, six-figure daily volumes the opposite corner", NOT_IN_THE_ORIGINAL,
                 TABLE_CHURN),
@@ -1367,16 +1368,91 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
                     values)
 
 
+# C5: the original's production polling, and what "rare" means here
+ORIGINAL_C5_POLL_S = 5.0
+ORIGINAL_C5_HANDFUL = 10  # "a handful of runners": at most this many
+RARE_CONFLICTS_PER_POLL = 0.1  # rare: fewer than one poll in ten meets a 409
+
+
+def _production_points(production: pd.DataFrame | None, endpoint: str) -> pd.DataFrame:
+    """The sweep's steady points (no burst) of one endpoint."""
+    if production is None or not len(production):
+        return pd.DataFrame(columns=["runner_count", "poll_s", "endpoint", "burst", "polls", "conflicts"])
+    return production[(production["endpoint"] == endpoint) & (production["burst"] == 0)]
+
+
+def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Finding:
+    """C5: with a handful of runners polling /pending every 5 s, 409s are rare (pooled over those points, with the
+    95 % Wilson interval of conflicts per poll against RARE_CONFLICTS_PER_POLL)."""
+    from harness.stats import wilson_interval
+
+    pending = _production_points(production, "pending")
+    at_production = pending[(pending["poll_s"] >= ORIGINAL_C5_POLL_S)
+                             & (pending["runner_count"] <= ORIGINAL_C5_HANDFUL)]
+    if not len(at_production):
+        return _not_measured("C5", f"No run polled /pending every {number(ORIGINAL_C5_POLL_S, 0)} s or slower with "
+                                   f"at most {count(ORIGINAL_C5_HANDFUL)} runners in this build.")
+    polls, conflicts = int(at_production["polls"].sum()), int(at_production["conflicts"].sum())
+    low, high = wilson_interval(conflicts, polls)
+    runners = ", ".join(count(int(n)) for n in sorted(at_production["runner_count"].unique()))
+    ours = (f"{count(conflicts)} conflicts in {count(polls)} polls ({percent(conflicts / polls if polls else math.nan)}"
+            f" of polls, 95 % interval {percent(low)}-{percent(high)}) with {runners} runners every "
+            f"{number(ORIGINAL_C5_POLL_S, 0)} s")
+    busiest = pending.sort_values(["runner_count", "poll_s"], ascending=[False, True]).head(1)
+    contrast = ""
+    if len(busiest) and polls:
+        row = busiest.iloc[0]
+        contrast = (f"At {count(int(row['runner_count']))} runners every {number(float(row['poll_s']), 1)} s: "
+                    f"{count(int(row['conflicts']))} conflicts in {count(int(row['polls']))} polls.")
+    values = {"conflicts": count(conflicts), "polls": count(polls), "low": percent(low), "high": percent(high),
+              "rare": percent(RARE_CONFLICTS_PER_POLL)}
+    if not polls:
+        return _finding("C5", NOT_MEASURED, ours, "The runs at production polling made no poll.", values)
+    if high <= RARE_CONFLICTS_PER_POLL:
+        return _finding("C5", CONFIRMED, ours, [f"Rare here means under {percent(RARE_CONFLICTS_PER_POLL)} of "
+                                                "polls; the whole interval is below it.", contrast], values)
+    if low > RARE_CONFLICTS_PER_POLL:
+        return _finding("C5", CORRECTED, ours, [f"More than {percent(RARE_CONFLICTS_PER_POLL)} of polls met a 409, "
+                                                "the whole interval above it.", contrast], values)
+    return _finding("C5", NOT_MEASURED, ours, [f"Too few polls to tell: the interval straddles "
+                                               f"{percent(RARE_CONFLICTS_PER_POLL)}; run the 5 s points longer.",
+                                               contrast], values)
+
+
+def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
+    """C8: POST /claim (the pick inside the endpoint, SKIP LOCKED) against GET /pending + claim by id at the same
+    runner counts and poll intervals: no 409, no duplicate, and a pickup p99 no worse than CLOSE times /pending's."""
+    pending, claim = _production_points(production, "pending"), _production_points(production, "claim")
+    keys = ["runner_count", "poll_s"]
+    paired = pending.merge(claim, on=keys, suffixes=("_pending", "_claim")) if len(pending) and len(claim) else         pd.DataFrame()
+    if not len(paired):
+        return _not_measured("C8", "No runner count and poll interval was run with both endpoints in this build.")
+    conflicts = int(paired["conflicts_claim"].sum())
+    duplicates = int(paired["duplicate_jobs_claim"].sum())
+    pending_conflicts = int(paired["conflicts_pending"].sum())
+    worse = paired[paired["pickup_p99_ms_claim"] > CLOSE * paired["pickup_p99_ms_pending"]]
+    ours = (f"POST /claim: {count(conflicts)} conflicts and {count(duplicates)} duplicates over "
+            f"{_counted(len(paired), 'point')}, where /pending met {count(pending_conflicts)} conflicts and sent "
+            f"{count(int(paired['loser_payload_bytes_pending'].sum()))} payload bytes to runners that did not get the run")
+    values = {"conflicts": count(conflicts), "pending_conflicts": count(pending_conflicts),
+              "points": count(len(paired)), "worse_points": count(len(worse))}
+    change = "What a runner changes is one call: POST /claim instead of GET /pending then POST /runs/{id}/claim."
+    if conflicts or duplicates:
+        return _finding("C8", NOT_REPRODUCED, ours, ["The SKIP LOCKED endpoint still answered 409 or handed a run "
+                                                     "out twice.", change], values)
+    if len(worse):
+        where = ", ".join(f"{count(int(r.runner_count))} runners every {number(float(r.poll_s), 1)} s"
+                          for r in worse.itertuples())
+        return _finding("C8", CORRECTED, ours, [f"No 409s, but the pickup p99 was more than {ratio(CLOSE)} "
+                                                f"/pending's at {where}: runners would notice.", change], values)
+    return _finding("C8", CONFIRMED, ours, ["No 409s and no run handed out twice, with a pickup p99 within "
+                                            f"{ratio(CLOSE)} of /pending's at every point.", change], values)
+
+
 def unmeasured_claims(races: Races) -> list[Finding]:
-    """C5, C6, C8, C9: what the races would need to measure them, and what they did race."""
-    workers = sorted({w for s in ("naive", "guarded", "skip_locked") for w in races.workers(s)})
-    sweep = f"{', '.join(str(w) for w in workers)} workers" if workers else "no race"
+    """C6, C9: what the races would need to measure them."""
     return [
-        _not_measured("C5", f"Not simulated: the races run a tight loop with no pause between claims ({sweep}); no "
-                            "run polls every 5 s for 5 jobs."),
         _not_measured("C6", "Not measured: every run here talks to a server on the same machine."),
-        _not_measured("C8", "Not measured: no run puts the pick inside a claim endpoint; the skip_locked statement "
-                            "raced here is the one such an endpoint would run."),
         _not_measured("C9", "The three knobs are measured one at a time (F9 the index and the walk, F12 fillfactor "
                             "and HOT, F13 the index against HOT), but no run varies the daily job volume, so which "
                             "corner suits which volume is not measured."),
@@ -1399,6 +1475,7 @@ class Measurements:
     plans: dict | None = None  # plan_facts()
     churn: dict | None = None  # churn_facts()
     others: pd.DataFrame | None = None  # analysis.race_summary of the other strategies' races (C1-C3)
+    production: pd.DataFrame | None = None  # one row per production run (analysis.production_summary) (C5, C8)
     faults: pd.DataFrame | None = None  # reliability.fault_summary of the fault runs (C7)
 
 
@@ -1416,7 +1493,9 @@ def evaluate(measured: Measurements) -> list[Finding]:
         f12_hot_needs_room(measured.churn), f13_partial_index_blocks_hot(measured.churn),
         c1_serializable_aborts(others), c2_one_transaction_still_racy(others),
         c3_for_update_queues(others, wait_share_table(measured.others) if len(others.summary) else None),
-        c4_wait_for_a_job(measured.job_waits), c7_claim_is_not_completion(measured.faults), *unmeasured_claims(races),
+        c4_wait_for_a_job(measured.job_waits), c5_conflicts_at_production_polling(measured.production),
+        c7_claim_is_not_completion(measured.faults), c8_skip_locked_endpoint(measured.production),
+        *unmeasured_claims(races),
         a1_time_to_get_a_job(measured.job_waits), a2_where_the_time_goes(races, measured.shares),
         a3_harness_against_pgbench(measured.bench, measured.bench_band), a4_hot_claimed_one_at_a_time(measured.churn),
         a5_batch_over_claims(others), a6_advisory_locks_leak(others),
@@ -1448,7 +1527,7 @@ def attempt_figures(paths: list[Path]) -> pd.DataFrame:
 
 def measurements(runs: dict[str, list[Path]]) -> Measurements:
     """Load what the rules read from the runs of each report section ("races", "plans", "churn", "bench")."""
-    from harness.article.analysis import race_summary, wait_share_table
+    from harness.article.analysis import production_summary, race_summary, wait_share_table
     from harness.storage import read_json
 
     race_paths = [Path(p) for p in runs.get("races", [])]
@@ -1478,7 +1557,8 @@ def measurements(runs: dict[str, list[Path]]) -> Measurements:
         from harness.article.reliability import fault_summary
 
         faults = fault_summary([Path(p) for p in runs["faults"]])
-    return Measurements(summary=summary, job_waits=job_waits, others=race_summary(other_paths) if other_paths else None,
+    production = production_summary([Path(p) for p in runs["production"]]) if runs.get("production") else None
+    return Measurements(production=production, summary=summary, job_waits=job_waits, others=race_summary(other_paths) if other_paths else None,
                         faults=faults,
                         shares=wait_share_table(summary) if len(summary) else None,
                         fixed_fill=fixed_fill_latency(bench), bench=bench, plans=plans, churn=churn)

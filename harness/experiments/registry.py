@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from harness import config, storage
 from harness.errors import UserError
-from harness.experiments import bench, churn, faults, plans, race_trials
+from harness.experiments import bench, churn, faults, plans, production, race_trials
 from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
 from harness.server import database, schema
@@ -50,6 +50,12 @@ class Kind:
     workers: Callable = lambda parameters: 0  # connections a run opens besides the harness's own
     check_size: Callable | None = None  # (parameter sets, server on this machine, pg_version): before any server
     label: Callable | None = None  # parameters -> a few words for the progress bar of a sweep
+    command: type | None = None  # what the subcommand's flags fill in, when not what a params section asks
+
+    @property
+    def command_asks(self) -> type:
+        """The dataclass the subcommand's flags fill in."""
+        return self.command or self.asks
 
     @property
     def asks(self) -> type:
@@ -83,6 +89,12 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          help="the harness against pgbench on the same SQL and server, interleaved (drops and recreates "
               "claimrace.jobs and claimrace.claims before every run)",
          show=bench.show_runs, sections=("bench",), workers=bench.workers_needed, check_size=bench.check_size),
+    Kind("production", production.ProductionParameters, production.measure_production,
+         help="a claim service over HTTP, runner processes polling it and runs arriving over time (drops and "
+              "recreates claimrace.runs, claimrace.run_flips and claimrace.finishes before every run)",
+         show=production.show_runs, sections=("production",), request=production.ProductionSweep,
+         expand=production.ProductionSweep.points, gather=production.sweep_of, workers=production.workers_needed,
+         label=production.label, command=production.ProductionParameters),
     Kind("faults", faults.FaultParameters, faults.measure_faults,
          help="protocols none, lease and lease_fenced under injected faults (a killed, paused or cut-off runner, "
               "a restarted server or service), then the final ledger of every run (drops and recreates "

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 from harness.service import cipher
 from harness.service.queries import ENQUEUE
 
+APPLICATION_NAME = "claimrace-producer"
 DEFAULT_JOBS_PER_RUN = 3
 DEFAULT_STEPS_PER_JOB = 4
 DEFAULT_SECRETS_PER_RUN = 4
@@ -99,7 +100,7 @@ class Producer:
         rng = np.random.default_rng(self.seed + 1)
         index = 0
         try:
-            with psycopg.connect(self.url, autocommit=True, application_name="claimrace-producer") as conn:
+            with psycopg.connect(self.url, autocommit=True, application_name=APPLICATION_NAME) as conn:
                 for push in self.pushes:
                     delay = zero_monotonic + push.offset_s - time.monotonic()
                     if delay > 0 and self._stop.wait(delay):

@@ -4,7 +4,8 @@ A runner knows the service only by its URL (`python -m harness runners
 --service URL --count N` can run on other machines against one service).
 Each runner:
 
-- waits a random 0..poll_s before its first poll, so runners do not start in step;
+- asks /health for the protocol and logs `ready`, waits at the group's start barrier (a harness opens it once
+  every runner is ready), then waits a random 0..poll_s before its first poll, so runners do not start in step;
 - polls: `pending` = GET /pending, then POST /runs/{id}/claim for the listed runs in order until one claim
   wins (a 409 is a conflict: another runner won); `claim` = POST /claim, the server picks with SKIP LOCKED;
 - with a run: runs the job for a service time drawn from the distribution (exponential or fixed, with the
@@ -13,7 +14,7 @@ Each runner:
 - without one: waits poll_s times a random factor in [1 - jitter, 1 + jitter], then polls again.
 
 Each runner appends one JSON line per event to its own log, flushed per line:
-{"t": unix seconds, "runner", "event": poll|conflict|claimed|started|heartbeat|finished|finish_rejected|
+{"t": unix seconds, "runner", "event": ready|poll|conflict|claimed|started|heartbeat|finished|finish_rejected|
 error|stopped, "run", "token", "bytes"}; a poll also lists the runs it was shown ("runs"), each one's bytes
 of JSON ("run_bytes") and number of secrets ("secrets"). Runners die with their parent
 (PR_SET_PDEATHSIG) and stop on SIGTERM (a job in flight is left as it is: claimed, not finished).
@@ -38,7 +39,7 @@ from harness.errors import UserError
 
 ENDPOINTS = ("pending", "claim")
 DISTRIBUTIONS = ("exponential", "fixed")
-EVENTS = ("poll", "conflict", "claimed", "started", "heartbeat", "finished", "finish_rejected", "error", "stopped")
+EVENTS = ("ready", "poll", "conflict", "claimed", "started", "heartbeat", "finished", "finish_rejected", "error", "stopped")
 MAX_RUNNERS = 200
 MAX_POLL_SECONDS = 600.0
 MIN_POLL_SECONDS = 0.01
@@ -85,7 +86,7 @@ class _Stop(Exception):
 
 
 class _Runner:
-    def __init__(self, name: str, settings: RunnerSettings, log_path: Path):
+    def __init__(self, name: str, settings: RunnerSettings, log_path: Path, go=None):
         self.name = name
         self.settings = settings
         self.rng = random.Random(f"{settings.seed}/{name}")
@@ -94,6 +95,7 @@ class _Runner:
         self.interruptible = False
         self.client = httpx.Client(base_url=settings.service.rstrip("/"), timeout=REQUEST_TIMEOUT_SECONDS)
         self.lease_s: float | None = None
+        self.go = go  # a multiprocessing.Event: the start barrier (None: start at once)
         self.deadline = time.monotonic() + settings.seconds if settings.seconds else float("inf")
 
     # ------------------------------------------------------------------ plumbing
@@ -133,6 +135,8 @@ class _Runner:
         try:
             with contextlib.suppress(_Stop):
                 self.learn_protocol()
+                self.event("ready")  # connected and told the protocol: a harness may start its clock now
+                self.wait_for_go()
                 self.sleep(self.rng.uniform(0, self.settings.poll_s))
                 while True:
                     run = self.poll()
@@ -145,6 +149,14 @@ class _Runner:
         finally:
             self.client.close()
             self.log.close()
+
+    def wait_for_go(self) -> None:
+        """Wait at the start barrier (a SIGTERM still ends the runner)."""
+        while self.go is not None and not self.go.wait(0.05):
+            if self.stopping:
+                raise _Stop
+        if self.go is not None and self.settings.seconds:
+            self.deadline = time.monotonic() + self.settings.seconds
 
     def learn_protocol(self) -> None:
         while True:
@@ -237,10 +249,10 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _runner_main(name: str, settings: RunnerSettings, log_path: str, parent_pid: int) -> None:
+def _runner_main(name: str, settings: RunnerSettings, log_path: str, parent_pid: int, go) -> None:
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops its runners with SIGTERM
-    runner = _Runner(name, settings, Path(log_path))
+    runner = _Runner(name, settings, Path(log_path), go)
     signal.signal(signal.SIGTERM, runner.on_sigterm)
     runner.run()
 
@@ -252,7 +264,8 @@ def log_path(events_dir: Path, name: str) -> Path:
 class RunnerGroup:
     """N runner processes; stop() ends them all (SIGTERM, then SIGKILL), also on errors."""
 
-    def __init__(self, settings: RunnerSettings, count: int, events_dir: Path, prefix: str = "runner"):
+    def __init__(self, settings: RunnerSettings, count: int, events_dir: Path, prefix: str = "runner",
+                 held: bool = False):
         settings.check()
         if not 1 <= count <= MAX_RUNNERS:
             raise UserError(f"runner count must be between 1 and {MAX_RUNNERS}, not {count}")
@@ -261,13 +274,16 @@ class RunnerGroup:
         self.events_dir.mkdir(parents=True, exist_ok=True)
         self.names = [f"{prefix}-{index:03d}" for index in range(count)]
         self.processes: list = []
+        self.go = _CONTEXT.Event()  # the start barrier: runners log `ready`, then wait for release()
+        if not held:  # held: the caller opens the barrier with release() once wait_ready() returns
+            self.go.set()
 
     def start(self) -> "RunnerGroup":
         try:
             for name in self.names:
                 process = _CONTEXT.Process(target=_runner_main, name=name, daemon=True,
                                            args=(name, self.settings, str(log_path(self.events_dir, name)),
-                                                 os.getpid()))
+                                                 os.getpid(), self.go))
                 process.start()
                 self.processes.append(process)
         except BaseException:
@@ -278,6 +294,27 @@ class RunnerGroup:
     @property
     def pids(self) -> list[int]:
         return [process.pid for process in self.processes]
+
+    def release(self) -> None:
+        """Open the start barrier: every runner that is ready starts polling now."""
+        self.go.set()
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Until every runner has logged `ready` (raises RuntimeError after timeout or if one died)."""
+        deadline = time.monotonic() + timeout
+        waiting = set(self.names)
+        while waiting:
+            for name in list(waiting):
+                path = log_path(self.events_dir, name)
+                if path.exists() and '"event":"ready"' in path.read_text():
+                    waiting.discard(name)
+            if not waiting:
+                return
+            if self.alive() < len(self.processes):
+                raise RuntimeError(f"{len(self.processes) - self.alive()} runners died before they were ready")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(waiting)} runners were not ready within {timeout:g} s")
+            time.sleep(0.05)
 
     def alive(self) -> int:
         return sum(process.is_alive() for process in self.processes)

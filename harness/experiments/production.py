@@ -1,0 +1,515 @@
+"""The production shape: a claim service over HTTP, runners polling it, runs arriving over time (C5, C8).
+
+One run: a fresh runs queue (harness.service.schema), the claim service as its
+own process, `runner_count` runner processes polling it every `poll_s` through
+one endpoint (`pending`: GET /pending then claim by id, 409 to the loser;
+`claim`: POST /claim, the server's SKIP LOCKED pick), and an open-loop
+producer enqueuing runs at a Poisson rate over `seconds` (plus one burst of
+`burst` runs a third of the way in). After the arrival window the runners
+go on for a drain of at most two idle polls (ended early once nothing is
+pending), so the runs that arrived last are picked up instead of censored.
+
+Everything figured from stored rows: the runners' event logs (polls,
+conflicts, bytes and secrets shown to runners that did not get the run), the
+runs table (pickup latency = claimed_at - the INTENDED enqueue time), the
+audit of status flips (duplicates), the database's transaction counters
+(statements per claimed job: in autocommit each statement is one transaction)
+and the service's backends' CPU from /proc/<pid>/schedstat.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+
+from harness.errors import UserError
+from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, as_ints,
+                                          check_each, setting)
+from harness.server import activity, database, pgstats
+from harness.service import producer as producer_module
+from harness.service import runner as runner_module
+from harness.service import schema as service_schema
+from harness.service.app import APPLICATION_NAME, DEFAULT_POOL_SIZE
+from harness.service.process import running_service
+from harness.service.queries import MAX_LEASE_SECONDS, PROTOCOLS, queries_for
+
+MAX_RUNNERS = runner_module.MAX_RUNNERS
+MAX_SECONDS = 3600.0
+MAX_ARRIVAL_RATE = 500.0  # runs per second
+MAX_BURST = 10_000
+MAX_ENQUEUED = 200_000  # rate x seconds + burst: every run's row is kept and stored
+MIN_POLL_SECONDS, MAX_POLL_SECONDS = 0.05, 60.0
+DRAIN_IDLE_POLLS = 2  # after the window, runners go on for at most this many idle polls (less once nothing is pending)
+TIMELINE_BIN_SECONDS = 1.0
+
+
+def as_endpoint(name: str, value) -> str:
+    if value not in runner_module.ENDPOINTS:
+        raise UserError(f"endpoint must be one of {', '.join(runner_module.ENDPOINTS)}, not {value!r}")
+    return str(value)
+
+
+def as_endpoints(name: str, values) -> tuple[str, ...]:
+    if isinstance(values, str) or not hasattr(values, "__iter__"):
+        raise UserError(f"endpoints must be a list, not {values!r}")
+    return tuple(as_endpoint(name, value) for value in values)
+
+
+def as_protocol(name: str, value) -> str:
+    if value not in PROTOCOLS:
+        raise UserError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {value!r}")
+    return str(value)
+
+
+def _bounded(name: str, value: float, low: float, high: float, unit: str = "") -> None:
+    if not low <= value <= high:  # also refuses NaN
+        raise UserError(f"{name} must be between {low:g} and {high:g}{unit}, not {value!r}")
+
+
+def _check_point(runner_count: int, poll_s: float, seconds: float, arrival_rate: float, burst: int,
+                 service_time_s: float) -> None:
+    _bounded("runner count", runner_count, 1, MAX_RUNNERS)
+    _bounded("poll interval", poll_s, MIN_POLL_SECONDS, MAX_POLL_SECONDS, " s")
+    _bounded("seconds", seconds, 1, MAX_SECONDS)
+    _bounded("arrival rate", arrival_rate, 0, MAX_ARRIVAL_RATE, " runs/s")
+    _bounded("burst", burst, 0, MAX_BURST)
+    _bounded("service time", service_time_s, 0, runner_module.MAX_SERVICE_TIME_SECONDS, " s")
+    if arrival_rate == 0 and burst == 0:
+        raise UserError("nothing would arrive: give an arrival rate above 0 or a burst")
+    expected = arrival_rate * seconds + burst
+    if expected > MAX_ENQUEUED:
+        raise UserError(f"arrival rate x seconds + burst must stay within {MAX_ENQUEUED:,} runs, "
+                        f"not {expected:,.0f}")
+
+
+@dataclass(frozen=True)
+class ProductionParameters(Parameters):
+    """One run: runner_count runners polling every poll_s through one endpoint while runs arrive for seconds."""
+
+    runner_count: int = setting(3, as_int, Option("--runners", "runner processes polling the service", int))
+    poll_s: float = setting(5.0, as_float, Option("--poll-s", "seconds between a runner's idle polls", float))
+    seconds: float = setting(30.0, as_float, Option("--seconds", "how long runs arrive (the window)", float))
+    endpoint: str = setting("pending", as_endpoint, Option(
+        "--endpoint", "pending: GET /pending, then claim the listed runs in order (409 to the loser); "
+                      "claim: POST /claim, the server picks with SKIP LOCKED", str, metavar="{pending,claim}"))
+    arrival_rate: float = setting(1.0, as_float, Option("--arrival-rate", "Poisson arrivals, runs per second",
+                                                        float))
+    burst: int = setting(0, as_int, Option("--burst", "one push of this many runs a third of the way in", int))
+    service_time_s: float = setting(2.0, as_float, Option("--service-time-s", "mean seconds a job runs "
+                                                                              "(exponential)", float))
+    jitter: float = setting(0.2, as_float)  # an idle wait is poll_s x a factor in [1 - jitter, 1 + jitter]
+    protocol: str = setting("none", as_protocol)
+    lease_s: float = setting(30.0, as_float)
+    pool_size: int = setting(DEFAULT_POOL_SIZE, as_int)
+    seed: int = setting(0, as_int)
+
+    def check(self) -> None:
+        _check_point(self.runner_count, self.poll_s, self.seconds, self.arrival_rate, self.burst,
+                     self.service_time_s)
+        _bounded("jitter", self.jitter, 0, 0.9)
+        _bounded("lease", self.lease_s, 0.1, MAX_LEASE_SECONDS, " s")
+        _bounded("pool size", self.pool_size, 1, 100)
+
+    @property
+    def utilisation(self) -> float:
+        """Offered load: the share of the runners' time the arrivals would keep busy."""
+        return self.arrival_rate * self.service_time_s / self.runner_count
+
+
+@dataclass(frozen=True)
+class ProductionSweep(Parameters):
+    """The report's sweep: runner counts x poll intervals x endpoints, plus one burst scenario per endpoint.
+
+    Each point's arrival rate keeps `utilisation` of its runners busy (rate = utilisation x runners /
+    service time); each poll interval has its own window length (`seconds_per_poll`, in the same order), long
+    enough for the polls its conflict rate needs.
+    """
+
+    runner_counts: tuple = setting((3, 10, 50), as_ints)
+    poll_intervals_s: tuple = setting((5.0, 1.0, 0.2), as_floats)
+    seconds_per_poll: tuple = setting((16.0, 8.0, 4.0), as_floats)
+    endpoints: tuple = setting(("pending", "claim"), as_endpoints)
+    service_time_s: float = setting(2.0, as_float)
+    utilisation: float = setting(0.5, as_float)
+    burst: int = setting(0, as_int)  # 0: no burst scenario
+    burst_runner_count: int = setting(10, as_int)
+    burst_poll_s: float = setting(1.0, as_float)
+    burst_seconds: float = setting(8.0, as_float)
+
+    def check(self) -> None:
+        check_each(self.runner_counts, "runner count", 1, MAX_RUNNERS)
+        check_each(self.poll_intervals_s, "poll interval", MIN_POLL_SECONDS, MAX_POLL_SECONDS)
+        check_each(self.seconds_per_poll, "seconds", 1, MAX_SECONDS)
+        if len(self.seconds_per_poll) != len(self.poll_intervals_s):
+            raise UserError(f"give one window length per poll interval ({len(self.poll_intervals_s)}), "
+                            f"not {len(self.seconds_per_poll)}")
+        if not self.endpoints:
+            raise UserError("give at least one endpoint")
+        _bounded("utilisation", self.utilisation, 0.01, 1.0)
+        _bounded("burst", self.burst, 0, MAX_BURST)
+        for point in self.points():
+            point.check()
+
+    def points(self) -> list[ProductionParameters]:
+        points = [ProductionParameters(runner_count, poll_s, seconds, endpoint,
+                                       _rate(self.utilisation, runner_count, self.service_time_s), 0,
+                                       self.service_time_s)
+                  for runner_count in self.runner_counts
+                  for poll_s, seconds in zip(self.poll_intervals_s, self.seconds_per_poll)
+                  for endpoint in self.endpoints]
+        if self.burst:
+            points += [ProductionParameters(self.burst_runner_count, self.burst_poll_s, self.burst_seconds, endpoint,
+                                            _rate(self.utilisation, self.burst_runner_count, self.service_time_s),
+                                            self.burst, self.service_time_s)
+                       for endpoint in self.endpoints]
+        return points
+
+
+def _rate(utilisation: float, runner_count: int, service_time_s: float) -> float:
+    return round(utilisation * runner_count / max(service_time_s, 1e-3), 6)
+
+
+def sweep_of(asked: list[dict]) -> ProductionSweep:
+    """The sweep a list of stored runs' parameters came from (expand's inverse)."""
+    plain = [p for p in asked if p["burst"] == 0]
+    bursts = [p for p in asked if p["burst"] > 0]
+    first = (plain or bursts)[0]
+    polls = list(dict.fromkeys(p["poll_s"] for p in plain))
+    seconds = [next(p["seconds"] for p in plain if p["poll_s"] == poll) for poll in polls]
+    utilisation = first["arrival_rate"] * first["service_time_s"] / first["runner_count"]
+    sweep = dict(runner_counts=tuple(dict.fromkeys(p["runner_count"] for p in plain)),
+                 poll_intervals_s=tuple(polls), seconds_per_poll=tuple(seconds),
+                 endpoints=tuple(dict.fromkeys(p["endpoint"] for p in asked)), service_time_s=first["service_time_s"],
+                 utilisation=round(utilisation, 6))
+    if bursts:
+        sweep.update(burst=bursts[0]["burst"], burst_runner_count=bursts[0]["runner_count"],
+                     burst_poll_s=bursts[0]["poll_s"], burst_seconds=bursts[0]["seconds"])
+    return ProductionSweep(**sweep)
+
+
+def workers_needed(parameters: ProductionParameters) -> int:
+    return parameters.pool_size + 1  # the service's pool and the producer's connection
+
+
+def label(parameters: ProductionParameters) -> str:
+    burst = f" burst {parameters.burst}" if parameters.burst else ""
+    return f"{parameters.endpoint} x{parameters.runner_count} every {parameters.poll_s:g}s{burst}"
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def _transactions(conn) -> int:
+    """Transactions the database counted so far (every backend's flushed counts)."""
+    pgstats.force_flush(conn)
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    return int(conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                            "WHERE datname = current_database()").fetchone()[0])
+
+
+def _pending(conn) -> int:
+    return int(conn.execute("SELECT count(*) FROM claimrace.runs WHERE status = 'pending'").fetchone()[0])
+
+
+def measure_production(db: database.Database, parameters: ProductionParameters, run_id: str,
+                       progress: bool = False) -> Measured:
+    cfg = parameters
+    pushes = producer_module.schedule(cfg.arrival_rate, cfg.seconds, cfg.burst, seed=cfg.seed)
+    if not pushes:
+        raise UserError("the arrival schedule is empty: raise the arrival rate or the seconds, or add a burst")
+    events_dir = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-events-"))
+    harness_statements = 0  # the control connection's own transactions between the two counter readings
+    with db.connect() as conn:
+        service_schema.create_run_queue(conn)
+        local = activity.server_is_local(conn)
+        with running_service(db.url, cfg.protocol, cfg.lease_s, pool_size=cfg.pool_size) as service:
+            backends = activity.backend_pids(conn, APPLICATION_NAME)
+            service_process = psutil.Process(service.pid)
+            transactions_before = _transactions(conn)
+            harness_statements += 1  # the counter reading itself (its force_flush)
+            backend_before = activity.schedstat_snapshot(backends) if local else {}
+            service_cpu_before = sum(service_process.cpu_times()[:2])
+            settings = runner_module.RunnerSettings(service.url, cfg.poll_s, cfg.endpoint, cfg.service_time_s,
+                                                    "exponential", cfg.jitter, None, cfg.seed)
+            produce = producer_module.Producer(db.url, service.key, pushes, cfg.seed)
+            drain_limit = DRAIN_IDLE_POLLS * cfg.poll_s * (1 + cfg.jitter)
+            with runner_module.RunnerGroup(settings, cfg.runner_count, events_dir, held=True) as group:
+                group.wait_ready()  # process start and the first /health are not part of the window
+                zero_wall, zero_monotonic = time.time(), time.monotonic()
+                group.release()
+                produce.start(zero_wall, zero_monotonic)
+                _wait_with_progress(zero_monotonic + cfg.seconds, progress, label(cfg))
+                produce.join(timeout=30)
+                drain_started = time.monotonic()
+                while time.monotonic() - drain_started < drain_limit:
+                    harness_statements += 1
+                    if _pending(conn) == 0:
+                        break
+                    time.sleep(min(0.2, cfg.poll_s / 2))
+                ended_wall = time.time()
+                if group.alive() != cfg.runner_count:
+                    raise RuntimeError(f"{cfg.runner_count - group.alive()} runners died during the run")
+            backend_after = activity.schedstat_snapshot(backends) if local else {}
+            service_cpu_after = sum(service_process.cpu_times()[:2])
+            service_backend_pids = activity.backend_pids(conn, APPLICATION_NAME)
+        producer_pids = activity.backend_pids(conn, producer_module.APPLICATION_NAME)
+        # a backend flushes its counts as it exits: the service's pool and the producer's connection are closed
+        pgstats.wait_for_backends_to_exit(conn, service_backend_pids + backends + producer_pids)
+        transactions_after = _transactions(conn)
+        runs = _runs_frame(conn, zero_wall)
+        flips = _flips_frame(conn, zero_wall)
+        finishes = conn.execute("SELECT run_id, runner, attempt, finished_at FROM claimrace.finishes "
+                                "ORDER BY finish_seq").fetchall()
+    events = _events_frame(runner_module.read_events(events_dir), zero_wall)
+    for path in events_dir.glob("*.jsonl"):
+        path.unlink()
+    events_dir.rmdir()
+    backend_cpu = [activity.schedstat_delta(backend_before.get(pid), backend_after.get(pid)) for pid in backends]
+    pushes_frame = pd.DataFrame(produce.sent)
+    resources = {
+        "transactions": transactions_after - transactions_before - harness_statements,
+        "harness_statements_subtracted": harness_statements,
+        "producer_statements": len(produce.sent),
+        "service_backends": len(backends),
+        "backend_cpu_ms": (sum(d[0] for d in backend_cpu) / 1e6) if local and all(backend_cpu) else None,
+        "backend_run_delay_ms": (sum(d[1] for d in backend_cpu) / 1e6) if local and all(backend_cpu) else None,
+        "service_process_cpu_ms": (service_cpu_after - service_cpu_before) * 1e3,
+        "window_seconds": cfg.seconds,
+        "ended_s": ended_wall - zero_wall,
+        "drain_limit_s": drain_limit,
+        "accepted_finishes": len(finishes),
+    }
+    summary = summarise(runs, flips, events, resources)
+    checks = production_checks(runs, flips, events, pushes_frame)
+    return Measured(
+        tables={"runs": runs, "flips": flips, "events": events, "pushes": pushes_frame,
+                "timeline": timeline(runs, events)},
+        procedure={
+            "sql": {name: getattr(queries_for(cfg.protocol), name)
+                    for name in ("pending", "claim_by_id", "claim_next", "heartbeat", "finish", "enqueue")},
+            "service": "harness.service (Starlette on uvicorn, one process on 127.0.0.1, psycopg_pool of "
+                       f"{cfg.pool_size} connections, secrets decrypted per request with Fernet)",
+            "runners": "one process each, polling by URL (harness.service.runner), all ready and held at a "
+                       "start barrier until the window opens; each first polls after U[0, poll_s]; after an idle poll they wait "
+                       "poll_s x U[1-jitter, 1+jitter], after a finished job they poll at once",
+            "arrivals": "open loop: Poisson arrivals drawn before the window, enqueued_at = the intended time",
+            "drain": f"after the window, runners go on for at most {DRAIN_IDLE_POLLS} idle polls, "
+                     "ended early once nothing is pending",
+            "statements": "transactions counted by pg_stat_database over the run (autocommit: one statement "
+                          "each), minus the harness's own readings; the producer's inserts are counted apart",
+        },
+        checks=checks,
+        results={"summary": summary, "resources": resources, "utilisation_offered": cfg.utilisation,
+                 "local_server": local})
+
+
+def _wait_with_progress(until_monotonic: float, progress: bool, what: str) -> None:
+    from tqdm.auto import tqdm
+
+    total = max(0.0, until_monotonic - time.monotonic())
+    with tqdm(total=round(total, 1), desc=f"production {what}", unit="s", disable=not progress) as bar:
+        while (left := until_monotonic - time.monotonic()) > 0:
+            time.sleep(min(0.5, left))
+            bar.n = round(total - max(left, 0), 1)
+            bar.refresh()
+
+
+def _runs_frame(conn, zero_wall: float) -> pd.DataFrame:
+    rows = conn.execute(
+        """SELECT id, status, extract(epoch FROM enqueued_at)::float8, extract(epoch FROM claimed_at)::float8,
+                  claimed_by, attempt, extract(epoch FROM finished_at)::float8, finished_by,
+                  octet_length(spec::text), octet_length(secrets)
+           FROM claimrace.runs ORDER BY id""").fetchall()
+    frame = pd.DataFrame(rows, columns=["run_id", "status", "enqueued_s", "claimed_s", "claimed_by", "attempt",
+                                        "finished_s", "finished_by", "spec_bytes", "sealed_secret_bytes"])
+    for column in ("enqueued_s", "claimed_s", "finished_s"):
+        frame[column] = frame[column].astype("float64") - zero_wall
+    frame["pickup_ms"] = (frame["claimed_s"] - frame["enqueued_s"]) * 1e3
+    return frame
+
+
+def _flips_frame(conn, zero_wall: float) -> pd.DataFrame:
+    rows = conn.execute("""SELECT flip_seq, run_id, old_status, new_status, runner, attempt, backend_pid,
+                                  extract(epoch FROM flipped_at)::float8
+                           FROM claimrace.run_flips ORDER BY flip_seq""").fetchall()
+    frame = pd.DataFrame(rows, columns=["flip_seq", "run_id", "old_status", "new_status", "runner", "attempt",
+                                        "backend_pid", "flipped_s"])
+    frame["flipped_s"] = frame["flipped_s"].astype("float64") - zero_wall
+    return frame
+
+
+EVENT_COLUMNS = ("t_s", "runner", "event", "run_id", "token", "bytes", "status", "listed_runs", "listed_bytes",
+                 "listed_secrets", "lost_bytes", "lost_secrets")
+
+
+def _events_frame(events: list[dict], zero_wall: float) -> pd.DataFrame:
+    """The runners' events, one row each; a poll row also says what it showed its runner that the runner did
+    not get (lost_bytes, lost_secrets): the listed runs other than the one it then claimed."""
+    rows = []
+    last_poll: dict[str, dict] = {}
+    for event in events:  # time order
+        row = {"t_s": event["t"] - zero_wall, "runner": event["runner"], "event": event["event"],
+               "run_id": event.get("run"), "token": event.get("token"), "bytes": event.get("bytes", 0),
+               "status": event.get("status"), "listed_runs": len(event.get("runs", [])),
+               "listed_bytes": sum(event.get("run_bytes", [])), "listed_secrets": sum(event.get("secrets", [])),
+               "lost_bytes": 0, "lost_secrets": 0}
+        if event["event"] == "poll":
+            row["lost_bytes"], row["lost_secrets"] = row["listed_bytes"], row["listed_secrets"]
+            last_poll[event["runner"]] = (row, event)
+        elif event["event"] == "claimed" and event["runner"] in last_poll:
+            poll_row, poll = last_poll.pop(event["runner"])
+            for run, size, secrets in zip(poll.get("runs", []), poll.get("run_bytes", []), poll.get("secrets", [])):
+                if run == event.get("run"):  # the run it got is not a loser's payload
+                    poll_row["lost_bytes"] -= size
+                    poll_row["lost_secrets"] -= secrets
+        rows.append(row)
+    frame = pd.DataFrame(rows, columns=list(EVENT_COLUMNS))
+    for column in ("run_id", "token", "status"):
+        frame[column] = frame[column].astype("Int64")
+    return frame
+
+
+def timeline(runs: pd.DataFrame, events: pd.DataFrame, bin_s: float = TIMELINE_BIN_SECONDS) -> pd.DataFrame:
+    """Per second: runs enqueued (intended time), claimed, polls, conflicts, and pending at the second's end."""
+    ends = [runs["enqueued_s"].max() if len(runs) else 0.0, runs["claimed_s"].max() if len(runs) else 0.0,
+            events["t_s"].max() if len(events) else 0.0]
+    last = max(0.0, *[e for e in ends if pd.notna(e)])
+    edges = np.arange(0.0, last + bin_s, bin_s)
+    if len(edges) < 2:
+        edges = np.array([0.0, bin_s])
+
+    def count(values) -> np.ndarray:
+        return np.histogram(pd.Series(values).dropna().to_numpy(dtype=float), bins=edges)[0]
+
+    enqueued, claimed = count(runs["enqueued_s"]), count(runs["claimed_s"])
+    frame = pd.DataFrame({
+        "second": edges[:-1], "enqueued": enqueued, "claimed": claimed,
+        "polls": count(events.loc[events["event"] == "poll", "t_s"]),
+        "conflicts": count(events.loc[events["event"] == "conflict", "t_s"]),
+    })
+    frame["pending"] = np.cumsum(enqueued) - np.cumsum(claimed)
+    return frame
+
+
+def _percentile(values: np.ndarray, q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def first_claim_answer_ms(events: pd.DataFrame) -> np.ndarray:
+    """Per poll that listed runs, the time from its answer to the answer of the first claim it led to (ms): how
+    long a run the runner chose stays open to another runner's claim (GET /pending's claims only)."""
+    steps = events[events["event"].isin(["poll", "claimed", "conflict"])].sort_values(["runner", "t_s"])
+    previous = steps.groupby("runner")[["event", "t_s"]].shift(1)
+    after_poll = steps["event"].isin(["claimed", "conflict"]) & (previous["event"] == "poll")
+    return ((steps.loc[after_poll, "t_s"] - previous.loc[after_poll, "t_s"]) * 1e3).to_numpy(dtype=float)
+
+
+def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, resources: dict) -> dict:
+    """A run's figures, from its stored rows."""
+    kinds = events["event"].value_counts()
+    polls = int(kinds.get("poll", 0))
+    conflicts = int(kinds.get("conflict", 0))
+    to_running = flips[flips["new_status"] == "running"]
+    claimed = int(to_running["run_id"].nunique())
+    per_run = to_running.groupby("run_id").size()
+    pickup = runs["pickup_ms"].dropna().to_numpy(dtype=float)
+    polls_rows = events[events["event"] == "poll"]
+    transactions = resources.get("transactions")
+    producer = resources.get("producer_statements", 0)
+    service_statements = transactions - producer if transactions is not None else None
+    backend_cpu = resources.get("backend_cpu_ms")
+
+    def per(value, count):
+        return value / count if value is not None and count else None
+
+    return {
+        "enqueued": int(len(runs)),
+        "polls": polls,
+        "conflicts": conflicts,
+        "claimed": claimed,
+        "finished": resources.get("accepted_finishes"),
+        "pending_at_end": int((runs["status"] == "pending").sum()),
+        "duplicate_jobs": int((per_run > 1).sum()),
+        "conflicts_per_poll": per(conflicts, polls),
+        "conflicts_per_claimed_job": per(conflicts, claimed),
+        "polls_per_claimed_job": per(polls, claimed),
+        "empty_polls": int((polls_rows["listed_runs"] == 0).sum()),
+        "loser_payload_bytes": int(polls_rows["lost_bytes"].sum()),
+        "loser_secrets": int(polls_rows["lost_secrets"].sum()),
+        "payload_bytes": int(polls_rows["bytes"].sum()),
+        "loser_payload_bytes_per_claimed_job": per(int(polls_rows["lost_bytes"].sum()), claimed),
+        "loser_secrets_per_claimed_job": per(int(polls_rows["lost_secrets"].sum()), claimed),
+        "pickup_p50_ms": _percentile(pickup, 50),
+        "pickup_p99_ms": _percentile(pickup, 99),
+        "pickup_max_ms": float(pickup.max()) if len(pickup) else None,
+        "statements": service_statements,
+        "statements_per_claimed_job": per(service_statements, claimed),
+        "backend_cpu_ms_per_claimed_job": per(backend_cpu, claimed),
+        "service_cpu_ms_per_claimed_job": per(resources.get("service_process_cpu_ms"), claimed),
+        "first_claim_answer_p50_ms": _percentile(first_claim_answer_ms(events), 50)
+        if (polls_rows["listed_runs"] > 1).any() else None,
+        "errors": int(kinds.get("error", 0)),
+    }
+
+
+def production_checks(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame,
+                      pushes: pd.DataFrame) -> dict:
+    """What must hold, checked against the database's own records: every enqueued run claimed exactly once or
+    still pending; what the runners say they claimed is what the audit recorded; every push arrived."""
+    to_running = flips[flips["new_status"] == "running"]
+    per_run = to_running.groupby("run_id").size()
+    claimed_ids = set(int(i) for i in per_run.index)
+    pending_ids = set(int(i) for i in runs.loc[runs["status"] == "pending", "run_id"])
+    all_ids = set(int(i) for i in runs["run_id"])
+    runner_claims = sorted(int(i) for i in events.loc[events["event"] == "claimed", "run_id"].dropna())
+    audit_claims = sorted(int(i) for i in to_running["run_id"])
+    expected = int(pushes["count"].sum()) if len(pushes) else 0
+    checks = {
+        "enqueued": len(all_ids),
+        "pushed": expected,
+        "every_push_enqueued": len(all_ids) == expected,
+        "duplicate_jobs": int((per_run > 1).sum()),
+        "no_duplicates": bool((per_run <= 1).all()),
+        "claimed_once_or_pending": claimed_ids.isdisjoint(pending_ids) and claimed_ids | pending_ids == all_ids,
+        "runner_claims_match_audit": runner_claims == audit_claims,
+    }
+    checks["passed"] = all(checks[name] for name in ("every_push_enqueued", "no_duplicates",
+                                                     "claimed_once_or_pending", "runner_claims_match_audit"))
+    return checks
+
+
+# --------------------------------------------------------------------------- reading stored runs
+
+
+def load_summary(run_dir: Path) -> dict:
+    """A stored run's parameters and figures, recomputed from its stored rows."""
+    from harness import storage
+
+    manifest = storage.read_manifest(Path(run_dir))
+    tables = {name: pd.read_parquet(Path(run_dir) / f"{name}.parquet") for name in ("runs", "flips", "events")}
+    return {**manifest["parameters"], "run_id": manifest["run_id"],
+            **summarise(tables["runs"], tables["flips"], tables["events"], manifest["results"]["resources"])}
+
+
+SHOWN = ("endpoint", "runner_count", "poll_s", "seconds", "arrival_rate", "burst", "enqueued", "claimed", "polls",
+         "conflicts", "conflicts_per_poll", "pending_at_end", "duplicate_jobs", "pickup_p50_ms", "pickup_p99_ms",
+         "loser_payload_bytes", "statements_per_claimed_job")
+
+
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness production` prints: one line (or JSON object) per run."""
+    rows = [load_summary(path) for path in paths]
+    if as_json:
+        for row in rows:
+            print(json.dumps(row, default=lambda v: None if isinstance(v, float) and math.isnan(v) else str(v)))
+        return
+    frame = pd.DataFrame(rows)
+    print(frame.loc[:, list(SHOWN)].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))

@@ -1,0 +1,169 @@
+"""The production experiment over real HTTP against the real service and server: its contract, its checks,
+conservation against the audit, and no service or runner left behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import psutil
+import pytest
+
+from harness.experiments import registry
+from harness.experiments.production import ProductionParameters, ProductionSweep, production_checks, sweep_of
+from harness.errors import UserError
+from conftest import PROJECT_ROOT, run_cli
+
+CONTRACT_KEYS = ("polls", "conflicts", "claimed", "enqueued", "pending_at_end", "duplicate_jobs", "pickup_p50_ms",
+                 "pickup_p99_ms", "loser_payload_bytes")
+
+
+def service_processes(parent_pid: int) -> list[psutil.Process]:
+    """Claim services started by a given harness process (they name it with --parent-pid)."""
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        cmdline = process.info["cmdline"] or []
+        if "harness.service" in cmdline and "--parent-pid" in cmdline \
+                and cmdline[cmdline.index("--parent-pid") + 1] == str(parent_pid):
+            found.append(process)
+    return found
+
+
+def run(db, tmp_path, **asked):
+    [path] = registry.measure("production", ProductionParameters(**asked), tmp_path, db=db, progress=False)
+    return path
+
+
+def test_the_command_prints_the_contract_and_leaves_nothing(tmp_path):
+    cli = subprocess.Popen([sys.executable, "-m", "harness", "production", "--runners", "3", "--poll-s", "0.2",
+                            "--seconds", "3", "--endpoint", "pending", "--arrival-rate", "4", "--burst", "5",
+                            "--service-time-s", "0.2", "--json", "--quiet", "--data-dir", str(tmp_path)],
+                           cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen_service = []
+    while cli.poll() is None:
+        seen_service += [p.pid for p in service_processes(cli.pid) if p.pid not in seen_service]
+        time.sleep(0.2)
+    out, err = cli.communicate()
+    assert cli.returncode == 0, err
+    [line] = out.strip().splitlines()
+    result = json.loads(line)
+    assert all(key in result for key in CONTRACT_KEYS)
+    assert result["duplicate_jobs"] == 0
+    assert result["enqueued"] == result["claimed"] + result["pending_at_end"]
+    assert seen_service, "the service ran as its own process"
+    assert not any(psutil.pid_exists(pid) for pid in seen_service), "the service is gone after the run"
+    assert service_processes(cli.pid) == []
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--runners", "0"], "runner count"), (["--runners", "100000"], "runner count"),
+    (["--poll-s", "0"], "poll interval"), (["--seconds", "0"], "seconds"), (["--seconds", "1e9"], "seconds"),
+    (["--arrival-rate", "-1"], "arrival rate"), (["--arrival-rate", "nan"], "arrival rate"),
+    (["--burst", "-3"], "burst"), (["--burst", "99999999"], "burst"), (["--endpoint", "poll"], "endpoint"),
+    (["--arrival-rate", "0"], "nothing would arrive"), (["--arrival-rate", "400", "--seconds", "3000"], "within"),
+    (["--runners", "x"], "invalid int"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(tmp_path, args, words):
+    result = run_cli("production", *args, "--data-dir", str(tmp_path), timeout=60)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr
+
+
+def test_sigterm_of_the_harness_stops_the_service_and_the_runners(tmp_path):
+    cli = subprocess.Popen([sys.executable, "-m", "harness", "production", "--runners", "4", "--poll-s", "0.5",
+                            "--seconds", "120", "--arrival-rate", "2", "--quiet", "--data-dir", str(tmp_path)],
+                           cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    services, children = [], []
+    while time.monotonic() < deadline and not (services and len(children) >= 5):
+        services = service_processes(cli.pid)
+        children = psutil.Process(cli.pid).children(recursive=True)
+        time.sleep(0.2)
+    assert services and len(children) >= 5, "the service and the runners were running"
+    time.sleep(1)
+    cli.send_signal(signal.SIGTERM)
+    cli.communicate(timeout=60)
+    assert cli.returncode != 0
+    gone, alive = psutil.wait_procs(children + services, timeout=15)
+    assert alive == [], f"left behind: {[p.cmdline() for p in alive]}"
+
+
+def test_claim_endpoint_conserves_every_run_and_sends_no_loser_payload(db, tmp_path):
+    path = run(db, tmp_path, runner_count=6, poll_s=0.1, seconds=3, endpoint="claim", arrival_rate=10, burst=20,
+               service_time_s=0.05)
+    runs, flips = pd.read_parquet(path / "runs.parquet"), pd.read_parquet(path / "flips.parquet")
+    claims = flips[flips["new_status"] == "running"].groupby("run_id").size()  # what the database recorded
+    assert claims.max() == 1
+    assert set(claims.index) | set(runs.loc[runs["status"] == "pending", "run_id"]) == set(runs["run_id"])
+    summary = json.loads((path / "manifest.json").read_text())["results"]["summary"]
+    assert summary["conflicts"] == 0 and summary["loser_payload_bytes"] == 0
+    assert summary["claimed"] == len(claims) and summary["enqueued"] == len(runs)
+    assert summary["statements_per_claimed_job"] >= 2, "a claim and a finish at least, by the server's counters"
+
+
+def test_pending_endpoint_shows_conflicts_when_runners_collide(db, tmp_path):
+    # the negative control of C5's measurement: many runners polling fast over few runs must see 409s
+    path = run(db, tmp_path, runner_count=12, poll_s=0.05, seconds=3, endpoint="pending", arrival_rate=8, burst=30,
+               service_time_s=0.05)
+    summary = json.loads((path / "manifest.json").read_text())["results"]["summary"]
+    assert summary["conflicts"] > 0 and summary["duplicate_jobs"] == 0
+    assert summary["loser_payload_bytes"] > 0 and summary["loser_secrets"] > 0
+    events = pd.read_parquet(path / "events.parquet")
+    assert (events["event"] == "conflict").sum() == summary["conflicts"]
+
+
+def frames(flips_rows, run_status, claimed_events, pushed):
+    runs = pd.DataFrame({"run_id": list(run_status), "status": list(run_status.values())})
+    flips = pd.DataFrame(flips_rows, columns=["run_id", "new_status"])
+    events = pd.DataFrame({"event": ["claimed"] * len(claimed_events), "run_id": claimed_events})
+    return runs, flips, events, pd.DataFrame({"count": [pushed]})
+
+
+@pytest.mark.parametrize("case, failed", [
+    ("clean", None),
+    ("duplicate", "no_duplicates"),
+    ("claimed_and_pending", "claimed_once_or_pending"),
+    ("lost", "claimed_once_or_pending"),
+    ("runner_disagrees", "runner_claims_match_audit"),
+    ("push_missing", "every_push_enqueued"),
+])
+def test_each_check_can_fail(case, failed):
+    flips = [(1, "running"), (1, "done"), (2, "running")]
+    status = {1: "done", 2: "running", 3: "pending"}
+    claimed, pushed = [1, 2], 3
+    if case == "duplicate":
+        flips += [(2, "running")]
+        claimed = [1, 2, 2]
+    elif case == "claimed_and_pending":
+        flips += [(3, "running")]
+        claimed = [1, 2, 3]
+    elif case == "lost":
+        status[3] = "running"
+    elif case == "runner_disagrees":
+        claimed = [1]
+    elif case == "push_missing":
+        pushed = 4
+    checks = production_checks(*frames(flips, status, claimed, pushed))
+    assert checks["passed"] is (failed is None)
+    if failed:
+        assert checks[failed] is False
+
+
+def test_the_sweep_expands_and_gathers_back():
+    sweep = ProductionSweep(runner_counts=(3, 10), poll_intervals_s=(5, 0.2), seconds_per_poll=(20, 4),
+                            endpoints=("pending", "claim"), service_time_s=2, utilisation=0.5, burst=30)
+    points = sweep.points()
+    assert len(points) == 2 * 2 * 2 + 2
+    assert {p.arrival_rate for p in points if p.runner_count == 10 and not p.burst} == {2.5}
+    assert sweep_of([vars(p) for p in points]) == sweep
+
+
+@pytest.mark.parametrize("settings", [dict(poll_intervals_s=(1,), seconds_per_poll=(1, 2)),
+                                      dict(runner_counts=()), dict(utilisation=2.0), dict(burst=-1)])
+def test_a_bad_sweep_is_refused(settings):
+    with pytest.raises(UserError):
+        ProductionSweep(**settings)
