@@ -35,6 +35,8 @@ def frames():
         "bench": bench.load_bench(bench_run),
         "top_workers": int(by_workers["worker_count"].max()),
         "fault_events": reliability.timeline(runs["faults"], "lease", "pause"),
+        "production": analysis.production_summary(runs["production"]),
+        "production_timeline": analysis.production_timeline(runs["production"]),
     }
 
 
@@ -58,6 +60,9 @@ def all_charts(f) -> dict:
         "latency_by_fill_chart": charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
                                                               sorted(set(f["summary"]["worker_count"]))),
         "fault_timeline_chart": charts.fault_timeline_chart(f["fault_events"]),
+        "production_conflicts_chart": charts.production_conflicts_chart(f["production"]),
+        "production_pickup_chart": charts.production_pickup_chart(f["production"]),
+        "production_timeline_chart": charts.production_timeline_chart(f["production_timeline"]),
     }
 
 

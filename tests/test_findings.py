@@ -575,9 +575,10 @@ def test_a6_counts_the_advisory_locks_a_pick_leaves(leaked, phrase):
 
 
 def production_run(endpoint: str, runners: int, poll_s: float, polls: int, conflicts: int, burst: int = 0,
-                   duplicates: int = 0, p99_ms: float = 1000.0, loser_bytes: int = 0) -> dict:
+                   duplicates: int = 0, p99_ms: float = 1000.0, loser_bytes: int = 0, met: int | None = None) -> dict:
     return {"endpoint": endpoint, "runner_count": runners, "poll_s": poll_s, "burst": burst, "polls": polls,
-            "conflicts": conflicts, "duplicate_jobs": duplicates, "pickup_p99_ms": p99_ms,
+            "conflicts": conflicts, "polls_with_a_conflict": conflicts if met is None else met,
+            "duplicate_jobs": duplicates, "pickup_p99_ms": p99_ms,
             "loser_payload_bytes": loser_bytes}
 
 
@@ -592,6 +593,9 @@ def production(*rows: dict) -> pd.DataFrame:
     ([production_run("pending", 3, 5, 200, 60)], CORRECTED),
     # too few polls: the interval straddles 10 %
     ([production_run("pending", 3, 5, 12, 1)], NOT_MEASURED),
+    # judged by the polls that met a 409, not by the 409s (one poll can meet five)
+    ([production_run("pending", 10, 5, 100, 150, met=60)], CORRECTED),
+    ([production_run("pending", 10, 5, 400, 30, met=6)], CONFIRMED),
     # no point at production polling (faster polls, or more than a handful, or only /claim, or only bursts)
     ([production_run("pending", 3, 1, 500, 0), production_run("pending", 50, 5, 500, 0),
       production_run("claim", 3, 5, 500, 0), production_run("pending", 3, 5, 500, 0, burst=40)], NOT_MEASURED),
@@ -607,7 +611,7 @@ def test_c5_pools_the_production_points_and_names_the_busiest():
     found = findings.c5_conflicts_at_production_polling(production(
         production_run("pending", 3, 5, 100, 0), production_run("pending", 10, 5, 100, 2),
         production_run("pending", 50, 0.2, 900, 300)))
-    assert found.values["conflicts"] == "2" and found.values["polls"] == "200"
+    assert found.values["conflicts"] == "2" and found.values["polls"] == "200" and found.values["met"] == "2"
     assert "50 runners every 0.2 s" in found.note
 
 
@@ -615,14 +619,18 @@ def c8_rows(claim_conflicts=0, claim_duplicates=0, claim_p99=1000.0):
     return [production_run("pending", 3, 5, 100, 5, p99_ms=1000.0, loser_bytes=5000),
             production_run("claim", 3, 5, 100, claim_conflicts, duplicates=claim_duplicates, p99_ms=claim_p99),
             production_run("pending", 10, 1, 300, 40, p99_ms=800.0, loser_bytes=9000),
-            production_run("claim", 10, 1, 300, 0, p99_ms=700.0)]
+            production_run("claim", 10, 1, 300, 0, p99_ms=claim_p99 * 0.7)]
 
 
 @pytest.mark.parametrize("rows, expected", [
     (c8_rows(), CONFIRMED),
     (c8_rows(claim_conflicts=2), NOT_REPRODUCED),
     (c8_rows(claim_duplicates=1), NOT_REPRODUCED),
-    (c8_rows(claim_p99=2000.0), CORRECTED),  # runners would see a later pickup
+    (c8_rows(claim_p99=2000.0), CORRECTED),  # runners would see a later pickup at most points
+    (c8_rows()[:2] + [production_run("pending", 10, 1, 300, 40, p99_ms=800.0),
+                      production_run("claim", 10, 1, 300, 0, p99_ms=5000.0),
+                      production_run("pending", 50, 1, 300, 40, p99_ms=800.0),
+                      production_run("claim", 50, 1, 300, 0, p99_ms=700.0)], CONFIRMED),  # one point of three
     (c8_rows()[:1] + c8_rows()[2:3], NOT_MEASURED),  # no point with both endpoints
     ([production_run("pending", 3, 5, 100, 5, burst=40), production_run("claim", 3, 5, 100, 0, burst=40)],
      NOT_MEASURED),  # bursts are not the steady comparison

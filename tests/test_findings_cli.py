@@ -24,7 +24,9 @@ def params_file(tmp_path, pg_version: int):
               "other_strategies": {"strategies": ["for_update"], "worker_counts": [2], "job_count": 8},
               "plans": {"job_counts": [1000], "consumed_fractions": [0.5], "repetitions": 1},
               "churn": {"fillfactors": [100, 70], "updates": 50},
-              "bench": {"strategies": ["guarded"], "worker_counts": [2], "pairs": 1, "seconds": 1}}
+              "bench": {"strategies": ["guarded"], "worker_counts": [2], "pairs": 1, "seconds": 1},
+              "production": {"runner_counts": [2], "poll_intervals_s": [0.2], "seconds_per_poll": [2],
+                             "endpoints": ["claim"], "service_time_s": 0.1}}
     path = tmp_path / "params.yml"
     path.write_text(yaml.safe_dump(params))
     return path

@@ -167,3 +167,13 @@ def test_the_sweep_expands_and_gathers_back():
 def test_a_bad_sweep_is_refused(settings):
     with pytest.raises(UserError):
         ProductionSweep(**settings)
+
+
+def test_polls_with_a_conflict_counts_each_poll_once():
+    from harness.experiments.production import polls_with_a_conflict
+
+    events = pd.DataFrame({"runner": ["a", "a", "a", "a", "b", "b", "a"],
+                           "t_s": [0.0, 0.1, 0.2, 1.0, 0.05, 0.06, 2.0],
+                           "event": ["poll", "conflict", "conflict", "poll", "conflict", "poll", "claimed"]})
+    assert polls_with_a_conflict(events) == 1  # b's conflict came before any poll of b's
+    assert polls_with_a_conflict(events[events["event"] != "conflict"]) == 0

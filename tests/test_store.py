@@ -179,7 +179,8 @@ def test_every_kind_declares_one_frozen_parameters_dataclass_that_is_its_manifes
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(one, dataclasses.fields(one)[0].name, None)
         assert entry.parameters(**storage.plain(dataclasses.asdict(one))) == one, "a manifest reads back"
-    flags = [f.metadata["option"].flag for f in dataclasses.fields(entry.asks) if f.metadata.get("option")]
+    # the subcommand's flags: what a section asks, unless the kind's command line asks for one run (production)
+    flags = [f.metadata["option"].flag for f in dataclasses.fields(entry.command_asks) if f.metadata.get("option")]
     assert len(flags) == len(set(flags)) > 0
     assert set(entry.sections) <= set(registry.SECTIONS)
     with pytest.raises(UserError, match="unknown setting 'nonsense'"):

@@ -405,9 +405,9 @@ def production_summary(paths: list[Path]) -> pd.DataFrame:
 
     frame = pd.DataFrame([load_summary(Path(path)) for path in paths])
     if len(frame):
-        bounds = [wilson_interval(int(c), int(p)) for c, p in zip(frame["conflicts"], frame["polls"])]
-        frame["conflicts_per_poll_low"] = [low for low, _ in bounds]
-        frame["conflicts_per_poll_high"] = [high for _, high in bounds]
+        bounds = [wilson_interval(int(c), int(p)) for c, p in zip(frame["polls_with_a_conflict"], frame["polls"])]
+        frame["share_of_polls_with_a_conflict_low"] = [low for low, _ in bounds]
+        frame["share_of_polls_with_a_conflict_high"] = [high for _, high in bounds]
         frame["endpoint_label"] = frame["endpoint"].map(PRODUCTION_ENDPOINT_LABELS)
     return frame
 
@@ -419,7 +419,7 @@ def production_table(summary: pd.DataFrame) -> pd.DataFrame:
     frame["scenario"] = ["burst of " + str(int(b)) if b else "steady" for b in frame["burst"]]
     columns = {"scenario": "arrivals", "endpoint": "endpoint", "runner_count": "runners", "poll_s": "poll every (s)",
                "seconds": "window (s)", "enqueued": "runs", "polls": "polls", "conflicts": "409s",
-               "conflicts_per_poll": "409s per poll", "conflicts_per_claimed_job": "409s per job",
+               "share_of_polls_with_a_conflict": "polls meeting a 409", "conflicts_per_claimed_job": "409s per job",
                "loser_payload_bytes_per_claimed_job": "bytes to losers per job",
                "loser_secrets_per_claimed_job": "secrets to losers per job",
                "pickup_p50_ms": "pickup p50", "pickup_p99_ms": "pickup p99", "pickup_max_ms": "pickup max",
@@ -436,14 +436,21 @@ def production_table_formats() -> dict:
         return number(value, 2)
 
     return {"runners": count, "poll every (s)": lambda v: number(v, 1), "window (s)": lambda v: number(v, 0),
-            "runs": count, "polls": count, "409s": count, "409s per poll": percent, "409s per job": two,
+            "runs": count, "polls": count, "409s": count, "polls meeting a 409": percent, "409s per job": two,
             "bytes to losers per job": count, "secrets to losers per job": lambda v: number(v, 1),
             "pickup p50": ms, "pickup p99": ms, "pickup max": ms, "statements per job": lambda v: number(v, 1),
             "server CPU ms per job": two, "pending at end": count, "duplicates": count}
 
 
-def production_facts(summary: pd.DataFrame | None) -> dict:
-    """Every figure the production section's prose names, formatted once (glued by the article's cell 04-03)."""
+def _finding_sentence(finding) -> str:
+    """A finding's figure and note as sentences, whichever of them it has."""
+    parts = [text.rstrip(".") + "." for text in (finding.ours, finding.note) if text] if finding is not None else []
+    return " ".join(parts) or "Not measured in this build."
+
+
+def production_facts(summary: pd.DataFrame | None, c5=None, c8=None) -> dict:
+    """Every figure the production section's prose names, formatted once (glued by the article's cell 04-03);
+    c5 and c8 are the findings (harness.article.findings) whose figure and note the section quotes."""
     from harness.article.formats import MISSING, count, ms, number, percent, ratio
     from harness.article.prose import join
 
@@ -482,6 +489,8 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
     windows = steady.drop_duplicates("poll_s").sort_values("poll_s", ascending=False)
     facts = {
         "production_measured": "measured in this build" if measured else "not measured in this build",
+        "prod_confidence": "95%",  # the Wilson intervals' level (harness.stats.wilson_interval's default z)
+        "prod_c5_text": _finding_sentence(c5), "prod_c8_text": _finding_sentence(c8),
         "prod_runner_list": join([str(int(n)) for n in sorted(steady["runner_count"].unique())]),
         "prod_poll_list": join([number(p, 1 if p < 1 else 0) for p in sorted(steady["poll_s"].unique(),
                                                                               reverse=True)]),
@@ -495,15 +504,15 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
         "prod_fastest": number(fastest, 1 if fastest < 1 else 0),
         "prod_jitter": percent(float(summary["jitter"].iloc[0])) if measured else MISSING,
         "prod_quiet_polls": figure(quiet, "polls", count), "prod_quiet_conflicts": figure(quiet, "conflicts", count),
-        "prod_quiet_per_poll": figure(quiet, "conflicts_per_poll", percent),
-        "prod_quiet_high": figure(quiet, "conflicts_per_poll_high", percent),
+        "prod_quiet_share": figure(quiet, "share_of_polls_with_a_conflict", percent),
         "prod_quiet_loser_bytes": figure(quiet, "loser_payload_bytes_per_claimed_job", count),
         "prod_quiet_loser_secrets": figure(quiet, "loser_secrets_per_claimed_job", lambda v: number(v, 1)),
+        "prod_quiet_window": figure(quiet, "first_claim_answer_p50_ms", ms),
         "prod_quiet_p50": figure(quiet, "pickup_p50_ms", ms), "prod_quiet_p99": figure(quiet, "pickup_p99_ms", ms),
         "prod_quiet_claim_p50": figure(quiet_claim, "pickup_p50_ms", ms),
         "prod_quiet_claim_p99": figure(quiet_claim, "pickup_p99_ms", ms),
         "prod_busy_polls": figure(busy, "polls", count), "prod_busy_conflicts": figure(busy, "conflicts", count),
-        "prod_busy_per_poll": figure(busy, "conflicts_per_poll", percent),
+        "prod_busy_share": figure(busy, "share_of_polls_with_a_conflict", percent),
         "prod_busy_per_job": figure(busy, "conflicts_per_claimed_job", lambda v: number(v, 2)),
         "prod_busy_p99": figure(busy, "pickup_p99_ms", ms), "prod_busy_claim_p99": figure(busy_claim, "pickup_p99_ms", ms),
         "prod_busy_statements": figure(busy, "statements_per_claimed_job", lambda v: number(v, 1)),
@@ -536,3 +545,20 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
                                                  "prod_burst_claim_conflicts", "prod_burst_claim_p99",
                                                  "prod_burst_ratio")})
     return facts
+
+
+def production_timeline(paths: list[Path]) -> pd.DataFrame:
+    """The burst runs' timelines (runs pending and 409s per second), one row per run and second, long form."""
+    rows = []
+    for path in paths:
+        manifest = read_json(Path(path) / "manifest.json")
+        if not manifest["parameters"]["burst"]:
+            continue
+        frame = pd.read_parquet(Path(path) / "timeline.parquet")
+        frame["endpoint_label"] = PRODUCTION_ENDPOINT_LABELS[manifest["parameters"]["endpoint"]]
+        rows.append(frame)
+    if not rows:
+        return pd.DataFrame(columns=["second", "endpoint_label", "measure", "value"])
+    frame = pd.concat(rows, ignore_index=True).rename(columns={"pending": "runs pending", "conflicts": "409s"})
+    return frame.melt(id_vars=["second", "endpoint_label"], value_vars=["runs pending", "409s"],
+                      var_name="measure", value_name="value")

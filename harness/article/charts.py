@@ -637,23 +637,26 @@ def _poll_axis(values) -> alt.X:
 
 
 def production_conflicts_chart(summary: pd.DataFrame) -> alt.Chart:
-    """409s per poll (with its 95 % interval) by poll interval and runner count, one panel per endpoint."""
-    data = _plain(summary[summary["burst"] == 0][["endpoint_label", "runner_count", "poll_s", "conflicts_per_poll",
-                                                  "conflicts_per_poll_low", "conflicts_per_poll_high", "polls",
-                                                  "conflicts"]])
+    """The share of polls that met a 409 (with its 95 % interval) by poll interval and runner count, one panel per
+    endpoint."""
+    data = _plain(summary[summary["burst"] == 0][["endpoint_label", "runner_count", "poll_s",
+                                                  "share_of_polls_with_a_conflict", "share_of_polls_with_a_conflict_low",
+                                                  "share_of_polls_with_a_conflict_high", "polls", "conflicts"]])
     data["runners"] = data["runner_count"].astype(int).astype(str)
     order = [str(n) for n in sorted(data["runner_count"].unique())]
     base = alt.Chart(data).encode(
         x=_poll_axis(data["poll_s"]), xOffset=alt.XOffset("runners:N", sort=order),
         color=alt.Color("runners:N", sort=order, title="runners"))
     bars = base.mark_bar().encode(
-        y=alt.Y("conflicts_per_poll:Q", title="409s per poll", axis=alt.Axis(format="%")),
-        tooltip=["endpoint_label:N", "runners:N", "poll_s:O", "polls:Q", "conflicts:Q",
-                 alt.Tooltip("conflicts_per_poll:Q", format=".1%")])
-    rules = base.mark_rule(color=NOTE_COLOUR).encode(y="conflicts_per_poll_low:Q", y2="conflicts_per_poll_high:Q")
+        y=alt.Y("share_of_polls_with_a_conflict:Q", title="polls that met a 409", axis=alt.Axis(format="%")),
+        tooltip=["endpoint_label:N", "runners:N", "poll_s:O", "polls:Q", alt.Tooltip("conflicts:Q", title="409s"),
+                 alt.Tooltip("share_of_polls_with_a_conflict:Q", format=".1%", title="polls that met a 409")])
+    rules = base.mark_rule(color=NOTE_COLOUR).encode(y="share_of_polls_with_a_conflict_low:Q",
+                                                     y2="share_of_polls_with_a_conflict_high:Q")
     return alt.layer(bars, rules).properties(width=WIDTH // 2 - 20, height=HEIGHT).facet(
         column=alt.Column("endpoint_label:N", title=None)).properties(
-        title=_title("Conflicts per poll", "bars: 409s per poll; lines: its 95 % interval (Wilson)"))
+        title=_title("Polls that met a conflict", "bars: the share of polls after which the runner met a 409; "
+                                                   "lines: its 95 % interval (Wilson)"))
 
 
 def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:
@@ -674,3 +677,17 @@ def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:
     ).properties(width=WIDTH // 3 - 20, height=HEIGHT).facet(
         column=alt.Column("runner_count:O", title="runners")).properties(
         title=_title("The wait from enqueue to claim", "from each run's intended enqueue time (open-loop arrivals)"))
+
+
+def production_timeline_chart(timeline: pd.DataFrame) -> alt.FacetChart:
+    """The burst, second by second: runs pending and 409s, one line per endpoint."""
+    data = _plain(timeline)
+    return alt.Chart(data).mark_line(point=True, interpolate="step-after").encode(
+        x=alt.X("second:Q", title="seconds since the window opened"),
+        y=alt.Y("value:Q", title=None),
+        color=alt.Color("endpoint_label:N", title="endpoint"),
+        tooltip=["endpoint_label:N", "measure:N", "second:Q", "value:Q"],
+    ).properties(width=WIDTH // 2 - 20, height=HEIGHT * 2 // 3).facet(
+        column=alt.Column("measure:N", title=None), resolve=alt.Resolve(scale={"y": "independent"})).properties(
+        title=_title("The burst, second by second", "runs pending at the end of each second (intended enqueue "
+                                                     "times), and the 409s the runners met in it"))

@@ -1371,7 +1371,7 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
 # C5: the original's production polling, and what "rare" means here
 ORIGINAL_C5_POLL_S = 5.0
 ORIGINAL_C5_HANDFUL = 10  # "a handful of runners": at most this many
-RARE_CONFLICTS_PER_POLL = 0.1  # rare: fewer than one poll in ten meets a 409
+RARE_CONFLICTS_PER_POLL = 0.1  # rare: fewer than one poll in ten meets a 409 (one poll can meet up to five)
 
 
 def _production_points(production: pd.DataFrame | None, endpoint: str) -> pd.DataFrame:
@@ -1383,7 +1383,7 @@ def _production_points(production: pd.DataFrame | None, endpoint: str) -> pd.Dat
 
 def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Finding:
     """C5: with a handful of runners polling /pending every 5 s, 409s are rare (pooled over those points, with the
-    95 % Wilson interval of conflicts per poll against RARE_CONFLICTS_PER_POLL)."""
+    95 % Wilson interval of the share of polls that met a 409 against RARE_CONFLICTS_PER_POLL)."""
     from harness.stats import wilson_interval
 
     pending = _production_points(production, "pending")
@@ -1393,18 +1393,20 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Findi
         return _not_measured("C5", f"No run polled /pending every {number(ORIGINAL_C5_POLL_S, 0)} s or slower with "
                                    f"at most {count(ORIGINAL_C5_HANDFUL)} runners in this build.")
     polls, conflicts = int(at_production["polls"].sum()), int(at_production["conflicts"].sum())
-    low, high = wilson_interval(conflicts, polls)
+    met = int(at_production["polls_with_a_conflict"].sum())
+    low, high = wilson_interval(met, polls)
     runners = ", ".join(count(int(n)) for n in sorted(at_production["runner_count"].unique()))
-    ours = (f"{count(conflicts)} conflicts in {count(polls)} polls ({percent(conflicts / polls if polls else math.nan)}"
-            f" of polls, 95 % interval {percent(low)}-{percent(high)}) with {runners} runners every "
-            f"{number(ORIGINAL_C5_POLL_S, 0)} s")
+    ours = (f"{count(met)} of {count(polls)} polls met a 409 ({percent(met / polls if polls else math.nan)}, "
+            f"95 % interval {percent(low)}-{percent(high)}; {count(conflicts)} 409s in all) with {runners} runners "
+            f"every {number(ORIGINAL_C5_POLL_S, 0)} s")
     busiest = pending.sort_values(["runner_count", "poll_s"], ascending=[False, True]).head(1)
     contrast = ""
     if len(busiest) and polls:
         row = busiest.iloc[0]
         contrast = (f"At {count(int(row['runner_count']))} runners every {number(float(row['poll_s']), 1)} s: "
                     f"{count(int(row['conflicts']))} conflicts in {count(int(row['polls']))} polls.")
-    values = {"conflicts": count(conflicts), "polls": count(polls), "low": percent(low), "high": percent(high),
+    values = {"conflicts": count(conflicts), "polls": count(polls), "met": count(met), "low": percent(low),
+              "high": percent(high),
               "rare": percent(RARE_CONFLICTS_PER_POLL)}
     if not polls:
         return _finding("C5", NOT_MEASURED, ours, "The runs at production polling made no poll.", values)
@@ -1421,7 +1423,8 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Findi
 
 def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
     """C8: POST /claim (the pick inside the endpoint, SKIP LOCKED) against GET /pending + claim by id at the same
-    runner counts and poll intervals: no 409, no duplicate, and a pickup p99 no worse than CLOSE times /pending's."""
+    runner counts and poll intervals: no 409, no duplicate, and a pickup p99 no worse than CLOSE times /pending's
+    at most of the points (one run per point: a single point's p99 of a few dozen runs is close to its maximum)."""
     pending, claim = _production_points(production, "pending"), _production_points(production, "claim")
     keys = ["runner_count", "poll_s"]
     paired = pending.merge(claim, on=keys, suffixes=("_pending", "_claim")) if len(pending) and len(claim) else         pd.DataFrame()
@@ -1440,13 +1443,17 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
     if conflicts or duplicates:
         return _finding("C8", NOT_REPRODUCED, ours, ["The SKIP LOCKED endpoint still answered 409 or handed a run "
                                                      "out twice.", change], values)
-    if len(worse):
-        where = ", ".join(f"{count(int(r.runner_count))} runners every {number(float(r.poll_s), 1)} s"
-                          for r in worse.itertuples())
+    where = ", ".join(f"{count(int(r.runner_count))} runners every {number(float(r.poll_s), 1)} s"
+                      for r in worse.itertuples())
+    if len(worse) * 2 > len(paired):
         return _finding("C8", CORRECTED, ours, [f"No 409s, but the pickup p99 was more than {ratio(CLOSE)} "
-                                                f"/pending's at {where}: runners would notice.", change], values)
+                                                f"/pending's at most points ({where}): runners would notice.", change],
+                        values)
+    exceptions = (f" It was above that at {count(len(worse))} of {count(len(paired))} points ({where}), each one "
+                  "run long." if len(worse) else "")
     return _finding("C8", CONFIRMED, ours, ["No 409s and no run handed out twice, with a pickup p99 within "
-                                            f"{ratio(CLOSE)} of /pending's at every point.", change], values)
+                                            f"{ratio(CLOSE)} of /pending's at most points.{exceptions}", change],
+                    values)
 
 
 def unmeasured_claims(races: Races) -> list[Finding]:

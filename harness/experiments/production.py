@@ -94,15 +94,19 @@ def _check_point(runner_count: int, poll_s: float, seconds: float, arrival_rate:
 class ProductionParameters(Parameters):
     """One run: runner_count runners polling every poll_s through one endpoint while runs arrive for seconds."""
 
-    runner_count: int = setting(3, as_int, Option("--runners", "runner processes polling the service", int))
-    poll_s: float = setting(5.0, as_float, Option("--poll-s", "seconds between a runner's idle polls", float))
-    seconds: float = setting(30.0, as_float, Option("--seconds", "how long runs arrive (the window)", float))
+    runner_count: int = setting(3, as_int, Option("--runners", "runner processes polling the service", int,
+                                                                         metavar="N"))
+    poll_s: float = setting(5.0, as_float, Option("--poll-s", "seconds between a runner's idle polls", float,
+                                                               metavar="S"))
+    seconds: float = setting(30.0, as_float, Option("--seconds", "how long runs arrive (the window)", float,
+                                                                metavar="T"))
     endpoint: str = setting("pending", as_endpoint, Option(
         "--endpoint", "pending: GET /pending, then claim the listed runs in order (409 to the loser); "
                       "claim: POST /claim, the server picks with SKIP LOCKED", str, metavar="{pending,claim}"))
     arrival_rate: float = setting(1.0, as_float, Option("--arrival-rate", "Poisson arrivals, runs per second",
-                                                        float))
-    burst: int = setting(0, as_int, Option("--burst", "one push of this many runs a third of the way in", int))
+                                                        float, metavar="R"))
+    burst: int = setting(0, as_int, Option("--burst", "one push of this many runs a third of the way in", int,
+                                                    metavar="K"))
     service_time_s: float = setting(2.0, as_float, Option("--service-time-s", "mean seconds a job runs "
                                                                               "(exponential)", float))
     jitter: float = setting(0.2, as_float)  # an idle wait is poll_s x a factor in [1 - jitter, 1 + jitter]
@@ -412,6 +416,14 @@ def first_claim_answer_ms(events: pd.DataFrame) -> np.ndarray:
     return ((steps.loc[after_poll, "t_s"] - previous.loc[after_poll, "t_s"]) * 1e3).to_numpy(dtype=float)
 
 
+def polls_with_a_conflict(events: pd.DataFrame) -> int:
+    """Polls after which their runner met at least one 409 before its next poll (a poll can meet up to five)."""
+    steps = events[events["event"].isin(["poll", "conflict"])].sort_values(["runner", "t_s"])
+    poll_number = (steps["event"] == "poll").astype(int).groupby(steps["runner"]).cumsum()
+    met = (steps["event"] == "conflict") & (poll_number > 0)
+    return int(len(set(zip(steps.loc[met, "runner"], poll_number[met]))))
+
+
 def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, resources: dict) -> dict:
     """A run's figures, from its stored rows."""
     kinds = events["event"].value_counts()
@@ -438,7 +450,9 @@ def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, res
         "finished": resources.get("accepted_finishes"),
         "pending_at_end": int((runs["status"] == "pending").sum()),
         "duplicate_jobs": int((per_run > 1).sum()),
+        "polls_with_a_conflict": polls_with_a_conflict(events),
         "conflicts_per_poll": per(conflicts, polls),
+        "share_of_polls_with_a_conflict": per(polls_with_a_conflict(events), polls),
         "conflicts_per_claimed_job": per(conflicts, claimed),
         "polls_per_claimed_job": per(polls, claimed),
         "empty_polls": int((polls_rows["listed_runs"] == 0).sum()),
