@@ -486,6 +486,7 @@ def production_facts(summary: pd.DataFrame | None, c5=None, c8=None) -> dict:
         fewest = most = slowest = fastest = utilisation = service_time = float("nan")
     quiet, busy = point("pending", fewest, slowest), point("pending", most, fastest)
     quiet_claim, busy_claim = point("claim", fewest, slowest), point("claim", most, fastest)
+    crowd, crowd_claim = point("pending", most, slowest), point("claim", most, slowest)  # many runners, slow polls
     windows = steady.drop_duplicates("poll_s").sort_values("poll_s", ascending=False)
     facts = {
         "production_measured": "measured in this build" if measured else "not measured in this build",
@@ -511,6 +512,9 @@ def production_facts(summary: pd.DataFrame | None, c5=None, c8=None) -> dict:
         "prod_quiet_p50": figure(quiet, "pickup_p50_ms", ms), "prod_quiet_p99": figure(quiet, "pickup_p99_ms", ms),
         "prod_quiet_claim_p50": figure(quiet_claim, "pickup_p50_ms", ms),
         "prod_quiet_claim_p99": figure(quiet_claim, "pickup_p99_ms", ms),
+        "prod_crowd_share": figure(crowd, "share_of_polls_with_a_conflict", percent),
+        "prod_crowd_p50": figure(crowd, "pickup_p50_ms", ms),
+        "prod_crowd_claim_p50": figure(crowd_claim, "pickup_p50_ms", ms),
         "prod_busy_polls": figure(busy, "polls", count), "prod_busy_conflicts": figure(busy, "conflicts", count),
         "prod_busy_share": figure(busy, "share_of_polls_with_a_conflict", percent),
         "prod_busy_per_job": figure(busy, "conflicts_per_claimed_job", lambda v: number(v, 2)),

@@ -1395,7 +1395,8 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Findi
     polls, conflicts = int(at_production["polls"].sum()), int(at_production["conflicts"].sum())
     met = int(at_production["polls_with_a_conflict"].sum())
     low, high = wilson_interval(met, polls)
-    runners = ", ".join(count(int(n)) for n in sorted(at_production["runner_count"].unique()))
+    counts = [count(int(n)) for n in sorted(at_production["runner_count"].unique())]
+    runners = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
     ours = (f"{count(met)} of {count(polls)} polls met a 409 ({percent(met / polls if polls else math.nan)}, "
             f"95 % interval {percent(low)}-{percent(high)}; {count(conflicts)} 409s in all) with {runners} runners "
             f"every {number(ORIGINAL_C5_POLL_S, 0)} s")
