@@ -77,7 +77,6 @@ REAPER_INTERVAL_LEASES = 0.1  # the reaper passes every tenth of a lease
 TRIGGER_TIMEOUT_S = 30.0  # the longest wait for a runner to start a job (the fault's trigger)
 MAX_DRAIN_SECONDS = 180.0
 SERVICE_POOL_SIZE = 4
-SERVICE_APPLICATION_NAME = "claimrace-service"  # what the service's pool connections call themselves
 
 
 def as_protocol(name: str, value) -> str:
@@ -330,6 +329,8 @@ def inject(fault: str, p: FaultParameters, db: database.Database, service, runne
         return {"landed": True, "runner": victim, "run": run, "token": token, "handed_on": handed_on,
                 "paused_s": entry["paused_seconds"]}
     if fault == "terminate":
+        from harness.service.app import APPLICATION_NAME as SERVICE_APPLICATION_NAME  # its pool's connections
+
         hit = []
         for _ in range(TERMINATE_ROUNDS):
             hit += faults.terminate_backends(watch.connection(), SERVICE_APPLICATION_NAME, log)
