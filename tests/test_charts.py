@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from harness.article import analysis, charts, labels, vega
+from harness.article import analysis, charts, labels, reliability, vega
 from harness.experiments import bench, churn, plans, registry
 from tiny_report import TINY_PARAMS, build_tiny_report
 
@@ -36,6 +36,7 @@ def frames():
         "top_workers": int(by_workers["worker_count"].max()),
         "latency": analysis.by_round_trip(analysis.race_summary(runs["latency"])),
         "indexed": analysis.conditions(analysis.race_summary(runs["indexed_race"])),
+        "fault_events": reliability.timeline(runs["faults"], "lease", "pause"),
         "production": analysis.production_summary(runs["production"]),
         "production_timeline": analysis.production_timeline(runs["production"]),
     }
@@ -63,6 +64,7 @@ def all_charts(f) -> dict:
         "round_trip_chart": charts.round_trip_chart(analysis.round_trip_long(f["latency"])),
         "side_by_side_chart": charts.side_by_side_chart(analysis.side_by_side_long(f["indexed"], analysis.INDEX),
                                                         "With and without the partial index"),
+        "fault_timeline_chart": charts.fault_timeline_chart(f["fault_events"]),
         "production_conflicts_chart": charts.production_conflicts_chart(f["production"]),
         "production_pickup_chart": charts.production_pickup_chart(f["production"]),
         "production_timeline_chart": charts.production_timeline_chart(f["production_timeline"]),

@@ -448,8 +448,47 @@ def test_nothing_stored_leaves_every_finding_not_measured():
 
 def test_the_unmeasured_claims_say_why():
     notes = {f.id: f.note for f in findings.unmeasured_claims(races(race("naive", 4), race("guarded", 4)))}
-    assert set(notes) == {"C7", "C9"}
+    assert set(notes) == {"C9"}
     assert all(notes.values())
+
+
+# --------------------------------------------------------------------------- C7: leases, fences and the ledger
+
+
+def fault_run(protocol: str, fault: str, **counts) -> dict:
+    """One faults run's summary row: every run completed once unless counts say otherwise."""
+    row = {"protocol": protocol, "fault": fault, "runs": 12, "completed_once": 12, "completed_twice": 0,
+           "executed_twice": 0, "stale_completion": 0, "stuck": 0, "lost": 0}
+    row.update(counts)
+    return row
+
+
+HEALTHY_LEASES = [fault_run("lease", "kill", executed_twice=1), fault_run("lease_fenced", "kill", executed_twice=1),
+                  fault_run("lease_fenced", "pause", executed_twice=1)]
+
+
+@pytest.mark.parametrize("rows, expected", [
+    ([fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
+      fault_run("lease", "pause", stale_completion=1, executed_twice=1)], CORRECTED),
+    ([fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
+      fault_run("lease", "pause", executed_twice=1)], CONFIRMED),
+    ([fault_run("none", "kill", stuck=1, completed_once=11), fault_run("lease", "kill", stuck=1)], NOT_REPRODUCED),
+    ([fault_run("none", "kill", stuck=1, completed_once=11)], CONFIRMED_DIFFERENT_SIZE),
+    ([fault_run("none", "kill"), *HEALTHY_LEASES], NOT_REPRODUCED),  # the negative control saw nothing
+    ([fault_run("lease", "kill")], NOT_MEASURED),
+    ([], NOT_MEASURED),
+])
+def test_c7_a_claim_is_not_a_completion(rows, expected):
+    faults = pd.DataFrame(rows) if rows else None
+    assert verdict(findings.c7_claim_is_not_completion(faults)) == expected
+
+
+def test_c7_says_when_even_the_fence_lost_a_run():
+    rows = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
+            fault_run("lease_fenced", "restart", lost=1, completed_once=11)]
+    found = findings.c7_claim_is_not_completion(pd.DataFrame(rows))
+    assert verdict(found) == CORRECTED and "Even with the fencing token" in found.note
+    assert found.values["fenced_bad"] == "1"
 
 
 # --------------------------------------------------------------------------- C1-C3: the other strategies

@@ -33,7 +33,8 @@ def params_file(tmp_path, pg_version: int):
               "churn": {"fillfactors": [100, 70], "updates": 50},
               "bench": {"strategies": ["guarded"], "worker_counts": [2], "pairs": 1, "seconds": 1},
               "production": {"runner_counts": [2], "poll_intervals_s": [0.2], "seconds_per_poll": [2],
-                             "endpoints": ["claim"], "service_time_s": 0.1}}
+                             "endpoints": ["claim"], "service_time_s": 0.1},
+              "faults": {"protocols": ["none"], "faults": ["kill"], "runner_count": 2, "job_count": 2}}
     path = tmp_path / "params.yml"
     path.write_text(yaml.safe_dump(params))
     return path

@@ -95,6 +95,7 @@ PRODUCTION_POLLING = anchor("At production polling rates")
 TABLE_CHURN = anchor("What do all these status flips do to the table?")
 HARNESS_CHECK = anchor("Is the harness measuring PostgreSQL, or itself?")
 LIMITS = anchor("What doesn't this prove?")
+CLAIM_NOT_COMPLETION = anchor("A claim is not a completion")
 FAQ = anchor("FAQ")
 OTHER_CLAIMS = anchor("Other ways to claim")
 LATENCY = anchor("What does a network round trip change?")
@@ -153,7 +154,7 @@ ORIGINAL = {
     "C6": Claim("real network latency widens naive's window and makes each lost guarded race dearer",
                 NOT_IN_THE_ORIGINAL, LATENCY),
     "C7": Claim("a claim is not a completion: a runner that dies leaves its job running; a lease is missing",
-                NOT_IN_THE_ORIGINAL, LIMITS),
+                NOT_IN_THE_ORIGINAL, CLAIM_NOT_COMPLETION),
     "C8": Claim("picking the row with SKIP LOCKED inside the claim endpoint is a one-statement server change",
                 NOT_IN_THE_ORIGINAL, PRODUCTION_POLLING),
     "C9": Claim("partial index, fillfactor and HOT rate form a trade-off; small volumes take no index and the "
@@ -1408,6 +1409,51 @@ def c6_network_round_trip(latency: pd.DataFrame | None) -> Finding:
                     values)
 
 
+def _fault_cell(faults: pd.DataFrame, protocol: str, fault: str) -> pd.Series | None:
+    rows = faults[(faults["protocol"].astype(str) == protocol) & (faults["fault"].astype(str) == fault)]
+    return rows.iloc[0] if len(rows) else None
+
+
+def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
+    """C7: a killed runner leaves its run running under the original's protocol; a lease hands it on; without a
+    fencing token a runner that lost its lease still completes a run another runner holds."""
+    killed = _fault_cell(faults, "none", "kill") if faults is not None and len(faults) else None
+    if killed is None:
+        return _not_measured("C7", "No run in this build kills a runner after its claim under the original's "
+                                   "protocol.")
+    leased = [row for row in (_fault_cell(faults, p, "kill") for p in ("lease", "lease_fenced")) if row is not None]
+    paused = _fault_cell(faults, "lease", "pause")
+    fenced = faults[faults["protocol"].astype(str) == "lease_fenced"]
+    fenced_bad = int((fenced["lost"] + fenced["stuck"] + fenced["completed_twice"]
+                      + fenced["stale_completion"]).sum()) if len(fenced) else 0
+    stale = int(paused["stale_completion"] + paused["completed_twice"]) if paused is not None else 0
+    values = {"stuck": count(killed["stuck"]), "leased_stuck": count(sum(int(r["stuck"]) + int(r["lost"])
+                                                                         for r in leased)),
+              "stale": count(stale), "fenced_runs": count(len(fenced)), "fenced_bad": count(fenced_bad)}
+    ours = (f"runner killed after its claim: {count(killed['stuck'])} run(s) stuck without a lease, "
+            f"{values['leased_stuck']} stuck or lost with one; a runner paused past its lease completed "
+            f"{count(stale)} run(s) handed to another runner without the fence; {count(fenced_bad)} runs lost, stuck "
+            f"or completed by a stale holder over {_counted(len(fenced), 'fenced run')}")
+    if int(killed["stuck"]) == 0:
+        return _finding("C7", NOT_REPRODUCED, ours, "The killed runner's run was not left running: either the kill "
+                                                   "missed its window or the runs were recovered some other way.",
+                        values)
+    if not leased or any(int(r["stuck"]) + int(r["lost"]) > 0 for r in leased):
+        return _finding("C7", NOT_REPRODUCED if leased else CONFIRMED_DIFFERENT_SIZE, ours,
+                        "The killed runner's run stayed running, and the lease did not hand every run on." if leased
+                        else "The killed runner's run stayed running; no lease was raced against it.", values)
+    if stale > 0 or fenced_bad > 0:
+        return _finding("C7", CORRECTED, ours,
+                        "A killed runner's run stayed running until a lease handed it on, as the original says; but "
+                        "a lease alone let a runner that woke after losing it complete a run another runner held. "
+                        + ("The fencing token (an attempt number checked by heartbeat and finish) refused that."
+                           if fenced_bad == 0 else f"Even with the fencing token, {count(fenced_bad)} runs went wrong."),
+                        values)
+    return _finding("C7", CONFIRMED, ours, "A killed runner's run stayed running without a lease and was handed on "
+                                          "with one; no run was completed by a runner that had lost its lease.",
+                    values)
+
+
 # C5: the original's production polling, and what "rare" means here
 ORIGINAL_C5_POLL_S = 5.0
 ORIGINAL_C5_HANDFUL = 10  # "a handful of runners": at most this many
@@ -1498,9 +1544,8 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
 
 
 def unmeasured_claims(races: Races) -> list[Finding]:
-    """C7 and C9: what the runs would need to measure them."""
+    """C9: what the runs would need to measure it."""
     return [
-        _not_measured("C7", "Not measured: no worker dies after claiming in these runs, and no strategy has a lease."),
         _not_measured("C9", "The three knobs are measured one at a time (F9 the index and the walk, F12 fillfactor "
                             "and HOT, F13 the index against HOT), but no run varies the daily job volume, so which "
                             "corner suits which volume is not measured."),
@@ -1525,6 +1570,7 @@ class Measurements:
     others: pd.DataFrame | None = None  # analysis.race_summary of the other strategies' races (C1-C3)
     latency: pd.DataFrame | None = None  # analysis.race_summary of the races behind a network round trip (C6)
     production: pd.DataFrame | None = None  # one row per production run (analysis.production_summary) (C5, C8)
+    faults: pd.DataFrame | None = None  # reliability.fault_summary of the fault runs (C7)
 
 
 def evaluate(measured: Measurements) -> list[Finding]:
@@ -1542,7 +1588,8 @@ def evaluate(measured: Measurements) -> list[Finding]:
         c1_serializable_aborts(others), c2_one_transaction_still_racy(others),
         c3_for_update_queues(others, wait_share_table(measured.others) if len(others.summary) else None),
         c4_wait_for_a_job(measured.job_waits), c5_conflicts_at_production_polling(measured.production),
-        c6_network_round_trip(measured.latency), c8_skip_locked_endpoint(measured.production),
+        c6_network_round_trip(measured.latency), c7_claim_is_not_completion(measured.faults),
+        c8_skip_locked_endpoint(measured.production),
         *unmeasured_claims(races),
         a1_time_to_get_a_job(measured.job_waits), a2_where_the_time_goes(races, measured.shares),
         a3_harness_against_pgbench(measured.bench, measured.bench_band), a4_hot_claimed_one_at_a_time(measured.churn),
@@ -1601,9 +1648,14 @@ def measurements(runs: dict[str, list[Path]]) -> Measurements:
         bench = bench_module.load_bench(Path(runs["bench"][0]))
     other_paths = [Path(p) for p in runs.get("other_strategies", [])]
     latency_paths = [Path(p) for p in runs.get("latency", [])]
+    faults = None
+    if runs.get("faults"):
+        from harness.article.reliability import fault_summary
+
+        faults = fault_summary([Path(p) for p in runs["faults"]])
     production = production_summary([Path(p) for p in runs["production"]]) if runs.get("production") else None
     return Measurements(production=production, summary=summary, job_waits=job_waits, others=race_summary(other_paths) if other_paths else None,
-                        latency=race_summary(latency_paths) if latency_paths else None,
+                        latency=race_summary(latency_paths) if latency_paths else None, faults=faults,
                         shares=wait_share_table(summary) if len(summary) else None,
                         fixed_fill=fixed_fill_latency(bench), bench=bench, plans=plans, churn=churn)
 

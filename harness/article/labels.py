@@ -131,3 +131,12 @@ def strategies_in(values: Iterable) -> list[str]:
     """The strategies among `values`, in the article's order."""
     return in_order((str(v) for v in values), STRATEGY_ORDER)
 
+
+
+# --------------------------------------------------------------------------- a claim is not a completion
+
+# One run's events in the fault timeline: a runner's claim, job, heartbeats and finish, the reaper, the fault.
+FAULT_EVENT_COLOURS = {"claimed": "#4c78a8", "started": "#9ecae9", "heartbeat": "#bab0ac", "finished": "#54a24b",
+                       "finish_rejected": "#e45756", "reaped": "#f58518", "pause": "#b279a2", "kill": "#b279a2",
+                       "stopped": "#bab0ac"}
+FAULT_EVENT_ORDER = tuple(FAULT_EVENT_COLOURS)

@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from harness import config, storage
 from harness.errors import UserError
-from harness.experiments import bench, churn, plans, production, race_trials
+from harness.experiments import bench, churn, faults, plans, production, race_trials
 from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
 from harness.server import database, schema
@@ -99,6 +99,13 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          show=production.show_runs, sections=("production",), request=production.ProductionSweep,
          expand=production.ProductionSweep.points, gather=production.sweep_of, workers=production.workers_needed,
          label=production.label, command=production.ProductionParameters),
+    Kind("faults", faults.FaultParameters, faults.measure_faults,
+         help="protocols none, lease and lease_fenced under injected faults (a killed, paused or cut-off runner, "
+              "a restarted server or service), then the final ledger of every run (drops and recreates "
+              "claimrace.runs, run_flips and finishes before every run)",
+         show=faults.show_runs, sections=("faults",), request=faults.FaultSweep, expand=faults.FaultSweep.runs,
+         gather=faults.sweep_of, workers=faults.workers_needed, check_size=faults.check_size,
+         label=faults.run_label),
 )}
 
 # The report's params-file sections, each with the kind whose runs it asks for.

@@ -58,6 +58,7 @@ class Database:
     source: str  # "embedded", "docker" or "url"
     details: dict = field(default_factory=dict)
     pg_version: int = config.DEFAULT_PG_VERSION  # the major version asked for (pgbench's, for every source)
+    server: object = field(default=None, repr=False, compare=False)  # what started it (EmbeddedServer), if we did
 
     def connect(self, **kwargs) -> psycopg.Connection:
         return connect(self.url, **kwargs)
@@ -299,14 +300,34 @@ class EmbeddedServer:
             "unix_socket_directories": str(self.pgdata),
             "max_connections": str(self.max_connections),
         }
-        options = " ".join(f"-c {k}={v}" for k, v in settings.items())
-        _run_pg(self.bin_dir, "pg_ctl", ["-w", "-t", "60", "-D", str(self.pgdata), "-l", str(self.pgdata / "server.log"),
-                                         "-o", options, "start"], user_kwargs)
+        self.options = " ".join(f"-c {k}={v}" for k, v in settings.items())
+        self._pg_ctl_start(user_kwargs)
         url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         return Database(url=url, source="embedded", details={"pg_version_requested": self.pg_version,
                                                               "data_dir": str(self.pgdata),
                                                               "tmpfs": str(self.root).startswith("/dev/shm")},
-                        pg_version=self.pg_version)
+                        pg_version=self.pg_version, server=self)
+
+    def _pg_ctl_start(self, user_kwargs: dict) -> None:
+        _run_pg(self.bin_dir, "pg_ctl", ["-w", "-t", "60", "-D", str(self.pgdata), "-l", str(self.pgdata / "server.log"),
+                                         "-o", self.options, "start"], user_kwargs)
+
+    def restart(self, mode: str = "immediate") -> dict:
+        """Stop the server and start it again on the same port and data directory; returns the times taken.
+
+        mode "immediate" stops it the way a crash does (no checkpoint: the restart replays the WAL), "fast" the
+        way an orderly shutdown does. Connections die either way; committed transactions survive.
+        """
+        if self.root is None:
+            raise RuntimeError("the server is not running")
+        if mode not in ("immediate", "fast"):
+            raise ValueError(f"stop mode must be immediate or fast, not {mode!r}")
+        user_kwargs = _os_user_kwargs()
+        began = time.monotonic()
+        _run_pg(self.bin_dir, "pg_ctl", ["-w", "-t", "30", "-D", str(self.pgdata), "-m", mode, "stop"], user_kwargs)
+        stopped = time.monotonic()
+        self._pg_ctl_start(user_kwargs)
+        return {"mode": mode, "stop_seconds": stopped - began, "start_seconds": time.monotonic() - stopped}
 
     def stop(self) -> None:
         if self.root is None:

@@ -1,0 +1,178 @@
+"""The article's side of the fault runs: the ledger table, one fault's timeline, the cost of leases, and the glue.
+
+    fault_summary(paths) -> DataFrame      one row per stored faults run: its protocol, fault, ledger counts, cost
+    ledger_frame(summary) -> DataFrame     the ledger table, one row per protocol and fault
+    cost_frame(summary) -> DataFrame       per protocol, from its run without a fault: heartbeats and churn
+    timeline(paths, protocol, fault) -> DataFrame   the events around the run the fault hit
+    fault_facts(paths) -> {placeholder: text}       every figure the section's prose names
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.article.formats import count, number, percent
+from harness.article.prose import counted, join, table
+
+LEDGER_COLUMNS = {"completed_once": "completed once", "completed_twice": "completed twice",
+                  "executed_twice": "ran twice", "stale_completion": "completed by a stale holder",
+                  "stuck": "stuck", "lost": "lost"}
+PROTOCOL_ORDER = ("none", "lease", "lease_fenced")
+FAULT_ORDER = ("kill", "pause", "terminate", "restart", "service", "none")
+CUTTING_FAULTS = ("terminate", "restart", "service")  # the service or its database goes away for a while
+FAULT_WORDS = {"kill": "runner killed after its claim", "pause": "runner paused past its lease",
+               "terminate": "service's connections terminated", "restart": "PostgreSQL restarted",
+               "service": "service killed and restarted", "none": "no fault"}
+
+
+def fault_summary(paths) -> pd.DataFrame:
+    """One row per faults run: parameters, ledger counts, reaps, heartbeats, counters, whether each rule held."""
+    from harness.storage import read_manifest
+
+    rows = []
+    for path in paths:
+        manifest = read_manifest(Path(path))
+        results, parameters = manifest["results"], manifest["parameters"]
+        row = {**parameters, **{k: v for k, v in results.items() if not isinstance(v, dict)},
+               "run_dir": str(path)}
+        row.update({f"rule_{name}": held for name, held in results.get("expectations", {}).items()})
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if not len(frame):
+        return frame
+    frame["protocol"] = pd.Categorical(frame["protocol"], PROTOCOL_ORDER, ordered=True)
+    frame["fault"] = pd.Categorical(frame["fault"], FAULT_ORDER, ordered=True)
+    return frame.sort_values(["fault", "protocol"]).reset_index(drop=True)
+
+
+def ledger_frame(summary: pd.DataFrame) -> pd.DataFrame:
+    """The ledger: per fault and protocol, how many runs ended in each class, and the runs done twice."""
+    frame = summary[["fault", "protocol", "runs", *LEDGER_COLUMNS]].copy()
+    frame["fault"] = [FAULT_WORDS[str(f)] for f in frame["fault"]]
+    frame["protocol"] = frame["protocol"].astype(str)
+    return frame.rename(columns={"runs": "runs queued", **LEDGER_COLUMNS})
+
+
+def ledger_html(paths) -> str:
+    summary = fault_summary(paths)
+    frame = ledger_frame(summary)
+    first = summary.iloc[0]
+    caption = (f"{count(first['job_count'])} runs queued, {count(first['runner_count'])} runners, a lease of "
+               f"{number(first['lease_s'], 1)} s, jobs of {number(first['job_s'], 1)} s; one run per row")
+    return table(frame, caption=caption, formats={c: count for c in ("runs queued", *LEDGER_COLUMNS.values())})
+
+
+def cost_frame(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per protocol, its run without a fault: heartbeats, what the server counted on claimrace.runs, claims/s."""
+    calm = summary[summary["fault"].astype(str) == "none"].copy()
+    calm["hot_share"] = calm["hot_updates"] / calm["updates"]
+    frame = calm[["protocol", "heartbeats_per_run", "updates_per_run", "hot_share", "dead_tuples",
+                  "claims_per_second"]].copy()
+    frame["protocol"] = frame["protocol"].astype(str)
+    return frame.rename(columns={"heartbeats_per_run": "heartbeats per run", "updates_per_run": "row updates per run",
+                                 "hot_share": "HOT share", "dead_tuples": "dead tuples at the end",
+                                 "claims_per_second": "claims/s"})
+
+
+def cost_html(paths) -> str:
+    frame = cost_frame(fault_summary(paths))
+    return table(frame, caption="the runs without a fault; counters of claimrace.runs from pg_stat_user_tables",
+                 formats={"heartbeats per run": lambda v: number(v, 1), "row updates per run": lambda v: number(v, 1),
+                          "HOT share": percent, "dead tuples at the end": count,
+                          "claims/s": lambda v: number(v, 2)})
+
+
+def timeline(paths, protocol: str = "lease", fault: str = "pause") -> pd.DataFrame:
+    """The events of the run the fault hit (every runner's and the reaper's), and the fault itself."""
+    from harness.experiments.faults import load_timeline
+    from harness.storage import read_manifest
+
+    for path in paths:
+        manifest = read_manifest(Path(path))
+        if manifest["parameters"]["protocol"] == protocol and manifest["parameters"]["fault"] == fault:
+            events = load_timeline(path)
+            run = manifest["results"]["hit"].get("run")
+            hit = events[(events["run"] == run) | (events["source"] == "fault")].copy()
+            hit = hit[hit["event"] != "poll"]
+            hit["protocol"], hit["fault"], hit["hit_run"] = protocol, fault, run
+            return hit.reset_index(drop=True)
+    return pd.DataFrame(columns=["t", "source", "event", "runner", "run", "token", "status", "protocol", "fault"])
+
+
+def _cell(summary: pd.DataFrame, protocol: str, fault: str, column: str):
+    rows = summary[(summary["protocol"].astype(str) == protocol) & (summary["fault"].astype(str) == fault)]
+    return rows.iloc[0][column] if len(rows) else None
+
+
+def _total(summary: pd.DataFrame, protocol: str, column: str) -> int:
+    return int(summary.loc[summary["protocol"].astype(str) == protocol, column].sum())
+
+
+def fault_facts(paths) -> dict:
+    """Every figure the section's prose names, formatted."""
+    summary = fault_summary(paths)
+    if not len(summary):
+        return {"faults_list": "no fault", "faults_runs": count(0)}
+    first = summary.iloc[0]
+    faults = [str(f) for f in summary["fault"].unique() if str(f) != "none"]
+
+    def cell(protocol, fault, column, fmt=count):
+        value = _cell(summary, protocol, fault, column)
+        return "n/a" if value is None or pd.isna(value) else fmt(value)
+
+    facts = {
+        "faults_runs": count(len(summary)), "faults_jobs": count(first["job_count"]),
+        "faults_runners": count(first["runner_count"]), "faults_lease": number(first["lease_s"], 1),
+        "faults_heartbeat_every": number(first["lease_s"] / 3, 2), "faults_job_s": number(first["job_s"], 1),
+        "faults_pause": number(first["lease_s"] * 2.5, 1),
+        "faults_list": join([FAULT_WORDS[f] for f in faults]),
+        "faults_count": counted(len(faults), "fault"),
+        "none_kill_stuck": cell("none", "kill", "stuck"),
+        "lease_kill_stuck": cell("lease", "kill", "stuck"),
+        "lease_kill_ran_twice": cell("lease", "kill", "executed_twice"),
+        "lease_kill_reaps": cell("lease", "kill", "reaps"),
+        "lease_pause_stale": cell("lease", "pause", "stale_completion"),
+        "lease_pause_twice": cell("lease", "pause", "completed_twice"),
+        "fenced_pause_stale": cell("lease_fenced", "pause", "stale_completion"),
+        "fenced_pause_ran_twice": cell("lease_fenced", "pause", "executed_twice"),
+    }
+    for protocol in PROTOCOL_ORDER:
+        key = {"none": "none", "lease": "lease", "lease_fenced": "fenced"}[protocol]
+        for column in ("lost", "stuck", "completed_twice", "stale_completion", "executed_twice"):
+            facts[f"{key}_total_{column}"] = count(_total(summary, protocol, column)) \
+                if protocol in set(summary["protocol"].astype(str)) else "n/a"
+        facts[f"{key}_heartbeats_per_run"] = cell(protocol, "none", "heartbeats_per_run", lambda v: number(v, 1))
+        facts[f"{key}_updates_per_run"] = cell(protocol, "none", "updates_per_run", lambda v: number(v, 1))
+        facts[f"{key}_claims_per_second"] = cell(protocol, "none", "claims_per_second", lambda v: number(v, 2))
+        facts[f"{key}_dead_tuples"] = cell(protocol, "none", "dead_tuples")
+        facts[f"{key}_updates"] = cell(protocol, "none", "updates")
+        facts[f"{key}_hot_updates"] = cell(protocol, "none", "hot_updates")
+        facts[f"{key}_heartbeats_accepted"] = cell(protocol, "none", "heartbeats_accepted")
+    leased = summary[summary["protocol"].astype(str) != "none"]
+    cut_off = leased["fault"].astype(str).isin(CUTTING_FAULTS)
+    calm_reaps = int(leased.loc[~cut_off, "reaps_of_healthy_holders"].sum()) if len(leased) else 0
+    cut_reaps = int(leased.loc[cut_off, "reaps_of_healthy_holders"].sum()) if len(leased) else 0
+    fenced = summary[summary["protocol"].astype(str) == "lease_fenced"]
+    fenced_clean = bool(len(fenced)) and int((fenced["lost"] + fenced["stuck"] + fenced["completed_twice"]
+                                              + fenced["stale_completion"]).sum()) == 0
+    sentences = []
+    if cut_off.any():
+        sentences.append(
+            f"When the service or its database was cut off, leases of runners that were neither killed nor paused ran "
+            f"out too: {counted(cut_reaps, 'reap')} of such runs over {counted(int(cut_off.sum()), 'run')} with a "
+            f"lease (one reading: their heartbeats could not get through in time).")
+    if calm_reaps:
+        sentences.append(
+            f"With the service up, {counted(calm_reaps, 'lease')} of a runner that was neither killed nor paused "
+            f"ran out as well, over {counted(int((~cut_off).sum()), 'run')} with a lease; one reading is that, on this "
+            f"shared machine, a heartbeat every {number(first['lease_s'] / 3, 2)} s sometimes came later than the "
+            f"lease allows.")
+    else:
+        sentences.append("With the service up, no lease of a runner that was neither killed nor paused ran out.")
+    if cut_reaps + calm_reaps and fenced_clean:
+        sentences.append("Under the fence, none of them was completed by the wrong runner.")
+    facts["healthy_reaps_phrase"] = " ".join(sentences)
+    facts["acknowledged_lost_total"] = count(int(summary["acknowledged_lost"].sum()))
+    return facts

@@ -1,0 +1,576 @@
+"""A claim is not a completion: leases, heartbeats, injected faults and the final ledger (C7).
+
+One run: a fresh queue of `job_count` runs (claimrace.runs, dropped and recreated), the claim
+service (harness.service) under one protocol, `runner_count` runner processes claiming through
+POST /claim, and, for the lease protocols, the reaper (harness.service.reaper). Once a runner has
+started a job, one fault is injected for real and logged with its time and target:
+
+    kill       SIGKILL of that runner, after its claim and before its finish (read from its event log);
+    pause      SIGSTOP of that runner: under a lease until another runner has claimed its run again (which
+               the reaper allows only once its lease ran out), else for PAUSE_LEASES leases; then SIGCONT:
+               it wakes up and tries to finish;
+    terminate  pg_terminate_backend of the service's connections (application_name), TERMINATE_ROUNDS times;
+    restart    the PostgreSQL server stopped the way a crash stops it and started again on its data directory;
+    service    SIGKILL of the claim service, and a new service process on the same port;
+    none       nothing: the baseline whose counters give what the protocol costs.
+
+Then the healthy runners drain the queue, bounded in time (drain_bound_seconds), and every run is
+classified by harness.service.ledger from the database and the runners' event logs: completed once,
+completed twice, stuck, lost; marked executed twice, completed by a stale holder, acknowledged but lost.
+
+The cost of leases: the heartbeats the runners sent and the server accepted, and what the server's
+counters for claimrace.runs say (n_tup_upd, n_tup_hot_upd, n_dead_tup; see harness.server.pgstats),
+beside the claims per second of the drain. A restart of the server discards its statistics, so a
+restart run does not report counters.
+
+Public API::
+
+    FaultParameters(protocol, fault, runner_count=4, job_count=8, lease_s=1.0, job_s=1.5)   # one run
+    FaultSweep(protocols, faults, ...)             # what a params section or the command line asks
+    measure_faults(db, parameters, run_id, progress) -> Measured     # through harness.experiments.registry
+    expectations(protocol, fault, totals) -> {rule: True/False/None}   # what each protocol must show
+    load_ledger(run_dir), load_timeline(run_dir), load_faults(run_dir)
+
+Stored as data/faults/<run_id>/{ledger,timeline,faults}.parquet and manifest.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import tempfile
+import time
+from contextlib import closing
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+from psycopg import conninfo
+import psycopg
+from tqdm.auto import tqdm
+
+from harness.config import SCHEMA
+from harness.errors import UserError
+from harness.experiments.contract import Measured, Option, Parameters, as_float, as_int, setting
+from harness.server import database, faults, pgstats
+from harness.service import ledger
+from harness.service.reaper import REAP_SQL, Reaper
+
+PROTOCOLS = ("none", "lease", "lease_fenced")
+FAULTS = ("kill", "pause", "terminate", "restart", "service", "none")
+RUNS = f"{SCHEMA}.runs"
+
+MAX_RUNNERS = 20
+MAX_JOBS = 500
+MIN_LEASE_SECONDS, MAX_LEASE_SECONDS = 0.3, 30.0
+MAX_JOB_SECONDS = 30.0
+PAUSE_LEASES = 2.5  # a paused runner sleeps this many leases: its lease runs out and the reaper hands the run on
+TERMINATE_ROUNDS = 3  # pg_terminate_backend of the service's connections this many times, TERMINATE_GAP_S apart
+TERMINATE_GAP_S = 0.3
+SERVICE_DOWN_S = 0.5  # how long the killed service stays down before its new process starts
+POLL_S = 0.1  # runners' idle poll interval (POST /claim)
+REAPER_INTERVAL_LEASES = 0.1  # the reaper passes every tenth of a lease
+TRIGGER_TIMEOUT_S = 30.0  # the longest wait for a runner to start a job (the fault's trigger)
+MAX_DRAIN_SECONDS = 180.0
+SERVICE_POOL_SIZE = 4
+
+
+def as_protocol(name: str, value) -> str:
+    if value not in PROTOCOLS:
+        raise UserError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {value!r}")
+    return value
+
+
+def as_fault(name: str, value) -> str:
+    if value not in FAULTS:
+        raise UserError(f"fault must be one of {', '.join(FAULTS)}, not {value!r}")
+    return value
+
+
+def _choices(allowed: tuple[str, ...], what: str):
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(part.strip() for part in text.split(",") if part.strip())
+        if text.strip() == "all":
+            return allowed
+        bad = [name for name in names if name not in allowed]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(f"{what} must be one or more of {', '.join(allowed)} (comma-separated) "
+                                             f"or all, not {text!r}")
+        return names
+    return parse
+
+
+def _as_names(allowed: tuple[str, ...], what: str):
+    def convert(name: str, values) -> tuple[str, ...]:
+        if isinstance(values, str) or not hasattr(values, "__iter__"):
+            raise UserError(f"{what}s must be a list, not {values!r}")
+        values = tuple(values)
+        if not values:
+            raise UserError(f"give at least one {what}")
+        for value in values:
+            if value not in allowed:
+                raise UserError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
+        return values
+    return convert
+
+
+def _check_sizes(runner_count: int, job_count: int, lease_s: float, job_s: float) -> None:
+    if not 2 <= runner_count <= MAX_RUNNERS:  # one to hit, one to drain
+        raise UserError(f"runners must be between 2 and {MAX_RUNNERS}, not {runner_count}")
+    if not runner_count <= job_count <= MAX_JOBS:
+        raise UserError(f"jobs must be between the runner count ({runner_count}) and {MAX_JOBS}, not {job_count}")
+    if not MIN_LEASE_SECONDS <= lease_s <= MAX_LEASE_SECONDS:  # NaN fails too
+        raise UserError(f"lease must be between {MIN_LEASE_SECONDS:g} and {MAX_LEASE_SECONDS:g} s, not {lease_s}")
+    if not 0.05 <= job_s <= MAX_JOB_SECONDS:
+        raise UserError(f"job time must be between 0.05 and {MAX_JOB_SECONDS:g} s, not {job_s}")
+
+
+@dataclass(frozen=True)
+class FaultParameters(Parameters):
+    """One run: a protocol, one fault, the runners, the queue, the lease and each job's time."""
+
+    protocol: str = setting("lease_fenced", as_protocol)
+    fault: str = setting("kill", as_fault)
+    runner_count: int = setting(4, as_int)
+    job_count: int = setting(8, as_int)
+    lease_s: float = setting(1.0, as_float)
+    job_s: float = setting(1.5, as_float)  # every job runs this long (fixed), longer than a lease: heartbeats happen
+
+    def check(self) -> None:
+        _check_sizes(self.runner_count, self.job_count, self.lease_s, self.job_s)
+
+    @property
+    def pause_s(self) -> float:
+        return PAUSE_LEASES * self.lease_s
+
+    @property
+    def drain_bound_seconds(self) -> float:
+        """The longest a run waits for the queue to drain after its fault: rounds of jobs, leases, restarts."""
+        rounds = -(-self.job_count // (self.runner_count - 1))  # the healthy runners' rounds of jobs
+        return min(MAX_DRAIN_SECONDS, 15.0 + 2 * rounds * self.job_s + 6 * self.lease_s + self.pause_s)
+
+
+@dataclass(frozen=True)
+class FaultSweep(Parameters):
+    """Every protocol under every fault: what `python -m harness faults` and a params section ask."""
+
+    protocols: tuple = setting(PROTOCOLS, _as_names(PROTOCOLS, "protocol"), Option(
+        "--protocol", f"{', '.join(PROTOCOLS)}; a comma list; or all", _choices(PROTOCOLS, "protocol"),
+        default_text="all"))
+    faults: tuple = setting(FAULTS, _as_names(FAULTS, "fault"), Option(
+        "--fault", f"{', '.join(FAULTS)} (none: the baseline for the cost); a comma list; or all",
+        _choices(FAULTS, "fault"), default_text="all"))
+    runner_count: int = setting(4, as_int, Option("--runners", "runner processes", int))
+    job_count: int = setting(8, as_int, Option("--jobs", "runs queued", int))
+    lease_s: float = setting(1.0, as_float, Option("--lease-s", "lease length in seconds (heartbeat every third)",
+                                                  float))
+    job_s: float = setting(1.5, as_float, Option("--job-s", "how long each job runs, in seconds", float))
+
+    def check(self) -> None:
+        _check_sizes(self.runner_count, self.job_count, self.lease_s, self.job_s)
+
+    def runs(self) -> list[FaultParameters]:
+        return [FaultParameters(protocol, fault, self.runner_count, self.job_count, self.lease_s, self.job_s)
+                for fault in self.faults for protocol in self.protocols]
+
+
+def sweep_of(runs: list[dict]) -> FaultSweep:
+    """The sweep a list of stored runs' parameters came from."""
+    if not runs:
+        raise ValueError("no runs")
+    first = runs[0]
+    return FaultSweep(protocols=tuple(dict.fromkeys(r["protocol"] for r in runs)),
+                      faults=tuple(dict.fromkeys(r["fault"] for r in runs)), runner_count=first["runner_count"],
+                      job_count=first["job_count"], lease_s=first["lease_s"], job_s=first["job_s"])
+
+
+def workers_needed(parameters: FaultParameters) -> int:
+    return SERVICE_POOL_SIZE + 1  # the service's pool and the reaper
+
+
+def run_label(parameters: FaultParameters) -> str:
+    return f"{parameters.protocol}, {parameters.fault}"
+
+
+def check_size(sets: list[FaultParameters], local: bool, pg_version: int) -> None:
+    """Before any server starts: the restart fault needs a server this harness starts and can restart."""
+    if not local and any(p.fault == "restart" for p in sets):
+        raise UserError("the restart fault needs the embedded server (it stops and starts PostgreSQL)")
+
+
+# --------------------------------------------------------------------------- what each protocol must show
+
+
+def expectations(protocol: str, fault: str, totals: dict) -> dict:
+    """The rules a run is held to, each True (holds), False (broken) or None (does not apply to this run).
+
+    fenced_keeps_every_run: under lease_fenced no run is lost, stuck, completed twice or completed by a stale
+        holder, whatever the fault.
+    unfenced_kill_leaves_stuck_run (negative control): under none, a runner killed after its claim leaves its run
+        stuck; a kill that shows no stuck run did not happen where it should (or the ledger cannot see it).
+    lease_recovers_killed_run: under a lease, the killed runner's run is completed by another runner.
+    unfenced_pause_completes_stale: under lease without the fence, the runner paused past its lease completes a
+        run that was handed to another runner (or completes it twice).
+    """
+    rules = {name: None for name in ("fenced_keeps_every_run", "unfenced_kill_leaves_stuck_run",
+                                     "lease_recovers_killed_run", "unfenced_pause_completes_stale")}
+    if protocol == "lease_fenced":
+        rules["fenced_keeps_every_run"] = (totals["lost"] == 0 and totals["stuck"] == 0
+                                           and totals["completed_twice"] == 0 and totals["stale_completion"] == 0)
+    if protocol == "none" and fault == "kill":
+        rules["unfenced_kill_leaves_stuck_run"] = totals["stuck"] > 0
+    if protocol in ("lease", "lease_fenced") and fault == "kill":
+        rules["lease_recovers_killed_run"] = (totals["stuck"] == 0 and totals["lost"] == 0
+                                              and totals["executed_twice"] > 0)
+    if protocol == "lease" and fault == "pause":
+        rules["unfenced_pause_completes_stale"] = totals["stale_completion"] > 0 or totals["completed_twice"] > 0
+    return rules
+
+
+def run_checks(p: FaultParameters, totals: dict, landed: bool, hit: dict, events: list[dict], claims: int) -> dict:
+    """What must hold for a run to count (a run that fails them is kept aside, not used).
+
+    fault_landed: the fault happened (a paused runner, under a lease, stayed stopped until its run was handed on);
+    every_run_classified: the ledger has a row per run queued;
+    audit_counts_every_claim: the audit saw at least one claim per completed run;
+    kill_before_finish (kill): the killed runner never finished the run it held;
+    negative_control_sees_stuck_run (none, kill): a kill that leaves no stuck run did not happen where it should,
+        or the ledger cannot see what it should.
+    """
+    checks = {
+        "fault_landed": bool(landed),
+        "every_run_classified": totals["runs"] == p.job_count,
+        "audit_counts_every_claim": claims >= totals["completed_once"] + totals["completed_twice"],
+    }
+    if p.fault == "kill":
+        checks["kill_before_finish"] = not any(e["event"] == "finished" and e["runner"] == hit.get("runner")
+                                               and e.get("run") == hit.get("run") for e in events)
+    if p.protocol == "none" and p.fault == "kill":
+        checks["negative_control_sees_stuck_run"] = totals["stuck"] > 0
+    checks["passed"] = all(checks.values())
+    return checks
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _service_dsn(url: str) -> str:
+    return conninfo.make_conninfo(url)
+
+
+class _Watch:
+    """The control connection, reopened after a terminated backend or a restarted server."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.conn = None
+
+    def execute(self, sql: str, params=None):
+        for attempt in range(60):
+            try:
+                if self.conn is None or self.conn.closed:
+                    self.conn = database.connect(self.url, application_name="claimrace-faults")
+                return self.conn.execute(sql, params)
+            except (psycopg.OperationalError, UserError):
+                if self.conn is not None:
+                    self.conn.close()
+                self.conn = None
+                time.sleep(0.1)
+        raise RuntimeError("the server did not come back within 6 s")
+
+    def connection(self) -> psycopg.Connection:
+        """A live connection (reopened if it was lost)."""
+        self.execute("SELECT 1")
+        return self.conn
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+
+
+def _first_started(events_dir: Path, names: list[str], since: float, timeout: float) -> dict | None:
+    """The first `started` event any runner logged after `since` (unix time), read from their logs as they grow."""
+    from harness.service.runner import log_path
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in ledger.read_events(log_path(events_dir, name) for name in names):
+            if event["event"] == "started" and event["t"] >= since:
+                return event
+        time.sleep(0.01)
+    return None
+
+
+def inject(fault: str, p: FaultParameters, db: database.Database, service, runners, reaper, watch: _Watch,
+           log: faults.FaultLog, events_dir: Path) -> dict:
+    """Inject one fault once a runner has started a job; what it hit (the run, the runner) and whether it landed."""
+    if fault == "none":
+        return {"landed": True}
+    trigger = _first_started(events_dir, runners.names, log.began_unix, TRIGGER_TIMEOUT_S)
+    if trigger is None:
+        return {"landed": False, "why": f"no runner started a job within {TRIGGER_TIMEOUT_S:g} s"}
+    victim, run, token = trigger["runner"], trigger["run"], trigger["token"]
+    pid = runners.pids[runners.names.index(victim)]
+    if fault == "kill":
+        faults.kill(pid, log, victim, run=run, token=token)
+        return {"landed": True, "runner": victim, "run": run, "token": token}
+    if fault == "pause":
+        with faults.stopped(pid, log, victim, run=run, token=token) as entry:
+            if p.protocol == "none":  # nothing hands the run on: a pause of PAUSE_LEASES leases
+                time.sleep(p.pause_s)
+                handed_on = True
+            else:  # stopped until another runner holds its run (only after its lease ran out), then woken at once:
+                # it wakes into the hazard, another runner working on its run
+                handed_on = _wait_for_reclaim(watch, run, token, p.drain_bound_seconds)
+        return {"landed": True, "runner": victim, "run": run, "token": token, "handed_on": handed_on,
+                "paused_s": entry["paused_seconds"]}
+    if fault == "terminate":
+        from harness.service.app import APPLICATION_NAME as SERVICE_APPLICATION_NAME  # its pool's connections
+
+        hit = []
+        for _ in range(TERMINATE_ROUNDS):
+            hit += faults.terminate_backends(watch.connection(), SERVICE_APPLICATION_NAME, log)
+            time.sleep(TERMINATE_GAP_S)
+        return {"landed": bool(hit), "backends": len(hit), "run": run}
+    if fault == "restart":
+        times = faults.restart_server(db, log)
+        return {"landed": True, **times, "run": run}
+    if fault == "service":
+        old_pid = service.pid
+        service.kill()
+        log.record("service_kill", f"claim service pid {old_pid}", pid=old_pid)
+        time.sleep(SERVICE_DOWN_S)
+        service.start()
+        log.record("service_start", f"claim service pid {service.pid}", pid=service.pid)
+        return {"landed": True, "old_pid": old_pid, "new_pid": service.pid, "run": run}
+    raise ValueError(fault)
+
+
+def _wait_for_reclaim(watch: _Watch, run: int, token: int, timeout: float) -> bool:
+    """Whether another runner claimed run (a later attempt, still running) within timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = watch.execute(f"SELECT status, attempt FROM {RUNS} WHERE id = %s", [run]).fetchone()
+        if row is not None and row[0] == "running" and int(row[1]) > int(token):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _status(watch: _Watch) -> dict:
+    rows = watch.execute(f"SELECT status, claimed_by, count(*) FROM {RUNS} GROUP BY 1, 2").fetchall()
+    counts = {"pending": 0, "running": 0, "done": 0}
+    running_by = []
+    for status, holder, count in rows:
+        counts[status] += int(count)
+        if status == "running":
+            running_by.append(holder)
+    return {**counts, "running_by": running_by}
+
+
+def drain(p: FaultParameters, watch: _Watch, runners, events_dir: Path) -> dict:
+    """Wait until every run is done, or nothing can change any more (no lease, nothing pending, every running run
+    held by no live runner), or the bound; what the queue looked like then."""
+    began = time.monotonic()
+    while True:
+        state = _status(watch)
+        seconds = time.monotonic() - began
+        if state["done"] == p.job_count:
+            return {**state, "drained": True, "drain_seconds": seconds, "ended_by": "done"}
+        if p.protocol == "none" and state["pending"] == 0:
+            live = _live_runners(runners)
+            held = ledger.holders(ledger.read_events(runners_logs(events_dir, runners)))
+            if not any(holder in live and any(key[0] == holder for key in held) for holder in state["running_by"]):
+                return {**state, "drained": False, "drain_seconds": seconds, "ended_by": "stuck"}
+        if seconds > p.drain_bound_seconds:
+            return {**state, "drained": False, "drain_seconds": seconds, "ended_by": "time"}
+        time.sleep(0.1)
+
+
+def runners_logs(events_dir: Path, runners) -> list[Path]:
+    from harness.service.runner import log_path
+
+    return [log_path(events_dir, name) for name in runners.names]
+
+
+def _live_runners(runners) -> set[str]:
+    return {name for name, pid in zip(runners.names, runners.pids) if faults.alive(pid)}
+
+
+def _counters(watch: _Watch) -> tuple[dict, object]:
+    conn = watch.connection()
+    return pgstats.table_counters(conn, RUNS), conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+
+
+def _timeline(events: list[dict], log: faults.FaultLog, reaps: list[dict], zero: float) -> pd.DataFrame:
+    rows = [{"t": e["t"] - zero, "source": "runner", "event": e["event"], "runner": e["runner"],
+             "run": e.get("run"), "token": e.get("token"), "status": e.get("status")} for e in events]
+    rows += [{"t": f["unix"] - zero, "source": "fault", "event": f["fault"], "runner": f["target"],
+              "run": f.get("run"), "token": f.get("token"), "status": None} for f in log.entries]
+    rows += [{"t": r["unix"] - zero, "source": "reaper", "event": "reaped", "runner": r["runner"], "run": r["run"],
+              "token": r["attempt"], "status": None} for r in reaps]
+    frame = pd.DataFrame(rows, columns=["t", "source", "event", "runner", "run", "token", "status"])
+    for column in ("run", "token", "status"):
+        frame[column] = frame[column].astype("Int64")
+    return frame.sort_values("t", kind="stable").reset_index(drop=True)
+
+
+def measure_faults(db: database.Database, parameters: FaultParameters, run_id: str,
+                   progress: bool = True) -> Measured:
+    """One protocol under one fault, drained and classified. Drops and recreates claimrace.runs, run_flips and
+    finishes."""
+    from harness.service import cipher, producer
+    from harness.service.process import running_service
+    from harness.service.runner import RunnerGroup, RunnerSettings
+    from harness.service.schema import create_run_queue
+
+    p = parameters
+    key = cipher.new_key()
+    events_dir = Path(tempfile.mkdtemp(prefix="claimrace-faults-"))
+    watch = _Watch(db.url)
+    bar = tqdm(total=3, desc=f"faults {run_label(p)}", unit="step", disable=not progress)
+    try:
+        with closing(db.connect()) as conn:
+            create_run_queue(conn)
+            now = pd.Timestamp.now(tz="UTC").to_pydatetime()
+            producer.enqueue(conn, key, [now] * p.job_count, np.random.default_rng(0))
+            pgstats.reset_table_counters(conn, RUNS)
+            before, started_at = pgstats.table_counters(conn, RUNS), \
+                conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+        log = faults.FaultLog()
+        zero = log.began_unix
+        settings = RunnerSettings(service="http://127.0.0.1:1", poll_s=POLL_S, endpoint="claim",
+                                  service_time_s=p.job_s, service_time_distribution="fixed", jitter=0.2,
+                                  seed=0)
+        reaper = Reaper(db.url, interval_s=max(0.02, REAPER_INTERVAL_LEASES * p.lease_s), clock_zero=zero) \
+            if p.protocol != "none" else None
+        with running_service(_service_dsn(db.url), p.protocol, p.lease_s, key=key,
+                             pool_size=SERVICE_POOL_SIZE) as service:
+            settings = RunnerSettings(**{**asdict(settings), "service": service.url})
+            with (reaper if reaper is not None else contextlib.nullcontext()), \
+                    RunnerGroup(settings, p.runner_count, events_dir) as runners:
+                bar.set_postfix_str("waiting for a job to start, then the fault")
+                hit = inject(p.fault, p, db, service, runners, reaper, watch, log, events_dir)
+                bar.update()
+                bar.set_postfix_str("draining")
+                drained = drain(p, watch, runners, events_dir)
+                bar.update()
+                live = _live_runners(runners)
+                events = ledger.read_events(runners_logs(events_dir, runners))
+                rows = ledger.read_ledger(watch.connection(), events, live)
+                flips = int(watch.execute(f"SELECT count(*) FROM {SCHEMA}.run_flips "
+                                          "WHERE new_status = 'running'").fetchone()[0])
+                first_last = watch.execute(f"SELECT extract(epoch FROM min(flipped_at)), "
+                                           f"extract(epoch FROM max(flipped_at)) FROM {SCHEMA}.run_flips").fetchone()
+        reaps = reaper.reaps if reaper is not None else []
+        events = ledger.read_events(runners_logs(events_dir, runners))  # with the runners' last words
+        after, restarted_at = _counters(watch)
+        bar.update()
+    finally:
+        watch.close()
+        shutil.rmtree(events_dir, ignore_errors=True)
+        bar.close()
+
+    totals = ledger.counts(rows)
+    heartbeats = [e for e in events if e["event"] == "heartbeat"]
+    counters_valid = restarted_at == started_at  # a crash restart discards the server's statistics
+    deltas = pgstats.counter_deltas(before, after)
+    claims = flips
+    busy = (float(first_last[1]) - float(first_last[0])) if first_last[0] is not None else None
+    results = {
+        "protocol": p.protocol, "fault": p.fault,
+        "faults_injected": len(log.entries), "fault_landed": bool(hit.get("landed")) and hit.get("handed_on", True),
+        "hit": hit,
+        **{name: totals[name] for name in (*ledger.CLASSES, *ledger.MARKS)},
+        "runs": totals["runs"], "drained": drained["drained"], "drain_ended_by": drained["ended_by"],
+        "drain_seconds": drained["drain_seconds"], "pending_at_end": drained["pending"],
+        "running_at_end": drained["running"], "reaps": len(reaps), "reaper_errors": reaper.errors if reaper else 0,
+        "reaps_of_healthy_holders": sum(1 for r in reaps if r["runner"] != hit.get("runner")),
+        "claims": claims, "finishes_accepted": sum(1 for e in events if e["event"] == "finished"),
+        "heartbeats": len(heartbeats),
+        "heartbeats_accepted": sum(1 for e in heartbeats if e.get("status") == 200),
+        "heartbeats_per_run": len(heartbeats) / p.job_count,
+        "claims_per_second": claims / busy if busy else None,
+        "counters_valid": counters_valid,
+        "updates": deltas["n_tup_upd"] if counters_valid else None,
+        "hot_updates": deltas["n_tup_hot_upd"] if counters_valid else None,
+        "dead_tuples": int(after["n_dead_tup"]) if counters_valid else None,
+        "updates_per_run": deltas["n_tup_upd"] / p.job_count if counters_valid else None,
+        "runner_errors": sum(1 for e in events if e["event"] == "error"),
+    }
+    results["expectations"] = expectations(p.protocol, p.fault, totals)
+    checks = run_checks(p, totals, results["fault_landed"], hit, events, claims)
+    for row in rows:
+        row["run_id"] = run_id
+    return Measured(
+        tables={"ledger": pd.DataFrame(rows), "timeline": _timeline(events, log, reaps, zero),
+                "faults": pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
+                                         for k, v in entry.items()} for entry in log.entries]
+                                       or [{"t": None, "fault": None}])},
+        procedure={
+            "runners": {**asdict(settings), "count": p.runner_count},
+            "service": {"protocol": p.protocol, "lease_s": p.lease_s, "pool_size": SERVICE_POOL_SIZE,
+                        "endpoint": "POST /claim"},
+            "reaper": {"interval_s": reaper.interval_s if reaper else None, "sql": REAP_SQL if reaper else None},
+            "fault": {"kind": p.fault, "pause_s": p.pause_s if p.fault == "pause" else None,
+                      "terminate_rounds": TERMINATE_ROUNDS if p.fault == "terminate" else None,
+                      "service_down_s": SERVICE_DOWN_S if p.fault == "service" else None,
+                      "trigger": "the first `started` event in any runner's log"},
+            "drain_bound_seconds": p.drain_bound_seconds,
+            "ledger": ledger.__doc__.strip().splitlines()[0],
+        },
+        checks=checks,
+        results=results,
+    )
+
+
+# --------------------------------------------------------------------------- reading runs back
+
+
+def load_ledger(run_dir: Path) -> pd.DataFrame:
+    return pq.read_table(Path(run_dir) / "ledger.parquet").to_pandas()
+
+
+def load_timeline(run_dir: Path) -> pd.DataFrame:
+    return pq.read_table(Path(run_dir) / "timeline.parquet").to_pandas()
+
+
+def load_faults(run_dir: Path) -> pd.DataFrame:
+    return pq.read_table(Path(run_dir) / "faults.parquet").to_pandas()
+
+
+JSON_KEYS = ("protocol", "fault", "faults_injected", "fault_landed", *ledger.CLASSES, *ledger.MARKS, "reaps",
+             "reaps_of_healthy_holders",
+             "heartbeats", "claims", "claims_per_second", "updates", "hot_updates", "dead_tuples", "drain_seconds",
+             "drained")
+
+
+def summary(run_dir: Path) -> dict:
+    """What `--json` prints for one run."""
+    from harness.storage import read_manifest
+
+    manifest = read_manifest(run_dir)
+    results = manifest["results"]
+    return {**{key: results.get(key) for key in JSON_KEYS}, "run_id": manifest["run_id"]}
+
+
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness faults` prints: the ledger counts per run, or one JSON object per run."""
+    rows = [summary(path) for path in paths]
+    if as_json:
+        for row in rows:
+            print(json.dumps(row))
+        return
+    frame = pd.DataFrame(rows)
+    print(frame.loc[:, ["protocol", "fault", "faults_injected", *ledger.CLASSES, "executed_twice",
+                        "stale_completion", "reaps", "heartbeats"]].to_string(index=False))
+    for path in paths:
+        print(f"stored in {path}")
+
+
+__all__ = ["FaultParameters", "FaultSweep", "measure_faults", "expectations", "load_ledger", "load_timeline",
+           "load_faults", "summary", "PROTOCOLS", "FAULTS"]

@@ -1,0 +1,220 @@
+"""The faults experiment: its rules for every outcome, its bounds, and every fault injected for real."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import UserError
+from harness.experiments import faults
+from harness.service import ledger
+
+
+def totals(**counts) -> dict:
+    base = {name: 0 for name in (*ledger.CLASSES, *ledger.MARKS)}
+    base.update(counts)
+    return base
+
+
+@pytest.mark.parametrize("protocol, fault, counts, rule, expected", [
+    ("lease_fenced", "pause", {"completed_once": 12, "executed_twice": 1}, "fenced_keeps_every_run", True),
+    ("lease_fenced", "restart", {"lost": 1}, "fenced_keeps_every_run", False),
+    ("lease_fenced", "kill", {"stuck": 1}, "fenced_keeps_every_run", False),
+    ("lease_fenced", "pause", {"completed_twice": 1}, "fenced_keeps_every_run", False),
+    ("lease_fenced", "pause", {"stale_completion": 1}, "fenced_keeps_every_run", False),
+    ("lease", "pause", {"stale_completion": 1}, "fenced_keeps_every_run", None),
+    ("none", "kill", {"stuck": 1}, "unfenced_kill_leaves_stuck_run", True),
+    ("none", "kill", {}, "unfenced_kill_leaves_stuck_run", False),  # the negative control saw nothing
+    ("none", "pause", {}, "unfenced_kill_leaves_stuck_run", None),
+    ("lease", "kill", {"executed_twice": 1}, "lease_recovers_killed_run", True),
+    ("lease", "kill", {"executed_twice": 1, "stuck": 1}, "lease_recovers_killed_run", False),
+    ("lease_fenced", "kill", {}, "lease_recovers_killed_run", False),  # nobody ran it again: the kill hit nothing
+    ("none", "kill", {}, "lease_recovers_killed_run", None),
+    ("lease", "pause", {"stale_completion": 1}, "unfenced_pause_completes_stale", True),
+    ("lease", "pause", {"completed_twice": 1}, "unfenced_pause_completes_stale", True),
+    ("lease", "pause", {"executed_twice": 1}, "unfenced_pause_completes_stale", False),
+    ("lease_fenced", "pause", {}, "unfenced_pause_completes_stale", None),
+])
+def test_expectations_every_outcome(protocol, fault, counts, rule, expected):
+    assert faults.expectations(protocol, fault, totals(**counts))[rule] is expected
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"runner_count": 1}, "runners must be between 2"),
+    ({"runner_count": 21}, "runners must be between 2"),
+    ({"job_count": 2, "runner_count": 3}, "jobs must be between"),
+    ({"job_count": 501}, "jobs must be between"),
+    ({"lease_s": 0.1}, "lease must be between"),
+    ({"lease_s": float("nan")}, "lease must be between"),
+    ({"job_s": 31}, "job time must be between"),
+    ({"protocols": ("lease", "bogus")}, "protocol must be one of"),
+    ({"faults": ()}, "give at least one fault"),
+])
+def test_bounds_are_one_line(settings, message):
+    with pytest.raises(UserError, match=message):
+        faults.FaultSweep(**settings)
+
+
+def test_the_sweep_round_trips_through_stored_parameters():
+    import dataclasses
+
+    sweep = faults.FaultSweep(protocols=("none", "lease_fenced"), faults=("kill", "none"), runner_count=3, job_count=6)
+    runs = sweep.runs()
+    assert [(r.protocol, r.fault) for r in runs] == [("none", "kill"), ("lease_fenced", "kill"), ("none", "none"),
+                                                     ("lease_fenced", "none")]
+    assert faults.sweep_of([dataclasses.asdict(r) for r in runs]) == sweep
+    assert all(r.drain_bound_seconds <= faults.MAX_DRAIN_SECONDS for r in runs)
+
+
+# --------------------------------------------------------------------------- the run's checks, every outcome
+
+
+def test_run_checks_every_outcome():
+    p = faults.FaultParameters("none", "kill", runner_count=2, job_count=3)
+    killed = {"runner": "runner-000", "run": 1}
+    ok = faults.run_checks(p, totals(completed_once=2, stuck=1, runs=3), True, killed, [], 3)
+    assert ok["passed"] and ok["negative_control_sees_stuck_run"]
+    blind = faults.run_checks(p, totals(completed_once=3, runs=3), True, killed, [], 3)
+    assert not blind["passed"] and blind["negative_control_sees_stuck_run"] is False
+    finished = [{"event": "finished", "runner": "runner-000", "run": 1}]
+    late = faults.run_checks(p, totals(completed_once=2, stuck=1, runs=3), True, killed, finished, 3)
+    assert late["kill_before_finish"] is False and not late["passed"]
+    missed = faults.run_checks(faults.FaultParameters("lease", "pause", runner_count=2, job_count=3),
+                               totals(completed_once=3, runs=3), False, {}, [], 3)
+    assert missed["fault_landed"] is False and not missed["passed"]
+    short = faults.run_checks(faults.FaultParameters("lease", "none", runner_count=2, job_count=3),
+                              totals(completed_once=2, runs=2), True, {}, [], 2)
+    assert short["every_run_classified"] is False
+
+
+# --------------------------------------------------------------------------- every fault, for real
+
+
+def _children() -> set[int]:
+    import psutil
+
+    return {child.pid for child in psutil.Process().children(recursive=True)}
+
+
+REAL = [("none", "kill"), ("lease", "kill"), ("lease", "pause"), ("lease_fenced", "pause"),
+        ("lease_fenced", "terminate"), ("lease_fenced", "restart"), ("lease_fenced", "service")]
+
+
+@pytest.fixture(scope="module")
+def real_runs(db, tmp_path_factory):
+    """Each fault injected for real, one run each, small and short; {(protocol, fault): manifest}."""
+    import time
+
+    from harness.experiments import registry
+    from harness.storage import read_manifest
+
+    before = _children()
+    data_dir = tmp_path_factory.mktemp("faults-data")
+    from harness.server.faults import can_restart
+
+    real = [key for key in REAL if key[1] != "restart" or can_restart(db)]  # a server we did not start: no restart
+    # a paused runner must get its finish in while the runner that took its run over is still working on it:
+    # longer jobs there leave room for a loaded machine
+    sets = [faults.FaultParameters(protocol, fault, runner_count=3, job_count=5, lease_s=1.0,
+                                   job_s=2.0 if fault == "pause" else 1.0)
+            for protocol, fault in real]
+    began = time.monotonic()
+    paths = registry.measure("faults", sets, data_dir, db, progress=False)
+    seconds = time.monotonic() - began
+    manifests = {(m["parameters"]["protocol"], m["parameters"]["fault"]): m for m in map(read_manifest, paths)}
+    return {"manifests": manifests, "seconds": seconds, "left_behind": _children() - before, "paths": paths,
+            "real": real}
+
+
+def test_every_fault_ran_and_left_nothing_behind(real_runs):
+    assert set(real_runs["manifests"]) == set(real_runs["real"])
+    assert real_runs["left_behind"] == set()
+    for key, manifest in real_runs["manifests"].items():
+        results = manifest["results"]
+        assert manifest["checks"]["passed"], key
+        assert results["fault_landed"] and results["faults_injected"] >= 1, key
+        assert results["drain_seconds"] <= faults.FaultParameters(**manifest["parameters"]).drain_bound_seconds + 5
+
+
+def test_without_a_lease_a_killed_runner_leaves_its_run_stuck(real_runs, db):
+    results = real_runs["manifests"][("none", "kill")]["results"]
+    assert results["stuck"] >= 1 and results["reaps"] == 0
+    assert results["hit"]["run"] is not None
+    assert results["expectations"]["unfenced_kill_leaves_stuck_run"] is True
+
+
+def test_a_lease_hands_the_killed_runners_run_on(real_runs):
+    results = real_runs["manifests"][("lease", "kill")]["results"]
+    assert results["stuck"] == 0 and results["lost"] == 0 and results["reaps"] >= 1
+    assert results["completed_once"] + results["completed_twice"] == 5
+    assert results["expectations"]["lease_recovers_killed_run"] is True
+
+
+def test_without_the_fence_a_paused_runner_completes_a_run_another_holds(real_runs):
+    results = real_runs["manifests"][("lease", "pause")]["results"]
+    assert results["hit"]["handed_on"] is True
+    assert results["stale_completion"] >= 1 and results["executed_twice"] >= 1
+    assert results["expectations"]["unfenced_pause_completes_stale"] is True
+
+
+@pytest.mark.parametrize("fault", ["pause", "terminate", "restart", "service"])
+def test_the_fence_keeps_every_run_under_every_fault(real_runs, fault):
+    if ("lease_fenced", fault) not in real_runs["manifests"]:
+        pytest.skip("the restart needs the embedded server")
+    results = real_runs["manifests"][("lease_fenced", fault)]["results"]
+    assert (results["lost"], results["stuck"], results["completed_twice"], results["stale_completion"]) == (0, 0, 0, 0)
+    assert results["completed_once"] == 5
+    assert results["expectations"]["fenced_keeps_every_run"] is True
+
+
+def test_every_run_has_its_ledger_and_timeline(real_runs):
+    for path in real_runs["paths"]:
+        ledger_rows = faults.load_ledger(path)
+        timeline = faults.load_timeline(path)
+        assert len(ledger_rows) == 5
+        assert set(timeline["source"]) >= {"runner"}
+
+
+def test_terminate_and_restart_hit_the_server(real_runs):
+    terminate = real_runs["manifests"][("lease_fenced", "terminate")]["results"]
+    assert terminate["hit"]["backends"] >= 1
+    if ("lease_fenced", "restart") in real_runs["manifests"]:
+        restart = real_runs["manifests"][("lease_fenced", "restart")]["results"]
+        assert restart["hit"]["start_seconds"] > 0 and restart["counters_valid"] is False
+    service = real_runs["manifests"][("lease_fenced", "service")]["results"]
+    assert service["hit"]["old_pid"] != service["hit"]["new_pid"]
+
+
+def test_cli_json_contract(tmp_path):
+    import json
+
+    from tests.conftest import run_cli
+
+    done = run_cli("faults", "--protocol", "lease_fenced", "--fault", "kill", "--runners", "2", "--jobs", "2",
+                   "--lease-s", "1", "--job-s", "0.5", "--json", "--quiet", "--data-dir", str(tmp_path), timeout=120)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    said = json.loads(line)
+    for key in ("protocol", "fault", "faults_injected", "completed_once", "completed_twice", "executed_twice", "lost",
+                "stuck"):
+        assert key in said
+    assert said["protocol"] == "lease_fenced" and said["fault"] == "kill" and said["faults_injected"] == 1
+    bad = run_cli("faults", "--jobs", "100000", "--data-dir", str(tmp_path))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_the_article_reads_the_runs(real_runs):
+    """The ledger and cost tables, the timeline chart and every glued figure, from the stored runs."""
+    from harness.article import charts, reliability
+
+    paths = real_runs["paths"]
+    summary = reliability.fault_summary(paths)
+    assert len(summary) == len(real_runs["real"])
+    ledger_table = reliability.ledger_frame(summary)
+    assert list(ledger_table.columns[:3]) == ["fault", "protocol", "runs queued"]
+    assert "<table" in reliability.ledger_html(paths)
+    events = reliability.timeline(paths, "lease", "pause")
+    assert {"claimed", "reaped", "pause"} <= set(events["event"])
+    charts.fault_timeline_chart(events).to_dict()
+    facts = reliability.fault_facts(paths)
+    assert facts["none_kill_stuck"] != "0" and facts["lease_pause_stale"] != "0"
+    assert all(isinstance(value, str) for value in facts.values())
