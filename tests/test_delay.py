@@ -185,15 +185,17 @@ def _race_figures(conn, url: str, job_count: int, client_rtt_ms: float = 0.0) ->
 
 def test_the_proxy_and_a_delay_inside_the_workers_agree(db, conn):
     # guarded, 4 workers, 5 ms: the same race with the round trip made on the wire and in the workers
-    job_count = 300
+    job_count, races = 300, 3
     with DelayProxy(db.url, 5) as url:
-        proxy_rate, proxy_lost, proxy_win_ms = _race_figures(conn, url, job_count)
-    client_rate, client_lost, client_win_ms = _race_figures(conn, db.url, job_count, client_rtt_ms=5)
+        proxy = np.median([_race_figures(conn, url, job_count) for _ in range(races)], axis=0)
+    client = np.median([_race_figures(conn, db.url, job_count, client_rtt_ms=5) for _ in range(races)], axis=0)
+    (proxy_rate, proxy_lost, proxy_win_ms), (client_rate, client_lost, client_win_ms) = proxy, client
     # A win is two round trips (10 ms) and a little work: both methods win in 11-14 ms. The rate and the losses
-    # depend on how the workers' cycles line up; repeats of one method at this size spread over 80-92 claims/s
-    # and 2.0-2.9 lost per win on this shared 2-CPU machine, so one race each cannot agree closer than that.
-    # A proxy that held a whole round trip per leg, or none, would be off by a factor of two or more.
+    # depend on how the workers' cycles line up; single races of one method at this size spread over 80-92
+    # claims/s and 2.0-3.0 lost per win on this shared 2-CPU machine, so the medians of three races each are
+    # compared, within about that spread. A proxy that held a whole round trip per leg, or none, would be off by
+    # a factor of two or more in the win's latency and the rate.
     assert 10 <= proxy_win_ms == pytest.approx(client_win_ms, rel=0.2)
     assert client_win_ms >= 10
     assert proxy_rate == pytest.approx(client_rate, rel=0.2)
-    assert proxy_lost == pytest.approx(client_lost, abs=0.5)
+    assert proxy_lost == pytest.approx(client_lost, abs=0.6)
