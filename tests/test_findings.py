@@ -447,7 +447,7 @@ def test_nothing_stored_leaves_every_finding_not_measured():
 
 
 def test_the_unmeasured_claims_say_why():
-    notes = {f.id: f.note for f in findings.unmeasured_claims(races(race("naive", 4), race("guarded", 4)))}
+    notes = {f.id: f.note for f in findings.unmeasured_claims()}
     assert set(notes) == {"C9"}
     assert all(notes.values())
 

@@ -1543,7 +1543,7 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
                     values)
 
 
-def unmeasured_claims(races: Races) -> list[Finding]:
+def unmeasured_claims() -> list[Finding]:
     """C9: what the runs would need to measure it."""
     return [
         _not_measured("C9", "The three knobs are measured one at a time (F9 the index and the walk, F12 fillfactor "
@@ -1590,7 +1590,7 @@ def evaluate(measured: Measurements) -> list[Finding]:
         c4_wait_for_a_job(measured.job_waits), c5_conflicts_at_production_polling(measured.production),
         c6_network_round_trip(measured.latency), c7_claim_is_not_completion(measured.faults),
         c8_skip_locked_endpoint(measured.production),
-        *unmeasured_claims(races),
+        *unmeasured_claims(),
         a1_time_to_get_a_job(measured.job_waits), a2_where_the_time_goes(races, measured.shares),
         a3_harness_against_pgbench(measured.bench, measured.bench_band), a4_hot_claimed_one_at_a_time(measured.churn),
         a5_batch_over_claims(others), a6_advisory_locks_leak(others),

@@ -174,15 +174,20 @@ def as_strategies(name: str, values) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- command-line parsers
 
 
-def int_list(text: str) -> tuple[int, ...]:
-    """Comma-separated whole numbers; their range is checked by the parameters."""
+def _numbers(text: str, convert: Callable[[str], Any], expected: str) -> tuple:
+    """Comma-separated values read by `convert`; their range is checked by the parameters."""
     try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
+        values = tuple(convert(part) for part in text.split(",") if part.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
     if not values:
         raise argparse.ArgumentTypeError("expected at least one number")
     return values
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """Comma-separated whole numbers; their range is checked by the parameters."""
+    return _numbers(text, int, "comma-separated whole numbers")
 
 
 def int_list_or_none(text: str) -> tuple[int, ...]:
@@ -192,24 +197,11 @@ def int_list_or_none(text: str) -> tuple[int, ...]:
 
 def number_list(text: str) -> tuple[float, ...]:
     """Comma-separated numbers; their range is checked by the parameters."""
-    try:
-        values = tuple(float(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers such as 0,1,5,20, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
+    return _numbers(text, float, "comma-separated numbers such as 0,1,5,20")
 
 
 def fraction_list(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(part) for part in text.split(",") if part.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated fractions such as 0,0.5,0.99, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one fraction")
-    return values
+    return _numbers(text, float, "comma-separated fractions such as 0,0.5,0.99")
 
 
 def on_off(text: str) -> bool:
