@@ -694,4 +694,5 @@ def test_c5_and_c8_read_the_production_section():
     measured = findings.Measurements(summary=pd.DataFrame(), production=production(*c8_rows()))
     by = findings.by_id(findings.evaluate(measured))
     assert by["C8"].verdict == CONFIRMED
-    assert by["C5"].verdict in (CONFIRMED, CORRECTED, NOT_MEASURED)
+    # 5 of 100 polls: the interval (2.2%-11.2%) straddles the 10% that "rare" means, so undecided, but read
+    assert by["C5"].verdict == NOT_MEASURED and by["C5"].ours.startswith("5 of 100 polls met a 409")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.article.formats import MISSING, count, ms, rate, round_trip
+from harness.article.formats import MISSING, count, missing, ms, rate, round_trip
 from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS,
                                     ROUND_TRIP_MEASURES, SCHEDSTAT_LABELS, SIDE_BY_SIDE_MEASURES,
                                     SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
@@ -488,11 +488,7 @@ INDEX = "partial index"
 
 def server_label(version) -> str:
     """'PostgreSQL 16' from a server_version such as '16.4' (a run's pg_version)."""
-    return f"PostgreSQL {str(version).split('.')[0]}" if not missing_value(version) else MISSING
-
-
-def missing_value(value) -> bool:
-    return value is None or (isinstance(value, float) and np.isnan(value))
+    return f"PostgreSQL {str(version).split('.')[0]}" if not missing(version) else MISSING
 
 
 def with_conditions(summary: pd.DataFrame) -> pd.DataFrame:

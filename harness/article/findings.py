@@ -43,8 +43,9 @@ import numpy as np
 import pandas as pd
 
 from harness.article.analysis import at_workers, by_round_trip, over_repeats
-from harness.article.formats import (DASH, MISSING, count, missing, ms, number, percent, rate, ratio, round_trip,
-                                     spread as spread_text)
+from harness.article.formats import (DASH, MISSING, RANGE, count, missing, ms, number, percent, rate, ratio,
+                                     round_trip, spread as spread_text)
+from harness.article.prose import join
 from harness.article.labels import CANNOT_LOSE
 
 # --------------------------------------------------------------------------- verdicts
@@ -1482,9 +1483,9 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Findi
     met = int(at_production["polls_with_a_conflict"].sum())
     low, high = wilson_interval(met, polls)
     counts = [count(int(n)) for n in sorted(at_production["runner_count"].unique())]
-    runners = counts[0] if len(counts) == 1 else ", ".join(counts[:-1]) + " and " + counts[-1]
+    runners = join(counts)
     ours = (f"{count(met)} of {count(polls)} polls met a 409 ({percent(met / polls if polls else math.nan)}, "
-            f"95 % interval {percent(low)}-{percent(high)}; {count(conflicts)} 409s in all) with {runners} runners "
+            f"95 % interval {percent(low)}{RANGE}{percent(high)}; {count(conflicts)} 409s in all) with {runners} runners "
             f"every {number(ORIGINAL_C5_POLL_S, 0)} s")
     busiest = pending.sort_values(["runner_count", "poll_s"], ascending=[False, True]).head(1)
     contrast = ""
@@ -1514,7 +1515,8 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
     at most of the points (one run per point: a single point's p99 of a few dozen runs is close to its maximum)."""
     pending, claim = _production_points(production, "pending"), _production_points(production, "claim")
     keys = ["runner_count", "poll_s"]
-    paired = pending.merge(claim, on=keys, suffixes=("_pending", "_claim")) if len(pending) and len(claim) else         pd.DataFrame()
+    paired = pending.merge(claim, on=keys, suffixes=("_pending", "_claim")) if len(pending) and len(claim) \
+        else pd.DataFrame()
     if not len(paired):
         return _not_measured("C8", "No runner count and poll interval was run with both endpoints in this build.")
     conflicts = int(paired["conflicts_claim"].sum())

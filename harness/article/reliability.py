@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.article.formats import count, number, percent
 from harness.article.prose import counted, join, table
+from harness.experiments.faults import PAUSE_LEASES
 
 LEDGER_COLUMNS = {"completed_once": "completed once", "completed_twice": "completed twice",
                   "executed_twice": "ran twice", "stale_completion": "completed by a stale holder",
@@ -126,7 +127,7 @@ def fault_facts(paths) -> dict:
         "faults_runs": count(len(summary)), "faults_jobs": count(first["job_count"]),
         "faults_runners": count(first["runner_count"]), "faults_lease": number(first["lease_s"], 1),
         "faults_heartbeat_every": number(first["lease_s"] / 3, 2), "faults_job_s": number(first["job_s"], 1),
-        "faults_pause": number(first["lease_s"] * 2.5, 1),
+        "faults_pause": number(first["lease_s"] * PAUSE_LEASES, 1),
         "faults_list": join([FAULT_WORDS[f] for f in faults]),
         "faults_count": counted(len(faults), "fault"),
         "none_kill_stuck": cell("none", "kill", "stuck"),

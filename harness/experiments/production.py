@@ -23,7 +23,7 @@ import json
 import math
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -292,7 +292,8 @@ def measure_production(db: database.Database, parameters: ProductionParameters, 
         "accepted_finishes": len(finishes),
     }
     summary = summarise(runs, flips, events, resources)
-    checks = production_checks(runs, flips, events, pushes_frame)
+    # against the schedule, not against what the producer reports sent: a push it never made must show
+    checks = production_checks(runs, flips, events, pd.DataFrame([asdict(push) for push in pushes]))
     return Measured(
         tables={"runs": runs, "flips": flips, "events": events, "pushes": pushes_frame,
                 "timeline": timeline(runs, events)},
@@ -442,6 +443,8 @@ def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, res
     def per(value, count):
         return value / count if value is not None and count else None
 
+    with_conflict = polls_with_a_conflict(events)
+    lost_bytes, lost_secrets = int(polls_rows["lost_bytes"].sum()), int(polls_rows["lost_secrets"].sum())
     return {
         "enqueued": int(len(runs)),
         "polls": polls,
@@ -450,17 +453,17 @@ def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, res
         "finished": resources.get("accepted_finishes"),
         "pending_at_end": int((runs["status"] == "pending").sum()),
         "duplicate_jobs": int((per_run > 1).sum()),
-        "polls_with_a_conflict": polls_with_a_conflict(events),
+        "polls_with_a_conflict": with_conflict,
         "conflicts_per_poll": per(conflicts, polls),
-        "share_of_polls_with_a_conflict": per(polls_with_a_conflict(events), polls),
+        "share_of_polls_with_a_conflict": per(with_conflict, polls),
         "conflicts_per_claimed_job": per(conflicts, claimed),
         "polls_per_claimed_job": per(polls, claimed),
         "empty_polls": int((polls_rows["listed_runs"] == 0).sum()),
-        "loser_payload_bytes": int(polls_rows["lost_bytes"].sum()),
-        "loser_secrets": int(polls_rows["lost_secrets"].sum()),
+        "loser_payload_bytes": lost_bytes,
+        "loser_secrets": lost_secrets,
         "payload_bytes": int(polls_rows["bytes"].sum()),
-        "loser_payload_bytes_per_claimed_job": per(int(polls_rows["lost_bytes"].sum()), claimed),
-        "loser_secrets_per_claimed_job": per(int(polls_rows["lost_secrets"].sum()), claimed),
+        "loser_payload_bytes_per_claimed_job": per(lost_bytes, claimed),
+        "loser_secrets_per_claimed_job": per(lost_secrets, claimed),
         "pickup_p50_ms": _percentile(pickup, 50),
         "pickup_p99_ms": _percentile(pickup, 99),
         "pickup_max_ms": float(pickup.max()) if len(pickup) else None,

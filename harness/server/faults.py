@@ -61,20 +61,6 @@ def restart_server(db, log: FaultLog | None = None, mode: str = "immediate") -> 
     return times
 
 
-def wait_for_server(url: str, timeout_seconds: float = 30.0) -> float:
-    """Seconds until a new connection to url succeeds (the server accepts connections again)."""
-    began = time.monotonic()
-    while True:
-        try:
-            with psycopg.connect(url, connect_timeout=2, autocommit=True) as conn:
-                conn.execute("SELECT 1")
-            return time.monotonic() - began
-        except psycopg.OperationalError:
-            if time.monotonic() - began > timeout_seconds:
-                raise
-            time.sleep(0.05)
-
-
 def terminate_backends(conn: psycopg.Connection, application_name: str, log: FaultLog | None = None) -> list[int]:
     """pg_terminate_backend of every client backend named application_name; the pids it signalled."""
     rows = conn.execute(TERMINATE_SQL, [application_name]).fetchall()

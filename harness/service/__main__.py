@@ -7,23 +7,15 @@ The secrets key comes from the environment (CLAIMRACE_SECRETS_KEY).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
-import os
 import signal
 import socket
 import sys
 
 from harness.errors import UserError
+from harness.experiments.race import die_with_parent
 
-_PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:
-        os._exit(1)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -46,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parent-pid", type=int, default=None, help="die with this process (the harness)")
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
-        _die_with_parent(args.parent_pid)
+        die_with_parent(args.parent_pid)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness stops it, after the run it serves
 
     import uvicorn

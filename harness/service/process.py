@@ -59,7 +59,6 @@ class ServiceHandle:
     pool_size: int = DEFAULT_POOL_SIZE
     port: int = 0
     process: subprocess.Popen | None = None
-    starts: int = 0  # how many processes this handle has started (a restart adds one)
     _stderr: object = field(default=None, repr=False)
 
     @property
@@ -80,7 +79,6 @@ class ServiceHandle:
              "--port", str(self.port), "--parent-pid", str(os.getpid())],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, close_fds=True,
             env=_package_env(self.key), start_new_session=True)  # a Ctrl-C reaches it through our cleanup
-        self.starts += 1
         try:
             self.port = self._listening_port()
             self._wait_healthy()

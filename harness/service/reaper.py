@@ -56,7 +56,6 @@ class Reaper:
         self.interval_s = interval_s
         self.clock_zero = time.time() if clock_zero is None else clock_zero  # unix time, as the runners' logs
         self.reaps: list[dict] = []
-        self.passes = 0
         self.errors = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="reaper", daemon=True)
@@ -89,7 +88,6 @@ class Reaper:
                 for reap in reap_expired(conn):
                     now = time.time()
                     self.reaps.append({"unix": now, "t": now - self.clock_zero, **reap})
-                self.passes += 1
             except psycopg.Error:
                 self.errors += 1  # a terminated backend or a restarting server: reconnect on the next pass
                 if conn is not None:
