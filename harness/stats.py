@@ -10,7 +10,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness import config
+from harness.server.activity import (achieved_interval_ms, cpu_bound, samples_frame, share_split, wait_shares,
+                                     within_windows)
 from harness.storage import read_manifest, stored_runs
+
+CLIENT_LAYOUTS = ("processes", "asyncio")
 
 
 def load_attempts(run_dir: Path) -> pd.DataFrame:
@@ -90,21 +94,24 @@ def win_latency_by_fill(attempts: pd.DataFrame, percentile: float) -> list[float
     return [float(np.percentile(part, percentile)) if len(part) else float("nan") for part in tenths]
 
 
-def wait_share(run_dir: Path) -> dict:
-    """Share of sampled worker-backend time per wait class, from the stored samples."""
-    from harness.server.activity import wait_shares
-
-    path = Path(run_dir) / "activity.parquet"
-    if not path.exists():
-        return {}
-    return wait_shares(pq.read_table(path).to_pandas())
+def window_samples(run_dir: Path) -> pd.DataFrame:
+    """The stored wait-event samples taken inside their worker's window (runs stored before the sampler kept only
+    those also hold samples from before a worker's release and after its last attempt)."""
+    samples_path, workers_path = Path(run_dir) / "activity.parquet", Path(run_dir) / "workers.parquet"
+    if not samples_path.exists():
+        return samples_frame()
+    samples = pq.read_table(samples_path).to_pandas()
+    if not workers_path.exists():
+        return samples
+    workers = pq.read_table(workers_path).to_pandas()
+    windows = {int(pid): (int(start), int(end))
+               for pid, start, end in zip(workers["backend_pid"], workers["released_ns"], workers["ended_ns"])}
+    return within_windows(samples, windows)
 
 
 def cpu_shares(run_dir: Path) -> dict:
     """From workers.parquet: the share of each worker's window its backend spent on a CPU and runnable, and the
     same for the worker's own process (None where not measured, e.g. a server on another host)."""
-    from harness.server.activity import share_split
-
     path = Path(run_dir) / "workers.parquet"
     if not path.exists():
         return {}
@@ -116,8 +123,16 @@ def cpu_shares(run_dir: Path) -> dict:
                            for c, d, w in zip(workers[cpu], workers[delay], window))
 
     backend, client = split("backend_cpu_ns", "backend_run_delay_ns"), split("client_cpu_ns", "client_run_delay_ns")
+    # running_share and runnable_share are the backend's, under the names runs have always been summarised with
     return {"running_share": backend["running_share"], "runnable_share": backend["runnable_share"],
+            "backend_running_share": backend["running_share"], "backend_runnable_share": backend["runnable_share"],
             "client_running_share": client["running_share"], "client_runnable_share": client["runnable_share"]}
+
+
+def _layout(results: dict) -> str:
+    """The client layout's name; runs stored before it had a name ran one process per worker."""
+    layout = results.get("client_layout")
+    return layout if layout in CLIENT_LAYOUTS else "processes"
 
 
 def summarise_run(run_dir: Path) -> dict:
@@ -141,6 +156,9 @@ def summarise_run(run_dir: Path) -> dict:
     wasted_ms = attempts.loc[attempts["outcome"].isin(["lost", "aborted"]), "latency_ns"].to_numpy() / 1e6
     dupes = duplicate_counts(claims)
     server = manifest.get("server", {})
+    samples = window_samples(run_dir)
+    shares = wait_shares(samples)
+    cpu = cpu_shares(run_dir)
     summary = {
         "run_id": manifest["run_id"],
         "strategy": cfg["strategy"],
@@ -185,10 +203,16 @@ def summarise_run(run_dir: Path) -> dict:
         "time_to_job_p99_ms": float(np.percentile(waits_ms, 99)) if len(waits_ms) else float("nan"),
         "p50_ms_by_fill": win_latency_by_fill(attempts, 50),
         "p99_ms_by_fill": win_latency_by_fill(attempts, 99),
-        "wait_share": wait_share(run_dir),
-        **cpu_shares(run_dir),
+        "wait_share": shares,
+        **cpu,
+        # the backends' sampled time waiting for their client, and whether the clients' wait for a CPU set the pace
+        "waiting_for_client_share": shares.get("Client") if shares else None,
+        "cpu_bound": cpu_bound(cpu.get("client_runnable_share")),
+        "sampler": bool(cfg.get("sampler", True)),
+        "sampler_interval_ms": achieved_interval_ms(samples) if cfg.get("sampler", True) else None,
+        "proxy": bool((results.get("network") or {}).get("delay_proxy")),
         "client_processes": results["client_processes"],
-        "client_layout": results["client_layout"],
+        "client_layout": _layout(results),
         "autovacuum_runs": results["table_activity"].get("autovacuum_runs"),
         "autoanalyze_runs": results["table_activity"].get("autoanalyze_runs"),
         "dead_tuples_at_end": results["table_activity"].get("dead_tuples"),

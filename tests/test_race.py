@@ -81,9 +81,11 @@ def test_manifest_records_parameters_server_and_client(db, tmp_path):
     assert manifest["run_id"] == run_dir.name and "-race-" in run_dir.name
     assert manifest["parameters"] == {"strategy": "skip_locked", "worker_count": 2, "job_count": 300, "repeat": 0,
                                       "partial_index": True, "fillfactor": 70, "pause_ms": 0.0, "jitter_ms": 0.0,
-                                      "autovacuum": True, "audit": True, "batch": 1, "rtt_ms": 0.0}
+                                      "autovacuum": True, "audit": True, "batch": 1, "rtt_ms": 0.0,
+                                      "sampler": True}
     results = manifest["results"]
-    assert results["client_processes"] == 2 and "one process per worker" in results["client_layout"]
+    assert results["client_processes"] == 2 and results["client_layout"] == "processes"
+    assert "one process per worker" in results["client_layout_text"]
     assert results["table_activity"] and results["activity"]["sampler"]["samples"] > 0
     assert "FOR UPDATE SKIP LOCKED" in manifest["procedure"]["sql"]
     server = manifest["server"]

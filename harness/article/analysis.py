@@ -18,7 +18,8 @@ from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, I
                                     SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
                                     WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
 from harness.experiments.plans import TABLE_STATES
-from harness.stats import load_attempts, load_claims, spread_by_point, summarise_runs, time_to_job_ns
+from harness.stats import (POINT_KEYS, load_attempts, load_claims, spread_by_point, summarise_runs,
+                           time_to_job_ns)
 from harness.storage import read_json
 
 # Figures that get a median and a min-max spread over repeats.
@@ -44,7 +45,16 @@ def over_repeats(summary: pd.DataFrame) -> pd.DataFrame:
     median of each figure over repeats under the figure's own name, its min and max, and `repeats`."""
     spread = spread_by_point(summary, [m for m in REPEATED_METRICS if m in summary.columns])
     spread = spread.rename(columns={f"{m}_median": m for m in REPEATED_METRICS})
+    if "cpu_bound" in summary and len(spread):
+        spread["cpu_bound"] = cpu_bound_points(summary).to_numpy()
     return spread.sort_values(["strategy", "worker_count"]).reset_index(drop=True)
+
+
+def cpu_bound_points(summary: pd.DataFrame) -> pd.Series:
+    """Per point, in spread_by_point's order: CPU-bound if any of its repeats was (an unmeasured repeat is not)."""
+    keys = [k for k in POINT_KEYS if k in summary]
+    bound = summary["cpu_bound"].map(lambda v: bool(v) if isinstance(v, (bool, np.bool_)) else False)
+    return bound.groupby([summary[k] for k in keys], sort=False, dropna=False, observed=True).any()
 
 
 def at_workers(frame: pd.DataFrame, strategy: str, worker_count: int, column: str):
@@ -361,18 +371,43 @@ def autovacuum_runs(summary: pd.DataFrame) -> dict:
             "autovacuum_off": int((~summary.get("autovacuum", pd.Series(True, index=summary.index))).sum())}
 
 
-def sampler_facts(paths: list[Path]) -> dict:
-    """The wait-event sampler as it ran: median achieved interval and median query time over the races."""
+def sampler_facts(paths: list[Path], summary: pd.DataFrame | None = None) -> dict:
+    """The wait-event sampler as it ran: median achieved interval and median query time over the races, and the
+    lowest and highest race's median interval inside the workers' windows (from summary, where given)."""
     intervals, queries = [], []
     for path in paths:
-        stats = read_json(Path(path) / "manifest.json")["results"].get("activity", {}).get("sampler", {})
+        stats = read_json(Path(path) / "manifest.json")["results"].get("activity", {}).get("sampler") or {}
         if stats.get("interval_ms_median") is not None:
             intervals.append(stats["interval_ms_median"])
             queries.append(stats.get("query_ms_median", np.nan))
     if not intervals:
         return {}
-    return {"interval_ms": float(np.median(intervals)), "query_ms": float(np.nanmedian(queries)),
-            "races": len(intervals)}
+    facts = {"interval_ms": float(np.median(intervals)), "query_ms": float(np.nanmedian(queries)),
+             "races": len(intervals)}
+    if summary is not None and "sampler_interval_ms" in summary:
+        achieved = summary["sampler_interval_ms"].dropna().astype(float)
+        if len(achieved):
+            facts.update(interval_ms=float(achieved.median()), interval_ms_low=float(achieved.min()),
+                         interval_ms_high=float(achieved.max()))
+            slowest = summary.loc[achieved.idxmax()]
+            facts["slowest_workers"] = int(slowest["worker_count"])
+    return facts
+
+
+def cpu_bound_facts(summary: pd.DataFrame) -> dict:
+    """What the CPU-bound rule (harness.server.activity.cpu_bound) marks in a sweep: the worker counts, and the
+    worker processes' share of time waiting for a CPU on either side of the line (median per point)."""
+    if not len(summary) or "client_runnable_share" not in summary:
+        return {}
+    points = summary.groupby(["strategy", "worker_count"], observed=True).agg(
+        share=("client_runnable_share", "median"), backend=("backend_runnable_share", "median"),
+        bound=("cpu_bound", lambda v: bool(v.fillna(False).astype(bool).any()))).reset_index()
+    free, bound = points[~points["bound"]], points[points["bound"]]
+    return {"bound_workers": sorted({int(w) for w in bound["worker_count"]}),
+            "free_workers": sorted({int(w) for w in free["worker_count"]} - {int(w) for w in bound["worker_count"]}),
+            "free_share_max": float(free["share"].max()) if len(free) else np.nan,
+            "bound_share_min": float(bound["share"].min()) if len(bound) else np.nan,
+            "free_backend_max": float(free["backend"].max()) if len(free) else np.nan}
 
 
 def claim_comparison(points: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:

@@ -16,12 +16,13 @@ import pandas as pd
 
 from harness.article.analysis import index_setups_without_hot
 from harness.article.labels import (FAULT_EVENT_COLOURS, FAULT_EVENT_ORDER, AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
-                                    DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
+                                    CPU_BOUND_COLOUR, DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
                                     PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, ROUND_TRIP_MEASURES,
                                     SIDE_BY_SIDE_MEASURES, STRATEGY_COLOURS,
                                     TABLE_STATE_LABELS, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
                                     WAIT_MEASURE_ORDER, in_order, strategies_in)
 from harness.experiments.bench import TARGET_BAND
+from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE
 
 WIDTH = 560
 HEIGHT = 300
@@ -117,6 +118,52 @@ def _plain(frame: pd.DataFrame) -> pd.DataFrame:
 
 REPEATS_TOOLTIP = alt.Tooltip("repeats:Q", title="repeats (median shown)")
 
+CPU_BOUND_NOTE = (f"grey band: CPU-bound points (the worker processes waited for a CPU at least "
+                  f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their time): this machine's scheduler, not the server")
+
+
+def cpu_bound_workers(by_workers: pd.DataFrame) -> list[int]:
+    """The worker counts at which some strategy's races were CPU-bound (analysis.over_repeats' cpu_bound)."""
+    if "cpu_bound" not in by_workers or not len(by_workers):
+        return []
+    bound = by_workers["cpu_bound"].fillna(False).astype(bool)
+    return sorted({int(w) for w in by_workers.loc[bound, "worker_count"]})
+
+
+def _band_edges(worker_counts, bound) -> tuple[float, float] | None:
+    """Where the CPU-bound band starts and ends on the workers axis; None when no drawn point was CPU-bound."""
+    counts = sorted({int(w) for w in worker_counts})
+    bound = sorted({int(w) for w in bound if int(w) in counts})
+    if not bound:
+        return None
+    below = [w for w in counts if w < bound[0]]
+    return (float(np.sqrt(below[-1] * bound[0])) if below else float(bound[0])), float(counts[-1])
+
+
+def _cpu_bound_band(worker_counts, bound) -> alt.Chart | None:
+    """A grey band over the CPU-bound worker counts: from halfway (geometric) after the last free count below the
+    first bound one, to the most workers drawn. None when no point was CPU-bound."""
+    edges = _band_edges(worker_counts, bound)
+    if edges is None:
+        return None
+    band = pd.DataFrame({"start": [edges[0]], "end": [edges[1]], "label": ["CPU-bound"]})
+    base = alt.Chart(band)
+    return alt.layer(
+        base.mark_rect(color=CPU_BOUND_COLOUR, opacity=0.35).encode(
+            x=alt.X("start:Q"), x2="end:Q", tooltip=[alt.Tooltip("label:N", title="")]),
+        base.mark_text(align="left", baseline="top", dx=4, dy=4, color=NOTE_COLOUR, fontSize=10).encode(
+            x="start:Q", y=alt.value(0), text="label:N"))
+
+
+def _with_band(layers: list, worker_counts, bound) -> list:
+    """layers with the CPU-bound band underneath, when there is one."""
+    band = _cpu_bound_band(worker_counts, bound)
+    return ([band] if band is not None else []) + list(layers)
+
+
+def _band_note(worker_counts, bound) -> str:
+    return CPU_BOUND_NOTE if _cpu_bound_band(worker_counts, bound) is not None else ""
+
 # --------------------------------------------------------------------------- races
 
 
@@ -126,6 +173,7 @@ def duplicates_chart(by_workers: pd.DataFrame) -> alt.HConcatChart:
     Strategies that never handed a job out twice all lie on zero; the first of them is drawn widest and
     underneath, the others narrower and dashed on top, so every one of them stays visible.
     """
+    bound = cpu_bound_workers(by_workers)
     data = _plain(by_workers)[["strategy", "worker_count", "job_count", "repeats", "duplicate_jobs",
                                "duplicate_jobs_min", "duplicate_jobs_max", "extra_claims", "extra_claims_min",
                                "extra_claims_max"]]
@@ -160,6 +208,7 @@ def duplicates_chart(by_workers: pd.DataFrame) -> alt.HConcatChart:
                   base.mark_point(filled=True, size=30, opacity=1).encode(y=y, tooltip=tooltip)]
         if _repeated(data):
             layers.insert(0, _spread_rules(base, f"{column}_min", f"{column}_max"))
+        layers = _with_band(layers, data["worker_count"], bound)
         panels.append(alt.layer(*layers).properties(width=WIDTH // 2 - 40, height=HEIGHT - 40))
     if len(on_zero) > 1:
         note = (f"{_listed(on_zero)} handed no job to more than one worker at any worker count: their lines lie "
@@ -170,7 +219,7 @@ def duplicates_chart(by_workers: pd.DataFrame) -> alt.HConcatChart:
         note = ""
     return alt.hconcat(*panels).properties(
         title=_title("Jobs handed to more than one worker (from the audit)", note,
-                     _spread_note(data)))
+                     _spread_note(data), _band_note(data["worker_count"], bound)))
 
 
 def throughput_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
@@ -197,8 +246,10 @@ def throughput_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
     layers = [lines]
     if _repeated(long):
         layers.insert(0, _spread_rules(base, "low", "high", detail="measure:N"))
-    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
-                                         title=_title("Claims per second", _spread_note(long)))
+    bound = cpu_bound_workers(by_workers)
+    return alt.layer(*_with_band(layers, long["worker_count"], bound)).properties(
+        width=WIDTH, height=HEIGHT,
+        title=_title("Claims per second", _spread_note(long), _band_note(long["worker_count"], bound)))
 
 
 def losses_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
@@ -240,6 +291,8 @@ def losses_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
     layers = [reference_line, reference_label, line]
     if _repeated(data):
         layers.insert(2, _spread_rules(base, "losses_per_win_min", "losses_per_win_max"))
+    bound = cpu_bound_workers(by_workers)
+    layers = _with_band(layers, rivals["worker_count"], bound)
     left_out = [s for s in present if s not in drawn]
     notes = ["dashed: N − 1, the rivals each of N workers has"]
     notes += [f"{s} is not drawn: {CANNOT_LOSE[s]}" for s in left_out if s in CANNOT_LOSE]
@@ -248,7 +301,8 @@ def losses_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
         notes.append(f"not drawn: {_listed(no_losses)} lost no race")
     return alt.layer(*layers).properties(
         width=WIDTH, height=HEIGHT,
-        title=_title(f"{_listed(drawn)}: lost races per win", *notes, _spread_note(data)))
+        title=_title(f"{_listed(drawn)}: lost races per win", *notes, _spread_note(data),
+                     _band_note(rivals["worker_count"], bound)))
 
 
 def latency_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
@@ -275,12 +329,14 @@ def latency_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
     if _repeated(long):
         layers.insert(0, base.mark_area(opacity=0.15).encode(y="low:Q", y2="high:Q", detail="percentile:N"))
         note = f"median of {int(long['repeats'].max())} repeats; the shaded band spans the lowest to the highest"
-    return alt.layer(*layers).properties(
+    bound = cpu_bound_workers(by_workers)
+    return alt.layer(*_with_band(layers, long["worker_count"], bound)).properties(
         width=WIDTH, height=HEIGHT,
-        title=_title("Latency of winning claims", "the whole attempt, read and write, of each win", note))
+        title=_title("Latency of winning claims", "the whole attempt, read and write, of each win", note,
+                     _band_note(long["worker_count"], bound)))
 
 
-def wait_quantiles_chart(quantiles: pd.DataFrame) -> alt.FacetChart:
+def wait_quantiles_chart(quantiles: pd.DataFrame, cpu_bound: list[int] = ()) -> alt.FacetChart:
     """C4: the winning claim's p50 and p99 beside the whole wait for a job, lost races included, per strategy."""
     data = _plain(quantiles[quantiles["percentile"].isin(["p50", "p99"])])[
         ["strategy", "worker_count", "measure", "percentile", "ms", "ms_min", "ms_max", "repeats"]]
@@ -294,6 +350,11 @@ def wait_quantiles_chart(quantiles: pd.DataFrame) -> alt.FacetChart:
               base.mark_point(filled=True, size=40, opacity=1).encode(y=y, tooltip=tooltip)]
     if _repeated(data):
         layers.insert(0, _spread_rules(base, "ms_min", "ms_max", detail="measure:N"))
+    edges = _band_edges(data["worker_count"], cpu_bound)
+    if edges is not None:  # one rect per facet: the edges ride on every row, aggregated back to one
+        data = data.assign(band_start=edges[0], band_end=edges[1])
+        layers.insert(0, base.transform_aggregate(start="min(band_start)", end="max(band_end)").mark_rect(
+            color=CPU_BOUND_COLOUR, opacity=0.35).encode(x="start:Q", x2="end:Q", color=alt.value(CPU_BOUND_COLOUR)))
     strategies = strategies_in(data["strategy"])
     same = _coinciding(data, "measure", WAIT_MEASURE_ORDER, ["percentile", "worker_count"], "ms", ["strategy"])
     return alt.layer(*layers, data=data).properties(width=WIDTH // 2 - 20, height=HEIGHT - 40).facet(
@@ -304,7 +365,7 @@ def wait_quantiles_chart(quantiles: pd.DataFrame) -> alt.FacetChart:
         "lost races included",
         *_same_measure_notes(same),
         (f"pooled over {int(data['repeats'].max())} repeats; the vertical rules span the lowest to the highest "
-         "repeat's own percentile") if _repeated(data) else ""))
+         "repeat's own percentile") if _repeated(data) else "", CPU_BOUND_NOTE if edges is not None else ""))
 
 
 def _same_measure_notes(pairs: list[tuple]) -> list[str]:
@@ -413,8 +474,10 @@ def side_by_side_chart(long: pd.DataFrame, title: str) -> alt.FacetChart:
     ).resolve_scale(y="independent").properties(title=_title(title, _spread_note(data)))
 
 
-def wait_share_chart(long: pd.DataFrame) -> alt.FacetChart:
-    """Where the worker backends' time went, per worker count: shares of pg_stat_activity samples, stacked."""
+def wait_share_chart(long: pd.DataFrame, achieved_ms: tuple[float, float] | None = None) -> alt.FacetChart:
+    """Where the worker backends' time went, per worker count: shares of pg_stat_activity samples, stacked.
+
+    achieved_ms: the lowest and highest of the races' median sampling intervals (the title says them)."""
     data = _plain(long)
     data = data[data["share"] > 0]
     drawn = in_order(data["wait"], WAIT_GROUPS)
@@ -429,7 +492,17 @@ def wait_share_chart(long: pd.DataFrame) -> alt.FacetChart:
                  alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
     ).properties(width=170, height=220).facet(
         column=alt.Column("strategy:N", sort=strategies_in(data["strategy"]), title=None)
-    ).properties(title="Where the worker backends' time went (pg_stat_activity every 10 ms)")
+    ).properties(title=_title("Where the worker backends' time went (pg_stat_activity samples)",
+                              _interval_note(achieved_ms)))
+
+
+def _interval_note(achieved_ms) -> str:
+    if not achieved_ms:
+        return ""
+    low, high = achieved_ms
+    spread = f"{low:,.0f} ms" if round(low) == round(high) else f"{low:,.0f} to {high:,.0f} ms"
+    return (f"one sample about every {spread} (each race's median interval; 10 ms asked), inside each worker's "
+            "window only")
 
 
 def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int]) -> alt.FacetChart:
@@ -464,15 +537,20 @@ def cpu_split_chart(long: pd.DataFrame) -> alt.FacetChart:
         color=alt.Color("process:N", title=None, scale=_colour_scale(processes, PROCESS_COLOURS), sort=processes,
                         legend=alt.Legend(orient="bottom")),
         detail="measure:N")
-    return _dashed_lines(
+    lines = _dashed_lines(
         base, alt.Y("share:Q", title="share of the window", axis=alt.Axis(format="%")),
         alt.StrokeDash("state:N", title=None, sort=in_order(data["state"], CPU_STATE_ORDER),
                        legend=_dash_legend(orient="bottom", direction="vertical")),
         [alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
          alt.Tooltip("share:Q", format=".1%", title="share (median over repeats)")],
-    ).properties(data=data, width=170, height=200).facet(
+    )
+    threshold = alt.Chart().mark_rule(color=REFERENCE_COLOUR, strokeDash=[2, 2]).encode(
+        y=alt.datum(CPU_BOUND_CLIENT_RUNNABLE_SHARE))
+    return alt.layer(lines, threshold).properties(data=data, width=170, height=200).facet(
         column=alt.Column("strategy:N", sort=strategies_in(data["strategy"]), title=None)
-    ).properties(title="On a CPU or waiting for one (/proc/<pid>/schedstat)")
+    ).properties(title=_title("On a CPU or waiting for one (/proc/<pid>/schedstat)",
+                              f"dotted: a point is CPU-bound where its worker processes wait for a CPU "
+                              f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their window or more"))
 
 
 # --------------------------------------------------------------------------- plans

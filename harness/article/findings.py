@@ -47,6 +47,7 @@ from harness.article.formats import (DASH, MISSING, RANGE, count, missing, ms, n
                                      round_trip, spread as spread_text)
 from harness.article.prose import join
 from harness.article.labels import CANNOT_LOSE
+from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE
 
 # --------------------------------------------------------------------------- verdicts
 
@@ -217,6 +218,8 @@ class Finding:
     note: str  # computed from the same data: what differs, and why where a measurement shows it
     section: str  # the anchor of the article section that discusses it
     values: dict = field(default_factory=dict)  # named, formatted figures for the prose's placeholders
+    # the race sweep's worker counts the verdict was decided on (rules that read the sweep; CPU-bound points left out)
+    worker_counts_used: tuple = ()
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -228,13 +231,16 @@ class Finding:
 
     def as_dict(self) -> dict:
         return {"id": self.id, "claim": self.claim, "original": self.original, "ours": self.ours,
-                "verdict": self.verdict, "note": self.note, "section": self.section, "values": dict(self.values)}
+                "verdict": self.verdict, "note": self.note, "section": self.section, "values": dict(self.values),
+                "worker_counts_used": list(self.worker_counts_used)}
 
 
-def _finding(finding_id: str, verdict: str, ours: str = "", notes=(), values: dict | None = None) -> Finding:
+def _finding(finding_id: str, verdict: str, ours: str = "", notes=(), values: dict | None = None,
+             used=()) -> Finding:
     claim = ORIGINAL.get(finding_id) or ADDED_CLAIMS[finding_id]
     note = " ".join(n.strip() for n in ([notes] if isinstance(notes, str) else notes) if n and n.strip())
-    return Finding(finding_id, claim.claim, claim.figure, ours, verdict, note, claim.section, dict(values or {}))
+    return Finding(finding_id, claim.claim, claim.figure, ours, verdict, note, claim.section, dict(values or {}),
+                   tuple(int(w) for w in used))
 
 
 def _order(finding_id: str) -> tuple:
@@ -324,9 +330,17 @@ class Races:
     def has(self, strategy: str) -> bool:
         return bool(len(self.points)) and (self.points["strategy"] == strategy).any()
 
-    def workers(self, strategy: str, least: int = 1) -> list[int]:
+    def workers(self, strategy: str, least: int = 1, cpu_free: bool = False) -> list[int]:
+        """The strategy's worker counts from `least` up; cpu_free: only the points that were not CPU-bound."""
         rows = self.points[self.points["strategy"] == strategy]
+        if cpu_free and "cpu_bound" in rows:
+            rows = rows[~rows["cpu_bound"].fillna(False).astype(bool)]
         return sorted(int(w) for w in rows["worker_count"] if int(w) >= least)
+
+    def cpu_bound_workers(self, strategy: str, least: int = 1) -> list[int]:
+        """The strategy's worker counts whose races were CPU-bound (harness.server.activity.cpu_bound)."""
+        free = set(self.workers(strategy, least, cpu_free=True))
+        return [w for w in self.workers(strategy, least) if w not in free]
 
     def figure(self, strategy: str, worker_count: int, column: str) -> Figure:
         if column not in self.points:
@@ -357,6 +371,17 @@ def _workers(n: int) -> str:
 
 def _not_measured(finding_id: str, why: str) -> Finding:
     return _finding(finding_id, NOT_MEASURED, "", why)
+
+
+def cpu_bound_note(bound) -> str:
+    """Which worker counts a verdict leaves out because they were CPU-bound, and why; '' when none."""
+    if not bound:
+        return ""
+    counts = sorted(int(w) for w in bound)
+    listed = ", ".join(str(w) for w in counts[:-1]) + (" and " if len(counts) > 1 else "") + str(counts[-1])
+    return (f"Not judged at {listed} workers: there the worker processes waited for a CPU at least "
+            f"{percent(CPU_BOUND_CLIENT_RUNNABLE_SHARE, 0)} of their time (CPU-bound), so those figures are this "
+            "machine's scheduler's, not the server's.")
 
 
 # --------------------------------------------------------------------------- facts for the prose
@@ -427,11 +452,17 @@ def wait_facts(quantiles: pd.DataFrame, worker_count: int) -> dict:
     return f
 
 
-def fixed_fill_latency(bench_summary: pd.DataFrame | None) -> dict | None:
-    """Winning claims' p99 at a fixed fill (the bench's never-draining queue), at its most workers."""
+def fixed_fill_latency(bench_summary: pd.DataFrame | None, most_workers: int | None = None) -> dict | None:
+    """Winning claims' p99 at a fixed fill (the bench's never-draining queue), at its most workers up to
+    most_workers (the most the race sweep raced without being CPU-bound; None: no bound)."""
     if bench_summary is None or "harness_win_p99_us" not in bench_summary:
         return None
-    top = bench_summary[bench_summary["worker_count"] == bench_summary["worker_count"].max()].set_index("strategy")
+    counts = bench_summary["worker_count"]
+    if most_workers is not None:
+        counts = counts[counts <= most_workers]
+    if not len(counts):
+        return None
+    top = bench_summary[bench_summary["worker_count"] == counts.max()].set_index("strategy")
     if not {"guarded", "skip_locked"} <= set(top.index):
         return None
     return {"worker_count": int(top["worker_count"].iloc[0]),
@@ -671,13 +702,14 @@ def growth_exponent(rivals, values) -> float:
 
 
 def f5_lost_races_per_win(races: Races) -> Finding:
-    contended = races.workers("guarded", least=2)
+    contended = races.workers("guarded", least=2, cpu_free=True)
+    bound = races.cpu_bound_workers("guarded", least=2)
     if len(contended) < 2:
         single = (f" At {contended[0]} workers: "
                   f"{races.figure('guarded', contended[0], 'losses_per_win').text(lambda v: number(v, 2))} lost "
                   "races per win." if contended else "")
-        return _not_measured("F5", f"guarded was raced at {len(contended)} worker count(s) above one; growth "
-                                   f"needs two or more.{single}")
+        return _not_measured("F5", f"guarded was raced at {len(contended)} worker count(s) above one that were not "
+                                   f"CPU-bound; growth needs two or more.{single} {cpu_bound_note(bound)}")
     lost = [(w, races.figure("guarded", w, "losses_per_win")) for w in contended]
     per_rival = [(w, f.median / (w - 1)) for w, f in lost]
     exponent = growth_exponent([w - 1 for w in contended], [f.median for _, f in lost])
@@ -692,19 +724,22 @@ def f5_lost_races_per_win(races: Races) -> Finding:
     at_original = (f"At {ORIGINAL_HIGH_WORKERS} workers ours is {number(high.median, 1)}, against the original's "
                    f"about {ORIGINAL_F5_LOSSES_PER_WIN}." if high_w == ORIGINAL_HIGH_WORKERS else
                    f"Our sweep stops at {high_w} workers, not {ORIGINAL_HIGH_WORKERS}.")
+    skipped = cpu_bound_note(bound)
     if direction <= 0:
         return _finding("F5", NOT_REPRODUCED, ours,
-                        ["Lost races per win do not grow with workers in our runs.", at_original], values)
+                        ["Lost races per win do not grow with workers in our runs.", at_original, skipped], values,
+                        contended)
     if exponent > F5_FASTER_THAN_RIVALS:
         same = high_w == ORIGINAL_HIGH_WORKERS and close(high.median, ORIGINAL_F5_LOSSES_PER_WIN)
         return _finding("F5", CONFIRMED if same else CONFIRMED_DIFFERENT_SIZE, ours,
                         [f"They grow faster than the rivals (exponent {number(exponent, 2)} on N-1).",
-                         "" if same else at_original], values)
+                         "" if same else at_original, skipped], values, contended)
     return _finding("F5", CORRECTED, ours,
                     [f"They grow like the number of rivals or slower, not much faster than workers: exponent "
                      f"{number(exponent, 2)} on N-1, {number(per_rival[0][1], 2)} lost races per rival at "
                      f"{per_rival[0][0]} workers and {number(per_rival[-1][1], 2)} at {per_rival[-1][0]}. A worker "
-                     "loses a given job at most once, so N-1 per win is the ceiling.", at_original], values)
+                     "loses a given job at most once, so N-1 per win is the ceiling.", at_original, skipped], values,
+                    contended)
 
 
 def bottleneck(lock_share: float, runnable_share: float | None) -> str:
@@ -744,9 +779,11 @@ def _time_spent_sentence(shares: pd.DataFrame | None, worker_count: int) -> str:
 
 
 def f6_guarded_slows_down(races: Races, shares: pd.DataFrame | None = None) -> Finding:
-    workers = races.workers("guarded")
+    workers = races.workers("guarded", cpu_free=True)
+    skipped = cpu_bound_note(races.cpu_bound_workers("guarded"))
     if len(workers) < 2:
-        return _not_measured("F6", f"guarded was raced at {len(workers)} worker count(s); a trend needs two or more.")
+        return _not_measured("F6", f"guarded was raced at {len(workers)} worker count(s) that were not CPU-bound; "
+                                   f"a trend needs two or more. {skipped}")
     rates = [(w, races.figure("guarded", w, "claims_per_second")) for w in workers]
     direction = trend(workers, [f.median for _, f in rates])
     falls = sum(b.median < a.median for (_, a), (_, b) in zip(rates, rates[1:]))
@@ -759,7 +796,8 @@ def f6_guarded_slows_down(races: Races, shares: pd.DataFrame | None = None) -> F
               "slowdown": ratio(low_rate.median / rates[-1][1].median), "falls": count(falls),
               "steps": count(len(rates) - 1)}
     if direction >= 0:
-        return _finding("F6", NOT_REPRODUCED, ours, "guarded's rate does not fall with workers in our runs.", values)
+        return _finding("F6", NOT_REPRODUCED, ours, ["guarded's rate does not fall with workers in our runs.", skipped],
+                        values, workers)
     notes = []
     if low != 1:
         notes.append(f"Our fewest workers is {low}, not one.")
@@ -775,8 +813,9 @@ def f6_guarded_slows_down(races: Races, shares: pd.DataFrame | None = None) -> F
                      "that the slowest claims include such waits.")
         notes.append(note)
     notes.append(_time_spent_sentence(shares, workers[-1]))
+    notes.append(skipped)
     return _finding("F6", CONFIRMED if meets_rate and meets_p99 and low == 1 else CONFIRMED_DIFFERENT_SIZE,
-                    ours, notes, values)
+                    ours, notes, values, workers)
 
 
 def empty_while_jobs_remained(attempts: pd.DataFrame) -> int:
@@ -815,7 +854,10 @@ def f7_skip_locked_no_waste(races: Races) -> Finding:
     lost = int(runs["lost"].sum()) + int(runs["errors"].sum() if "errors" in runs else 0)
     early = (int(runs["empty_while_jobs_remained"].sum()) if "empty_while_jobs_remained" in runs else None)
     wasted = lost + (early or 0)
-    both = [w for w in races.workers("skip_locked", least=2) if w in races.workers("guarded")]
+    both = [w for w in races.workers("skip_locked", least=2, cpu_free=True)
+            if w in races.workers("guarded", cpu_free=True)]
+    skipped = cpu_bound_note(sorted(set(races.cpu_bound_workers("skip_locked", least=2))
+                                    | set(races.cpu_bound_workers("guarded", least=2))))
     top = both[-1] if both else None
     speedup = _paired_ratio(races, "skip_locked", "guarded", top, "claims_per_second") if top else NO_FIGURE
     values = {"duplicate_jobs": count(duplicates), "attempts": count(attempts), "wasted": count(wasted),
@@ -824,28 +866,31 @@ def f7_skip_locked_no_waste(races: Races) -> Finding:
     ours = (f"{count(duplicates)} jobs claimed twice; {count(wasted)} of {count(attempts)} attempts wasted "
             f"({count(lost)} lost or failed, {count(early)} came back empty while jobs remained)"
             + (f"; {speedup.text(ratio)} guarded's claims/s at {top} workers" if top else ""))
+    used = [top] if top else []
     if duplicates:
         return _finding("F7", NOT_REPRODUCED, ours, f"The audit shows skip_locked handing out {count(duplicates)} "
-                                                    "jobs twice.", values)
+                                                    "jobs twice.", values, used)
     if wasted:
         kinds = [f"{count(early)} came back empty while jobs remained" if early else "",
                  f"{count(lost)} lost or failed" if lost else ""]
         return _finding("F7", CORRECTED, ours,
                         [f"Some attempts were wasted: {' and '.join(k for k in kinds if k)}.",
                          "A drain's worker stops at its first empty answer, so each early one also took a worker "
-                         "out of the race." if early else ""], values)
+                         "out of the race." if early else ""], values, used)
     checked = ("" if early is not None else
                "Empty answers were not checked against the jobs that remained; only lost and failed attempts count.")
     if top is None:
-        return _finding("F7", NOT_MEASURED, ours, ["No worker count above one has both skip_locked and guarded, so "
-                                                   "the rate under contention is not compared.", checked], values)
+        return _finding("F7", NOT_MEASURED, ours, ["No worker count above one that was not CPU-bound has both "
+                                                   "skip_locked and guarded, so the rate under contention is not "
+                                                   "compared.", checked, skipped], values)
     if speedup.median <= 1:
         return _finding("F7", NOT_REPRODUCED, ours,
-                        [f"skip_locked is not faster than guarded at {top} workers.", checked], values)
+                        [f"skip_locked is not faster than guarded at {top} workers.", checked, skipped], values, used)
     same = top == ORIGINAL_HIGH_WORKERS and close(speedup.median, ORIGINAL_F7_RATIO)
     size = ("" if same else f"{speedup.text(ratio)} guarded's rate at {top} workers, not about "
                             f"{ORIGINAL_F7_RATIO}x at the original's high concurrency.")
-    return _finding("F7", CONFIRMED if same else CONFIRMED_DIFFERENT_SIZE, ours, [size, checked], values)
+    return _finding("F7", CONFIRMED if same else CONFIRMED_DIFFERENT_SIZE, ours, [size, checked, skipped], values,
+                    used)
 
 
 def job_wait_figures(job_waits: pd.DataFrame | None, strategy: str, worker_count: int, column: str) -> Figure:
@@ -857,17 +902,32 @@ def job_wait_figures(job_waits: pd.DataFrame | None, strategy: str, worker_count
     return Figure(float(rows.median()), float(rows.min()), float(rows.max())) if len(rows) else NO_FIGURE
 
 
-def _waits_workers(job_waits: pd.DataFrame | None, strategies, least: int = 2) -> list[int]:
+def _waits_workers(job_waits: pd.DataFrame | None, strategies, least: int = 2, cpu_free: bool = True) -> list[int]:
+    """The worker counts every strategy's waits were measured at, from `least` up; cpu_free: only those none of
+    whose races was CPU-bound."""
     if job_waits is None or not len(job_waits):
         return []
     sets = [set(job_waits.loc[job_waits["strategy"] == s, "worker_count"].astype(int)) for s in strategies]
-    return sorted(w for w in set.intersection(*sets) if w >= least)
+    common = set.intersection(*sets)
+    if cpu_free and "cpu_bound" in job_waits:
+        picked = job_waits[job_waits["strategy"].isin(list(strategies))]
+        common -= set(picked.loc[picked["cpu_bound"].fillna(False).astype(bool), "worker_count"].astype(int))
+    return sorted(w for w in common if w >= least)
+
+
+def _waits_cpu_bound(job_waits: pd.DataFrame | None, strategies, least: int = 2) -> list[int]:
+    """The worker counts _waits_workers leaves out because a race there was CPU-bound."""
+    every = set(_waits_workers(job_waits, strategies, least, cpu_free=False))
+    return sorted(every - set(_waits_workers(job_waits, strategies, least)))
 
 
 def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_fill: dict | None = None) -> Finding:
     """Per statement (a winning claim's p99: at a fixed fill where the bench measured it, else over whole
     drains) and per job (the time to get a job, lost races included)."""
-    both = [w for w in races.workers("skip_locked", least=2) if w in races.workers("guarded")]
+    both = [w for w in races.workers("skip_locked", least=2, cpu_free=True)
+            if w in races.workers("guarded", cpu_free=True)]
+    skipped = cpu_bound_note(sorted(set(races.cpu_bound_workers("skip_locked", least=2))
+                                    | set(races.cpu_bound_workers("guarded", least=2))))
     if fixed_fill is not None:
         statement_w = fixed_fill["worker_count"]
         skip_stmt = Figure(*[fixed_fill["skip_locked_p99_ms"]] * 3)
@@ -879,7 +939,8 @@ def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_f
         guarded_stmt = races.figure("guarded", statement_w, "p99_ms")
         where = f"over whole drains, {statement_w} workers"
     else:
-        return _not_measured("F8", "No worker count above one has both skip_locked and guarded.")
+        return _not_measured("F8", f"No worker count above one that was not CPU-bound has both skip_locked and "
+                                   f"guarded. {skipped}")
     job_w = _waits_workers(job_waits, ("skip_locked", "guarded"))
     per_job = None
     if job_w:
@@ -899,16 +960,19 @@ def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_f
                       job_ratio=ratio(guarded_job.median / skip_job.median))
         job_sentence = (f"Per job, the time to get one (lost races included) at {w} workers has p99 "
                         f"{skip_job.text(ms)} for skip_locked against {guarded_job.text(ms)} for guarded.")
+    used = sorted({statement_w} | ({per_job[0]} if per_job else set())) if fixed_fill is None else \
+        ([per_job[0]] if per_job else [])
     if not statement_higher:
         return _finding("F8", NOT_REPRODUCED, ours,
-                        ["skip_locked's winning claims do not have the higher p99 in our runs.", job_sentence], values)
+                        ["skip_locked's winning claims do not have the higher p99 in our runs.", job_sentence,
+                         skipped], values, used)
     if per_job and per_job[1].median < per_job[2].median:
         return _finding("F8", CORRECTED, ours,
                         [f"The winning statement's p99 is higher for skip_locked, as in the original, but per job it "
                          f"is {ratio(per_job[2].median / per_job[1].median)} lower: a guarded worker's wait includes "
-                         "its lost races.", job_sentence], values)
-    return _finding("F8", CONFIRMED, ours, job_sentence if per_job else
-                    "The time to get a job is not measured for both strategies in this build.", values)
+                         "its lost races.", job_sentence, skipped], values, used)
+    return _finding("F8", CONFIRMED, ours, [job_sentence if per_job else
+                    "The time to get a job is not measured for both strategies in this build.", skipped], values, used)
 
 
 # The wait for a job includes the winning attempt, so its p99 is never below the winning claim's; "fatter" has
@@ -918,8 +982,10 @@ C4_FATTER = 2.0
 
 def c4_wait_for_a_job(job_waits: pd.DataFrame | None) -> Finding:
     contended = _waits_workers(job_waits, ("guarded",))
+    skipped = cpu_bound_note(_waits_cpu_bound(job_waits, ("guarded",)))
     if not contended:
-        return _not_measured("C4", "guarded was not raced with more than one worker in this build.")
+        return _not_measured("C4", f"guarded was not raced with more than one worker without being CPU-bound in this "
+                                   f"build. {skipped}")
     w = contended[-1]
     wait, claim = (job_wait_figures(job_waits, "guarded", w, c) for c in ("wait_p99_ms", "claim_p99_ms"))
     fatter = wait.median / claim.median
@@ -929,16 +995,18 @@ def c4_wait_for_a_job(job_waits: pd.DataFrame | None) -> Finding:
     ours = (f"guarded at {w} workers: p99 of the time to get a job {wait.text(ms)}, of a winning claim "
             f"{claim.text(ms)} ({ratio(fatter)})")
     if fatter >= C4_FATTER:
-        return _finding("C4", CONFIRMED, ours, "", values)
+        return _finding("C4", CONFIRMED, ours, skipped, values, [w])
     return _finding("C4", NOT_REPRODUCED, ours,
-                    f"The wait's p99 is within {number(C4_FATTER, 0)}x the winning claim's: lost races add little "
-                    f"to the tail at {w} workers.", values)
+                    [f"The wait's p99 is within {number(C4_FATTER, 0)}x the winning claim's: lost races add little "
+                     f"to the tail at {w} workers.", skipped], values, [w])
 
 
 def a1_time_to_get_a_job(job_waits: pd.DataFrame | None) -> Finding:
     contended = _waits_workers(job_waits, ("guarded", "skip_locked"))
+    skipped = cpu_bound_note(_waits_cpu_bound(job_waits, ("guarded", "skip_locked")))
     if not contended:
-        return _not_measured("A1", "No worker count above one has both guarded and skip_locked.")
+        return _not_measured("A1", f"No worker count above one that was not CPU-bound has both guarded and "
+                                   f"skip_locked. {skipped}")
     pairs = [(w, job_wait_figures(job_waits, "guarded", w, "wait_p99_ms"),
               job_wait_figures(job_waits, "skip_locked", w, "wait_p99_ms")) for w in contended]
     ours = "p99 of the time to get a job, guarded vs skip_locked: " + ", ".join(
@@ -948,8 +1016,9 @@ def a1_time_to_get_a_job(job_waits: pd.DataFrame | None) -> Finding:
               "ratio": ratio(guarded.median / skip.median)}
     lower = "lower" if skip.median < guarded.median else "not lower"
     return _finding("A1", ADDED, ours,
-                    f"At {w} workers skip_locked's p99 wait for a job is {lower} than guarded's "
-                    f"({ratio(guarded.median / skip.median)} guarded's over skip_locked's).", values)
+                    [f"At {w} workers skip_locked's p99 wait for a job is {lower} than guarded's "
+                     f"({ratio(guarded.median / skip.median)} guarded's over skip_locked's).", skipped], values,
+                    contended)
 
 
 def a2_where_the_time_goes(races: Races, shares: pd.DataFrame | None) -> Finding:
@@ -1632,6 +1701,8 @@ def measurements(runs: dict[str, list[Path]]) -> Measurements:
     job_waits = attempt_figures(race_paths) if race_paths else None
     if job_waits is not None and len(summary):
         summary = summary.merge(job_waits[["run_id", "empty_while_jobs_remained"]], on="run_id", how="left")
+        if "cpu_bound" in summary:
+            job_waits = job_waits.merge(summary[["run_id", "cpu_bound"]], on="run_id", how="left")
     plans = churn = bench = None
     if runs.get("plans"):
         from harness.experiments import plans as plans_module
@@ -1659,7 +1730,17 @@ def measurements(runs: dict[str, list[Path]]) -> Measurements:
     return Measurements(production=production, summary=summary, job_waits=job_waits, others=race_summary(other_paths) if other_paths else None,
                         latency=race_summary(latency_paths) if latency_paths else None, faults=faults,
                         shares=wait_share_table(summary) if len(summary) else None,
-                        fixed_fill=fixed_fill_latency(bench), bench=bench, plans=plans, churn=churn)
+                        fixed_fill=fixed_fill_latency(bench, most_cpu_free_workers(summary)), bench=bench,
+                        plans=plans, churn=churn)
+
+
+def most_cpu_free_workers(summary: pd.DataFrame) -> int | None:
+    """The most workers guarded and skip_locked both raced without being CPU-bound; None without races."""
+    if not len(summary):
+        return None
+    races = Races(summary)
+    both = set(races.workers("guarded", cpu_free=True)) & set(races.workers("skip_locked", cpu_free=True))
+    return max(both) if both else 0
 
 
 def from_runs(runs: dict[str, list[Path]]) -> list[Finding]:

@@ -114,6 +114,7 @@ AUTOVACUUM_COLOURS = {"autovacuum on (default)": "#2a6fb0", "autovacuum off for 
 REFERENCE_COLOUR = "#555555"  # reference lines (parity, N - 1 rivals) and subtitles
 TARGET_BAND_COLOUR = "#2e8b57"
 READ_COLOUR = "#9aa0a6"  # the slowed-down race's reads, behind the coloured writes
+CPU_BOUND_COLOUR = "#d9d9d9"  # the band over CPU-bound worker counts
 NOTE_COLOUR = "#444444"  # small text on a chart, legend symbols that show only a dash pattern
 OTHER_COLOUR = "#666666"  # a value this module has no colour for
 

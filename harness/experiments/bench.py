@@ -48,7 +48,7 @@ from harness.experiments.contract import (Measured, Option, Parameters, as_bool,
                                           int_list, setting)
 from harness.experiments.limits import check_race_size
 from harness.experiments.pgbench import QueueDrained, check_scriptable, pgbench_script, pgbench_version, run_pgbench
-from harness.experiments.race import CLIENT_LAYOUT, run_race
+from harness.experiments.race import CLIENT_LAYOUT_TEXT, run_race
 from harness.server import database, schema
 from harness.storage import utc_now
 from harness.strategies import EMPTY, ERROR, LOST, ORIGINAL_STRATEGIES, STRATEGIES, WON, get_strategy, parse_strategies
@@ -403,7 +403,7 @@ def measure_bench(db: database.Database, parameters: BenchParameters, run_id: st
             "sql": {name: get_strategy(name).sql for name in strategies},
             "queue": {"partial_index": True, "audit": True, "fillfactor": 100},
             "pgbench_protocol": "prepared",
-            "harness_layout": CLIENT_LAYOUT,
+            "harness_layout": CLIENT_LAYOUT_TEXT,
             "pgbench_threads": {"pgbench": "one per client", "pgbench_j2": "two in all"},
             "client_cost_seconds": CLIENT_COST_SECONDS,
         },

@@ -60,7 +60,8 @@ _CONTEXT = mp.get_context("fork")
 _MAX_CONSECUTIVE_ERRORS = 1000  # a worker that only errors is broken, not racing
 _NO_DEADLINE = 2**63 - 1  # a drain race: the loop's deadline test never fires
 _PR_SET_PDEATHSIG = 1
-CLIENT_LAYOUT = "one process per worker, one connection each, blocking calls"
+CLIENT_LAYOUT = "processes"  # the name a manifest and summary --json give this layout
+CLIENT_LAYOUT_TEXT = "one process per worker, one connection each, blocking calls"
 
 
 @dataclass

@@ -20,14 +20,20 @@ from harness.experiments.contract import (REQUIRED, Measured, Option, Parameters
                                           as_floats_or_one, as_int, as_ints, as_strategies, as_strategy, int_list,
                                           number_list, on_off, setting)
 from harness.experiments.limits import check_race_size
-from harness.experiments.race import CLIENT_LAYOUT, RaceResult, run_race
-from harness.server import activity, database, delay, schema
+from harness.experiments.race import CLIENT_LAYOUT, CLIENT_LAYOUT_TEXT, RaceResult, run_race
+from harness.server import activity, cpus, database, delay, schema
 from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA
 from harness.strategies import (DEFAULT_BATCH, EMPTY, MAX_BATCH, ORIGINAL_STRATEGIES, OUTCOME_NAMES, STRATEGIES,
                                  WON, get_strategy, parse_strategies)
 
 MAX_PAUSE_MS = 10_000.0  # a slowed-down race is for watching; longer pauses only make it last for ever
 MAX_JOB_COUNT = 10_000_000  # and limits.check_race_size bounds jobs x workers by this machine's memory
+
+
+def as_cpu_layout(name: str, value) -> str:
+    if value not in cpus.CPU_LAYOUTS:
+        raise UserError(f"{name} must be one of {', '.join(cpus.CPU_LAYOUTS)}, not {value!r}")
+    return value
 
 
 def _check_trial(worker_count: int, job_count: int, fillfactor: int, pause_ms: float, jitter_ms: float) -> None:
@@ -64,6 +70,11 @@ class RaceParameters(Parameters):
     batch: int = setting(1, as_int, added_later=True)
     # a network round trip between each worker and the server (the delay proxy); runs stored before it had none
     rtt_ms: float = setting(0.0, as_float, added_later=True)
+    # the wait-event sampler (one extra connection reading pg_stat_activity); runs stored before it could be
+    # turned off ran with it
+    sampler: bool = setting(True, as_bool, added_later=True)
+    # where the processes run: every CPU shared, or the server and the clients on separate halves (server.cpus)
+    cpus: str = setting("shared", as_cpu_layout, added_later=True)
 
     def check(self) -> None:
         _check_trial(self.worker_count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
@@ -121,6 +132,12 @@ class RaceSweep(Parameters):
     rtt_ms: tuple = setting((0.0,), as_floats_or_one, Option(
         "--rtt-ms", "network round trips between each worker and the server, made by a delay proxy, "
                     "comma-separated: a sweep", number_list, default_text="0"))
+    sampler: bool = _as_in_a_trial("sampler", Option(
+        "--sampler", "the wait-event sampler: one extra connection reading pg_stat_activity about every 10 ms "
+                     "(off measures what it costs)", on_off, default_text="on", metavar="{on,off}"))
+    cpus: str = _as_in_a_trial("cpus", Option(
+        "--cpus", "shared: server and workers on every CPU; split: the server on the first half of the CPUs, the "
+                  "workers on the rest (a server on this machine only)", str, metavar="{shared,split}"))
 
     def check(self) -> None:
         if not self.rtt_ms:
@@ -141,7 +158,8 @@ class RaceSweep(Parameters):
         # repeats outermost: a slow drift of the machine spreads over every point instead of biasing one
         return [RaceParameters(strategy, worker_count, self.job_count, repeat, partial_index, self.fillfactor,
                                self.pause_ms, self.jitter_ms, self.autovacuum, self.audit,
-                               batch=self.batch if get_strategy(strategy).batch else 1, rtt_ms=rtt_ms)
+                               batch=self.batch if get_strategy(strategy).batch else 1, rtt_ms=rtt_ms,
+                               sampler=self.sampler, cpus=self.cpus)
                 for repeat in range(self.repeats) for strategy in self.strategies
                 for worker_count in self.worker_counts for partial_index in self.partial_index
                 for rtt_ms in self.rtt_ms]
@@ -160,7 +178,8 @@ def sweep_of(trials: list[dict]) -> RaceSweep:
                      fillfactor=first["fillfactor"],
                      pause_ms=first["pause_ms"], jitter_ms=first["jitter_ms"], autovacuum=first["autovacuum"],
                      audit=first["audit"], batch=batches[0] if batches else DEFAULT_BATCH,
-                     rtt_ms=tuple(dict.fromkeys(float(t.get("rtt_ms", 0.0)) for t in trials)))
+                     rtt_ms=tuple(dict.fromkeys(float(t.get("rtt_ms", 0.0)) for t in trials)),
+                     sampler=first.get("sampler", True), cpus=first.get("cpus", "shared"))
 
 
 def workers_needed(parameters: RaceParameters) -> int:
@@ -175,7 +194,9 @@ def check_size(trials: list[RaceParameters], local: bool) -> None:
 def trial_label(parameters: RaceParameters) -> str:
     network = f" {parameters.rtt_ms:g}ms" if parameters.rtt_ms else ""
     index = " +index" if parameters.partial_index else ""
-    return f"{parameters.strategy} x{parameters.worker_count}{index}{network} r{parameters.repeat}"
+    sampler = "" if parameters.sampler else " no-sampler"
+    cpus = "" if parameters.cpus == "shared" else f" cpus:{parameters.cpus}"
+    return f"{parameters.strategy} x{parameters.worker_count}{index}{network}{sampler}{cpus} r{parameters.repeat}"
 
 
 def attempts_table(run_id: str, result: RaceResult) -> pa.Table:
@@ -278,11 +299,17 @@ def workers_table(result: RaceResult, local: bool) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=WORKER_SCHEMA)
 
 
-def activity_table(samples, t0_ns: int) -> pa.Table:
-    """The sampler's raw rows, times rebased to the barrier."""
+def activity_table(samples, result: RaceResult) -> pa.Table:
+    """The sampler's rows taken inside their worker's window, times rebased to the barrier."""
     frame = samples.copy()
-    frame["sample_ns"] = frame["sample_ns"].astype("int64") - t0_ns
+    frame["sample_ns"] = frame["sample_ns"].astype("int64") - result.t0_ns
+    frame = activity.within_windows(frame, worker_windows(result))
     return pa.Table.from_pandas(frame, schema=ACTIVITY_SCHEMA, preserve_index=False)
+
+
+def worker_windows(result: RaceResult) -> dict:
+    """backend pid -> its worker's (released, ended), rebased to the barrier as the stored samples are."""
+    return {w.backend_pid: (w.released_ns - result.t0_ns, w.ended_ns - result.t0_ns) for w in result.workers}
 
 
 def claims_table(rows: list[tuple]) -> pa.Table:
@@ -341,22 +368,25 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
         # a batch claim's row count depends on its plan (strategies.BATCH_CLAIM_IN): keep the one it starts with
         plan = claim_plan(conn, strategy, cfg.batch) if strategy.batch else None
         # the sampler's thread starts once the workers are forked and waiting (forking beside a thread is unsafe)
-        sampler = activity.ActivitySampler(db.url)
+        sampler = activity.ActivitySampler(db.url) if cfg.sampler else None
         try:
             # the workers reach the server through the delay proxy (rtt 0: directly); the sampler directly
-            with delay.network_delay(db.url, cfg.rtt_ms) as network:
+            with cpus.pinned(conn, cfg.cpus, local) as client_cpus, delay.network_delay(db.url, cfg.rtt_ms) as network:
                 result = run_race(network.url, cfg.strategy, cfg.worker_count, pause_ms=cfg.pause_ms,
-                                  jitter_ms=cfg.jitter_ms, on_release=sampler.start, batch=cfg.batch)
+                                  jitter_ms=cfg.jitter_ms, on_release=sampler.start if sampler else None,
+                                  batch=cfg.batch)
         finally:
-            sampler.stop()
-        if sampler.error is not None:
+            if sampler is not None:
+                sampler.stop()
+        if sampler is not None and sampler.error is not None:
             raise RaceError(f"the wait-event sampler failed during the race: {sampler.error}")
+        samples = sampler.samples() if sampler is not None else activity.samples_frame()
         audit = schema.audit_rows(conn) if cfg.audit else []
         status = schema.status_counts(conn)
         table = schema.table_activity(conn)
     return Measured(
         tables={"attempts": attempts_table(run_id, result), "claims": claims_table(audit),
-                "workers": workers_table(result, local), "activity": activity_table(sampler.samples(), result.t0_ns)},
+                "workers": workers_table(result, local), "activity": activity_table(samples, result)},
         procedure={"sql": strategy.sql_for(cfg.batch), "statements": dict(strategy.statements_for(cfg.batch)),
                    "isolation": strategy.isolation,
                    "queue": "a fresh claimrace.jobs of job_count pending jobs per trial (create_queue), with the "
@@ -365,11 +395,14 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
         results={
             "wall_seconds": result.wall_seconds,
             "client_layout": CLIENT_LAYOUT,
+            "client_layout_text": CLIENT_LAYOUT_TEXT,
+            # split: the CPUs the workers ran on (the server had the others); shared: null
+            "client_cpus": sorted(client_cpus) if client_cpus else None,
             "client_processes": result.process_count,
             # what autovacuum did to the race's table while it ran (the table is new for every trial)
             "table_activity": table,
             # the wait-event sampler as it ran (its samples are activity.parquet; CPU and run queue workers.parquet)
-            "activity": {"sampler": sampler.stats()},
+            "activity": {"sampler": sampler.stats() if sampler is not None else None},
             **({"claim_plan": plan} if plan is not None else {}),
             # the round trip added between workers and server, and the proxy's own account (None at rtt 0)
             "network": {"rtt_ms": cfg.rtt_ms, "delay_proxy": network.proxy},

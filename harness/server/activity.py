@@ -29,6 +29,10 @@ Public API::
     schedstat_delta(start, end) -> (cpu_ns, run_delay_ns, timeslices) | None
     share_split(deltas) -> dict                                   # over per-process windows
     time_split(before, after, wall_ns) -> dict
+    samples_frame(...) -> DataFrame                                 # no arguments: no samples
+    within_windows(samples, windows) -> DataFrame                 # only samples inside each backend's window
+    achieved_interval_ms(samples) -> float | None                 # median time between the sampler's ticks
+    cpu_bound(client_runnable_share) -> bool | None               # the rule that marks a point CPU-bound
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import psycopg
 
@@ -240,14 +245,7 @@ class ActivitySampler:
                 states.append(state)
                 types.append(wait_event_type)
                 events.append(wait_event)
-        return pd.DataFrame({
-            "sample_seq": pd.array(seqs, dtype="int64"),
-            "sample_ns": pd.array(times, dtype="int64"),
-            "pid": pd.array(pids, dtype="int64"),
-            "state": pd.array(states, dtype="string"),
-            "wait_event_type": pd.array(types, dtype="string"),
-            "wait_event": pd.array(events, dtype="string"),
-        })
+        return samples_frame(seqs, times, pids, states, types, events)
 
     def stats(self) -> dict:
         """How the sampling went, and what it cost: its query time and the CPU of its backend and thread."""
@@ -276,6 +274,18 @@ class ActivitySampler:
             "wall_seconds": wall_ns / 1e9,
             "error": _first_line(self.error) if self.error is not None else None,
         }
+
+
+def samples_frame(seqs=(), times=(), pids=(), states=(), types=(), events=()) -> pd.DataFrame:
+    """Samples in SAMPLE_COLUMNS with their stored types; no arguments: none (a race without the sampler)."""
+    return pd.DataFrame({
+        "sample_seq": pd.array(list(seqs), dtype="int64"),
+        "sample_ns": pd.array(list(times), dtype="int64"),
+        "pid": pd.array(list(pids), dtype="int64"),
+        "state": pd.array(list(states), dtype="string"),
+        "wait_event_type": pd.array(list(types), dtype="string"),
+        "wait_event": pd.array(list(events), dtype="string"),
+    })
 
 
 def _first_line(exc: BaseException) -> str:
@@ -366,3 +376,42 @@ def time_split(before: dict, after: dict, wall_ns: int) -> dict:
     """share_split between two snapshots of pid -> schedstat taken wall_ns apart."""
     deltas = (schedstat_delta(start, after.get(pid)) for pid, start in before.items())
     return share_split(None if d is None else (*d, wall_ns) for d in deltas)
+
+
+# --------------------------------------------------------------------------- windows and the CPU-bound rule
+
+
+def within_windows(samples: pd.DataFrame, windows: dict) -> pd.DataFrame:
+    """The samples of each backend taken inside its worker's window: windows maps a backend pid to its worker's
+    (released_ns, ended_ns), on the samples' clock. Samples of other pids, or outside the window, are dropped:
+    before its release and after its last attempt a backend waits for its client by construction."""
+    if not len(samples):
+        return samples
+    starts = samples["pid"].map({pid: start for pid, (start, _) in windows.items()})
+    ends = samples["pid"].map({pid: end for pid, (_, end) in windows.items()})
+    inside = starts.notna() & (samples["sample_ns"] >= starts) & (samples["sample_ns"] <= ends)
+    return samples.loc[inside.fillna(False).astype(bool)].reset_index(drop=True)
+
+
+def achieved_interval_ms(samples: pd.DataFrame) -> float | None:
+    """The median time between consecutive ticks the samples hold (ms); None with fewer than two ticks."""
+    if not len(samples):
+        return None
+    ticks = np.unique(samples["sample_ns"].to_numpy(dtype=np.int64))
+    return float(np.median(np.diff(ticks)) / 1e6) if len(ticks) > 1 else None
+
+
+# A point is CPU-bound when its worker processes spent at least half of their windows runnable, waiting for a
+# CPU. A worker's window is its time on a CPU, its time waiting for the server and its time waiting for a CPU;
+# at half, the wait for a CPU is at least as long as everything else together, and its backend mostly sits
+# idle waiting for it ("waiting for the client"), so the race's figures say how this machine schedules the
+# clients, not what the server's locks do. The threshold is a fixed half for that reason; the races on this
+# machine fall far either side of it (the article shows every point's share), so the rule does not flip on noise.
+CPU_BOUND_CLIENT_RUNNABLE_SHARE = 0.5
+
+
+def cpu_bound(client_runnable_share) -> bool | None:
+    """Whether a race was CPU-bound by CPU_BOUND_CLIENT_RUNNABLE_SHARE; None when it was not measured."""
+    if client_runnable_share is None or pd.isna(client_runnable_share):
+        return None
+    return bool(client_runnable_share >= CPU_BOUND_CLIENT_RUNNABLE_SHARE)

@@ -1,0 +1,165 @@
+"""The CPU-bound rule, the sampler's windows and the CPU layouts, on real races stored and summarised.
+
+A point is CPU-bound when its worker processes waited for a CPU at least half of
+their window (harness.server.activity.cpu_bound). Both outcomes are made for real:
+one worker on a quiet machine, and 32 workers whose processes share one CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+
+import pandas as pd
+import psutil
+import pytest
+
+from harness.article import analysis, charts, findings
+from harness.experiments import registry
+from harness.experiments.race_trials import RaceSweep
+from harness.server import activity
+from harness.stats import summarise_run
+from harness.storage import read_json
+
+JOBS = 1500
+
+
+def sweep(db, tmp_path, strategies, worker_counts, **options):
+    asked = RaceSweep(strategies=strategies, worker_counts=worker_counts, job_count=JOBS, **options)
+    return registry.measure("race", asked, tmp_path, db=db, progress=False)
+
+
+@contextmanager
+def clients_on_one_cpu():
+    """This process, and so the workers it forks, on one CPU; the server keeps every CPU."""
+    own = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(own)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, own)
+
+
+# --------------------------------------------------------------------------- the rule and the windows
+
+
+@pytest.mark.parametrize("share, expected", [(None, None), (float("nan"), None), (0.0, False), (0.49, False),
+                                             (0.5, True), (0.93, True)])
+def test_the_rule_marks_a_point_from_half_its_window_waiting_for_a_cpu(share, expected):
+    assert activity.cpu_bound(share) is expected
+
+
+def test_only_samples_inside_their_workers_window_are_kept():
+    samples = activity.samples_frame(seqs=[0, 0, 1, 1, 2], times=[5, 5, 15, 15, 30], pids=[1, 2, 1, 2, 1],
+                                     states=["active"] * 5, types=[None] * 5, events=[None] * 5)
+    kept = activity.within_windows(samples, {1: (10, 20), 2: (0, 15)})
+    assert list(zip(kept["pid"], kept["sample_ns"])) == [(2, 5), (1, 15), (2, 15)]
+    assert len(activity.within_windows(samples, {})) == 0
+    assert activity.achieved_interval_ms(activity.samples_frame(times=[0, 2_000_000, 4_000_000, 9_000_000],
+                                                                seqs=[0, 1, 2, 3], pids=[1] * 4,
+                                                                states=["idle"] * 4, types=[None] * 4,
+                                                                events=[None] * 4)) == pytest.approx(2.0)
+    assert activity.achieved_interval_ms(activity.samples_frame()) is None
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_them(db, tmp_path):
+    free = sweep(db, tmp_path, ["guarded", "skip_locked"], [2])
+    with clients_on_one_cpu():
+        bound = sweep(db, tmp_path, ["guarded", "skip_locked"], [32])
+    for run_dir in free:
+        summary = summarise_run(run_dir)
+        assert summary["cpu_bound"] is False, summary["client_runnable_share"]
+        assert summary["client_runnable_share"] < activity.CPU_BOUND_CLIENT_RUNNABLE_SHARE
+    for run_dir in bound:
+        summary = summarise_run(run_dir)
+        assert summary["cpu_bound"] is True, summary["client_runnable_share"]
+        # the server waited for its clients, not the other way round
+        assert summary["waiting_for_client_share"] > 0.5
+    frame = analysis.race_summary(free + bound)
+    races = findings.Races(frame)
+    assert races.workers("guarded", cpu_free=True) == [2] and races.cpu_bound_workers("guarded") == [32]
+    f7 = findings.f7_skip_locked_no_waste(races)
+    assert f7.worker_counts_used == (2,) and "Not judged at 32 workers" in f7.note
+    # only CPU-bound points: not measured, and the note says why
+    only_bound = findings.f7_skip_locked_no_waste(findings.Races(analysis.race_summary(bound)))
+    assert only_bound.verdict == findings.NOT_MEASURED and "CPU-bound" in only_bound.note
+    assert only_bound.worker_counts_used == ()
+    # the charts shade the CPU-bound worker counts, and only those
+    by_workers = analysis.over_repeats(frame)
+    assert charts.cpu_bound_workers(by_workers) == [32]
+    spec = json.dumps(charts.throughput_chart(by_workers).to_dict())
+    assert '"rect"' in spec and "CPU-bound" in spec
+    free_only = analysis.over_repeats(analysis.race_summary(free))
+    assert '"rect"' not in json.dumps(charts.throughput_chart(free_only).to_dict())
+
+
+def test_findings_json_names_the_worker_counts_each_verdict_used(db, tmp_path):
+    runs = sweep(db, tmp_path, ["guarded", "skip_locked"], [1, 2, 4])
+    found = findings.by_id(findings.from_runs({"races": runs}))
+    as_dict = found["F5"].as_dict()
+    assert as_dict["worker_counts_used"] == [2, 4]
+    assert found["F6"].worker_counts_used == (1, 2, 4)
+
+
+def test_a_race_without_the_sampler_stores_no_samples_and_says_so(db, tmp_path):
+    [run_dir] = sweep(db, tmp_path, ["guarded"], [2], sampler=False)
+    manifest = read_json(run_dir / "manifest.json")
+    assert manifest["parameters"]["sampler"] is False and manifest["results"]["activity"]["sampler"] is None
+    summary = summarise_run(run_dir)
+    assert summary["wait_share"] == {} and summary["sampler_interval_ms"] is None
+    assert summary["waiting_for_client_share"] is None and summary["sampler"] is False
+    assert summary["cpu_bound"] in (True, False)  # the kernel's counters do not need the sampler
+    [with_sampler] = sweep(db, tmp_path, ["guarded"], [2])
+    interval = summarise_run(with_sampler)["sampler_interval_ms"]
+    assert interval is not None and interval >= 9
+
+
+def test_split_cpus_pins_server_and_workers_apart_and_gives_the_cpus_back(db, tmp_path, conn):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    [run_dir] = sweep(db, tmp_path, ["skip_locked"], [4], cpus="split")
+    manifest = read_json(run_dir / "manifest.json")
+    assert manifest["parameters"]["cpus"] == "split"
+    clients = set(manifest["results"]["client_cpus"])
+    assert clients and clients < set(os.sched_getaffinity(0))
+    # afterwards the server's processes have every CPU again, and so does this process
+    postmaster = psutil.Process(conn.pgconn.backend_pid).parent()
+    everything = sorted(os.sched_getaffinity(0))
+    assert postmaster.cpu_affinity() == everything
+    assert all(child.cpu_affinity() == everything for child in postmaster.children())
+    summary = summarise_run(run_dir)
+    assert summary["proxy"] is False and summary["client_layout"] == "processes"
+
+
+def test_summary_json_carries_the_cpu_budget_fields(db, tmp_path):
+    from conftest import run_cli
+
+    sweep(db, tmp_path, ["guarded"], [2])
+    result = run_cli("summary", "--data-dir", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    record = json.loads(result.stdout.strip().splitlines()[0])
+    for key in ("client_layout", "cpu_bound", "client_runnable_share", "backend_runnable_share",
+                "waiting_for_client_share", "sampler_interval_ms", "proxy"):
+        assert key in record, key
+    assert record["client_layout"] == "processes" and isinstance(record["cpu_bound"], bool)
+    assert record["proxy"] is False
+
+
+def test_bad_cpu_layouts_are_one_line(tmp_path):
+    from conftest import run_cli
+
+    result = run_cli("race", "--cpus", "half", "--workers", "1", "--jobs", "10", "--data-dir", str(tmp_path))
+    assert result.returncode == 2 and "cpus must be one of shared, split" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_over_repeats_marks_a_point_cpu_bound_when_any_repeat_was():
+    rows = [{"strategy": "guarded", "worker_count": 8, "repeat": r, "cpu_bound": bound, "claims_per_second": 1.0}
+            for r, bound in enumerate((False, True, None))]
+    rows.append({"strategy": "guarded", "worker_count": 2, "repeat": 0, "cpu_bound": None, "claims_per_second": 1.0})
+    points = analysis.over_repeats(pd.DataFrame(rows))
+    assert dict(zip(points["worker_count"], points["cpu_bound"])) == {2: False, 8: True}
