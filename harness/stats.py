@@ -209,6 +209,7 @@ def summarise_run(run_dir: Path) -> dict:
         "waiting_for_client_share": shares.get("Client") if shares else None,
         "cpu_bound": cpu_bound(cpu.get("client_runnable_share")),
         "sampler": bool(cfg.get("sampler", True)),
+        "cpus": cfg.get("cpus", "shared"),  # runs stored before the layout could change shared every CPU
         "sampler_interval_ms": achieved_interval_ms(samples) if cfg.get("sampler", True) else None,
         "proxy": bool((results.get("network") or {}).get("delay_proxy")),
         "client_processes": results["client_processes"],

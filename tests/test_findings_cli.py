@@ -29,6 +29,7 @@ def params_file(tmp_path, pg_version: int):
               "others_indexed": {"strategies": ["for_update"], "worker_counts": [2], "job_count": 8,
                                  "partial_index": True},
               "pg18_others": {"pg_version": 18, "strategies": ["for_update"], "worker_counts": [2], "job_count": 8},
+              "split_cpus": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8, "cpus": "split"},
               "plans": {"job_counts": [1000], "consumed_fractions": [0.5], "repetitions": 1},
               "churn": {"fillfactors": [100, 70], "updates": 50},
               "bench": {"strategies": ["guarded"], "worker_counts": [2], "pairs": 1, "seconds": 1},

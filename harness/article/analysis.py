@@ -410,6 +410,31 @@ def cpu_bound_facts(summary: pd.DataFrame) -> dict:
             "free_backend_max": float(free["backend"].max()) if len(free) else np.nan}
 
 
+def cpu_layout_comparison(shared: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:
+    """The races run with the server and the workers on separate CPUs beside the same races on shared CPUs (same
+    strategy, workers, jobs and index; medians over repeats): one row per point and layout."""
+    if not len(split) or not len(shared):
+        return pd.DataFrame(columns=["strategy", "workers", "CPUs", "claims/s", "lost races per win",
+                                     "workers waiting for a CPU", "backends waiting for a CPU"])
+    keys = ["strategy", "worker_count", "job_count", "partial_index"]
+    wanted = split[keys].drop_duplicates()
+    shared = shared.merge(wanted, on=keys)
+    rows = []
+    for layout, frame in (("shared", shared), ("split", split)):
+        if "cpus" in frame:
+            frame = frame[frame["cpus"].fillna("shared") == layout]
+        points = frame.groupby(["strategy", "worker_count"], observed=True).agg(
+            claims=("claims_per_second", "median"), lost=("losses_per_win", "median"),
+            client=("client_runnable_share", "median"), backend=("backend_runnable_share", "median")).reset_index()
+        for _, point in points.iterrows():
+            rows.append({"strategy": str(point["strategy"]), "workers": int(point["worker_count"]), "CPUs": layout,
+                         "claims/s": point["claims"], "lost races per win": point["lost"],
+                         "workers waiting for a CPU": point["client"], "backends waiting for a CPU": point["backend"]})
+    out = pd.DataFrame(rows)
+    out["order"] = out["strategy"].map({s: i for i, s in enumerate(STRATEGY_ORDER)})
+    return out.sort_values(["order", "workers", "CPUs"]).drop(columns="order").reset_index(drop=True)
+
+
 def claim_comparison(points: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:
     """Per strategy and worker count, what each way of claiming costs and whether it is correct: the medians over
     repeats of duplicates, lost races and aborts per win, claims per second, the time to get a job, the most
