@@ -74,6 +74,34 @@ def time_to_job_ns(attempts: pd.DataFrame) -> np.ndarray:
     return np.concatenate(waits) if waits else np.array([], dtype=np.int64)
 
 
+def censored_waits_ns(attempts: pd.DataFrame) -> np.ndarray:
+    """Per worker whose last attempt did not win: the wait it was still in when the drain ended, from its first
+    attempt after its last win (or its first attempt) to the end of its last attempt. A lower bound of a wait for
+    a job that never came: a worker stops at the first empty answer, not when a job would have arrived."""
+    waits = []
+    for _, worker in attempts.sort_values(["worker_index", "attempt_seq"]).groupby("worker_index", sort=False):
+        won = (worker["outcome"] == "won").to_numpy()
+        if not len(won) or won[-1]:
+            continue
+        start = worker["start_ns"].to_numpy()
+        end = start[-1] + worker["latency_ns"].to_numpy()[-1]
+        wins = np.flatnonzero(won)
+        first = wins[-1] + 1 if len(wins) else 0
+        waits.append(end - start[first])
+    return np.array(waits, dtype=np.int64)
+
+
+def censored_percentile(values, censored, percentile: float) -> tuple[float, bool]:
+    """The percentile of values with the censored ones (lower bounds) counted at their bound, and whether the
+    result is itself only a lower bound (some censored value lies at or above it)."""
+    values, censored = np.asarray(values, dtype=float), np.asarray(censored, dtype=float)
+    every = np.concatenate([values, censored])
+    if not len(every):
+        return float("nan"), False
+    result = float(np.percentile(every, percentile))
+    return result, bool(len(censored) and (censored >= result).any())
+
+
 FILL_DECILES = 10
 
 
@@ -149,6 +177,8 @@ def summarise_run(run_dir: Path) -> dict:
     aborts = int(outcome_counts.get("aborted", 0))
     stray = stray_lock_counts(attempts)
     waits_ms = time_to_job_ns(attempts) / 1e6
+    cut_off_ms = censored_waits_ns(attempts) / 1e6
+    wait_p99, wait_p99_lower_bound = censored_percentile(waits_ms, cut_off_ms, 99)
     ends = attempts["start_ns"] + attempts["latency_ns"]
     wall_seconds = float(ends.max()) / 1e9 if len(attempts) else 0.0
     win_latency_ms = attempts.loc[attempts["outcome"] == "won", "latency_ns"].to_numpy() / 1e6
@@ -200,14 +230,17 @@ def summarise_run(run_dir: Path) -> dict:
         "wasted_ms_per_win": float(wasted_ms.sum()) / wins if wins else float("nan"),
         # a win's cost with the lost or aborted attempts before it (per winning attempt)
         "time_to_job_p50_ms": float(np.percentile(waits_ms, 50)) if len(waits_ms) else float("nan"),
-        "time_to_job_p99_ms": float(np.percentile(waits_ms, 99)) if len(waits_ms) else float("nan"),
+        # the waits the drain's end cut off count at their bound: the p99 is then at least this
+        "time_to_job_p99_ms": wait_p99,
+        "time_to_job_censored": int(len(cut_off_ms)),
+        "time_to_job_p99_is_lower_bound": wait_p99_lower_bound,
         "p50_ms_by_fill": win_latency_by_fill(attempts, 50),
         "p99_ms_by_fill": win_latency_by_fill(attempts, 99),
         "wait_share": shares,
         **cpu,
         # the backends' sampled time waiting for their client, and whether the clients' wait for a CPU set the pace
         "waiting_for_client_share": shares.get("Client") if shares else None,
-        "cpu_bound": cpu_bound(cpu.get("client_runnable_share")),
+        "cpu_bound": cpu_bound(cpu.get("client_runnable_share"), cpu.get("client_running_share")),
         "sampler": bool(cfg.get("sampler", True)),
         "cpus": cfg.get("cpus", "shared"),  # runs stored before the layout could change shared every CPU
         "sampler_interval_ms": achieved_interval_ms(samples) if cfg.get("sampler", True) else None,
@@ -236,7 +269,7 @@ def summarise_runs(data_dir: Path = config.DATA_DIR, run_paths: list[Path] | Non
 
 
 POINT_KEYS = ("strategy", "worker_count", "batch_size", "job_count", "partial_index", "fillfactor", "pause_ms",
-              "jitter_ms", "autovacuum", "audit", "rtt_ms", "pg_version")
+              "jitter_ms", "autovacuum", "audit", "rtt_ms", "proxy", "cpus", "client_layout", "pg_version")
 SPREAD_FIGURES = ("claims_per_second", "losses_per_win", "duplicate_jobs", "p50_ms", "p99_ms", "wall_seconds")
 
 

@@ -149,6 +149,11 @@ def _settle_skip_locked(result, job_id) -> tuple[int, int]:
     return WON, int(result.get_value(0, 0))
 
 
+def settle_for(strategy_name: str):
+    """The rule that turns the last statement's result into (outcome, job id), for the original three."""
+    return {"naive": _settle_naive, "guarded": _settle_guarded, "skip_locked": _settle_skip_locked}[strategy_name]
+
+
 def _read_then_write(settle):
     """One attempt of a two-statement strategy on a blocking connection: pick, then claim what was picked."""
 

@@ -50,6 +50,13 @@ def test_the_rule_marks_a_point_from_half_its_window_waiting_for_a_cpu(share, ex
     assert activity.cpu_bound(share) is expected
 
 
+@pytest.mark.parametrize("runnable, running, expected", [(0.05, 0.8, False), (0.05, 0.85, True), (0.3, 0.55, False),
+                                                         (0.02, None, False)])
+def test_a_client_that_is_never_idle_is_cpu_bound_too(runnable, running, expected):
+    # one process driving every connection: saturated when on a CPU or waiting for one 90% of its window
+    assert activity.cpu_bound(runnable, running) is expected
+
+
 def test_only_samples_inside_their_workers_window_are_kept():
     samples = activity.samples_frame(seqs=[0, 0, 1, 1, 2], times=[5, 5, 15, 15, 30], pids=[1, 2, 1, 2, 1],
                                      states=["active"] * 5, types=[None] * 5, events=[None] * 5)

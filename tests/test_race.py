@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -82,7 +83,8 @@ def test_manifest_records_parameters_server_and_client(db, tmp_path):
     assert manifest["parameters"] == {"strategy": "skip_locked", "worker_count": 2, "job_count": 300, "repeat": 0,
                                       "partial_index": True, "fillfactor": 70, "pause_ms": 0.0, "jitter_ms": 0.0,
                                       "autovacuum": True, "audit": True, "batch": 1, "rtt_ms": 0.0,
-                                      "sampler": True}
+                                      "proxy_at_zero": False, "sampler": True, "cpus": "shared",
+                                      "client": "processes"}
     results = manifest["results"]
     assert results["client_processes"] == 2 and results["client_layout"] == "processes"
     assert "one process per worker" in results["client_layout_text"]
@@ -142,3 +144,20 @@ def test_summary_carries_where_the_time_went_from_stored_rows(db, tmp_path):
     assert 0 < summary["running_share"] <= 1 and 0 <= summary["runnable_share"] <= 1
     assert 0 < summary["client_running_share"] <= 1
     assert len(summary["p99_ms_by_fill"]) == 10 and summary["client_processes"] == 4
+
+
+def test_waits_the_drain_cut_off_count_as_lower_bounds(db, tmp_path):
+    from harness.stats import censored_percentile, censored_waits_ns
+
+    frame = pd.DataFrame({"worker_index": [0, 0, 0, 1, 1], "attempt_seq": [0, 1, 2, 0, 1],
+                          "start_ns": [0, 10, 20, 0, 50], "latency_ns": [5, 5, 100, 40, 5],
+                          "outcome": ["won", "lost", "empty", "lost", "won"]})
+    assert censored_waits_ns(frame).tolist() == [110]  # worker 0 from its first attempt after its win to the end
+    value, lower_bound = censored_percentile([1.0, 2.0, 3.0], [50.0], 99)
+    assert lower_bound and value > 3.0
+    assert censored_percentile([1.0, 2.0, 3.0], [], 99)[1] is False
+    # a real drain: every skip_locked worker ends on an empty answer, a wait the end of the queue cut off
+    [run_dir] = sweep(db, tmp_path, ["skip_locked"], [4], job_count=400)
+    summary = summarise_run(run_dir)
+    assert summary["time_to_job_censored"] == 4
+    assert isinstance(summary["time_to_job_p99_is_lower_bound"], bool)

@@ -410,29 +410,35 @@ def cpu_bound_facts(summary: pd.DataFrame) -> dict:
             "free_backend_max": float(free["backend"].max()) if len(free) else np.nan}
 
 
-def cpu_layout_comparison(shared: pd.DataFrame, split: pd.DataFrame) -> pd.DataFrame:
-    """The races run with the server and the workers on separate CPUs beside the same races on shared CPUs (same
-    strategy, workers, jobs and index; medians over repeats): one row per point and layout."""
-    if not len(split) or not len(shared):
-        return pd.DataFrame(columns=["strategy", "workers", "CPUs", "claims/s", "lost races per win",
-                                     "workers waiting for a CPU", "backends waiting for a CPU"])
+SETUP_COLUMNS = ["strategy", "workers", "setup", "claims/s", "lost races per win", "workers waiting for a CPU",
+                 "backends waiting for a CPU"]
+
+
+def setup_comparison(reference: pd.DataFrame, variants: dict[str, pd.DataFrame],
+                     reference_label: str = "as published") -> pd.DataFrame:
+    """The same drains (strategy, workers, jobs, index) raced the way the article's races are and in other set-ups
+    (variants: label -> race_summary, e.g. the CPUs split, the sampler off); medians over repeats, one row per point
+    and set-up, only at the points some variant raced."""
+    variants = {label: frame for label, frame in variants.items() if len(frame)}
+    if not variants or not len(reference):
+        return pd.DataFrame(columns=SETUP_COLUMNS)
     keys = ["strategy", "worker_count", "job_count", "partial_index"]
-    wanted = split[keys].drop_duplicates()
-    shared = shared.merge(wanted, on=keys)
+    wanted = pd.concat([frame[keys] for frame in variants.values()]).drop_duplicates()
+    reference = reference.merge(wanted, on=keys)
     rows = []
-    for layout, frame in (("shared", shared), ("split", split)):
-        if "cpus" in frame:
-            frame = frame[frame["cpus"].fillna("shared") == layout]
+    for layout, frame in ((reference_label, reference), *variants.items()):
         points = frame.groupby(["strategy", "worker_count"], observed=True).agg(
             claims=("claims_per_second", "median"), lost=("losses_per_win", "median"),
             client=("client_runnable_share", "median"), backend=("backend_runnable_share", "median")).reset_index()
         for _, point in points.iterrows():
-            rows.append({"strategy": str(point["strategy"]), "workers": int(point["worker_count"]), "CPUs": layout,
+            rows.append({"strategy": str(point["strategy"]), "workers": int(point["worker_count"]), "setup": layout,
                          "claims/s": point["claims"], "lost races per win": point["lost"],
                          "workers waiting for a CPU": point["client"], "backends waiting for a CPU": point["backend"]})
     out = pd.DataFrame(rows)
     out["order"] = out["strategy"].map({s: i for i, s in enumerate(STRATEGY_ORDER)})
-    return out.sort_values(["order", "workers", "CPUs"]).drop(columns="order").reset_index(drop=True)
+    out["setup_order"] = out["setup"].map({s: i for i, s in enumerate((reference_label, *variants))})
+    return out.sort_values(["order", "workers", "setup_order"]).drop(
+        columns=["order", "setup_order"]).reset_index(drop=True)
 
 
 def claim_comparison(points: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame:
@@ -458,11 +464,18 @@ def claim_comparison(points: pd.DataFrame, shares: pd.DataFrame) -> pd.DataFrame
     return table.rename(columns=columns).reset_index(drop=True)
 
 
-def by_round_trip(summary: pd.DataFrame) -> pd.DataFrame:
-    """over_repeats() of races behind a network round trip, in order of strategy, workers and round trip."""
+def by_round_trip(summary: pd.DataFrame, keep_straight: bool = False) -> pd.DataFrame:
+    """over_repeats() of races behind a network round trip, in order of strategy, workers and round trip.
+
+    Where 0 ms was raced through the proxy too, that is the 0 ms point; the straight 0 ms races (no proxy) are
+    kept only with keep_straight (to tell what the proxy alone adds)."""
     points = over_repeats(summary)
     if not len(points):
         return points
+    if not keep_straight and "proxy" in points:
+        proxied_zero = points["proxy"].astype(bool) & (points["rtt_ms"] == 0)
+        if proxied_zero.any():
+            points = points[points["proxy"].astype(bool)]
     return points.sort_values(["strategy", "worker_count", "rtt_ms"]).reset_index(drop=True)
 
 

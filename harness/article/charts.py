@@ -22,7 +22,7 @@ from harness.article.labels import (FAULT_EVENT_COLOURS, FAULT_EVENT_ORDER, AUTO
                                     TABLE_STATE_LABELS, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
                                     WAIT_MEASURE_ORDER, in_order, strategies_in)
 from harness.experiments.bench import TARGET_BAND
-from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE
+from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
 
 WIDTH = 560
 HEIGHT = 300
@@ -501,8 +501,8 @@ def _interval_note(achieved_ms) -> str:
         return ""
     low, high = achieved_ms
     spread = f"{low:,.0f} ms" if round(low) == round(high) else f"{low:,.0f} to {high:,.0f} ms"
-    return (f"one sample about every {spread} (each race's median interval; 10 ms asked), inside each worker's "
-            "window only")
+    return (f"one sample about every {spread} (each race's median interval; {SAMPLE_INTERVAL_SECONDS * 1e3:g} ms "
+            "asked), inside each worker's window only")
 
 
 def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int]) -> alt.FacetChart:

@@ -103,6 +103,7 @@ class RaceResult:
     workers: list[WorkerRecord]
     duration_seconds: float | None = None  # a timed race's window; None when it drained the queue
     batch: int = 1  # the most jobs one attempt may claim (batch strategies)
+    client_processes: int | None = None  # None: one client process per worker
 
     @property
     def wall_seconds(self) -> float:
@@ -110,7 +111,7 @@ class RaceResult:
 
     @property
     def process_count(self) -> int:
-        return self.worker_count  # one client process per worker
+        return self.worker_count if self.client_processes is None else self.client_processes
 
     @property
     def slowed(self) -> bool:

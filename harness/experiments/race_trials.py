@@ -20,12 +20,14 @@ from harness.experiments.contract import (REQUIRED, Measured, Option, Parameters
                                           as_floats_or_one, as_int, as_ints, as_strategies, as_strategy, int_list,
                                           number_list, on_off, setting)
 from harness.experiments.limits import check_race_size
+from harness.experiments import race_asyncio
 from harness.experiments.race import CLIENT_LAYOUT, CLIENT_LAYOUT_TEXT, RaceResult, run_race
 from harness.server import activity, cpus, database, delay, schema
 from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA
 from harness.strategies import (DEFAULT_BATCH, EMPTY, MAX_BATCH, ORIGINAL_STRATEGIES, OUTCOME_NAMES, STRATEGIES,
                                  WON, get_strategy, parse_strategies)
 
+CLIENT_LAYOUTS = (CLIENT_LAYOUT, race_asyncio.CLIENT_LAYOUT)
 MAX_PAUSE_MS = 10_000.0  # a slowed-down race is for watching; longer pauses only make it last for ever
 MAX_JOB_COUNT = 10_000_000  # and limits.check_race_size bounds jobs x workers by this machine's memory
 
@@ -34,6 +36,24 @@ def as_cpu_layout(name: str, value) -> str:
     if value not in cpus.CPU_LAYOUTS:
         raise UserError(f"{name} must be one of {', '.join(cpus.CPU_LAYOUTS)}, not {value!r}")
     return value
+
+
+def as_client_layout(name: str, value) -> str:
+    if value not in CLIENT_LAYOUTS:
+        raise UserError(f"{name} must be one of {', '.join(CLIENT_LAYOUTS)}, not {value!r}")
+    return value
+
+
+def as_clients(name: str, values) -> tuple[str, ...]:
+    """A list of client layouts, or one standing for a list of one."""
+    values = (values,) if isinstance(values, str) else tuple(values)
+    if not values:
+        raise UserError("give at least one client layout")
+    return tuple(as_client_layout("client", v) for v in values)
+
+
+def client_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _check_trial(worker_count: int, job_count: int, fillfactor: int, pause_ms: float, jitter_ms: float) -> None:
@@ -70,15 +90,25 @@ class RaceParameters(Parameters):
     batch: int = setting(1, as_int, added_later=True)
     # a network round trip between each worker and the server (the delay proxy); runs stored before it had none
     rtt_ms: float = setting(0.0, as_float, added_later=True)
+    # rtt 0 through the delay proxy all the same (a round-trip sweep's baseline); runs stored before had no proxy at 0
+    proxy_at_zero: bool = setting(False, as_bool, added_later=True)
     # the wait-event sampler (one extra connection reading pg_stat_activity); runs stored before it could be
     # turned off ran with it
     sampler: bool = setting(True, as_bool, added_later=True)
     # where the processes run: every CPU shared, or the server and the clients on separate halves (server.cpus)
     cpus: str = setting("shared", as_cpu_layout, added_later=True)
+    # the client layout: one process per worker, or one asyncio process driving every connection (race_asyncio)
+    client: str = setting("processes", as_client_layout, added_later=True)
 
     def check(self) -> None:
         _check_trial(self.worker_count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
         delay.check_rtt(self.rtt_ms)
+        if self.client == "asyncio":
+            race_asyncio.check_strategy(self.strategy)
+            if self.pause_ms or self.jitter_ms:
+                raise UserError("the asyncio client races the tight loop only, without pauses")
+        if self.proxy_at_zero and self.rtt_ms:
+            raise UserError("proxy_at_zero is for a round trip of 0 ms: a longer one always goes through the proxy")
         if self.repeat < 0:
             raise UserError(f"repeat must not be negative, not {self.repeat}")
         _check_batch(self.batch)
@@ -138,6 +168,11 @@ class RaceSweep(Parameters):
     cpus: str = _as_in_a_trial("cpus", Option(
         "--cpus", "shared: server and workers on every CPU; split: the server on the first half of the CPUs, the "
                   "workers on the rest (a server on this machine only)", str, metavar="{shared,split}"))
+    # the client layouts, a sweep like the round trips: `client: [processes, asyncio]` races every point both ways
+    clients: tuple = setting(("processes",), as_clients, Option(
+        "--client", "processes: one process per worker; asyncio: one process driving every connection from one "
+                    "event loop, as the original did (naive, guarded and skip_locked only); a comma list races both",
+        client_list, default_text="processes", metavar="{processes,asyncio}"))
 
     def check(self) -> None:
         if not self.rtt_ms:
@@ -152,17 +187,32 @@ class RaceSweep(Parameters):
             raise UserError(f"repeat must be at least 1, not {self.repeats}")
         for count in self.worker_counts:
             _check_trial(count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
+        if "asyncio" in self.clients:
+            for strategy in self.strategies:
+                race_asyncio.check_strategy(strategy)
         _check_batch(self.batch)
+
+    def networks(self) -> list[tuple[float, bool]]:
+        """(round trip, proxy at 0) per network the sweep races: a sweep with a real round trip races 0 ms twice,
+        straight and through the proxy, so its baseline differs from the longer round trips only by the delay."""
+        proxied = any(rtt > 0 for rtt in self.rtt_ms)
+        networks = []
+        for rtt_ms in self.rtt_ms:
+            networks.append((rtt_ms, False))
+            if rtt_ms == 0 and proxied:
+                networks.append((0.0, True))
+        return networks
 
     def trials(self) -> list[RaceParameters]:
         # repeats outermost: a slow drift of the machine spreads over every point instead of biasing one
         return [RaceParameters(strategy, worker_count, self.job_count, repeat, partial_index, self.fillfactor,
                                self.pause_ms, self.jitter_ms, self.autovacuum, self.audit,
                                batch=self.batch if get_strategy(strategy).batch else 1, rtt_ms=rtt_ms,
-                               sampler=self.sampler, cpus=self.cpus)
+                               proxy_at_zero=proxy_at_zero, sampler=self.sampler, cpus=self.cpus,
+                               client=client)
                 for repeat in range(self.repeats) for strategy in self.strategies
                 for worker_count in self.worker_counts for partial_index in self.partial_index
-                for rtt_ms in self.rtt_ms]
+                for rtt_ms, proxy_at_zero in self.networks() for client in self.clients]
 
 
 def sweep_of(trials: list[dict]) -> RaceSweep:
@@ -179,7 +229,8 @@ def sweep_of(trials: list[dict]) -> RaceSweep:
                      pause_ms=first["pause_ms"], jitter_ms=first["jitter_ms"], autovacuum=first["autovacuum"],
                      audit=first["audit"], batch=batches[0] if batches else DEFAULT_BATCH,
                      rtt_ms=tuple(dict.fromkeys(float(t.get("rtt_ms", 0.0)) for t in trials)),
-                     sampler=first.get("sampler", True), cpus=first.get("cpus", "shared"))
+                     sampler=first.get("sampler", True), cpus=first.get("cpus", "shared"),
+                     clients=tuple(dict.fromkeys(t.get("client", "processes") for t in trials)))
 
 
 def workers_needed(parameters: RaceParameters) -> int:
@@ -192,11 +243,13 @@ def check_size(trials: list[RaceParameters], local: bool) -> None:
 
 
 def trial_label(parameters: RaceParameters) -> str:
-    network = f" {parameters.rtt_ms:g}ms" if parameters.rtt_ms else ""
+    network = f" {parameters.rtt_ms:g}ms" if parameters.rtt_ms else " 0ms via proxy" if parameters.proxy_at_zero else ""
     index = " +index" if parameters.partial_index else ""
     sampler = "" if parameters.sampler else " no-sampler"
     cpus = "" if parameters.cpus == "shared" else f" cpus:{parameters.cpus}"
-    return f"{parameters.strategy} x{parameters.worker_count}{index}{network}{sampler}{cpus} r{parameters.repeat}"
+    client = "" if parameters.client == "processes" else f" {parameters.client}"
+    return (f"{parameters.strategy} x{parameters.worker_count}{index}{network}{sampler}{cpus}{client} "
+            f"r{parameters.repeat}")
 
 
 def attempts_table(run_id: str, result: RaceResult) -> pa.Table:
@@ -371,10 +424,15 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
         sampler = activity.ActivitySampler(db.url) if cfg.sampler else None
         try:
             # the workers reach the server through the delay proxy (rtt 0: directly); the sampler directly
-            with cpus.pinned(conn, cfg.cpus, local) as client_cpus, delay.network_delay(db.url, cfg.rtt_ms) as network:
-                result = run_race(network.url, cfg.strategy, cfg.worker_count, pause_ms=cfg.pause_ms,
-                                  jitter_ms=cfg.jitter_ms, on_release=sampler.start if sampler else None,
-                                  batch=cfg.batch)
+            with cpus.pinned(conn, cfg.cpus, local) as client_cpus, \
+                    delay.network_delay(db.url, cfg.rtt_ms, cfg.proxy_at_zero) as network:
+                on_release = sampler.start if sampler else None
+                if cfg.client == race_asyncio.CLIENT_LAYOUT:
+                    result = race_asyncio.run_race_asyncio(network.url, cfg.strategy, cfg.worker_count,
+                                                           on_release=on_release)
+                else:
+                    result = run_race(network.url, cfg.strategy, cfg.worker_count, pause_ms=cfg.pause_ms,
+                                      jitter_ms=cfg.jitter_ms, on_release=on_release, batch=cfg.batch)
         finally:
             if sampler is not None:
                 sampler.stop()
@@ -394,8 +452,8 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
         checks=conservation_checks(cfg, result, audit, status),
         results={
             "wall_seconds": result.wall_seconds,
-            "client_layout": CLIENT_LAYOUT,
-            "client_layout_text": CLIENT_LAYOUT_TEXT,
+            "client_layout": cfg.client,
+            "client_layout_text": CLIENT_LAYOUT_TEXT if cfg.client == CLIENT_LAYOUT else race_asyncio.CLIENT_LAYOUT_TEXT,
             # split: the CPUs the workers ran on (the server had the others); shared: null
             "client_cpus": sorted(client_cpus) if client_cpus else None,
             "client_processes": result.process_count,

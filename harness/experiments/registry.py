@@ -74,7 +74,7 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
               "before every trial)",
          show=race_trials.show_runs,
          sections=("races", "slow_race", "other_strategies", "latency", "indexed_race", "pg18_race",
-                   "others_indexed", "pg18_others", "split_cpus"),
+                   "others_indexed", "pg18_others", "split_cpus", "no_sampler", "client_layouts"),
          request=race_trials.RaceSweep,
          expand=race_trials.RaceSweep.trials, gather=race_trials.sweep_of, workers=race_trials.workers_needed,
          check_size=lambda sets, local, pg_version: race_trials.check_size(sets, local),

@@ -50,6 +50,7 @@ from harness.server import database
 
 DEFAULT_PREFIX = "claimrace-worker-"
 SAMPLER_APPLICATION_NAME = "claimrace-sampler"
+SAMPLE_INTERVAL_SECONDS = 0.01  # what the sampler asks for; what it achieves is stored per race
 SAMPLER_STATEMENT_TIMEOUT_MS = 1000  # a sampler query stuck longer than this is a failure, not a sample
 
 # The vocabulary of every sampled backend, in the order reports show it.
@@ -137,7 +138,7 @@ class ActivitySampler:
     within three times that if it has to cancel a hung query.
     """
 
-    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX, interval_seconds: float = 0.01):
+    def __init__(self, url: str, prefix: str = DEFAULT_PREFIX, interval_seconds: float = SAMPLE_INTERVAL_SECONDS):
         if interval_seconds <= 0:
             raise ValueError("interval_seconds must be positive")
         self.url = url
@@ -408,10 +409,16 @@ def achieved_interval_ms(samples: pd.DataFrame) -> float | None:
 # clients, not what the server's locks do. The threshold is a fixed half for that reason; the races on this
 # machine fall far either side of it (the article shows every point's share), so the rule does not flip on noise.
 CPU_BOUND_CLIENT_RUNNABLE_SHARE = 0.5
+# A client process that drives many connections (the asyncio layout) is CPU-bound when it is never idle: on a
+# CPU or waiting for one at least this share of its window, so the server waits for it, not it for the server.
+CPU_BOUND_CLIENT_BUSY_SHARE = 0.9
 
 
-def cpu_bound(client_runnable_share) -> bool | None:
-    """Whether a race was CPU-bound by CPU_BOUND_CLIENT_RUNNABLE_SHARE; None when it was not measured."""
+def cpu_bound(client_runnable_share, client_running_share=None) -> bool | None:
+    """Whether a race was CPU-bound: its clients waited for a CPU CPU_BOUND_CLIENT_RUNNABLE_SHARE of their window,
+    or were busy (on a CPU or waiting for one) CPU_BOUND_CLIENT_BUSY_SHARE of it; None when not measured."""
     if client_runnable_share is None or pd.isna(client_runnable_share):
         return None
-    return bool(client_runnable_share >= CPU_BOUND_CLIENT_RUNNABLE_SHARE)
+    busy = client_runnable_share + (0.0 if client_running_share is None or pd.isna(client_running_share)
+                                    else client_running_share)
+    return bool(client_runnable_share >= CPU_BOUND_CLIENT_RUNNABLE_SHARE or busy >= CPU_BOUND_CLIENT_BUSY_SHARE)
