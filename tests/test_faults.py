@@ -19,7 +19,10 @@ def totals(**counts) -> dict:
     ("lease_fenced", "pause", {"completed_once": 12, "executed_twice": 1}, "fenced_keeps_every_run", True),
     ("lease_fenced", "restart", {"lost": 1}, "fenced_keeps_every_run", False),
     ("lease_fenced", "kill", {"stuck": 1}, "fenced_keeps_every_run", False),
-    ("lease_fenced", "pause", {"completed_twice": 1}, "fenced_keeps_every_run", False),
+    ("lease_fenced", "restart", {"in_progress_at_timeout": 1}, "fenced_keeps_every_run", True),  # the bound came
+    ("lease_holder", "pause", {"stale_completion": 1}, "holder_keeps_every_run", False),
+    ("lease_holder", "pause", {}, "holder_keeps_every_run", True),
+    ("lease_fenced", "pause", {}, "holder_keeps_every_run", None),
     ("lease_fenced", "pause", {"stale_completion": 1}, "fenced_keeps_every_run", False),
     ("lease", "pause", {"stale_completion": 1}, "fenced_keeps_every_run", None),
     ("none", "kill", {"stuck": 1}, "unfenced_kill_leaves_stuck_run", True),
@@ -30,7 +33,6 @@ def totals(**counts) -> dict:
     ("lease_fenced", "kill", {}, "lease_recovers_killed_run", False),  # nobody ran it again: the kill hit nothing
     ("none", "kill", {}, "lease_recovers_killed_run", None),
     ("lease", "pause", {"stale_completion": 1}, "unfenced_pause_completes_stale", True),
-    ("lease", "pause", {"completed_twice": 1}, "unfenced_pause_completes_stale", True),
     ("lease", "pause", {"executed_twice": 1}, "unfenced_pause_completes_stale", False),
     ("lease_fenced", "pause", {}, "unfenced_pause_completes_stale", None),
 ])
@@ -80,10 +82,34 @@ def test_run_checks_every_outcome():
     assert late["kill_before_finish"] is False and not late["passed"]
     missed = faults.run_checks(faults.FaultParameters("lease", "pause", runner_count=2, job_count=3),
                                totals(completed_once=3, runs=3), False, {}, [], 3)
-    assert missed["fault_landed"] is False and not missed["passed"]
+    assert missed["fault_injected"] is False and not missed["passed"]
     short = faults.run_checks(faults.FaultParameters("lease", "none", runner_count=2, job_count=3),
                               totals(completed_once=2, runs=2), True, {}, [], 2)
     assert short["every_run_classified"] is False
+
+
+@pytest.mark.parametrize("fault, effects, landed", [
+    ("none", {}, True),
+    ("kill", {"runner_gone": 1}, True), ("kill", {}, False),
+    ("pause", {"runner_stopped_s": 2.5, "victim_reaped": 1}, True), ("pause", {}, False),
+    ("restart", {"runner_errors": 3}, True), ("restart", {"heartbeats_refused": 1}, True), ("restart", {}, False),
+    ("terminate", {"reaps": 1}, True), ("terminate", {}, False),
+    ("service", {"finishes_refused": 1}, True), ("service", {}, False),
+])
+def test_a_fault_lands_only_on_an_observed_effect(fault, effects, landed):
+    assert faults.landed_by_effects(fault, effects) is landed
+
+
+def test_fault_effects_are_read_after_the_fault_only():
+    events = [{"t": 1.0, "event": "error", "runner": "r1"}, {"t": 5.0, "event": "error", "runner": "r1"},
+              {"t": 6.0, "event": "heartbeat", "status": 409, "runner": "r2", "run": 1},
+              {"t": 6.5, "event": "heartbeat", "status": 200, "runner": "r2", "run": 1}]
+    reaps = [{"unix": 2.0, "runner": "r3"}, {"unix": 7.0, "runner": "r3"}]
+    effects = faults.fault_effects("restart", {"run": 1}, events, reaps, {"r1", "r2", "r3"}, 4.0)
+    assert effects == {"runner_errors": 1, "heartbeats_refused": 1, "reaps": 1}
+    assert faults.fault_effects("restart", {}, events[:1], reaps[:1], set(), 4.0) == {}
+    assert faults.fault_effects("kill", {"runner": "r9"}, [], [], {"r1"}, 4.0) == {"runner_gone": 1}
+    assert faults.fault_effects("none", {}, events, reaps, set(), None) == {}
 
 
 # --------------------------------------------------------------------------- every fault, for real
@@ -95,7 +121,7 @@ def _children() -> set[int]:
     return {child.pid for child in psutil.Process().children(recursive=True)}
 
 
-REAL = [("none", "kill"), ("lease", "kill"), ("lease", "pause"), ("lease_fenced", "pause"),
+REAL = [("none", "kill"), ("lease", "kill"), ("lease", "pause"), ("lease_holder", "pause"), ("lease_fenced", "pause"),
         ("lease_fenced", "terminate"), ("lease_fenced", "restart"), ("lease_fenced", "service")]
 
 
@@ -131,7 +157,11 @@ def test_every_fault_ran_and_left_nothing_behind(real_runs):
     for key, manifest in real_runs["manifests"].items():
         results = manifest["results"]
         assert manifest["checks"]["passed"], key
-        assert results["fault_landed"] and results["faults_injected"] >= 1, key
+        assert results["faults_injected"] >= 1 and isinstance(results["fault_effects"], dict), key
+        # a fault counts as landed only on what it was seen to do
+        assert results["fault_landed"] == faults.landed_by_effects(key[1], results["fault_effects"]), key
+        if key[1] in ("kill", "pause"):
+            assert results["fault_landed"], key
         assert results["drain_seconds"] <= faults.FaultParameters(**manifest["parameters"]).drain_bound_seconds + 5
 
 
@@ -161,9 +191,16 @@ def test_the_fence_keeps_every_run_under_every_fault(real_runs, fault):
     if ("lease_fenced", fault) not in real_runs["manifests"]:
         pytest.skip("the restart needs the embedded server")
     results = real_runs["manifests"][("lease_fenced", fault)]["results"]
-    assert (results["lost"], results["stuck"], results["completed_twice"], results["stale_completion"]) == (0, 0, 0, 0)
-    assert results["completed_once"] == 5
+    assert (results["lost"], results["stuck"], results["stale_completion"]) == (0, 0, 0)
+    assert results["completed_once"] + results["in_progress_at_timeout"] == 5
     assert results["expectations"]["fenced_keeps_every_run"] is True
+
+
+def test_checking_the_holder_refuses_the_paused_runners_finish(real_runs):
+    results = real_runs["manifests"][("lease_holder", "pause")]["results"]
+    assert results["hit"]["handed_on"] is True and results["stale_completion"] == 0
+    assert results["fault_effects"]["runner_stopped_s"] > 0
+    assert results["expectations"]["holder_keeps_every_run"] is True
 
 
 def test_every_run_has_its_ledger_and_timeline(real_runs):
@@ -195,7 +232,7 @@ def test_cli_json_contract(tmp_path):
     (line,) = done.stdout.splitlines()
     said = json.loads(line)
     for key in ("protocol", "fault", "faults_injected", "completed_once", "completed_twice", "executed_twice", "lost",
-                "stuck"):
+                "stuck", "fault_effects", "in_progress_at_timeout"):
         assert key in said
     assert said["protocol"] == "lease_fenced" and said["fault"] == "kill" and said["faults_injected"] == 1
     bad = run_cli("faults", "--jobs", "100000", "--data-dir", str(tmp_path))

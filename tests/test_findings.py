@@ -396,7 +396,21 @@ def test_f9_is_judged_right_after_the_drain_and_after_vacuum(facts, expected):
     found = findings.f9_half_drained_walk(facts)
     assert verdict(found) == expected
     if facts and expected != NOT_MEASURED:
-        assert "right after the drain" in found.ours and "after VACUUM" in found.ours
+        assert "right after a bulk UPDATE" in found.ours and "after VACUUM" in found.ours
+        assert dict(found.parts)["after a drain by claims"] == NOT_MEASURED  # no after_claims facts given
+
+
+@pytest.mark.parametrize("after_claims, removed, part", [
+    ((1_820, 25), 5_000, CONFIRMED),  # the issue's state: still walking, the index still cuts it 70-fold
+    ((30, 25), 5_000, CORRECTED),  # the claims' own pruning left little for the index to save
+    ((1_820, 25), 0, NOT_REPRODUCED),  # no consumed row left to step over
+])
+def test_f9_has_a_part_for_a_queue_drained_by_claims(after_claims, removed, part):
+    facts = plans(without_after_claims_buffers=after_claims[0], with_after_claims_buffers=after_claims[1],
+                  without_after_claims_removed=removed)
+    found = findings.f9_half_drained_walk(facts)
+    assert dict(found.parts) == {"after a bulk UPDATE": CONFIRMED, "after a drain by claims": part}
+    assert verdict(found) == CONFIRMED and "drain by claims" in found.ours
 
 
 @pytest.mark.parametrize("facts, expected", [
@@ -512,7 +526,7 @@ def test_the_unmeasured_claims_say_why():
 def fault_run(protocol: str, fault: str, **counts) -> dict:
     """One faults run's summary row: every run completed once unless counts say otherwise."""
     row = {"protocol": protocol, "fault": fault, "runs": 12, "completed_once": 12, "completed_twice": 0,
-           "executed_twice": 0, "stale_completion": 0, "stuck": 0, "lost": 0}
+           "executed_twice": 0, "stale_completion": 0, "stuck": 0, "lost": 0, "in_progress_at_timeout": 0}
     row.update(counts)
     return row
 
@@ -543,6 +557,30 @@ def test_c7_says_when_even_the_fence_lost_a_run():
     found = findings.c7_claim_is_not_completion(pd.DataFrame(rows))
     assert verdict(found) == CORRECTED and "Even with the fencing token" in found.note
     assert found.values["fenced_bad"] == "1"
+
+
+def test_c7_counts_only_faults_seen_to_land_and_not_a_run_still_worked_on_at_the_bound():
+    # the kill under none left nothing stuck, but it was not seen to land: the rule must not read it
+    missed = {**fault_run("none", "kill"), "fault_landed": False}
+    rows = [missed, {**fault_run("none", "kill", stuck=1, completed_once=11), "fault_landed": True}]
+    assert verdict(findings.c7_claim_is_not_completion(pd.DataFrame(rows))) == CONFIRMED_DIFFERENT_SIZE
+    assert verdict(findings.c7_claim_is_not_completion(pd.DataFrame([missed]))) == NOT_MEASURED
+    # a fenced run still in progress when the drain's bound came is not a run the fence lost
+    at_bound = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
+                fault_run("lease", "pause", executed_twice=1),
+                fault_run("lease_fenced", "restart", in_progress_at_timeout=1, completed_once=11)]
+    assert verdict(findings.c7_claim_is_not_completion(pd.DataFrame(at_bound))) == CONFIRMED
+
+
+def test_c7_says_what_the_attempt_counter_adds_over_checking_the_holder():
+    rows = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
+            fault_run("lease", "pause", stale_completion=1, executed_twice=1),
+            fault_run("lease_holder", "pause", executed_twice=1)]
+    found = findings.c7_claim_is_not_completion(pd.DataFrame(rows))
+    assert "the counter adds nothing over it" in found.note
+    rows[-1] = fault_run("lease_holder", "pause", stale_completion=1)
+    assert "Checking the holder by name let 1 run go wrong" in findings.c7_claim_is_not_completion(
+        pd.DataFrame(rows)).note
 
 
 # --------------------------------------------------------------------------- C1-C3: the other strategies

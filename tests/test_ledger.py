@@ -125,8 +125,8 @@ def test_ledger_classes_from_the_database(queue):
     assert rows[lost]["class"] == "lost"
     assert not any(row["acknowledged_lost"] for row in rows.values())
     totals = ledger.counts(list(rows.values()))
-    assert totals == {"completed_once": 3, "completed_twice": 0, "stuck": 1, "lost": 1, "executed_twice": 2,
-                      "stale_completion": 1, "acknowledged_lost": 0, "runs": 5}
+    assert totals == {"completed_once": 3, "completed_twice": 0, "stuck": 1, "lost": 1, "in_progress_at_timeout": 0,
+                      "executed_twice": 2, "stale_completion": 1, "acknowledged_lost": 0, "runs": 5}
 
 
 def test_ledger_twice_lost_and_acknowledged():
@@ -138,7 +138,7 @@ def test_ledger_twice_lost_and_acknowledged():
     events = _events(("a", "started", 2, 1), ("a", "finished", 3, 1), ("a", "claimed", 3, 1))
     rows = {row["run"]: row for row in ledger.classify(runs, finishes, events, live_runners={"a"})}
     assert rows[1]["class"] == "completed_twice" and rows[1]["stale_completion"]
-    assert rows[2]["class"] == "lost"  # a live runner still holds it: not stuck, but not completed either
+    assert rows[2]["class"] == "in_progress_at_timeout"  # a live runner still holds it: not stuck, not lost
     assert rows[3]["acknowledged_lost"]
     # the same run 2 with its holder dead is stuck
     rows = {row["run"]: row for row in ledger.classify(runs, finishes, events, live_runners=set())}

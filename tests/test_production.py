@@ -177,3 +177,41 @@ def test_polls_with_a_conflict_counts_each_poll_once():
                            "event": ["poll", "conflict", "conflict", "poll", "conflict", "poll", "claimed"]})
     assert polls_with_a_conflict(events) == 1  # b's conflict came before any poll of b's
     assert polls_with_a_conflict(events[events["event"] != "conflict"]) == 0
+
+
+def test_a_pending_runner_claims_every_listed_run_at_once_as_the_original_does(db, tmp_path):
+    path = run(db, tmp_path, runner_count=2, poll_s=0.2, seconds=3, endpoint="pending", arrival_rate=2.0, burst=10,
+               service_time_s=0.3)
+    events = pd.read_parquet(path / "events.parquet").sort_values("t_s")
+    # between two of a runner's polls, the runs it won: with a burst listed five at a time, some poll wins several
+    wins_per_poll = []
+    for _, runner in events.groupby("runner"):
+        poll_number = (runner["event"] == "poll").cumsum()
+        claimed = runner[runner["event"] == "claimed"]
+        wins_per_poll += list(claimed.groupby(poll_number[claimed.index]).size())
+    assert max(wins_per_poll) > 1, "a runner ran more than one run won in one poll"
+    in_order = run(db, tmp_path / "in_order", runner_count=2, poll_s=0.2, seconds=3, endpoint="pending",
+                   arrival_rate=2.0, burst=10, service_time_s=0.3, claims_listed="in_order")
+    events = pd.read_parquet(in_order / "events.parquet").sort_values("t_s")
+    for _, runner in events.groupby("runner"):
+        poll_number = (runner["event"] == "poll").cumsum()
+        claimed = runner[runner["event"] == "claimed"]
+        assert claimed.groupby(poll_number[claimed.index]).size().max() == 1, "in order: one run per poll"
+
+
+def test_runs_never_picked_up_count_at_the_end_of_the_window():
+    from harness.experiments.production import summarise
+
+    runs = pd.DataFrame({"run_id": [1, 2, 3], "status": ["finished", "finished", "pending"],
+                         "enqueued_s": [0.0, 1.0, 2.0], "claimed_s": [0.1, 1.1, None]})
+    runs["pickup_ms"] = (runs["claimed_s"] - runs["enqueued_s"]) * 1e3
+    events = pd.DataFrame({"event": ["poll"], "listed_runs": [0], "lost_bytes": [0], "lost_secrets": [0],
+                           "bytes": [10], "runner": ["r0"], "t_s": [0.0]})
+    flips = pd.DataFrame({"run_id": [1, 2], "new_status": ["running", "running"]})
+    summary = summarise(runs, flips, events, {"ended_s": 12.0})
+    assert summary["never_picked"] == 1
+    assert summary["pickup_p99_is_lower_bound"] and summary["pickup_p99_ms"] > 9_000  # at least 10 s, censored
+    assert summary["pickup_max_ms"] == pytest.approx(10_000) and summary["pickup_max_is_lower_bound"]
+    assert summary["pickup_p99_shown"] is False, "three runs: the tail is their maximum"
+    picked_all = summarise(runs.iloc[:2], flips, events, {"ended_s": 12.0})
+    assert picked_all["never_picked"] == 0 and not picked_all["pickup_p99_is_lower_bound"]

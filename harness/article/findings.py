@@ -1145,8 +1145,10 @@ F9_INDEX_HELPS = 5
 
 
 def f9_half_drained_walk(plans: dict | None) -> Finding:
-    """Decided right after the drain (first scan, no other snapshot) and after VACUUM, with and without the index."""
-    from harness.experiments.plans import FIRST_SCAN, HELD_SNAPSHOT, STEADY, VACUUMED
+    """Two parts. After a bulk UPDATE of the prefix (the original's likely method): decided on the first scan (no
+    other snapshot) and after VACUUM, with and without the index. After a drain by the claims themselves, one at a
+    time: whether the claim still walks consumed rows there and the index still cuts its buffers."""
+    from harness.experiments.plans import AFTER_CLAIMS, FIRST_SCAN, HELD_SNAPSHOT, STEADY, VACUUMED
 
     if not plans:
         return _not_measured("F9", "No plans run is stored for this build.")
@@ -1161,20 +1163,41 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
     jobs, fraction = int(plans["job_count"]), float(plans["consumed_fraction"])
     removed = plans.get(f"without_{FIRST_SCAN}_removed", math.nan)
     cut = {state: buffers("without", state) / buffers("with", state) for state in (FIRST_SCAN, STEADY, VACUUMED)}
-    labels = {FIRST_SCAN: "right after the drain (first scan)", STEADY: "on the later scans",
-              VACUUMED: "after VACUUM"}
+    labels = {FIRST_SCAN: "right after a bulk UPDATE of the prefix (first scan)", STEADY: "on the later scans",
+              VACUUMED: "after VACUUM", AFTER_CLAIMS: "after a drain by claims one at a time"}
+    cut[AFTER_CLAIMS] = buffers("without", AFTER_CLAIMS) / buffers("with", AFTER_CLAIMS)
+    claims_removed = plans.get(f"without_{AFTER_CLAIMS}_removed", math.nan)
+    if missing(cut[AFTER_CLAIMS]):
+        by_claims = NOT_MEASURED
+    elif missing(claims_removed) or claims_removed == 0:
+        by_claims = NOT_REPRODUCED
+    else:
+        by_claims = CONFIRMED if cut[AFTER_CLAIMS] >= F9_INDEX_HELPS else CORRECTED
+
+    def _f9(verdict, ours, notes, values):
+        return _finding("F9", verdict, ours, notes, values,
+                        parts=(("after a bulk UPDATE", verdict), ("after a drain by claims", by_claims)))
     ours = (f"{percent(fraction, 0)} of {count(jobs)} jobs consumed; without the index {count(removed)} rows removed "
             f"by filter; buffers without / with the index: "
             + "; ".join(f"{labels[s]} {count(buffers('without', s))} / {count(buffers('with', s))} ({ratio(cut[s])})"
-                        for s in (FIRST_SCAN, STEADY, VACUUMED) if not missing(cut[s]))
+                        for s in (FIRST_SCAN, STEADY, VACUUMED, AFTER_CLAIMS) if not missing(cut[s]))
             + f"; first scan {ms(plans.get(f'without_{FIRST_SCAN}_ms'))} without, "
               f"{ms(plans.get(f'with_{FIRST_SCAN}_ms'))} with")
     values = {"job_count": count(jobs), "consumed": percent(fraction, 0), "removed": count(removed),
               **{f"{label}_{state}_buffers": count(buffers(label, state))
                  for label in ("without", "with") for state in (FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED)},
               **{f"{state}_cut": ratio(cut[state]) for state in cut},
-              "without_ms": ms(plans.get(f"without_{FIRST_SCAN}_ms")), "with_ms": ms(plans.get(f"with_{FIRST_SCAN}_ms"))}
+              "without_ms": ms(plans.get(f"without_{FIRST_SCAN}_ms")), "with_ms": ms(plans.get(f"with_{FIRST_SCAN}_ms")),
+              "without_after_claims_buffers": count(buffers("without", AFTER_CLAIMS)),
+              "with_after_claims_buffers": count(buffers("with", AFTER_CLAIMS)),
+              "after_claims_removed": count(claims_removed)}
     context = []
+    if by_claims != NOT_MEASURED:
+        context.append(
+            f"Drained by the claims themselves, one at a time, the same claim removed {count(claims_removed)} rows by "
+            f"filter and read {count(buffers('without', AFTER_CLAIMS))} buffers without the index and "
+            f"{count(buffers('with', AFTER_CLAIMS))} with it. One reading, not measured here: claims made one at a "
+            "time prune the pages and mark dead the index entries they step over as they go.")
     held = buffers("without", HELD_SNAPSHOT)
     if not missing(held) and held > buffers("without", STEADY):
         context.append(f"While a transaction older than the drain stays open, every claim read {count(held)} "
@@ -1185,14 +1208,14 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
                        f"{ratio(ORIGINAL_F9_TIME_RATIO)}) is each machine's; the buffer counts, which do not depend on "
                        "its speed, carry the finding.")
     if missing(removed) or removed == 0:
-        return _finding("F9", NOT_REPRODUCED, ours, ["Without the index the claim removed no rows by filter: it "
+        return _f9(NOT_REPRODUCED, ours, ["Without the index the claim removed no rows by filter: it "
                                                      "did not walk the consumed rows."] + context, values)
     helps_now, helps_vacuumed = cut[FIRST_SCAN] >= F9_INDEX_HELPS, cut[VACUUMED] >= F9_INDEX_HELPS
     if not helps_now and not helps_vacuumed:
-        return _finding("F9", NOT_REPRODUCED, ours, [f"The index cuts the buffers less than {F9_INDEX_HELPS}-fold, "
+        return _f9(NOT_REPRODUCED, ours, [f"The index cuts the buffers less than {F9_INDEX_HELPS}-fold, "
                                                      "right after the drain and after VACUUM."] + context, values)
     if not helps_now:
-        return _finding("F9", CORRECTED, ours,
+        return _f9(CORRECTED, ours,
                         [f"The index cuts the buffers {ratio(cut[VACUUMED])} after VACUUM but only "
                          f"{ratio(cut[FIRST_SCAN])} right after the drain: the fix needs VACUUM. One reading is that "
                          "the partial index keeps its entries for the consumed rows until VACUUM removes them."]
@@ -1202,19 +1225,19 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
                           f"index and {count(buffers('with', VACUUMED))} with it: VACUUM alone saves most of what the "
                           "index saves right after the drain.")
     if jobs != ORIGINAL_JOB_COUNT:
-        return _finding("F9", CONFIRMED_DIFFERENT_SIZE, ours,
+        return _f9(CONFIRMED_DIFFERENT_SIZE, ours,
                         [f"Our reference table holds {count(jobs)} jobs, not {count(ORIGINAL_JOB_COUNT)}, so only the "
                          "cut (buffers without the index over buffers with it) compares with the original's."]
                         + context, values)
     if (close(buffers("without", FIRST_SCAN), ORIGINAL_F9_WITHOUT_BUFFERS)
             and close(buffers("with", FIRST_SCAN), ORIGINAL_F9_WITH_BUFFERS)):
-        return _finding("F9", CONFIRMED, ours, context, values)
+        return _f9(CONFIRMED, ours, context, values)
 
     def nearest(label, original):
         state = min((FIRST_SCAN, STEADY, VACUUMED), key=lambda s: abs(math.log(max(buffers(label, s), 1) / original)))
         return f"its {count(original)} {label} the index are nearest ours {labels[state]} ({count(buffers(label, state))})"
 
-    return _finding("F9", CONFIRMED_DIFFERENT_SIZE, ours,
+    return _f9(CONFIRMED_DIFFERENT_SIZE, ours,
                     [f"Right after the drain our buffer counts are not the original's: "
                      f"{nearest('without', ORIGINAL_F9_WITHOUT_BUFFERS)}, {nearest('with', ORIGINAL_F9_WITH_BUFFERS)}."]
                     + context, values)
@@ -1624,24 +1647,42 @@ def _fault_cell(faults: pd.DataFrame, protocol: str, fault: str) -> pd.Series | 
 
 def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
     """C7: a killed runner leaves its run running under the original's protocol; a lease hands it on; without a
-    fencing token a runner that lost its lease still completes a run another runner holds."""
+    fencing token a runner that lost its lease still completes a run another runner holds. Only runs whose fault
+    was seen to land (fault_effects) count; a run still worked on when the drain's bound came is not lost."""
+    if faults is not None and len(faults) and "fault_landed" in faults:
+        faults = faults[faults["fault_landed"].fillna(True).astype(bool)]
     killed = _fault_cell(faults, "none", "kill") if faults is not None and len(faults) else None
     if killed is None:
         return _not_measured("C7", "No run in this build kills a runner after its claim under the original's "
-                                   "protocol.")
-    leased = [row for row in (_fault_cell(faults, p, "kill") for p in ("lease", "lease_fenced")) if row is not None]
+                                   "protocol and sees it land.")
+    leased = [row for row in (_fault_cell(faults, p, "kill") for p in ("lease", "lease_holder", "lease_fenced"))
+              if row is not None]
     paused = _fault_cell(faults, "lease", "pause")
-    fenced = faults[faults["protocol"].astype(str) == "lease_fenced"]
-    fenced_bad = int((fenced["lost"] + fenced["stuck"] + fenced["completed_twice"]
-                      + fenced["stale_completion"]).sum()) if len(fenced) else 0
-    stale = int(paused["stale_completion"] + paused["completed_twice"]) if paused is not None else 0
+
+    def went_wrong(protocol):
+        rows = faults[faults["protocol"].astype(str) == protocol]
+        return len(rows), int((rows["lost"] + rows["stuck"] + rows["stale_completion"]).sum()) if len(rows) else 0
+
+    fenced_runs, fenced_bad = went_wrong("lease_fenced")
+    holder_runs, holder_bad = went_wrong("lease_holder")
+    stale = int(paused["stale_completion"]) if paused is not None else 0
     values = {"stuck": count(killed["stuck"]), "leased_stuck": count(sum(int(r["stuck"]) + int(r["lost"])
                                                                          for r in leased)),
-              "stale": count(stale), "fenced_runs": count(len(fenced)), "fenced_bad": count(fenced_bad)}
+              "stale": count(stale), "fenced_runs": count(fenced_runs), "fenced_bad": count(fenced_bad),
+              "holder_runs": count(holder_runs), "holder_bad": count(holder_bad)}
     ours = (f"runner killed after its claim: {count(killed['stuck'])} run(s) stuck without a lease, "
             f"{values['leased_stuck']} stuck or lost with one; a runner paused past its lease completed "
-            f"{count(stale)} run(s) handed to another runner without the fence; {count(fenced_bad)} runs lost, stuck "
-            f"or completed by a stale holder over {_counted(len(fenced), 'fenced run')}")
+            f"{count(stale)} run(s) handed to another runner without a holder check; {count(fenced_bad)} runs lost, "
+            f"stuck or completed by a stale holder over {_counted(fenced_runs, 'fenced run')}"
+            + (f", {count(holder_bad)} over {_counted(holder_runs, 'run')} checking the holder by name"
+               if holder_runs else ""))
+    counter = ""
+    if holder_runs and fenced_runs:
+        counter = ("Checking the holder by name kept every run as the attempt counter did: in these faults the counter "
+                   "adds nothing over it (it would where a runner claims the same run again under the same name)."
+                   if holder_bad == fenced_bad == 0 else
+                   f"Checking the holder by name let {_counted(holder_bad, 'run')} go wrong, the attempt counter "
+                   f"{count(fenced_bad)}.")
     if int(killed["stuck"]) == 0:
         return _finding("C7", NOT_REPRODUCED, ours, "The killed runner's run was not left running: either the kill "
                                                    "missed its window or the runs were recovered some other way.",
@@ -1652,14 +1693,14 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
                         else "The killed runner's run stayed running; no lease was raced against it.", values)
     if stale > 0 or fenced_bad > 0:
         return _finding("C7", CORRECTED, ours,
-                        "A killed runner's run stayed running until a lease handed it on, as the original says; but "
-                        "a lease alone let a runner that woke after losing it complete a run another runner held. "
-                        + ("The fencing token (an attempt number checked by heartbeat and finish) refused that."
-                           if fenced_bad == 0 else f"Even with the fencing token, {count(fenced_bad)} runs went wrong."),
-                        values)
-    return _finding("C7", CONFIRMED, ours, "A killed runner's run stayed running without a lease and was handed on "
-                                          "with one; no run was completed by a runner that had lost its lease.",
-                    values)
+                        ["A killed runner's run stayed running until a lease handed it on, as the original says; but "
+                         "a lease alone let a runner that woke after losing it complete a run another runner held. "
+                         + ("The fencing token (an attempt number checked by heartbeat and finish) refused that."
+                            if fenced_bad == 0 else f"Even with the fencing token, {count(fenced_bad)} runs went wrong."),
+                         counter], values)
+    return _finding("C7", CONFIRMED, ours, ["A killed runner's run stayed running without a lease and was handed on "
+                                           "with one; no run was completed by a runner that had lost its lease.",
+                                           counter], values)
 
 
 # C5: the original's production polling, and what "rare" means here

@@ -19,8 +19,9 @@ from harness.experiments.faults import PAUSE_LEASES
 
 LEDGER_COLUMNS = {"completed_once": "completed once", "completed_twice": "completed twice",
                   "executed_twice": "ran twice", "stale_completion": "completed by a stale holder",
-                  "stuck": "stuck", "lost": "lost"}
-PROTOCOL_ORDER = ("none", "lease", "lease_fenced")
+                  "stuck": "stuck", "lost": "lost", "in_progress_at_timeout": "in progress at the bound"}
+PROTOCOL_ORDER = ("none", "lease", "lease_holder", "lease_fenced")
+PROTOCOL_KEYS = {"none": "none", "lease": "lease", "lease_holder": "holder", "lease_fenced": "fenced"}
 FAULT_ORDER = ("kill", "pause", "terminate", "restart", "service", "none")
 CUTTING_FAULTS = ("terminate", "restart", "service")  # the service or its database goes away for a while
 FAULT_WORDS = {"kill": "runner killed after its claim", "pause": "runner paused past its lease",
@@ -38,6 +39,11 @@ def fault_summary(paths) -> pd.DataFrame:
         results, parameters = manifest["results"], manifest["parameters"]
         row = {**parameters, **{k: v for k, v in results.items() if not isinstance(v, dict)},
                "run_dir": str(path)}
+        # runs stored before the ledger had the class counted a run still worked on at the bound as lost
+        row.setdefault("in_progress_at_timeout", 0)
+        effects = results.get("fault_effects")
+        row["fault_effects"] = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in effects.items()) \
+            if effects else ("none observed" if parameters["fault"] != "none" and effects is not None else "")
         row.update({f"rule_{name}": held for name, held in results.get("expectations", {}).items()})
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -51,7 +57,8 @@ def fault_summary(paths) -> pd.DataFrame:
 def ledger_frame(summary: pd.DataFrame) -> pd.DataFrame:
     """The ledger: per fault and protocol, how many runs ended in each class, and the runs done twice."""
     frame = summary[["fault", "protocol", "runs", *LEDGER_COLUMNS]].copy()
-    frame["fault"] = [FAULT_WORDS[str(f)] for f in frame["fault"]]
+    frame["fault"] = [FAULT_WORDS[str(f)] + ("" if landed is not False else " (no effect observed)")
+                      for f, landed in zip(frame["fault"], summary.get("fault_landed", [True] * len(frame)))]
     frame["protocol"] = frame["protocol"].astype(str)
     return frame.rename(columns={"runs": "runs queued", **LEDGER_COLUMNS})
 
@@ -140,8 +147,9 @@ def fault_facts(paths) -> dict:
         "fenced_pause_ran_twice": cell("lease_fenced", "pause", "executed_twice"),
     }
     for protocol in PROTOCOL_ORDER:
-        key = {"none": "none", "lease": "lease", "lease_fenced": "fenced"}[protocol]
-        for column in ("lost", "stuck", "completed_twice", "stale_completion", "executed_twice"):
+        key = PROTOCOL_KEYS[protocol]
+        for column in ("lost", "stuck", "completed_twice", "stale_completion", "executed_twice",
+                       "in_progress_at_timeout"):
             facts[f"{key}_total_{column}"] = count(_total(summary, protocol, column)) \
                 if protocol in set(summary["protocol"].astype(str)) else "n/a"
         facts[f"{key}_heartbeats_per_run"] = cell(protocol, "none", "heartbeats_per_run", lambda v: number(v, 1))
@@ -156,8 +164,7 @@ def fault_facts(paths) -> dict:
     calm_reaps = int(leased.loc[~cut_off, "reaps_of_healthy_holders"].sum()) if len(leased) else 0
     cut_reaps = int(leased.loc[cut_off, "reaps_of_healthy_holders"].sum()) if len(leased) else 0
     fenced = summary[summary["protocol"].astype(str) == "lease_fenced"]
-    fenced_clean = bool(len(fenced)) and int((fenced["lost"] + fenced["stuck"] + fenced["completed_twice"]
-                                              + fenced["stale_completion"]).sum()) == 0
+    fenced_clean = bool(len(fenced)) and int((fenced["lost"] + fenced["stuck"] + fenced["stale_completion"]).sum()) == 0
     sentences = []
     if cut_off.any():
         sentences.append(

@@ -60,7 +60,7 @@ from harness.server import database, faults, pgstats
 from harness.service import ledger
 from harness.service.reaper import REAP_SQL, Reaper
 
-PROTOCOLS = ("none", "lease", "lease_fenced")
+PROTOCOLS = ("none", "lease", "lease_holder", "lease_fenced")
 FAULTS = ("kill", "pause", "terminate", "restart", "service", "none")
 RUNS = f"{SCHEMA}.runs"
 
@@ -208,33 +208,76 @@ def check_size(sets: list[FaultParameters], local: bool, pg_version: int) -> Non
 def expectations(protocol: str, fault: str, totals: dict) -> dict:
     """The rules a run is held to, each True (holds), False (broken) or None (does not apply to this run).
 
-    fenced_keeps_every_run: under lease_fenced no run is lost, stuck, completed twice or completed by a stale
-        holder, whatever the fault.
+    fenced_keeps_every_run: under lease_fenced no run is lost, stuck or completed by a stale holder, whatever the
+        fault (a run still being worked on when the drain's bound came is counted apart, in_progress_at_timeout).
+    holder_keeps_every_run: the same under lease_holder (the holder checked by name, no attempt counter).
     unfenced_kill_leaves_stuck_run (negative control): under none, a runner killed after its claim leaves its run
         stuck; a kill that shows no stuck run did not happen where it should (or the ledger cannot see it).
     lease_recovers_killed_run: under a lease, the killed runner's run is completed by another runner.
     unfenced_pause_completes_stale: under lease without the fence, the runner paused past its lease completes a
         run that was handed to another runner (or completes it twice).
     """
-    rules = {name: None for name in ("fenced_keeps_every_run", "unfenced_kill_leaves_stuck_run",
-                                     "lease_recovers_killed_run", "unfenced_pause_completes_stale")}
+    rules = {name: None for name in ("fenced_keeps_every_run", "holder_keeps_every_run",
+                                     "unfenced_kill_leaves_stuck_run", "lease_recovers_killed_run",
+                                     "unfenced_pause_completes_stale")}
+    keeps_every_run = totals["lost"] == 0 and totals["stuck"] == 0 and totals["stale_completion"] == 0
     if protocol == "lease_fenced":
-        rules["fenced_keeps_every_run"] = (totals["lost"] == 0 and totals["stuck"] == 0
-                                           and totals["completed_twice"] == 0 and totals["stale_completion"] == 0)
+        rules["fenced_keeps_every_run"] = keeps_every_run
+    if protocol == "lease_holder":
+        rules["holder_keeps_every_run"] = keeps_every_run
     if protocol == "none" and fault == "kill":
         rules["unfenced_kill_leaves_stuck_run"] = totals["stuck"] > 0
-    if protocol in ("lease", "lease_fenced") and fault == "kill":
+    if protocol in LEASE_PROTOCOLS and fault == "kill":
         rules["lease_recovers_killed_run"] = (totals["stuck"] == 0 and totals["lost"] == 0
                                               and totals["executed_twice"] > 0)
     if protocol == "lease" and fault == "pause":
-        rules["unfenced_pause_completes_stale"] = totals["stale_completion"] > 0 or totals["completed_twice"] > 0
+        rules["unfenced_pause_completes_stale"] = totals["stale_completion"] > 0
     return rules
+
+
+LEASE_PROTOCOLS = ("lease", "lease_holder", "lease_fenced")
+
+
+def fault_effects(fault: str, hit: dict, events: list[dict], reaps: list[dict], live: set[str],
+                  fault_unix: float | None) -> dict:
+    """What the fault was seen to do, from the runners' logs, the reaper's log and the processes: only effects
+    observed after the fault count (a request that failed, a heartbeat or finish refused, a reap, a runner gone
+    or stopped). {} for the baseline without a fault."""
+    if fault == "none" or fault_unix is None:
+        return {}
+    after = [e for e in events if e.get("t", 0) >= fault_unix]
+    victim = hit.get("runner")
+    effects = {
+        "runner_errors": sum(1 for e in after if e["event"] == "error"),
+        "heartbeats_refused": sum(1 for e in after if e["event"] == "heartbeat" and e.get("status") != 200),
+        "finishes_refused": sum(1 for e in after if e["event"] == "finish_rejected"),
+        "reaps": sum(1 for r in reaps if r.get("unix", 0) >= fault_unix),
+    }
+    if fault == "kill":
+        effects["runner_gone"] = int(victim is not None and victim not in live)
+    if fault == "pause":
+        effects["runner_stopped_s"] = round(float(hit.get("paused_s") or 0.0), 3)
+        effects["victim_reaped"] = sum(1 for r in reaps if r.get("runner") == victim and r.get("unix", 0) >= fault_unix)
+    return {name: value for name, value in effects.items() if value}
+
+
+def landed_by_effects(fault: str, effects: dict) -> bool:
+    """A fault counts as landed only where an effect of it was observed (the baseline needs none)."""
+    if fault == "none":
+        return True
+    if fault == "pause":  # a pause lands when the runner stayed stopped; under a lease, when its run was reaped too
+        return bool(effects.get("runner_stopped_s"))
+    if fault == "kill":
+        return bool(effects.get("runner_gone"))
+    return any(effects.get(name) for name in ("runner_errors", "heartbeats_refused", "finishes_refused", "reaps"))
 
 
 def run_checks(p: FaultParameters, totals: dict, landed: bool, hit: dict, events: list[dict], claims: int) -> dict:
     """What must hold for a run to count (a run that fails them is kept aside, not used).
 
-    fault_landed: the fault happened (a paused runner, under a lease, stayed stopped until its run was handed on);
+    fault_injected: the fault was injected where it should be (a runner had started a job; a paused runner, under a
+        lease, stayed stopped until its run was handed on). Whether it was seen to do anything is not a check but a
+        result (fault_landed, from fault_effects): a run whose fault had no effect is kept, and counted as such;
     every_run_classified: the ledger has a row per run queued;
     audit_counts_every_claim: the audit saw at least one claim per completed run;
     kill_before_finish (kill): the killed runner never finished the run it held;
@@ -242,7 +285,7 @@ def run_checks(p: FaultParameters, totals: dict, landed: bool, hit: dict, events
         or the ledger cannot see what it should.
     """
     checks = {
-        "fault_landed": bool(landed),
+        "fault_injected": bool(landed),
         "every_run_classified": totals["runs"] == p.job_count,
         "audit_counts_every_claim": claims >= totals["completed_once"] + totals["completed_twice"],
     }
@@ -481,9 +524,12 @@ def measure_faults(db: database.Database, parameters: FaultParameters, run_id: s
     deltas = pgstats.counter_deltas(before, after)
     claims = flips
     busy = (float(first_last[1]) - float(first_last[0])) if first_last[0] is not None else None
+    fault_unix = log.entries[0]["unix"] if log.entries else None
+    effects = fault_effects(p.fault, hit, events, reaps, live, fault_unix)
+    landed = landed_by_effects(p.fault, effects) and bool(hit.get("landed")) and hit.get("handed_on", True)
     results = {
         "protocol": p.protocol, "fault": p.fault,
-        "faults_injected": len(log.entries), "fault_landed": bool(hit.get("landed")) and hit.get("handed_on", True),
+        "faults_injected": len(log.entries), "fault_landed": landed, "fault_effects": effects,
         "hit": hit,
         **{name: totals[name] for name in (*ledger.CLASSES, *ledger.MARKS)},
         "runs": totals["runs"], "drained": drained["drained"], "drain_ended_by": drained["ended_by"],
@@ -503,7 +549,7 @@ def measure_faults(db: database.Database, parameters: FaultParameters, run_id: s
         "runner_errors": sum(1 for e in events if e["event"] == "error"),
     }
     results["expectations"] = expectations(p.protocol, p.fault, totals)
-    checks = run_checks(p, totals, results["fault_landed"], hit, events, claims)
+    checks = run_checks(p, totals, bool(hit.get("landed")) and hit.get("handed_on", True), hit, events, claims)
     for row in rows:
         row["run_id"] = run_id
     return Measured(
@@ -543,7 +589,8 @@ def load_faults(run_dir: Path) -> pd.DataFrame:
     return pq.read_table(Path(run_dir) / "faults.parquet").to_pandas()
 
 
-JSON_KEYS = ("protocol", "fault", "faults_injected", "fault_landed", *ledger.CLASSES, *ledger.MARKS, "reaps",
+JSON_KEYS = ("protocol", "fault", "faults_injected", "fault_landed", "fault_effects", *ledger.CLASSES, *ledger.MARKS,
+             "reaps",
              "reaps_of_healthy_holders",
              "heartbeats", "claims", "claims_per_second", "updates", "hot_updates", "dead_tuples", "drain_seconds",
              "drained")

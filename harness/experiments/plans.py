@@ -29,6 +29,15 @@ held_snapshot
 vacuumed
     the held_snapshot table once the snapshot is released and VACUUM (ANALYZE)
     has run: what autovacuum leaves behind.
+after_claims
+    at the reference point only: a fresh table whose prefix was consumed by the
+    skip_locked claim itself, one committed claim at a time on one connection,
+    then ANALYZE. The states above flip the prefix with one bulk UPDATE (the
+    original's figures match that state, so it likely did the same); claims made
+    one at a time are largely HOT updates, and each claim's scan prunes the pages
+    and marks dead the index entries it steps over, so this queue is not the bulk
+    one. The server's counters (updates, HOT updates, dead tuples, pages) after
+    each kind of drain are stored beside the plans (results.drain_counters).
 
 Every repetition records other_snapshot_backends: how many other backends of
 the server had a snapshot (pg_stat_activity.backend_xmin set) just before and
@@ -85,7 +94,7 @@ from harness.experiments.contract import Measured, Option, check_each, Parameter
     int_list, setting
 from harness.server import database, schema
 from harness.server.activity import read_schedstat, server_is_local
-from harness.server.pgstats import relation_pages
+from harness.server.pgstats import relation_pages, table_counters
 from harness.storage import read_manifest
 from harness.strategies import ORIGINAL_STRATEGIES, STRATEGIES
 
@@ -112,9 +121,18 @@ TABLE_STATES = (
                "may mark the consumed rows' index entries dead or prune their old versions"),
     TableState("vacuumed", "after VACUUM",
                "the held_snapshot table after the snapshot was released and VACUUM (ANALYZE) ran"),
+    TableState("after_claims", "after a drain by claims",
+               "a fresh table whose prefix was claimed one job at a time by the skip_locked claim on one "
+               "connection, each claim committed, then ANALYZE (the reference point only)"),
 )
 TABLE_STATE_NAMES = tuple(state.name for state in TABLE_STATES)
-FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED = TABLE_STATE_NAMES
+FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED, AFTER_CLAIMS = TABLE_STATE_NAMES
+# The states measured at every point (after_claims only at the reference point: a drain by claims is slow).
+EVERY_POINT_STATES = (FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED)
+# What `plans --json` calls each state: the bulk UPDATE's states say how their prefix was consumed.
+JSON_STATE_NAMES = {FIRST_SCAN: "after_bulk_update", STEADY: "after_bulk_update_later_scans",
+                    HELD_SNAPSHOT: "after_bulk_update_held_snapshot", VACUUMED: "after_bulk_update_vacuumed",
+                    AFTER_CLAIMS: "after_claims"}
 # The states measured right after a real drain, with no other session holding a snapshot.
 UNHELD_STATES = (FIRST_SCAN, STEADY)
 CONSUMED_STATUS = "done"
@@ -310,6 +328,28 @@ def _drained_table(conn, job_count: int, consumed: int, partial_index: bool) -> 
     _flip_prefix(conn, consumed)
 
 
+def _claim_prefix(conn, consumed: int) -> int:
+    """The drain by claims: the skip_locked claim, prepared and run `consumed` times on this connection, each in
+    its own transaction, then what autoanalyze would do first. Returns the jobs claimed."""
+    claimed = 0
+    for _ in range(consumed):
+        row = conn.execute(SKIP_LOCKED.sql, prepare=True).fetchone()
+        if row is None:
+            break
+        claimed += 1
+    conn.execute(f"ANALYZE {schema.SCHEMA}.jobs")
+    return claimed
+
+
+def drain_counters(conn, drain: str, partial_index: bool, consumed: int) -> dict:
+    """The server's account of a drain: the table's updates, HOT updates and dead tuples, and its pages."""
+    counters = table_counters(conn)
+    return {"drain": drain, "partial_index": partial_index, "consumed_jobs": consumed,
+            **{name: None if counters.get(name) is None else int(counters[name])
+               for name in ("n_tup_upd", "n_tup_hot_upd", "n_dead_tup")},
+            **relation_pages(conn)}
+
+
 class _Recorder:
     """Collects the repetition rows and captured plans of one run."""
 
@@ -376,12 +416,26 @@ def _measure_after_drain(conn, point: dict, job_id: int | None, statements: list
         recorder.text_plan(conn, keys, planned, params, repetitions)
 
 
+def _measure_after_claims(conn, point: dict, statements, repetitions: int, recorder: _Recorder) -> list[dict]:
+    """after_claims: the prefix consumed by real claims; and the server's counters after both kinds of drain."""
+    job_count, consumed, partial_index = point["job_count"], point["consumed_jobs"], point["partial_index"]
+    _drained_table(conn, job_count, consumed, partial_index)
+    bulk = drain_counters(conn, "bulk_update", partial_index, consumed)
+    _fresh_table(conn, job_count, partial_index)
+    claimed = _claim_prefix(conn, consumed)
+    by_claims = drain_counters(conn, "claims", partial_index, claimed)
+    # the claims took the lowest ids, as the bulk UPDATE did: the first pending id is the same
+    _measure_state(conn, point, AFTER_CLAIMS, first_pending_id(job_count, claimed), statements, repetitions, recorder)
+    return [bulk, by_claims]
+
+
 def _measure_point(conn, db: database.Database, job_count: int, fraction: float, partial_index: bool, statements,
-                   repetitions: int, recorder: _Recorder) -> None:
+                   repetitions: int, recorder: _Recorder, by_claims: bool = False) -> list[dict]:
     consumed = consumed_jobs(job_count, fraction)
     point = {"job_count": job_count, "consumed_fraction": float(fraction), "consumed_jobs": consumed,
              "partial_index": partial_index}
     job_id = first_pending_id(job_count, consumed)
+    counters = _measure_after_claims(conn, point, statements, repetitions, recorder) if by_claims else []
     _measure_after_drain(conn, point, job_id, statements, repetitions, recorder)
 
     # held_snapshot: the holder connects for this state only, so it is no other state's neighbour
@@ -396,6 +450,7 @@ def _measure_point(conn, db: database.Database, job_count: int, fraction: float,
             holder.execute("ROLLBACK")
     conn.execute(f"VACUUM (ANALYZE) {schema.SCHEMA}.jobs")
     _measure_state(conn, point, VACUUMED, job_id, statements, repetitions, recorder)
+    return counters
 
 
 NULLABLE_INT_COLUMNS = ("job_id_param", "heap_pages", "pkey_pages", "partial_index_pages")
@@ -449,7 +504,8 @@ def plan_checks(points: pd.DataFrame, repetitions: pd.DataFrame, parameters: Pla
     snapshot_holder_seen: every held_snapshot repetition saw the holder's snapshot (the count can see one).
     """
     claims = points[points["strategy"] == "skip_locked"]
-    expected = len(set(parameters.job_counts)) * 2 * len(set(parameters.consumed_fractions)) * len(TABLE_STATES)
+    # every state at every point, and after_claims at the reference point with and without the index
+    expected = len(set(parameters.job_counts)) * 2 * len(set(parameters.consumed_fractions)) * len(EVERY_POINT_STATES) + 2
     pending = claims[claims["consumed_jobs"] < claims["job_count"]]
     held = repetitions[repetitions["table_state"] == HELD_SNAPSHOT]
     checks = {
@@ -471,6 +527,7 @@ def measure_plans(db: database.Database, parameters: PlansParameters, run_id: st
     began = time.monotonic()
     reference = reference_point(job_counts, consumed_fractions)
     every_statement = strategy_statements()
+    counters: list[dict] = []
     with closing(db.connect()) as conn:
         # only an embedded server's backends are processes of this host whose /proc we can read
         local_backend = server_is_local(conn)  # only then is /proc/<backend pid> the backend
@@ -480,8 +537,10 @@ def measure_plans(db: database.Database, parameters: PlansParameters, run_id: st
         for job_count, partial_index, fraction in bar:
             bar.set_postfix_str(f"{job_count:,} jobs, {fraction:.0%} consumed, "
                                 f"{'partial index' if partial_index else 'no index'}")
-            statements = every_statement if (job_count, fraction) == reference else [SKIP_LOCKED]
-            _measure_point(conn, db, job_count, fraction, partial_index, statements, repetitions, recorder)
+            at_reference = (job_count, fraction) == reference
+            statements = every_statement if at_reference else [SKIP_LOCKED]
+            counters += _measure_point(conn, db, job_count, fraction, partial_index, statements, repetitions, recorder,
+                                       by_claims=at_reference)
     raw = pd.DataFrame(recorder.repetition_rows)
     for column in NULLABLE_INT_COLUMNS:
         raw[column] = raw[column].astype("Int64")
@@ -500,7 +559,8 @@ def measure_plans(db: database.Database, parameters: PlansParameters, run_id: st
             "partial_index": [False, True],
             "consumed_status": CONSUMED_STATUS,
             "consume_prefix_sql": CONSUME_PREFIX_SQL,
-            "drain": "a fresh table (autovacuum off for it), the prefix flipped by one committed UPDATE, then ANALYZE",
+            "drain": "a fresh table (autovacuum off for it), the prefix flipped by one committed UPDATE, then ANALYZE; "
+                     "after_claims: the prefix claimed by the skip_locked claim one job at a time, then ANALYZE",
             "table_states": {state.name: state.description for state in TABLE_STATES},
             "other_snapshot_backends": "per repetition: other backends with pg_stat_activity.backend_xmin set just "
                                        "before or just after the EXPLAIN (the larger count)",
@@ -514,6 +574,8 @@ def measure_plans(db: database.Database, parameters: PlansParameters, run_id: st
         checks=plan_checks(points_frame, raw, parameters),
         results={
             "reference_point": {"job_count": reference[0], "consumed_fraction": reference[1]},
+            # the server's counters after the prefix was consumed by one bulk UPDATE and by claims one at a time
+            "drain_counters": counters,
             "table_states": list(TABLE_STATE_NAMES),
             "backend_cpu_measured": local_backend,
             # the first and later scans claim no other snapshot was held; this is the server's count of them
@@ -581,7 +643,10 @@ JSON_COLUMNS = ("job_count", "consumed_fraction", "consumed_jobs", "partial_inde
 def _print_points(frame: pd.DataFrame, as_json: bool) -> None:
     if as_json:
         for record in frame.to_dict(orient="records"):
-            print(json.dumps({k: _plain(record[k]) for k in (*JSON_COLUMNS, "run_id")}))
+            state = JSON_STATE_NAMES.get(record["table_state"], record["table_state"])
+            buffers = int(record["shared_hit_blocks"]) + int(record["shared_read_blocks"])
+            print(json.dumps({"state": state, "buffers": buffers,
+                              **{k: _plain(record[k]) for k in (*JSON_COLUMNS, "run_id")}}))
         return
     shown = frame[(frame["strategy"] == "skip_locked")]
     columns = ["job_count", "consumed_fraction", "partial_index", "table_state", "shared_hit_blocks",

@@ -34,6 +34,7 @@ from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, as_ints,
                                           check_each, setting)
 from harness.server import activity, database, pgstats
+from harness.stats import censored_percentile
 from harness.service import producer as producer_module
 from harness.service import runner as runner_module
 from harness.service import schema as service_schema
@@ -61,6 +62,12 @@ def as_endpoints(name: str, values) -> tuple[str, ...]:
     if isinstance(values, str) or not hasattr(values, "__iter__"):
         raise UserError(f"endpoints must be a list, not {values!r}")
     return tuple(as_endpoint(name, value) for value in values)
+
+
+def as_claims_listed(name: str, value) -> str:
+    if value not in runner_module.CLAIMS_LISTED:
+        raise UserError(f"claims listed must be one of {', '.join(runner_module.CLAIMS_LISTED)}, not {value!r}")
+    return str(value)
 
 
 def as_protocol(name: str, value) -> str:
@@ -101,7 +108,7 @@ class ProductionParameters(Parameters):
     seconds: float = setting(30.0, as_float, Option("--seconds", "how long runs arrive (the window)", float,
                                                                 metavar="T"))
     endpoint: str = setting("pending", as_endpoint, Option(
-        "--endpoint", "pending: GET /pending, then claim the listed runs in order (409 to the loser); "
+        "--endpoint", "pending: GET /pending, then claim the listed runs (409 to the loser); "
                       "claim: POST /claim, the server picks with SKIP LOCKED", str, metavar="{pending,claim}"))
     arrival_rate: float = setting(1.0, as_float, Option("--arrival-rate", "Poisson arrivals, runs per second",
                                                         float, metavar="R"))
@@ -114,6 +121,12 @@ class ProductionParameters(Parameters):
     lease_s: float = setting(30.0, as_float)
     pool_size: int = setting(DEFAULT_POOL_SIZE, as_int)
     seed: int = setting(0, as_int)
+    # how a /pending runner claims the runs it was shown: every one at once, running each it wins (the original's
+    # runner), or in order until one wins. Not added_later: runs stored before it claimed in order, and are not
+    # what a request without it asks for.
+    claims_listed: str = setting("at_once", as_claims_listed, Option(
+        "--claims-listed", "pending: claim every listed run at once and run each one won, as the original's runner "
+                           "does (at_once), or in order until one wins (in_order)", str, metavar="{at_once,in_order}"))
 
     def check(self) -> None:
         _check_point(self.runner_count, self.poll_s, self.seconds, self.arrival_rate, self.burst,
@@ -147,6 +160,7 @@ class ProductionSweep(Parameters):
     burst_runner_count: int = setting(10, as_int)
     burst_poll_s: float = setting(1.0, as_float)
     burst_seconds: float = setting(8.0, as_float)
+    claims_listed: str = setting("at_once", as_claims_listed)
 
     def check(self) -> None:
         check_each(self.runner_counts, "runner count", 1, MAX_RUNNERS)
@@ -165,14 +179,14 @@ class ProductionSweep(Parameters):
     def points(self) -> list[ProductionParameters]:
         points = [ProductionParameters(runner_count, poll_s, seconds, endpoint,
                                        _rate(self.utilisation, runner_count, self.service_time_s), 0,
-                                       self.service_time_s)
+                                       self.service_time_s, claims_listed=self.claims_listed)
                   for runner_count in self.runner_counts
                   for poll_s, seconds in zip(self.poll_intervals_s, self.seconds_per_poll)
                   for endpoint in self.endpoints]
         if self.burst:
             points += [ProductionParameters(self.burst_runner_count, self.burst_poll_s, self.burst_seconds, endpoint,
                                             _rate(self.utilisation, self.burst_runner_count, self.service_time_s),
-                                            self.burst, self.service_time_s)
+                                            self.burst, self.service_time_s, claims_listed=self.claims_listed)
                        for endpoint in self.endpoints]
         return points
 
@@ -192,7 +206,7 @@ def sweep_of(asked: list[dict]) -> ProductionSweep:
     sweep = dict(runner_counts=tuple(dict.fromkeys(p["runner_count"] for p in plain)),
                  poll_intervals_s=tuple(polls), seconds_per_poll=tuple(seconds),
                  endpoints=tuple(dict.fromkeys(p["endpoint"] for p in asked)), service_time_s=first["service_time_s"],
-                 utilisation=round(utilisation, 6))
+                 utilisation=round(utilisation, 6), claims_listed=first.get("claims_listed", "in_order"))
     if bursts:
         sweep.update(burst=bursts[0]["burst"], burst_runner_count=bursts[0]["runner_count"],
                      burst_poll_s=bursts[0]["poll_s"], burst_seconds=bursts[0]["seconds"])
@@ -242,7 +256,7 @@ def measure_production(db: database.Database, parameters: ProductionParameters, 
             backend_before = activity.schedstat_snapshot(backends) if local else {}
             service_cpu_before = sum(service_process.cpu_times()[:2])
             settings = runner_module.RunnerSettings(service.url, cfg.poll_s, cfg.endpoint, cfg.service_time_s,
-                                                    "exponential", cfg.jitter, None, cfg.seed)
+                                                    "exponential", cfg.jitter, None, cfg.seed, cfg.claims_listed)
             produce = producer_module.Producer(db.url, service.key, pushes, cfg.seed)
             drain_limit = DRAIN_IDLE_POLLS * cfg.poll_s * (1 + cfg.jitter)
             with runner_module.RunnerGroup(settings, cfg.runner_count, events_dir, held=True) as group:
@@ -404,6 +418,9 @@ def timeline(runs: pd.DataFrame, events: pd.DataFrame, bin_s: float = TIMELINE_B
     return frame
 
 
+PICKUPS_FOR_A_P99 = 100  # below this a p99 is the maximum of the runs, and is shown as the maximum
+
+
 def _percentile(values: np.ndarray, q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
 
@@ -434,6 +451,15 @@ def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, res
     claimed = int(to_running["run_id"].nunique())
     per_run = to_running.groupby("run_id").size()
     pickup = runs["pickup_ms"].dropna().to_numpy(dtype=float)
+    # runs never picked up: censored at the end of the observation, lower bounds of their pickup
+    never = runs[runs["claimed_s"].isna()]
+    ended_s = resources.get("ended_s")
+    censored = ((ended_s - never["enqueued_s"]).to_numpy(dtype=float) * 1e3 if ended_s is not None
+                else np.full(len(never), np.nan))
+    censored = np.maximum(censored[~np.isnan(censored)], 0.0)
+    p50, _ = censored_percentile(pickup, censored, 50) if len(pickup) + len(censored) else (None, False)
+    p99, p99_lower = censored_percentile(pickup, censored, 99) if len(pickup) + len(censored) else (None, False)
+    observed = len(pickup) + len(censored)
     polls_rows = events[events["event"] == "poll"]
     transactions = resources.get("transactions")
     producer = resources.get("producer_statements", 0)
@@ -464,9 +490,17 @@ def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, res
         "payload_bytes": int(polls_rows["bytes"].sum()),
         "loser_payload_bytes_per_claimed_job": per(lost_bytes, claimed),
         "loser_secrets_per_claimed_job": per(lost_secrets, claimed),
-        "pickup_p50_ms": _percentile(pickup, 50),
-        "pickup_p99_ms": _percentile(pickup, 99),
-        "pickup_max_ms": float(pickup.max()) if len(pickup) else None,
+        "never_picked": int(len(never)),
+        "pickup_p50_ms": p50,
+        # with the never-picked runs at their bound: "at least" this when one of them lies at or above it
+        "pickup_p99_ms": p99,
+        "pickup_p99_is_lower_bound": bool(p99_lower),
+        "pickups_observed": int(observed),
+        # a p99 of fewer than PICKUPS_FOR_A_P99 runs is their maximum: the tail the article shows is then the max
+        "pickup_p99_shown": bool(observed >= PICKUPS_FOR_A_P99),
+        "pickup_max_ms": float(max(pickup.max() if len(pickup) else 0.0, censored.max() if len(censored) else 0.0))
+        if observed else None,
+        "pickup_max_is_lower_bound": bool(len(censored) and censored.max() >= (pickup.max() if len(pickup) else 0.0)),
         "statements": service_statements,
         "statements_per_claimed_job": per(service_statements, claimed),
         "backend_cpu_ms_per_claimed_job": per(backend_cpu, claimed),

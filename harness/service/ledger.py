@@ -6,8 +6,10 @@ Each run falls in exactly one class:
 - completed_twice: two or more accepted finishes (the run was completed more than once);
 - stuck:           not completed, still 'running', and no live runner holds it (its claimer is dead, or alive
                    but no longer working on it);
-- lost:            not completed and not stuck (still pending, or running with a live holder when the drain's
-                   time ran out).
+- in_progress_at_timeout: not completed, still 'running', and a live runner was still working on it when the
+                   drain's time ran out (neither lost nor stuck: the bound came first);
+- lost:            not completed, not running: back to 'pending' (or never claimed) when the drain ended, so a job
+                   that was started went unfinished.
 
 and may carry any of these marks:
 
@@ -31,7 +33,7 @@ from pathlib import Path
 
 from harness.config import SCHEMA
 
-CLASSES = ("completed_once", "completed_twice", "stuck", "lost")
+CLASSES = ("completed_once", "completed_twice", "stuck", "lost", "in_progress_at_timeout")
 MARKS = ("executed_twice", "stale_completion", "acknowledged_lost")
 
 RUNS_SQL = f"SELECT id, status, attempt, claimed_by FROM {SCHEMA}.runs ORDER BY id"
@@ -103,8 +105,8 @@ def classify(runs: list[dict], finishes: list[dict], events: list[dict], live_ru
             klass = "completed_twice"
         elif len(done) == 1:
             klass = "completed_once"
-        elif run["status"] == "running" and not held_by_live:
-            klass = "stuck"
+        elif run["status"] == "running":
+            klass = "in_progress_at_timeout" if held_by_live else "stuck"
         else:
             klass = "lost"
         accepted_keys = {(f["runner"], f["attempt"]) for f in done}

@@ -5,6 +5,9 @@ Protocols:
 - `lease`: a claim also sets lease_until = now() + lease; a heartbeat by the holder extends it; a finish is
   still accepted while the run is 'running' whoever holds it (unfenced: a runner whose run was reaped and
   claimed again by another runner can still finish it).
+- `lease_holder`: heartbeat and finish require the runner that holds the run (claimed_by), no counter: a runner
+  whose run was reaped and handed to another runner is refused, as with the fence, but not one that claimed the
+  same run again under the same name.
 - `lease_fenced`: heartbeat and finish also require the attempt (fencing token) the runner was handed.
 
 Each statement is one round trip in autocommit; the finish records an accepted finish in the same statement.
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from harness.config import SCHEMA
 from harness.errors import UserError
 
-PROTOCOLS = ("none", "lease", "lease_fenced")
+PROTOCOLS = ("none", "lease", "lease_holder", "lease_fenced")
 PENDING_LIMIT = 5  # GET /pending lists at most this many runs, oldest first, reserving nothing
 MAX_LEASE_SECONDS = 3600.0
 
@@ -77,14 +80,15 @@ SET status = 'running', claimed_by = %(runner)s, claimed_at = now(), attempt = r
 FROM pick
 WHERE r.id = pick.id
 RETURNING {', '.join('r.' + c.strip() for c in RUN_COLUMNS.split(','))}"""
-    fence = " AND attempt = %(token)s" if protocol == "lease_fenced" else ""
+    fence = {"lease_fenced": " AND attempt = %(token)s", "lease_holder": " AND claimed_by = %(runner)s"}.get(protocol, "")
+    heartbeat_fence = fence if protocol == "lease_fenced" else ""  # every lease's heartbeat checks the holder
     if protocol == "none":  # no lease to extend: a heartbeat only says whether the runner still holds the run
         heartbeat = f"""SELECT id FROM {SCHEMA}.runs
 WHERE id = %(id)s AND status = 'running' AND claimed_by = %(runner)s"""
     else:
         heartbeat = f"""UPDATE {SCHEMA}.runs
 SET lease_until = now() + make_interval(secs => %(lease_s)s)
-WHERE id = %(id)s AND status = 'running' AND claimed_by = %(runner)s{fence}
+WHERE id = %(id)s AND status = 'running' AND claimed_by = %(runner)s{heartbeat_fence}
 RETURNING id"""
     finish = f"""WITH done AS (
     UPDATE {SCHEMA}.runs

@@ -6,8 +6,10 @@ Each runner:
 
 - asks /health for the protocol and logs `ready`, waits at the group's start barrier (a harness opens it once
   every runner is ready), then waits a random 0..poll_s before its first poll, so runners do not start in step;
-- polls: `pending` = GET /pending, then POST /runs/{id}/claim for the listed runs in order until one claim
-  wins (a 409 is a conflict: another runner won); `claim` = POST /claim, the server picks with SKIP LOCKED;
+- polls: `pending` = GET /pending, then POST /runs/{id}/claim for the listed runs: all at once (`claims_listed`
+  = at_once, the original's runner: one goroutine per listed run), running every run it wins side by side, or in
+  order until one claim wins (in_order); a 409 is a conflict: another runner won. `claim` = POST /claim, the
+  server picks with SKIP LOCKED;
 - with a run: runs the job for a service time drawn from the distribution (exponential or fixed, with the
   given mean); if /health says the protocol is lease or lease_fenced, heartbeats every lease_s / 3 meanwhile;
   then finishes it, and polls again at once;
@@ -28,7 +30,9 @@ import multiprocessing as mp
 import os
 import random
 import signal
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +42,7 @@ from harness.errors import UserError
 from harness.experiments.race import die_with_parent
 
 ENDPOINTS = ("pending", "claim")
+CLAIMS_LISTED = ("at_once", "in_order")  # how a /pending runner claims the runs it was shown
 DISTRIBUTIONS = ("exponential", "fixed")
 MAX_RUNNERS = 200
 MAX_POLL_SECONDS = 600.0
@@ -58,8 +63,11 @@ class RunnerSettings:
     jitter: float = 0.2  # an idle wait is poll_s times a factor in [1 - jitter, 1 + jitter]
     seconds: float | None = None  # stop after this long (None: until SIGTERM)
     seed: int = 0
+    claims_listed: str = "in_order"  # pending: claim every listed run at once, or in order until one wins
 
     def check(self) -> None:
+        if self.claims_listed not in CLAIMS_LISTED:
+            raise UserError(f"claims_listed must be one of {', '.join(CLAIMS_LISTED)}, not {self.claims_listed!r}")
         if not self.service.startswith(("http://", "https://")):
             raise UserError(f"the service URL must start with http:// or https://, not {self.service!r}")
         if not MIN_POLL_SECONDS <= self.poll_s <= MAX_POLL_SECONDS:
@@ -95,14 +103,16 @@ class _Runner:
         self.lease_s: float | None = None
         self.go = go  # a multiprocessing.Event: the start barrier (None: start at once)
         self.deadline = time.monotonic() + settings.seconds if settings.seconds else float("inf")
+        self.log_lock = threading.Lock()  # runs claimed at once are worked on side by side, each logging
 
     # ------------------------------------------------------------------ plumbing
 
     def event(self, event: str, run: int | None = None, token: int | None = None, bytes: int = 0, **more) -> None:
         record = {"t": time.time(), "runner": self.name, "event": event, "run": run, "token": token, "bytes": bytes}
         record.update(more)
-        self.log.write(json.dumps(record, separators=(",", ":")) + "\n")
-        self.log.flush()
+        with self.log_lock:
+            self.log.write(json.dumps(record, separators=(",", ":")) + "\n")
+            self.log.flush()
 
     def on_sigterm(self, signum, frame) -> None:
         self.stopping = True
@@ -137,9 +147,9 @@ class _Runner:
                 self.wait_for_go()
                 self.sleep(self.rng.uniform(0, self.settings.poll_s))
                 while True:
-                    run = self.poll()
-                    if run is not None:
-                        self.work(run)
+                    won = self.poll()
+                    if won:
+                        self.work_all(won)
                     else:
                         jitter = self.settings.jitter
                         self.sleep(self.settings.poll_s * self.rng.uniform(1 - jitter, 1 + jitter))
@@ -168,8 +178,8 @@ class _Runner:
                 self.event("error", where="health", reason=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                 self.sleep(min(self.settings.poll_s, 1.0))
 
-    def poll(self) -> tuple[int, int] | None:
-        """One poll; (run id, token) when a claim won."""
+    def poll(self) -> list[tuple[int, int]]:
+        """One poll; the (run id, token) of every claim it won."""
         try:
             if self.settings.endpoint == "claim":
                 answer = self.post("/claim", {"runner": self.name})
@@ -178,32 +188,71 @@ class _Runner:
                     self.event("poll", bytes=len(answer.content), runs=[run["run"]["id"]],
                                run_bytes=[len(answer.content)], secrets=[len(run["run"]["secrets"])])
                     self.event("claimed", run["run"]["id"], run["token"], len(answer.content))
-                    return run["run"]["id"], run["token"]
+                    return [(run["run"]["id"], run["token"])]
                 self.event("poll", bytes=len(answer.content), runs=[], run_bytes=[], secrets=[],
                            status=answer.status_code)
                 if answer.status_code == 409:  # the endpoint never should; counted so C8 can see it if it does
                     self.event("conflict", bytes=len(answer.content))
-                return None
+                return []
             answer = self.client.get("/pending")
             listed = answer.json()["runs"] if answer.status_code == 200 else []
             self.event("poll", bytes=len(answer.content), runs=[run["id"] for run in listed],
                        run_bytes=[len(json.dumps(run, separators=(",", ":"), ensure_ascii=False).encode())
                                   for run in listed],
                        secrets=[len(run["secrets"]) for run in listed], status=answer.status_code)
+            if self.settings.claims_listed == "at_once" and len(listed) > 1:
+                with ThreadPoolExecutor(max_workers=len(listed)) as pool:
+                    answers = list(pool.map(self.claim_listed, listed))
+                return [won for won in answers if won is not None]
             for run in listed:
-                claim = self.post(f"/runs/{run['id']}/claim", {"runner": self.name})
-                if claim.status_code == 200:
-                    token = claim.json()["token"]
-                    self.event("claimed", run["id"], token, len(claim.content))
-                    return run["id"], token
-                if claim.status_code == 409:
-                    self.event("conflict", run["id"], bytes=len(claim.content))
-                else:
-                    self.event("error", run["id"], where="claim", status=claim.status_code)
-            return None
+                won = self.claim_listed(run)
+                if won is not None:
+                    return [won]
+            return []
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             self.event("error", where="poll", reason=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            return []
+
+    def claim_listed(self, run: dict) -> tuple[int, int] | None:
+        """POST /runs/{id}/claim for one listed run: (run id, token) when it won, None on a 409 or an error."""
+        try:
+            claim = self.post(f"/runs/{run['id']}/claim", {"runner": self.name})
+        except httpx.HTTPError as exc:
+            self.event("error", run["id"], where="claim", reason=type(exc).__name__)
             return None
+        if claim.status_code == 200:
+            token = claim.json()["token"]
+            self.event("claimed", run["id"], token, len(claim.content))
+            return run["id"], token
+        if claim.status_code == 409:
+            self.event("conflict", run["id"], bytes=len(claim.content))
+        else:
+            self.event("error", run["id"], where="claim", status=claim.status_code)
+        return None
+
+    def work_all(self, won: list[tuple[int, int]]) -> None:
+        """Every run won in one poll, side by side (as the original's runner executes each in a goroutine)."""
+        if len(won) == 1:
+            self.work(won[0])
+            return
+        stopped = []
+
+        def work_one(claimed):
+            try:
+                self.work(claimed)
+            except _Stop:
+                stopped.append(claimed)
+
+        threads = [threading.Thread(target=work_one, args=(claimed,), daemon=True) for claimed in won]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.05)
+                if self.stopping:
+                    raise _Stop
+        if stopped:
+            raise _Stop
 
     def service_time(self) -> float:
         mean = self.settings.service_time_s
