@@ -32,7 +32,7 @@ report: $(STAMP) ## run the races, plans, churn and notebooks; write report/inde
 test: $(STAMP) ## run the test suite against an embedded PostgreSQL 16
 	$(PY) -m pytest
 
-bench: $(STAMP) ## harness vs pgbench on the same SQL at 1, 8, 32, 64, 100 workers (prints ratios)
+bench: $(STAMP) ## harness vs pgbench on the same SQL at 1, 8, 32, 64, 100 workers, 5 pairs of 10 s (about an hour)
 	$(PY) -m harness bench
 
 lab: $(STAMP) ## open the notebooks in JupyterLab with the project's kernel

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness import storage
@@ -78,14 +79,16 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     [run_dir] = registry.measure("bench", asked, tmp_path, db=db, progress=False)
     assert run_dir.parent == tmp_path / "bench"
     pairs = bench.load_pairs(run_dir)
-    assert len(pairs) == 2 * 2 * 2 * 3  # strategies x worker counts x pairs x clients
-    assert set(pairs["client"]) == {"harness", "pgbench", "pgbench_j2"}
-    assert (pairs.groupby(["strategy", "worker_count", "pair_index"])["client"].nunique() == 3).all()
-    assert set(pairs["position"]) == {0, 1, 2}, "the order inside a pair rotates"
+    assert len(pairs) == 2 * 2 * 2 * 4  # strategies x worker counts x pairs x clients
+    assert set(pairs["client"]) == {"harness", "pgbench", "pgbench_j2", "pgbench_j1"}
+    assert (pairs.groupby(["strategy", "worker_count", "pair_index"])["client"].nunique() == 4).all()
+    assert set(pairs["position"]) == {0, 1, 2, 3}, "the order inside a pair rotates"
+    # the server's CPU over each run, from the embedded server's processes
+    assert (pairs["server_cpu_seconds"] > 0).all() and (pairs["server_cpu_us_per_win"] > 0).all()
     # the reference runs one thread per client, as the harness runs one process per worker
     for _, row in pairs.iterrows():
         expected = {"harness": row["worker_count"], "pgbench": row["worker_count"],
-                    "pgbench_j2": min(2, row["worker_count"])}[row["client"]]
+                    "pgbench_j2": min(2, row["worker_count"]), "pgbench_j1": 1}[row["client"]]
         assert row["threads"] == expected, row.to_dict()
     guarded = pairs[(pairs["strategy"] == "guarded") & (pairs["worker_count"] == 2)]
     assert (guarded["lost_per_win"] >= 0).all() and (guarded["lost_attempts"] == guarded["attempts"]
@@ -100,7 +103,10 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     assert len(summary) == 4
     assert {"strategy", "worker_count", "pairs", "harness_claims_per_second", "pgbench_claims_per_second",
             "ratio", "ratio_min", "ratio_max", "harness_processes", "pgbench_threads", "lost_per_win_ratio",
-            "pgbench_j2_claims_per_second", "layout_effect"} <= set(summary.columns)
+            "pgbench_j2_claims_per_second", "layout_effect", "verdict", "lost_per_win_envelope"} <= set(summary.columns)
+    assert set(summary["verdict"]) <= {"pass", "fail"}
+    guarded_envelope = summary.loc[summary["strategy"] == "guarded", "lost_per_win_envelope"].iloc[0]
+    assert len(guarded_envelope) == 2 and guarded_envelope[0] <= guarded_envelope[1]
     assert (summary["pairs"] == 2).all()
     assert (summary["ratio"] > 0).all() and (summary["ratio_min"] <= summary["ratio_max"]).all()
 
@@ -130,6 +136,7 @@ def test_bench_cli_prints_one_json_object_per_strategy_and_worker_count(tmp_path
         assert record["ratio"] == pytest.approx(record["harness_claims_per_second"]
                                                 / record["pgbench_claims_per_second"])
         assert record["harness_processes"] == record["pgbench_threads"] == record["worker_count"]
+        assert record["verdict"] in ("pass", "fail") and len(record["lost_per_win_envelope"]) == 2
 
 
 @pytest.mark.parametrize("ratio, inside", [(1.0, True), (0.85, True), (1.15, True), (0.84, False), (1.16, False),
@@ -147,3 +154,42 @@ def test_bad_bench_options_are_one_line_errors(tmp_path, args, fragment):
     result = run_cli("bench", *args, "--data-dir", str(tmp_path))
     assert result.returncode == 2
     assert fragment in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def _pairs(**per_client) -> pd.DataFrame:
+    """Bench rows: per client a list of (lost_per_win, server_cpu_us_per_win) per pair, at one guarded point."""
+    rows = []
+    for client, values in per_client.items():
+        for index, (lost, server_us) in enumerate(values):
+            rows.append({"client": client, "strategy": "guarded", "worker_count": 8, "pair_index": index,
+                         "wins": 1000, "empty_attempts": 0, "lost_per_win": lost, "cpu_seconds": 0.1,
+                         "server_cpu_seconds": server_us * 1000 / 1e6, "server_cpu_us_per_win": server_us,
+                         "seconds": 3.0, "claims_per_second": 333.0})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("harness, verdict, why", [
+    ([(5.0, 100.0), (5.2, 102.0)], "pass", None),
+    ([(12.0, 100.0), (12.5, 101.0)], "fail", "envelope_ok"),  # outside every pgbench layout, widened by its spread
+    ([(5.0, 150.0), (5.1, 150.0)], "fail", "server_cpu_ok"),  # the server worked harder per win for the harness
+])
+def test_a_bench_point_passes_only_inside_the_envelope_and_at_pgbenchs_server_cost(harness, verdict, why):
+    frame = _pairs(harness=harness, pgbench=[(4.0, 100.0), (4.5, 99.0)], pgbench_j2=[(6.0, 98.0), (6.5, 100.0)],
+                   pgbench_j1=[(7.0, 97.0), (7.5, 100.0)])
+    [row] = bench.point_verdicts(frame, cpu_count=2).to_dict(orient="records")
+    assert row["verdict"] == verdict
+    assert row["envelope"] == pytest.approx([3.5, 8.0])  # 4.0-7.5 widened by pgbench's own 0.5
+    if why:
+        assert row[why] is False
+    unmeasured = frame.assign(server_cpu_us_per_win=float("nan"), server_cpu_seconds=float("nan"))
+    assert bench.point_verdicts(unmeasured, cpu_count=2).iloc[0]["verdict"] == "fail"
+
+
+def test_where_both_saturate_the_ratio_must_match_what_their_cpu_predicts():
+    frame = _pairs(harness=[(5.0, 100.0)], pgbench=[(5.0, 100.0)], pgbench_j2=[(5.0, 100.0)], pgbench_j1=[(5.0, 100.0)])
+    frame["cpu_seconds"] = 5.9 - frame["server_cpu_seconds"]  # client + server fill 2 CPUs for 3 s
+    frame.loc[frame["client"] == "harness", "claims_per_second"] = 200.0  # slower than their equal CPU predicts
+    [row] = bench.point_verdicts(frame, cpu_count=2).to_dict(orient="records")
+    assert row["cpu_saturated"] and row["predicted_ok"] is False and row["verdict"] == "fail"
+    frame["claims_per_second"] = 333.0
+    assert bool(bench.point_verdicts(frame, cpu_count=2).iloc[0]["predicted_ok"])

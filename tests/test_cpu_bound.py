@@ -2,12 +2,13 @@
 
 A point is CPU-bound when its worker processes waited for a CPU at least half of
 their window (harness.server.activity.cpu_bound). Both outcomes are made for real:
-one worker on a quiet machine, and 32 workers whose processes share one CPU.
+two workers on a quiet machine, and 32 workers on a machine kept busy by spinning processes.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 from contextlib import contextmanager
 
@@ -30,15 +31,24 @@ def sweep(db, tmp_path, strategies, worker_counts, **options):
     return registry.measure("race", asked, tmp_path, db=db, progress=False)
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
 @contextmanager
-def clients_on_one_cpu():
-    """This process, and so the workers it forks, on one CPU; the server keeps every CPU."""
-    own = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, {min(own)})
+def busy_machine():
+    """Two spinning processes per CPU: every worker then waits for a CPU most of its window, whatever the machine."""
+    context = mp.get_context("fork")
+    hogs = [context.Process(target=_spin, daemon=True) for _ in range(2 * (os.cpu_count() or 1))]
+    for hog in hogs:
+        hog.start()
     try:
         yield
     finally:
-        os.sched_setaffinity(0, own)
+        for hog in hogs:
+            hog.kill()
+            hog.join(5)
 
 
 # --------------------------------------------------------------------------- the rule and the windows
@@ -75,7 +85,7 @@ def test_only_samples_inside_their_workers_window_are_kept():
 
 def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_them(db, tmp_path):
     free = sweep(db, tmp_path, ["guarded", "skip_locked"], [2])
-    with clients_on_one_cpu():
+    with busy_machine():
         bound = sweep(db, tmp_path, ["guarded", "skip_locked"], [32])
     for run_dir in free:
         summary = summarise_run(run_dir)

@@ -495,12 +495,30 @@ def test_a4_hot_updates_claimed_one_at_a_time():
     assert verdict(findings.a4_hot_claimed_one_at_a_time(None)) == NOT_MEASURED
 
 
-def test_a3_harness_against_pgbench():
-    bench = pd.DataFrame({"strategy": ["guarded", "skip_locked"], "worker_count": [8, 8], "ratio": [0.97, 0.8],
-                          "ratio_min": [0.95, 0.7], "ratio_max": [0.99, 0.9]})
-    found = findings.a3_harness_against_pgbench(bench, (0.85, 1.15))
-    assert verdict(found) == ADDED and found.values["inside"] == "1"
+def _bench(verdicts, envelope_ok=(True, True), server_cpu_ok=(True, True)) -> pd.DataFrame:
+    return pd.DataFrame({"strategy": ["guarded", "skip_locked"], "worker_count": [8, 32], "ratio": [0.97, 0.8],
+                         "ratio_min": [0.95, 0.7], "ratio_max": [0.99, 0.9], "verdict": list(verdicts),
+                         "envelope_ok": list(envelope_ok), "server_cpu_ok": list(server_cpu_ok),
+                         "predicted_ok": [None, None]})
+
+
+def test_a3_is_confirmed_only_when_every_point_passes_its_gates():
+    found = findings.a3_harness_against_pgbench(_bench(("pass", "pass")), (0.85, 1.15))
+    assert verdict(found) == CONFIRMED and found.values["inside"] == "1"
+    failed = findings.a3_harness_against_pgbench(_bench(("pass", "fail"), envelope_ok=(True, False)), (0.85, 1.15))
+    assert verdict(failed) == CORRECTED and "skip_locked at 32 workers (lost-race envelope)" in failed.note
+    old = _bench(("pass", "pass")).drop(columns=["verdict"])  # a run stored before the gates
+    assert verdict(findings.a3_harness_against_pgbench(old, (0.85, 1.15))) == NOT_MEASURED
     assert verdict(findings.a3_harness_against_pgbench(None)) == NOT_MEASURED
+
+
+def test_a_finding_decided_at_a_failing_bench_point_says_so():
+    failed = findings.bench_failures(_bench(("pass", "fail")))
+    assert failed == {32: ["skip_locked"]}
+    f5 = findings.f5_lost_races_per_win(races(*[race("guarded", w, losses_per_win=v)
+                                                for w, v in {2: 1.0, 8: 4.0, 32: 8.0}.items()]))
+    assert "skip_locked at 32 workers" in findings.bench_note(f5, failed)
+    assert findings.bench_note(f5, {}) == ""
 
 
 # --------------------------------------------------------------------------- the whole set

@@ -35,9 +35,10 @@ def skip_locked_buffers(frame, partial_index: bool, table_state: str) -> list[in
 def test_every_table_state_is_measured_and_described(plan_run):
     frame = plans.load_plans(plan_run)
     claims = frame[frame["strategy"] == "skip_locked"]
-    assert len(claims) == 3 * 2 * len(plans.TABLE_STATES)  # fractions x index x table state
-    assert tuple(claims["table_state"].drop_duplicates()) == plans.TABLE_STATE_NAMES
-    assert plans.TABLE_STATE_NAMES == ("first_scan", "steady", "held_snapshot", "vacuumed")
+    # fractions x index x the states of every point, and after_claims at the reference point with and without the index
+    assert len(claims) == 3 * 2 * len(plans.EVERY_POINT_STATES) + 2
+    assert set(claims["table_state"]) == set(plans.TABLE_STATE_NAMES)
+    assert plans.TABLE_STATE_NAMES == ("first_scan", "steady", "held_snapshot", "vacuumed", "after_claims")
     manifest = read_json(plan_run / "manifest.json")
     assert manifest["results"]["table_states"] == list(plans.TABLE_STATE_NAMES)
     assert set(manifest["procedure"]["table_states"]) == set(plans.TABLE_STATE_NAMES)
@@ -48,7 +49,7 @@ def test_every_table_state_is_measured_and_described(plan_run):
 def test_buffer_hits_grow_with_the_consumed_prefix_only_without_the_partial_index(plan_run):
     frame = plans.load_plans(plan_run)
     claims = frame[frame["strategy"] == "skip_locked"]
-    for state in plans.TABLE_STATE_NAMES:
+    for state in plans.EVERY_POINT_STATES:
         without_index = skip_locked_buffers(frame, False, state)
         assert without_index[0] < without_index[1] < without_index[2], (state, without_index)
         with_index = skip_locked_buffers(frame, True, state)
@@ -61,7 +62,7 @@ def test_buffer_hits_grow_with_the_consumed_prefix_only_without_the_partial_inde
         assert skip_locked_buffers(frame, True, state)[1] * 50 < skip_locked_buffers(frame, False, state)[1], state
 
     half = claims[claims["consumed_fraction"] == 0.5].set_index(["partial_index", "table_state"])
-    for state in plans.TABLE_STATE_NAMES:
+    for state in plans.EVERY_POINT_STATES:
         assert half.loc[(False, state), "rows_removed_by_filter"] == 5_000, state
         assert half.loc[(False, state), "index_used"] == "jobs_pkey", state
         assert half.loc[(True, state), "rows_removed_by_filter"] == 0, state
@@ -129,6 +130,27 @@ def test_plan_texts_and_manifest(plan_run):
     assert isinstance(manifest["results"]["unheld_other_snapshot_backends_max"], int)  # its value: the test below
 
 
+def test_a_queue_drained_by_claims_is_not_the_bulk_update_one(plan_run):
+    """The claims drain the prefix one at a time: the server counts them, and the claim after them still walks
+    the consumed rows without the index and not with it."""
+    frame = plans.load_plans(plan_run)
+    after = frame[(frame["strategy"] == "skip_locked") & (frame["table_state"] == "after_claims")].set_index(
+        "partial_index")
+    reference = read_json(plan_run / "manifest.json")["results"]["reference_point"]
+    assert set(after["consumed_fraction"]) == {reference["consumed_fraction"]}
+    assert after.loc[False, "rows_removed_by_filter"] > 0 and after.loc[True, "rows_removed_by_filter"] == 0
+    assert after.loc[True, "shared_hit_blocks"] < after.loc[False, "shared_hit_blocks"]
+    counters = read_json(plan_run / "manifest.json")["results"]["drain_counters"]
+    by_kind = {(c["drain"], c["partial_index"]): c for c in counters}
+    consumed = int(after.loc[False, "consumed_jobs"])
+    for index in (False, True):
+        assert by_kind[("bulk_update", index)]["n_tup_upd"] == consumed
+        assert by_kind[("claims", index)]["n_tup_upd"] == consumed == by_kind[("claims", index)]["consumed_jobs"]
+    # the partial index blocks HOT for both; without it, one-at-a-time claims find room the bulk UPDATE does not
+    assert by_kind[("claims", True)]["n_tup_hot_upd"] == 0
+    assert by_kind[("claims", False)]["n_tup_hot_upd"] > by_kind[("bulk_update", False)]["n_tup_hot_upd"]
+
+
 def test_plan_capture_leaves_the_table_as_it_found_it(conn):
     schema.create_queue(conn, 500)  # with the audit trigger: a claim that stuck would leave an audit row
     conn.execute(plans.CONSUME_PREFIX_SQL, [200])
@@ -157,7 +179,9 @@ def test_cli_json_prints_one_object_per_point(db, tmp_path):
     assert result.returncode == 0, result.stderr
     points = [json.loads(line) for line in result.stdout.splitlines()]
     skip_locked = [p for p in points if p["strategy"] == "skip_locked"]
-    assert len(skip_locked) == 2 * 2 * len(plans.TABLE_STATES)
+    assert len(skip_locked) == 2 * 2 * len(plans.EVERY_POINT_STATES) + 2
+    states = {p["state"] for p in skip_locked}
+    assert {"after_claims", "after_bulk_update"} <= states and all(p["buffers"] > 0 for p in skip_locked)
     for point in points:
         assert REQUIRED_JSON_KEYS <= point.keys()
     half = [p for p in skip_locked if p["consumed_fraction"] == 0.5 and not p["partial_index"]]

@@ -71,7 +71,9 @@ def test_a_run_stored_before_a_setting_existed_is_found_by_that_settings_default
     assert storage.find_runs("probe", {**asked, "batch": 1}, tmp_path, 16, implied={"batch": 1}) == [before]
     assert storage.find_runs("probe", {**asked, "batch": 5}, tmp_path, 16, implied={"batch": 1}) == [with_it]
     assert storage.find_runs("probe", {**asked, "batch": 1}, tmp_path, 16) == [], "only a declared default is implied"
-    assert contract.implied_settings(RaceParameters("guarded", 1)) == {"batch": 1, "rtt_ms": 0.0}
+    assert contract.implied_settings(RaceParameters("guarded", 1)) == {"batch": 1, "rtt_ms": 0.0, "proxy_at_zero": False,
+                                                                     "sampler": True, "cpus": "shared",
+                                                                     "client": "processes"}
     assert contract.implied_settings(plans.PlansParameters()) == {}
 
 
@@ -172,7 +174,9 @@ def test_a_sweep_is_a_list_of_trials_and_reads_back_from_them():
 def test_a_sweep_of_round_trips_stores_one_round_trip_per_trial_and_finds_runs_stored_before_it(tmp_path):
     sweep = RaceSweep(strategies=["naive", "guarded"], worker_counts=[4], job_count=40, rtt_ms=[0, 1, 5, 20])
     trials = sweep.trials()
-    assert [(t.strategy, t.rtt_ms) for t in trials] == [(s, r) for s in ("naive", "guarded") for r in (0, 1, 5, 20)]
+    # 0 ms twice, straight and through the proxy: the baseline the longer round trips are compared with
+    assert [(t.strategy, t.rtt_ms, t.proxy_at_zero) for t in trials] == [
+        (s, r, p) for s in ("naive", "guarded") for r, p in ((0, False), (0, True), (1, False), (5, False), (20, False))]
     assert all(isinstance(dataclasses.asdict(t)["rtt_ms"], float) for t in trials), "each run keeps a scalar"
     assert sweep_of([dataclasses.asdict(t) for t in trials]) == sweep
     assert RaceSweep(rtt_ms=5) == RaceSweep(rtt_ms=[5.0]), "one number is a sweep of one"
@@ -180,7 +184,7 @@ def test_a_sweep_of_round_trips_stores_one_round_trip_per_trial_and_finds_runs_s
     # a trial stored before the round trip existed (no rtt_ms in its parameters) is the sweep's 0 ms point
     old = {key: value for key, value in dataclasses.asdict(trials[0]).items() if key != "rtt_ms"}
     before = store(tmp_path, kind="race", parameters=old)
-    assert registry.find("race", sweep, tmp_path, 16)[0] == [before, None, None, None] + [None] * 4
+    assert registry.find("race", sweep, tmp_path, 16)[0] == [before] + [None] * 9
     assert sweep_of([old]).rtt_ms == (0.0,)
     for bad in ([], [0, -1], [1001], [float("nan")]):
         with pytest.raises(UserError, match="round trip|rtt must be between 0 and 1000 ms"):
