@@ -396,11 +396,12 @@ def sampler_facts(paths: list[Path], summary: pd.DataFrame | None = None) -> dic
 
 def cpu_bound_facts(summary: pd.DataFrame) -> dict:
     """What the CPU-bound rule (harness.server.activity.cpu_bound) marks in a sweep: the worker counts, and the
-    worker processes' share of time waiting for a CPU on either side of the line (median per point)."""
+    worker processes' share of time waiting for a CPU on either side of the line (each point's highest repeat)."""
     if not len(summary) or "client_runnable_share" not in summary:
         return {}
+    # per point its highest repeat: a point is CPU-bound when any repeat crossed the line, so that repeat says why
     points = summary.groupby(["strategy", "worker_count"], observed=True).agg(
-        share=("client_runnable_share", "median"), backend=("backend_runnable_share", "median"),
+        share=("client_runnable_share", "max"), backend=("backend_runnable_share", "max"),
         bound=("cpu_bound", lambda v: bool(v.fillna(False).astype(bool).any()))).reset_index()
     free, bound = points[~points["bound"]], points[points["bound"]]
     return {"bound_workers": sorted({int(w) for w in bound["worker_count"]}),

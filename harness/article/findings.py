@@ -1420,7 +1420,7 @@ def a3_harness_against_pgbench(bench: pd.DataFrame | None, band: tuple[float, fl
     for r in failed.itertuples():
         why = [label for label, ok in (("lost-race envelope", r.envelope_ok), ("server CPU per win", r.server_cpu_ok),
                                        ("CPU-predicted ratio", r.predicted_ok)) if ok is False]
-        gates.append(f"{r.strategy} at {int(r.worker_count)} workers ({', '.join(why) or 'server CPU not measured'})")
+        gates.append(f"{r.strategy} at {_workers(int(r.worker_count))} ({', '.join(why) or 'server CPU not measured'})")
     ratios = (f"{count(inside)} of {count(len(bench))} claims/s ratios are within {number(band[0], 2)} to "
               f"{number(band[1], 2)} (reported, not gated).")
     if not len(failed):

@@ -406,8 +406,9 @@ def achieved_interval_ms(samples: pd.DataFrame) -> float | None:
 # CPU. A worker's window is its time on a CPU, its time waiting for the server and its time waiting for a CPU;
 # at half, the wait for a CPU is at least as long as everything else together, and its backend mostly sits
 # idle waiting for it ("waiting for the client"), so the race's figures say how this machine schedules the
-# clients, not what the server's locks do. The threshold is a fixed half for that reason; the races on this
-# machine fall far either side of it (the article shows every point's share), so the rule does not flip on noise.
+# clients, not what the server's locks do. The threshold is a fixed half for that reason. Most points on this
+# machine fall far either side of it (the article shows every point's share); a point whose repeats straddle it
+# counts as CPU-bound if any repeat is (analysis.cpu_bound_points), so it is left out rather than judged.
 CPU_BOUND_CLIENT_RUNNABLE_SHARE = 0.5
 # A client process that drives many connections (the asyncio layout) is CPU-bound when it is never idle: on a
 # CPU or waiting for one at least this share of its window, so the server waits for it, not it for the server.
