@@ -42,6 +42,7 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
+from harness import config
 from harness.article.analysis import at_workers, by_round_trip, over_repeats
 from harness.article.formats import (DASH, MISSING, RANGE, count, missing, ms, number, percent, rate, ratio,
                                      round_trip, spread as spread_text)
@@ -2078,14 +2079,13 @@ def _print_text(findings: list[Finding]) -> None:
 def _command(args) -> int:
     import sys
 
-    from harness.article.build import DEFAULT_PARAMS
     from harness.errors import UserError
     from harness.experiments import registry
 
     runs = registry.stored_sections(registry.load_params(args.params), Path(args.data_dir))
     empty = [section for section in registry.SECTIONS if not runs.get(section)]
     if len(empty) == len(registry.SECTIONS):
-        make = "make report" if Path(args.params).resolve() == DEFAULT_PARAMS.resolve() else \
+        make = "make report" if Path(args.params).resolve() == config.PARAMS_FILE.resolve() else \
             f"make report PARAMS={args.params}"
         raise UserError(f"no stored runs in {args.data_dir} for {args.params} (sections {', '.join(empty)}); "
                         f"run `{make}` first")
@@ -2102,13 +2102,10 @@ def _command(args) -> int:
 
 
 def register_cli(subparsers) -> None:
-    from harness import config
-    from harness.article.build import DEFAULT_PARAMS
-
     parser = subparsers.add_parser("findings", help="the original's findings beside ours, with a verdict each, "
                                                     "from the runs stored for a params file")
     parser.add_argument("--json", action="store_true", help="a JSON array, one object per finding")
     parser.add_argument("--data-dir", type=Path, default=config.DATA_DIR, help="where runs are stored (default data/)")
-    parser.add_argument("--params", type=Path, default=DEFAULT_PARAMS,
+    parser.add_argument("--params", type=Path, default=config.PARAMS_FILE,
                         help="the sweeps whose runs are read (default notebooks/params/report.yml)")
     parser.set_defaults(handler=_command)

@@ -23,6 +23,8 @@ import psycopg
 from psycopg import conninfo
 
 from harness import config
+from harness.server import watchdog
+from harness.server.watchdog import stop_postmaster
 from harness.errors import UserError
 
 EMBEDDED_OS_USER = "claimrace"  # postgres refuses to run as root
@@ -241,25 +243,10 @@ def reap_stale_embedded_servers() -> list[Path]:
             continue
         if psutil.pid_exists(owner_pid):
             continue
-        _stop_postmaster(data_dir)
+        stop_postmaster(data_dir)
         shutil.rmtree(data_dir, ignore_errors=True)
         reaped.append(data_dir)
     return reaped
-
-
-def _stop_postmaster(data_dir: Path) -> None:
-    """Stop the server that owns data_dir, by its postmaster.pid (fast, then kill)."""
-    pid_file = data_dir / "pgdata" / "postmaster.pid"
-    try:
-        pid = int(pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGINT)  # "fast" shutdown
-        for _ in range(100):
-            time.sleep(0.1)
-            os.kill(pid, 0)
-        os.kill(pid, signal.SIGKILL)
 
 
 class EmbeddedServer:
@@ -284,8 +271,6 @@ class EmbeddedServer:
         _make_traversable(self.bin_dir)
         self.root = Path(tempfile.mkdtemp(prefix=f"{EMBEDDED_DIR_PREFIX}{self.pg_version}-", dir=_tmpfs_root()))
         (self.root / "claimrace.owner").write_text(f"{os.getpid()}\n")
-        from harness.server import watchdog
-
         self.watchdog = watchdog.start(self.root)  # stops the server if this process dies without stopping it
         self.root.chmod(0o755)
         self.pgdata.mkdir(mode=0o700)
@@ -336,7 +321,7 @@ class EmbeddedServer:
             _run_pg(self.bin_dir, "pg_ctl", ["-w", "-t", "30", "-D", str(self.pgdata), "-m", "fast", "stop"],
                     _os_user_kwargs())
         except Exception:
-            _stop_postmaster(self.root)
+            stop_postmaster(self.root)
         shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
         if self.watchdog is not None:  # nothing left to watch: let it go

@@ -10,10 +10,29 @@ meant for the harness does not stop it before its work is done.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+
+def stop_postmaster(data_dir: Path) -> None:
+    """Stop the server that owns data_dir, by its postmaster.pid (fast, then kill)."""
+    pid_file = data_dir / "pgdata" / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGINT)  # "fast" shutdown
+        for _ in range(100):
+            time.sleep(0.1)
+            os.kill(pid, 0)
+        os.kill(pid, signal.SIGKILL)
 
 
 def start(server_root: Path) -> subprocess.Popen:
@@ -27,9 +46,7 @@ def main(server_root: str) -> int:
     sys.stdin.buffer.read()  # returns at EOF: the harness closed the pipe or died
     root = Path(server_root)
     if root.exists():
-        from harness.server.database import _stop_postmaster
-
-        _stop_postmaster(root)
+        stop_postmaster(root)
         shutil.rmtree(root, ignore_errors=True)
     return 0
 
