@@ -18,8 +18,7 @@ from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, I
                                     SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
                                     WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
 from harness.experiments.plans import TABLE_STATES
-from harness.stats import (POINT_KEYS, load_attempts, load_claims, spread_by_point, summarise_runs,
-                           time_to_job_ns)
+from harness.stats import load_attempts, load_claims, spread_by_point, summarise_runs, time_to_job_ns
 from harness.storage import read_json
 
 # Figures that get a median and a min-max spread over repeats.
@@ -43,18 +42,15 @@ def race_summary(paths: list[Path]) -> pd.DataFrame:
 def over_repeats(summary: pd.DataFrame) -> pd.DataFrame:
     """Per strategy and worker count (and whatever else sets a point apart, harness.stats.POINT_KEYS): the
     median of each figure over repeats under the figure's own name, its min and max, and `repeats`."""
-    spread = spread_by_point(summary, [m for m in REPEATED_METRICS if m in summary.columns])
+    if "cpu_bound" in summary:  # a point is CPU-bound when any repeat was: the highest repeat of 0/1 says it
+        summary = summary.assign(cpu_bound_repeat=summary["cpu_bound"].map(lambda v: float(v is True or v == 1)))
+    figures = [m for m in (*REPEATED_METRICS, "cpu_bound_repeat") if m in summary.columns]
+    spread = spread_by_point(summary, figures)
     spread = spread.rename(columns={f"{m}_median": m for m in REPEATED_METRICS})
-    if "cpu_bound" in summary and len(spread):
-        spread["cpu_bound"] = cpu_bound_points(summary).to_numpy()
+    if "cpu_bound_repeat_max" in spread:
+        spread["cpu_bound"] = spread["cpu_bound_repeat_max"] > 0
+        spread = spread.drop(columns=[c for c in spread if c.startswith("cpu_bound_repeat")])
     return spread.sort_values(["strategy", "worker_count"]).reset_index(drop=True)
-
-
-def cpu_bound_points(summary: pd.DataFrame) -> pd.Series:
-    """Per point, in spread_by_point's order: CPU-bound if any of its repeats was (an unmeasured repeat is not)."""
-    keys = [k for k in POINT_KEYS if k in summary]
-    bound = summary["cpu_bound"].map(lambda v: bool(v) if isinstance(v, (bool, np.bool_)) else False)
-    return bound.groupby([summary[k] for k in keys], sort=False, dropna=False, observed=True).any()
 
 
 def at_workers(frame: pd.DataFrame, strategy: str, worker_count: int, column: str):

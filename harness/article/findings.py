@@ -427,15 +427,23 @@ def _not_measured(finding_id: str, why: str) -> Finding:
 CPU_FREE_FINDINGS = ("F5", "F6", "F7", "F8", "C4", "A1")
 
 
+def _worker_list(counts) -> str:
+    counts = sorted(int(w) for w in counts)
+    return ", ".join(str(w) for w in counts[:-1]) + (" and " if len(counts) > 1 else "") + str(counts[-1])
+
+
+def cpu_bound_shown(bound) -> str:
+    """For a finding whose figures include CPU-bound points (it does not judge contention there): which they are."""
+    if not bound:
+        return ""
+    return f"{_worker_list(bound)} workers: CPU-bound here."
+
+
 def cpu_bound_note(bound) -> str:
     """Which worker counts a verdict leaves out because they were CPU-bound, and why; '' when none."""
     if not bound:
         return ""
-    counts = sorted(int(w) for w in bound)
-    listed = ", ".join(str(w) for w in counts[:-1]) + (" and " if len(counts) > 1 else "") + str(counts[-1])
-    return (f"Not judged at {listed} workers: there the worker processes waited for a CPU at least "
-            f"{percent(CPU_BOUND_CLIENT_RUNNABLE_SHARE, 0)} of their time (CPU-bound), so those figures are this "
-            "machine's scheduler's, not the server's.")
+    return f"Not judged at {_worker_list(bound)} workers: CPU-bound here."
 
 
 # --------------------------------------------------------------------------- facts for the prose
@@ -671,14 +679,15 @@ def f2_duplicates_compound(races: Races) -> Finding:
     ours = "claims beyond the first, per job: " + _listing(per_job, lambda f: f.text(lambda v: number(v, 2)))
     values = {"extra_per_job_low": number(per_job[0][1].median, 2), "extra_per_job_high": number(per_job[-1][1].median, 2),
               "workers_low": count(contended[0]), "workers_high": count(contended[-1])}
+    shown = cpu_bound_shown(races.cpu_bound_workers("naive", least=2))
     if direction > 0:
-        return _finding("F2", CONFIRMED, ours, "", values)
+        return _finding("F2", CONFIRMED, ours, shown, values)
     if direction == 0:
         return _finding("F2", NOT_DISTINGUISHABLE, ours,
-                        f"At {contended[-1]} workers the range over repeats still meets the one at {contended[0]}.",
-                        values)
+                        [f"At {contended[-1]} workers the range over repeats still meets the one at {contended[0]}.",
+                         shown], values)
     return _finding("F2", NOT_REPRODUCED, ours,
-                    f"Extra claims per job fall with workers over our {len(contended)} worker counts.", values)
+                    [f"Extra claims per job fall with workers over our {len(contended)} worker counts.", shown], values)
 
 
 def f3_naive_looks_fastest(races: Races) -> Finding:
@@ -715,7 +724,8 @@ def f3_naive_looks_fastest(races: Races) -> Finding:
     else:
         because = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[inflated]
     parts = (("looks fastest", looks_best), ("because duplicates count", because))
-    notes = []
+    peaks_bound = set(races.cpu_bound_workers("naive")) | set(races.cpu_bound_workers(best_other))
+    notes = [cpu_bound_shown([w for w in {naive_w, other_w} if w in peaks_bound])]
     if looks_best == NOT_REPRODUCED:
         notes.append(f"naive's peak is below {best_other}'s in every repeat.")
     elif looks_best == NOT_DISTINGUISHABLE:
@@ -796,8 +806,6 @@ def f5_lost_races_per_win(races: Races) -> Finding:
     else:
         size = NOT_MEASURED
         notes.append("Our sweep has no 2-worker point to size them against.")
-    if ORIGINAL_HIGH_WORKERS in bound:
-        notes.append(f"The original's {ORIGINAL_HIGH_WORKERS}-worker figure is at a point that is CPU-bound here.")
     notes.append(skipped)
     parts = (("rise with workers", rise), ("size at 2 workers", size))
     if rise != CONFIRMED:
@@ -1136,7 +1144,8 @@ def a2_where_the_time_goes(races: Races, shares: pd.DataFrame | None) -> Finding
             f"backends on a CPU {percent(running)} and runnable {percent(runnable)} of their time")
     values = {"workers": count(w), "lock_share": percent(lock), "runnable_share": percent(runnable),
               "running_share": percent(running), "bottleneck": bottleneck(lock, runnable)}
-    return _finding("A2", ADDED, ours, _time_spent_sentence(shares, w), values)
+    shown = cpu_bound_shown([w] if w in races.cpu_bound_workers("guarded") else [])
+    return _finding("A2", ADDED, ours, [_time_spent_sentence(shares, w), shown], values)
 
 # --------------------------------------------------------------------------- the plan rules (F9, F10)
 
@@ -1724,7 +1733,8 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
     counter = ""
     if holder_runs and fenced_runs:
         counter = ("Checking the holder by name kept every run as the attempt counter did: in these faults the counter "
-                   "adds nothing over it (it would where a runner claims the same run again under the same name)."
+                   "adds nothing over it. A case where it would, not raced here: a runner that claims the same run "
+                   "again under the same name."
                    if holder_bad == fenced_bad == 0 else
                    f"Checking the holder by name let {_counted(holder_bad, 'run')} go wrong, the attempt counter "
                    f"{count(fenced_bad)}.")
@@ -1964,16 +1974,13 @@ def layout_note(table: pd.DataFrame, finding_id: str) -> str:
     fmt = percent if finding_id == "F1" else (ratio if finding_id == "F7" else (lambda v: number(v, 2)))
     listed = ", ".join(f"{fmt(row[ASYNCIO])} against {fmt(row[PROCESSES])} at {row['workers']} workers"
                        for _, row in rows.iterrows())
-    nearer = [f"at {row['workers']} workers the original's {fmt(row['the original'])} lies nearer "
+    nearer = [f"at {row['workers']} the original's {fmt(row['the original'])} lies nearer "
               f"{'the asyncio layout' if row['nearer the original'] == ASYNCIO else 'one process per worker'}"
               for _, row in rows.iterrows() if isinstance(row["nearer the original"], str)]
-    said = "; ".join(nearer)
     bound = bool(rows["asyncio CPU-bound"].all())
-    return (f"Raced again with one asyncio process driving every connection, as the original's client did, beside one "
-            f"process per worker on the same drains, {rows.iloc[0]['figure']} was {listed}."
-            + (f" {said[0].upper()}{said[1:]}." if said else "")
-            + (" Here that one process was busy through every such race (CPU-bound), so those figures are also its "
-               "own speed." if bound else ""))
+    return (f"With the original's client layout (one asyncio process), {rows.iloc[0]['figure']}: {listed} with one "
+            f"process per worker" + (f"; {'; '.join(nearer)}" if nearer else "") + "."
+            + (" That one process was CPU-bound throughout." if bound else ""))
 
 
 def attempt_figures(paths: list[Path]) -> pd.DataFrame:

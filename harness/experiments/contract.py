@@ -124,6 +124,15 @@ def as_float(name: str, value) -> float:
     return float(value)
 
 
+def one_of(allowed, what: str):
+    """A converter for a setting that takes one of `allowed` (a tuple of names): one line naming them otherwise."""
+    def convert(name: str, value) -> str:
+        if value not in allowed:
+            raise UserError(f"{what} must be one of {', '.join(allowed)}, not {value!r}")
+        return str(value)
+    return convert
+
+
 def as_bool(name: str, value) -> bool:
     if not isinstance(value, bool):
         raise UserError(f"{_words(name)} must be true or false, not {value!r}")

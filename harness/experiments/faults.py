@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 
 from harness.config import SCHEMA
 from harness.errors import UserError
-from harness.experiments.contract import Measured, Option, Parameters, as_float, as_int, setting
+from harness.experiments.contract import one_of, Measured, Option, Parameters, as_float, as_int, setting
 from harness.server import database, faults, pgstats
 from harness.service import ledger
 from harness.service.reaper import REAP_SQL, Reaper
@@ -79,16 +79,10 @@ MAX_DRAIN_SECONDS = 180.0
 SERVICE_POOL_SIZE = 4
 
 
-def as_protocol(name: str, value) -> str:
-    if value not in PROTOCOLS:
-        raise UserError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {value!r}")
-    return value
+as_protocol = one_of(PROTOCOLS, "protocol")
 
 
-def as_fault(name: str, value) -> str:
-    if value not in FAULTS:
-        raise UserError(f"fault must be one of {', '.join(FAULTS)}, not {value!r}")
-    return value
+as_fault = one_of(FAULTS, "fault")
 
 
 def _choices(allowed: tuple[str, ...], what: str):

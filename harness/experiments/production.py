@@ -33,6 +33,7 @@ import psutil
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, as_ints,
                                           check_each, setting)
+from harness.experiments.contract import one_of
 from harness.server import activity, database, pgstats
 from harness.stats import censored_percentile
 from harness.service import producer as producer_module
@@ -52,10 +53,7 @@ DRAIN_IDLE_POLLS = 2  # after the window, runners go on for at most this many id
 TIMELINE_BIN_SECONDS = 1.0
 
 
-def as_endpoint(name: str, value) -> str:
-    if value not in runner_module.ENDPOINTS:
-        raise UserError(f"endpoint must be one of {', '.join(runner_module.ENDPOINTS)}, not {value!r}")
-    return str(value)
+as_endpoint = one_of(runner_module.ENDPOINTS, "endpoint")
 
 
 def as_endpoints(name: str, values) -> tuple[str, ...]:
@@ -64,16 +62,10 @@ def as_endpoints(name: str, values) -> tuple[str, ...]:
     return tuple(as_endpoint(name, value) for value in values)
 
 
-def as_claims_listed(name: str, value) -> str:
-    if value not in runner_module.CLAIMS_LISTED:
-        raise UserError(f"claims listed must be one of {', '.join(runner_module.CLAIMS_LISTED)}, not {value!r}")
-    return str(value)
+as_claims_listed = one_of(runner_module.CLAIMS_LISTED, "claims listed")
 
 
-def as_protocol(name: str, value) -> str:
-    if value not in PROTOCOLS:
-        raise UserError(f"protocol must be one of {', '.join(PROTOCOLS)}, not {value!r}")
-    return str(value)
+as_protocol = one_of(PROTOCOLS, "protocol")
 
 
 def _bounded(name: str, value: float, low: float, high: float, unit: str = "") -> None:

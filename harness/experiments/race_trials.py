@@ -19,6 +19,7 @@ from harness.errors import RaceError, UserError
 from harness.experiments.contract import (REQUIRED, Measured, Option, Parameters, as_bool, as_bools_or_one, as_float,
                                           as_floats_or_one, as_int, as_ints, as_strategies, as_strategy, int_list,
                                           number_list, on_off, setting)
+from harness.experiments.contract import one_of
 from harness.experiments.limits import check_race_size
 from harness.experiments import race_asyncio
 from harness.experiments.race import CLIENT_LAYOUT, CLIENT_LAYOUT_TEXT, RaceResult, run_race
@@ -32,16 +33,10 @@ MAX_PAUSE_MS = 10_000.0  # a slowed-down race is for watching; longer pauses onl
 MAX_JOB_COUNT = 10_000_000  # and limits.check_race_size bounds jobs x workers by this machine's memory
 
 
-def as_cpu_layout(name: str, value) -> str:
-    if value not in cpus.CPU_LAYOUTS:
-        raise UserError(f"{name} must be one of {', '.join(cpus.CPU_LAYOUTS)}, not {value!r}")
-    return value
+as_cpu_layout = one_of(cpus.CPU_LAYOUTS, "cpus")
 
 
-def as_client_layout(name: str, value) -> str:
-    if value not in CLIENT_LAYOUTS:
-        raise UserError(f"{name} must be one of {', '.join(CLIENT_LAYOUTS)}, not {value!r}")
-    return value
+as_client_layout = one_of(CLIENT_LAYOUTS, "client")
 
 
 def as_clients(name: str, values) -> tuple[str, ...]:

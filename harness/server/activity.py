@@ -408,7 +408,7 @@ def achieved_interval_ms(samples: pd.DataFrame) -> float | None:
 # idle waiting for it ("waiting for the client"), so the race's figures say how this machine schedules the
 # clients, not what the server's locks do. The threshold is a fixed half for that reason. Most points on this
 # machine fall far either side of it (the article shows every point's share); a point whose repeats straddle it
-# counts as CPU-bound if any repeat is (analysis.cpu_bound_points), so it is left out rather than judged.
+# counts as CPU-bound if any repeat is (analysis.over_repeats), so it is left out rather than judged.
 CPU_BOUND_CLIENT_RUNNABLE_SHARE = 0.5
 # A client process that drives many connections (the asyncio layout) is CPU-bound when it is never idle: on a
 # CPU or waiting for one at least this share of its window, so the server waits for it, not it for the server.

@@ -13,7 +13,7 @@ Public API::
 
     CPU_LAYOUTS = ("shared", "split")
     split_cpus() -> (server_cpus, client_cpus)
-    pinned(conn, layout) -> context manager yielding the client CPUs (None when shared)
+    pinned(conn, layout, server_is_local) -> context manager yielding the client CPUs (None when shared)
 """
 
 from __future__ import annotations
