@@ -309,3 +309,54 @@ def wilson_interval(successes: int, trials: int, z: float = 1.96) -> tuple[float
     centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
     half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def round_bootstrap_interval(rounds_by_run: list[list[list[int]]], resamples: int = 2000, seed: int = 0,
+                             level: float = 0.95) -> tuple[float, float]:
+    """The percentile bootstrap interval of a pooled share (sum of hits / sum of trials) whose trials come in
+    rounds that move together ([trials, hits] per round): whole rounds are resampled, within each run, so
+    trials of one round are never treated as independent. (nan, nan) without trials; fixed seed, so a
+    build's figures repeat."""
+    runs = [np.asarray(rounds, dtype=float).reshape(-1, 2) for rounds in rounds_by_run if len(rounds)]
+    if not runs or sum(run[:, 0].sum() for run in runs) <= 0:
+        return math.nan, math.nan
+    generator = np.random.default_rng(seed)
+    trials = np.zeros(resamples)
+    hits = np.zeros(resamples)
+    for run in runs:
+        picks = generator.integers(0, len(run), size=(resamples, len(run)))
+        trials += run[picks, 0].sum(axis=1)
+        hits += run[picks, 1].sum(axis=1)
+    shares = np.divide(hits, trials, out=np.zeros(resamples), where=trials > 0)
+    tail = (1 - level) / 2
+    return float(np.quantile(shares, tail)), float(np.quantile(shares, 1 - tail))
+
+
+def polls_met_interval(met: int, listing: int, rounds_by_run: list) -> tuple[float, float]:
+    """The 95 % interval of the share of listing polls that met a 409: the wider of the Wilson interval (polls
+    as independent trials, sound for small counts and for none met) and round_bootstrap_interval over whole
+    poll rounds (runners polling together see the same runs and race for them)."""
+    wilson = wilson_interval(met, listing)
+    rounds = round_bootstrap_interval(rounds_by_run)
+    if math.isnan(rounds[0]) or math.isnan(wilson[0]):
+        return wilson
+    return min(wilson[0], rounds[0]), max(wilson[1], rounds[1])
+
+
+def percentile_ratio_interval(numerator, denominator, percentile: float = 99, resamples: int = 2000, seed: int = 0,
+                              level: float = 0.95) -> tuple[float, float]:
+    """The percentile bootstrap interval of percentile(numerator) / percentile(denominator), each sample resampled
+    on its own: how far apart two points' tails are, given how few values each tail rests on. Values counted at
+    a bound (censored) go in at that bound. (nan, nan) when either side is empty or the denominator's is zero."""
+    top, bottom = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    if not len(top) or not len(bottom):
+        return math.nan, math.nan
+    generator = np.random.default_rng(seed)
+    tops = np.percentile(top[generator.integers(0, len(top), size=(resamples, len(top)))], percentile, axis=1)
+    bottoms = np.percentile(bottom[generator.integers(0, len(bottom), size=(resamples, len(bottom)))], percentile,
+                            axis=1)
+    if (bottoms <= 0).any():
+        return math.nan, math.nan
+    ratios = tops / bottoms
+    tail = (1 - level) / 2
+    return float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1 - tail))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -755,10 +756,21 @@ def test_c6_is_judged_against_a_baseline_through_the_proxy_and_says_what_the_pro
 
 
 def production_run(endpoint: str, runners: int, poll_s: float, polls: int, conflicts: int, burst: int = 0,
-                   duplicates: int = 0, p99_ms: float = 1000.0, loser_bytes: int = 0, met: int | None = None) -> dict:
+                   duplicates: int = 0, p99_ms: float = 1000.0, loser_bytes: int = 0, met: int | None = None,
+                   empty: int = 0, rounds: list | None = None, pickups: int = 200) -> dict:
+    """A production run's summary row. Its listing polls come in rounds of one poll per runner, the polls that
+    met a 409 spread one per round unless `rounds` says otherwise."""
+    met = conflicts if met is None else met
+    listing = polls - empty
+    if rounds is None:
+        sizes = [runners] * (listing // runners) + ([listing % runners] if listing % runners else [])
+        each, extra = divmod(met, len(sizes)) if sizes else (0, 0)
+        rounds = [[size, min(size, each + int(i < extra))] for i, size in enumerate(sizes)]
     return {"endpoint": endpoint, "runner_count": runners, "poll_s": poll_s, "burst": burst, "polls": polls,
-            "conflicts": conflicts, "polls_with_a_conflict": conflicts if met is None else met,
-            "duplicate_jobs": duplicates, "pickup_p99_ms": p99_ms,
+            "listing_polls": listing, "conflicts": conflicts, "polls_with_a_conflict": met,
+            "conflict_rounds": rounds, "duplicate_jobs": duplicates, "pickup_p99_ms": p99_ms,
+            # pickups evenly spread up to about the p99 given (200: a tail that rests on enough values to compare)
+            "pickups_ms": list(np.linspace(p99_ms / 100, p99_ms * 1.005, pickups)),
             "loser_payload_bytes": loser_bytes}
 
 
@@ -776,6 +788,13 @@ def production(*rows: dict) -> pd.DataFrame:
     # judged by the polls that met a 409, not by the 409s (one poll can meet five)
     ([production_run("pending", 10, 5, 100, 150, met=60)], CORRECTED),
     ([production_run("pending", 10, 5, 400, 30, met=6)], CONFIRMED),
+    # empty polls cannot meet a 409 and are not counted: 6 of 60 listing polls is not rare enough to say
+    ([production_run("pending", 3, 5, 400, 6, empty=340)], NOT_MEASURED),
+    # the polls that met a 409 all in the same rounds: the interval over whole rounds is wider
+    ([production_run("pending", 10, 5, 300, 15, rounds=[[10, 8], [10, 7]] + [[10, 0]] * 28)], NOT_MEASURED),
+    ([production_run("pending", 10, 5, 300, 15)], CONFIRMED),  # the same 15 spread over 15 rounds
+    # no poll listed a run
+    ([production_run("pending", 3, 5, 50, 0, empty=50)], NOT_MEASURED),
     # no point at production polling (faster polls, or more than a handful, or only /claim, or only bursts)
     ([production_run("pending", 3, 1, 500, 0), production_run("pending", 50, 5, 500, 0),
       production_run("claim", 3, 5, 500, 0), production_run("pending", 3, 5, 500, 0, burst=40)], NOT_MEASURED),
@@ -792,14 +811,16 @@ def test_c5_pools_the_production_points_and_names_the_busiest():
         production_run("pending", 3, 5, 100, 0), production_run("pending", 10, 5, 100, 2),
         production_run("pending", 50, 0.2, 900, 300)))
     assert found.values["conflicts"] == "2" and found.values["polls"] == "200" and found.values["met"] == "2"
+    assert found.values["listing"] == "200"
     assert "50 runners every 0.2 s" in found.note
 
 
-def c8_rows(claim_conflicts=0, claim_duplicates=0, claim_p99=1000.0):
-    return [production_run("pending", 3, 5, 100, 5, p99_ms=1000.0, loser_bytes=5000),
-            production_run("claim", 3, 5, 100, claim_conflicts, duplicates=claim_duplicates, p99_ms=claim_p99),
-            production_run("pending", 10, 1, 300, 40, p99_ms=800.0, loser_bytes=9000),
-            production_run("claim", 10, 1, 300, 0, p99_ms=claim_p99 * 0.7)]
+def c8_rows(claim_conflicts=0, claim_duplicates=0, claim_p99=1000.0, pickups=200):
+    return [production_run("pending", 3, 5, 100, 5, p99_ms=1000.0, loser_bytes=5000, pickups=pickups),
+            production_run("claim", 3, 5, 100, claim_conflicts, duplicates=claim_duplicates, p99_ms=claim_p99,
+                           pickups=pickups),
+            production_run("pending", 10, 1, 300, 40, p99_ms=800.0, loser_bytes=9000, pickups=pickups),
+            production_run("claim", 10, 1, 300, 0, p99_ms=claim_p99 * 0.7, pickups=pickups)]
 
 
 @pytest.mark.parametrize("rows, expected", [
@@ -821,9 +842,17 @@ def test_c8_the_skip_locked_endpoint_must_remove_409s_without_a_later_pickup(row
     assert found.note
 
 
+@pytest.mark.parametrize("pickups, worse", [(200, "1"), (12, "0")])
+def test_c8_counts_a_later_pickup_only_beyond_the_spread_of_its_points_pickups(pickups, worse):
+    # /claim's tail 15 % later at the first point: beyond the spread on 200 pickups each, within it on 12
+    found = findings.c8_skip_locked_endpoint(production(*c8_rows(claim_p99=1150.0, pickups=pickups)))
+    assert found.verdict == CONFIRMED and found.values["worse_points"] == worse
+    assert ("3 runners every 5.0 s" in found.note) is (worse == "1")
+
+
 def test_c5_and_c8_read_the_production_section():
     measured = findings.Measurements(summary=pd.DataFrame(), production=production(*c8_rows()))
     by = findings.by_id(findings.evaluate(measured))
     assert by["C8"].verdict == CONFIRMED
     # 5 of 100 polls: the interval (2.2%-11.2%) straddles the 10% that "rare" means, so undecided, but read
-    assert by["C5"].verdict == NOT_MEASURED and by["C5"].ours.startswith("5 of 100 polls met a 409")
+    assert by["C5"].verdict == NOT_MEASURED and by["C5"].ours.startswith("5 of 100 polls that listed a run met a 409")

@@ -3,6 +3,8 @@ conservation against the audit, and no service or runner left behind."""
 
 from __future__ import annotations
 
+import math
+
 import json
 import signal
 import subprocess
@@ -174,9 +176,39 @@ def test_polls_with_a_conflict_counts_each_poll_once():
 
     events = pd.DataFrame({"runner": ["a", "a", "a", "a", "b", "b", "a"],
                            "t_s": [0.0, 0.1, 0.2, 1.0, 0.05, 0.06, 2.0],
-                           "event": ["poll", "conflict", "conflict", "poll", "conflict", "poll", "claimed"]})
+                           "event": ["poll", "conflict", "conflict", "poll", "conflict", "poll", "claimed"],
+                           "listed_runs": [2, None, None, 1, None, 0, None]})
     assert polls_with_a_conflict(events) == 1  # b's conflict came before any poll of b's
     assert polls_with_a_conflict(events[events["event"] != "conflict"]) == 0
+
+
+def test_conflict_rounds_group_every_runners_polls_of_one_interval_and_leave_out_empty_polls():
+    from harness.experiments.production import conflict_rounds
+
+    events = pd.DataFrame({"runner": ["a", "b", "c", "a", "b", "a", "c"],
+                           "t_s": [0.1, 0.2, 0.3, 0.35, 1.1, 1.2, 1.3],
+                           "event": ["poll", "poll", "poll", "conflict", "poll", "poll", "poll"],
+                           "listed_runs": [3, 3, 0, None, 2, 0, 2]})
+    # round 0: a and b listed runs (a met a 409), c listed none; round 1: b and c listed, a none
+    assert conflict_rounds(events, 1.0) == [[2, 1], [2, 0]]
+    assert conflict_rounds(events[events["event"] != "poll"], 1.0) == []
+
+
+def test_the_round_bootstrap_widens_where_runners_fail_together_and_the_wilson_floor_holds_without_hits():
+    from harness.stats import polls_met_interval, round_bootstrap_interval, wilson_interval
+
+    # 100 polls in 20 rounds of 5; all 10 hits in two rounds: polls of a round move together
+    together = [[5, 5]] * 2 + [[5, 0]] * 18
+    spread = [[5, 1]] * 10 + [[5, 0]] * 10
+    low_t, high_t = round_bootstrap_interval([together])
+    low_s, high_s = round_bootstrap_interval([spread])
+    assert high_t - low_t > high_s - low_s
+    assert high_t > wilson_interval(10, 100)[1]
+    assert polls_met_interval(10, 100, [together]) == (min(low_t, wilson_interval(10, 100)[0]), high_t)
+    # none met: the bootstrap collapses to zero, the Wilson interval still says how few polls that was
+    assert round_bootstrap_interval([[[5, 0]] * 4]) == (0.0, 0.0)
+    assert polls_met_interval(0, 20, [[[5, 0]] * 4]) == wilson_interval(0, 20)
+    assert all(math.isnan(v) for v in round_bootstrap_interval([[]]))
 
 
 def test_a_pending_runner_claims_every_listed_run_at_once_as_the_original_does(db, tmp_path):

@@ -757,11 +757,12 @@ PRODUCTION_ENDPOINT_LABELS = {"pending": "GET /pending + claim by id", "claim": 
 def production_summary(paths: list[Path]) -> pd.DataFrame:
     """One row per production run: its parameters and figures, recomputed from its stored rows."""
     from harness.experiments.production import load_summary
-    from harness.stats import wilson_interval
+    from harness.stats import polls_met_interval
 
     frame = pd.DataFrame([load_summary(Path(path)) for path in paths])
     if len(frame):
-        bounds = [wilson_interval(int(c), int(p)) for c, p in zip(frame["polls_with_a_conflict"], frame["polls"])]
+        bounds = [polls_met_interval(int(c), int(p), [rounds]) for c, p, rounds
+                  in zip(frame["polls_with_a_conflict"], frame["listing_polls"], frame["conflict_rounds"])]
         frame["share_of_polls_with_a_conflict_low"] = [low for low, _ in bounds]
         frame["share_of_polls_with_a_conflict_high"] = [high for _, high in bounds]
         frame["endpoint_label"] = frame["endpoint"].map(PRODUCTION_ENDPOINT_LABELS)
@@ -776,7 +777,7 @@ def production_table(summary: pd.DataFrame) -> pd.DataFrame:
     frame["pickup_tail"] = [pickup_tail_text(row) for _, row in frame.iterrows()]
     columns = {"scenario": "arrivals", "endpoint": "endpoint", "runner_count": "runners", "poll_s": "poll every (s)",
                "seconds": "window (s)", "enqueued": "runs", "polls": "polls", "conflicts": "409s",
-               "share_of_polls_with_a_conflict": "polls meeting a 409", "conflicts_per_claimed_job": "409s per job",
+               "share_of_polls_with_a_conflict": "listing polls meeting a 409", "conflicts_per_claimed_job": "409s per job",
                "loser_payload_bytes_per_claimed_job": "bytes to losers per job",
                "loser_secrets_per_claimed_job": "secrets to losers per job",
                "pickup_p50_ms": "pickup p50", "pickup_tail": "pickup p99 (or max)",
@@ -812,7 +813,7 @@ def production_table_formats() -> dict:
         return number(value, 2)
 
     return {"runners": count, "poll every (s)": lambda v: number(v, 1), "window (s)": lambda v: number(v, 0),
-            "runs": count, "polls": count, "409s": count, "polls meeting a 409": percent, "409s per job": two,
+            "runs": count, "polls": count, "409s": count, "listing polls meeting a 409": percent, "409s per job": two,
             "bytes to losers per job": count, "secrets to losers per job": lambda v: number(v, 1),
             "pickup p50": ms, "pickup p99 (or max)": str, "statements per job": lambda v: number(v, 1),
             "server CPU ms per job": two, "pending at end": count, "duplicates": count}
@@ -869,7 +870,7 @@ def production_facts(summary: pd.DataFrame | None, c5=None, c8=None) -> dict:
 
     facts = {
         "production_measured": "measured in this build" if measured else "not measured in this build",
-        "prod_confidence": "95%",  # the Wilson intervals' level (harness.stats.wilson_interval's default z)
+        "prod_confidence": "95%",  # the level of harness.stats.polls_met_interval
         "prod_c5_text": _finding_sentence(c5), "prod_c8_text": _finding_sentence(c8),
         "prod_runner_list": join([str(int(n)) for n in sorted(steady["runner_count"].unique())]),
         "prod_poll_list": join([number(p, 1 if p < 1 else 0) for p in sorted(steady["poll_s"].unique(),

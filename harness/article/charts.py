@@ -777,15 +777,15 @@ def production_conflicts_chart(summary: pd.DataFrame) -> alt.Chart:
         x=_poll_axis(data["poll_s"]), xOffset=alt.XOffset("runners:N", sort=order),
         color=alt.Color("runners:N", sort=order, title="runners"))
     bars = base.mark_bar().encode(
-        y=alt.Y("share_of_polls_with_a_conflict:Q", title="polls that met a 409", axis=alt.Axis(format="%")),
+        y=alt.Y("share_of_polls_with_a_conflict:Q", title="listing polls that met a 409", axis=alt.Axis(format="%")),
         tooltip=["endpoint_label:N", "runners:N", "poll_s:O", "polls:Q", alt.Tooltip("conflicts:Q", title="409s"),
                  alt.Tooltip("share_of_polls_with_a_conflict:Q", format=".1%", title="polls that met a 409")])
     rules = base.mark_rule(color=NOTE_COLOUR).encode(y="share_of_polls_with_a_conflict_low:Q",
                                                      y2="share_of_polls_with_a_conflict_high:Q")
     return alt.layer(bars, rules).properties(width=WIDTH // 2 - 20, height=HEIGHT).facet(
         column=alt.Column("endpoint_label:N", title=None)).properties(
-        title=_title("Polls that met a conflict", "bars: the share of polls after which the runner met a 409; "
-                                                   "lines: its 95 % interval (Wilson)"))
+        title=_title("Polls that met a conflict", "bars: the share of polls listing a run after which the runner "
+                                                   "met a 409; lines: its 95 % interval (whole poll rounds resampled)"))
 
 
 def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:

@@ -47,6 +47,7 @@ from harness.article.analysis import at_workers, by_round_trip, over_repeats
 from harness.article.formats import (DASH, MISSING, RANGE, count, missing, ms, number, percent, rate, ratio,
                                      round_trip, spread as spread_text)
 from harness.article.prose import join
+from harness.stats import polls_met_interval
 from harness.article.labels import CANNOT_LOSE
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE
 
@@ -1772,10 +1773,9 @@ def _production_points(production: pd.DataFrame | None, endpoint: str) -> pd.Dat
 
 
 def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Finding:
-    """C5: with a handful of runners polling /pending every 5 s, 409s are rare (pooled over those points, with the
-    95 % Wilson interval of the share of polls that met a 409 against RARE_CONFLICTS_PER_POLL)."""
-    from harness.stats import wilson_interval
-
+    """C5: with a handful of runners polling /pending every 5 s, 409s are rare: the 95 % interval of the share
+    of polls that listed a run and met a 409 (stats.polls_met_interval, pooled over those points) against
+    RARE_CONFLICTS_PER_POLL. Polls that listed no run cannot meet a 409 and are not counted."""
     pending = _production_points(production, "pending")
     at_production = pending[(pending["poll_s"] >= ORIGINAL_C5_POLL_S)
                              & (pending["runner_count"] <= ORIGINAL_C5_HANDFUL)]
@@ -1783,39 +1783,56 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Findi
         return _not_measured("C5", f"No run polled /pending every {number(ORIGINAL_C5_POLL_S, 0)} s or slower with "
                                    f"at most {count(ORIGINAL_C5_HANDFUL)} runners in this build.")
     polls, conflicts = int(at_production["polls"].sum()), int(at_production["conflicts"].sum())
+    listing = int(at_production["listing_polls"].sum())
     met = int(at_production["polls_with_a_conflict"].sum())
-    low, high = wilson_interval(met, polls)
     counts = [count(int(n)) for n in sorted(at_production["runner_count"].unique())]
     runners = join(counts)
-    ours = (f"{count(met)} of {count(polls)} polls met a 409 ({percent(met / polls if polls else math.nan)}, "
-            f"95 % interval {percent(low)}{RANGE}{percent(high)}; {count(conflicts)} 409s in all) with {runners} runners "
+    values = {"conflicts": count(conflicts), "polls": count(polls), "listing": count(listing), "met": count(met),
+              "rare": percent(RARE_CONFLICTS_PER_POLL)}
+    if not listing:
+        return _finding("C5", NOT_MEASURED, f"{count(polls)} polls with {runners} runners every "
+                                            f"{number(ORIGINAL_C5_POLL_S, 0)} s, none of which listed a run",
+                        "No poll at production polling listed a run, so none could meet a 409.", values)
+    low, high = polls_met_interval(met, listing, list(at_production["conflict_rounds"]))
+    values.update(low=percent(low), high=percent(high))
+    ours = (f"{count(met)} of {count(listing)} polls that listed a run met a 409 ({percent(met / listing)}, "
+            f"95 % interval {percent(low)}{RANGE}{percent(high)}, resampling whole poll rounds; {count(conflicts)} "
+            f"409s in all; {count(polls - listing)} of {count(polls)} polls listed nothing) with {runners} runners "
             f"every {number(ORIGINAL_C5_POLL_S, 0)} s")
     busiest = pending.sort_values(["runner_count", "poll_s"], ascending=[False, True]).head(1)
     contrast = ""
-    if len(busiest) and polls:
+    if len(busiest):
         row = busiest.iloc[0]
         contrast = (f"At {count(int(row['runner_count']))} runners every {number(float(row['poll_s']), 1)} s: "
                     f"{count(int(row['conflicts']))} conflicts in {count(int(row['polls']))} polls.")
-    values = {"conflicts": count(conflicts), "polls": count(polls), "met": count(met), "low": percent(low),
-              "high": percent(high),
-              "rare": percent(RARE_CONFLICTS_PER_POLL)}
-    if not polls:
-        return _finding("C5", NOT_MEASURED, ours, "The runs at production polling made no poll.", values)
     if high <= RARE_CONFLICTS_PER_POLL:
         return _finding("C5", CONFIRMED, ours, [f"Rare here means under {percent(RARE_CONFLICTS_PER_POLL)} of "
-                                                "polls; the whole interval is below it.", contrast], values)
+                                                "the polls that listed a run; the whole interval is below it.",
+                                                contrast], values)
     if low > RARE_CONFLICTS_PER_POLL:
-        return _finding("C5", CORRECTED, ours, [f"More than {percent(RARE_CONFLICTS_PER_POLL)} of polls met a 409, "
-                                                "the whole interval above it.", contrast], values)
+        return _finding("C5", CORRECTED, ours, [f"More than {percent(RARE_CONFLICTS_PER_POLL)} of the polls that "
+                                                "listed a run met a 409, the whole interval above it.", contrast],
+                        values)
     return _finding("C5", NOT_MEASURED, ours, [f"Too few polls to tell: the interval straddles "
                                                f"{percent(RARE_CONFLICTS_PER_POLL)}; run the 5 s points longer.",
                                                contrast], values)
 
 
+def c8_later_pickup(paired: pd.DataFrame) -> pd.Series:
+    """Per paired point: whether POST /claim's pickup p99 is beyond /pending's, i.e. the 95 % bootstrap interval
+    of their ratio (stats.percentile_ratio_interval, each endpoint's pickups resampled) lies wholly above 1. A
+    point with a few dozen pickups has a wide interval and is then not distinguishable either way."""
+    from harness.stats import percentile_ratio_interval
+
+    lows = [percentile_ratio_interval(claim, pending)[0]
+            for claim, pending in zip(paired["pickups_ms_claim"], paired["pickups_ms_pending"])]
+    return pd.Series([bool(low > 1) for low in lows], index=paired.index)
+
+
 def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
     """C8: POST /claim (the pick inside the endpoint, SKIP LOCKED) against GET /pending + claim by id at the same
-    runner counts and poll intervals: no 409, no duplicate, and a pickup p99 no worse than CLOSE times /pending's
-    at most of the points (one run per point: a single point's p99 of a few dozen runs is close to its maximum)."""
+    runner counts and poll intervals: no 409, no duplicate, and a pickup p99 not beyond /pending's (c8_later_pickup:
+    the interval of their ratio, from each point's own pickups, wholly above 1) at most of the points."""
     pending, claim = _production_points(production, "pending"), _production_points(production, "claim")
     keys = ["runner_count", "poll_s"]
     paired = pending.merge(claim, on=keys, suffixes=("_pending", "_claim")) if len(pending) and len(claim) \
@@ -1825,7 +1842,7 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
     conflicts = int(paired["conflicts_claim"].sum())
     duplicates = int(paired["duplicate_jobs_claim"].sum())
     pending_conflicts = int(paired["conflicts_pending"].sum())
-    worse = paired[paired["pickup_p99_ms_claim"] > CLOSE * paired["pickup_p99_ms_pending"]]
+    worse = paired[c8_later_pickup(paired)]
     ours = (f"POST /claim: {count(conflicts)} conflicts and {count(duplicates)} duplicates over "
             f"{_counted(len(paired), 'point')}, where /pending met {count(pending_conflicts)} conflicts and sent "
             f"{count(int(paired['loser_payload_bytes_pending'].sum()))} payload bytes to runners that did not get the run")
@@ -1837,15 +1854,13 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
                                                      "out twice.", change], values)
     where = ", ".join(f"{count(int(r.runner_count))} runners every {number(float(r.poll_s), 1)} s"
                       for r in worse.itertuples())
+    beyond = "beyond /pending's (the 95 % interval of their ratio, resampling each point's pickups, above 1)"
     if len(worse) * 2 > len(paired):
-        return _finding("C8", CORRECTED, ours, [f"No 409s, but the pickup p99 was more than {ratio(CLOSE)} "
-                                                f"/pending's at most points ({where}): runners would notice.", change],
-                        values)
-    exceptions = (f" It was above that at {count(len(worse))} of {count(len(paired))} points ({where}), each one "
-                  "run long." if len(worse) else "")
-    return _finding("C8", CONFIRMED, ours, ["No 409s and no run handed out twice, with a pickup p99 within "
-                                            f"{ratio(CLOSE)} of /pending's at most points.{exceptions}", change],
-                    values)
+        return _finding("C8", CORRECTED, ours, [f"No 409s, but the pickup p99 was {beyond} at most points "
+                                                f"({where}): runners would notice.", change], values)
+    exceptions = (f" It was at {count(len(worse))} of {count(len(paired))} points ({where})." if len(worse) else "")
+    return _finding("C8", CONFIRMED, ours, [f"No 409s and no run handed out twice; the pickup p99 was not {beyond} "
+                                            f"at most points.{exceptions}", change], values)
 
 
 def unmeasured_claims() -> list[Finding]:

@@ -426,12 +426,52 @@ def first_claim_answer_ms(events: pd.DataFrame) -> np.ndarray:
     return ((steps.loc[after_poll, "t_s"] - previous.loc[after_poll, "t_s"]) * 1e3).to_numpy(dtype=float)
 
 
-def polls_with_a_conflict(events: pd.DataFrame) -> int:
-    """Polls after which their runner met at least one 409 before its next poll (a poll can meet up to five)."""
+def polls_met(events: pd.DataFrame) -> pd.DataFrame:
+    """Every poll with its time, its runner, how many runs it listed and whether its runner met at least one 409
+    before its next poll (`met`; a poll can meet up to five)."""
     steps = events[events["event"].isin(["poll", "conflict"])].sort_values(["runner", "t_s"])
     poll_number = (steps["event"] == "poll").astype(int).groupby(steps["runner"]).cumsum()
     met = (steps["event"] == "conflict") & (poll_number > 0)
-    return int(len(set(zip(steps.loc[met, "runner"], poll_number[met]))))
+    met_keys = set(zip(steps.loc[met, "runner"], poll_number[met]))
+    polls = steps[steps["event"] == "poll"][["t_s", "runner", "listed_runs"]].copy()
+    polls["met"] = [key in met_keys for key in zip(polls["runner"], poll_number[steps["event"] == "poll"])]
+    return polls
+
+
+def polls_with_a_conflict(events: pd.DataFrame) -> int:
+    """Polls after which their runner met at least one 409 before its next poll."""
+    return int(polls_met(events)["met"].sum())
+
+
+def conflict_rounds(events: pd.DataFrame, poll_s: float) -> list[list[int]]:
+    """Per poll round ([listing polls, of them met a 409]): the polls of every runner in one poll interval.
+    Runners polling in one interval see the same listed runs and race each other for them, so their outcomes
+    are not independent; the round, not the poll, is what an interval over polls resamples. Polls that listed
+    no run cannot meet a 409 and are left out."""
+    polls = polls_met(events)
+    listing = polls[polls["listed_runs"] > 0]
+    if not len(listing) or not poll_s:
+        return []
+    round_of = (listing["t_s"] // poll_s).astype(int)
+    grouped = listing.groupby(round_of)["met"].agg(["size", "sum"])
+    return [[int(n), int(m)] for n, m in zip(grouped["size"], grouped["sum"])]
+
+
+def pickups_ms(runs: pd.DataFrame, resources: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Every run's pickup (ms): those picked up, and those never picked up counted at the end of the
+    observation (censored: lower bounds of their pickup)."""
+    pickup = runs["pickup_ms"].dropna().to_numpy(dtype=float)
+    never = runs[runs["claimed_s"].isna()]
+    ended_s = resources.get("ended_s")
+    censored = ((ended_s - never["enqueued_s"]).to_numpy(dtype=float) * 1e3 if ended_s is not None
+                else np.full(len(never), np.nan))
+    return pickup, np.maximum(censored[~np.isnan(censored)], 0.0)
+
+
+def pickups_counted_ms(runs: pd.DataFrame, resources: dict) -> list[float]:
+    """The pickups a tail is read from: the censored ones at their bound."""
+    pickup, censored = pickups_ms(runs, resources)
+    return [float(v) for v in np.concatenate([pickup, censored])]
 
 
 def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, resources: dict) -> dict:
@@ -442,13 +482,8 @@ def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, res
     to_running = flips[flips["new_status"] == "running"]
     claimed = int(to_running["run_id"].nunique())
     per_run = to_running.groupby("run_id").size()
-    pickup = runs["pickup_ms"].dropna().to_numpy(dtype=float)
-    # runs never picked up: censored at the end of the observation, lower bounds of their pickup
+    pickup, censored = pickups_ms(runs, resources)
     never = runs[runs["claimed_s"].isna()]
-    ended_s = resources.get("ended_s")
-    censored = ((ended_s - never["enqueued_s"]).to_numpy(dtype=float) * 1e3 if ended_s is not None
-                else np.full(len(never), np.nan))
-    censored = np.maximum(censored[~np.isnan(censored)], 0.0)
     p50, _ = censored_percentile(pickup, censored, 50) if len(pickup) + len(censored) else (None, False)
     p99, p99_lower = censored_percentile(pickup, censored, 99) if len(pickup) + len(censored) else (None, False)
     observed = len(pickup) + len(censored)
@@ -473,10 +508,12 @@ def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, res
         "duplicate_jobs": int((per_run > 1).sum()),
         "polls_with_a_conflict": with_conflict,
         "conflicts_per_poll": per(conflicts, polls),
-        "share_of_polls_with_a_conflict": per(with_conflict, polls),
+        # of the polls that listed a run: a poll that listed none cannot meet a 409
+        "share_of_polls_with_a_conflict": per(with_conflict, int((polls_rows["listed_runs"] > 0).sum())),
         "conflicts_per_claimed_job": per(conflicts, claimed),
         "polls_per_claimed_job": per(polls, claimed),
         "empty_polls": int((polls_rows["listed_runs"] == 0).sum()),
+        "listing_polls": int((polls_rows["listed_runs"] > 0).sum()),
         "loser_payload_bytes": lost_bytes,
         "loser_secrets": lost_secrets,
         "payload_bytes": int(polls_rows["bytes"].sum()),
@@ -539,8 +576,12 @@ def load_summary(run_dir: Path) -> dict:
     manifest = storage.read_manifest(Path(run_dir))
     tables = {name: pd.read_parquet(Path(run_dir) / f"{name}.parquet") for name in ("runs", "flips", "events")}
     return {**manifest["parameters"], "run_id": manifest["run_id"],
-            **summarise(tables["runs"], tables["flips"], tables["events"], manifest["results"]["resources"])}
+            **summarise(tables["runs"], tables["flips"], tables["events"], manifest["results"]["resources"]),
+            "conflict_rounds": conflict_rounds(tables["events"], manifest["parameters"]["poll_s"]),
+            "pickups_ms": pickups_counted_ms(tables["runs"], manifest["results"]["resources"])}
 
+
+RAW_ROWS = ("conflict_rounds", "pickups_ms")  # what the article resamples; not printed per run
 
 SHOWN = ("endpoint", "runner_count", "poll_s", "seconds", "arrival_rate", "burst", "enqueued", "claimed", "polls",
          "conflicts", "conflicts_per_poll", "pending_at_end", "duplicate_jobs", "pickup_p50_ms", "pickup_p99_ms",
@@ -549,7 +590,8 @@ SHOWN = ("endpoint", "runner_count", "poll_s", "seconds", "arrival_rate", "burst
 
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness production` prints: one line (or JSON object) per run."""
-    rows = [load_summary(path) for path in paths]
+    rows = [{key: value for key, value in load_summary(path).items() if key not in RAW_ROWS}
+            for path in paths]
     if as_json:
         for row in rows:
             print(json.dumps(row, default=lambda v: None if isinstance(v, float) and math.isnan(v) else str(v)))
