@@ -407,10 +407,14 @@ def test_f9_is_judged_right_after_the_drain_and_after_vacuum(facts, expected):
     ((1_820, 25), 0, NOT_REPRODUCED),  # no consumed row left to step over
 ])
 def test_f9_has_a_part_for_a_queue_drained_by_claims(after_claims, removed, part):
+    race = plans(without_after_race_buffers=after_claims[0], with_after_race_buffers=after_claims[1],
+                 without_after_race_removed=removed)
+    assert dict(findings.f9_half_drained_walk(race).parts)["after a drain by a race"] == part
     facts = plans(without_after_claims_buffers=after_claims[0], with_after_claims_buffers=after_claims[1],
                   without_after_claims_removed=removed)
     found = findings.f9_half_drained_walk(facts)
-    assert dict(found.parts) == {"after a bulk UPDATE": CONFIRMED, "after a drain by claims": part}
+    assert dict(found.parts) == {"after a bulk UPDATE": CONFIRMED, "after a drain by claims": part,
+                                 "after a drain by a race": NOT_MEASURED}
     assert verdict(found) == CONFIRMED and "drain by claims" in found.ours
 
 

@@ -35,10 +35,12 @@ def skip_locked_buffers(frame, partial_index: bool, table_state: str) -> list[in
 def test_every_table_state_is_measured_and_described(plan_run):
     frame = plans.load_plans(plan_run)
     claims = frame[frame["strategy"] == "skip_locked"]
-    # fractions x index x the states of every point, and after_claims at the reference point with and without the index
-    assert len(claims) == 3 * 2 * len(plans.EVERY_POINT_STATES) + 2
+    # fractions x index x the states of every point, and the two drains by claims at the reference point, each
+    # with and without the index
+    assert len(claims) == 3 * 2 * len(plans.EVERY_POINT_STATES) + 2 * 2
     assert set(claims["table_state"]) == set(plans.TABLE_STATE_NAMES)
-    assert plans.TABLE_STATE_NAMES == ("first_scan", "steady", "held_snapshot", "vacuumed", "after_claims")
+    assert plans.TABLE_STATE_NAMES == ("first_scan", "steady", "held_snapshot", "vacuumed", "after_claims",
+                                       "after_race")
     manifest = read_json(plan_run / "manifest.json")
     assert manifest["results"]["table_states"] == list(plans.TABLE_STATE_NAMES)
     assert set(manifest["procedure"]["table_states"]) == set(plans.TABLE_STATE_NAMES)
@@ -125,7 +127,7 @@ def test_plan_texts_and_manifest(plan_run):
     assert "pgstattuple_available" in manifest["server"]
     assert manifest["procedure"]["statements"]["skip_locked.claim"] == SKIP_LOCKED_CLAIM
     assert manifest["checks"] == {"every_point_measured": True, "every_claim_found_a_job": True,
-                                  "snapshot_holder_seen": True, "passed": True}
+                                  "snapshot_holder_seen": True, "drains_took_the_prefix": True, "passed": True}
     assert manifest["results"]["reference_point"] == {"job_count": 10_000, "consumed_fraction": 0.5}
     assert isinstance(manifest["results"]["unheld_other_snapshot_backends_max"], int)  # its value: the test below
 
@@ -145,7 +147,10 @@ def test_a_queue_drained_by_claims_is_not_the_bulk_update_one(plan_run):
     consumed = int(after.loc[False, "consumed_jobs"])
     for index in (False, True):
         assert by_kind[("bulk_update", index)]["n_tup_upd"] == consumed
-        assert by_kind[("claims", index)]["n_tup_upd"] == consumed == by_kind[("claims", index)]["consumed_jobs"]
+        for drain in ("claims", "race"):
+            assert by_kind[(drain, index)]["n_tup_upd"] == consumed == by_kind[(drain, index)]["consumed_jobs"]
+            # exactly the prefix, as the bulk UPDATE flips it
+            assert by_kind[(drain, index)]["first_pending_id"] == consumed + 1
     # the partial index blocks HOT for both; without it, one-at-a-time claims find room the bulk UPDATE does not
     assert by_kind[("claims", True)]["n_tup_hot_upd"] == 0
     assert by_kind[("claims", False)]["n_tup_hot_upd"] > by_kind[("bulk_update", False)]["n_tup_hot_upd"]
@@ -179,9 +184,9 @@ def test_cli_json_prints_one_object_per_point(db, tmp_path):
     assert result.returncode == 0, result.stderr
     points = [json.loads(line) for line in result.stdout.splitlines()]
     skip_locked = [p for p in points if p["strategy"] == "skip_locked"]
-    assert len(skip_locked) == 2 * 2 * len(plans.EVERY_POINT_STATES) + 2
+    assert len(skip_locked) == 2 * 2 * len(plans.EVERY_POINT_STATES) + 2 * len(plans.REFERENCE_ONLY_STATES)
     states = {p["state"] for p in skip_locked}
-    assert {"after_claims", "after_bulk_update"} <= states and all(p["buffers"] > 0 for p in skip_locked)
+    assert {"after_claims", "after_race", "after_bulk_update"} <= states and all(p["buffers"] > 0 for p in skip_locked)
     for point in points:
         assert REQUIRED_JSON_KEYS <= point.keys()
     half = [p for p in skip_locked if p["consumed_fraction"] == 0.5 and not p["partial_index"]]

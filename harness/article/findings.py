@@ -1163,7 +1163,8 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
     """Two parts. After a bulk UPDATE of the prefix (the original's likely method): decided on the first scan (no
     other snapshot) and after VACUUM, with and without the index. After a drain by the claims themselves, one at a
     time: whether the claim still walks consumed rows there and the index still cuts its buffers."""
-    from harness.experiments.plans import AFTER_CLAIMS, FIRST_SCAN, HELD_SNAPSHOT, STEADY, VACUUMED
+    from harness.experiments.plans import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, RACE_DRAIN_WORKERS,
+                                           STEADY, VACUUMED)
 
     if not plans:
         return _not_measured("F9", "No plans run is stored for this build.")
@@ -1179,23 +1180,30 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
     removed = plans.get(f"without_{FIRST_SCAN}_removed", math.nan)
     cut = {state: buffers("without", state) / buffers("with", state) for state in (FIRST_SCAN, STEADY, VACUUMED)}
     labels = {FIRST_SCAN: "right after a bulk UPDATE of the prefix (first scan)", STEADY: "on the later scans",
-              VACUUMED: "after VACUUM", AFTER_CLAIMS: "after a drain by claims one at a time"}
-    cut[AFTER_CLAIMS] = buffers("without", AFTER_CLAIMS) / buffers("with", AFTER_CLAIMS)
+              VACUUMED: "after VACUUM", AFTER_CLAIMS: "after a drain by claims one at a time",
+              AFTER_RACE: "after a drain by a race"}
+
+    def drained_by_claims(state) -> str:
+        """The same rule on a queue the claims drained: still walking, and the index still cutting it."""
+        cut[state] = buffers("without", state) / buffers("with", state)
+        walked = plans.get(f"without_{state}_removed", math.nan)
+        if missing(cut[state]):
+            return NOT_MEASURED
+        if missing(walked) or walked == 0:
+            return NOT_REPRODUCED
+        return CONFIRMED if cut[state] >= F9_INDEX_HELPS else CORRECTED
+
+    by_claims, by_race = drained_by_claims(AFTER_CLAIMS), drained_by_claims(AFTER_RACE)
     claims_removed = plans.get(f"without_{AFTER_CLAIMS}_removed", math.nan)
-    if missing(cut[AFTER_CLAIMS]):
-        by_claims = NOT_MEASURED
-    elif missing(claims_removed) or claims_removed == 0:
-        by_claims = NOT_REPRODUCED
-    else:
-        by_claims = CONFIRMED if cut[AFTER_CLAIMS] >= F9_INDEX_HELPS else CORRECTED
 
     def _f9(verdict, ours, notes, values):
         return _finding("F9", verdict, ours, notes, values,
-                        parts=(("after a bulk UPDATE", verdict), ("after a drain by claims", by_claims)))
+                        parts=(("after a bulk UPDATE", verdict), ("after a drain by claims", by_claims),
+                               ("after a drain by a race", by_race)))
     ours = (f"{percent(fraction, 0)} of {count(jobs)} jobs consumed; without the index {count(removed)} rows removed "
             f"by filter; buffers without / with the index: "
             + "; ".join(f"{labels[s]} {count(buffers('without', s))} / {count(buffers('with', s))} ({ratio(cut[s])})"
-                        for s in (FIRST_SCAN, STEADY, VACUUMED, AFTER_CLAIMS) if not missing(cut[s]))
+                        for s in (FIRST_SCAN, STEADY, VACUUMED, AFTER_CLAIMS, AFTER_RACE) if not missing(cut[s]))
             + f"; first scan {ms(plans.get(f'without_{FIRST_SCAN}_ms'))} without, "
               f"{ms(plans.get(f'with_{FIRST_SCAN}_ms'))} with")
     values = {"job_count": count(jobs), "consumed": percent(fraction, 0), "removed": count(removed),
@@ -1205,7 +1213,10 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
               "without_ms": ms(plans.get(f"without_{FIRST_SCAN}_ms")), "with_ms": ms(plans.get(f"with_{FIRST_SCAN}_ms")),
               "without_after_claims_buffers": count(buffers("without", AFTER_CLAIMS)),
               "with_after_claims_buffers": count(buffers("with", AFTER_CLAIMS)),
-              "after_claims_removed": count(claims_removed)}
+              "after_claims_removed": count(claims_removed),
+              "without_after_race_buffers": count(buffers("without", AFTER_RACE)),
+              "with_after_race_buffers": count(buffers("with", AFTER_RACE)),
+              "after_race_removed": count(plans.get(f"without_{AFTER_RACE}_removed", math.nan))}
     context = []
     if by_claims != NOT_MEASURED:
         context.append(
@@ -1213,6 +1224,10 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
             f"filter and read {count(buffers('without', AFTER_CLAIMS))} buffers without the index and "
             f"{count(buffers('with', AFTER_CLAIMS))} with it. One reading, not measured here: claims made one at a "
             "time prune the pages and mark dead the index entries they step over as they go.")
+    if by_race != NOT_MEASURED:
+        context.append(
+            f"Drained by a race of {count(RACE_DRAIN_WORKERS)} connections, it read {count(buffers('without', AFTER_RACE))} buffers without "
+            f"the index and {count(buffers('with', AFTER_RACE))} with it.")
     held = buffers("without", HELD_SNAPSHOT)
     if not missing(held) and held > buffers("without", STEADY):
         context.append(f"While a transaction older than the drain stays open, every claim read {count(held)} "

@@ -6,7 +6,7 @@ UPDATE, followed by the ANALYZE autoanalyze would run. 'done', not 'running': th
 head of a queue that has been draining for a while is finished work, and any
 status other than 'pending' is filtered the same way. Autovacuum is switched off
 for these tables, so every change between two states is the claims' own doing or
-our VACUUM's. The claims are explained in four table states (TABLE_STATES):
+our VACUUM's. The claims are explained in these table states (TABLE_STATES):
 
 first_scan
     the very first EXPLAIN ANALYZE after the prefix flip, with no other session
@@ -38,6 +38,10 @@ after_claims
     and marks dead the index entries it steps over, so this queue is not the bulk
     one. The server's counters (updates, HOT updates, dead tuples, pages) after
     each kind of drain are stored beside the plans (results.drain_counters).
+after_race
+    at the reference point only: the same, with the prefix claimed by
+    RACE_DRAIN_WORKERS connections racing, as a queue with several workers is
+    drained; each claim's scan then also steps over rows other claims hold.
 
 Every repetition records other_snapshot_backends: how many other backends of
 the server had a snapshot (pg_stat_activity.backend_xmin set) just before and
@@ -78,6 +82,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
 import time
 from contextlib import closing
 from dataclasses import dataclass
@@ -108,6 +113,8 @@ class TableState:
     description: str
 
 
+RACE_DRAIN_WORKERS = 4  # the connections that drain after_race's prefix
+
 # The table states in the order they are shown; notebooks and charts read them from here.
 TABLE_STATES = (
     TableState("first_scan", "first scan after the drain",
@@ -124,15 +131,19 @@ TABLE_STATES = (
     TableState("after_claims", "after a drain by claims",
                "a fresh table whose prefix was claimed one job at a time by the skip_locked claim on one "
                "connection, each claim committed, then ANALYZE (the reference point only)"),
+    TableState("after_race", "after a drain by a race",
+               f"a fresh table whose prefix was claimed by {RACE_DRAIN_WORKERS} connections racing with the skip_locked claim, "
+               "each claim committed, then ANALYZE (the reference point only)"),
 )
 TABLE_STATE_NAMES = tuple(state.name for state in TABLE_STATES)
-FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED, AFTER_CLAIMS = TABLE_STATE_NAMES
-# The states measured at every point (after_claims only at the reference point: a drain by claims is slow).
+FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED, AFTER_CLAIMS, AFTER_RACE = TABLE_STATE_NAMES
+# The states measured at every point; the drains by claims only at the reference point (they are slow).
 EVERY_POINT_STATES = (FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED)
+REFERENCE_ONLY_STATES = (AFTER_CLAIMS, AFTER_RACE)
 # What `plans --json` calls each state: the bulk UPDATE's states say how their prefix was consumed.
 JSON_STATE_NAMES = {FIRST_SCAN: "after_bulk_update", STEADY: "after_bulk_update_later_scans",
                     HELD_SNAPSHOT: "after_bulk_update_held_snapshot", VACUUMED: "after_bulk_update_vacuumed",
-                    AFTER_CLAIMS: "after_claims"}
+                    AFTER_CLAIMS: "after_claims", AFTER_RACE: "after_race"}
 # The states measured right after a real drain, with no other session holding a snapshot.
 UNHELD_STATES = (FIRST_SCAN, STEADY)
 CONSUMED_STATUS = "done"
@@ -341,6 +352,47 @@ def _claim_prefix(conn, consumed: int) -> int:
     return claimed
 
 
+def _race_prefix(db: database.Database, consumed: int, workers: int = RACE_DRAIN_WORKERS) -> int:
+    """The drain by a race: `workers` connections, each in its own thread, run the skip_locked claim (each claim
+    committed) until `consumed` claims are taken between them, then ANALYZE. A claim is only made on a ticket
+    below `consumed`, so the race takes exactly the prefix: a claim takes the lowest pending id nobody holds, and
+    every lower id is held by a claim that commits. Returns the jobs claimed."""
+    tickets = iter(range(consumed))
+    handing_out = threading.Lock()
+    claimed: list[int] = []
+    failures: list[BaseException] = []
+
+    def claimer() -> None:
+        try:
+            with closing(db.connect()) as own:
+                own.autocommit = True
+                while True:
+                    with handing_out:
+                        if next(tickets, None) is None:
+                            return
+                    row = own.execute(SKIP_LOCKED.sql, prepare=True).fetchone()
+                    if row is not None:
+                        claimed.append(int(row[0]))
+        except BaseException as exc:  # reported below: a drain that stopped short is not the state described
+            failures.append(exc)
+
+    threads = [threading.Thread(target=claimer, name=f"race-drain-{n}") for n in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    with closing(db.connect()) as conn:
+        conn.execute(f"ANALYZE {schema.SCHEMA}.jobs")
+    return len(claimed)
+
+
+def first_pending(conn) -> int | None:
+    row = conn.execute(f"SELECT min(id) FROM {schema.SCHEMA}.jobs WHERE status = 'pending'").fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
 def drain_counters(conn, drain: str, partial_index: bool, consumed: int) -> dict:
     """The server's account of a drain: the table's updates, HOT updates and dead tuples, and its pages."""
     counters = table_counters(conn)
@@ -416,17 +468,23 @@ def _measure_after_drain(conn, point: dict, job_id: int | None, statements: list
         recorder.text_plan(conn, keys, planned, params, repetitions)
 
 
-def _measure_after_claims(conn, point: dict, statements, repetitions: int, recorder: _Recorder) -> list[dict]:
-    """after_claims: the prefix consumed by real claims; and the server's counters after both kinds of drain."""
+def _measure_after_claims(conn, db: database.Database, point: dict, statements, repetitions: int,
+                          recorder: _Recorder) -> list[dict]:
+    """after_claims and after_race: the prefix consumed by real claims, on one connection and by a race; and the
+    server's counters after each kind of drain, with the first pending id each left (the prefix's end)."""
     job_count, consumed, partial_index = point["job_count"], point["consumed_jobs"], point["partial_index"]
     _drained_table(conn, job_count, consumed, partial_index)
-    bulk = drain_counters(conn, "bulk_update", partial_index, consumed)
-    _fresh_table(conn, job_count, partial_index)
-    claimed = _claim_prefix(conn, consumed)
-    by_claims = drain_counters(conn, "claims", partial_index, claimed)
-    # the claims took the lowest ids, as the bulk UPDATE did: the first pending id is the same
-    _measure_state(conn, point, AFTER_CLAIMS, first_pending_id(job_count, claimed), statements, repetitions, recorder)
-    return [bulk, by_claims]
+    counters = [drain_counters(conn, "bulk_update", partial_index, consumed)]
+    for state, drain, claim_prefix in ((AFTER_CLAIMS, "claims", lambda: _claim_prefix(conn, consumed)),
+                                       (AFTER_RACE, "race", lambda: _race_prefix(db, consumed))):
+        _fresh_table(conn, job_count, partial_index)
+        claimed = claim_prefix()
+        first = first_pending(conn)
+        counters.append({**drain_counters(conn, drain, partial_index, claimed), "first_pending_id": first})
+        # the claims took the lowest ids, as the bulk UPDATE did: the first pending id is the same
+        _measure_state(conn, point, state, first, statements, repetitions, recorder)
+    counters[0]["first_pending_id"] = first_pending_id(job_count, consumed)
+    return [{**c, "job_count": job_count, "prefix_jobs": consumed} for c in counters]
 
 
 def _measure_point(conn, db: database.Database, job_count: int, fraction: float, partial_index: bool, statements,
@@ -435,7 +493,7 @@ def _measure_point(conn, db: database.Database, job_count: int, fraction: float,
     point = {"job_count": job_count, "consumed_fraction": float(fraction), "consumed_jobs": consumed,
              "partial_index": partial_index}
     job_id = first_pending_id(job_count, consumed)
-    counters = _measure_after_claims(conn, point, statements, repetitions, recorder) if by_claims else []
+    counters = _measure_after_claims(conn, db, point, statements, repetitions, recorder) if by_claims else []
     _measure_after_drain(conn, point, job_id, statements, repetitions, recorder)
 
     # held_snapshot: the holder connects for this state only, so it is no other state's neighbour
@@ -496,22 +554,29 @@ def aggregate(repetitions: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def plan_checks(points: pd.DataFrame, repetitions: pd.DataFrame, parameters: PlansParameters) -> dict:
+def plan_checks(points: pd.DataFrame, repetitions: pd.DataFrame, parameters: PlansParameters,
+                counters: list[dict] = ()) -> dict:
     """What must hold for a plans run to count.
 
     every_point_measured: the skip_locked claim at every size, fill level, index setting and table state.
     every_claim_found_a_job: where jobs were pending, every explained skip_locked claim returned one row.
     snapshot_holder_seen: every held_snapshot repetition saw the holder's snapshot (the count can see one).
+    drains_took_the_prefix: every drain by claims (one connection or a race) claimed exactly the prefix, as the
+    bulk UPDATE flips it: as many jobs, and the first pending id right after them.
     """
     claims = points[points["strategy"] == "skip_locked"]
-    # every state at every point, and after_claims at the reference point with and without the index
-    expected = len(set(parameters.job_counts)) * 2 * len(set(parameters.consumed_fractions)) * len(EVERY_POINT_STATES) + 2
+    # every state at every point, and the drains by claims at the reference point with and without the index
+    expected = (len(set(parameters.job_counts)) * 2 * len(set(parameters.consumed_fractions)) * len(EVERY_POINT_STATES)
+                + 2 * len(REFERENCE_ONLY_STATES))
     pending = claims[claims["consumed_jobs"] < claims["job_count"]]
     held = repetitions[repetitions["table_state"] == HELD_SNAPSHOT]
     checks = {
         "every_point_measured": bool(len(claims.drop_duplicates(list(POINT_KEYS))) == expected),
         "every_claim_found_a_job": bool((pending["rows_returned"] == 1).all()),
         "snapshot_holder_seen": bool(len(held) > 0 and (held["other_snapshot_backends"] >= 1).all()),
+        "drains_took_the_prefix": all(c["consumed_jobs"] == c["prefix_jobs"]
+                                      and c["first_pending_id"] == first_pending_id(c["job_count"], c["prefix_jobs"])
+                                      for c in counters),
     }
     checks["passed"] = all(checks.values())
     return checks
@@ -560,7 +625,8 @@ def measure_plans(db: database.Database, parameters: PlansParameters, run_id: st
             "consumed_status": CONSUMED_STATUS,
             "consume_prefix_sql": CONSUME_PREFIX_SQL,
             "drain": "a fresh table (autovacuum off for it), the prefix flipped by one committed UPDATE, then ANALYZE; "
-                     "after_claims: the prefix claimed by the skip_locked claim one job at a time, then ANALYZE",
+                     "after_claims: the prefix claimed by the skip_locked claim one job at a time, then ANALYZE; "
+                     f"after_race: the same claim by {RACE_DRAIN_WORKERS} connections racing, then ANALYZE",
             "table_states": {state.name: state.description for state in TABLE_STATES},
             "other_snapshot_backends": "per repetition: other backends with pg_stat_activity.backend_xmin set just "
                                        "before or just after the EXPLAIN (the larger count)",
@@ -571,7 +637,7 @@ def measure_plans(db: database.Database, parameters: PlansParameters, run_id: st
             "backend_cpu": "backend_cpu_ms and backend_wait_ms: the backend's time on a CPU and waiting for one "
                            "during each EXPLAIN, from /proc/<pid>/schedstat (embedded server only)",
         },
-        checks=plan_checks(points_frame, raw, parameters),
+        checks=plan_checks(points_frame, raw, parameters, counters),
         results={
             "reference_point": {"job_count": reference[0], "consumed_fraction": reference[1]},
             # the server's counters after the prefix was consumed by one bulk UPDATE and by claims one at a time
