@@ -95,6 +95,9 @@ def test_run_checks_every_outcome():
     ("restart", {"runner_errors": 3}, True), ("restart", {"heartbeats_refused": 1}, True), ("restart", {}, False),
     ("terminate", {"reaps": 1}, True), ("terminate", {}, False),
     ("service", {"finishes_refused": 1}, True), ("service", {}, False),
+    # inside a request's window: only the held request's own failure counts
+    ("service_mid_claim", {"claim_answer_lost": 1}, True), ("service_mid_claim", {"runner_errors": 2}, False),
+    ("restart_mid_finish", {"finish_lost": 1}, True), ("restart_mid_finish", {"finishes_refused": 1}, False),
 ])
 def test_a_fault_lands_only_on_an_observed_effect(fault, effects, landed):
     assert faults.landed_by_effects(fault, effects) is landed
@@ -112,6 +115,22 @@ def test_fault_effects_are_read_after_the_fault_only():
     assert faults.fault_effects("none", {}, events, reaps, set(), None) == {}
 
 
+def test_a_held_request_counts_only_when_its_own_answer_failed():
+    held = {"runner": "r1", "run": 7}
+    lost = [{"t": 5.0, "event": "error", "runner": "r1", "where": "poll"}]
+    assert faults.fault_effects("service_mid_claim", held, lost, [], {"r1"}, 4.0)["claim_answer_lost"] == 1
+    # the runner heard of its claim after all: the answer was not lost
+    heard = [{"t": 4.5, "event": "claimed", "runner": "r1", "run": 7}] + lost
+    assert "claim_answer_lost" not in faults.fault_effects("service_mid_claim", held, heard, [], {"r1"}, 4.0)
+    # lost, then the same run claimed again once its lease was reaped: still lost the first time
+    again = lost + [{"t": 6.0, "event": "claimed", "runner": "r1", "run": 7}]
+    assert faults.fault_effects("service_mid_claim", held, again, [], {"r1"}, 4.0)["claim_answer_lost"] == 1
+    failed = [{"t": 5.0, "event": "finish_rejected", "runner": "r1", "run": 7, "status": 500}]
+    assert faults.fault_effects("restart_mid_finish", held, failed, [], {"r1"}, 4.0)["finish_lost"] == 1
+    other = [{"t": 5.0, "event": "finish_rejected", "runner": "r1", "run": 8, "status": 500}]
+    assert "finish_lost" not in faults.fault_effects("restart_mid_finish", held, other, [], {"r1"}, 4.0)
+
+
 # --------------------------------------------------------------------------- every fault, for real
 
 
@@ -122,7 +141,10 @@ def _children() -> set[int]:
 
 
 REAL = [("none", "kill"), ("lease", "kill"), ("lease", "pause"), ("lease_holder", "pause"), ("lease_fenced", "pause"),
-        ("lease_fenced", "terminate"), ("lease_fenced", "restart"), ("lease_fenced", "service")]
+        ("lease_fenced", "terminate"), ("lease_fenced", "restart"), ("lease_fenced", "service"),
+        ("none", "service_mid_claim"), ("lease", "service_mid_claim"), ("none", "restart_mid_finish"),
+        ("lease_fenced", "restart_mid_finish")]
+RESTARTS = ("restart", "restart_mid_finish")
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +159,7 @@ def real_runs(db, tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("faults-data")
     from harness.server.faults import can_restart
 
-    real = [key for key in REAL if key[1] != "restart" or can_restart(db)]  # a server we did not start: no restart
+    real = [key for key in REAL if key[1] not in RESTARTS or can_restart(db)]  # a server we did not start: no restart
     # a paused runner must get its finish in while the runner that took its run over is still working on it:
     # longer jobs there leave room for a loaded machine
     sets = [faults.FaultParameters(protocol, fault, runner_count=3, job_count=5, lease_s=1.0,
@@ -160,7 +182,7 @@ def test_every_fault_ran_and_left_nothing_behind(real_runs):
         assert results["faults_injected"] >= 1 and isinstance(results["fault_effects"], dict), key
         # a fault counts as landed only on what it was seen to do
         assert results["fault_landed"] == faults.landed_by_effects(key[1], results["fault_effects"]), key
-        if key[1] in ("kill", "pause"):
+        if key[1] in ("kill", "pause", "service_mid_claim", "restart_mid_finish"):
             assert results["fault_landed"], key
         assert results["drain_seconds"] <= faults.FaultParameters(**manifest["parameters"]).drain_bound_seconds + 5
 
@@ -194,6 +216,25 @@ def test_the_fence_keeps_every_run_under_every_fault(real_runs, fault):
     assert (results["lost"], results["stuck"], results["stale_completion"]) == (0, 0, 0)
     assert results["completed_once"] + results["in_progress_at_timeout"] == 5
     assert results["expectations"]["fenced_keeps_every_run"] is True
+
+
+def test_a_claim_whose_answer_was_lost_sticks_without_a_lease_and_is_handed_on_with_one(real_runs):
+    unleased = real_runs["manifests"][("none", "service_mid_claim")]["results"]
+    assert unleased["fault_effects"]["claim_answer_lost"] == 1 and unleased["stuck"] >= 1
+    leased = real_runs["manifests"][("lease", "service_mid_claim")]["results"]
+    assert leased["stuck"] == 0 and leased["lost"] == 0 and leased["reaps"] >= 1
+    assert leased["completed_once"] == 5
+
+
+def test_a_finish_rolled_back_by_a_restart_leaves_the_job_to_run_again(real_runs):
+    if ("none", "restart_mid_finish") not in real_runs["manifests"]:
+        pytest.skip("the restart needs the embedded server")
+    unleased = real_runs["manifests"][("none", "restart_mid_finish")]["results"]
+    assert unleased["fault_effects"]["finish_lost"] == 1 and unleased["stuck"] >= 1
+    fenced = real_runs["manifests"][("lease_fenced", "restart_mid_finish")]["results"]
+    # the job ran, its finish was rolled back: the lease hands it on and it runs again
+    assert fenced["fault_effects"]["finish_lost"] == 1 and fenced["executed_twice"] >= 1
+    assert (fenced["lost"], fenced["stuck"], fenced["stale_completion"]) == (0, 0, 0)
 
 
 def test_checking_the_holder_refuses_the_paused_runners_finish(real_runs):

@@ -183,6 +183,37 @@ def test_a_stale_finish_after_a_reclaim_is_accepted_only_unfenced(db, queue, pro
         assert finishes == ([("a", first)] if stale_finish == 200 else [])
 
 
+@pytest.mark.parametrize("place", ["claim", "finish"])
+def test_a_held_request_alone_changes_nothing_but_its_timing(db, queue, tmp_path, place):
+    """The control of the faults injected inside a request's window: held and released without a fault, the
+    claim is answered and the finish commits as if nothing happened."""
+    with running_service(db.url, "lease_fenced", lease_s=5, hold_dir=str(tmp_path)) as service, \
+            httpx.Client(base_url=service.url, timeout=10) as http:
+        [run_id] = enqueue(queue, service, 1)
+        token = None
+        if place == "finish":
+            token = http.post("/claim", json={"runner": "a"}).json()["token"]
+        (tmp_path / f"arm-{place}").touch()
+        answers = []
+        request = (lambda: http.post("/claim", json={"runner": "a"})) if place == "claim" else \
+            (lambda: http.post(f"/runs/{run_id}/finish", json={"runner": "a", "token": token}))
+        caller = threading.Thread(target=lambda: answers.append(request()))
+        caller.start()
+        deadline = time.monotonic() + 10
+        while not (tmp_path / f"held-{place}").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        held = (tmp_path / f"held-{place}").read_text()
+        assert f'"run": {run_id}' in held and not (tmp_path / f"arm-{place}").exists()
+        time.sleep(0.3)
+        assert not answers, "held: not answered yet"
+        if place == "finish":  # written, not committed: nobody else sees it yet
+            assert row(queue, run_id)[0] == "running"
+        (tmp_path / f"release-{place}").touch()
+        caller.join(10)
+        assert answers[0].status_code == 200
+        assert row(queue, run_id)[0] == ("running" if place == "claim" else "done")
+
+
 def test_the_service_tables_count_as_the_harness_own(queue):
     assert server_schema._foreign_objects(queue) == []
 

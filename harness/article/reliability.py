@@ -22,11 +22,14 @@ LEDGER_COLUMNS = {"completed_once": "completed once", "completed_twice": "comple
                   "stuck": "stuck", "lost": "lost", "in_progress_at_timeout": "in progress at the bound"}
 PROTOCOL_ORDER = ("none", "lease", "lease_holder", "lease_fenced")
 PROTOCOL_KEYS = {"none": "none", "lease": "lease", "lease_holder": "holder", "lease_fenced": "fenced"}
-FAULT_ORDER = ("kill", "pause", "terminate", "restart", "service", "none")
-CUTTING_FAULTS = ("terminate", "restart", "service")  # the service or its database goes away for a while
+FAULT_ORDER = ("kill", "pause", "terminate", "restart", "service", "service_mid_claim", "restart_mid_finish", "none")
+# the service or its database goes away for a while
+CUTTING_FAULTS = ("terminate", "restart", "service", "service_mid_claim", "restart_mid_finish")
 FAULT_WORDS = {"kill": "runner killed after its claim", "pause": "runner paused past its lease",
                "terminate": "service's connections terminated", "restart": "PostgreSQL restarted",
-               "service": "service killed and restarted", "none": "no fault"}
+               "service": "service killed and restarted",
+               "service_mid_claim": "service killed between a claim's commit and its answer",
+               "restart_mid_finish": "PostgreSQL restarted inside a finish", "none": "no fault"}
 
 
 def fault_summary(paths) -> pd.DataFrame:
@@ -145,6 +148,11 @@ def fault_facts(paths) -> dict:
         "lease_pause_twice": cell("lease", "pause", "completed_twice"),
         "fenced_pause_stale": cell("lease_fenced", "pause", "stale_completion"),
         "fenced_pause_ran_twice": cell("lease_fenced", "pause", "executed_twice"),
+        "none_mid_claim_stuck": cell("none", "service_mid_claim", "stuck"),
+        "lease_mid_claim_reaps": cell("lease", "service_mid_claim", "reaps"),
+        "lease_mid_claim_stuck": cell("lease", "service_mid_claim", "stuck"),
+        "none_mid_finish_stuck": cell("none", "restart_mid_finish", "stuck"),
+        "fenced_mid_finish_ran_twice": cell("lease_fenced", "restart_mid_finish", "executed_twice"),
     }
     for protocol in PROTOCOL_ORDER:
         key = PROTOCOL_KEYS[protocol]

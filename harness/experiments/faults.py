@@ -14,6 +14,14 @@ started a job, one fault is injected for real and logged with its time and targe
     service    SIGKILL of the claim service, and a new service process on the same port;
     none       nothing: the baseline whose counters give what the protocol costs.
 
+Two faults land inside a request's window instead, where the service holds that request open for them
+(harness.service.app.AnswerHold), whatever a runner is doing:
+
+    service_mid_claim   SIGKILL of the service after a claim committed and before its answer left: the
+                        run is claimed in the database by a runner that never heard of it;
+    restart_mid_finish  a crash restart of PostgreSQL while a finish's transaction is open: the finish
+                        is rolled back and its runner is answered with an error.
+
 Then the healthy runners drain the queue, bounded in time (drain_bound_seconds), and every run is
 classified by harness.service.ledger from the database and the runners' event logs: completed once,
 completed twice, stuck, lost; marked executed twice, completed by a stale holder, acknowledged but lost.
@@ -21,7 +29,7 @@ completed twice, stuck, lost; marked executed twice, completed by a stale holder
 The cost of leases: the heartbeats the runners sent and the server accepted, and what the server's
 counters for claimrace.runs say (n_tup_upd, n_tup_hot_upd, n_dead_tup; see harness.server.pgstats),
 beside the claims per second of the drain. A restart of the server discards its statistics, so a
-restart run does not report counters.
+restart run (restart, restart_mid_finish) does not report counters.
 
 Public API::
 
@@ -61,7 +69,9 @@ from harness.service import ledger
 from harness.service.reaper import REAP_SQL, Reaper
 
 PROTOCOLS = ("none", "lease", "lease_holder", "lease_fenced")
-FAULTS = ("kill", "pause", "terminate", "restart", "service", "none")
+FAULTS = ("kill", "pause", "terminate", "restart", "service", "service_mid_claim", "restart_mid_finish", "none")
+# The faults injected inside a request's window (the service holds that request open: AnswerHold)
+HELD_FAULTS = {"service_mid_claim": "claim", "restart_mid_finish": "finish"}
 RUNS = f"{SCHEMA}.runs"
 
 MAX_RUNNERS = 20
@@ -192,7 +202,7 @@ def run_label(parameters: FaultParameters) -> str:
 
 def check_size(sets: list[FaultParameters], local: bool, pg_version: int) -> None:
     """Before any server starts: the restart fault needs a server this harness starts and can restart."""
-    if not local and any(p.fault == "restart" for p in sets):
+    if not local and any(p.fault in ("restart", "restart_mid_finish") for p in sets):
         raise UserError("the restart fault needs the embedded server (it stops and starts PostgreSQL)")
 
 
@@ -249,6 +259,15 @@ def fault_effects(fault: str, hit: dict, events: list[dict], reaps: list[dict], 
     }
     if fault == "kill":
         effects["runner_gone"] = int(victim is not None and victim not in live)
+    if fault in HELD_FAULTS:
+        # the held request's own answer failed: a claim whose runner never heard of it, a finish that failed
+        mine = [e for e in after if e["runner"] == victim]
+        if fault == "service_mid_claim":  # its next word on a claim was an error, not the claim it was given
+            outcomes = [e["event"] for e in mine if e["event"] in ("error", "claimed")]
+            effects["claim_answer_lost"] = int(bool(outcomes) and outcomes[0] == "error")
+        else:
+            effects["finish_lost"] = int(any(e["event"] == "finish_rejected" and e.get("run") == hit.get("run")
+                                             for e in mine))
     if fault == "pause":
         effects["runner_stopped_s"] = round(float(hit.get("paused_s") or 0.0), 3)
         effects["victim_reaped"] = sum(1 for r in reaps if r.get("runner") == victim and r.get("unix", 0) >= fault_unix)
@@ -263,6 +282,10 @@ def landed_by_effects(fault: str, effects: dict) -> bool:
         return bool(effects.get("runner_stopped_s"))
     if fault == "kill":
         return bool(effects.get("runner_gone"))
+    if fault == "service_mid_claim":
+        return bool(effects.get("claim_answer_lost"))
+    if fault == "restart_mid_finish":
+        return bool(effects.get("finish_lost"))
     return any(effects.get(name) for name in ("runner_errors", "heartbeats_refused", "finishes_refused", "reaps"))
 
 
@@ -342,11 +365,50 @@ def _first_started(events_dir: Path, names: list[str], since: float, timeout: fl
     return None
 
 
+def _held(hold_dir: Path, place: str, timeout: float) -> dict | None:
+    """What the service holds open at `place` (its `held-<place>` file), once it does; None at the timeout."""
+    held = hold_dir / f"held-{place}"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if held.exists():
+            return json.loads(held.read_text())
+        time.sleep(0.005)
+    return None
+
+
+def inject_held(fault: str, db: database.Database, service, log: faults.FaultLog, hold_dir: Path) -> dict:
+    """A fault inside a request's window: the service is told to hold the next claim (committed, not answered)
+    or finish (written, not committed), and the fault lands while it is held: the service killed mid-claim, or
+    PostgreSQL crash-restarted mid-finish."""
+    place = HELD_FAULTS[fault]
+    (hold_dir / f"arm-{place}").touch()
+    held = _held(hold_dir, place, TRIGGER_TIMEOUT_S)
+    if held is None:
+        return {"landed": False, "why": f"no {place} was held within {TRIGGER_TIMEOUT_S:g} s"}
+    hit = {"runner": held["runner"], "run": held["run"], "held": place}
+    # logged first: what the fault does (the failed answer) happens while it is injected
+    log.record(f"held_{place}", f"run {held['run']} of {held['runner']}", run=held["run"], runner=held["runner"])
+    if fault == "service_mid_claim":
+        old_pid = service.pid
+        service.kill()
+        log.record("service_kill", f"claim service pid {old_pid}", pid=old_pid)
+        time.sleep(SERVICE_DOWN_S)
+        service.start()
+        log.record("service_start", f"claim service pid {service.pid}", pid=service.pid)
+        return {"landed": True, **hit, "old_pid": old_pid, "new_pid": service.pid}
+    times = faults.restart_server(db, log)
+    (hold_dir / f"release-{place}").touch()  # the finish goes on to commit, on a connection the restart broke
+    return {"landed": True, **hit, **times}
+
+
 def inject(fault: str, p: FaultParameters, db: database.Database, service, runners, reaper, watch: _Watch,
-           log: faults.FaultLog, events_dir: Path) -> dict:
-    """Inject one fault once a runner has started a job; what it hit (the run, the runner) and whether it landed."""
+           log: faults.FaultLog, events_dir: Path, hold_dir: Path | None = None) -> dict:
+    """Inject one fault once a runner has started a job (or, for HELD_FAULTS, once the service holds the request
+    it targets); what it hit (the run, the runner) and whether it landed."""
     if fault == "none":
         return {"landed": True}
+    if fault in HELD_FAULTS:
+        return inject_held(fault, db, service, log, hold_dir)
     trigger = _first_started(events_dir, runners.names, log.began_unix, TRIGGER_TIMEOUT_S)
     if trigger is None:
         return {"landed": False, "why": f"no runner started a job within {TRIGGER_TIMEOUT_S:g} s"}
@@ -485,13 +547,15 @@ def measure_faults(db: database.Database, parameters: FaultParameters, run_id: s
                                   seed=0)
         reaper = Reaper(db.url, interval_s=max(0.02, REAPER_INTERVAL_LEASES * p.lease_s), clock_zero=zero) \
             if p.protocol != "none" else None
-        with running_service(_service_dsn(db.url), p.protocol, p.lease_s, key=key,
-                             pool_size=SERVICE_POOL_SIZE) as service:
+        hold_dir = events_dir / "holds"
+        hold_dir.mkdir()
+        with running_service(_service_dsn(db.url), p.protocol, p.lease_s, key=key, pool_size=SERVICE_POOL_SIZE,
+                             hold_dir=str(hold_dir) if p.fault in HELD_FAULTS else None) as service:
             settings = RunnerSettings(**{**asdict(settings), "service": service.url})
             with (reaper if reaper is not None else contextlib.nullcontext()), \
                     RunnerGroup(settings, p.runner_count, events_dir) as runners:
                 bar.set_postfix_str("waiting for a job to start, then the fault")
-                hit = inject(p.fault, p, db, service, runners, reaper, watch, log, events_dir)
+                hit = inject(p.fault, p, db, service, runners, reaper, watch, log, events_dir, hold_dir)
                 bar.update()
                 bar.set_postfix_str("draining")
                 drained = drain(p, watch, runners, events_dir)

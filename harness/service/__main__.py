@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     parser.add_argument("--parent-pid", type=int, default=None, help="die with this process (the harness)")
+    parser.add_argument("--hold-dir", default=None, help="fault injection: the folder of AnswerHold's arms")
     args = parser.parse_args(argv)
     if args.parent_pid is not None:
         die_with_parent(args.parent_pid)
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.service.app import create_app
 
     try:
-        app = create_app(args.dsn, args.protocol, args.lease_s, args.pool_size)
+        app = create_app(args.dsn, args.protocol, args.lease_s, args.pool_size, hold_dir=args.hold_dir)
     except (UserError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,13 +10,20 @@
 A malformed id or body gets a 4xx with a one-line reason, never a 500. Every
 statement is in harness.service.queries; the pool's connections carry the
 application name `claimrace-service`.
+
+For the faults experiment the service can hold one request open inside its
+window (AnswerHold, `--hold-dir`): a claim after it committed and before its
+answer, or a finish inside its open transaction, so a fault can land there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
+import time
+from pathlib import Path
 
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -78,8 +85,40 @@ async def _body(request: Request, token: bool) -> dict:
     return given
 
 
+HOLD_S = 5.0  # the longest a request is held: within the runners' request timeout, so the hold alone fails nothing
+
+
+class AnswerHold:
+    """Fault injection points, off unless a folder is given. The harness arms one by creating `arm-<place>` in
+    the folder (place: claim or finish); the next such request, once its statement ran (a claim committed; a
+    finish inside its still open transaction), removes the arm, writes `held-<place>` (JSON: run, runner,
+    unix) and waits until the harness creates `release-<place>` (or HOLD_S) before it answers (claim) or
+    commits (finish)."""
+
+    def __init__(self, folder: str | None):
+        self.folder = Path(folder) if folder else None
+
+    def armed(self, place: str) -> bool:
+        if self.folder is None:
+            return False
+        try:
+            (self.folder / f"arm-{place}").unlink()  # one request takes the arm, however many are in flight
+        except FileNotFoundError:
+            return False
+        return True
+
+    async def hold(self, place: str, run: int, runner: str) -> None:
+        held = self.folder / f"held-{place}"
+        held.with_suffix(".tmp").write_text(json.dumps({"run": run, "runner": runner, "unix": time.time()}))
+        held.with_suffix(".tmp").replace(held)
+        release = self.folder / f"release-{place}"
+        deadline = time.monotonic() + HOLD_S
+        while not release.exists() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+
 def create_app(dsn: str, protocol: str = "none", lease_s: float = 30.0, pool_size: int = DEFAULT_POOL_SIZE,
-               key: bytes | None = None) -> Starlette:
+               key: bytes | None = None, hold_dir: str | None = None) -> Starlette:
     """The service for one database and protocol; key decrypts the runs' secrets (default: from the environment)."""
     check_protocol(protocol, lease_s)
     if not 1 <= pool_size <= MAX_POOL_SIZE:
@@ -89,6 +128,7 @@ def create_app(dsn: str, protocol: str = "none", lease_s: float = 30.0, pool_siz
         raise ValueError(f"the service needs the secrets key (argument or {cipher.KEY_ENVIRONMENT})")
     queries = queries_for(protocol)
     lease_s = float(lease_s)
+    holds = AnswerHold(hold_dir)
     pool = AsyncConnectionPool(dsn, min_size=pool_size, max_size=pool_size, open=False,
                                kwargs={"autocommit": True, "application_name": APPLICATION_NAME,
                                        "row_factory": dict_row})
@@ -126,7 +166,10 @@ def create_app(dsn: str, protocol: str = "none", lease_s: float = 30.0, pool_siz
 
     async def claim_next(request: Request) -> Response:
         body = await _body(request, token=False)
-        return claimed(await one(queries.claim_next, {"runner": body["runner"], "lease_s": lease_s}), 204)
+        row = await one(queries.claim_next, {"runner": body["runner"], "lease_s": lease_s})
+        if row is not None and holds.armed("claim"):
+            await holds.hold("claim", row["id"], body["runner"])  # committed, not yet answered
+        return claimed(row, 204)
 
     async def heartbeat(request: Request) -> Response:
         run_id = _run_id(request)
@@ -137,7 +180,13 @@ def create_app(dsn: str, protocol: str = "none", lease_s: float = 30.0, pool_siz
     async def finish(request: Request) -> Response:
         run_id = _run_id(request)
         body = await _body(request, token=True)
-        row = await one(queries.finish, {"id": run_id, **body})
+        params = {"id": run_id, **body}
+        if holds.armed("finish"):
+            async with pool.connection() as conn, conn.transaction():
+                row = await (await conn.execute(queries.finish, params)).fetchone()
+                await holds.hold("finish", run_id, body["runner"])  # written, not yet committed
+        else:
+            row = await one(queries.finish, params)
         return JSONResponse({"ok": True}) if row else _refuse("the run is not running under this claim", 409)
 
     def refusing(endpoint):

@@ -58,6 +58,7 @@ class ServiceHandle:
     key: bytes
     pool_size: int = DEFAULT_POOL_SIZE
     port: int = 0
+    hold_dir: str | None = None  # fault injection: where AnswerHold's arms are (harness.service.app)
     process: subprocess.Popen | None = None
     _stderr: object = field(default=None, repr=False)
 
@@ -76,7 +77,8 @@ class ServiceHandle:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "harness.service", "--dsn", self.dsn, "--protocol", self.protocol,
              "--lease-s", repr(float(self.lease_s)), "--pool-size", str(self.pool_size), "--host", HOST,
-             "--port", str(self.port), "--parent-pid", str(os.getpid())],
+             "--port", str(self.port), "--parent-pid", str(os.getpid()),
+             *(["--hold-dir", str(self.hold_dir)] if self.hold_dir else [])],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._stderr, close_fds=True,
             env=_package_env(self.key), start_new_session=True)  # a Ctrl-C reaches it through our cleanup
         try:
@@ -160,10 +162,11 @@ class ServiceHandle:
 
 @contextlib.contextmanager
 def running_service(dsn: str, protocol: str = "none", lease_s: float = 30.0, key: bytes | None = None,
-                    pool_size: int = DEFAULT_POOL_SIZE, port: int = 0) -> Iterator[ServiceHandle]:
+                    pool_size: int = DEFAULT_POOL_SIZE, port: int = 0,
+                    hold_dir: str | None = None) -> Iterator[ServiceHandle]:
     """A started, healthy service; stopped on the way out, also on errors."""
     check_protocol(protocol, lease_s)
-    handle = ServiceHandle(dsn, protocol, float(lease_s), key or cipher.new_key(), pool_size, port)
+    handle = ServiceHandle(dsn, protocol, float(lease_s), key or cipher.new_key(), pool_size, port, hold_dir)
     handle.start()
     try:
         yield handle
