@@ -11,14 +11,8 @@ import sys
 from pathlib import Path
 
 from harness import config
+from harness.entry import OneLineParser, run_command
 from harness.errors import UserError
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line and exit 2."""
-
-    def error(self, message: str):
-        raise UserError(f"{self.prog}: {message}")
 
 
 def add_server_options(parser: argparse.ArgumentParser) -> None:
@@ -135,19 +129,3 @@ def _dispatch(args) -> int:
     return args.handler(args)
 
 
-def run_command(command) -> int:
-    """Run an entry point: a user's error is one line and exit 2; bugs keep their traceback."""
-    try:
-        return command()
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # the reader (head, less) went away: stop quietly, as Unix tools do
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141

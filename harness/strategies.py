@@ -117,7 +117,7 @@ class ClaimConnectionError(Exception):
 
 # Plain ints: PGresult.status is an int, and an int compare is the cheapest test in the loop.
 _TUPLES_OK = int(pq.ExecStatus.TUPLES_OK)
-OK_STATUSES = _OK = (int(pq.ExecStatus.TUPLES_OK), int(pq.ExecStatus.COMMAND_OK))
+_OK = (int(pq.ExecStatus.TUPLES_OK), int(pq.ExecStatus.COMMAND_OK))
 _CONNECTION_OK = int(pq.ConnStatus.OK)
 
 

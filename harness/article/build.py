@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from harness import config
+from harness.entry import OneLineParser, run_command
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.storage import git_commit, utc_now
@@ -245,8 +246,6 @@ def build(params_path: Path = DEFAULT_PARAMS, data_dir: Path = config.DATA_DIR,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from harness.cli import OneLineParser, run_command
-
     parser = OneLineParser(prog="python -m harness.report", description=__doc__.splitlines()[0])
     parser.add_argument("--params", type=Path, default=DEFAULT_PARAMS, help="the sweeps, as YAML (default %(default)s)")
     parser.add_argument("--data-dir", type=Path, default=config.DATA_DIR, help="where runs are stored and looked up")

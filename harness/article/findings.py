@@ -590,19 +590,6 @@ def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
     return f
 
 
-def fill_level_facts(points: pd.DataFrame, job_count: int, fraction: float) -> dict:
-    """The skip_locked claim's buffers at one fill level: with and without the index, in every table state."""
-    from harness.article.analysis import plan_point
-    from harness.experiments.plans import TABLE_STATE_NAMES
-
-    f = {"job_count": job_count, "consumed_fraction": fraction}
-    for label, partial in (("without", False), ("with", True)):
-        for state in TABLE_STATE_NAMES:
-            f[f"{label}_{state}"] = _plan_buffers(
-                plan_point(points, "skip_locked", "claim", job_count, fraction, partial, state))
-    return f
-
-
 def churn_facts(matrix: pd.DataFrame, pruning: pd.DataFrame) -> dict:
     """F11-F13 from a stored churn run: HOT counts at the default and a lower fillfactor, and the pruning arms."""
     from harness.article.analysis import churn_point
@@ -1271,21 +1258,6 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
                     [f"Right after the drain our buffer counts are not the original's: "
                      f"{nearest('without', ORIGINAL_F9_WITHOUT_BUFFERS)}, {nearest('with', ORIGINAL_F9_WITH_BUFFERS)}."]
                     + context, values)
-
-
-# With the index, a first scan right after the drain that reads more than three times the buffers it reads after
-# VACUUM is still stepping over index entries of consumed rows: a difference of a few buffers is noise, three
-# times is not.
-STALE_ENTRIES_FACTOR = 3
-
-
-def index_waits_for_vacuum(levels: list[dict]) -> bool:
-    """Whether, at every fill level given (fill_level_facts()), the claim with the index reads clearly more right
-    after the drain than after VACUUM: the index alone does not make the first claims after a drain cheap."""
-    from harness.experiments.plans import FIRST_SCAN, VACUUMED
-
-    return bool(levels) and all(level[f"with_{FIRST_SCAN}"] > STALE_ENTRIES_FACTOR * level[f"with_{VACUUMED}"]
-                                for level in levels)
 
 
 def f10_guarded_filter(plans: dict | None) -> Finding:

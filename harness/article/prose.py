@@ -68,11 +68,6 @@ def plan_block(plan_text: str) -> str:
     return f'<pre class="plan">{html.escape(plan_text or "")}</pre>'
 
 
-def plural(n, word: str, suffix: str = "s") -> str:
-    """'1 run', '5 runs'"""
-    return f"{count(n)} {word}{'' if int(n) == 1 else suffix}"
-
-
 def times(n) -> str:
     """'not once', 'once', 'twice', '3 times'"""
     n = int(n)

@@ -33,7 +33,6 @@ parent dies (PR_SET_PDEATHSIG), SIGKILL of the harness included.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import multiprocessing as mp
 import os
@@ -50,6 +49,7 @@ from threading import BrokenBarrierError
 import numpy as np
 
 from harness import config
+from harness.children import die_with_parent
 from harness.server.activity import read_schedstat, schedstat_delta
 from harness.server.delay import DelayedStatements
 from harness.errors import RaceError
@@ -59,7 +59,6 @@ from harness.strategies import EMPTY, ERROR, WON, AttemptNotes, get_strategy
 _CONTEXT = mp.get_context("fork")
 _MAX_CONSECUTIVE_ERRORS = 1000  # a worker that only errors is broken, not racing
 _NO_DEADLINE = 2**63 - 1  # a drain race: the loop's deadline test never fires
-_PR_SET_PDEATHSIG = 1
 CLIENT_LAYOUT = "processes"  # the name a manifest and summary --json give this layout
 CLIENT_LAYOUT_TEXT = "one process per worker, one connection each, blocking calls"
 
@@ -227,17 +226,6 @@ def _private_bytes() -> int:
         if line.startswith(("Private_Clean:", "Private_Dirty:")):
             total += int(line.split()[1]) * 1024
     return total
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """Ask the kernel to SIGKILL this process when its parent dies; exit now if it already has."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the parent's cleanup still stops us
-        pass
-    if os.getppid() != parent_pid:  # the parent died before the request took effect
-        os._exit(1)
 
 
 def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: str, barrier, results,

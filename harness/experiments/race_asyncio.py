@@ -31,7 +31,8 @@ from psycopg import generators, waiting
 
 from harness import config
 from harness.errors import RaceError, UserError
-from harness.experiments.race import RaceResult, WorkerRecord, die_with_parent
+from harness.children import die_with_parent
+from harness.experiments.race import RaceResult, WorkerRecord
 from harness.server.activity import read_schedstat, schedstat_delta
 from harness.strategies import EMPTY, ERROR, ORIGINAL_STRATEGIES, failed_statement, get_strategy, settle_for
 

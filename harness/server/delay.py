@@ -75,6 +75,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from harness.children import die_with_parent
+
 MAX_RTT_MS = 1000.0  # beyond a second a "network" is an outage; a race would only take for ever
 START_TIMEOUT_SECONDS = 10.0
 STOP_TIMEOUT_SECONDS = 5.0
@@ -83,7 +85,6 @@ STOP_TIMEOUT_SECONDS = 5.0
 PENDING_LIMIT_BYTES = 4 * 2**20
 LATENESS_BOUNDS_US = (50, 100, 250, 500, 1000, 5000)  # histogram of how late chunks left, in microseconds
 _LATENESS_BOUNDS_NS = tuple(bound * 1000 for bound in LATENESS_BOUNDS_US)
-_PR_SET_PDEATHSIG = 1
 _CLOCK_MONOTONIC = 1  # time.monotonic_ns reads this clock on Linux
 _TFD_TIMER_ABSTIME = 1
 _TFD_NONBLOCK = os.O_NONBLOCK
@@ -647,14 +648,6 @@ class _Proxy:
         self._finish_if_done(endpoint)
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """SIGKILL from the kernel when the harness dies; exit now if it already has."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
 def _raise_open_file_limit() -> None:
     """Two sockets per connection: 100 workers and more need more than a small soft limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -688,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtt-ms", type=float, required=True)
     parser.add_argument("--parent-pid", type=int, required=True)
     args = parser.parse_args(argv)
-    _die_with_parent(args.parent_pid)
+    die_with_parent(args.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness stops it, after the race it serves
     _raise_open_file_limit()
     if not 0 <= args.rtt_ms <= MAX_RTT_MS:

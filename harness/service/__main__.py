@@ -12,7 +12,7 @@ import socket
 import sys
 
 from harness.errors import UserError
-from harness.experiments.race import die_with_parent
+from harness.children import die_with_parent
 
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import httpx
 
 from harness.errors import UserError
-from harness.experiments.race import die_with_parent
+from harness.children import die_with_parent
 
 ENDPOINTS = ("pending", "claim")
 CLAIMS_LISTED = ("at_once", "in_order")  # how a /pending runner claims the runs it was shown
