@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import pytest
 import yaml
 
 from harness import config
+from harness.errors import UserError
 from harness.article import build as report
 from harness.experiments import registry
 from tiny_report import TINY_PARAMS, build_tiny_report
@@ -69,7 +72,7 @@ def test_one_parameters_cell_first_and_literal(name):
         assert isinstance(statement, ast.AnnAssign), f"{name}: parameters must be annotated assignments"
         ast.literal_eval(statement.value)  # literals only: derived values belong in the next cell
     for line in tagged[0].source.splitlines():
-        if line.strip():
+        if line.strip() and not line.startswith("#"):
             assert "  # " in line, f"{name}: parameter without a comment: {line}"
 
 
@@ -84,19 +87,46 @@ def test_papermill_documents_every_parameter(name):
         assert parameter["inferred_type_name"] != "None", f"{name}: {parameter['name']} has no type"
 
 
-# What a notebook may be told: where its runs are, or where to find them. Never a sweep value.
+# What a notebook may be told: where its runs are, or where to find them; and, empty by default, sweep values
+# that replace its params file's (registry.overrides).
 WHERE_RUNS_COME_FROM = {"runs": {}, "params_file": "", "data_dir": ""}
+OVERRIDDEN_SECTION = {"01-races.ipynb": "races", "02-plans.ipynb": "plans", "03-churn.ipynb": "churn",
+                      "04-article.ipynb": "races"}
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_parameters_say_where_runs_come_from_and_repeat_no_sweep(name):
-    """The report hands a notebook its runs; no parameter repeats report.yml, so nothing can drift from it."""
+    """The report hands a notebook its runs; no parameter repeats report.yml, so nothing can drift from it: the
+    sweep values a reader may change are settings of one section, empty unless given."""
     namespace: dict = {}
     exec(parameters_cell(read(name)).source, namespace)
     defaults = {k: v for k, v in namespace.items() if not k.startswith("__")}
-    assert defaults == WHERE_RUNS_COME_FROM
-    params = yaml.safe_load(report.DEFAULT_PARAMS.read_text())
-    assert not {key for section in registry.SECTIONS for key in params[section]} & set(defaults)
+    assert {k: defaults[k] for k in WHERE_RUNS_COME_FROM} == WHERE_RUNS_COME_FROM
+    sweep = {k: v for k, v in defaults.items() if k not in WHERE_RUNS_COME_FROM}
+    assert sweep and all(v in ([], 0) for v in sweep.values()), sweep
+    fields = {f.name for f in dataclasses.fields(registry.kind(registry.SECTIONS[OVERRIDDEN_SECTION[name]]).asks)}
+    assert set(sweep) <= fields, set(sweep) - fields
+
+
+@pytest.mark.parametrize("given, expected", [
+    ({"worker_counts": "[1, 3]"}, {"races": {"worker_counts": [1, 3]}}),  # papermill -p hands lists as text
+    ({"worker_counts": [1, 3], "job_count": 0, "strategies": []}, {"races": {"worker_counts": [1, 3]}}),
+    ({"worker_counts": [], "repeats": 0, "strategies": ""}, {}),
+    ({"strategies": "naive, skip_locked"}, {"races": {"strategies": "naive, skip_locked"}}),
+])
+def test_overrides_parse_text_and_leave_out_empty_values(given, expected):
+    assert registry.overrides("races", **given) == expected
+
+
+def test_overrides_are_checked_as_the_params_file_is():
+    params = registry.load_params(TINY_PARAMS)
+    merged = registry.with_overrides(params, {"races": {"worker_counts": [1, 3]}})
+    assert list(registry.section_request(merged, "races").worker_counts) == [1, 3]
+    assert params["races"]["worker_counts"] != [1, 3], "the file itself is left as it is"
+    with pytest.raises(UserError, match="races"):
+        registry.with_overrides(params, {"races": {"worker_counts": [0]}})
+    with pytest.raises(UserError, match="not both"):
+        registry.notebook_runs({"races": ["somewhere"]}, TINY_PARAMS, "", ["races"], {"races": {"repeats": 2}})
 
 
 def test_the_build_hands_each_notebook_the_runs_of_its_sections(tmp_path):
@@ -137,6 +167,21 @@ def test_papermill_command_line_takes_yaml_parameters(tiny, tmp_path):
     executed = nbformat.read(output, as_version=4)
     text = "".join(o.get("text", "") for c in executed.cells for o in c.get("outputs", []))
     assert "race: all 6 runs found" in text, "the notebook reused the stored runs"
+
+
+@pytest.mark.slow
+def test_a_reader_reruns_the_races_notebook_with_other_worker_counts(tmp_path):
+    """The issue's command: -p worker_counts '[1, 3]' races and analyses exactly those worker counts."""
+    output, data_dir = tmp_path / "races.ipynb", tmp_path / "data"
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("papermill")), str(config.NOTEBOOK_DIR / "01-races.ipynb"), str(output),
+         "-p", "params_file", "notebooks/params/tiny.yml", "-p", "worker_counts", "[1, 3]",
+         "-p", "data_dir", str(data_dir), "--no-progress-bar"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "unknown parameter" not in result.stderr
+    manifests = [json.loads(path.read_text()) for path in (data_dir / "races").glob("*/manifest.json")]
+    assert manifests and {m["parameters"]["worker_count"] for m in manifests} == {1, 3}
 
 
 def test_article_prose_types_no_measured_number():

@@ -300,6 +300,16 @@ def ensure_section(params: dict, section: str, data_dir: Path = config.DATA_DIR,
                    section_pg_version(params, section), progress)
 
 
+def notebook_runs(runs: dict | None, params_file, data_dir, sections=None,
+                  changes: dict[str, dict] | None = None) -> dict[str, list[str]]:
+    """What a notebook reads: the run folders handed to it (make report), else its params file's sections with
+    its parameters' changes (registry.overrides), found or made."""
+    if runs and changes:
+        raise UserError("give either the run folders (runs) or sweep values, not both: the runs were made for "
+                        "the params file's values")
+    return runs or ensure_sections(params_file, data_dir, sections, changes=changes)
+
+
 def stored_sections(params: dict, data_dir: Path = config.DATA_DIR) -> dict[str, list[Path]]:
     """{section: [stored run folder, ...]} for a params file's sections, nothing made: a section with a run
     missing lists only the runs it has."""
@@ -308,16 +318,49 @@ def stored_sections(params: dict, data_dir: Path = config.DATA_DIR) -> dict[str,
             for section in SECTIONS}
 
 
+def overrides(section: str, **values) -> dict[str, dict]:
+    """A notebook's parameters as overrides of one params-file section: {section: {name: value}}, the empty ones
+    (None, "", [], 0) left out, so they keep the file's. Text is read as YAML: papermill's -p hands a list over
+    as the string '[1, 3]'."""
+    given = {}
+    for name, value in values.items():
+        if isinstance(value, str):
+            try:
+                value = yaml.safe_load(value) if value.strip() else None
+            except yaml.YAMLError as exc:
+                raise UserError(f"{name}: {value!r} is not a value ({str(exc).splitlines()[0]})") from None
+        if value is None or value == [] or value == "" or (value == 0 and not isinstance(value, bool)):
+            continue
+        given[name] = value
+    return {section: given} if given else {}
+
+
+def with_overrides(params: dict, changes: dict[str, dict], where: str = "notebook parameters") -> dict:
+    """The params with each section's values replaced by the given ones, checked as the file's are."""
+    merged = dict(params)
+    for section, values in (changes or {}).items():
+        if section not in SECTIONS:
+            raise UserError(f"{where}: unknown section {section!r} (known: {', '.join(SECTIONS)})")
+        merged[section] = {**params[section], **values}
+        try:
+            section_request(merged, section, where=f"{where} ({section})")
+        except UserError as exc:
+            raise UserError(f"{where} ({section}): {exc}") if section not in str(exc) else exc from None
+    return merged
+
+
 def ensure_sections(params_file: Path | str = config.PARAMS_FILE, data_dir: Path | str = config.DATA_DIR,
-                    sections=None, db=None, progress: bool = True) -> dict[str, list[str]]:
-    """{section: [run folder, ...]} for the named sections of a params file (all by default).
+                    sections=None, db=None, progress: bool = True,
+                    changes: dict[str, dict] | None = None) -> dict[str, list[str]]:
+    """{section: [run folder, ...]} for the named sections of a params file (all by default), with `changes`
+    (registry.overrides: a notebook's parameters) in place of the file's values.
 
     What `make report` passes each notebook, and what a notebook opened on its
     own finds (or makes) through this same function. A relative params_file is
     taken from the project folder, wherever the kernel runs.
     """
     path = Path(params_file or config.PARAMS_FILE)
-    params = load_params(path if path.is_absolute() else config.PROJECT_ROOT / path)
+    params = with_overrides(load_params(path if path.is_absolute() else config.PROJECT_ROOT / path), changes)
     return {section: [str(path) for path in ensure_section(params, section, Path(data_dir or config.DATA_DIR), db,
                                                            progress)[0]]
             for section in (sections or SECTIONS)}
