@@ -171,6 +171,47 @@ def test_chromium_offline_draws_every_chart_without_console_errors(tiny, tmp_pat
         "the slowed-down race has its toggle"
 
 
+MEASURE_LAYOUT = """<script>
+window.addEventListener("load", function () {
+  setTimeout(function () {
+    var main = document.querySelector("main.article"), box = main.getBoundingClientRect();
+    var style = getComputedStyle(main);
+    var left = box.left + parseFloat(style.paddingLeft), right = box.right - parseFloat(style.paddingRight);
+    var wide = [];
+    main.querySelectorAll("*").forEach(function (el) {
+      var r = el.getBoundingClientRect();
+      if (r.width > 0 && (r.left < left - 1 || r.right > right + 1 || el.scrollWidth > right - left + 1)) {
+        if (el.closest("pre") && el.tagName !== "PRE") return;
+        wide.push(el.tagName + " " + Math.round(r.width) + " px: " + (el.innerText || "").slice(0, 50));
+      }
+    });
+    document.body.setAttribute("data-layout", JSON.stringify({column: Math.round(right - left), wide: wide.slice(0, 20),
+      page: document.documentElement.scrollWidth, window: window.innerWidth}));
+  }, 3000);
+});
+</script>"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); "
+                                             "the browser check needs it")
+def test_every_table_code_block_and_chart_fits_the_text_column_at_1280_px(tiny, tmp_path):
+    page = tmp_path / "index.html"
+    page.write_text(tiny.html.read_text().replace("</body>", MEASURE_LAYOUT + "</body>", 1))
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+         "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--window-size=1280,900",
+         "--virtual-time-budget=20000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    layout = json.loads(BeautifulSoup(result.stdout, "html.parser").body.get("data-layout", "null"))
+    assert layout is not None, "the page never finished loading"
+    assert layout["window"] == 1280
+    assert layout["wide"] == [], f"wider than the {layout['column']} px column: {layout['wide']}"
+    assert layout["page"] <= layout["window"], "the page scrolls sideways"
+
+
 @pytest.mark.slow
 def test_second_build_with_nothing_changed_reuses_everything(tiny):
     html_before = tiny.html.read_bytes()

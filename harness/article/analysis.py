@@ -775,14 +775,14 @@ def production_table(summary: pd.DataFrame) -> pd.DataFrame:
                                 ascending=[True, True, False, False]).copy()
     frame["scenario"] = ["burst of " + str(int(b)) if b else "steady" for b in frame["burst"]]
     frame["pickup_tail"] = [pickup_tail_text(row) for _, row in frame.iterrows()]
+    # the columns that fit the page; `python -m harness production` prints every figure of a run
     columns = {"scenario": "arrivals", "endpoint": "endpoint", "runner_count": "runners", "poll_s": "poll every (s)",
-               "seconds": "window (s)", "enqueued": "runs", "polls": "polls", "conflicts": "409s",
-               "share_of_polls_with_a_conflict": "listing polls meeting a 409", "conflicts_per_claimed_job": "409s per job",
+               "polls": "polls", "conflicts": "409s",
+               "share_of_polls_with_a_conflict": "listing polls meeting a 409",
                "loser_payload_bytes_per_claimed_job": "bytes to losers per job",
-               "loser_secrets_per_claimed_job": "secrets to losers per job",
                "pickup_p50_ms": "pickup p50", "pickup_tail": "pickup p99 (or max)",
                "statements_per_claimed_job": "statements per job", "backend_cpu_ms_per_claimed_job":
-               "server CPU ms per job", "pending_at_end": "pending at end", "duplicate_jobs": "duplicates"}
+               "server CPU ms per job", "duplicate_jobs": "duplicates"}
     return frame[list(columns)].rename(columns=columns)
 
 
@@ -812,11 +812,10 @@ def production_table_formats() -> dict:
     def two(value):
         return number(value, 2)
 
-    return {"runners": count, "poll every (s)": lambda v: number(v, 1), "window (s)": lambda v: number(v, 0),
-            "runs": count, "polls": count, "409s": count, "listing polls meeting a 409": percent, "409s per job": two,
-            "bytes to losers per job": count, "secrets to losers per job": lambda v: number(v, 1),
+    return {"runners": count, "poll every (s)": lambda v: number(v, 1), "polls": count, "409s": count,
+            "listing polls meeting a 409": percent, "bytes to losers per job": count,
             "pickup p50": ms, "pickup p99 (or max)": str, "statements per job": lambda v: number(v, 1),
-            "server CPU ms per job": two, "pending at end": count, "duplicates": count}
+            "server CPU ms per job": two, "duplicates": count}
 
 
 def _finding_sentence(finding) -> str:
@@ -946,3 +945,17 @@ def production_timeline(paths: list[Path]) -> pd.DataFrame:
     frame = pd.concat(rows, ignore_index=True).rename(columns={"pending": "runs pending", "conflicts": "409s"})
     return frame.melt(id_vars=["second", "endpoint_label"], value_vars=["runs pending", "409s"],
                       var_name="measure", value_name="value")
+
+
+def machine_minutes(run_folders) -> float:
+    """Minutes of machine time the given stored runs took, from their manifests (started to finished): what
+    making this page's data costs on the machine it ran on, whatever was stored before the build."""
+    from harness.storage import read_manifest
+
+    total = 0.0
+    for folder in run_folders:
+        manifest = read_manifest(Path(folder))
+        started, finished = manifest.get("started_at"), manifest.get("finished_at")
+        if started and finished:
+            total += (pd.Timestamp(finished) - pd.Timestamp(started)).total_seconds()
+    return total / 60

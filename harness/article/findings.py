@@ -83,14 +83,9 @@ def same_size_count(ours: float, original: float) -> bool:
 # --------------------------------------------------------------------------- the article's sections
 
 
-SECTION_TITLES: dict[str, str] = {}  # anchor -> the heading it was made from, for the summary's links
-
-
 def anchor(heading: str) -> str:
     """The id nbconvert gives a Markdown heading (spaces become hyphens), so a finding can link to its section."""
-    made = quote(heading.replace(" ", "-"), safe="?/:@!$&'()*+,;=")
-    SECTION_TITLES[made] = heading
-    return made
+    return quote(heading.replace(" ", "-"), safe="?/:@!$&'()*+,;=")
 
 
 WITHOUT_GUARD = anchor("What happens without the guard?")
@@ -276,21 +271,30 @@ def table(findings: list[Finding]) -> pd.DataFrame:
                                        "this reproduction", "verdict", "note"])
 
 
-# The article's summary: what the reproduction confirms, corrects and adds, in that order.
-SUMMARY_GROUPS = ((("confirmed", "confirmed_different_size"), "Confirmed"), (("corrected",), "Corrected"),
-                  (("not_distinguishable",), "Not distinguishable at this spread"),
-                  (("not_reproduced",), "Not reproduced"), (("added",), "Added"))
+# The summary table's order: what the reproduction changes first, then what it cannot tell, then what holds.
+SUMMARY_ORDER = ("corrected", "not_reproduced", "not_distinguishable", "confirmed_different_size", "confirmed",
+                 "added", "not_measured")
 
 
-def summary_markdown(findings: list[Finding]) -> str:
-    """One line per finding that was measured, grouped by verdict, each with our figure and a link to its section."""
-    lines = []
-    for verdicts, title in SUMMARY_GROUPS:
-        chosen = [f for f in sorted(findings, key=lambda f: _order(f.id)) if f.verdict in verdicts]
-        for f in chosen:
-            size = " (at a different size)" if f.verdict == "confirmed_different_size" else ""
-            lines.append(f"- **{title}{size}, {f.id}:** {f.claim}. Ours: {f.ours}. [{SECTION_TITLES.get(f.section, f.section)}](#{f.section})")
-    return "\n".join(lines) if lines else "No finding was measured in this build."
+def summary_table(findings: list[Finding]) -> pd.DataFrame:
+    """The page's first table: one row per finding, corrections first, each linked to the section that states it
+    in full (the finding cell is HTML: render with escape=False)."""
+    import html as html_text
+
+    rows = []
+    for f in sorted(findings, key=lambda f: (SUMMARY_ORDER.index(f.verdict), _order(f.id))):
+        rows.append({"finding": f'<a href="#{html_text.escape(f.section)}">{f.id}</a>',
+                     "the original's claim": html_text.escape(f.claim),
+                     "verdict here": html_text.escape(f.verdict_label)})
+    return pd.DataFrame(rows, columns=["finding", "the original's claim", "verdict here"])
+
+
+def verdict_counts(findings: list[Finding]) -> dict:
+    """How many findings got each verdict: {verdict: count}."""
+    counts = {verdict: 0 for verdict in VERDICTS}
+    for f in findings:
+        counts[f.verdict] += 1
+    return counts
 
 
 # --------------------------------------------------------------------------- helpers
