@@ -72,7 +72,8 @@ def ledger_html(paths) -> str:
     first = summary.iloc[0]
     caption = (f"{count(first['job_count'])} runs queued, {count(first['runner_count'])} runners, a lease of "
                f"{number(first['lease_s'], 1)} s, jobs of {number(first['job_s'], 1)} s; one run per row")
-    return table(frame, caption=caption, formats={c: count for c in ("runs queued", *LEDGER_COLUMNS.values())})
+    return table(frame, caption=caption, formats={c: count for c in ("runs queued", *LEDGER_COLUMNS.values())},
+                 css_class="wide")
 
 
 def cost_frame(summary: pd.DataFrame) -> pd.DataFrame:
