@@ -113,6 +113,17 @@ def test_comparison_table_covers_every_finding(page):
                         "not measured", "not distinguishable at this spread"}
 
 
+def offline_chromium(page, profile, *options) -> subprocess.CompletedProcess:
+    """Headless Chromium on a page with the network off (every host resolves to nothing, every proxied request
+    goes nowhere), its DOM dumped once the page's scripts had 20 s of virtual time."""
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
+         "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", *options,
+         "--virtual-time-budget=20000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=180)
+
+
 INSTRUMENT = """<script>
 window.__claimraceErrors = [];
 (function () {
@@ -143,15 +154,7 @@ def test_chromium_offline_draws_every_chart_without_console_errors(tiny, tmp_pat
     # the page itself, plus a first script that records console errors into the DOM
     instrumented = tmp_path / "index.html"
     instrumented.write_text(tiny.html.read_text().replace("<head>", "<head>" + INSTRUMENT, 1))
-    profile = tmp_path / "profile"
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}",
-         # network off: every host resolves to nothing and every proxied request goes nowhere
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=20000", "--dump-dom",
-         instrumented.as_uri()],
-        capture_output=True, text=True, timeout=180)
+    result = offline_chromium(instrumented, tmp_path / "profile", "--enable-logging=stderr", "--v=0")
     assert result.returncode == 0, result.stderr[-2000:]
     dom = BeautifulSoup(result.stdout, "html.parser")
     errors = json.loads(dom.body.get("data-console-errors", "null"))
@@ -200,12 +203,7 @@ def test_every_table_code_block_and_chart_fits_the_text_column_at_1280_px(tiny, 
     page = tmp_path / "index.html"
     before, end, after = tiny.html.read_text().rpartition("</body>")  # the page's own, not one inside a script
     page.write_text(before + MEASURE_LAYOUT + end + after)
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
-         "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--window-size=1280,900",
-         "--virtual-time-budget=20000", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=180)
+    result = offline_chromium(page, tmp_path / "profile", "--window-size=1280,900")
     assert result.returncode == 0, result.stderr[-2000:]
     layout = json.loads(BeautifulSoup(result.stdout, "html.parser").body.get("data-layout", "null"))
     assert layout is not None, "the page never finished loading"

@@ -376,6 +376,17 @@ def _held(hold_dir: Path, place: str, timeout: float) -> dict | None:
     return None
 
 
+def _kill_and_restart_service(service, log: faults.FaultLog) -> dict:
+    """SIGKILL of the claim service, SERVICE_DOWN_S down, then a new process on the same port; both pids."""
+    old_pid = service.pid
+    service.kill()
+    log.record("service_kill", f"claim service pid {old_pid}", pid=old_pid)
+    time.sleep(SERVICE_DOWN_S)
+    service.start()
+    log.record("service_start", f"claim service pid {service.pid}", pid=service.pid)
+    return {"old_pid": old_pid, "new_pid": service.pid}
+
+
 def inject_held(fault: str, db: database.Database, service, log: faults.FaultLog, hold_dir: Path) -> dict:
     """A fault inside a request's window: the service is told to hold the next claim (committed, not answered)
     or finish (written, not committed), and the fault lands while it is held: the service killed mid-claim, or
@@ -389,13 +400,7 @@ def inject_held(fault: str, db: database.Database, service, log: faults.FaultLog
     # logged first: what the fault does (the failed answer) happens while it is injected
     log.record(f"held_{place}", f"run {held['run']} of {held['runner']}", run=held["run"], runner=held["runner"])
     if fault == "service_mid_claim":
-        old_pid = service.pid
-        service.kill()
-        log.record("service_kill", f"claim service pid {old_pid}", pid=old_pid)
-        time.sleep(SERVICE_DOWN_S)
-        service.start()
-        log.record("service_start", f"claim service pid {service.pid}", pid=service.pid)
-        return {"landed": True, **hit, "old_pid": old_pid, "new_pid": service.pid}
+        return {"landed": True, **hit, **_kill_and_restart_service(service, log)}
     times = faults.restart_server(db, log)
     (hold_dir / f"release-{place}").touch()  # the finish goes on to commit, on a connection the restart broke
     return {"landed": True, **hit, **times}
@@ -439,13 +444,7 @@ def inject(fault: str, p: FaultParameters, db: database.Database, service, runne
         times = faults.restart_server(db, log)
         return {"landed": True, **times, "run": run}
     if fault == "service":
-        old_pid = service.pid
-        service.kill()
-        log.record("service_kill", f"claim service pid {old_pid}", pid=old_pid)
-        time.sleep(SERVICE_DOWN_S)
-        service.start()
-        log.record("service_start", f"claim service pid {service.pid}", pid=service.pid)
-        return {"landed": True, "old_pid": old_pid, "new_pid": service.pid, "run": run}
+        return {"landed": True, **_kill_and_restart_service(service, log), "run": run}
     raise ValueError(fault)
 
 
