@@ -2,7 +2,7 @@
 
 A point is CPU-bound when its worker processes waited for a CPU at least half of
 their window (harness.server.activity.cpu_bound). Both outcomes are made for real:
-two workers on a quiet machine, and 32 workers on a machine kept busy by spinning processes.
+two workers on a quiet machine, and 32 niced workers sharing one CPU with spinning processes.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-from contextlib import contextmanager
+from pathlib import Path
 
 import pandas as pd
 import psutil
@@ -36,29 +36,47 @@ def _spin() -> None:
         pass
 
 
-@contextmanager
-def busy_machine():
-    """Everything the test starts from here on, and two spinning processes, share one CPU.
+def _sweep_at_lowest_priority(results, *args) -> None:
+    os.setpriority(os.PRIO_PROCESS, 0, 19)  # inherited by every worker the sweep starts
+    try:
+        results.put([str(path) for path in sweep(*args)])
+    except BaseException as error:  # the parent re-raises it
+        results.put(error)
 
-    Pinned to one CPU, the 32 workers wait for it most of their window whatever
-    the machine's size, and the machine's other CPUs keep the server and any CPU
-    quota the machine runs under out of the picture (time throttled by a quota is
-    not counted as waiting for a CPU).
+
+def sweep_on_a_busy_machine(db, tmp_path, strategies, worker_counts):
+    """The sweep and every worker it starts run at the lowest priority on one CPU, beside two spinners at normal priority.
+
+    Pinned to one CPU and niced, the 32 workers wait for it most of their window
+    whatever the machine's size or speed: a spinner at normal priority weighs
+    about 68 times a niced worker, so a woken worker seldom gets the CPU at once.
+    The machine's other CPUs keep the server and any CPU quota the machine runs
+    under out of the picture (time throttled by a quota is not counted as
+    waiting for a CPU). The sweep runs in a child so the test process keeps its
+    own priority.
     """
     own = os.sched_getaffinity(0)
-    one_cpu = {min(own)}
     context = mp.get_context("fork")
+    results = context.Queue()
     hogs = [context.Process(target=_spin, daemon=True) for _ in range(2)]
-    os.sched_setaffinity(0, one_cpu)
+    child = context.Process(target=_sweep_at_lowest_priority, args=(results, db, tmp_path, strategies, worker_counts))
+    os.sched_setaffinity(0, {min(own)})
     try:
         for hog in hogs:
             hog.start()
-        yield
+        child.start()
     finally:
         os.sched_setaffinity(0, own)
-        for hog in hogs:
-            hog.kill()
-            hog.join(5)
+    try:
+        outcome = results.get(timeout=600)
+        child.join(30)
+    finally:
+        for process in [*hogs, child]:
+            process.kill()
+            process.join(5)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return [Path(path) for path in outcome]
 
 
 # --------------------------------------------------------------------------- the rule and the windows
@@ -95,8 +113,7 @@ def test_only_samples_inside_their_workers_window_are_kept():
 
 def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_them(db, tmp_path):
     free = sweep(db, tmp_path, ["guarded", "skip_locked"], [2])
-    with busy_machine():
-        bound = sweep(db, tmp_path, ["guarded", "skip_locked"], [32])
+    bound = sweep_on_a_busy_machine(db, tmp_path, ["guarded", "skip_locked"], [32])
     for run_dir in free:
         summary = summarise_run(run_dir)
         assert summary["cpu_bound"] is False, summary["client_runnable_share"]
