@@ -212,6 +212,31 @@ def test_every_table_code_block_and_chart_fits_the_text_column_at_1280_px(tiny, 
     assert layout["page"] <= layout["window"], "the page scrolls sideways"
 
 
+PROSE_WORDS_AT_MOST = 6_500  # about 2.5x the original's post; every finding is stated once, in its section
+
+
+def prose_words(html: str) -> int:
+    """Words a reader reads as prose: the page's text outside tables, code, charts and the contents list."""
+    soup = BeautifulSoup(html, "html.parser")
+    for element in soup.select("table, pre, code, svg, script, style, nav, .claimrace-chart, .vega-embed"):
+        element.decompose()
+    text = (soup.find("main") or soup.body).get_text(" ")
+    return sum(1 for token in text.split() if re.search(r"[A-Za-z0-9]", token))
+
+
+def test_the_word_count_reads_prose_only():
+    html = ("<body><main><h2>Two words</h2><p>Three more words, <code>not this</code>.</p>"
+            "<table><tr><td>nor these</td></tr></table><pre>nor this</pre><nav><li>nor the contents</li></nav>"
+            "<div class='claimrace-chart'>nor a chart</div><p>– 12 ms</p></main></body>")
+    assert prose_words(html) == 2 + 3 + 2
+
+
+@pytest.mark.slow
+def test_the_page_reads_in_at_most_6500_words_of_prose(tiny):
+    words = prose_words(tiny.html.read_text())
+    assert words <= PROSE_WORDS_AT_MOST, f"{words:,} words of prose; the page promises at most {PROSE_WORDS_AT_MOST:,}"
+
+
 @pytest.mark.slow
 def test_second_build_with_nothing_changed_reuses_everything(tiny):
     html_before = tiny.html.read_bytes()

@@ -818,15 +818,8 @@ def production_table_formats() -> dict:
             "server CPU ms per job": two, "duplicates": count}
 
 
-def _finding_sentence(finding) -> str:
-    """A finding's figure and note as sentences, whichever of them it has."""
-    parts = [text.rstrip(".") + "." for text in (finding.ours, finding.note) if text] if finding is not None else []
-    return " ".join(parts) or "Not measured in this build."
-
-
-def production_facts(summary: pd.DataFrame | None, c5=None, c8=None) -> dict:
-    """Every figure the production section's prose names, formatted once (glued by the article's cell 04-03);
-    c5 and c8 are the findings (harness.article.findings) whose figure and note the section quotes."""
+def production_facts(summary: pd.DataFrame | None) -> dict:
+    """Every figure the production section's prose names, formatted once (glued by the article's cell 04-03)."""
     from harness.article.formats import MISSING, count, ms, number, percent, ratio
     from harness.article.prose import join
 
@@ -868,9 +861,8 @@ def production_facts(summary: pd.DataFrame | None, c5=None, c8=None) -> dict:
         return pickup_tail_text(row) if row is not None else MISSING
 
     facts = {
-        "production_measured": "measured in this build" if measured else "not measured in this build",
         "prod_confidence": "95%",  # the level of harness.stats.polls_met_interval
-        "prod_c5_text": _finding_sentence(c5), "prod_c8_text": _finding_sentence(c8),
+        "production_measured": "measured in this build" if measured else "not measured in this build",
         "prod_runner_list": join([str(int(n)) for n in sorted(steady["runner_count"].unique())]),
         "prod_poll_list": join([number(p, 1 if p < 1 else 0) for p in sorted(steady["poll_s"].unique(),
                                                                               reverse=True)]),

@@ -10,6 +10,11 @@ and the build fills them in from every glued value of the executed notebook
 before rendering. A placeholder with no value fails the build, so a page never
 shows a raw placeholder, and a value may be markdown (a list, a link, a phrase
 chosen by a finding's rule).
+
+A markdown cell that states one finding names it in its metadata
+(`"finding": "F5"`). Where the build lacks a figure that cell names (the finding
+was not measured, or measured in part), the cell shows the finding's own
+statement instead, glued as `f5_statement`: its verdict, figure and note.
 """
 
 from __future__ import annotations
@@ -46,9 +51,20 @@ def placeholders(text: str) -> list[str]:
     return PLACEHOLDER.findall(text)
 
 
+FINDING = "finding"  # a markdown cell's metadata: the finding whose figures the cell states
+
+
+def statement_key(finding_id: str) -> str:
+    return f"{finding_id.lower()}_statement"
+
+
 def fill(notebook, name: str = "the notebook"):
     """The notebook with every markdown placeholder replaced by its glued value (in place; returned)."""
     values = glued_values(notebook)
+    for cell in notebook.cells:
+        finding = cell.get("metadata", {}).get(FINDING) if cell.cell_type == "markdown" else None
+        if finding and statement_key(finding) in values and any(p not in values for p in placeholders(cell.source)):
+            cell.source = values[statement_key(finding)]
     unknown = sorted({p for cell in notebook.cells if cell.cell_type == "markdown"
                       for p in placeholders(cell.source) if p not in values})
     if unknown:
