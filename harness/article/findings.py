@@ -46,7 +46,7 @@ from harness import config
 from harness.article.analysis import at_workers, by_round_trip, over_repeats
 from harness.article.formats import (DASH, MISSING, RANGE, count, missing, ms, number, percent, rate, ratio,
                                      round_trip, spread as spread_text)
-from harness.article.prose import join
+from harness.article.prose import join, times
 from harness.stats import polls_met_interval
 from harness.article.labels import CANNOT_LOSE
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE
@@ -1305,7 +1305,7 @@ def f11_pruning_alone(churn: dict | None) -> Finding:
         return _finding("F11", CONFIRMED if not size else CONFIRMED_DIFFERENT_SIZE, ours,
                         ["With autovacuum off, pruning alone brought n_dead_tup to zero.", size], values)
     if on == 0:
-        why = (f"there, autovacuum ran {count(vacuums)} and autoanalyze {count(analyzes)} times, so the zero was "
+        why = (f"there, autovacuum ran {times(vacuums)} and autoanalyze {times(analyzes)}, so the zero was "
                "theirs" if vacuums or analyzes else
                "the server's counters show no autovacuum or autoanalyze run there, so what brought it to zero is "
                "not measured")
@@ -1371,7 +1371,8 @@ def f13_partial_index_blocks_hot(churn: dict | None) -> Finding:
     ours = (f"fillfactor {low_ff} with the partial index: "
             f"{_of(churn.get('sequential_low_indexed_hot'), churn.get('sequential_low_indexed_updates'))} HOT claimed "
             f"one at a time, {_of(churn.get('bulk_low_indexed_hot'), churn.get('bulk_low_indexed_updates'))} in one "
-            f"bulk UPDATE; at most {count(most)} HOT in any setup with the index")
+            f"bulk UPDATE; " + ("no setup with the index made a HOT update" if most == 0 else
+                                f"at most {_counted(most, 'HOT update')} in any setup with the index"))
     values = {"max_hot_with_index": count(most), "low_ff": count(low_ff),
               "sequential_hot": count(churn.get("sequential_low_indexed_hot")),
               "bulk_hot": count(churn.get("bulk_low_indexed_hot"))}
@@ -1720,9 +1721,9 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
                                                                          for r in leased)),
               "stale": count(stale), "fenced_runs": count(fenced_runs), "fenced_bad": count(fenced_bad),
               "holder_runs": count(holder_runs), "holder_bad": count(holder_bad)}
-    ours = (f"runner killed after its claim: {count(killed['stuck'])} run(s) stuck without a lease, "
+    ours = (f"runner killed after its claim: {_counted(int(killed['stuck']), 'run')} stuck without a lease, "
             f"{values['leased_stuck']} stuck or lost with one; a runner paused past its lease completed "
-            f"{count(stale)} run(s) handed to another runner without a holder check; {count(fenced_bad)} runs lost, "
+            f"{_counted(stale, 'run')} handed to another runner without a holder check; {_counted(fenced_bad, 'run')} lost, "
             f"stuck or completed by a stale holder over {_counted(fenced_runs, 'fenced run')}"
             + (f", {count(holder_bad)} over {_counted(holder_runs, 'run')} checking the holder by name"
                if holder_runs else ""))
