@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.article.formats import MISSING, count, missing, ms, rate, round_trip
 from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS,
+                                    PRODUCTION_ENDPOINT_LABELS,
                                     ROUND_TRIP_MEASURES, SCHEDSTAT_LABELS, SIDE_BY_SIDE_MEASURES,
                                     SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
                                     WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
@@ -751,7 +752,6 @@ def comparison_facts(indexed: pd.DataFrame, newer: pd.DataFrame, every: pd.DataF
             "which_job_counts": _list_text(job_counts, count) if job_counts else MISSING}
 # --------------------------------------------------------------------------- the production shape (C5, C8)
 
-PRODUCTION_ENDPOINT_LABELS = {"pending": "GET /pending + claim by id", "claim": "POST /claim (SKIP LOCKED)"}
 
 
 def production_summary(paths: list[Path]) -> pd.DataFrame:

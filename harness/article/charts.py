@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from harness.article.analysis import index_setups_without_hot
-from harness.article.labels import (FAULT_EVENT_COLOURS, FAULT_EVENT_ORDER, AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
+from harness.article.labels import (ENDPOINT_COLOURS, RUNNER_COUNT_TONES, FAULT_EVENT_COLOURS, FAULT_EVENT_ORDER, AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
                                     CPU_BOUND_COLOUR, DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
                                     PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, ROUND_TRIP_MEASURES,
-                                    SIDE_BY_SIDE_MEASURES, STRATEGY_COLOURS,
+                                    SIDE_BY_SIDE_MEASURES, STRATEGY_COLOURS, WINDOW_COLOUR,
                                     TABLE_STATE_LABELS, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
                                     WAIT_MEASURE_ORDER, in_order, strategies_in)
 from harness.experiments.bench import TARGET_BAND
@@ -393,8 +393,9 @@ def wait_distribution_chart(distribution: pd.DataFrame, worker_count: int) -> al
 
 
 def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
-    """The slowed-down race: each attempt as its read (thin) and its write (thick), results marked at the write's end;
-    a radio picks the strategy. The gap between the two bars is the pause, where the race window is."""
+    """The slowed-down race: each attempt as a bar from its read to its write's answer (the read-to-write window in
+    which another worker can take the same job), and a tick at the write's answer coloured by the result; a radio
+    picks the strategy. A statement that reads and writes at once (skip_locked) has no window, only its tick."""
     data = _plain(timeline)[["strategy", "worker", "attempt_seq", "start_ms", "read_end_ms", "write_start_ms",
                              "end_ms", "outcome", "job_id", "times_claimed", "result"]]
     data["job_id"] = data["job_id"].astype("float").astype("Int64").astype(str).replace("<NA>", "")
@@ -413,15 +414,16 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
                alt.Tooltip("end_ms:Q", title="write answered (ms)", format=",.1f")]
     results = in_order(data["result"], RESULT_COLOURS)
     colour = alt.Color("result:N", scale=_colour_scale(results, RESULT_COLOURS), sort=results, title=None,
-                       legend=alt.Legend(orient="bottom"))
-    reads = base.transform_filter("isValid(datum.read_end_ms)").mark_rule(strokeWidth=2, color=READ_COLOUR).encode(
-        x=alt.X("start_ms:Q", title="ms since the start barrier"), x2="read_end_ms:Q", tooltip=tooltip)
-    writes = base.mark_bar(height=9, opacity=0.85).encode(
-        x="write_start_ms:Q", x2="end_ms:Q", color=colour, tooltip=tooltip)
-    job_labels = base.mark_text(dy=-12, fontSize=9, color=NOTE_COLOUR).encode(
-        x="end_ms:Q", text="job_id:N", tooltip=tooltip)
-    return (reads + writes + job_labels).add_params(choice).properties(
-        width=WIDTH, height=180, title="A few workers, one small queue, slowed down: each read (grey) and write")
+                       legend=alt.Legend(orient="bottom", symbolType="stroke", symbolStrokeWidth=4))
+    windows = base.transform_filter("isValid(datum.read_end_ms)").mark_bar(
+        height=12, color=WINDOW_COLOUR, stroke=READ_COLOUR, strokeWidth=0.5).encode(
+        x=alt.X("start_ms:Q", title="ms since the start barrier"), x2="end_ms:Q", tooltip=tooltip)
+    answers = base.mark_tick(thickness=3, size=20).encode(x="end_ms:Q", color=colour, tooltip=tooltip)
+    return (windows + answers).add_params(choice).properties(
+        width=WIDTH, height=200, title=_title(
+            "A few workers, one small queue, slowed down",
+            "sand bar: an attempt from its read to its write's answer, the window in which another worker can take "
+            "the same job; tick: the write's answer, by result"))
 
 
 def round_trip_chart(long: pd.DataFrame) -> alt.FacetChart:
@@ -661,20 +663,23 @@ def pruning_chart(pruning: pd.DataFrame) -> alt.Chart:
                     "hot_updates", "autovacuum_runs", "autoanalyze_runs", "seconds_after_claims"]]
     phases = in_order(data["phase_label"], PHASE_LABELS.values())
     arms = in_order(data["autovacuum_label"], AUTOVACUUM_COLOURS)
-    return alt.Chart(data).mark_bar().encode(
+    base = alt.Chart(data).encode(
         x=alt.X("phase_label:N", title=None, sort=phases, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("autovacuum_label:N", sort=arms),
-        y=alt.Y("dead_tuples:Q", title="n_dead_tup"),
         color=alt.Color("autovacuum_label:N", title=None, scale=_colour_scale(arms, AUTOVACUUM_COLOURS), sort=arms,
-                        legend=alt.Legend(orient="bottom")),
+                        legend=alt.Legend(orient="bottom")))
+    y = alt.Y("dead_tuples:Q", title="n_dead_tup")
+    bars = base.mark_bar().encode(
+        y=y,
         tooltip=[alt.Tooltip("autovacuum_label:N", title="arm"), alt.Tooltip("phase_label:N", title="when"),
                  alt.Tooltip("dead_tuples:Q", title="n_dead_tup", format=","),
                  alt.Tooltip("updates:Q", title="status updates", format=","),
                  alt.Tooltip("hot_updates:Q", title="of them HOT", format=","),
                  alt.Tooltip("autovacuum_runs:Q", title="autovacuum runs"),
                  alt.Tooltip("autoanalyze_runs:Q", title="autoanalyze runs"),
-                 alt.Tooltip("seconds_after_claims:Q", title="seconds after the claims", format=".1f")],
-    ).properties(width=WIDTH, height=HEIGHT - 60, title="Dead row versions the statistics report")
+                 alt.Tooltip("seconds_after_claims:Q", title="seconds after the claims", format=".1f")])
+    return (bars + _zero_labels(base, "dead_tuples", y)).properties(
+        width=WIDTH, height=HEIGHT - 60, title="Dead row versions the statistics report")
 
 
 # --------------------------------------------------------------------------- bench
@@ -765,6 +770,25 @@ def _poll_axis(values) -> alt.X:
     return alt.X("poll_s:O", title="poll interval (s)", sort=sorted(set(values), reverse=True))
 
 
+def _zero_labels(base: alt.Chart, field: str, y: alt.Y) -> alt.Chart:
+    """A "0" over every bar of height zero, which a bar chart would otherwise not draw at all."""
+    return base.transform_filter(f"datum['{field}'] == 0").mark_text(dy=-7, fontSize=11).encode(
+        y=y, text=alt.value("0"), color=alt.value(NOTE_COLOUR))
+
+
+def _ordered_tones(n: int) -> list[str]:
+    """n tones for an ordered category, light to dark; the darkest repeats past the palette's length."""
+    tones = list(RUNNER_COUNT_TONES)
+    return tones[-n:] if n <= len(tones) else tones + [tones[-1]] * (n - len(tones))
+
+
+def _endpoint_colour(labels) -> alt.Color:
+    """Each claim endpoint in the colour of the strategy it runs."""
+    drawn = in_order(labels, ENDPOINT_COLOURS)
+    return alt.Color("endpoint_label:N", title="endpoint", sort=drawn, scale=_colour_scale(drawn, ENDPOINT_COLOURS),
+                     legend=alt.Legend(orient="bottom", direction="vertical"))
+
+
 def production_conflicts_chart(summary: pd.DataFrame) -> alt.Chart:
     """The share of polls that met a 409 (with its 95 % interval) by poll interval and runner count, one panel per
     endpoint."""
@@ -775,14 +799,17 @@ def production_conflicts_chart(summary: pd.DataFrame) -> alt.Chart:
     order = [str(n) for n in sorted(data["runner_count"].unique())]
     base = alt.Chart(data).encode(
         x=_poll_axis(data["poll_s"]), xOffset=alt.XOffset("runners:N", sort=order),
-        color=alt.Color("runners:N", sort=order, title="runners"))
+        color=alt.Color("runners:N", sort=order, title="runners",
+                        scale=alt.Scale(domain=order, range=_ordered_tones(len(order)))))
+    share = alt.Y("share_of_polls_with_a_conflict:Q", title="listing polls that met a 409", axis=alt.Axis(format="%"))
     bars = base.mark_bar().encode(
-        y=alt.Y("share_of_polls_with_a_conflict:Q", title="listing polls that met a 409", axis=alt.Axis(format="%")),
+        y=share,
         tooltip=["endpoint_label:N", "runners:N", "poll_s:O", "polls:Q", alt.Tooltip("conflicts:Q", title="409s"),
                  alt.Tooltip("share_of_polls_with_a_conflict:Q", format=".1%", title="polls that met a 409")])
     rules = base.mark_rule(color=NOTE_COLOUR).encode(y="share_of_polls_with_a_conflict_low:Q",
                                                      y2="share_of_polls_with_a_conflict_high:Q")
-    return alt.layer(bars, rules).properties(width=WIDTH // 2 - 20, height=HEIGHT).facet(
+    zeros = _zero_labels(base, "share_of_polls_with_a_conflict", share)
+    return alt.layer(bars, rules, zeros).properties(width=WIDTH // 2 - 20, height=HEIGHT).facet(
         column=alt.Column("endpoint_label:N", title=None)).properties(
         title=_title("Polls that met a conflict", "bars: the share of polls listing a run after which the runner "
                                                    "met a 409; lines: its 95 % interval (whole poll rounds resampled)"))
@@ -799,7 +826,7 @@ def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:
     return alt.Chart(long).mark_line(point=True).encode(
         x=_poll_axis(long["poll_s"]),
         y=alt.Y("seconds:Q", title="pickup latency (s)", scale=alt.Scale(type="log")),
-        color=alt.Color("endpoint_label:N", title="endpoint"),
+        color=_endpoint_colour(long["endpoint_label"]),
         strokeDash=alt.StrokeDash("percentile:N", title="percentile", legend=_dash_legend()),
         detail="percentile:N",
         tooltip=["endpoint_label:N", "runner_count:Q", "poll_s:O", "percentile:N", alt.Tooltip("seconds:Q", format=".3f")],
@@ -814,7 +841,7 @@ def production_timeline_chart(timeline: pd.DataFrame) -> alt.FacetChart:
     return alt.Chart(data).mark_line(point=True, interpolate="step-after").encode(
         x=alt.X("second:Q", title="seconds since the window opened"),
         y=alt.Y("value:Q", title=None),
-        color=alt.Color("endpoint_label:N", title="endpoint"),
+        color=_endpoint_colour(data["endpoint_label"]),
         tooltip=["endpoint_label:N", "measure:N", "second:Q", "value:Q"],
     ).properties(width=WIDTH // 2 - 20, height=HEIGHT * 2 // 3).facet(
         column=alt.Column("measure:N", title=None), resolve=alt.Resolve(scale={"y": "independent"})).properties(

@@ -3,6 +3,10 @@
 Tables, charts and prose read them from here, so a label on a chart's legend is
 the same string as in the table beside it. Plain Python only: no chart library,
 so findings and prose can import it too.
+
+Colours: a hue means a strategy, on every chart. Every other category (results,
+wait classes, processes, index arms, runner counts) is drawn from the earth and
+grey tones of NEUTRAL, which no strategy uses, so a blue mark is always guarded.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ CANNOT_LOSE = {
     "skip_locked_batch_in": "it skips rows other workers hold, so it never loses one",
 }
 
+# Tones for every category that is not a strategy, dark to light; none is a strategy's hue.
+NEUTRAL = {"charcoal": "#3b3b3b", "brown": "#6b4226", "ochre": "#b8862b", "sand": "#e3c98f", "grey": "#a6a6a6",
+           "light grey": "#d4d4d4"}
+
 # --------------------------------------------------------------------------- races
 
 CLAIMS_PER_SECOND = "claims per second (as the workers count them)"
@@ -51,7 +59,7 @@ SIDE_BY_SIDE_MEASURES = ("claims per second", "winning claim p99 (ms)")
 WON = "won"
 WON_SHARED = "won a job another worker also won"
 LOST = "lost"
-RESULT_COLOURS = {WON: "#2e8b57", WON_SHARED: "#c0392b", LOST: "#9aa0a6"}
+RESULT_COLOURS = {WON: NEUTRAL["charcoal"], WON_SHARED: NEUTRAL["ochre"], LOST: NEUTRAL["light grey"]}
 
 LOCK_WAIT = "row or transaction lock"  # the wait group of backends blocked on a row or a transaction
 
@@ -64,11 +72,11 @@ WAIT_GROUPS = {
     "other (I/O, IPC, ...)": ("IO", "IPC", "Other"),
 }
 WAIT_GROUP_COLOURS = {
-    LOCK_WAIT: "#c0392b",
-    "other lock": "#e67e22",
-    "waiting for the client": "#9aa0a6",
-    "on a CPU or waiting for one": "#2a6fb0",
-    "other (I/O, IPC, ...)": "#8e7cc3",
+    LOCK_WAIT: NEUTRAL["brown"],
+    "other lock": NEUTRAL["ochre"],
+    "waiting for the client": NEUTRAL["light grey"],
+    "on a CPU or waiting for one": NEUTRAL["charcoal"],
+    "other (I/O, IPC, ...)": NEUTRAL["sand"],
 }
 
 # From /proc/<pid>/schedstat over each worker's window: its backend's and its own process's time on a CPU
@@ -81,12 +89,12 @@ SCHEDSTAT_PARTS = {
 }
 SCHEDSTAT_LABELS = {column: f"{process} {state}" for column, (process, state) in SCHEDSTAT_PARTS.items()}
 CPU_STATE_ORDER = ("on a CPU", "waiting for a CPU")
-PROCESS_COLOURS = {"backend": "#2a6fb0", "worker process": "#d35400"}
+PROCESS_COLOURS = {"backend": NEUTRAL["charcoal"], "worker process": NEUTRAL["ochre"]}
 
 # --------------------------------------------------------------------------- plans and churn
 
 INDEX_LABELS = {False: "without partial index", True: "with partial index"}
-INDEX_COLOURS = {"without partial index": "#8e44ad", "with partial index": "#e67e22"}
+INDEX_COLOURS = {"without partial index": NEUTRAL["ochre"], "with partial index": NEUTRAL["charcoal"]}
 
 # The table states the plans are measured in; harness.experiments.plans defines them.
 TABLE_STATE_LABELS = {state.name: state.label for state in TABLE_STATES}
@@ -107,13 +115,14 @@ def drained_by(mode: str, worker_count) -> str:
 PHASE_LABELS = {"immediate": "right after the claims", "settled": "once the statistics settled",
                 "after_read": "after one full read"}
 AUTOVACUUM_LABELS = {True: "autovacuum on (default)", False: "autovacuum off for the table"}
-AUTOVACUUM_COLOURS = {"autovacuum on (default)": "#2a6fb0", "autovacuum off for the table": "#9aa0a6"}
+AUTOVACUUM_COLOURS = {"autovacuum on (default)": NEUTRAL["charcoal"], "autovacuum off for the table": NEUTRAL["grey"]}
 
 # --------------------------------------------------------------------------- marks that are not a category
 
 REFERENCE_COLOUR = "#555555"  # reference lines (parity, N - 1 rivals) and subtitles
-TARGET_BAND_COLOUR = "#2e8b57"
-READ_COLOUR = "#9aa0a6"  # the slowed-down race's reads, behind the coloured writes
+TARGET_BAND_COLOUR = NEUTRAL["sand"]
+READ_COLOUR = NEUTRAL["grey"]  # the slowed-down race's reads, behind the coloured writes
+WINDOW_COLOUR = NEUTRAL["sand"]  # the slowed-down race's pause between a read and its write
 CPU_BOUND_COLOUR = "#d9d9d9"  # the band over CPU-bound worker counts
 NOTE_COLOUR = "#444444"  # small text on a chart, legend symbols that show only a dash pattern
 OTHER_COLOUR = "#666666"  # a value this module has no colour for
@@ -141,3 +150,13 @@ FAULT_EVENT_COLOURS = {"claimed": "#4c78a8", "started": "#9ecae9", "heartbeat": 
                        "finish_rejected": "#e45756", "reaped": "#f58518", "pause": "#b279a2", "kill": "#b279a2",
                        "stopped": "#bab0ac"}
 FAULT_EVENT_ORDER = tuple(FAULT_EVENT_COLOURS)
+
+
+# --------------------------------------------------------------------------- at production polling rates
+
+# The two claim endpoints, in the colour of the strategy each runs.
+PRODUCTION_ENDPOINT_LABELS = {"pending": "GET /pending + claim by id", "claim": "POST /claim (SKIP LOCKED)"}
+ENDPOINT_COLOURS = {PRODUCTION_ENDPOINT_LABELS["pending"]: STRATEGY_COLOURS["guarded"],
+                    PRODUCTION_ENDPOINT_LABELS["claim"]: STRATEGY_COLOURS["skip_locked"]}
+# Runner counts are ordered: light to dark as they grow.
+RUNNER_COUNT_TONES = (NEUTRAL["sand"], NEUTRAL["ochre"], NEUTRAL["brown"], NEUTRAL["charcoal"])
