@@ -10,8 +10,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from harness import config
-from harness.server.activity import (achieved_interval_ms, cpu_bound, samples_frame, share_split, wait_shares,
-                                     within_windows)
+from harness.server.activity import (achieved_interval_ms, cpu_bound, event_share, samples_frame, share_split,
+                                     wait_shares, within_windows)
 from harness.storage import read_manifest, stored_runs
 
 CLIENT_LAYOUTS = ("processes", "asyncio")
@@ -237,6 +237,8 @@ def summarise_run(run_dir: Path) -> dict:
         "p50_ms_by_fill": win_latency_by_fill(attempts, 50),
         "p99_ms_by_fill": win_latency_by_fill(attempts, 99),
         "wait_share": shares,
+        # the lightweight lock on one shared page's contents, which the "other lock" group mostly is under SKIP LOCKED
+        "buffer_content_share": event_share(samples, "LWLock", "BufferContent"),
         **cpu,
         # the backends' sampled time waiting for their client, and whether the clients' wait for a CPU set the pace
         "waiting_for_client_share": shares.get("Client") if shares else None,

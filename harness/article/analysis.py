@@ -228,6 +228,36 @@ def claim_plan_points(points: pd.DataFrame, strategy: str = "skip_locked", state
     return chosen.sort_values(["job_count", "partial_index", "state_order", "consumed_fraction"]).reset_index(drop=True)
 
 
+def relation_growth(points: pd.DataFrame, job_count: int) -> dict:
+    """Pages of the heap, the primary key and the partial index of one queue size as it drains, from the plans'
+    table states: fresh, after the bulk UPDATE of the largest prefix, after VACUUM, and after a drain by claims
+    against the bulk UPDATE of the same prefix. Every key is always there; None where that state was not measured."""
+    rows = points[(points["strategy"] == "skip_locked") & (points["statement"] == "claim")
+                  & (points["job_count"] == job_count)]
+
+    def pages(column, state, fraction, index=False):
+        pick = rows[(rows["table_state"] == state) & (rows["partial_index"] == index)
+                    & np.isclose(rows["consumed_fraction"].astype(float), fraction)]
+        value = pick[column].iloc[0] if len(pick) else None
+        return None if value is None or pd.isna(value) else int(value)
+
+    top = float(rows["consumed_fraction"].astype(float).max()) if len(rows) else None
+    claimed = rows[rows["table_state"] == "after_claims"]
+    claimed_fraction = float(claimed["consumed_fraction"].iloc[0]) if len(claimed) else None
+    partial = rows["partial_index_pages"].dropna().astype(int)
+    return {"job_count": job_count, "top_consumed": top, "claimed_consumed": claimed_fraction,
+            "heap_fresh": pages("heap_pages", "first_scan", 0.0),
+            "heap_drained": pages("heap_pages", "first_scan", top) if top is not None else None,
+            "heap_vacuumed": pages("heap_pages", "vacuumed", top) if top is not None else None,
+            "pkey_fresh": pages("pkey_pages", "first_scan", 0.0),
+            "pkey_drained": pages("pkey_pages", "first_scan", top) if top is not None else None,
+            "pkey_vacuumed": pages("pkey_pages", "vacuumed", top) if top is not None else None,
+            "partial_min": int(partial.min()) if len(partial) else None,
+            "partial_max": int(partial.max()) if len(partial) else None,
+            "heap_after_claims": pages("heap_pages", "after_claims", claimed_fraction) if claimed_fraction else None,
+            "heap_after_bulk": pages("heap_pages", "first_scan", claimed_fraction) if claimed_fraction else None}
+
+
 def plan_point(points: pd.DataFrame, strategy: str, statement: str, job_count: int, consumed_fraction: float,
                partial_index: bool, table_state: str) -> dict:
     """One EXPLAIN point as a dict (empty if it was not measured); table_state is one of plans.TABLE_STATE_NAMES."""
@@ -311,8 +341,8 @@ def cpu_split_long(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def wait_share_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per strategy and worker count: each group's share of sampled backend time (median over repeats), and
-    the share of backend time on a CPU and runnable from /proc/<pid>/schedstat."""
+    """Per strategy and worker count: each group's share of sampled backend time (median over repeats), the share
+    in LWLock BufferContent alone, and the share of backend time on a CPU and runnable from /proc/<pid>/schedstat."""
     rows = []
     for _, run in summary.iterrows():
         shares = run.get("wait_share") or {}
@@ -321,13 +351,15 @@ def wait_share_table(summary: pd.DataFrame) -> pd.DataFrame:
         row = {"strategy": run["strategy"], "worker_count": run["worker_count"], "repeat": run["repeat"]}
         for group, classes in WAIT_GROUPS.items():
             row[group] = sum(shares.get(c, 0.0) for c in classes)
-        for column in SCHEDSTAT_SHARES:
+        for column in (*SCHEDSTAT_SHARES, "buffer_content_share"):
             row[column] = run.get(column)
         rows.append(row)
     if not rows:
-        return pd.DataFrame(columns=["strategy", "worker_count", *WAIT_GROUPS, *SCHEDSTAT_SHARES])
+        return pd.DataFrame(columns=["strategy", "worker_count", *WAIT_GROUPS, *SCHEDSTAT_SHARES,
+                                     "buffer_content_share"])
     frame = pd.DataFrame(rows)
-    frame[list(SCHEDSTAT_SHARES)] = frame[list(SCHEDSTAT_SHARES)].astype(float)
+    numeric = [*SCHEDSTAT_SHARES, "buffer_content_share"]
+    frame[numeric] = frame[numeric].astype(float)
     out = frame.groupby(["strategy", "worker_count"], observed=True).median(numeric_only=True).drop(columns="repeat")
     return out.reset_index()
 

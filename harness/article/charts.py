@@ -414,15 +414,15 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
                alt.Tooltip("end_ms:Q", title="write answered (ms)", format=",.1f")]
     results = in_order(data["result"], RESULT_COLOURS)
     colour = alt.Color("result:N", scale=_colour_scale(results, RESULT_COLOURS), sort=results, title=None,
-                       legend=alt.Legend(orient="bottom", symbolType="stroke", symbolStrokeWidth=4))
+                       legend=alt.Legend(orient="bottom", symbolType="square"))
     windows = base.transform_filter("isValid(datum.read_end_ms)").mark_bar(
         height=12, color=WINDOW_COLOUR, stroke=READ_COLOUR, strokeWidth=0.5).encode(
         x=alt.X("start_ms:Q", title="ms since the start barrier"), x2="end_ms:Q", tooltip=tooltip)
-    answers = base.mark_tick(thickness=3, size=20).encode(x="end_ms:Q", color=colour, tooltip=tooltip)
+    answers = base.mark_tick(thickness=4, size=22).encode(x="end_ms:Q", color=colour, tooltip=tooltip)
     return (windows + answers).add_params(choice).properties(
         width=WIDTH, height=200, title=_title(
             "A few workers, one small queue, slowed down",
-            "sand bar: an attempt from its read to its write's answer, the window in which another worker can take "
+            "pale bar: an attempt from its read to its write's answer, the window in which another worker can take "
             "the same job; tick: the write's answer, by result"))
 
 

@@ -36,7 +36,7 @@ CANNOT_LOSE = {
 
 # Tones for every category that is not a strategy, dark to light; none is a strategy's hue.
 NEUTRAL = {"charcoal": "#3b3b3b", "brown": "#6b4226", "ochre": "#b8862b", "sand": "#e3c98f", "grey": "#a6a6a6",
-           "light grey": "#d4d4d4"}
+           "light grey": "#d4d4d4", "pale": "#ececec"}
 
 # --------------------------------------------------------------------------- races
 
@@ -59,7 +59,7 @@ SIDE_BY_SIDE_MEASURES = ("claims per second", "winning claim p99 (ms)")
 WON = "won"
 WON_SHARED = "won a job another worker also won"
 LOST = "lost"
-RESULT_COLOURS = {WON: NEUTRAL["charcoal"], WON_SHARED: NEUTRAL["ochre"], LOST: NEUTRAL["light grey"]}
+RESULT_COLOURS = {WON: NEUTRAL["charcoal"], WON_SHARED: NEUTRAL["ochre"], LOST: NEUTRAL["grey"]}
 
 LOCK_WAIT = "row or transaction lock"  # the wait group of backends blocked on a row or a transaction
 
@@ -122,7 +122,7 @@ AUTOVACUUM_COLOURS = {"autovacuum on (default)": NEUTRAL["charcoal"], "autovacuu
 REFERENCE_COLOUR = "#555555"  # reference lines (parity, N - 1 rivals) and subtitles
 TARGET_BAND_COLOUR = NEUTRAL["sand"]
 READ_COLOUR = NEUTRAL["grey"]  # the slowed-down race's reads, behind the coloured writes
-WINDOW_COLOUR = NEUTRAL["sand"]  # the slowed-down race's pause between a read and its write
+WINDOW_COLOUR = NEUTRAL["pale"]  # the slowed-down race's pause between a read and its write
 CPU_BOUND_COLOUR = "#d9d9d9"  # the band over CPU-bound worker counts
 NOTE_COLOUR = "#444444"  # small text on a chart, legend symbols that show only a dash pattern
 OTHER_COLOUR = "#666666"  # a value this module has no colour for

@@ -22,6 +22,7 @@ Public API::
         .start(); .stop(timeout_seconds=2.0); .samples() -> DataFrame; .stats() -> dict; .error
     classify(state, wait_event_type, wait_event) -> str          # one of WAIT_CLASSES
     wait_shares(samples) -> dict[str, float]                      # class -> share, sums to 1
+    event_share(samples, wait_event_type, wait_event) -> float | None   # one wait event's share
     backend_pids(conn, prefix="claimrace-worker-") -> list[int]
     server_is_local(conn) -> bool
     read_schedstat(pid) -> (cpu_ns, run_delay_ns, timeslices) | None
@@ -114,6 +115,15 @@ def wait_shares(samples) -> dict[str, float]:
         counts[classify(_none(state), _none(wait_event_type), _none(wait_event))] += 1
     total = sum(counts.values())
     return {name: count / total for name, count in counts.items()} if total else {}
+
+
+def event_share(samples: pd.DataFrame, wait_event_type: str, wait_event: str) -> float | None:
+    """The share of sampled backend time spent in one wait event (LWLock BufferContent, say); None without samples."""
+    if not len(samples):
+        return None
+    hit = (samples["wait_event_type"].astype("string") == wait_event_type) & \
+          (samples["wait_event"].astype("string") == wait_event)
+    return float(hit.fillna(False).mean())
 
 
 def _none(value):
