@@ -19,7 +19,7 @@ from harness.article.labels import (ENDPOINT_COLOURS, RUNNER_COUNT_TONES, FAULT_
                                     CPU_BOUND_COLOUR, DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
                                     PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, ROUND_TRIP_MEASURES,
                                     SIDE_BY_SIDE_MEASURES, STRATEGY_COLOURS, WINDOW_COLOUR,
-                                    TABLE_STATE_LABELS, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
+                                    TABLE_STATE_DASHES, TABLE_STATE_LABELS, TABLE_STATE_SHAPES, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
                                     WAIT_MEASURE_ORDER, in_order, strategies_in)
 from harness.experiments.bench import TARGET_BAND
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
@@ -564,9 +564,17 @@ def _index_colour(indexes) -> alt.Color:
                      legend=alt.Legend(orient="bottom"))
 
 
-def _state_dash(states) -> alt.StrokeDash:
-    return alt.StrokeDash("table:N", title="table", sort=in_order(states, TABLE_STATE_LABELS.values()),
-                          legend=_dash_legend(orient="bottom", direction="vertical"))
+def _state_marks(states) -> tuple[alt.StrokeDash, alt.Shape]:
+    """Each table state's dash and point shape (labels.TABLE_STATE_DASHES, TABLE_STATE_SHAPES), one legend."""
+    drawn = in_order(states, TABLE_STATE_LABELS.values())
+    name = {label: state for state, label in TABLE_STATE_LABELS.items()}
+    dash = alt.StrokeDash("table:N", title="table", sort=drawn, legend=_dash_legend(orient="bottom", direction="vertical"),
+                          scale=alt.Scale(domain=drawn, range=[TABLE_STATE_DASHES.get(name.get(d), [1, 0])
+                                                               for d in drawn]))
+    shape = alt.Shape("table:N", title="table", sort=drawn,
+                      scale=alt.Scale(domain=drawn, range=[TABLE_STATE_SHAPES.get(name.get(d), "circle")
+                                                           for d in drawn]))
+    return dash, shape
 
 
 def _plan_tooltip():
@@ -592,7 +600,10 @@ def _plan_fill_level_lines(plan_points: pd.DataFrame, field: str, axis_title: st
                                                          ["consumed_percent"], field, ["index", "job_count"]):
         where = f"{index}, {job_count:,} jobs" if panels > 1 else index
         notes.append(f"{where}: '{hidden}' lies on '{shown}'")
-    return _dashed_lines(base, y, _state_dash(data["table"]), _plan_tooltip()).properties(
+    dash, shape = _state_marks(data["table"])
+    lines = base.mark_line().encode(y=y, strokeDash=dash)
+    points = base.mark_point(filled=True, size=60, opacity=1).encode(y=y, shape=shape, tooltip=_plan_tooltip())
+    return alt.layer(lines, points).properties(
         width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
     ).properties(title=_title(title, *notes))

@@ -98,6 +98,12 @@ INDEX_COLOURS = {"without partial index": NEUTRAL["ochre"], "with partial index"
 
 # The table states the plans are measured in; harness.experiments.plans defines them.
 TABLE_STATE_LABELS = {state.name: state.label for state in TABLE_STATES}
+# How each state is drawn against fill level: states measured at every fill are lines, each with its own dash;
+# the drains by claims and by a race are measured at one fill, so they are points with a shape of their own.
+TABLE_STATE_DASHES = {"first_scan": [1, 0], "steady": [8, 4], "held_snapshot": [2, 3], "vacuumed": [12, 3, 2, 3],
+                      "after_claims": [1, 0], "after_race": [1, 0]}
+TABLE_STATE_SHAPES = {"first_scan": "circle", "steady": "circle", "held_snapshot": "circle", "vacuumed": "circle",
+                      "after_claims": "triangle-up", "after_race": "diamond"}
 
 ONE_CONNECTION = "one connection"
 ONE_BULK_UPDATE = "one bulk UPDATE"
