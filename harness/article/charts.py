@@ -565,15 +565,19 @@ def _index_colour(indexes) -> alt.Color:
 
 
 def _state_marks(states) -> tuple[alt.StrokeDash, alt.Shape]:
-    """Each table state's dash and point shape (labels.TABLE_STATE_DASHES, TABLE_STATE_SHAPES), one legend."""
+    """Each table state's dash and point shape (labels.TABLE_STATE_DASHES, TABLE_STATE_SHAPES): the states drawn as
+    lines in a legend of dashes, the states measured at one fill in a legend of shapes."""
     drawn = in_order(states, TABLE_STATE_LABELS.values())
     name = {label: state for state, label in TABLE_STATE_LABELS.items()}
-    dash = alt.StrokeDash("table:N", title="table", sort=drawn, legend=_dash_legend(orient="bottom", direction="vertical"),
+    shapes = {d: TABLE_STATE_SHAPES.get(name.get(d), "circle") for d in drawn}
+    lines, points = [d for d in drawn if shapes[d] == "circle"], [d for d in drawn if shapes[d] != "circle"]
+    dash = alt.StrokeDash("table:N", title="table", sort=drawn,
+                          legend=_dash_legend(orient="bottom", direction="vertical", values=lines),
                           scale=alt.Scale(domain=drawn, range=[TABLE_STATE_DASHES.get(name.get(d), [1, 0])
                                                                for d in drawn]))
-    shape = alt.Shape("table:N", title="table", sort=drawn,
-                      scale=alt.Scale(domain=drawn, range=[TABLE_STATE_SHAPES.get(name.get(d), "circle")
-                                                           for d in drawn]))
+    shape = alt.Shape("table:N", title="measured at one fill", sort=drawn,
+                      legend=alt.Legend(orient="bottom", direction="vertical", values=points) if points else None,
+                      scale=alt.Scale(domain=drawn, range=[shapes[d] for d in drawn]))
     return dash, shape
 
 
