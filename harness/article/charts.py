@@ -564,21 +564,30 @@ def _index_colour(indexes) -> alt.Color:
                      legend=alt.Legend(orient="bottom"))
 
 
-def _state_marks(states) -> tuple[alt.StrokeDash, alt.Shape]:
-    """Each table state's dash and point shape (labels.TABLE_STATE_DASHES, TABLE_STATE_SHAPES): the states drawn as
-    lines in a legend of dashes, the states measured at one fill in a legend of shapes."""
+def _state_layers(base: alt.Chart, y: alt.Y, states) -> list[alt.Chart]:
+    """Each table state drawn against fill level: the states measured at every fill as lines with their own dash
+    (labels.TABLE_STATE_DASHES) and a legend of dashes; the drains measured at one fill as points with their own
+    shape (TABLE_STATE_SHAPES) and a legend of shapes. The two legends read different fields, so they stay apart."""
     drawn = in_order(states, TABLE_STATE_LABELS.values())
     name = {label: state for state, label in TABLE_STATE_LABELS.items()}
     shapes = {d: TABLE_STATE_SHAPES.get(name.get(d), "circle") for d in drawn}
-    lines, points = [d for d in drawn if shapes[d] == "circle"], [d for d in drawn if shapes[d] != "circle"]
-    dash = alt.StrokeDash("table:N", title="table", sort=drawn,
-                          legend=_dash_legend(orient="bottom", direction="vertical", values=lines),
-                          scale=alt.Scale(domain=drawn, range=[TABLE_STATE_DASHES.get(name.get(d), [1, 0])
-                                                               for d in drawn]))
-    shape = alt.Shape("table:N", title="measured at one fill", sort=drawn,
-                      legend=alt.Legend(orient="bottom", direction="vertical", values=points) if points else None,
-                      scale=alt.Scale(domain=drawn, range=[shapes[d] for d in drawn]))
-    return dash, shape
+    lines = [d for d in drawn if shapes[d] == "circle"]
+    one_fill = [d for d in drawn if shapes[d] != "circle"]
+    dash = alt.StrokeDash("table:N", title="table", sort=lines, legend=_dash_legend(orient="bottom",
+                                                                                     direction="vertical"),
+                          scale=alt.Scale(domain=lines, range=[TABLE_STATE_DASHES[name[d]] for d in lines]))
+    on_lines = base.transform_filter(alt.FieldOneOfPredicate(field="table", oneOf=lines))
+    layers = [on_lines.mark_line().encode(y=y, strokeDash=dash),
+              on_lines.mark_point(filled=True, size=40, opacity=1).encode(y=y, tooltip=_plan_tooltip())]
+    if one_fill:
+        layers.append(base.transform_filter(alt.FieldOneOfPredicate(field="table", oneOf=one_fill))
+                      .transform_calculate(drained_at_one_fill="datum.table")
+                      .mark_point(filled=True, size=70, opacity=1).encode(
+                          y=y, tooltip=_plan_tooltip(),
+                          shape=alt.Shape("drained_at_one_fill:N", title="measured at one fill", sort=one_fill,
+                                          legend=alt.Legend(orient="bottom", direction="vertical"),
+                                          scale=alt.Scale(domain=one_fill, range=[shapes[d] for d in one_fill]))))
+    return layers
 
 
 def _plan_tooltip():
@@ -604,10 +613,7 @@ def _plan_fill_level_lines(plan_points: pd.DataFrame, field: str, axis_title: st
                                                          ["consumed_percent"], field, ["index", "job_count"]):
         where = f"{index}, {job_count:,} jobs" if panels > 1 else index
         notes.append(f"{where}: '{hidden}' lies on '{shown}'")
-    dash, shape = _state_marks(data["table"])
-    lines = base.mark_line().encode(y=y, strokeDash=dash)
-    points = base.mark_point(filled=True, size=60, opacity=1).encode(y=y, shape=shape, tooltip=_plan_tooltip())
-    return alt.layer(lines, points).properties(
+    return alt.layer(*_state_layers(base, y, data["table"])).properties(
         width=WIDTH // 2 - 20, height=240).facet(
         column=alt.Column("job_count:O", title="jobs in the table", header=alt.Header(format=",")),
     ).properties(title=_title(title, *notes))
