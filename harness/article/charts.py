@@ -848,7 +848,8 @@ def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:
         x=_poll_axis(long["poll_s"]),
         y=alt.Y("seconds:Q", title="pickup latency (s)", scale=alt.Scale(type="log")),
         color=_endpoint_colour(long["endpoint_label"]),
-        strokeDash=alt.StrokeDash("percentile:N", title="percentile", legend=_dash_legend()),
+        strokeDash=alt.StrokeDash("percentile:N", title="percentile", legend=_dash_legend(),
+                                  scale=alt.Scale(domain=["p50", "p99"], range=[[1, 0], [5, 3]])),
         detail="percentile:N",
         tooltip=["endpoint_label:N", "runner_count:Q", "poll_s:O", "percentile:N", alt.Tooltip("seconds:Q", format=".3f")],
     ).properties(width=WIDTH // 3 - 20, height=HEIGHT).facet(
