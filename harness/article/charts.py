@@ -836,7 +836,7 @@ def production_conflicts_chart(summary: pd.DataFrame) -> alt.Chart:
                                                    "met a 409; lines: its 95 % interval (whole poll rounds resampled)"))
 
 
-def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:
+def production_pickup_chart(summary: pd.DataFrame) -> alt.FacetChart:
     """Pickup latency (enqueue to claim) p50 and p99 by poll interval, per endpoint, one panel per runner count."""
     data = _plain(summary[summary["burst"] == 0][["endpoint_label", "runner_count", "poll_s", "pickup_p50_ms",
                                                   "pickup_p99_ms"]])
@@ -844,15 +844,19 @@ def production_pickup_chart(summary: pd.DataFrame) -> alt.Chart:
                      var_name="percentile", value_name="ms")
     long["percentile"] = long["percentile"].map({"pickup_p50_ms": "p50", "pickup_p99_ms": "p99"})
     long["seconds"] = long["ms"] / 1e3
-    return alt.Chart(long).mark_line(point=True).encode(
+    base = alt.Chart().encode(
         x=_poll_axis(long["poll_s"]),
         y=alt.Y("seconds:Q", title="pickup latency (s)", scale=alt.Scale(type="log")),
-        color=_endpoint_colour(long["endpoint_label"]),
+        color=_endpoint_colour(long["endpoint_label"]))
+    # lines and points in layers of their own, so the legend draws the dashes (a line with points draws none)
+    lines = base.mark_line().encode(
         strokeDash=alt.StrokeDash("percentile:N", title="percentile", legend=_dash_legend(),
                                   scale=alt.Scale(domain=["p50", "p99"], range=[[1, 0], [5, 3]])),
-        detail="percentile:N",
-        tooltip=["endpoint_label:N", "runner_count:Q", "poll_s:O", "percentile:N", alt.Tooltip("seconds:Q", format=".3f")],
-    ).properties(width=WIDTH // 3 - 20, height=HEIGHT).facet(
+        detail="percentile:N")
+    points = base.mark_point(filled=True, size=30, opacity=1).encode(
+        tooltip=["endpoint_label:N", "runner_count:Q", "poll_s:O", "percentile:N",
+                 alt.Tooltip("seconds:Q", format=".3f")])
+    return alt.layer(lines, points, data=long).properties(width=WIDTH // 3 - 20, height=HEIGHT).facet(
         column=alt.Column("runner_count:O", title="runners")).properties(
         title=_title("The wait from enqueue to claim", "from each run's intended enqueue time (open-loop arrivals)"))
 
