@@ -207,3 +207,12 @@ def test_the_achieved_interval_is_near_ten_milliseconds(db):
     assert stats["sampler_thread_cpu_ms"] > 0  # its cost is reported, not hidden
     if db.source == "embedded":
         assert stats["sampler_backend_cpu_ms"] > 0
+
+
+def test_one_wait_events_share_of_the_samples():
+    samples = activity.samples_frame(seqs=[0, 0, 1, 1], times=[0, 0, 1, 1], pids=[1, 2, 1, 2],
+                                     states=["active"] * 4, types=["LWLock", "Client", "LWLock", None],
+                                     events=["BufferContent", "ClientRead", "WALWrite", None])
+    assert activity.event_share(samples, "LWLock", "BufferContent") == 0.25
+    assert activity.event_share(samples, "IO", "DataFileRead") == 0.0
+    assert activity.event_share(activity.samples_frame(), "LWLock", "BufferContent") is None

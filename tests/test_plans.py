@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from conftest import run_cli
 from harness import storage
+from harness.article.analysis import relation_growth
 from harness.experiments import plans, registry
 from harness.server import schema
 from harness.storage import read_json
@@ -209,3 +211,21 @@ def test_bad_input_is_one_line_and_exit_2(args, fragment, tmp_path):
     assert len(lines) == 1 and "Traceback" not in result.stderr
     assert fragment in lines[0]
     assert storage.stored_runs("plans", tmp_path) == []
+
+
+def test_relation_growth_reads_each_file_at_each_state_and_says_none_where_a_state_is_missing():
+    def point(state, fraction, index, heap, pkey, partial=None):
+        return {"strategy": "skip_locked", "statement": "claim", "job_count": 100, "table_state": state,
+                "consumed_fraction": fraction, "partial_index": index, "heap_pages": heap, "pkey_pages": pkey,
+                "partial_index_pages": partial}
+
+    points = pd.DataFrame([point("first_scan", 0.0, False, 5, 3), point("first_scan", 0.5, False, 8, 5),
+                           point("vacuumed", 0.5, False, 8, 5), point("after_claims", 0.5, False, 6, 3),
+                           point("first_scan", 0.0, True, 5, 3, 2), point("vacuumed", 0.5, True, 8, 5, 2)])
+    growth = relation_growth(points, 100)
+    assert (growth["heap_fresh"], growth["heap_drained"], growth["heap_vacuumed"]) == (5, 8, 8)
+    assert (growth["pkey_fresh"], growth["pkey_drained"]) == (3, 5)
+    assert (growth["partial_min"], growth["partial_max"]) == (2, 2)
+    assert (growth["heap_after_claims"], growth["heap_after_bulk"]) == (6, 8)
+    none = relation_growth(points, 1_000)
+    assert set(none) == set(growth) and none["heap_fresh"] is None and none["top_consumed"] is None
