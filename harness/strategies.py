@@ -18,6 +18,7 @@ from typing import Callable
 from psycopg import pq
 
 from harness.config import SCHEMA
+from harness.errors import UserError
 
 # Outcome codes stored per attempt; names are what the Parquet files hold.
 # aborted: the server ended the attempt's transaction with a serialization failure or a deadlock (retried).
@@ -539,8 +540,6 @@ STRATEGIES: dict[str, Strategy] = {
 
 
 def get_strategy(name: str) -> Strategy:
-    from harness.errors import UserError
-
     try:
         return STRATEGIES[name]
     except KeyError:
@@ -552,8 +551,6 @@ def parse_strategies(text: str) -> list[str]:
     """'all' (the original three), one name, or a comma-separated list."""
     names = list(ORIGINAL_STRATEGIES) if text.strip() == "all" else [t.strip() for t in text.split(",") if t.strip()]
     if not names:
-        from harness.errors import UserError
-
         raise UserError("no strategy given")
     for name in names:
         get_strategy(name)

@@ -12,15 +12,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.article.formats import MISSING, count, missing, ms, rate, round_trip
+from harness.article.formats import MISSING, count, missing, ms, number, percent, rate, ratio, round_trip
 from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS,
                                     PRODUCTION_ENDPOINT_LABELS,
                                     ROUND_TRIP_MEASURES, SCHEDSTAT_LABELS, SIDE_BY_SIDE_MEASURES,
                                     SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
                                     WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
+from harness.article.prose import join
 from harness.experiments.plans import TABLE_STATES
-from harness.stats import load_attempts, load_claims, spread_by_point, summarise_runs, time_to_job_ns
-from harness.storage import read_json
+from harness.experiments.production import load_summary
+from harness.stats import (load_attempts, load_claims, polls_met_interval, spread_by_point, summarise_runs,
+                           time_to_job_ns)
+from harness.storage import read_json, read_manifest
 
 # Figures that get a median and a min-max spread over repeats.
 REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims", "distinct_jobs_claimed",
@@ -788,9 +791,6 @@ def comparison_facts(indexed: pd.DataFrame, newer: pd.DataFrame, every: pd.DataF
 
 def production_summary(paths: list[Path]) -> pd.DataFrame:
     """One row per production run: its parameters and figures, recomputed from its stored rows."""
-    from harness.experiments.production import load_summary
-    from harness.stats import polls_met_interval
-
     frame = pd.DataFrame([load_summary(Path(path)) for path in paths])
     if len(frame):
         bounds = [polls_met_interval(int(c), int(p), [rounds]) for c, p, rounds
@@ -821,8 +821,6 @@ def production_table(summary: pd.DataFrame) -> pd.DataFrame:
 def pickup_tail_text(row) -> str:
     """A point's pickup tail as the article prints it: its p99 where it has at least 100 runs, else its maximum,
     labelled; "at least" where runs never picked up (counted at the window's end) reach it."""
-    from harness.article.formats import MISSING, count, ms
-
     shown = row.get("pickup_p99_shown")
     if shown is None or pd.isna(shown):  # runs stored before the tail was judged
         return ms(row.get("pickup_p99_ms"))
@@ -839,8 +837,6 @@ def pickup_tail_text(row) -> str:
 
 def production_table_formats() -> dict:
     """How production_table's columns read in the article."""
-    from harness.article.formats import count, ms, number, percent
-
     def two(value):
         return number(value, 2)
 
@@ -852,9 +848,6 @@ def production_table_formats() -> dict:
 
 def production_facts(summary: pd.DataFrame | None) -> dict:
     """Every figure the production section's prose names, formatted once (glued by the article's cell 04-03)."""
-    from harness.article.formats import MISSING, count, ms, number, percent, ratio
-    from harness.article.prose import join
-
     measured = summary is not None and len(summary) > 0
     if not measured:
         summary = pd.DataFrame(columns=["endpoint", "runner_count", "poll_s", "seconds", "burst", "service_time_s", "jitter",
@@ -974,8 +967,6 @@ def production_timeline(paths: list[Path]) -> pd.DataFrame:
 def machine_minutes(run_folders) -> float:
     """Minutes of machine time the given stored runs took, from their manifests (started to finished): what
     making this page's data costs on the machine it ran on, whatever was stored before the build."""
-    from harness.storage import read_manifest
-
     total = 0.0
     for folder in run_folders:
         manifest = read_manifest(Path(folder))

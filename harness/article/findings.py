@@ -33,8 +33,11 @@ else is worded as a reading ("one reading is", "may").
 from __future__ import annotations
 
 import json
+import html as html_text
 import math
 import re
+import sys
+import textwrap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import quote
@@ -43,13 +46,21 @@ import numpy as np
 import pandas as pd
 
 from harness import config
-from harness.article.analysis import at_workers, by_round_trip, over_repeats
+from harness.article.analysis import (at_workers, by_round_trip, churn_point, over_repeats, plan_point,
+                                      production_summary, race_summary, wait_share_table)
 from harness.article.formats import (DASH, MISSING, RANGE, count, missing, ms, number, percent, rate, ratio,
                                      round_trip, spread as spread_text)
-from harness.article.prose import join, times
-from harness.stats import polls_met_interval
 from harness.article.labels import CANNOT_LOSE
+from harness.article.prose import join, times
+from harness.article.reliability import fault_summary
+from harness.errors import UserError
+from harness.experiments import bench as bench_module, churn as churn_module, plans as plans_module, registry
+from harness.experiments.plans import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES,
+                                       UNHELD_STATES, VACUUMED)
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE
+from harness.stats import (censored_percentile, censored_waits_ns, jsonable, load_attempts, percentile_ratio_interval,
+                           polls_met_interval, time_to_job_ns)
+from harness.storage import read_json
 
 # --------------------------------------------------------------------------- verdicts
 
@@ -285,7 +296,6 @@ SUMMARY_ORDER = ("corrected", "not_reproduced", "not_distinguishable", "confirme
 def summary_table(findings: list[Finding]) -> pd.DataFrame:
     """The page's first table: one row per finding, corrections first, each linked to the section that states it
     in full (the finding cell is HTML: render with escape=False)."""
-    import html as html_text
 
     rows = []
     for f in sorted(findings, key=lambda f: (SUMMARY_ORDER.index(f.verdict), _order(f.id))):
@@ -567,8 +577,6 @@ def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
     right after the drain (first scan and later scans), where no other session
     held a snapshot.
     """
-    from harness.article.analysis import plan_point
-    from harness.experiments.plans import FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES, UNHELD_STATES
 
     job_count, fraction = int(reference["job_count"]), float(reference["consumed_fraction"])
     f = {"job_count": job_count, "consumed_fraction": fraction}
@@ -602,7 +610,6 @@ def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
 
 def churn_facts(matrix: pd.DataFrame, pruning: pd.DataFrame) -> dict:
     """F11-F13 from a stored churn run: HOT counts at the default and a lower fillfactor, and the pruning arms."""
-    from harness.article.analysis import churn_point
 
     f: dict = {}
     fillfactors = sorted(int(v) for v in matrix["fillfactor"].unique())
@@ -1164,8 +1171,6 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
     """Two parts. After a bulk UPDATE of the prefix (the original's likely method): decided on the first scan (no
     other snapshot) and after VACUUM, with and without the index. After a drain by the claims themselves, one at a
     time: whether the claim still walks consumed rows there and the index still cuts its buffers."""
-    from harness.experiments.plans import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT,
-                                           STEADY, VACUUMED)
 
     if not plans:
         return _not_measured("F9", "No plans run is stored for this build.")
@@ -1406,7 +1411,7 @@ def a3_harness_against_pgbench(bench: pd.DataFrame | None, band: tuple[float, fl
     if bench is None or not len(bench) or "ratio" not in bench:
         return _not_measured("A3", "No bench run is stored for this build.")
     if band is None:
-        from harness.experiments.bench import TARGET_BAND as band
+        band = bench_module.TARGET_BAND
     inside = int(((bench["ratio"] >= band[0]) & (bench["ratio"] <= band[1])).sum())
     lowest, highest = bench.loc[bench["ratio"].idxmin()], bench.loc[bench["ratio"].idxmax()]
     ours = "harness / pgbench claims per second: " + ", ".join(
@@ -1818,7 +1823,6 @@ def c8_later_pickup(paired: pd.DataFrame) -> pd.Series:
     """Per paired point: whether POST /claim's pickup p99 is beyond /pending's, i.e. the 95 % bootstrap interval
     of their ratio (stats.percentile_ratio_interval, each endpoint's pickups resampled) lies wholly above 1. A
     point with a few dozen pickups has a wide interval and is then not distinguishable either way."""
-    from harness.stats import percentile_ratio_interval
 
     lows = [percentile_ratio_interval(claim, pending)[0]
             for claim, pending in zip(paired["pickups_ms_claim"], paired["pickups_ms_pending"])]
@@ -1892,7 +1896,6 @@ class Measurements:
 
 def evaluate(measured: Measurements) -> list[Finding]:
     """Every finding, F1-F13, C1-C9 and A1-A4, in that order."""
-    from harness.article.analysis import wait_share_table
 
     races = Races(measured.summary)
     others = Races(measured.others if measured.others is not None else pd.DataFrame())
@@ -1997,8 +2000,6 @@ def layout_note(table: pd.DataFrame, finding_id: str) -> str:
 def attempt_figures(paths: list[Path]) -> pd.DataFrame:
     """Per race, from its attempts: the winning claim's and the time to get a job's p50 and p99 (ms), and the
     attempts that came back empty while jobs remained."""
-    from harness.stats import censored_percentile, censored_waits_ns, load_attempts, time_to_job_ns
-    from harness.storage import read_json
 
     rows = []
     for path in paths:
@@ -2022,8 +2023,6 @@ def attempt_figures(paths: list[Path]) -> pd.DataFrame:
 
 def measurements(runs: dict[str, list[Path]]) -> Measurements:
     """Load what the rules read from the runs of each report section ("races", "plans", "churn", "bench")."""
-    from harness.article.analysis import production_summary, race_summary, wait_share_table
-    from harness.storage import read_json
 
     race_paths = [Path(p) for p in runs.get("races", [])]
     summary = race_summary(race_paths) if race_paths else pd.DataFrame()
@@ -2034,26 +2033,18 @@ def measurements(runs: dict[str, list[Path]]) -> Measurements:
             job_waits = job_waits.merge(summary[["run_id", "cpu_bound"]], on="run_id", how="left")
     plans = churn = bench = None
     if runs.get("plans"):
-        from harness.experiments import plans as plans_module
-
         path = Path(runs["plans"][0])
         plans = plan_facts(plans_module.load_plans(path), read_json(path / "manifest.json")["results"]["reference_point"],
                            plans_module.load_plan_texts(path))
     if runs.get("churn"):
-        from harness.experiments import churn as churn_module
-
         path = Path(runs["churn"][0])
         churn = churn_facts(churn_module.load_churn(path), churn_module.load_pruning(path))
     if runs.get("bench"):
-        from harness.experiments import bench as bench_module
-
         bench = bench_module.load_bench(Path(runs["bench"][0]))
     other_paths = [Path(p) for p in runs.get("other_strategies", [])]
     latency_paths = [Path(p) for p in runs.get("latency", [])]
     faults = None
     if runs.get("faults"):
-        from harness.article.reliability import fault_summary
-
         faults = fault_summary([Path(p) for p in runs["faults"]])
     production = production_summary([Path(p) for p in runs["production"]]) if runs.get("production") else None
     return Measurements(production=production, summary=summary, job_waits=job_waits, others=race_summary(other_paths) if other_paths else None,
@@ -2083,8 +2074,6 @@ def from_runs(runs: dict[str, list[Path]]) -> list[Finding]:
 # --------------------------------------------------------------------------- command line
 
 def _print_text(findings: list[Finding]) -> None:
-    import textwrap
-
     for f in findings:
         print(f"{f.id:<4} {f.verdict}")
         for label, text in (("claim", f.claim), ("original", f.original), ("ours", f.ours), ("note", f.note)):
@@ -2095,11 +2084,6 @@ def _print_text(findings: list[Finding]) -> None:
 
 
 def _command(args) -> int:
-    import sys
-
-    from harness.errors import UserError
-    from harness.experiments import registry
-
     runs = registry.stored_sections(registry.load_params(args.params), Path(args.data_dir))
     empty = [section for section in registry.SECTIONS if not runs.get(section)]
     if len(empty) == len(registry.SECTIONS):
@@ -2111,8 +2095,6 @@ def _command(args) -> int:
         print(f"no stored runs for {', '.join(empty)} in {args.data_dir}", file=sys.stderr)
     findings = from_runs(runs)
     if args.json:
-        from harness.stats import jsonable
-
         print(json.dumps([jsonable(f.as_dict()) for f in findings], indent=1))
     else:
         _print_text(findings)

@@ -13,7 +13,7 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 # The notebooks import the number formats from here; they are written once, in formats.
-from harness.article.formats import count, missing, ms, number, percent, ratio  # noqa: F401
+from harness.article.formats import DASH, count, missing, ms, number, percent, ratio  # noqa: F401
 from harness.strategies import STRATEGIES
 
 
@@ -94,8 +94,6 @@ def change(before: float, after: float, slower: str, faster: str) -> str:
 
 def _dash_or(fmt):
     """fmt for a measured value; the dash where the figure does not exist or was not raced."""
-    from harness.article.formats import DASH
-
     return lambda value: DASH if missing(value) else fmt(value)
 
 

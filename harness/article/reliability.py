@@ -15,7 +15,8 @@ import pandas as pd
 
 from harness.article.formats import count, number, percent
 from harness.article.prose import counted, join, table
-from harness.experiments.faults import PAUSE_LEASES
+from harness.experiments.faults import PAUSE_LEASES, load_timeline
+from harness.storage import read_manifest
 
 LEDGER_COLUMNS = {"completed_once": "completed once", "completed_twice": "completed twice",
                   "executed_twice": "ran twice", "stale_completion": "completed by a stale holder",
@@ -34,8 +35,6 @@ FAULT_WORDS = {"kill": "runner killed after its claim", "pause": "runner paused 
 
 def fault_summary(paths) -> pd.DataFrame:
     """One row per faults run: parameters, ledger counts, reaps, heartbeats, counters, whether each rule held."""
-    from harness.storage import read_manifest
-
     rows = []
     for path in paths:
         manifest = read_manifest(Path(path))
@@ -98,9 +97,6 @@ def cost_html(paths) -> str:
 
 def timeline(paths, protocol: str = "lease", fault: str = "pause") -> pd.DataFrame:
     """The events of the run the fault hit (every runner's and the reaper's), and the fault itself."""
-    from harness.experiments.faults import load_timeline
-    from harness.storage import read_manifest
-
     for path in paths:
         manifest = read_manifest(Path(path))
         if manifest["parameters"]["protocol"] == protocol and manifest["parameters"]["fault"] == fault:

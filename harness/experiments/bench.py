@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import psutil
 import pyarrow as pa
 from tqdm.auto import tqdm
 
@@ -50,7 +51,7 @@ from harness.experiments.limits import check_race_size
 from harness.experiments.pgbench import QueueDrained, check_scriptable, pgbench_script, pgbench_version, run_pgbench
 from harness.experiments.race import CLIENT_LAYOUT_TEXT, run_race
 from harness.server import database, schema
-from harness.server.activity import ActivitySampler
+from harness.server.activity import ActivitySampler, server_is_local
 from harness.storage import read_manifest, utc_now
 from harness.strategies import EMPTY, ERROR, LOST, ORIGINAL_STRATEGIES, STRATEGIES, WON, get_strategy, parse_strategies
 
@@ -147,10 +148,6 @@ def server_cpu_ns(conn) -> int | None:
     """CPU the server's processes have used so far: the postmaster's own, its reaped children's and its live
     children's. The difference over a run, read once the run's backends have exited, is what the run cost the
     server (its backends end with their connections and are reaped into the postmaster's children times)."""
-    import psutil
-
-    from harness.server.activity import server_is_local
-
     if not server_is_local(conn):
         return None
     try:

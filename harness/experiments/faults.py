@@ -66,7 +66,13 @@ from harness.errors import UserError
 from harness.experiments.contract import one_of, Measured, Option, Parameters, as_float, as_int, setting
 from harness.server import database, faults, pgstats
 from harness.service import ledger
+from harness.service import cipher, producer
+from harness.service.app import APPLICATION_NAME as SERVICE_APPLICATION_NAME  # its pool's connections
+from harness.service.process import running_service
 from harness.service.reaper import REAP_SQL, Reaper
+from harness.service.runner import RunnerGroup, RunnerSettings, log_path
+from harness.service.schema import create_run_queue
+from harness.storage import read_manifest
 
 PROTOCOLS = ("none", "lease", "lease_holder", "lease_fenced")
 FAULTS = ("kill", "pause", "terminate", "restart", "service", "service_mid_claim", "restart_mid_finish", "none")
@@ -354,8 +360,6 @@ class _Watch:
 
 def _first_started(events_dir: Path, names: list[str], since: float, timeout: float) -> dict | None:
     """The first `started` event any runner logged after `since` (unix time), read from their logs as they grow."""
-    from harness.service.runner import log_path
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for event in ledger.read_events(log_path(events_dir, name) for name in names):
@@ -433,8 +437,6 @@ def inject(fault: str, p: FaultParameters, db: database.Database, service, runne
         return {"landed": True, "runner": victim, "run": run, "token": token, "handed_on": handed_on,
                 "paused_s": entry["paused_seconds"]}
     if fault == "terminate":
-        from harness.service.app import APPLICATION_NAME as SERVICE_APPLICATION_NAME  # its pool's connections
-
         hit = []
         for _ in range(TERMINATE_ROUNDS):
             hit += faults.terminate_backends(watch.connection(), SERVICE_APPLICATION_NAME, log)
@@ -490,8 +492,6 @@ def drain(p: FaultParameters, watch: _Watch, runners, events_dir: Path) -> dict:
 
 
 def runners_logs(events_dir: Path, runners) -> list[Path]:
-    from harness.service.runner import log_path
-
     return [log_path(events_dir, name) for name in runners.names]
 
 
@@ -521,11 +521,6 @@ def measure_faults(db: database.Database, parameters: FaultParameters, run_id: s
                    progress: bool = True) -> Measured:
     """One protocol under one fault, drained and classified. Drops and recreates claimrace.runs, run_flips and
     finishes."""
-    from harness.service import cipher, producer
-    from harness.service.process import running_service
-    from harness.service.runner import RunnerGroup, RunnerSettings
-    from harness.service.schema import create_run_queue
-
     p = parameters
     key = cipher.new_key()
     events_dir = Path(tempfile.mkdtemp(prefix="claimrace-faults-"))
@@ -655,8 +650,6 @@ JSON_KEYS = ("protocol", "fault", "faults_injected", "fault_landed", "fault_effe
 
 def summary(run_dir: Path) -> dict:
     """What `--json` prints for one run."""
-    from harness.storage import read_manifest
-
     manifest = read_manifest(run_dir)
     results = manifest["results"]
     return {**{key: results.get(key) for key in JSON_KEYS}, "run_id": manifest["run_id"]}

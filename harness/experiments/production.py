@@ -29,6 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import psutil
+from tqdm.auto import tqdm
+
+from harness import storage
 
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, as_ints,
@@ -323,8 +326,6 @@ def measure_production(db: database.Database, parameters: ProductionParameters, 
 
 
 def _wait_with_progress(until_monotonic: float, progress: bool, what: str) -> None:
-    from tqdm.auto import tqdm
-
     total = max(0.0, until_monotonic - time.monotonic())
     with tqdm(total=round(total, 1), desc=f"production {what}", unit="s", disable=not progress) as bar:
         while (left := until_monotonic - time.monotonic()) > 0:
@@ -571,8 +572,6 @@ def production_checks(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFr
 
 def load_summary(run_dir: Path) -> dict:
     """A stored run's parameters and figures, recomputed from its stored rows."""
-    from harness import storage
-
     manifest = storage.read_manifest(Path(run_dir))
     tables = {name: pd.read_parquet(Path(run_dir) / f"{name}.parquet") for name in ("runs", "flips", "events")}
     return {**manifest["parameters"], "run_id": manifest["run_id"],

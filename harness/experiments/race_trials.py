@@ -24,6 +24,7 @@ from harness.experiments.limits import check_race_size
 from harness.experiments import race_asyncio
 from harness.experiments.race import CLIENT_LAYOUT, CLIENT_LAYOUT_TEXT, RaceResult, run_race
 from harness.server import activity, cpus, database, delay, schema
+from harness.stats import jsonable, spread_by_point, summarise_runs
 from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA
 from harness.strategies import (DEFAULT_BATCH, EMPTY, MAX_BATCH, ORIGINAL_STRATEGIES, OUTCOME_NAMES, STRATEGIES,
                                  WON, get_strategy, parse_strategies)
@@ -477,8 +478,6 @@ SUMMARY_COLUMNS = ("strategy", "worker_count", "batch_size", "rtt_ms", "repeat",
 
 def print_summary(frame, as_json: bool, per_run: bool = True) -> None:
     """Stored races as a table: one line per run, or per point with median and min-max over its repeats."""
-    from harness.stats import jsonable, spread_by_point
-
     if as_json:
         for record in frame.to_dict(orient="records"):
             print(json.dumps(jsonable(record), default=str))
@@ -501,8 +500,6 @@ def print_summary(frame, as_json: bool, per_run: bool = True) -> None:
 
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness race` prints: one line (or JSON object) per race it ran."""
-    from harness.stats import summarise_runs
-
     print_summary(summarise_runs(run_paths=paths), as_json)
 
 

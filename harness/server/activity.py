@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import psutil
 import psycopg
 
 from harness.server import database
@@ -321,8 +322,6 @@ def server_is_local(conn: psycopg.Connection) -> bool:
     number here may be absent or an unrelated process. The backend's start time
     must match the local process's, to the second.
     """
-    import psutil
-
     pid, backend_start = conn.execute(
         "SELECT pid, extract(epoch FROM backend_start)::float8 FROM pg_stat_activity WHERE pid = pg_backend_pid()"
     ).fetchone()

