@@ -880,19 +880,15 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
         fewest = most = slowest = fastest = utilisation = service_time = float("nan")
     quiet, busy = point("pending", fewest, slowest), point("pending", most, fastest)
     quiet_claim, busy_claim = point("claim", fewest, slowest), point("claim", most, fastest)
-    crowd, crowd_claim = point("pending", most, slowest), point("claim", most, slowest)  # many runners, slow polls
-    windows = steady.drop_duplicates("poll_s").sort_values("poll_s", ascending=False)
+    crowd = point("pending", most, slowest)  # many runners, slow polls
     def tail(row) -> str:
         return pickup_tail_text(row) if row is not None else MISSING
 
     facts = {
         "prod_confidence": "95%",  # the level of harness.stats.polls_met_interval
-        "production_measured": "measured in this build" if measured else "not measured in this build",
         "prod_runner_list": join([str(int(n)) for n in sorted(steady["runner_count"].unique())]),
         "prod_poll_list": join([number(p, 1 if p < 1 else 0) for p in sorted(steady["poll_s"].unique(),
                                                                               reverse=True)]),
-        "prod_windows": join([f"{number(r.seconds, 0)} s at {number(r.poll_s, 1 if r.poll_s < 1 else 0)} s"
-                              for r in windows.itertuples()]),
         "prod_runs": count(len(summary)),
         "prod_service_time": number(service_time, 1) + " s",
         "prod_utilisation": percent(utilisation),
@@ -900,27 +896,17 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
         "prod_slowest": number(slowest, 1 if slowest < 1 else 0),
         "prod_fastest": number(fastest, 1 if fastest < 1 else 0),
         "prod_jitter": percent(float(summary["jitter"].iloc[0])) if measured else MISSING,
-        "prod_quiet_polls": figure(quiet, "polls", count), "prod_quiet_conflicts": figure(quiet, "conflicts", count),
-        "prod_quiet_share": figure(quiet, "share_of_polls_with_a_conflict", percent),
         "prod_quiet_loser_bytes": figure(quiet, "loser_payload_bytes_per_claimed_job", count),
         "prod_quiet_loser_secrets": figure(quiet, "loser_secrets_per_claimed_job", lambda v: number(v, 1)),
         "prod_quiet_window": figure(quiet, "first_claim_answer_p50_ms", ms),
-        "prod_quiet_p50": figure(quiet, "pickup_p50_ms", ms), "prod_quiet_p99": tail(quiet),
-        "prod_quiet_claim_p50": figure(quiet_claim, "pickup_p50_ms", ms),
+        "prod_quiet_p99": tail(quiet),
         "prod_quiet_claim_p99": tail(quiet_claim),
         "prod_crowd_share": figure(crowd, "share_of_polls_with_a_conflict", percent),
-        "prod_crowd_p50": figure(crowd, "pickup_p50_ms", ms),
-        "prod_crowd_claim_p50": figure(crowd_claim, "pickup_p50_ms", ms),
-        "prod_busy_polls": figure(busy, "polls", count), "prod_busy_conflicts": figure(busy, "conflicts", count),
-        "prod_busy_share": figure(busy, "share_of_polls_with_a_conflict", percent),
-        "prod_busy_per_job": figure(busy, "conflicts_per_claimed_job", lambda v: number(v, 2)),
         "prod_busy_p99": tail(busy), "prod_busy_claim_p99": tail(busy_claim),
         "prod_busy_statements": figure(busy, "statements_per_claimed_job", lambda v: number(v, 1)),
         "prod_busy_claim_statements": figure(busy_claim, "statements_per_claimed_job", lambda v: number(v, 1)),
         "prod_busy_cpu": figure(busy, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
         "prod_busy_claim_cpu": figure(busy_claim, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
-        "prod_pending_conflicts": count(int(steady.loc[steady["endpoint"] == "pending", "conflicts"].sum())),
-        "prod_claim_conflicts": count(int(steady.loc[steady["endpoint"] == "claim", "conflicts"].sum())),
         "prod_duplicates": count(int(summary["duplicate_jobs"].sum())),
         "prod_pending_at_end": count(int(summary["pending_at_end"].sum())),
         "prod_loser_bytes_total": count(int(steady.loc[steady["endpoint"] == "pending", "loser_payload_bytes"].sum())),
@@ -932,18 +918,14 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
             "prod_burst": count(int(burst_pending["burst"])), "prod_burst_runners": count(int(burst_pending["runner_count"])),
             "prod_burst_poll": number(float(burst_pending["poll_s"]), 1),
             "prod_burst_conflicts": count(int(burst_pending["conflicts"])),
-            "prod_burst_per_job": number(float(burst_pending["conflicts_per_claimed_job"]), 2),
             "prod_burst_p99": tail(burst_pending),
             "prod_burst_claim_conflicts": figure(burst_claim, "conflicts", count),
             "prod_burst_claim_p99": tail(burst_claim),
-            "prod_burst_ratio": ratio(burst_pending["pickup_p99_ms"] / burst_claim["pickup_p99_ms"])
-            if burst_claim is not None and burst_claim["pickup_p99_ms"] else MISSING,
         })
     else:
         facts.update({name: MISSING for name in ("prod_burst", "prod_burst_runners", "prod_burst_poll",
-                                                 "prod_burst_conflicts", "prod_burst_per_job", "prod_burst_p99",
-                                                 "prod_burst_claim_conflicts", "prod_burst_claim_p99",
-                                                 "prod_burst_ratio")})
+                                                 "prod_burst_conflicts", "prod_burst_p99",
+                                                 "prod_burst_claim_conflicts", "prod_burst_claim_p99")})
     return facts
 
 

@@ -835,7 +835,8 @@ def bottleneck(lock_share: float, runnable_share: float | None) -> str:
 
 BOTTLENECK_PHRASES = {"cpu": "they waited longer for a CPU than on locks",
                       "locks": "they waited longer on locks than for a CPU",
-                      "unmeasured": "their wait for a CPU is not measured (the server is not a process of this machine)"}
+                      "unmeasured": "their time waiting for a CPU is not measured (the server is not a process of this "
+                                    "machine)"}
 
 LOCK_WAIT = "row or transaction lock"  # analysis.WAIT_GROUPS' group of row and transaction lock waits
 
@@ -856,13 +857,14 @@ def _time_spent_sentence(shares: pd.DataFrame | None, worker_count: int) -> str:
     found = bottleneck(lock, runnable)
     if found == "unmeasured":
         return (f"At {worker_count} workers guarded's backends waited on row locks in {percent(lock)} of the samples; "
-                "their time waiting for a CPU is not measured (the server is not a process of this machine).")
+                f"{BOTTLENECK_PHRASES[found]}.")
     measured = (f"At {worker_count} workers guarded's backends waited on row or transaction locks in {percent(lock)} "
-                f"of the samples and were runnable, waiting for a CPU, {percent(runnable)} of their time")
+                f"of the samples and were runnable, waiting for a CPU, {percent(runnable)} of their time: "
+                f"{BOTTLENECK_PHRASES[found]}")
     if found == "locks":
-        return measured + ": lock waits outweigh CPU waits, so the slowdown is contention on the head of the queue."
-    return (measured + ": they waited longer for a CPU than on locks. One reading is that the contention shows up "
-            "as lost attempts competing for the CPUs rather than as time blocked on a lock.")
+        return measured + ", so the slowdown is contention on the head of the queue."
+    return (measured + ". One reading is that the contention shows up as lost attempts competing for the CPUs rather "
+            "than as time blocked on a lock.")
 
 
 def f6_guarded_slows_down(races: Races, shares: pd.DataFrame | None = None) -> Finding:
