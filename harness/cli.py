@@ -105,9 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="one line per run (default: one per point, median and min-max over its repeats)")
     summary.set_defaults(handler=_summary)
 
-    from harness.article import findings  # the one command that reads the article's side of the store
+    from harness.article import contents  # the one command that reads the article's side of the store
 
-    findings.register_cli(sub)
+    contents.register_cli(sub)
 
     from harness.service.runner import add_runner_options
 

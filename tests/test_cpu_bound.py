@@ -16,6 +16,8 @@ import pandas as pd
 import psutil
 import pytest
 
+from harness.article import compare, contents
+from harness.article.sections import races as race_rules
 from harness.article import analysis, charts, findings
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
@@ -127,12 +129,12 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
         # the server waited for its clients, not the other way round
         assert summary["waiting_for_client_share"] > 0.5
     frame = analysis.race_summary(free + bound)
-    races = findings.Races(frame)
+    races = compare.Races(frame)
     assert races.workers("guarded", cpu_free=True) == [2] and races.cpu_bound_workers("guarded") == [32]
-    f7 = findings.f7_skip_locked_no_waste(races)
+    f7 = race_rules.f7_skip_locked_no_waste(races)
     assert f7.worker_counts_used == (2,) and "Not judged at 32 workers" in f7.note
     # only CPU-bound points: not measured, and the note says why
-    only_bound = findings.f7_skip_locked_no_waste(findings.Races(analysis.race_summary(bound)))
+    only_bound = race_rules.f7_skip_locked_no_waste(compare.Races(analysis.race_summary(bound)))
     assert only_bound.verdict == findings.NOT_MEASURED and "CPU-bound" in only_bound.note
     assert only_bound.worker_counts_used == ()
     # the charts shade the CPU-bound worker counts, and only those
@@ -146,7 +148,7 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
 
 def test_findings_json_names_the_worker_counts_each_verdict_used(db, tmp_path):
     runs = sweep(db, tmp_path, ["guarded", "skip_locked"], [1, 2, 4])
-    found = findings.by_id(findings.from_runs({"races": runs}))
+    found = findings.by_id(contents.from_runs({"races": runs}))
     as_dict = found["F5"].as_dict()
     assert as_dict["worker_counts_used"] == [2, 4]
     assert found["F6"].worker_counts_used == (1, 2, 4)

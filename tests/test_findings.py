@@ -12,9 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.article import findings
+from harness.article import contents, findings
+from harness.article.sections import (bench as bench_rules, churn as churn_rules, faults as fault_rules,
+                                      plans as plan_rules, production as production_rules, races as race_rules,
+                                      strategies as strategy_rules)
+from harness.article.compare import Races
 from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
-                                      NOT_MEASURED, NOT_REPRODUCED, Races)
+                                      NOT_MEASURED, NOT_REPRODUCED)
 
 # --------------------------------------------------------------------------- synthetic races
 
@@ -64,7 +68,7 @@ def repeated(strategy: str, per_worker: dict, column: str, **fixed) -> list[dict
     ({1: [0]}, NOT_MEASURED),
 ])
 def test_f1_needs_a_share_of_the_jobs_at_two_workers_in_every_repeat(per_worker, expected):
-    found = findings.f1_duplicates_at_two_workers(races(*repeated("naive", per_worker, "duplicate_jobs")))
+    found = race_rules.f1_duplicates_at_two_workers(races(*repeated("naive", per_worker, "duplicate_jobs")))
     assert verdict(found) == expected
     if expected != NOT_MEASURED:
         assert "jobs" in found.ours and found.values["job_count"] == "10,000"
@@ -80,7 +84,7 @@ def test_f1_needs_a_share_of_the_jobs_at_two_workers_in_every_repeat(per_worker,
     ({1: [0], 4: [3_000]}, NOT_MEASURED),  # one contended point is no trend
 ])
 def test_f2_extra_claims_per_job_must_rise_beyond_the_spread(per_worker, expected):
-    assert verdict(findings.f2_duplicates_compound(races(*repeated("naive", per_worker, "extra_claims")))) == expected
+    assert verdict(race_rules.f2_duplicates_compound(races(*repeated("naive", per_worker, "extra_claims")))) == expected
 
 
 # --------------------------------------------------------------------------- F3: naive's counted rate
@@ -91,7 +95,7 @@ def _f3(naive_rates, naive_distinct, skip_rates):
              for r, v in enumerate(naive_rates)]
             + [race("skip_locked", 4, r, claims_per_second=v, unique_jobs_per_second=v)
                for r, v in enumerate(skip_rates)])
-    return findings.f3_naive_looks_fastest(races(*rows))
+    return race_rules.f3_naive_looks_fastest(races(*rows))
 
 
 @pytest.mark.parametrize("naive_rates, naive_distinct, skip_rates, expected, parts", [
@@ -110,7 +114,7 @@ def test_f3_is_judged_per_part_beyond_the_spread(naive_rates, naive_distinct, sk
 
 
 def test_f3_is_not_measured_without_naive():
-    assert verdict(findings.f3_naive_looks_fastest(races(*sweep("guarded", (1, 4))))) == NOT_MEASURED
+    assert verdict(race_rules.f3_naive_looks_fastest(races(*sweep("guarded", (1, 4))))) == NOT_MEASURED
 
 
 # --------------------------------------------------------------------------- F4
@@ -119,8 +123,8 @@ def test_f3_is_not_measured_without_naive():
 @pytest.mark.parametrize("duplicates, expected", [(0, CONFIRMED), (3, NOT_REPRODUCED)])
 def test_f4_guarded_never_hands_a_job_out_twice(duplicates, expected):
     rows = sweep("guarded", (1, 4), duplicate_jobs=lambda w: duplicates if w == 4 else 0)
-    assert verdict(findings.f4_guarded_no_duplicates(races(*rows))) == expected
-    assert verdict(findings.f4_guarded_no_duplicates(races(*sweep("naive", (1, 4))))) == NOT_MEASURED
+    assert verdict(race_rules.f4_guarded_no_duplicates(races(*rows))) == expected
+    assert verdict(race_rules.f4_guarded_no_duplicates(races(*sweep("naive", (1, 4))))) == NOT_MEASURED
 
 
 # --------------------------------------------------------------------------- F5: against the N-1 ceiling
@@ -135,7 +139,7 @@ def test_f4_guarded_never_hands_a_job_out_twice(duplicates, expected):
     ({4: [1.4]}, NOT_MEASURED, ()),
 ])
 def test_f5_lost_races_per_win_rise_and_are_sized_against_the_ceiling(per_worker, expected, parts):
-    found = findings.f5_lost_races_per_win(races(race("guarded", 1), *repeated("guarded", per_worker, "losses_per_win")))
+    found = race_rules.f5_lost_races_per_win(races(race("guarded", 1), *repeated("guarded", per_worker, "losses_per_win")))
     assert verdict(found) == expected
     assert tuple(v for _, v in found.parts) == parts
     if parts:
@@ -145,13 +149,13 @@ def test_f5_lost_races_per_win_rise_and_are_sized_against_the_ceiling(per_worker
 def test_f5_the_original_own_figures_are_not_corrected_by_the_rule():
     # about 1 at 2 workers, about 22 at 100, with the points between rising: confirmed, as the original says
     rows = repeated("guarded", {2: [1.0, 1.0], 8: [5.0, 5.2], 100: [22.0, 22.0]}, "losses_per_win")
-    assert verdict(findings.f5_lost_races_per_win(races(*rows))) == CONFIRMED
+    assert verdict(race_rules.f5_lost_races_per_win(races(*rows))) == CONFIRMED
 
 
 def test_f5_uses_every_worker_count():
     # the ends alone would look like growth; the middle says otherwise
     rows = [race("guarded", w, losses_per_win=v) for w, v in {2: 1.0, 4: 9.0, 8: 2.0, 16: 1.5, 100: 1.2}.items()]
-    assert verdict(findings.f5_lost_races_per_win(races(*rows))) != CONFIRMED
+    assert verdict(race_rules.f5_lost_races_per_win(races(*rows))) != CONFIRMED
 
 
 # --------------------------------------------------------------------------- F6: against the lower bound
@@ -166,7 +170,7 @@ def test_f5_uses_every_worker_count():
 ])
 def test_f6_guarded_falls_with_workers_from_at_least_1100_claims_per_second(rate, p99_at_one, expected):
     rows = sweep("guarded", WORKERS, claims_per_second=rate, p99_ms=lambda w: p99_at_one if w == 1 else 10.0)
-    assert verdict(findings.f6_guarded_slows_down(races(*rows))) == expected
+    assert verdict(race_rules.f6_guarded_slows_down(races(*rows))) == expected
 
 
 def test_f6_judges_each_part_beyond_the_spread():
@@ -175,24 +179,24 @@ def test_f6_judges_each_part_beyond_the_spread():
             + [race("guarded", 1, 0, claims_per_second=1_500, p99_ms=2.05)][:0]
             + repeated("guarded", {8: [500, 600, 550]}, "claims_per_second"))
     rows[0]["p99_ms"], rows[1]["p99_ms"], rows[2]["p99_ms"] = 2.05, 2.25, 4.20
-    found = findings.f6_guarded_slows_down(races(*rows))
+    found = race_rules.f6_guarded_slows_down(races(*rows))
     assert dict(found.parts) == {"falls with workers": CONFIRMED, "1,100+ claims/s at 1 worker": CONFIRMED,
                                  "p99 under 2 ms at 1 worker": CONFIRMED_DIFFERENT_SIZE}
     assert verdict(found) == CONFIRMED_DIFFERENT_SIZE
     rows[0]["p99_ms"] = 1.5  # the repeats now span 2 ms
-    assert dict(findings.f6_guarded_slows_down(races(*rows)).parts)["p99 under 2 ms at 1 worker"] == NOT_DISTINGUISHABLE
+    assert dict(race_rules.f6_guarded_slows_down(races(*rows)).parts)["p99 under 2 ms at 1 worker"] == NOT_DISTINGUISHABLE
     overlapping = repeated("guarded", {1: [1_500, 1_600], 8: [1_400, 1_650]}, "claims_per_second", p99_ms=1.0)
-    assert verdict(findings.f6_guarded_slows_down(races(*overlapping))) == NOT_DISTINGUISHABLE
+    assert verdict(race_rules.f6_guarded_slows_down(races(*overlapping))) == NOT_DISTINGUISHABLE
 
 
 def test_f6_falls_when_most_steps_fall_not_only_the_ends():
     rates = {1: 1_500, 2: 1_400, 4: 1_450, 8: 1_300, 16: 1_200, 32: 1_000, 100: 900}
     rows = [race("guarded", w, claims_per_second=r, p99_ms=1.0) for w, r in rates.items()]
-    assert verdict(findings.f6_guarded_slows_down(races(*rows))) == CONFIRMED
+    assert verdict(race_rules.f6_guarded_slows_down(races(*rows))) == CONFIRMED
     rows = [race("guarded", w, claims_per_second=r, p99_ms=1.0)
             for w, r in {1: 1_500, 2: 2_000, 4: 2_100, 8: 2_200, 16: 2_000, 32: 1_900, 100: 1_400}.items()]
-    assert verdict(findings.f6_guarded_slows_down(races(*rows))) != CONFIRMED
-    assert verdict(findings.f6_guarded_slows_down(races(race("guarded", 1)))) == NOT_MEASURED
+    assert verdict(race_rules.f6_guarded_slows_down(races(*rows))) != CONFIRMED
+    assert verdict(race_rules.f6_guarded_slows_down(races(race("guarded", 1)))) == NOT_MEASURED
 
 
 @pytest.mark.parametrize("lock, runnable, cause, reading", [
@@ -203,10 +207,10 @@ def test_f6_states_a_cause_only_when_the_activity_sampling_measured_it(lock, run
     rows = sweep("guarded", (1, 4, 100), claims_per_second=lambda w: 2_000 / w, p99_ms=lambda w: 1.0)
     shares = pd.DataFrame([{"strategy": "guarded", "worker_count": 100, "row or transaction lock": lock,
                             "runnable_share": runnable, "running_share": 0.3}])
-    found = findings.f6_guarded_slows_down(races(*rows), shares)
+    found = race_rules.f6_guarded_slows_down(races(*rows), shares)
     assert cause in found.note
     assert ("One reading is" in found.note) == reading
-    assert "CPUs" not in findings.f6_guarded_slows_down(races(*rows)).note, "no fixed explanation without data"
+    assert "CPUs" not in race_rules.f6_guarded_slows_down(races(*rows)).note, "no fixed explanation without data"
 
 
 # --------------------------------------------------------------------------- F7: waste is attempts without a job
@@ -215,7 +219,7 @@ def test_f6_states_a_cause_only_when_the_activity_sampling_measured_it(lock, run
 def _f7(skip_rate=2_000.0, guarded_rate=100.0, top=100, **skip_figures):
     rows = (sweep("guarded", (1, 4, top), claims_per_second=lambda w: guarded_rate)
             + [race("skip_locked", w, claims_per_second=skip_rate, **skip_figures) for w in (1, 4, top)])
-    return findings.f7_skip_locked_no_waste(races(*rows))
+    return race_rules.f7_skip_locked_no_waste(races(*rows))
 
 
 @pytest.mark.parametrize("kwargs, expected", [
@@ -234,18 +238,18 @@ def test_f7_judges_no_wasted_attempts_by_empty_looks_while_jobs_remained(kwargs,
 
 
 def test_f7_is_not_measured_without_skip_locked_or_without_contention():
-    assert verdict(findings.f7_skip_locked_no_waste(races(race("guarded", 4)))) == NOT_MEASURED
-    assert verdict(findings.f7_skip_locked_no_waste(races(race("guarded", 1), race("skip_locked", 1)))) == NOT_MEASURED
+    assert verdict(race_rules.f7_skip_locked_no_waste(races(race("guarded", 4)))) == NOT_MEASURED
+    assert verdict(race_rules.f7_skip_locked_no_waste(races(race("guarded", 1), race("skip_locked", 1)))) == NOT_MEASURED
 
 
 def test_f7_pairs_repeats_for_its_spread():
     rows = [race("guarded", 4, r, claims_per_second=100.0) for r in range(3)] + \
            [race("skip_locked", 4, r, claims_per_second=v) for r, v in enumerate((1_500.0, 2_000.0, 2_500.0))]
-    found = findings.f7_skip_locked_no_waste(races(*rows))
+    found = race_rules.f7_skip_locked_no_waste(races(*rows))
     assert found.values["speedup"] == "20x [15\u201325]"
     rows = [race("guarded", 4, r, claims_per_second=100.0) for r in range(3)] + \
            [race("skip_locked", 4, r, claims_per_second=v) for r, v in enumerate((90.0, 150.0, 200.0))]
-    assert verdict(findings.f7_skip_locked_no_waste(races(*rows))) == NOT_DISTINGUISHABLE
+    assert verdict(race_rules.f7_skip_locked_no_waste(races(*rows))) == NOT_DISTINGUISHABLE
 
 
 def attempts(rows) -> pd.DataFrame:
@@ -255,9 +259,9 @@ def attempts(rows) -> pd.DataFrame:
 def test_an_empty_look_is_wasted_when_a_later_attempt_still_won_a_job():
     frame = attempts([(0, 0, 0, 10, "won"), (1, 0, 0, 10, "empty"),  # worker 1 gave up early
                       (0, 1, 20, 10, "won"), (0, 2, 40, 10, "empty")])  # the final empty look is not waste
-    assert findings.empty_while_jobs_remained(frame) == 1
-    assert findings.empty_while_jobs_remained(frame.iloc[[0, 3]]) == 0
-    assert findings.empty_while_jobs_remained(attempts([(0, 0, 0, 10, "empty")])) == 0
+    assert race_rules.empty_while_jobs_remained(frame) == 1
+    assert race_rules.empty_while_jobs_remained(frame.iloc[[0, 3]]) == 0
+    assert race_rules.empty_while_jobs_remained(attempts([(0, 0, 0, 10, "empty")])) == 0
 
 
 # --------------------------------------------------------------------------- F8 per statement and per job, C4, A1
@@ -286,7 +290,7 @@ def _f8_races(skip_p99, guarded_p99):
 ])
 def test_f8_is_decided_per_statement_with_the_job_as_a_part_of_its_own(statement, per_job, expected):
     job_waits = waits(skip_locked_8=(statement[0], per_job[0]), guarded_8=(statement[1], per_job[1]))
-    found = findings.f8_tail_latency(_f8_races(*statement), job_waits)
+    found = race_rules.f8_tail_latency(_f8_races(*statement), job_waits)
     assert verdict(found) == expected
     assert "time to get a job" in found.ours
     assert dict(found.parts)["per job"] == ADDED
@@ -297,20 +301,20 @@ def test_f8_is_decided_per_statement_with_the_job_as_a_part_of_its_own(statement
 def test_f8_overlapping_statement_p99s_are_not_distinguishable():
     rows = [race("guarded", 8, r, p99_ms=v) for r, v in enumerate((3.0, 9.0))] + \
            [race("skip_locked", 8, r, p99_ms=v) for r, v in enumerate((5.0, 12.0))]
-    assert verdict(findings.f8_tail_latency(races(*rows))) == NOT_DISTINGUISHABLE
+    assert verdict(race_rules.f8_tail_latency(races(*rows))) == NOT_DISTINGUISHABLE
 
 
 @pytest.mark.parametrize("skip, guarded, expected", [(9.0, 3.0, CONFIRMED), (2.0, 3.0, NOT_REPRODUCED)])
 def test_f8_per_statement_reads_the_fixed_fill_when_the_bench_measured_it(skip, guarded, expected):
     # the whole drains point the other way on purpose: the fixed fill decides
-    found = findings.f8_tail_latency(_f8_races(guarded, skip), None,
+    found = race_rules.f8_tail_latency(_f8_races(guarded, skip), None,
                                      {"worker_count": 8, "skip_locked_p99_ms": skip, "guarded_p99_ms": guarded})
     assert verdict(found) == expected
     assert "fixed fill" in found.ours
 
 
 def test_f8_is_not_measured_without_both_strategies_under_contention():
-    assert verdict(findings.f8_tail_latency(races(race("guarded", 100)))) == NOT_MEASURED
+    assert verdict(race_rules.f8_tail_latency(races(race("guarded", 100)))) == NOT_MEASURED
 
 
 @pytest.mark.parametrize("claim, wait, expected", [
@@ -319,53 +323,53 @@ def test_f8_is_not_measured_without_both_strategies_under_contention():
     ([(2.0, 3.0), (2.1, 9.0)], None, NOT_DISTINGUISHABLE),  # the repeats span twice the winning claim's p99
 ])
 def test_c4_the_wait_for_a_job_must_be_clearly_fatter_in_every_repeat(claim, wait, expected):
-    found = findings.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0), guarded_100=claim))
+    found = race_rules.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0), guarded_100=claim))
     assert verdict(found) == expected
     assert found.values["workers"] == "100"
-    assert verdict(findings.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0)))) == NOT_MEASURED
-    assert verdict(findings.c4_wait_for_a_job(None)) == NOT_MEASURED
+    assert verdict(race_rules.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0)))) == NOT_MEASURED
+    assert verdict(race_rules.c4_wait_for_a_job(None)) == NOT_MEASURED
 
 
 def test_a1_compares_the_wait_for_a_job_across_strategies():
-    found = findings.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5_857.0), skip_locked_100=(9.0, 484.0)))
+    found = race_rules.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5_857.0), skip_locked_100=(9.0, 484.0)))
     assert verdict(found) == ADDED
     assert found.values["ratio"] == "12x" and "lower than guarded's in every repeat" in found.note
-    overlapping = findings.a1_time_to_get_a_job(waits(guarded_100=[(3.0, 400.0), (3.0, 600.0)],
+    overlapping = race_rules.a1_time_to_get_a_job(waits(guarded_100=[(3.0, 400.0), (3.0, 600.0)],
                                                       skip_locked_100=[(9.0, 450.0), (9.0, 500.0)]))
     assert "not distinguishable" in overlapping.note
-    assert verdict(findings.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5.0)))) == NOT_MEASURED
+    assert verdict(race_rules.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5.0)))) == NOT_MEASURED
 
 
 def test_cpu_bound_points_are_left_out_of_the_contention_verdicts():
     rows = [race("guarded", w, losses_per_win=v, cpu_bound=w >= 32) for w, v in {2: 1.0, 4: 2.4, 8: 4.3, 32: 8.0}.items()]
-    found = findings.f5_lost_races_per_win(races(*rows))
+    found = race_rules.f5_lost_races_per_win(races(*rows))
     assert found.worker_counts_used == (2, 4, 8) and "Not judged at 32 workers" in found.note
     only_bound = [race("guarded", w, losses_per_win=v, cpu_bound=True) for w, v in {16: 5.0, 32: 8.0}.items()]
-    assert verdict(findings.f5_lost_races_per_win(races(*only_bound))) == NOT_MEASURED
+    assert verdict(race_rules.f5_lost_races_per_win(races(*only_bound))) == NOT_MEASURED
 
 
 def test_a2_reports_where_the_time_went_only_when_sampled():
     rows = races(race("guarded", 1), race("guarded", 100))
     shares = pd.DataFrame([{"strategy": "guarded", "worker_count": 100, "row or transaction lock": 0.02,
                             "runnable_share": 0.5, "running_share": 0.4}])
-    found = findings.a2_where_the_time_goes(rows, shares)
+    found = race_rules.a2_where_the_time_goes(rows, shares)
     assert verdict(found) == ADDED and found.values["bottleneck"] == "cpu"
-    assert verdict(findings.a2_where_the_time_goes(rows, None)) == NOT_MEASURED
+    assert verdict(race_rules.a2_where_the_time_goes(rows, None)) == NOT_MEASURED
 
 
 @pytest.mark.parametrize("lock, runnable, result", [(0.4, 0.1, "locks"), (0.01, 0.3, "cpu"),
                                                     (0.2, None, "unmeasured"), (0.2, float("nan"), "unmeasured")])
 def test_the_bottleneck_is_whichever_wait_was_measured_longer(lock, runnable, result):
-    assert findings.bottleneck(lock, runnable) == result
+    assert race_rules.bottleneck(lock, runnable) == result
 
 
 def test_fixed_fill_latency_reads_the_bench_at_its_most_workers():
     bench = pd.DataFrame({"strategy": ["guarded", "skip_locked", "guarded", "skip_locked"],
                           "worker_count": [8, 8, 100, 100], "harness_win_p99_us": [1.0, 2.0, 3000.0, 9000.0]})
-    assert findings.fixed_fill_latency(bench) == {"worker_count": 100, "skip_locked_p99_ms": 9.0,
+    assert bench_rules.fixed_fill_latency(bench) == {"worker_count": 100, "skip_locked_p99_ms": 9.0,
                                                   "guarded_p99_ms": 3.0}
-    assert findings.fixed_fill_latency(None) is None
-    assert findings.fixed_fill_latency(bench[bench["strategy"] == "guarded"]) is None
+    assert bench_rules.fixed_fill_latency(None) is None
+    assert bench_rules.fixed_fill_latency(bench[bench["strategy"] == "guarded"]) is None
 
 
 # --------------------------------------------------------------------------- F9, F10: plans
@@ -394,7 +398,7 @@ def plans(jobs=10_000, removed=5_000, without=(10_057, 6_000, 10_100, 60), with_
     ({"job_count": 10_000, "consumed_fraction": 0.5}, NOT_MEASURED),
 ])
 def test_f9_is_judged_right_after_the_drain_and_after_vacuum(facts, expected):
-    found = findings.f9_half_drained_walk(facts)
+    found = plan_rules.f9_half_drained_walk(facts)
     assert verdict(found) == expected
     if facts and expected != NOT_MEASURED:
         assert "right after a bulk UPDATE" in found.ours and "after VACUUM" in found.ours
@@ -409,10 +413,10 @@ def test_f9_is_judged_right_after_the_drain_and_after_vacuum(facts, expected):
 def test_f9_has_a_part_for_a_queue_drained_by_claims(after_claims, removed, part):
     race = plans(without_after_race_buffers=after_claims[0], with_after_race_buffers=after_claims[1],
                  without_after_race_removed=removed)
-    assert dict(findings.f9_half_drained_walk(race).parts)["after a drain by a race"] == part
+    assert dict(plan_rules.f9_half_drained_walk(race).parts)["after a drain by a race"] == part
     facts = plans(without_after_claims_buffers=after_claims[0], with_after_claims_buffers=after_claims[1],
                   without_after_claims_removed=removed)
-    found = findings.f9_half_drained_walk(facts)
+    found = plan_rules.f9_half_drained_walk(facts)
     assert dict(found.parts) == {"after a bulk UPDATE": CONFIRMED, "after a drain by claims": part,
                                  "after a drain by a race": NOT_MEASURED}
     assert verdict(found) == CONFIRMED and "drain by claims" in found.ours
@@ -425,7 +429,7 @@ def test_f9_has_a_part_for_a_queue_drained_by_claims(after_claims, removed, part
     (plans(guarded_node=None), NOT_MEASURED),
 ])
 def test_f10_reads_the_node_from_the_plan(facts, expected):
-    found = findings.f10_guarded_filter(facts)
+    found = plan_rules.f10_guarded_filter(facts)
     assert verdict(found) == expected
     if facts.get("guarded_node") == "Seq Scan":
         assert "Seq Scan" in found.ours and "primary-key" in found.note
@@ -457,13 +461,13 @@ def churn(**figures) -> dict:
     (None, NOT_MEASURED),
 ])
 def test_f11_is_decided_by_the_arm_with_autovacuum_off(facts, expected):
-    assert verdict(findings.f11_pruning_alone(facts)) == expected
+    assert verdict(churn_rules.f11_pruning_alone(facts)) == expected
 
 
 def test_f11_names_autovacuum_as_the_cause_only_when_it_ran():
-    ran = findings.f11_pruning_alone(churn())
+    ran = churn_rules.f11_pruning_alone(churn())
     assert "the zero was theirs" in ran.note
-    idle = findings.f11_pruning_alone(churn(pruning_on_autovacuum_runs=0, pruning_on_autoanalyze_runs=0))
+    idle = churn_rules.f11_pruning_alone(churn(pruning_on_autovacuum_runs=0, pruning_on_autoanalyze_runs=0))
     assert verdict(idle) == CORRECTED and "not measured" in idle.note and "theirs" not in idle.note
 
 
@@ -478,7 +482,7 @@ def test_f11_names_autovacuum_as_the_cause_only_when_it_ran():
     ({"default_ff": 100, "low_ff": 70}, NOT_MEASURED),
 ])
 def test_f12_is_judged_against_448_of_1000_and_says_how_the_updates_were_made(facts, expected):
-    found = findings.f12_hot_needs_room(facts)
+    found = churn_rules.f12_hot_needs_room(facts)
     assert verdict(found) == expected
     if expected != NOT_MEASURED:
         assert "bulk UPDATE" in found.note and "one at a time" in found.ours
@@ -486,18 +490,18 @@ def test_f12_is_judged_against_448_of_1000_and_says_how_the_updates_were_made(fa
 
 def test_f12_falls_back_to_claims_made_one_at_a_time():
     facts = {k: v for k, v in churn().items() if not k.startswith("bulk_")}
-    found = findings.f12_hot_needs_room(facts)
+    found = churn_rules.f12_hot_needs_room(facts)
     assert found.values["how"] == "claimed one at a time"
 
 
 @pytest.mark.parametrize("most, expected", [(0, CONFIRMED), (5, NOT_REPRODUCED), (None, NOT_MEASURED)])
 def test_f13_any_hot_update_with_the_partial_index_refutes_it(most, expected):
-    assert verdict(findings.f13_partial_index_blocks_hot(churn(max_hot_with_index=most))) == expected
+    assert verdict(churn_rules.f13_partial_index_blocks_hot(churn(max_hot_with_index=most))) == expected
 
 
 def test_a4_hot_updates_claimed_one_at_a_time():
-    assert verdict(findings.a4_hot_claimed_one_at_a_time(churn())) == ADDED
-    assert verdict(findings.a4_hot_claimed_one_at_a_time(None)) == NOT_MEASURED
+    assert verdict(churn_rules.a4_hot_claimed_one_at_a_time(churn())) == ADDED
+    assert verdict(churn_rules.a4_hot_claimed_one_at_a_time(None)) == NOT_MEASURED
 
 
 def _bench(verdicts, envelope_ok=(True, True), server_cpu_ok=(True, True)) -> pd.DataFrame:
@@ -508,29 +512,29 @@ def _bench(verdicts, envelope_ok=(True, True), server_cpu_ok=(True, True)) -> pd
 
 
 def test_a3_is_confirmed_only_when_every_point_passes_its_gates():
-    found = findings.a3_harness_against_pgbench(_bench(("pass", "pass")), (0.85, 1.15))
+    found = bench_rules.a3_harness_against_pgbench(_bench(("pass", "pass")), (0.85, 1.15))
     assert verdict(found) == CONFIRMED and found.values["inside"] == "1"
-    failed = findings.a3_harness_against_pgbench(_bench(("pass", "fail"), envelope_ok=(True, False)), (0.85, 1.15))
+    failed = bench_rules.a3_harness_against_pgbench(_bench(("pass", "fail"), envelope_ok=(True, False)), (0.85, 1.15))
     assert verdict(failed) == CORRECTED and "skip_locked at 32 workers (lost-race envelope)" in failed.note
     old = _bench(("pass", "pass")).drop(columns=["verdict"])  # a run stored before the gates
-    assert verdict(findings.a3_harness_against_pgbench(old, (0.85, 1.15))) == NOT_MEASURED
-    assert verdict(findings.a3_harness_against_pgbench(None)) == NOT_MEASURED
+    assert verdict(bench_rules.a3_harness_against_pgbench(old, (0.85, 1.15))) == NOT_MEASURED
+    assert verdict(bench_rules.a3_harness_against_pgbench(None)) == NOT_MEASURED
 
 
 def test_a_finding_decided_at_a_failing_bench_point_says_so():
-    failed = findings.bench_failures(_bench(("pass", "fail")))
+    failed = bench_rules.bench_failures(_bench(("pass", "fail")))
     assert failed == {32: ["skip_locked"]}
-    f5 = findings.f5_lost_races_per_win(races(*[race("guarded", w, losses_per_win=v)
+    f5 = race_rules.f5_lost_races_per_win(races(*[race("guarded", w, losses_per_win=v)
                                                 for w, v in {2: 1.0, 8: 4.0, 32: 8.0}.items()]))
-    assert "skip_locked at 32 workers" in findings.bench_note(f5, failed)
-    assert findings.bench_note(f5, {}) == ""
+    assert "skip_locked at 32 workers" in bench_rules.bench_note(f5, failed)
+    assert bench_rules.bench_note(f5, {}) == ""
 
 
 # --------------------------------------------------------------------------- the whole set
 
 
 def test_nothing_stored_leaves_every_finding_not_measured():
-    found = findings.from_runs({})
+    found = contents.from_runs({})
     assert [f.id for f in found] == [*(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)),
                                      *(f"A{i}" for i in range(1, 7))]
     assert {f.verdict for f in found} == {NOT_MEASURED}
@@ -538,7 +542,7 @@ def test_nothing_stored_leaves_every_finding_not_measured():
 
 
 def test_the_unmeasured_claims_say_why():
-    notes = {f.id: f.note for f in findings.unmeasured_claims()}
+    notes = {f.id: f.note for f in churn_rules.unmeasured_claims()}
     assert set(notes) == {"C9"}
     assert all(notes.values())
 
@@ -571,13 +575,13 @@ HEALTHY_LEASES = [fault_run("lease", "kill", executed_twice=1), fault_run("lease
 ])
 def test_c7_a_claim_is_not_a_completion(rows, expected):
     faults = pd.DataFrame(rows) if rows else None
-    assert verdict(findings.c7_claim_is_not_completion(faults)) == expected
+    assert verdict(fault_rules.c7_claim_is_not_completion(faults)) == expected
 
 
 def test_c7_says_when_even_the_fence_lost_a_run():
     rows = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
             fault_run("lease_fenced", "restart", lost=1, completed_once=11)]
-    found = findings.c7_claim_is_not_completion(pd.DataFrame(rows))
+    found = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows))
     assert verdict(found) == CORRECTED and "Even with the fencing token" in found.note
     assert found.values["fenced_bad"] == "1"
 
@@ -586,23 +590,23 @@ def test_c7_counts_only_faults_seen_to_land_and_not_a_run_still_worked_on_at_the
     # the kill under none left nothing stuck, but it was not seen to land: the rule must not read it
     missed = {**fault_run("none", "kill"), "fault_landed": False}
     rows = [missed, {**fault_run("none", "kill", stuck=1, completed_once=11), "fault_landed": True}]
-    assert verdict(findings.c7_claim_is_not_completion(pd.DataFrame(rows))) == CONFIRMED_DIFFERENT_SIZE
-    assert verdict(findings.c7_claim_is_not_completion(pd.DataFrame([missed]))) == NOT_MEASURED
+    assert verdict(fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows))) == CONFIRMED_DIFFERENT_SIZE
+    assert verdict(fault_rules.c7_claim_is_not_completion(pd.DataFrame([missed]))) == NOT_MEASURED
     # a fenced run still in progress when the drain's bound came is not a run the fence lost
     at_bound = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
                 fault_run("lease", "pause", executed_twice=1),
                 fault_run("lease_fenced", "restart", in_progress_at_timeout=1, completed_once=11)]
-    assert verdict(findings.c7_claim_is_not_completion(pd.DataFrame(at_bound))) == CONFIRMED
+    assert verdict(fault_rules.c7_claim_is_not_completion(pd.DataFrame(at_bound))) == CONFIRMED
 
 
 def test_c7_says_what_the_attempt_counter_adds_over_checking_the_holder():
     rows = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
             fault_run("lease", "pause", stale_completion=1, executed_twice=1),
             fault_run("lease_holder", "pause", executed_twice=1)]
-    found = findings.c7_claim_is_not_completion(pd.DataFrame(rows))
+    found = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows))
     assert "the counter adds nothing over it" in found.note
     rows[-1] = fault_run("lease_holder", "pause", stale_completion=1)
-    assert "Checking the holder by name let 1 run go wrong" in findings.c7_claim_is_not_completion(
+    assert "Checking the holder by name let 1 run go wrong" in fault_rules.c7_claim_is_not_completion(
         pd.DataFrame(rows)).note
 
 
@@ -617,7 +621,7 @@ def test_c7_says_what_the_attempt_counter_adds_over_checking_the_holder():
     ([], NOT_MEASURED),
 ])
 def test_c1_serializable_turns_duplicates_into_aborts(rows, expected):
-    assert verdict(findings.c1_serializable_aborts(races(*rows))) == expected
+    assert verdict(strategy_rules.c1_serializable_aborts(races(*rows))) == expected
 
 
 @pytest.mark.parametrize("rows, expected", [
@@ -626,7 +630,7 @@ def test_c1_serializable_turns_duplicates_into_aborts(rows, expected):
     ([race("naive_transaction", 1, duplicate_jobs=0)], NOT_MEASURED),
 ])
 def test_c2_one_transaction_is_still_racy(rows, expected):
-    assert verdict(findings.c2_one_transaction_still_racy(races(*rows))) == expected
+    assert verdict(strategy_rules.c2_one_transaction_still_racy(races(*rows))) == expected
 
 
 def for_update_shares(lock):
@@ -642,11 +646,11 @@ def for_update_shares(lock):
 ])
 def test_c3_for_update_is_correct_and_queues_on_the_lock(rows, lock, expected):
     shares = for_update_shares(lock) if lock is not None else None
-    assert verdict(findings.c3_for_update_queues(races(*rows), shares)) == expected
+    assert verdict(strategy_rules.c3_for_update_queues(races(*rows), shares)) == expected
 
 
 def test_a_finding_is_a_value_with_a_fixed_vocabulary():
-    found = findings.f4_guarded_no_duplicates(races(race("guarded", 4)))
+    found = race_rules.f4_guarded_no_duplicates(races(race("guarded", 4)))
     with pytest.raises(AttributeError):
         found.verdict = CORRECTED
     with pytest.raises(ValueError):
@@ -658,7 +662,7 @@ def test_a_finding_is_a_value_with_a_fixed_vocabulary():
 
 
 def test_the_table_has_one_row_per_finding_in_order():
-    found = findings.evaluate(findings.Measurements(pd.DataFrame([race("guarded", 1), race("guarded", 4)])))
+    found = contents.evaluate({"races": race_rules.Loaded(pd.DataFrame([race("guarded", 1), race("guarded", 4)]))})
     frame = findings.table(found)
     assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A6"
     labels = {label.rsplit(": ", 1)[-1] for cell in frame["verdict"] for label in cell.split("; ")}
@@ -674,17 +678,17 @@ def test_lost_per_win_is_a_dash_for_a_strategy_that_cannot_lose():
 
 @pytest.mark.parametrize("most, phrase", [(5, "no attempt went over k"), (7, "the hazard showed here")])
 def test_a5_says_whether_a_batch_claimed_more_than_it_asked_for(most, phrase):
-    found = findings.a5_batch_over_claims(races(race("skip_locked_batch_in", 4, batch_size=5,
+    found = strategy_rules.a5_batch_over_claims(races(race("skip_locked_batch_in", 4, batch_size=5,
                                                      max_rows_per_attempt=most)))
     assert verdict(found) == ADDED and phrase in found.values["phrase"]
-    assert verdict(findings.a5_batch_over_claims(races(race("guarded", 4)))) == NOT_MEASURED
+    assert verdict(strategy_rules.a5_batch_over_claims(races(race("guarded", 4)))) == NOT_MEASURED
 
 
 @pytest.mark.parametrize("leaked, phrase", [(0, "took no lock"), (6050, "left 6,050 advisory locks")])
 def test_a6_counts_the_advisory_locks_a_pick_leaves(leaked, phrase):
-    found = findings.a6_advisory_locks_leak(races(race("advisory_lock", 4, advisory_locks_leaked=leaked)))
+    found = strategy_rules.a6_advisory_locks_leak(races(race("advisory_lock", 4, advisory_locks_leaked=leaked)))
     assert verdict(found) == ADDED and phrase in found.values["phrase"]
-    assert verdict(findings.a6_advisory_locks_leak(races(race("guarded", 4)))) == NOT_MEASURED
+    assert verdict(strategy_rules.a6_advisory_locks_leak(races(race("guarded", 4)))) == NOT_MEASURED
 
 
 # --------------------------------------------------------------------------- C6: a network round trip
@@ -702,7 +706,7 @@ def behind(rtt_ms: float, naive_extra: float, guarded_waste: float, guarded_lost
 
 
 def c6(*points) -> str:
-    return verdict(findings.c6_network_round_trip(pd.DataFrame([row for point in points for row in point])))
+    return verdict(strategy_rules.c6_network_round_trip(pd.DataFrame([row for point in points for row in point])))
 
 
 def test_c6_a_network_must_raise_naives_claims_per_job_and_guardeds_wasted_time_against_localhost():
@@ -720,18 +724,18 @@ def test_c6_a_network_must_raise_naives_claims_per_job_and_guardeds_wasted_time_
 
 
 def test_c6_is_not_measured_without_both_strategies_at_two_round_trips():
-    assert verdict(findings.c6_network_round_trip(None)) == NOT_MEASURED
+    assert verdict(strategy_rules.c6_network_round_trip(None)) == NOT_MEASURED
     assert c6(behind(0, 1.4, 0.5)) == NOT_MEASURED
     only_naive = [row for point in (behind(0, 1.4, 0.5), behind(5, 2.3, 20.0)) for row in point
                   if row["strategy"] == "naive"]
-    assert verdict(findings.c6_network_round_trip(pd.DataFrame(only_naive))) == NOT_MEASURED
+    assert verdict(strategy_rules.c6_network_round_trip(pd.DataFrame(only_naive))) == NOT_MEASURED
     apart = [row for point in (behind(0, 1.4, 0.5), behind(5, 2.3, 20.0), behind(20, 2.3, 80.0)) for row in point
              if (row["strategy"], row["rtt_ms"]) not in (("naive", 20), ("guarded", 5))]
-    assert verdict(findings.c6_network_round_trip(pd.DataFrame(apart))) == NOT_MEASURED, "one shared round trip"
+    assert verdict(strategy_rules.c6_network_round_trip(pd.DataFrame(apart))) == NOT_MEASURED, "one shared round trip"
 
 
 def test_c6_reads_the_most_workers_raced_at_every_round_trip_and_says_what_it_read():
-    found = findings.c6_network_round_trip(pd.DataFrame([
+    found = strategy_rules.c6_network_round_trip(pd.DataFrame([
         *behind(0, 1.4, 0.5), *behind(20, 2.2, 80.0), *behind(0, 9.0, 0.5, workers=16)]))
     assert found.verdict == CONFIRMED and found.values["workers"] == "4"
     assert found.values["rtt_low"] == "0 ms" and found.values["rtt_high"] == "20 ms"
@@ -743,16 +747,16 @@ def test_c6_is_judged_against_a_baseline_through_the_proxy_and_says_what_the_pro
     straight = via(behind(0, 1.0, 0.5), False)
     proxied = via(behind(0, 1.4, 1.5), True)  # the proxy alone already widens naive and slows guarded
     rows = straight + proxied + via(behind(1, 1.8, 2.5), True) + via(behind(5, 2.3, 20.0), True)
-    found = findings.c6_network_round_trip(pd.DataFrame(rows))
+    found = strategy_rules.c6_network_round_trip(pd.DataFrame(rows))
     assert found.verdict == CONFIRMED
     # against the proxied baseline: 1.4 -> 1.8 and 1.5 -> 2.5, not against the straight 1.0 and 0.5
     assert found.values["naive_extra_low"] == "1.40"
     assert "50% of the step to 1 ms" in found.note and "guarded" in found.note  # (1.4-1.0)/(1.8-1.0), (1.5-.5)/2
     # a proxied baseline as high as a real round trip: a network adds nothing beyond the proxy
     flat = straight + via(behind(0, 1.8, 2.5), True) + via(behind(1, 1.8, 2.5), True)
-    assert findings.c6_network_round_trip(pd.DataFrame(flat)).verdict == NOT_REPRODUCED
+    assert strategy_rules.c6_network_round_trip(pd.DataFrame(flat)).verdict == NOT_REPRODUCED
     # without a proxied baseline (runs stored before it), the note says what the baseline lacks
-    assert "without the proxy" in findings.c6_network_round_trip(
+    assert "without the proxy" in strategy_rules.c6_network_round_trip(
         pd.DataFrame(straight + via(behind(5, 2.3, 20.0), True))).note
 
 
@@ -805,13 +809,13 @@ def production(*rows: dict) -> pd.DataFrame:
     ([], NOT_MEASURED),
 ])
 def test_c5_conflicts_at_production_polling_are_judged_by_their_interval(rows, expected):
-    found = findings.c5_conflicts_at_production_polling(production(*rows) if rows else None)
+    found = production_rules.c5_conflicts_at_production_polling(production(*rows) if rows else None)
     assert found.verdict == expected
     assert found.note
 
 
 def test_c5_pools_the_production_points_and_names_the_busiest():
-    found = findings.c5_conflicts_at_production_polling(production(
+    found = production_rules.c5_conflicts_at_production_polling(production(
         production_run("pending", 3, 5, 100, 0), production_run("pending", 10, 5, 100, 2),
         production_run("pending", 50, 0.2, 900, 300)))
     assert found.values["conflicts"] == "2" and found.values["polls"] == "200" and found.values["met"] == "2"
@@ -841,7 +845,7 @@ def c8_rows(claim_conflicts=0, claim_duplicates=0, claim_p99=1000.0, pickups=200
      NOT_MEASURED),  # bursts are not the steady comparison
 ])
 def test_c8_the_skip_locked_endpoint_must_remove_409s_without_a_later_pickup(rows, expected):
-    found = findings.c8_skip_locked_endpoint(production(*rows))
+    found = production_rules.c8_skip_locked_endpoint(production(*rows))
     assert found.verdict == expected
     assert found.note
 
@@ -849,14 +853,14 @@ def test_c8_the_skip_locked_endpoint_must_remove_409s_without_a_later_pickup(row
 @pytest.mark.parametrize("pickups, worse", [(200, "1"), (12, "0")])
 def test_c8_counts_a_later_pickup_only_beyond_the_spread_of_its_points_pickups(pickups, worse):
     # /claim's tail 15 % later at the first point: beyond the spread on 200 pickups each, within it on 12
-    found = findings.c8_skip_locked_endpoint(production(*c8_rows(claim_p99=1150.0, pickups=pickups)))
+    found = production_rules.c8_skip_locked_endpoint(production(*c8_rows(claim_p99=1150.0, pickups=pickups)))
     assert found.verdict == CONFIRMED and found.values["worse_points"] == worse
     assert ("3 runners every 5.0 s" in found.note) is (worse == "1")
 
 
 def test_c5_and_c8_read_the_production_section():
-    measured = findings.Measurements(summary=pd.DataFrame(), production=production(*c8_rows()))
-    by = findings.by_id(findings.evaluate(measured))
+    measured = {"production": production_rules.Loaded((), production(*c8_rows()))}
+    by = findings.by_id(contents.evaluate(measured))
     assert by["C8"].verdict == CONFIRMED
     # 5 of 100 polls: the interval (2.2%-11.2%) straddles the 10% that "rare" means, so undecided, but read
     assert by["C5"].verdict == NOT_MEASURED and by["C5"].ours.startswith("5 of 100 polls that listed a run met a 409")

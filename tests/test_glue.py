@@ -60,7 +60,7 @@ def test_a_finding_paragraph_shows_the_findings_statement_only_where_a_figure_it
 
 def test_every_finding_has_a_statement_that_says_its_verdict():
     from harness.article import findings
-    measured = findings._finding("F5", findings.CONFIRMED, "2.0 lost races per win", "A note.")
+    measured = findings.make_finding("F5", findings.CONFIRMED, "2.0 lost races per win", "A note.")
     assert measured.statement == "**F5, confirmed.** 2.0 lost races per win. A note."
-    unmeasured = findings._not_measured("C5", "Too few polls.")
+    unmeasured = findings.not_measured("C5", "Too few polls.")
     assert unmeasured.statement == "**C5, not measured.** Too few polls."

@@ -367,6 +367,15 @@ def wait_share_table(summary: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+
+def shares_at(shares: pd.DataFrame | None, strategy: str, worker_count: int) -> dict:
+    """One row of wait_share_table as a dict: {} where the strategy was not sampled at that worker count."""
+    if shares is None or not len(shares):
+        return {}
+    rows = shares[(shares["strategy"] == strategy) & (shares["worker_count"] == worker_count)]
+    return rows.iloc[0].to_dict() if len(rows) else {}
+
+
 def wait_share_long(table: pd.DataFrame) -> pd.DataFrame:
     """wait_share_table() as one row per group, for a stacked chart."""
     long = table.melt(id_vars=["strategy", "worker_count"], value_vars=list(WAIT_GROUPS), var_name="wait",
@@ -711,10 +720,11 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     return table, low, high
 
 
-def claim_sections(runs: dict, measured) -> ClaimSections:
-    """The frames and facts of the sections on how to claim, from the report's runs (`measured`: the findings'
-    Measurements, whose race summaries are reused)."""
-    latency = by_round_trip(measured.latency) if measured.latency is not None else pd.DataFrame()
+def claim_sections(runs: dict, sweep: pd.DataFrame, others: pd.DataFrame | None,
+                   latency: pd.DataFrame | None) -> ClaimSections:
+    """The frames and facts of the sections on how to claim, from the report's runs, reusing the summaries
+    already loaded: the sweep's races, the other strategies' and the ones behind a round trip."""
+    latency = by_round_trip(latency) if latency is not None else pd.DataFrame()
     indexed = race_summary(runs.get("indexed_race", []))
     newer = race_summary(runs.get("pg18_race", []))
     index_points = conditions(indexed)
@@ -724,13 +734,13 @@ def claim_sections(runs: dict, measured) -> ClaimSections:
     both_servers = pd.concat([frame for frame in (unindexed, newer_unindexed) if len(frame)], ignore_index=True) \
         if len(unindexed) or len(newer_unindexed) else pd.DataFrame()
     server_points = conditions(both_servers)
-    others = measured.others if measured.others is not None else pd.DataFrame()
+    others = others if others is not None else pd.DataFrame()
     other_conditions = race_summary([*runs.get("others_indexed", []), *runs.get("pg18_others", [])])
     frames = [frame for frame in (others, other_conditions, indexed, newer) if len(frame)]
     every = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     table, low, high = which_claim(every)
     facts = {**latency_facts(latency), **comparison_facts(indexed, newer_unindexed, every, low, high),
-             "indexed_size_phrase": size_phrase(indexed, measured.summary)}
+             "indexed_size_phrase": size_phrase(indexed, sweep)}
     return ClaimSections(facts=facts, latency=latency, index_points=index_points, server_points=server_points,
                          server_table=server_comparison(server_points), which_claim=table, which_low=low,
                          which_high=high)

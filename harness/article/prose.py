@@ -123,3 +123,42 @@ def which_claim_table(frame: pd.DataFrame, low: int, high: int, caption: str | N
     named = {"claims/s, low": f"claims/s, {low} workers", "claims/s, high": f"claims/s, {high} workers"}
     formats = {named.get(column, column): fmt for column, fmt in formats.items()}
     return table(frame.rename(columns=named), caption=caption, formats=formats, css_class="wide")
+
+
+# --------------------------------------------------------------------------- figures in sentences
+
+def listing(pairs, fmt) -> str:
+    """'0.98 at 2 workers, 2.2 at 4, 18.9 at 100'"""
+    parts = [f"{fmt(value)} at {w}" for w, value in pairs]
+    if parts:
+        parts[0] += " workers" if pairs[0][0] != 1 else " worker"
+    return ", ".join(parts)
+
+
+def numbered(n: int, noun: str) -> str:
+    """'1 worker', '4 workers', '3 races'"""
+    return f"{count(n)} {noun}{'' if n == 1 else 's'}"
+
+
+def workers_phrase(n: int) -> str:
+    return numbered(n, "worker")
+
+
+def worker_list(counts) -> str:
+    counts = sorted(int(w) for w in counts)
+    return ", ".join(str(w) for w in counts[:-1]) + (" and " if len(counts) > 1 else "") + str(counts[-1])
+
+
+def cpu_bound_shown(bound) -> str:
+    """For a finding whose figures include CPU-bound points (it does not judge contention there): which they are."""
+    if not bound:
+        return ""
+    return f"{worker_list(bound)} workers: CPU-bound here."
+
+
+def cpu_bound_note(bound) -> str:
+    """Which worker counts a verdict leaves out because they were CPU-bound, and why; '' when none."""
+    if not bound:
+        return ""
+    return f"Not judged at {worker_list(bound)} workers: CPU-bound here."
+

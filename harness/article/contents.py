@@ -1,0 +1,94 @@
+"""The article's sections in page order, and the findings they decide.
+
+Each section module under harness/article/sections/ loads its stored runs once
+(`load(runs, loaded)`, where `loaded` holds the sections before it), decides its
+findings (`findings(loaded)`) and may add a note to every finding
+(`annotate(found, loaded)`). Adding a section touches its module, this list and
+the article's markdown.
+
+    from_runs(runs) -> list[Finding]     # runs: report section -> run folders
+    evaluate(loaded) -> list[Finding]    # the same rules on sections already loaded (the tests build them)
+    python -m harness findings [--json]  # the same, from the runs stored for a params file
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+from harness import config
+from harness.article.findings import Finding, order
+from harness.article.sections import bench, churn, faults, plans, production, races, strategies
+from harness.errors import UserError
+from harness.experiments import registry
+from harness.stats import jsonable
+
+# Page order. A section may read the ones before it while loading (bench reads the races' CPU-bound points).
+SECTIONS = (races, plans, production, strategies, faults, churn, bench)
+
+
+def load(runs: dict[str, list[Path]]) -> dict:
+    """Every section's stored runs, loaded once: {section name: its Loaded, or None where it has no runs}."""
+    runs = {section: [Path(p) for p in paths if p is not None] for section, paths in runs.items()}
+    loaded: dict = {}
+    for section in SECTIONS:
+        loaded[section.NAME] = section.load(runs, loaded)
+    return loaded
+
+
+def evaluate(loaded: dict) -> list[Finding]:
+    """Every finding, F1-F13, C1-C9 and A1-A6, in that order; a section missing from `loaded` (or None there)
+    leaves its findings not measured."""
+    found = [finding for section in SECTIONS for finding in section.findings(loaded)]
+    for section in SECTIONS:
+        if hasattr(section, "annotate"):
+            found = section.annotate(found, loaded)
+    return sorted(found, key=lambda f: order(f.id))
+
+
+def from_runs(runs: dict[str, list[Path]]) -> list[Finding]:
+    """Every finding from the run folders of each report section; a section without runs (or with None for its
+    run) leaves its findings not measured."""
+    return evaluate(load(runs))
+
+
+# --------------------------------------------------------------------------- command line
+
+def _print_text(findings: list[Finding]) -> None:
+    for f in findings:
+        print(f"{f.id:<4} {f.verdict}")
+        for label, text in (("claim", f.claim), ("original", f.original), ("ours", f.ours), ("note", f.note)):
+            if text:
+                print(textwrap.fill(text, width=110, initial_indent=f"     {label:<9} ",
+                                    subsequent_indent=" " * 15))
+        print()
+
+
+def _command(args) -> int:
+    runs = registry.stored_sections(registry.load_params(args.params), Path(args.data_dir))
+    empty = [section for section in registry.SECTIONS if not runs.get(section)]
+    if len(empty) == len(registry.SECTIONS):
+        make = "make report" if Path(args.params).resolve() == config.PARAMS_FILE.resolve() else \
+            f"make report PARAMS={args.params}"
+        raise UserError(f"no stored runs in {args.data_dir} for {args.params} (sections {', '.join(empty)}); "
+                        f"run `{make}` first")
+    if empty:
+        print(f"no stored runs for {', '.join(empty)} in {args.data_dir}", file=sys.stderr)
+    findings = from_runs(runs)
+    if args.json:
+        print(json.dumps([jsonable(f.as_dict()) for f in findings], indent=1))
+    else:
+        _print_text(findings)
+    return 0
+
+
+def register_cli(subparsers) -> None:
+    parser = subparsers.add_parser("findings", help="the original's findings beside ours, with a verdict each, "
+                                                    "from the runs stored for a params file")
+    parser.add_argument("--json", action="store_true", help="a JSON array, one object per finding")
+    parser.add_argument("--data-dir", type=Path, default=config.DATA_DIR, help="where runs are stored (default data/)")
+    parser.add_argument("--params", type=Path, default=config.PARAMS_FILE,
+                        help="the sweeps whose runs are read (default notebooks/params/report.yml)")
+    parser.set_defaults(handler=_command)

@@ -1,0 +1,203 @@
+"""The churn section: what the status flips do to the table (F11-F13, A4, and C9, which no run varies)."""
+
+from __future__ import annotations
+
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.article.analysis import churn_point
+from harness.article.compare import same_size_count
+from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_REPRODUCED,
+                                      ORIGINAL_F11_CLAIMS, ORIGINAL_F12_LOW_FILLFACTOR, ORIGINAL_F12_LOW_HOT_SHARE,
+                                      ORIGINAL_F12_UPDATES, ORIGINAL_JOB_COUNT, Finding, make_finding, not_measured)
+from harness.experiments import churn as churn_module
+from harness.article.formats import count, percent
+from harness.article.prose import numbered, times
+
+
+def churn_facts(matrix: pd.DataFrame, pruning: pd.DataFrame) -> dict:
+    """F11-F13 from a stored churn run: HOT counts at the default and a lower fillfactor, and the pruning arms."""
+
+    f: dict = {}
+    fillfactors = sorted(int(v) for v in matrix["fillfactor"].unique())
+    f["fillfactors"] = fillfactors
+    f["default_ff"] = 100 if 100 in fillfactors else fillfactors[-1]
+    f["low_ff"] = 70 if 70 in fillfactors else fillfactors[0]
+    f["payload_bytes"] = sorted(int(v) for v in matrix["payload_bytes"].unique())
+    for mode in ("sequential", "bulk"):
+        for label, ff in (("default", f["default_ff"]), ("low", f["low_ff"])):
+            for index_label, partial in (("plain", False), ("indexed", True)):
+                point = churn_point(matrix, ff, partial, 0, mode)
+                key = f"{mode}_{label}_{index_label}"
+                f[f"{key}_hot"] = int(point["hot_updates"]) if point else None
+                f[f"{key}_updates"] = int(point["updates"]) if point else None
+    f["max_hot_with_index"] = int(matrix.loc[matrix["partial_index"] == True, "hot_updates"].max()) \
+        if (matrix["partial_index"] == True).any() else None  # noqa: E712 (a column of bools)
+    if len(pruning):
+        for arm, on in (("on", True), ("off", False)):
+            rows = pruning[pruning["autovacuum"] == on].set_index("phase")
+            for phase in ("immediate", "settled", "after_read"):
+                f[f"pruning_{arm}_{phase}_dead"] = int(rows.loc[phase, "dead_tuples"]) if phase in rows.index else None
+            f[f"pruning_{arm}_autovacuum_runs"] = int(rows["autovacuum_runs"].max()) if len(rows) else 0
+            f[f"pruning_{arm}_autoanalyze_runs"] = int(rows["autoanalyze_runs"].max()) if len(rows) else 0
+            f[f"pruning_{arm}_updates"] = int(rows["updates"].max()) if len(rows) else 0
+            f[f"pruning_{arm}_hot"] = int(rows["hot_updates"].max()) if len(rows) else 0
+            f["pruning_job_count"] = int(rows["job_count"].max()) if len(rows) else None
+    return f
+
+
+# --------------------------------------------------------------------------- the churn rules (F11-F13, A4)
+
+
+def f11_pruning_alone(churn: dict | None) -> Finding:
+    """Decided by the arm with autovacuum off: is n_dead_tup zero after every page was read?"""
+    if not churn or churn.get("pruning_off_after_read_dead") is None or churn.get("pruning_on_settled_dead") is None:
+        return not_measured("F11", "The pruning experiment was not part of this build's churn run.")
+    on, off = churn["pruning_on_settled_dead"], churn["pruning_off_after_read_dead"]
+    vacuums, analyzes = churn.get("pruning_on_autovacuum_runs", 0), churn.get("pruning_on_autoanalyze_runs", 0)
+    claims, rows = churn.get("pruning_on_updates"), churn.get("pruning_job_count")
+    values = {"claims": count(claims), "rows": count(rows), "on_settled_dead": count(on), "off_after_read_dead": count(off),
+              "autovacuum_runs": count(vacuums), "autoanalyze_runs": count(analyzes),
+              "on_immediate_dead": count(churn.get("pruning_on_immediate_dead")),
+              "off_immediate_dead": count(churn.get("pruning_off_immediate_dead"))}
+    ours = (f"{count(claims)} claims on {count(rows)} rows: n_dead_tup {count(on)} once settled with autovacuum on "
+            f"({count(vacuums)} autovacuum and {count(analyzes)} autoanalyze runs on the table); {count(off)} with "
+            "autovacuum off for the table, after a read of every page")
+    size = ("" if claims == ORIGINAL_F11_CLAIMS and rows == ORIGINAL_JOB_COUNT else
+            f"Our experiment makes {count(claims)} claims on {count(rows)} rows, the original "
+            f"{count(ORIGINAL_F11_CLAIMS)} on {count(ORIGINAL_JOB_COUNT)}.")
+    if off == 0:
+        return make_finding("F11", CONFIRMED if not size else CONFIRMED_DIFFERENT_SIZE, ours,
+                        ["With autovacuum off, pruning alone brought n_dead_tup to zero.", size], values)
+    if on == 0:
+        why = (f"there, autovacuum ran {times(vacuums)} and autoanalyze {times(analyzes)}, so the zero was "
+               "theirs" if vacuums or analyzes else
+               "the server's counters show no autovacuum or autoanalyze run there, so what brought it to zero is "
+               "not measured")
+        return make_finding("F11", CORRECTED, ours,
+                        [f"Pruning alone does not reclaim them: with autovacuum off n_dead_tup stayed at {count(off)} "
+                         f"after every page was read. It reached zero only with autovacuum on; {why}.", size], values)
+    ran = ("although autovacuum or autoanalyze ran" if vacuums or analyzes else
+           "and neither autovacuum nor autoanalyze ran on the table within the settle window")
+    return make_finding("F11", NOT_REPRODUCED, ours,
+                    [f"n_dead_tup did not reach zero in either arm ({count(on)} with autovacuum on, {ran}).", size],
+                    values)
+
+
+def _of(hot, updates) -> str:
+    return "not measured" if hot is None or updates is None else f"{count(hot)} of {count(updates)}"
+
+
+def f12_hot_needs_room(churn: dict | None) -> Finding:
+    """Against the original's 0 and 448 of 1,000, on the bulk UPDATE where the run has it.
+
+    The original does not say how its 1,000 updates were made. One UPDATE over every row flips a page's rows with
+    no pruning in between, the situation its zero at the default fillfactor describes; claims made one at a time
+    are shown beside it.
+    """
+    if not churn:
+        return not_measured("F12", "No churn run is stored for this build.")
+    mode = "bulk" if churn.get("bulk_default_plain_hot") is not None else "sequential"
+    how = {"bulk": "one bulk UPDATE", "sequential": "claimed one at a time"}
+    default_hot, default_n = churn.get(f"{mode}_default_plain_hot"), churn.get(f"{mode}_default_plain_updates")
+    low_hot, low_n = churn.get(f"{mode}_low_plain_hot"), churn.get(f"{mode}_low_plain_updates")
+    if None in (default_hot, default_n, low_hot, low_n) or not default_n or not low_n:
+        return not_measured("F12", "The churn run has no plain table at two fillfactors.")
+    default_ff, low_ff = churn["default_ff"], churn["low_ff"]
+    default_share, low_share = default_hot / default_n, low_hot / low_n
+    parts = [f"{how[m]}: {_of(churn.get(f'{m}_default_plain_hot'), churn.get(f'{m}_default_plain_updates'))} HOT at "
+             f"fillfactor {default_ff}, {_of(churn.get(f'{m}_low_plain_hot'), churn.get(f'{m}_low_plain_updates'))} "
+             f"at {low_ff}" for m in ("bulk", "sequential") if churn.get(f"{m}_default_plain_hot") is not None]
+    ours = "; ".join(parts)
+    values = {"how": how[mode], "default_ff": count(default_ff), "low_ff": count(low_ff),
+              "default_hot": count(default_hot), "low_hot": count(low_hot), "updates": count(low_n),
+              "default_share": percent(default_share), "low_share": percent(low_share)}
+    if low_share <= default_share:
+        return make_finding("F12", NOT_REPRODUCED, ours,
+                        f"In {how[mode]}, fillfactor {low_ff} gave no more HOT updates than {default_ff}.", values)
+    notes = []
+    if low_ff != ORIGINAL_F12_LOW_FILLFACTOR:
+        notes.append(f"Our lower fillfactor is {low_ff}, not {ORIGINAL_F12_LOW_FILLFACTOR}.")
+    if default_hot:
+        notes.append(f"At fillfactor {default_ff}, {percent(default_share)} of the updates were HOT, not none.")
+    if not same_size_count(low_share, ORIGINAL_F12_LOW_HOT_SHARE):
+        notes.append(f"At fillfactor {low_ff}, {percent(low_share)} were HOT, against the original's "
+                     f"{percent(ORIGINAL_F12_LOW_HOT_SHARE)}.")
+    return make_finding("F12", CONFIRMED_DIFFERENT_SIZE if notes else CONFIRMED, ours,
+                    [f"The original does not say how its {count(ORIGINAL_F12_UPDATES)} updates were made; ours is "
+                     f"decided on {how[mode]} of {count(low_n)} rows."] + notes, values)
+
+
+def f13_partial_index_blocks_hot(churn: dict | None) -> Finding:
+    if not churn or churn.get("max_hot_with_index") is None:
+        return not_measured("F13", "The churn run has no setup with the partial index.")
+    most = churn["max_hot_with_index"]
+    low_ff = churn.get("low_ff")
+    ours = (f"fillfactor {low_ff} with the partial index: "
+            f"{_of(churn.get('sequential_low_indexed_hot'), churn.get('sequential_low_indexed_updates'))} HOT claimed "
+            f"one at a time, {_of(churn.get('bulk_low_indexed_hot'), churn.get('bulk_low_indexed_updates'))} in one "
+            f"bulk UPDATE; " + ("no setup with the index made a HOT update" if most == 0 else
+                                f"at most {numbered(most, 'HOT update')} in any setup with the index"))
+    values = {"max_hot_with_index": count(most), "low_ff": count(low_ff),
+              "sequential_hot": count(churn.get("sequential_low_indexed_hot")),
+              "bulk_hot": count(churn.get("bulk_low_indexed_hot"))}
+    if most == 0:
+        return make_finding("F13", CONFIRMED, ours, "", values)
+    return make_finding("F13", NOT_REPRODUCED, ours, f"{count(most)} updates were HOT in a setup with the partial index.",
+                    values)
+
+
+def a4_hot_claimed_one_at_a_time(churn: dict | None) -> Finding:
+    hot, updates = (churn or {}).get("sequential_default_plain_hot"), (churn or {}).get("sequential_default_plain_updates")
+    if hot is None or not updates:
+        return not_measured("A4", "The churn run has no plain table drained one claim at a time.")
+    ff = churn["default_ff"]
+    bulk = churn.get("bulk_default_plain_hot")
+    ours = (f"claimed one at a time at fillfactor {ff}: {_of(hot, updates)} updates HOT"
+            + (f"; in one bulk UPDATE {_of(bulk, churn.get('bulk_default_plain_updates'))}" if bulk is not None else ""))
+    values = {"hot": count(hot), "updates": count(updates), "share": percent(hot / updates), "fillfactor": count(ff)}
+    note = ("One reading is that each claim's visit to a page prunes the versions earlier claims left there, which "
+            "makes room for the next version." if hot else "No update was HOT: the pages had no room.")
+    return make_finding("A4", ADDED, ours, note, values)
+
+
+def unmeasured_claims() -> list[Finding]:
+    """C9: what the runs would need to measure it."""
+    return [
+        not_measured("C9", "The three knobs are measured one at a time (F9 the index and the walk, F12 fillfactor "
+                            "and HOT, F13 the index against HOT), but no run varies the daily job volume, so which "
+                            "corner suits which volume is not measured."),
+    ]
+
+
+# --------------------------------------------------------------------------- the section
+
+NAME = "churn"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The churn run: the fillfactor-by-index matrix, the pruning arms, and the facts F11-F13 and A4 read."""
+
+    run: Path
+    matrix: pd.DataFrame
+    pruning: pd.DataFrame
+    facts: dict  # churn_facts()
+
+
+def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
+    if not runs.get("churn"):
+        return None
+    path = Path(runs["churn"][0])
+    matrix, pruning = churn_module.load_churn(path), churn_module.load_pruning(path)
+    return Loaded(path, matrix, pruning, churn_facts(matrix, pruning))
+
+
+def findings(loaded: dict) -> list[Finding]:
+    mine = loaded.get(NAME)
+    facts = mine.facts if mine else None
+    return [f11_pruning_alone(facts), f12_hot_needs_room(facts), f13_partial_index_blocks_hot(facts),
+            a4_hot_claimed_one_at_a_time(facts), *unmeasured_claims()]

@@ -1,0 +1,228 @@
+"""The plans section: what a claim reads in a half-drained queue, with and without the partial index (F9, F10)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.article.analysis import plan_point
+from harness.article.compare import same_size_count
+from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_MEASURED, NOT_REPRODUCED,
+                                      ORIGINAL_F9_TIME_RATIO, ORIGINAL_F9_WITH_BUFFERS, ORIGINAL_F9_WITHOUT_BUFFERS,
+                                      ORIGINAL_JOB_COUNT, Finding, make_finding, not_measured)
+from harness.experiments import plans as plans_module
+from harness.storage import read_json
+from harness.article.formats import count, missing, ms, percent, ratio
+from harness.experiments.plans import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES,
+                                       UNHELD_STATES, VACUUMED)
+
+
+def filter_line(plan_text: str) -> str | None:
+    """The first 'Filter:' line of a text plan, stripped."""
+    for line in (plan_text or "").splitlines():
+        if re.match(r"\s*Filter:", line):
+            return line.strip()
+    return None
+
+
+def _plan_buffers(point: dict) -> float:
+    return float(point["shared_hit_blocks"]) + float(point["shared_read_blocks"]) if point else math.nan
+
+
+def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
+    """F9, F10 at the reference point (the fill level nearest half drained), from a stored plans run.
+
+    Keys '<without|with>_<state>_<buffers|removed|ms|index>' for every state in
+    plans.TABLE_STATES; the ratios compare without and with the partial index
+    right after the drain (first scan and later scans), where no other session
+    held a snapshot.
+    """
+
+    job_count, fraction = int(reference["job_count"]), float(reference["consumed_fraction"])
+    f = {"job_count": job_count, "consumed_fraction": fraction}
+    for label, partial in (("without", False), ("with", True)):
+        for state in TABLE_STATE_NAMES:
+            point = plan_point(points, "skip_locked", "claim", job_count, fraction, partial, state)
+            key = f"{label}_{state}"
+            f[f"{key}_buffers"] = _plan_buffers(point)
+            f[f"{key}_removed"] = float(point["rows_removed_by_filter"]) if point else math.nan
+            f[f"{key}_ms"] = float(point["execution_ms"]) if point else math.nan
+            f[f"{key}_index"] = point.get("index_used") if point else None
+            f[f"{key}_other_snapshots"] = (float(point["other_snapshot_backends_max"])
+                                           if point and "other_snapshot_backends_max" in point else math.nan)
+    for state in (FIRST_SCAN, STEADY):
+        f[f"{state}_buffer_ratio"] = f[f"without_{state}_buffers"] / f[f"with_{state}_buffers"]
+        f[f"{state}_time_ratio"] = f[f"without_{state}_ms"] / f[f"with_{state}_ms"]
+    # the server's evidence over every point: other backends holding a snapshot around the EXPLAINs
+    others = points["other_snapshot_backends_max"] if "other_snapshot_backends_max" in points else None
+    f["unheld_other_snapshots_max"] = (float(others[points["table_state"].isin(UNHELD_STATES)].max())
+                                       if others is not None else math.nan)
+    f["held_other_snapshots_min"] = (float(others[points["table_state"] == HELD_SNAPSHOT].min())
+                                     if others is not None else math.nan)
+    guarded = plan_point(points, "guarded", "claim", job_count, fraction, False, FIRST_SCAN)
+    f["guarded_claim_ms"] = float(guarded["execution_ms"]) if guarded else math.nan
+    f["guarded_node"] = guarded.get("inner_node") if guarded else None
+    f["guarded_index"] = guarded.get("index_used") if guarded else None
+    f["guarded_filter_line"] = filter_line(plan_texts.get("guarded_claim", ""))
+    f["guarded_plan"] = plan_texts.get("guarded_claim")
+    return f
+
+
+# --------------------------------------------------------------------------- the plan rules (F9, F10)
+
+# The partial index fixes the walk when it cuts the buffers a claim touches at least five-fold: the original's
+# cut is about 700-fold, and repetitions of one point differ by a few buffers.
+F9_INDEX_HELPS = 5
+
+
+def f9_half_drained_walk(plans: dict | None) -> Finding:
+    """Two parts. After a bulk UPDATE of the prefix (the original's likely method): decided on the first scan (no
+    other snapshot) and after VACUUM, with and without the index. After a drain by the claims themselves, one at a
+    time: whether the claim still walks consumed rows there and the index still cuts its buffers."""
+
+    if not plans:
+        return not_measured("F9", "No plans run is stored for this build.")
+
+    def buffers(label, state):
+        return plans.get(f"{label}_{state}_buffers", math.nan)
+
+    needed = [buffers(label, state) for label in ("without", "with") for state in (FIRST_SCAN, VACUUMED)]
+    if any(missing(v) for v in needed):
+        return not_measured("F9", "The skip_locked claim was not explained both right after the drain and after "
+                                   "VACUUM, with and without the index.")
+    jobs, fraction = int(plans["job_count"]), float(plans["consumed_fraction"])
+    removed = plans.get(f"without_{FIRST_SCAN}_removed", math.nan)
+    cut = {state: buffers("without", state) / buffers("with", state) for state in (FIRST_SCAN, STEADY, VACUUMED)}
+    labels = {FIRST_SCAN: "right after a bulk UPDATE of the prefix (first scan)", STEADY: "on the later scans",
+              VACUUMED: "after VACUUM", AFTER_CLAIMS: "after a drain by claims one at a time",
+              AFTER_RACE: "after a drain by a race"}
+
+    def drained_by_claims(state) -> str:
+        """The same rule on a queue the claims drained: still walking, and the index still cutting it."""
+        cut[state] = buffers("without", state) / buffers("with", state)
+        walked = plans.get(f"without_{state}_removed", math.nan)
+        if missing(cut[state]):
+            return NOT_MEASURED
+        if missing(walked) or walked == 0:
+            return NOT_REPRODUCED
+        return CONFIRMED if cut[state] >= F9_INDEX_HELPS else CORRECTED
+
+    by_claims, by_race = drained_by_claims(AFTER_CLAIMS), drained_by_claims(AFTER_RACE)
+    claims_removed = plans.get(f"without_{AFTER_CLAIMS}_removed", math.nan)
+
+    def _f9(verdict, ours, notes, values):
+        return make_finding("F9", verdict, ours, notes, values,
+                        parts=(("after a bulk UPDATE", verdict), ("after a drain by claims", by_claims),
+                               ("after a drain by a race", by_race)))
+    ours = (f"{percent(fraction, 0)} of {count(jobs)} jobs consumed; without the index {count(removed)} rows removed "
+            f"by filter; buffers without / with the index: "
+            + "; ".join(f"{labels[s]} {count(buffers('without', s))} / {count(buffers('with', s))} ({ratio(cut[s])})"
+                        for s in (FIRST_SCAN, STEADY, VACUUMED, AFTER_CLAIMS, AFTER_RACE) if not missing(cut[s]))
+            + f"; first scan {ms(plans.get(f'without_{FIRST_SCAN}_ms'))} without, "
+              f"{ms(plans.get(f'with_{FIRST_SCAN}_ms'))} with")
+    values = {"job_count": count(jobs), "consumed": percent(fraction, 0), "removed": count(removed),
+              **{f"{label}_{state}_buffers": count(buffers(label, state))
+                 for label in ("without", "with") for state in (FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED)},
+              **{f"{state}_cut": ratio(cut[state]) for state in cut},
+              "without_ms": ms(plans.get(f"without_{FIRST_SCAN}_ms")), "with_ms": ms(plans.get(f"with_{FIRST_SCAN}_ms")),
+              "without_after_claims_buffers": count(buffers("without", AFTER_CLAIMS)),
+              "with_after_claims_buffers": count(buffers("with", AFTER_CLAIMS)),
+              "after_claims_removed": count(claims_removed),
+              "without_after_race_buffers": count(buffers("without", AFTER_RACE)),
+              "with_after_race_buffers": count(buffers("with", AFTER_RACE)),
+              "after_race_removed": count(plans.get(f"without_{AFTER_RACE}_removed", math.nan))}
+    context = []  # the buffer counts themselves are in `ours` and the section's prose; the note says what they mean
+    if by_claims != NOT_MEASURED and buffers("without", AFTER_CLAIMS) < buffers("without", FIRST_SCAN):
+        context.append("Drained one claim at a time, the claim read fewer buffers than after the bulk UPDATE; one "
+                       "reading, not measured here, is that such claims prune the pages and mark dead the index "
+                       "entries they step over as they go.")
+    time_ratio = plans.get(f"without_{FIRST_SCAN}_ms", math.nan) / plans.get(f"with_{FIRST_SCAN}_ms", math.nan)
+    if not missing(time_ratio):
+        context.append(f"The time ratio ({ratio(time_ratio)} on the first scan, the original's "
+                       f"{ratio(ORIGINAL_F9_TIME_RATIO)}) is each machine's; the buffer counts, which do not depend on "
+                       "its speed, carry the finding.")
+    if missing(removed) or removed == 0:
+        return _f9(NOT_REPRODUCED, ours, ["Without the index the claim removed no rows by filter: it "
+                                                     "did not walk the consumed rows."] + context, values)
+    helps_now, helps_vacuumed = cut[FIRST_SCAN] >= F9_INDEX_HELPS, cut[VACUUMED] >= F9_INDEX_HELPS
+    if not helps_now and not helps_vacuumed:
+        return _f9(NOT_REPRODUCED, ours, [f"The index cuts the buffers less than {F9_INDEX_HELPS}-fold, "
+                                                     "right after the drain and after VACUUM."] + context, values)
+    if not helps_now:
+        return _f9(CORRECTED, ours,
+                        [f"The index cuts the buffers {ratio(cut[VACUUMED])} after VACUUM but only "
+                         f"{ratio(cut[FIRST_SCAN])} right after the drain: the fix needs VACUUM. One reading is that "
+                         "the partial index keeps its entries for the consumed rows until VACUUM removes them."]
+                        + context, values)
+    if not helps_vacuumed:
+        context.insert(0, f"After VACUUM the claim touches {count(buffers('without', VACUUMED))} buffers without the "
+                          f"index and {count(buffers('with', VACUUMED))} with it: VACUUM alone saves most of what the "
+                          "index saves right after the drain.")
+    if jobs != ORIGINAL_JOB_COUNT:
+        return _f9(CONFIRMED_DIFFERENT_SIZE, ours,
+                        [f"Our reference table holds {count(jobs)} jobs, not {count(ORIGINAL_JOB_COUNT)}, so only the "
+                         "cut (buffers without the index over buffers with it) compares with the original's."]
+                        + context, values)
+    if (same_size_count(buffers("without", FIRST_SCAN), ORIGINAL_F9_WITHOUT_BUFFERS)
+            and same_size_count(buffers("with", FIRST_SCAN), ORIGINAL_F9_WITH_BUFFERS)):
+        return _f9(CONFIRMED, ours, context, values)
+
+    def nearest(label, original):
+        state = min((FIRST_SCAN, STEADY, VACUUMED), key=lambda s: abs(math.log(max(buffers(label, s), 1) / original)))
+        return f"its {count(original)} {label} the index are nearest ours {labels[state]} ({count(buffers(label, state))})"
+
+    return _f9(CONFIRMED_DIFFERENT_SIZE, ours,
+                    [f"Right after the drain our buffer counts are not the original's: "
+                     f"{nearest('without', ORIGINAL_F9_WITHOUT_BUFFERS)}, {nearest('with', ORIGINAL_F9_WITH_BUFFERS)}."]
+                    + context, values)
+
+
+def f10_guarded_filter(plans: dict | None) -> Finding:
+    """Read from the guarded claim's plan: its Filter line and the node it sits under."""
+    if not plans or not plans.get("guarded_node"):
+        return not_measured("F10", "The guarded claim was not explained in this build.")
+    node, index, line = plans["guarded_node"], plans.get("guarded_index"), plans.get("guarded_filter_line")
+    under = f"{node} using {index}" if index else node
+    ours = f"{line or 'no Filter line'} under the {under}, {ms(plans.get('guarded_claim_ms'))}"
+    values = {"filter": line or "", "node": node, "index": index or "", "ms": ms(plans.get("guarded_claim_ms"))}
+    if not line or "status = 'pending'" not in line:
+        return make_finding("F10", NOT_REPRODUCED, ours, "Our guarded plan has no Filter on the status.", values)
+    # the structure is the claim; a single-row UPDATE's time is this machine's
+    if node == "Index Scan" and (index or "").endswith("_pkey"):
+        return make_finding("F10", CONFIRMED, ours, "", values)
+    return make_finding("F10", CONFIRMED_DIFFERENT_SIZE, ours,
+                    f"The Filter sits under a {under}, not the primary-key Index Scan.", values)
+
+
+# --------------------------------------------------------------------------- the section
+
+NAME = "plans"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The plans run: every EXPLAIN point, the plans' texts, and the facts F9 and F10 read at the reference point."""
+
+    run: Path
+    points: pd.DataFrame
+    texts: dict
+    facts: dict  # plan_facts()
+
+
+def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
+    if not runs.get("plans"):
+        return None
+    path = Path(runs["plans"][0])
+    points, texts = plans_module.load_plans(path), plans_module.load_plan_texts(path)
+    return Loaded(path, points, texts,
+                  plan_facts(points, read_json(path / "manifest.json")["results"]["reference_point"], texts))
+
+
+def findings(loaded: dict) -> list[Finding]:
+    mine = loaded.get(NAME)
+    facts = mine.facts if mine else None
+    return [f9_half_drained_walk(facts), f10_guarded_filter(facts)]

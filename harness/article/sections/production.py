@@ -1,0 +1,140 @@
+"""The production section: a claim service with polling runners (C5, C8)."""
+
+from __future__ import annotations
+
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.article.analysis import production_summary
+from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_C5_HANDFUL,
+                                      ORIGINAL_C5_POLL_S, Finding, make_finding,
+                                      not_measured)
+from harness.article.formats import RANGE, count, number, percent
+from harness.article.prose import join, numbered
+from harness.stats import percentile_ratio_interval, polls_met_interval
+
+
+# C5: the original's production polling, and what "rare" means here
+RARE_CONFLICTS_PER_POLL = 0.1  # rare: fewer than one poll in ten meets a 409 (one poll can meet up to five)
+
+
+def _production_points(production: pd.DataFrame | None, endpoint: str) -> pd.DataFrame:
+    """The sweep's steady points (no burst) of one endpoint."""
+    if production is None or not len(production):
+        return pd.DataFrame(columns=["runner_count", "poll_s", "endpoint", "burst", "polls", "conflicts"])
+    return production[(production["endpoint"] == endpoint) & (production["burst"] == 0)]
+
+
+def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Finding:
+    """C5: with a handful of runners polling /pending every 5 s, 409s are rare: the 95 % interval of the share
+    of polls that listed a run and met a 409 (stats.polls_met_interval, pooled over those points) against
+    RARE_CONFLICTS_PER_POLL. Polls that listed no run cannot meet a 409 and are not counted."""
+    pending = _production_points(production, "pending")
+    at_production = pending[(pending["poll_s"] >= ORIGINAL_C5_POLL_S)
+                             & (pending["runner_count"] <= ORIGINAL_C5_HANDFUL)]
+    if not len(at_production):
+        return not_measured("C5", f"No run polled /pending every {number(ORIGINAL_C5_POLL_S, 0)} s or slower with "
+                                   f"at most {count(ORIGINAL_C5_HANDFUL)} runners in this build.")
+    polls, conflicts = int(at_production["polls"].sum()), int(at_production["conflicts"].sum())
+    listing = int(at_production["listing_polls"].sum())
+    met = int(at_production["polls_with_a_conflict"].sum())
+    counts = [count(int(n)) for n in sorted(at_production["runner_count"].unique())]
+    runners = join(counts)
+    values = {"conflicts": count(conflicts), "polls": count(polls), "listing": count(listing), "met": count(met),
+              "rare": percent(RARE_CONFLICTS_PER_POLL)}
+    if not listing:
+        return make_finding("C5", NOT_MEASURED, f"{count(polls)} polls with {runners} runners every "
+                                            f"{number(ORIGINAL_C5_POLL_S, 0)} s, none of which listed a run",
+                        "No poll at production polling listed a run, so none could meet a 409.", values)
+    low, high = polls_met_interval(met, listing, list(at_production["conflict_rounds"]))
+    values.update(low=percent(low), high=percent(high))
+    ours = (f"{count(met)} of {count(listing)} polls that listed a run met a 409 ({percent(met / listing)}, "
+            f"95 % interval {percent(low)}{RANGE}{percent(high)}, resampling whole poll rounds; {count(conflicts)} "
+            f"409s in all; {count(polls - listing)} of {count(polls)} polls listed nothing) with {runners} runners "
+            f"every {number(ORIGINAL_C5_POLL_S, 0)} s")
+    busiest = pending.sort_values(["runner_count", "poll_s"], ascending=[False, True]).head(1)
+    contrast = ""
+    if len(busiest):
+        row = busiest.iloc[0]
+        contrast = (f"At {count(int(row['runner_count']))} runners every {number(float(row['poll_s']), 1)} s: "
+                    f"{count(int(row['conflicts']))} conflicts in {count(int(row['polls']))} polls.")
+    if high <= RARE_CONFLICTS_PER_POLL:
+        return make_finding("C5", CONFIRMED, ours, [f"Rare here means under {percent(RARE_CONFLICTS_PER_POLL)} of "
+                                                "the polls that listed a run; the whole interval is below it.",
+                                                contrast], values)
+    if low > RARE_CONFLICTS_PER_POLL:
+        return make_finding("C5", CORRECTED, ours, [f"More than {percent(RARE_CONFLICTS_PER_POLL)} of the polls that "
+                                                "listed a run met a 409, the whole interval above it.", contrast],
+                        values)
+    return make_finding("C5", NOT_MEASURED, ours, [f"Too few polls to tell: the interval straddles "
+                                               f"{percent(RARE_CONFLICTS_PER_POLL)}; run the 5 s points longer.",
+                                               contrast], values)
+
+
+def c8_later_pickup(paired: pd.DataFrame) -> pd.Series:
+    """Per paired point: whether POST /claim's pickup p99 is beyond /pending's, i.e. the 95 % bootstrap interval
+    of their ratio (stats.percentile_ratio_interval, each endpoint's pickups resampled) lies wholly above 1. A
+    point with a few dozen pickups has a wide interval and is then not distinguishable either way."""
+
+    lows = [percentile_ratio_interval(claim, pending)[0]
+            for claim, pending in zip(paired["pickups_ms_claim"], paired["pickups_ms_pending"])]
+    return pd.Series([bool(low > 1) for low in lows], index=paired.index)
+
+
+def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
+    """C8: POST /claim (the pick inside the endpoint, SKIP LOCKED) against GET /pending + claim by id at the same
+    runner counts and poll intervals: no 409, no duplicate, and a pickup p99 not beyond /pending's (c8_later_pickup:
+    the interval of their ratio, from each point's own pickups, wholly above 1) at most of the points."""
+    pending, claim = _production_points(production, "pending"), _production_points(production, "claim")
+    keys = ["runner_count", "poll_s"]
+    paired = pending.merge(claim, on=keys, suffixes=("_pending", "_claim")) if len(pending) and len(claim) \
+        else pd.DataFrame()
+    if not len(paired):
+        return not_measured("C8", "No runner count and poll interval was run with both endpoints in this build.")
+    conflicts = int(paired["conflicts_claim"].sum())
+    duplicates = int(paired["duplicate_jobs_claim"].sum())
+    pending_conflicts = int(paired["conflicts_pending"].sum())
+    worse = paired[c8_later_pickup(paired)]
+    ours = (f"POST /claim: {count(conflicts)} conflicts and {count(duplicates)} duplicates over "
+            f"{numbered(len(paired), 'point')}, where /pending met {count(pending_conflicts)} conflicts and sent "
+            f"{count(int(paired['loser_payload_bytes_pending'].sum()))} payload bytes to runners that did not get the run")
+    values = {"conflicts": count(conflicts), "pending_conflicts": count(pending_conflicts),
+              "points": count(len(paired)), "worse_points": count(len(worse))}
+    change = "What a runner changes is one call: POST /claim instead of GET /pending then POST /runs/{id}/claim."
+    if conflicts or duplicates:
+        return make_finding("C8", NOT_REPRODUCED, ours, ["The SKIP LOCKED endpoint still answered 409 or handed a run "
+                                                     "out twice.", change], values)
+    where = ", ".join(f"{count(int(r.runner_count))} runners every {number(float(r.poll_s), 1)} s"
+                      for r in worse.itertuples())
+    beyond = "beyond /pending's (the 95 % interval of their ratio, resampling each point's pickups, above 1)"
+    if len(worse) * 2 > len(paired):
+        return make_finding("C8", CORRECTED, ours, [f"No 409s, but the pickup p99 was {beyond} at most points "
+                                                f"({where}): runners would notice.", change], values)
+    exceptions = (f" It was at {count(len(worse))} of {count(len(paired))} points ({where})." if len(worse) else "")
+    return make_finding("C8", CONFIRMED, ours, [f"No 409s and no run handed out twice; the pickup p99 was not {beyond} "
+                                            f"at most points.{exceptions}", change], values)
+
+
+# --------------------------------------------------------------------------- the section
+
+NAME = "production"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    runs: tuple  # the production run folders
+    summary: pd.DataFrame  # one row per run (analysis.production_summary)
+
+
+def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
+    paths = tuple(Path(p) for p in runs.get("production", []))
+    return Loaded(paths, production_summary(list(paths))) if paths else None
+
+
+def findings(loaded: dict) -> list[Finding]:
+    mine = loaded.get(NAME)
+    summary = mine.summary if mine else None
+    return [c5_conflicts_at_production_polling(summary), c8_skip_locked_endpoint(summary)]

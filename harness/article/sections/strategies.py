@@ -1,0 +1,274 @@
+"""The other ways to claim (C1-C3, A5, A6) and the races behind a network round trip (C6)."""
+
+from __future__ import annotations
+
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.article.analysis import by_round_trip, race_summary, shares_at, wait_share_table
+from harness.article.compare import Races
+from harness.article.findings import (ADDED, CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, Finding,
+                                      make_finding, not_measured)
+from harness.article.formats import (MISSING, count, missing, ms, number, percent, rate, round_trip, spread as
+                                     spread_text)
+from harness.article.labels import LOCK_WAIT
+from harness.article.prose import listing, numbered, workers_phrase
+
+
+# --------------------------------------------------------------------------- the claims this build does not race
+
+
+# for_update "serialises claiming" when its backends are seen waiting on a row lock in at least this share of the
+# samples at its most workers: guarded, which takes no lock to pick, shows well under 1%.
+C3_QUEUES = 0.10
+
+
+def c1_serializable_aborts(others: Races) -> Finding:
+    """C1: the naive pair in a SERIALIZABLE transaction aborts instead of handing out duplicates."""
+    contended = others.workers("naive_serializable", least=2)
+    if not contended:
+        return not_measured("C1", "naive_serializable was not raced above one worker in this build.")
+    runs = others.runs("naive_serializable")
+    duplicates, aborts = int(runs["duplicate_jobs"].sum()), int(runs["aborts"].fillna(0).sum())
+    w = contended[-1]
+    per_win = others.figure("naive_serializable", w, "aborts_per_win")
+    ours = (f"{count(duplicates)} jobs claimed twice and {count(aborts)} serialization failures over "
+            f"{numbered(len(runs), 'race')}; {per_win.text()} aborts per win at {w} workers")
+    values = {"duplicates": count(duplicates), "aborts": count(aborts), "aborts_per_win": per_win.text(),
+              "workers": count(w)}
+    if duplicates:
+        return make_finding("C1", CORRECTED, ours, "SERIALIZABLE let a job be claimed twice here.", values)
+    if not aborts:
+        return make_finding("C1", NOT_REPRODUCED, ours, "No transaction was aborted: the workers never conflicted.",
+                        values)
+    return make_finding("C1", CONFIRMED, ours, "No job was claimed twice; conflicting transactions were aborted and "
+                                          "retried instead, and the time to get a job includes the retries.", values)
+
+
+def c2_one_transaction_still_racy(others: Races) -> Finding:
+    """C2: the naive pair inside one READ COMMITTED transaction still hands out duplicates."""
+    contended = others.workers("naive_transaction", least=2)
+    if not contended:
+        return not_measured("C2", "naive_transaction was not raced above one worker in this build.")
+    pairs = [(w, others.figure("naive_transaction", w, "duplicate_jobs")) for w in contended]
+    ours = ("jobs claimed more than once: " + listing([(w, f.median) for w, f in pairs], count)
+            + f" (of {count(others.job_count)})")
+    values = {"duplicates_low": pairs[0][1].text(count), "workers_low": count(pairs[0][0]),
+              "duplicates_high": pairs[-1][1].text(count), "workers_high": count(pairs[-1][0])}
+    if any(f.median > 0 for _, f in pairs):
+        return make_finding("C2", CONFIRMED, ours, "Each statement takes its own snapshot, so the transaction does not "
+                                              "close the window between the read and the write.", values)
+    return make_finding("C2", NOT_REPRODUCED, ours, "No job was claimed twice inside one transaction here.", values)
+
+
+def c3_for_update_queues(others: Races, shares: pd.DataFrame | None) -> Finding:
+    """C3: FOR UPDATE without SKIP LOCKED is correct, and its workers queue behind the row lock."""
+    contended = others.workers("for_update", least=2)
+    if not contended:
+        return not_measured("C3", "for_update was not raced above one worker in this build.")
+    runs = others.runs("for_update")
+    duplicates = int(runs["duplicate_jobs"].sum())
+    w = contended[-1]
+    lock = shares_at(shares, "for_update", w).get(LOCK_WAIT)
+    speed = others.figure("for_update", w, "claims_per_second")
+    ours = (f"{count(duplicates)} jobs claimed twice over {numbered(len(runs), 'race')}; at {w} workers its backends "
+            f"waited on a row or transaction lock in {percent(lock)} of the samples; {speed.text(rate)}")
+    values = {"duplicates": count(duplicates), "lock_share": percent(lock), "workers": count(w),
+              "rate": speed.text(rate)}
+    if duplicates:
+        return make_finding("C3", CORRECTED, ours, "FOR UPDATE handed a job to two workers here.", values)
+    if lock is None or missing(lock):
+        return make_finding("C3", NOT_MEASURED, ours, "No wait events were sampled for it.", values)
+    if lock >= C3_QUEUES:
+        return make_finding("C3", CONFIRMED, ours, "Correct, and its backends were seen queueing on the row lock.",
+                        values)
+    return make_finding("C3", NOT_REPRODUCED, ours, f"Correct, but its backends waited on a lock in under "
+                                               f"{percent(C3_QUEUES, 0)} of the samples.", values)
+
+
+def a5_batch_over_claims(others: Races) -> Finding:
+    """A5: the most rows one attempt of either batch form claimed, against the batch size it asked for."""
+    runs = others.summary[others.summary["strategy"].astype(str).str.startswith("skip_locked_batch")] \
+        if len(others.summary) else others.summary
+    if not len(runs):
+        return make_finding("A5", NOT_MEASURED, "", "No batch strategy was raced in this build.",
+                        {"batch_size": MISSING, "max_rows": MISSING, "phrase": "not measured in this build"})
+    k, most = int(runs["batch_size"].max()), int(runs["max_rows_per_attempt"].max())
+    ours = f"the most rows one attempt claimed: {count(most)}, for batches of {count(k)}, over {numbered(len(runs), 'race')}"
+    values = {"batch_size": count(k), "max_rows": count(most)}
+    if most > k:
+        return make_finding("A5", ADDED, ours, "An attempt claimed more rows than it asked for: the hazard showed here.",
+                        {**values, "phrase": "an attempt claimed more rows than it asked for: the hazard showed here"})
+    return make_finding("A5", ADDED, ours, "No attempt claimed more than k under the plans PostgreSQL chose here; a plan "
+                                      "that runs the subquery once per row of the outer scan would.",
+                    {**values, "phrase": "no attempt went over k under the plans PostgreSQL chose here"})
+
+
+def a6_advisory_locks_leak(others: Races) -> Finding:
+    """A6: advisory locks taken by the pick on jobs it did not return, at the most workers raced."""
+    contended = others.workers("advisory_lock")
+    if not contended:
+        return make_finding("A6", NOT_MEASURED, "", "advisory_lock was not raced in this build.",
+                        {"leaked": MISSING, "workers": MISSING, "duplicates": MISSING,
+                         "phrase": "were not raced in this build"})
+    w = contended[-1]
+    leaked = others.figure("advisory_lock", w, "advisory_locks_leaked")
+    duplicates = int(others.runs("advisory_lock")["duplicate_jobs"].sum())
+    ours = f"{leaked.text(count)} advisory locks on jobs not returned at {w} workers; {count(duplicates)} duplicates"
+    values = {"leaked": leaked.text(count), "workers": count(w), "duplicates": count(duplicates)}
+    if missing(leaked.median) or leaked.median == 0:
+        return make_finding("A6", ADDED, ours, "The picks locked no job they did not return.",
+                        {**values, "phrase": "took no lock on a job they did not return"})
+    return make_finding("A6", ADDED, ours, "One reading is that the pick's index scan tests pg_try_advisory_lock(id) on "
+                                      "each row it reads before the status, so it locks taken jobs it steps over.",
+                    {**values, "phrase": f"left {leaked.text(count)} advisory locks on jobs they did not return"})
+
+
+def _round_trip_curve(points: pd.DataFrame, strategy: str, worker_count: int) -> pd.DataFrame:
+    rows = points[(points["strategy"].astype(str) == strategy) & (points["worker_count"] == worker_count)]
+    return rows.sort_values("rtt_ms")
+
+
+def _ends(curve: pd.DataFrame, column: str, fmt) -> tuple[str, str]:
+    """A figure at the shortest and at the longest round trip, each with its min-max over repeats."""
+    return tuple(spread_text(row[column], row.get(f"{column}_min"), row.get(f"{column}_max"), fmt)
+                 for _, row in (next(curve.iterrows()), next(curve.iloc[::-1].iterrows())))
+
+
+def against_shortest(curve: pd.DataFrame, column: str) -> int:
+    """+1 when the figure at every longer round trip is above the shortest round trip's highest repeat, -1 when
+    every one is below its lowest repeat, 0 otherwise: a network against localhost, beyond the spread of repeats."""
+    first, rest = curve.iloc[0], curve.iloc[1:]
+    if not len(rest) or missing(first[column]):
+        return 0
+    high, low = first.get(f"{column}_max", first[column]), first.get(f"{column}_min", first[column])
+    if (rest[column] > high).all():
+        return 1
+    if (rest[column] < low).all():
+        return -1
+    return 0
+
+
+def _direction(sign: int, rising: str, falling: str, flat: str) -> str:
+    return rising if sign > 0 else falling if sign < 0 else flat
+
+
+def c6_network_round_trip(latency: pd.DataFrame | None) -> Finding:
+    """C6: a round trip widens naive's window (more claims per job) and makes guarded's lost races dearer.
+
+    Read at the most workers raced at two or more round trips by both naive and guarded: naive's claims beyond
+    each job's first, per job, and the time guarded's lost races took per job claimed, at every longer round trip
+    against the shortest (against_shortest: beyond the shortest's spread over repeats). Both higher: confirmed;
+    either lower: corrected; else not reproduced. Guarded's lost races per win are reported beside them.
+    """
+    points = by_round_trip(latency, keep_straight=True) if latency is not None and len(latency) else pd.DataFrame()
+    straight = pd.DataFrame()
+    if len(points) and "proxy" in points and (points["proxy"].astype(bool) & (points["rtt_ms"] == 0)).any():
+        # the baseline goes through the proxy too, so a longer round trip differs from it by the delay alone;
+        # the straight 0 ms races measure what the proxy itself adds
+        straight = points[~points["proxy"].astype(bool)]
+        points = points[points["proxy"].astype(bool)]
+    common = []
+    if len(points):
+        for w in sorted({int(w) for w in points["worker_count"]}):
+            shared = set(_round_trip_curve(points, "naive", w)["rtt_ms"]) & set(
+                _round_trip_curve(points, "guarded", w)["rtt_ms"])
+            if len(shared) >= 2:  # both strategies at the same two round trips, at least
+                common.append(w)
+    if not common:
+        return not_measured("C6", "Not measured: naive and guarded were not both raced at two or more network "
+                                   "round trips in this build.")
+    w = common[-1]
+    naive, guarded = _round_trip_curve(points, "naive", w), _round_trip_curve(points, "guarded", w)
+    rtts = sorted(set(naive["rtt_ms"]) & set(guarded["rtt_ms"]))
+    naive, guarded = naive[naive["rtt_ms"].isin(rtts)], guarded[guarded["rtt_ms"].isin(rtts)]
+    widens = against_shortest(naive, "extra_claims_per_job")
+    dearer = against_shortest(guarded, "wasted_ms_per_win")
+    losses = against_shortest(guarded, "losses_per_win")
+    two = lambda v: number(v, 2)  # noqa: E731
+    extra = _ends(naive, "extra_claims_per_job", two)
+    lost = _ends(guarded, "losses_per_win", two)
+    waste = _ends(guarded, "wasted_ms_per_win", ms)
+    lost_each = _ends(guarded, "wasted_attempt_p50_ms", ms)
+    low, high = round_trip(rtts[0]), round_trip(rtts[-1])
+    ours = (f"at {workers_phrase(w)}, from a {low} to a {high} round trip: naive's claims beyond each job's first went "
+            f"from {extra[0]} to {extra[1]} per job; guarded's lost races from {lost[0]} to {lost[1]} per win, "
+            f"each taking {lost_each[0]} then {lost_each[1]} (median), {waste[0]} then {waste[1]} per job claimed")
+    values = {"workers": count(w), "rtt_low": low, "rtt_high": high, "naive_extra_low": extra[0],
+              "naive_extra_high": extra[1], "guarded_lost_low": lost[0], "guarded_lost_high": lost[1],
+              "guarded_lost_each_low": lost_each[0], "guarded_lost_each_high": lost_each[1],
+              "guarded_waste_low": waste[0], "guarded_waste_high": waste[1],
+              "losses_direction": _direction(losses, "were higher", "were lower", "were not all higher or all lower")}
+    losses_note = (f"Against the {low} round trip, guarded's lost races per win {values['losses_direction']} "
+                   f"at every longer one ({lost[0]} to {lost[1]}).")
+    baseline_note = proxy_share_note(straight, naive, guarded, w) if len(straight) else (
+        f"The {low} baseline was raced without the proxy, so it differs from the longer round trips by the proxy "
+        "as well as by the delay.")
+    values["baseline_note"] = baseline_note
+    parts = (("naive's claims per job", widens), ("the time guarded's lost races took per job", dearer))
+    if widens < 0 or dearer < 0:
+        which = " and ".join(part for part, sign in parts if sign < 0)
+        return make_finding("C6", CORRECTED, ours, [f"With a network, {which} {'were' if ' and ' in which else 'was'} "
+                                                f"lower than at {low}.", losses_note, baseline_note], values)
+    if widens > 0 and dearer > 0:
+        return make_finding("C6", CONFIRMED, ours, [f"Both were higher at every longer round trip than at {low}.",
+                                                losses_note, baseline_note], values)
+    flat = " and ".join(part for part, sign in parts if sign == 0)
+    return make_finding("C6", NOT_REPRODUCED, ours, [f"{flat[0].upper()}{flat[1:]} {'were' if ' and ' in flat else 'was'} "
+                                                 f"not higher at every longer round trip than at {low}.", losses_note,
+                                                 baseline_note], values)
+
+
+def proxy_share_note(straight: pd.DataFrame, naive: pd.DataFrame, guarded: pd.DataFrame, worker_count: int) -> str:
+    """How much of the step from a straight 0 ms race to the shortest real round trip the proxy alone makes:
+    (proxied 0 ms - straight 0 ms) / (shortest round trip - straight 0 ms), per figure C6 reads."""
+    parts = []
+    for strategy, curve, column, label in (("naive", naive, "extra_claims_per_job", "naive's claims beyond the first"),
+                                           ("guarded", guarded, "wasted_ms_per_win",
+                                            "the time guarded's lost races took per job")):
+        base = straight[(straight["strategy"].astype(str) == strategy) & (straight["worker_count"] == worker_count)
+                        & (straight["rtt_ms"] == 0)]
+        longer = curve[curve["rtt_ms"] > 0].sort_values("rtt_ms")
+        proxied = curve[curve["rtt_ms"] == 0]
+        if not len(base) or not len(longer) or not len(proxied):
+            continue
+        straight_value, proxied_value = float(base[column].iloc[0]), float(proxied[column].iloc[0])
+        step = float(longer[column].iloc[0]) - straight_value
+        if not step or missing(step):
+            continue
+        parts.append(f"{label}, {percent((proxied_value - straight_value) / step, 0)} of the step to "
+                     f"{round_trip(float(longer['rtt_ms'].iloc[0]))}")
+    if not parts:
+        return ""
+    return ("The baseline goes through the proxy too, without delay; against straight 0 ms races the proxy alone "
+            f"makes, of medians, {' and '.join(parts)}.")
+
+
+# --------------------------------------------------------------------------- the section
+
+NAME = "strategies"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The other strategies' races (C1-C3, A5, A6) and the races behind a network round trip (C6)."""
+
+    others: pd.DataFrame | None = None  # analysis.race_summary of the other strategies' races
+    latency: pd.DataFrame | None = None  # analysis.race_summary of the races behind a round trip
+
+
+def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded:
+    others = [Path(p) for p in runs.get("other_strategies", [])]
+    latency = [Path(p) for p in runs.get("latency", [])]
+    return Loaded(race_summary(others) if others else None, race_summary(latency) if latency else None)
+
+
+def findings(loaded: dict) -> list[Finding]:
+    mine = loaded.get(NAME) or Loaded()
+    others = Races(mine.others if mine.others is not None else pd.DataFrame())
+    shares = wait_share_table(mine.others) if len(others.summary) else None
+    return [c1_serializable_aborts(others), c2_one_transaction_still_racy(others), c3_for_update_queues(others, shares),
+            c6_network_round_trip(mine.latency), a5_batch_over_claims(others), a6_advisory_locks_leak(others)]
