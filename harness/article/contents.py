@@ -2,10 +2,13 @@
 
 Each section module under harness/article/sections/ loads its stored runs once
 (`load(runs, loaded)`, where `loaded` holds the sections before it), decides its
-findings (`findings(loaded)`) and may add a note to every finding
-(`annotate(found, loaded)`). Adding a section touches its module, this list and
-the article's markdown.
+findings (`findings(loaded)`), may add a note to every finding
+(`annotate(found, loaded)`), and formats the figures its prose names
+(`values(loaded, found)`: placeholder -> text). Each placeholder has exactly one
+producing section: a second one fails the build. Adding a section touches its
+module, this list and the article's markdown.
 
+    page(runs) -> Page                   # the loaded sections, the findings, every placeholder's value
     from_runs(runs) -> list[Finding]     # runs: report section -> run folders
     evaluate(loaded) -> list[Finding]    # the same rules on sections already loaded (the tests build them)
     python -m harness findings [--json]  # the same, from the runs stored for a params file
@@ -16,17 +19,19 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness import config
-from harness.article.findings import Finding, order
-from harness.article.sections import bench, churn, faults, plans, production, races, strategies
+from harness.article.findings import Finding, by_id, order
+from harness.article.sections import (bench, churn, faults, machine, plans, production, races, strategies,
+                                      summary)
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.stats import jsonable
 
 # Page order. A section may read the ones before it while loading (bench reads the races' CPU-bound points).
-SECTIONS = (races, plans, production, strategies, faults, churn, bench)
+SECTIONS = (summary, races, plans, production, strategies, faults, churn, bench, machine)
 
 
 def load(runs: dict[str, list[Path]]) -> dict:
@@ -52,6 +57,30 @@ def from_runs(runs: dict[str, list[Path]]) -> list[Finding]:
     """Every finding from the run folders of each report section; a section without runs (or with None for its
     run) leaves its findings not measured."""
     return evaluate(load(runs))
+
+
+@dataclass(frozen=True)
+class Page:
+    loaded: dict  # section name -> its Loaded
+    findings: list[Finding]
+    values: dict[str, str]  # placeholder -> its text
+    producers: dict[str, str]  # placeholder -> the section that produced it
+
+    def __getitem__(self, section: str):
+        return self.loaded[section]
+
+
+def page(runs: dict[str, list[Path]]) -> Page:
+    """Every section loaded once, every finding decided once, every placeholder's value produced once."""
+    loaded = load(runs)
+    found = evaluate(loaded)
+    values, producers = {}, {}
+    for section in SECTIONS:
+        for name, value in section.values(loaded, by_id(found)).items():
+            if name in producers:
+                raise ValueError(f"placeholder {name} is produced by both {producers[name]} and {section.NAME}")
+            values[name], producers[name] = str(value), section.NAME
+    return Page(loaded, found, values, producers)
 
 
 # --------------------------------------------------------------------------- command line

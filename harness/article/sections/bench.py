@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
 from harness.article.compare import most_cpu_free_workers
-from harness.article.formats import count, number, spread as spread_text
-from harness.article.prose import workers_phrase
-from harness.experiments import bench as bench_module
+from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
+from harness.article.formats import DASH, MISSING, count, missing, number, percent, span, spread as spread_text
+from harness.article.prose import counted, join, table, workers_phrase
+from harness.experiments import bench as bench_module, registry
 
 
 def fixed_fill_latency(bench_summary: pd.DataFrame | None, most_workers: int | None = None) -> dict | None:
@@ -137,3 +137,47 @@ def annotate(found: list[Finding], loaded: dict) -> list[Finding]:
     if not failed:
         return found
     return [replace(f, note=" ".join(n for n in (f.note, bench_note(f, failed)) if n)) for f in found]
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    """The bench's setup and the spread it measured: the layout's effect alone, and the audit's cost."""
+    mine = loaded[NAME]
+    summary = mine.summary
+    request = registry.request_of("bench", [mine.run])
+    single = summary[summary["worker_count"] == 1]
+    guarded = summary[summary["strategy"] == "guarded"]
+    worst = guarded.loc[(guarded["layout_effect"] - 1).abs().idxmax()] if len(guarded) else None
+    costs = summary["audit_cost"].dropna() if "audit_cost" in summary else summary.iloc[0:0]
+    return {
+        "bench_cpu_tolerance": percent(bench_module.SERVER_CPU_TOLERANCE, 0),
+        "bench_predicted_tolerance": percent(bench_module.PREDICTED_RATIO_TOLERANCE, 0),
+        "bench_windows": f"{counted(request.pairs, 'pair')} of {request.seconds} s windows",
+        "bench_noise": span(single["layout_effect"].min(), single["layout_effect"].max(), _two_digits)
+        if len(single) else "not measured (no one-worker point in this build)",
+        "layout_effect": number(worst["layout_effect"], 2) if worst is not None else MISSING,
+        "layout_workers": int(worst["worker_count"]) if worst is not None else MISSING,
+        "audit_cost": join([f"{strategy} {span(rows['audit_cost'].min(), rows['audit_cost'].max(), percent)}"
+                            for strategy, rows in summary.dropna(subset=["audit_cost"]).groupby("strategy", sort=False)])
+        if len(costs) else MISSING}
+
+
+def _two_digits(value) -> str:
+    return number(value, 2)
+
+
+BENCH_COLUMNS = {"strategy": "strategy", "worker_count": "workers", "pairs": "pairs", "ratio": "claims/s ratio",
+                 "harness_figure": "harness lost (empty) per win", "envelope_text": "pgbench envelope",
+                 "harness_server_cpu_us_per_win": "harness server µs per win",
+                 "pgbench_server_cpu_us_per_win": "pgbench server µs per win", "verdict": "gates"}
+
+
+def bench_table(loaded: dict) -> str:
+    """One row per bench point: the harness against pgbench, and the gates it passed."""
+    shown = loaded[NAME].summary.copy()
+    if "envelope" in shown:
+        shown["envelope_text"] = [DASH if not isinstance(e, (list, tuple)) and (e is None or missing(e))
+                                  else f"{number(e[0], 2)} to {number(e[1], 2)}" for e in shown["envelope"]]
+    return table(shown[[c for c in BENCH_COLUMNS if c in shown]].rename(columns=BENCH_COLUMNS),
+                 formats={"claims/s ratio": _two_digits, "harness lost (empty) per win": _two_digits,
+                          "harness server µs per win": lambda v: number(v, 0),
+                          "pgbench server µs per win": lambda v: number(v, 0)})

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.article.analysis import churn_point
+from harness.article.analysis import churn_modes, churn_point, no_hot_updates_table
 from harness.article.compare import same_size_count
 from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_REPRODUCED,
                                       ORIGINAL_F11_CLAIMS, ORIGINAL_F12_LOW_FILLFACTOR, ORIGINAL_F12_LOW_HOT_SHARE,
                                       ORIGINAL_F12_UPDATES, ORIGINAL_JOB_COUNT, Finding, make_finding, not_measured)
-from harness.experiments import churn as churn_module
 from harness.article.formats import count, percent
-from harness.article.prose import numbered, times
+from harness.article.prose import numbered, table, times
+from harness.experiments import churn as churn_module, registry
 
 
 def churn_facts(matrix: pd.DataFrame, pruning: pd.DataFrame) -> dict:
@@ -201,3 +201,25 @@ def findings(loaded: dict) -> list[Finding]:
     facts = mine.facts if mine else None
     return [f11_pruning_alone(facts), f12_hot_needs_room(facts), f13_partial_index_blocks_hot(facts),
             a4_hot_claimed_one_at_a_time(facts), *unmeasured_claims()]
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    """The pruning experiment's dead tuples and vacuum runs."""
+    mine = loaded[NAME]
+    facts = mine.facts
+    return {"pruning_claims": count(facts.get("pruning_on_updates")), "pruning_rows": count(facts.get("pruning_job_count")),
+            "pruning_on_immediate": count(facts.get("pruning_on_immediate_dead")),
+            "pruning_on_settled": count(facts.get("pruning_on_settled_dead")),
+            "pruning_on_autovacuum": times(facts.get("pruning_on_autovacuum_runs", 0)),
+            "pruning_on_autoanalyze": times(facts.get("pruning_on_autoanalyze_runs", 0)),
+            "pruning_off_immediate": count(facts.get("pruning_off_immediate_dead")),
+            "pruning_off_settled": count(facts.get("pruning_off_settled_dead")),
+            "pruning_off_after_read": count(facts.get("pruning_off_after_read_dead")),
+            "churn_updates": count(registry.request_of("churn", [mine.run]).updates)}
+
+
+def hot_with_index_table(loaded: dict) -> str:
+    """Per drain mode, the updates with the partial index in place and how many were HOT."""
+    mine = loaded[NAME]
+    return table(no_hot_updates_table(churn_modes(mine.matrix)),
+                 formats={"updates": count, "HOT updates": count, "moved to another page": count})

@@ -10,9 +10,9 @@ import pandas as pd
 
 from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_REPRODUCED, Finding,
                                       make_finding, not_measured)
-from harness.article.reliability import fault_summary
 from harness.article.formats import count
 from harness.article.prose import numbered
+from harness.article.reliability import fault_facts, fault_summary
 
 
 
@@ -99,3 +99,9 @@ def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
 def findings(loaded: dict) -> list[Finding]:
     mine = loaded.get(NAME)
     return [c7_claim_is_not_completion(mine.summary if mine else None)]
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    """The fault runs' setup and ledger, as the prose names them."""
+    mine = loaded[NAME]
+    return fault_facts(list(mine.runs) if mine else [])

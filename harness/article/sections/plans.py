@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.article.analysis import plan_point
+from harness.article.analysis import plan_point, relation_growth
 from harness.article.compare import same_size_count
 from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_MEASURED, NOT_REPRODUCED,
                                       ORIGINAL_F9_TIME_RATIO, ORIGINAL_F9_WITH_BUFFERS, ORIGINAL_F9_WITHOUT_BUFFERS,
                                       ORIGINAL_JOB_COUNT, Finding, make_finding, not_measured)
-from harness.experiments import plans as plans_module
-from harness.storage import read_json
-from harness.article.formats import count, missing, ms, percent, ratio
+from harness.article.formats import DASH, MISSING, count, missing, ms, percent, ratio, span
+from harness.article.prose import counted
 from harness.experiments.plans import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES,
                                        UNHELD_STATES, VACUUMED)
+from harness.storage import read_json
+from harness.experiments import plans as plans_module, registry
 
 
 def filter_line(plan_text: str) -> str | None:
@@ -226,3 +227,29 @@ def findings(loaded: dict) -> list[Finding]:
     mine = loaded.get(NAME)
     facts = mine.facts if mine else None
     return [f9_half_drained_walk(facts), f10_guarded_filter(facts)]
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    """The plan of the guarded claim, and what a drain does to the table's files."""
+    mine = loaded[NAME]
+    f9, f10 = found["F9"].values, found["F10"].values
+    out = {"plan_job_count": f9.get("job_count", MISSING), "plan_consumed": f9.get("consumed", MISSING),
+           "guarded_filter_phrase": (f"`{f10['filter']}` on the {f10['node']} using `{f10['index']}` that finds the row"
+                                     if f10.get("filter") else "no status filter (see the table at the end)"),
+           "guarded_claim_ms": f10.get("ms", MISSING),
+           "plan_repetitions": counted(registry.request_of("plans", [mine.run]).repetitions, "run")}
+    growth = relation_growth(mine.points, int(mine.facts["job_count"]))
+    out |= {f"growth_{name}": DASH if value is None else count(value)
+            for name, value in growth.items() if not name.endswith("consumed")}
+    out |= {"growth_top": percent(growth["top_consumed"], 0), "growth_claimed": percent(growth["claimed_consumed"], 0),
+            "growth_partial": span(growth["partial_min"], growth["partial_max"], count)}
+    drains = pd.DataFrame(read_json(mine.run / "manifest.json")["results"].get("drain_counters", []))
+
+    def drained(kind, column):
+        rows = drains[(drains["drain"] == kind) & ~drains["partial_index"]] if len(drains) else drains
+        return count(rows[column].iloc[0]) if len(rows) and rows[column].iloc[0] is not None else MISSING
+
+    out |= {"bulk_hot": drained("bulk_update", "n_tup_hot_upd"), "bulk_updates": drained("bulk_update", "n_tup_upd"),
+            "claims_hot": drained("claims", "n_tup_hot_upd"), "claims_updates": drained("claims", "n_tup_upd"),
+            "claims_drained": drained("claims", "consumed_jobs")}
+    return out

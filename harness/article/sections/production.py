@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.article.analysis import production_summary
+from harness.article.analysis import production_facts, production_summary
 from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_C5_HANDFUL,
-                                      ORIGINAL_C5_POLL_S, Finding, make_finding,
-                                      not_measured)
+                                      ORIGINAL_C5_POLL_S, Finding, make_finding, not_measured)
 from harness.article.formats import RANGE, count, number, percent
 from harness.article.prose import join, numbered
 from harness.stats import percentile_ratio_interval, polls_met_interval
@@ -138,3 +137,9 @@ def findings(loaded: dict) -> list[Finding]:
     mine = loaded.get(NAME)
     summary = mine.summary if mine else None
     return [c5_conflicts_at_production_polling(summary), c8_skip_locked_endpoint(summary)]
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    """The service's setup and the figures C5 and C8 read, as the prose names them."""
+    mine = loaded[NAME]
+    return production_facts(mine.summary if mine else None)

@@ -10,19 +10,26 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.article.analysis import at_workers, race_summary, shares_at, wait_share_table
+from harness.article.analysis import (at_workers, cpu_bound_facts, machine, over_repeats, race_summary, sampler_facts,
+                                      setup_comparison,
+                                      shares_at, timeline, timeline_counts, wait_share_table)
 from harness.article.compare import (NO_FIGURE, direction_beyond_noise, Figure, OriginalFigure, Races, scaled,
                                      separated, spearman)
 from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
                                       NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_F1_DUPLICATE_JOBS, ORIGINAL_F3_PEAK,
                                       ORIGINAL_F4_ATTEMPTS, ORIGINAL_F5_LOSSES_PER_WIN, ORIGINAL_F6_MAX_P99_MS,
                                       ORIGINAL_F6_MIN_RATE, ORIGINAL_F7_RATIO, ORIGINAL_HIGH_WORKERS,
-                                      ORIGINAL_JOB_COUNT, Finding, make_finding, not_measured)
-from harness.article.formats import DASH, count, missing, ms, number, percent, rate, ratio
+                                      ORIGINAL_JOB_COUNT, Finding, lost_per_win, make_finding, not_measured)
+from harness.article.formats import (DASH, MISSING, count, missing, ms, number, percent, rate, ratio, spread as
+                                     spread_text)
 from harness.article.labels import LOCK_WAIT
-from harness.article.prose import cpu_bound_note, cpu_bound_shown, listing, workers_phrase
+from harness.article.prose import (counted, cpu_bound_note, cpu_bound_shown, join, listing, strategy_sql, table,
+                                   workers_phrase)
 from harness.stats import censored_percentile, censored_waits_ns, load_attempts, time_to_job_ns
 from harness.storage import read_json
+from harness.experiments import registry
+from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
+from harness.strategies import STRATEGIES
 
 
 CPU_FREE_FINDINGS = ("F5", "F6", "F7", "F8", "C4", "A1")
@@ -703,10 +710,16 @@ class Loaded:
     job_waits: pd.DataFrame | None = None  # attempt_figures(): per race, winning claim's and wait's p50/p99
     layouts: pd.DataFrame | None = None  # analysis.race_summary of the client-layout races (notes on F1, F2, F5, F7)
     runs: tuple = ()  # the race run folders
+    slow_runs: tuple = ()  # the slowed-down race's run folders
+    split_runs: tuple = ()  # the races with client and server on separate CPUs
 
     @property
     def shares(self) -> pd.DataFrame | None:
         return wait_share_table(self.summary) if len(self.summary) else None
+
+    @property
+    def by_workers(self) -> pd.DataFrame:
+        return over_repeats(self.summary)
 
 
 def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded:
@@ -718,7 +731,8 @@ def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded:
         if "cpu_bound" in summary:
             job_waits = job_waits.merge(summary[["run_id", "cpu_bound"]], on="run_id", how="left")
     layouts = race_summary([Path(p) for p in runs["client_layouts"]]) if runs.get("client_layouts") else None
-    return Loaded(summary, job_waits, layouts, tuple(paths))
+    return Loaded(summary, job_waits, layouts, tuple(paths), tuple(runs.get("slow_race", [])),
+                  tuple(runs.get("split_cpus", [])))
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -737,3 +751,151 @@ def findings(loaded: dict) -> list[Finding]:
         layouts = layout_table(mine.layouts)
         found = [replace(f, note=" ".join(n for n in (f.note, layout_note(layouts, f.id)) if n)) for f in found]
     return found
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    """The sweep's figures the prose names, formatted once."""
+    mine = loaded[NAME]
+    summary, by_workers = mine.summary, mine.by_workers
+    facts = race_facts(summary, by_workers)
+    low, high, two = facts["low"], facts["high"], facts["two"]
+
+    def at(strategy, worker_count, column, fmt=number):
+        """A point's median with its min-max over repeats."""
+        row = by_workers[(by_workers["strategy"] == strategy) & (by_workers["worker_count"] == worker_count)].iloc[0]
+        return spread_text(row[column], row.get(f"{column}_min"), row.get(f"{column}_max"), fmt)
+
+    def whole(value):
+        return number(value, 0)
+
+    site = machine(list(mine.runs))
+    out = {"job_count": count(facts["job_count"]), "worker_list": join([str(w) for w in facts["workers"]]),
+           "repeats_phrase": counted(facts["repeats"], "race"),
+           "repeats_phrase_capital": counted(facts["repeats"], "race").capitalize(),
+           "server_version": site["server_version"], "low": low, "two": two, "high": high}
+    for name in ("naive", "guarded", "skip_locked"):
+        strategy = STRATEGIES[name]
+        out |= {f"{name}_title": strategy.title, f"{name}_summary": strategy.summary, f"{name}_sql": strategy_sql(name),
+                f"{name}_total_duplicates": count(facts[f"{name}_total_duplicates"]),
+                f"{name}_total_attempts": count(facts[f"{name}_total_attempts"])}
+
+    # what happens without the guard
+    out |= {"naive_duplicates_two": at("naive", two, "duplicate_jobs", count),
+            "naive_duplicate_share_two": percent(facts["naive_duplicate_share_two"]),
+            "naive_duplicates_high": at("naive", high, "duplicate_jobs", count),
+            "naive_extra_claims_high": at("naive", high, "extra_claims", count),
+            "naive_max_claims_per_job": count(facts["naive_max_claims_per_job"])}
+    slow = registry.request_of("race", list(mine.slow_runs))
+    slow_counts = timeline_counts(timeline(list(mine.slow_runs))).set_index("strategy")
+    out |= {"slow_workers": slow.worker_counts[0], "slow_jobs": count(slow.job_count), "slow_pause": ms(slow.pause_ms),
+            "slow_jitter": ms(slow.jitter_ms), "slow_naive_wins": count(slow_counts.loc["naive", "wins"]),
+            "slow_naive_duplicates": count(slow_counts.loc["naive", "duplicate_jobs"]),
+            "slow_guarded_wins": count(slow_counts.loc["guarded", "wins"]),
+            "slow_guarded_lost": count(slow_counts.loc["guarded", "lost"]),
+            "slow_skip_locked_wins": count(slow_counts.loc["skip_locked", "wins"]),
+            "slow_skip_locked_lost": count(slow_counts.loc["skip_locked", "lost"])}
+
+    # what the guard costs
+    out |= {"guarded_total_lost": count(facts["guarded_total_lost"]),
+            "guarded_total_wins": count(facts["guarded_total_wins"]),
+            "naive_peak": whole(facts["naive_peak_claims_per_second"]), "naive_peak_workers": facts["naive_peak_workers"],
+            "naive_unique_high": at("naive", high, "unique_jobs_per_second", whole),
+            "naive_claims_high": at("naive", high, "claims_per_second", whole),
+            "guarded_rate_low": at("guarded", low, "claims_per_second", whole),
+            "guarded_p99_low": at("guarded", low, "p99_ms", ms)}
+
+    # how the backends were sampled, and where a point was CPU-bound
+    sampler = sampler_facts(list(mine.runs), summary)
+    out |= {"sampler_interval": ms(sampler.get("interval_ms")),
+            "sampler_interval_high": ms(sampler.get("interval_ms_high")),
+            "sampler_slowest_workers": (counted(sampler["slowest_workers"], "worker")
+                                        if sampler.get("slowest_workers") else MISSING),
+            "sampler_asked": ms(SAMPLE_INTERVAL_SECONDS * 1e3), "cpu_free_findings": join(CPU_FREE_FINDINGS)}
+    split = race_summary(list(mine.split_runs))
+    out |= {"split_job_count": count(split["job_count"].max()) if len(split) else "no",
+            "split_client_runnable_max": percent(split["client_runnable_share"].max() if len(split) else None),
+            "split_backend_runnable_min": percent(split["backend_runnable_share"].min() if len(split) else None)}
+    bound = cpu_bound_facts(summary)
+    bound_workers = bound.get("bound_workers") or []
+    out |= {"cpu_bound_threshold": percent(CPU_BOUND_CLIENT_RUNNABLE_SHARE, 0),
+            "bound_clause": (f"and at least {percent(bound['bound_share_min'])} at {join([str(w) for w in bound_workers])} "
+                             "workers" if bound_workers else "and no point reached the line"),
+            "cpu_free_workers": join([str(w) for w in bound.get("free_workers", [])]) or "none",
+            "bound_workers_phrase": f"{join([str(w) for w in bound_workers])} workers" if bound_workers else "none",
+            # a figure read at the sweep's top worker count says so where that point is CPU-bound
+            "high_mark": " (CPU-bound here)" if high in bound_workers else "",
+            "free_client_runnable_max": percent(bound.get("free_share_max")),
+            "free_backend_runnable_max": percent(bound.get("free_backend_max")),
+            "cpu_count": count(site.get("cpu_count"))}
+    wait_table = mine.shares
+    for name in ("guarded", "skip_locked"):
+        for column, label in ((LOCK_WAIT, "lock"), ("waiting for the client", "client"),
+                              ("running_share", "running"), ("runnable_share", "runnable")):
+            out[f"{name}_{label}_share_high"] = percent(at_workers(wait_table, name, high, column))
+    # what the "other lock" is under SKIP LOCKED: the lightweight lock on one shared page's contents
+    content_workers = (bound.get("free_workers") or [high])[-1]
+    out |= {"content_workers": count(content_workers),
+            "skip_locked_buffer_content": percent(at_workers(wait_table, "skip_locked", content_workers,
+                                                             "buffer_content_share")),
+            "skip_locked_other_lock": percent(at_workers(wait_table, "skip_locked", content_workers, "other lock")),
+            "skip_locked_buffer_content_high": percent(at_workers(wait_table, "skip_locked", high,
+                                                                  "buffer_content_share")),
+            "bottleneck_phrase": BOTTLENECK_PHRASES[found["A2"].values.get("bottleneck", "unmeasured")]}
+
+    layouts = mine.layouts if mine.layouts is not None else pd.DataFrame()
+    out |= {"layout_job_count": count(layouts["job_count"].max()) if len(layouts) else "no",
+            "layout_worker_list": join([str(w) for w in sorted(layouts["worker_count"].unique())])
+            if len(layouts) else "no"}
+    return out
+
+
+def ends_table(loaded: dict) -> str:
+    """The two ends of the worker range, one row per strategy and end."""
+    mine = loaded[NAME]
+    by_workers = mine.by_workers
+    facts = race_facts(mine.summary, by_workers)
+    ends = by_workers[by_workers["worker_count"].isin([facts["low"], facts["high"]])].copy()
+    ends["strategy"] = ends["strategy"].astype(str)
+    ends["lost per win"] = [lost_per_win(s, v) for s, v in zip(ends["strategy"], ends["losses_per_win"])]
+
+    def whole(value):
+        return number(value, 0)
+
+    return table(
+        ends[["strategy", "worker_count", "claims_per_second", "unique_jobs_per_second", "duplicate_jobs",
+              "lost per win", "p50_ms", "p99_ms"]].rename(columns={
+            "worker_count": "workers", "claims_per_second": "claims/s", "unique_jobs_per_second": "distinct jobs/s",
+            "duplicate_jobs": "jobs claimed twice+", "p50_ms": "p50", "p99_ms": "p99"}),
+        caption=f"{count(facts['job_count'])} jobs; medians over {counted(facts['repeats'], 'race')} per row",
+        formats={"claims/s": whole, "distinct jobs/s": whole, "jobs claimed twice+": count, "p50": ms, "p99": ms})
+
+
+def setup_table(runs: dict[str, list[Path]]) -> str:
+    """The sweep's setup against its variants (CPUs split between client and server, no sampler), at the indexed
+    race's points."""
+    frame = setup_comparison(race_summary(runs.get("indexed_race", [])),
+                             {"CPUs split": race_summary(runs.get("split_cpus", [])),
+                              "no sampler": race_summary(runs.get("no_sampler", []))})
+    return table(frame, formats={"claims/s": lambda v: number(v, 0),
+                                 "lost races per win": lambda v: DASH if missing(v) else number(v, 2),
+                                 "workers waiting for a CPU": percent, "backends waiting for a CPU": percent})
+
+
+def layouts_html(loaded: dict) -> str:
+    """The client-layout races beside the sweep's, per figure the original's findings rest on; '' without them."""
+    layouts = loaded[NAME].layouts
+    frame = layout_table(layouts) if layouts is not None else pd.DataFrame()
+    if not len(frame):
+        return ""
+
+    def shown(row, column):
+        value = row[column]
+        if missing(value):
+            return DASH
+        return percent(value) if row["finding"] == "F1" else ratio(value) if row["finding"] == "F7" else number(value, 2)
+
+    return table(pd.DataFrame({
+        "finding": frame["finding"], "figure": frame["figure"], "workers": frame["workers"],
+        "one process per worker": [shown(r, PROCESSES) for _, r in frame.iterrows()],
+        "one asyncio process": [shown(r, ASYNCIO) for _, r in frame.iterrows()],
+        "the original": [shown(r, "the original") for _, r in frame.iterrows()]}))

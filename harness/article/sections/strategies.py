@@ -8,14 +8,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.article.analysis import by_round_trip, race_summary, shares_at, wait_share_table
+from harness.article.analysis import (by_round_trip, claim_comparison, claim_sections, ClaimSections, over_repeats,
+                                      race_summary, shares_at, wait_share_table)
 from harness.article.compare import Races
+from harness.experiments import registry
+from harness.strategies import STRATEGIES
 from harness.article.findings import (ADDED, CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, Finding,
                                       make_finding, not_measured)
-from harness.article.formats import (MISSING, count, missing, ms, number, percent, rate, round_trip, spread as
+from harness.article.formats import (DASH, MISSING, count, missing, ms, number, percent, rate, round_trip, spread as
                                      spread_text)
 from harness.article.labels import LOCK_WAIT
-from harness.article.prose import listing, numbered, workers_phrase
+from harness.article.prose import counted, join, listing, numbered, strategy_sql, table, workers_phrase
 
 
 # --------------------------------------------------------------------------- the claims this build does not race
@@ -258,12 +261,19 @@ class Loaded:
 
     others: pd.DataFrame | None = None  # analysis.race_summary of the other strategies' races
     latency: pd.DataFrame | None = None  # analysis.race_summary of the races behind a round trip
+    other_runs: tuple = ()
+    claims: ClaimSections | None = None  # the round trip, the partial index, both servers, which claim to use
 
 
 def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded:
     others = [Path(p) for p in runs.get("other_strategies", [])]
     latency = [Path(p) for p in runs.get("latency", [])]
-    return Loaded(race_summary(others) if others else None, race_summary(latency) if latency else None)
+    other_summary = race_summary(others) if others else None
+    latency_summary = race_summary(latency) if latency else None
+    races = loaded.get("races")
+    sweep = races.summary if races is not None else pd.DataFrame()
+    return Loaded(other_summary, latency_summary, tuple(others),
+                  claim_sections(runs, sweep, other_summary, latency_summary))
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -272,3 +282,39 @@ def findings(loaded: dict) -> list[Finding]:
     shares = wait_share_table(mine.others) if len(others.summary) else None
     return [c1_serializable_aborts(others), c2_one_transaction_still_racy(others), c3_for_update_queues(others, shares),
             c6_network_round_trip(mine.latency), a5_batch_over_claims(others), a6_advisory_locks_leak(others)]
+
+
+OTHER_STRATEGIES = ("naive_transaction", "naive_serializable", "for_update", "skip_locked_batch", "skip_locked_batch_in",
+                    "advisory_lock")
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    """The other strategies' SQL and setup, and the sections on how to claim (round trip, index, servers)."""
+    mine = loaded[NAME]
+    other = registry.request_of("race", list(mine.other_runs))
+    out = {}
+    for name in OTHER_STRATEGIES:
+        strategy = STRATEGIES[name]
+        out |= {f"{name}_title": strategy.title, f"{name}_summary": strategy.summary, f"{name}_sql": strategy_sql(name)}
+    batches = mine.others[mine.others["strategy"].astype(str).str.startswith("skip_locked_batch")]
+    out |= {"other_job_count": count(other.job_count), "other_worker_list": join([str(w) for w in other.worker_counts]),
+            "other_repeats": counted(other.repeats, "race"),
+            "batch_k": count(batches["batch_size"].max()) if len(batches) else MISSING}
+    return out | mine.claims.facts
+
+
+def _dash_or(fmt):
+    return lambda value: DASH if missing(value) else fmt(value)
+
+
+def other_table(loaded: dict) -> str:
+    """One row per other strategy and worker count: duplicates, losses, aborts, rate, wait and lock figures."""
+    mine = loaded[NAME]
+    other = registry.request_of("race", list(mine.other_runs))
+    return table(claim_comparison(over_repeats(mine.others), wait_share_table(mine.others)),
+                 caption=f"{count(other.job_count)} jobs per race, no partial index",
+                 formats={"jobs claimed twice+": count, "lost per win": _dash_or(lambda v: number(v, 2)),
+                          "aborts per win": _dash_or(lambda v: number(v, 2)), "claims/s": lambda v: number(v, 0),
+                          "time to get a job, p99": ms, "most rows in one attempt": count,
+                          "stray advisory locks": _dash_or(count), "lock waits": percent},
+                 css_class="wide")

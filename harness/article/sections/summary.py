@@ -1,0 +1,48 @@
+"""The page's opening: every finding's verdict, figure and note under its placeholders, the short table of the
+findings (corrections first), how many got each verdict, and how long the runs took."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.article.analysis import machine_minutes
+from harness.article.findings import Finding, summary_table, table as findings_table, verdict_counts
+from harness.article.formats import count, number
+from harness.article.prose import table
+
+NAME = "summary"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    runs: tuple  # every run folder the page reads
+
+
+def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded:
+    return Loaded(tuple(p for paths in runs.values() for p in paths))
+
+
+def findings(loaded: dict) -> list[Finding]:
+    return []
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    out = {}
+    for finding in found.values():
+        key = finding.id.lower()
+        out |= {f"{key}_ours": finding.ours, f"{key}_note": finding.note, f"{key}_verdict": finding.verdict_label,
+                f"{key}_original": finding.original, f"{key}_statement": finding.statement}
+        out |= {f"{key}_{name}": value for name, value in finding.values.items()}
+    verdicts = verdict_counts(list(found.values()))
+    return out | {
+        "summary_table": table(summary_table(list(found.values())), escape=False),
+        "corrected_count": count(verdicts["corrected"] + verdicts["not_reproduced"]),
+        "undecided_count": count(verdicts["not_distinguishable"] + verdicts["not_measured"]),
+        "confirmed_count": count(verdicts["confirmed"] + verdicts["confirmed_different_size"]),
+        "machine_minutes": number(machine_minutes(list(loaded[NAME].runs)), 0)}
+
+
+def comparison_table(found: list[Finding]) -> str:
+    """The closing table: every finding beside the original's claim and figure."""
+    return table(findings_table(found), css_class="wide")
