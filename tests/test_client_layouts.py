@@ -7,7 +7,7 @@ import multiprocessing as mp
 import pandas as pd
 import pytest
 
-from harness.article import analysis, findings
+from harness.article import analysis
 from harness.article.sections import races as race_rules
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.article.formats import MISSING, count, missing, ms, number, percent, rate, ratio, round_trip
+from harness.article.formats import MISSING, count, missing, ms, number, percent, rate, round_trip
 from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS,
                                     PRODUCTION_ENDPOINT_LABELS,
                                     ROUND_TRIP_MEASURES, SCHEDSTAT_LABELS, SIDE_BY_SIDE_MEASURES,
