@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -12,7 +11,11 @@ from harness.article.compare import most_cpu_free_workers
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
 from harness.article.formats import DASH, MISSING, count, missing, number, percent, span, spread as spread_text
 from harness.article.prose import counted, join, table, workers_phrase
+from harness.article.wording import Sentences
 from harness.experiments import bench as bench_module, registry
+
+NAME = "bench"
+say = Sentences(NAME)
 
 
 def fixed_fill_latency(bench_summary: pd.DataFrame | None, most_workers: int | None = None) -> dict | None:
@@ -36,47 +39,46 @@ def fixed_fill_latency(bench_summary: pd.DataFrame | None, most_workers: int | N
 # --------------------------------------------------------------------------- the bench (A3)
 
 
+# the bench's gates as the note names them
+GATES = {"envelope": "lost-race envelope", "server_cpu": "server CPU per win", "predicted": "CPU-predicted ratio"}
+
+
 def a3_harness_against_pgbench(bench: pd.DataFrame | None, band: tuple[float, float] | None = None) -> Finding:
     """A3 is confirmed only where every point the bench covers passes its gates on what the server did
     (bench.point_verdicts: the lost-race or empty-answer envelope, the server's CPU per win, the CPU-predicted
     ratio); the claims/s ratio to pgbench is reported beside them, not gated."""
     if bench is None or not len(bench) or "ratio" not in bench:
-        return not_measured("A3", "No bench run is stored for this build.")
+        return not_measured("A3", say("A3.no_run"))
     if band is None:
         band = bench_module.TARGET_BAND
     inside = int(((bench["ratio"] >= band[0]) & (bench["ratio"] <= band[1])).sum())
     lowest, highest = bench.loc[bench["ratio"].idxmin()], bench.loc[bench["ratio"].idxmax()]
-    ours = "harness / pgbench claims per second: " + ", ".join(
-        f"{r.strategy} at {workers_phrase(int(r.worker_count))} {spread_text(r.ratio, r.ratio_min, r.ratio_max, lambda v: number(v, 2))}"
-        for r in bench.itertuples())
+    ours = say("A3.ours", points=", ".join(
+        say("A3.point", strategy=r.strategy, workers=workers_phrase(int(r.worker_count)),
+            ratio=spread_text(r.ratio, r.ratio_min, r.ratio_max, lambda v: number(v, 2)))
+        for r in bench.itertuples()))
     values = {"points": count(len(bench)), "inside": count(inside), "band_low": number(band[0], 2),
               "band_high": number(band[1], 2), "lowest": number(lowest["ratio"], 2),
               "highest": number(highest["ratio"], 2)}
+    ratios = {"inside": values["inside"], "points": values["points"], "band_low": values["band_low"],
+              "band_high": values["band_high"]}
     if "verdict" not in bench or bench["verdict"].isna().all():
-        return make_finding("A3", NOT_MEASURED, ours,
-                        "The stored bench run has no server CPU per win, so its gates cannot be judged; "
-                        f"{count(inside)} of {count(len(bench))} claims/s ratios are within "
-                        f"{number(band[0], 2)} to {number(band[1], 2)}.", values)
+        return make_finding("A3", NOT_MEASURED, ours, say("A3.no_server_cpu", **ratios), values)
     failed = bench[bench["verdict"] != "pass"]
     values.update(passed=count(len(bench) - len(failed)), failed_points=", ".join(
         f"{r.strategy} at {int(r.worker_count)}" for r in failed.itertuples()))
     gates = []
     for r in failed.itertuples():
-        why = [label for label, ok in (("lost-race envelope", r.envelope_ok), ("server CPU per win", r.server_cpu_ok),
-                                       ("CPU-predicted ratio", r.predicted_ok)) if ok is False]
-        gates.append(f"{r.strategy} at {workers_phrase(int(r.worker_count))} ({', '.join(why) or 'server CPU not measured'})")
-    ratios = (f"{count(inside)} of {count(len(bench))} claims/s ratios are within {number(band[0], 2)} to "
-              f"{number(band[1], 2)} (reported, not gated).")
+        why = [GATES[gate] for gate, ok in (("envelope", r.envelope_ok), ("server_cpu", r.server_cpu_ok),
+                                            ("predicted", r.predicted_ok)) if ok is False]
+        gates.append(say("A3.failed_point", strategy=r.strategy, workers=workers_phrase(int(r.worker_count)),
+                         gates=", ".join(why) or say("A3.no_server_cpu_gate")))
     if not len(failed):
-        return make_finding("A3", CONFIRMED, ours, [f"Every one of {count(len(bench))} points passes the gates on what the "
-                                                "server did: the lost-race (or empty-answer) envelope of pgbench with "
-                                                "one, two and one-per-client threads, the server's CPU per win, and "
-                                                "where the CPUs were saturated the ratio their CPU per claim predicts.",
-                                                ratios], values)
-    return make_finding("A3", CORRECTED, ours, [f"{count(len(failed))} of {count(len(bench))} points fail a gate: "
-                                            f"{'; '.join(gates)}. There the harness's race is not pgbench's, and "
-                                            "figures from those points are the client's as much as the server's.",
-                                            ratios], values)
+        return make_finding("A3", CONFIRMED, ours, [say("A3.passes", points=values["points"]),
+                                                    say("A3.ratios", **ratios)], values)
+    return make_finding("A3", CORRECTED, ours, [say("A3.fails", failed=count(len(failed)), points=values["points"],
+                                                    gates="; ".join(gates)),
+                                                say("A3.ratios", **ratios)], values)
 
 
 def bench_failures(bench: pd.DataFrame | None) -> dict[int, list[str]]:
@@ -94,14 +96,11 @@ def bench_note(finding: Finding, failed: dict[int, list[str]]) -> str:
     hit = [w for w in finding.worker_counts_used if w in failed]
     if not hit:
         return ""
-    listed = "; ".join(f"{', '.join(failed[w])} at {w} workers" for w in hit)
-    return (f"The bench check against pgbench failed at a point this verdict used ({listed}): there the harness's "
-            "race is not pgbench's.")
+    return say("bench_failed", points="; ".join(say("bench_failed_point", strategies=", ".join(failed[w]), workers=w)
+                                                for w in hit))
 
 
 # --------------------------------------------------------------------------- the section
-
-NAME = "bench"
 
 
 @dataclass(frozen=True)
@@ -153,7 +152,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
         "bench_predicted_tolerance": percent(bench_module.PREDICTED_RATIO_TOLERANCE, 0),
         "bench_windows": f"{counted(request.pairs, 'pair')} of {request.seconds} s windows",
         "bench_noise": span(single["layout_effect"].min(), single["layout_effect"].max(), _two_digits)
-        if len(single) else "not measured (no one-worker point in this build)",
+        if len(single) else say("bench_noise_unmeasured"),
         "layout_effect": number(worst["layout_effect"], 2) if worst is not None else MISSING,
         "layout_workers": int(worst["worker_count"]) if worst is not None else MISSING,
         "audit_cost": join([f"{strategy} {span(rows['audit_cost'].min(), rows['audit_cost'].max(), percent)}"
@@ -178,6 +177,6 @@ def bench_table(loaded: dict) -> str:
         shown["envelope_text"] = [DASH if not isinstance(e, (list, tuple)) and (e is None or missing(e))
                                   else f"{number(e[0], 2)} to {number(e[1], 2)}" for e in shown["envelope"]]
     return table(shown[[c for c in BENCH_COLUMNS if c in shown]].rename(columns=BENCH_COLUMNS),
-                 formats={"claims/s ratio": _two_digits, "harness lost (empty) per win": _two_digits,
-                          "harness server µs per win": lambda v: number(v, 0),
-                          "pgbench server µs per win": lambda v: number(v, 0)})
+                 formats={BENCH_COLUMNS["ratio"]: _two_digits, BENCH_COLUMNS["harness_figure"]: _two_digits,
+                          BENCH_COLUMNS["harness_server_cpu_us_per_win"]: lambda v: number(v, 0),
+                          BENCH_COLUMNS["pgbench_server_cpu_us_per_win"]: lambda v: number(v, 0)})
