@@ -322,3 +322,18 @@ def test_labels_and_colours_are_written_once():
                       "autovacuum on (default)", "right after the claims", "one bulk UPDATE"):
             assert label not in text, f"{name} types {label!r}; it belongs in labels"
     assert not hasattr(analysis, "MODE_ORDER")
+
+
+def test_the_side_by_side_chart_shades_cpu_bound_worker_counts_and_only_those(frames):
+    """The same races under two conditions: a CPU-bound point puts the grey band under both facets, from its
+    worker count on, and the title says what it means; with no CPU-bound point there is no band."""
+    indexed = frames["indexed"].copy()
+    top = int(indexed["worker_count"].max())
+    free = indexed.assign(cpu_bound=False)
+    bound = indexed.assign(cpu_bound=indexed["worker_count"] == top)
+    free_spec = charts.side_by_side_chart(analysis.side_by_side_long(free, analysis.INDEX), "free").to_dict()
+    assert [v for v in _views(free_spec) if _mark(v) == "rect"] == []
+    spec = charts.side_by_side_chart(analysis.side_by_side_long(bound, analysis.INDEX), "bound").to_dict()
+    [band] = [v for v in _views(spec) if _mark(v) == "rect"]
+    assert {row["band_end"] for row in _rows(spec)} == {float(top)}
+    assert "CPU-bound" in json.dumps(spec["title"])

@@ -630,8 +630,10 @@ def side_by_side_long(points: pd.DataFrame, condition: str) -> pd.DataFrame:
         frames.append(pd.DataFrame({
             "strategy": points["strategy"].astype(str), "worker_count": points["worker_count"],
             "condition": points[condition], "measure": measure, "value": points[column],
-            "low": points[f"{column}_min"], "high": points[f"{column}_max"], "repeats": points["repeats"]}))
-    columns = ["strategy", "worker_count", "condition", "measure", "value", "low", "high", "repeats"]
+            "low": points[f"{column}_min"], "high": points[f"{column}_max"], "repeats": points["repeats"],
+            # any repeat CPU-bound marks the point (over_repeats); a summary without the marking has none
+            "cpu_bound": (points["cpu_bound"].fillna(False).astype(bool) if "cpu_bound" in points else False)}))
+    columns = ["strategy", "worker_count", "condition", "measure", "value", "low", "high", "repeats", "cpu_bound"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 

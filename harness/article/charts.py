@@ -155,6 +155,19 @@ def _cpu_bound_band(worker_counts, bound) -> alt.Chart | None:
             x="start:Q", y=alt.value(0), text="label:N"))
 
 
+def _facet_band(base: alt.Chart, data: pd.DataFrame, cpu_bound, layers: list) -> tuple[pd.DataFrame, tuple | None]:
+    """For a faceted chart: the CPU-bound band under every facet (inserted first into layers). The edges ride on
+    every row of the data, aggregated back to one rect per facet. Returns the data with the edges and the edges
+    (None when no drawn point was CPU-bound)."""
+    edges = _band_edges(data["worker_count"], cpu_bound)
+    if edges is None:
+        return data, None
+    data = data.assign(band_start=edges[0], band_end=edges[1])
+    layers.insert(0, base.transform_aggregate(start="min(band_start)", end="max(band_end)").mark_rect(
+        color=CPU_BOUND_COLOUR, opacity=0.35).encode(x="start:Q", x2="end:Q", color=alt.value(CPU_BOUND_COLOUR)))
+    return data, edges
+
+
 def _with_band(layers: list, worker_counts, bound) -> list:
     """layers with the CPU-bound band underneath, when there is one."""
     band = _cpu_bound_band(worker_counts, bound)
@@ -350,11 +363,7 @@ def wait_quantiles_chart(quantiles: pd.DataFrame, cpu_bound: list[int] = ()) -> 
               base.mark_point(filled=True, size=40, opacity=1).encode(y=y, tooltip=tooltip)]
     if _repeated(data):
         layers.insert(0, _spread_rules(base, "ms_min", "ms_max", detail="measure:N"))
-    edges = _band_edges(data["worker_count"], cpu_bound)
-    if edges is not None:  # one rect per facet: the edges ride on every row, aggregated back to one
-        data = data.assign(band_start=edges[0], band_end=edges[1])
-        layers.insert(0, base.transform_aggregate(start="min(band_start)", end="max(band_end)").mark_rect(
-            color=CPU_BOUND_COLOUR, opacity=0.35).encode(x="start:Q", x2="end:Q", color=alt.value(CPU_BOUND_COLOUR)))
+    data, edges = _facet_band(base, data, cpu_bound, layers)
     strategies = strategies_in(data["strategy"])
     same = _coinciding(data, "measure", WAIT_MEASURE_ORDER, ["percentile", "worker_count"], "ms", ["strategy"])
     return alt.layer(*layers, data=data).properties(width=WIDTH // 2 - 20, height=HEIGHT - 40).facet(
@@ -470,10 +479,14 @@ def side_by_side_chart(long: pd.DataFrame, title: str) -> alt.FacetChart:
                             tooltip)]
     if _repeated(data):
         layers.insert(0, _spread_rules(base, "low", "high", detail="condition:N"))
+    bound = sorted({int(w) for w in data.loc[data["cpu_bound"].fillna(False).astype(bool), "worker_count"]}) \
+        if "cpu_bound" in data else []
+    data, edges = _facet_band(base, data, bound, layers)
     measures = in_order(data["measure"], SIDE_BY_SIDE_MEASURES)
     return alt.layer(*layers, data=data).properties(width=WIDTH // 2 - 20, height=HEIGHT - 60).facet(
         column=alt.Column("measure:N", title=None, sort=measures, header=alt.Header(labelFontSize=13)),
-    ).resolve_scale(y="independent").properties(title=_title(title, _spread_note(data)))
+    ).resolve_scale(y="independent").properties(title=_title(title, _spread_note(data),
+                                                             CPU_BOUND_NOTE if edges is not None else ""))
 
 
 def wait_share_chart(long: pd.DataFrame, achieved_ms: tuple[float, float] | None = None) -> alt.FacetChart:
