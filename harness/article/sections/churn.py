@@ -15,7 +15,11 @@ from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE
                                       ORIGINAL_F12_UPDATES, ORIGINAL_JOB_COUNT, Finding, make_finding, not_measured)
 from harness.article.formats import count, percent
 from harness.article.prose import numbered, table, times
+from harness.article.wording import Sentences
 from harness.experiments import churn as churn_module, registry
+
+NAME = "churn"
+say = Sentences(NAME)
 
 
 def churn_facts(matrix: pd.DataFrame, pruning: pd.DataFrame) -> dict:
@@ -55,7 +59,7 @@ def churn_facts(matrix: pd.DataFrame, pruning: pd.DataFrame) -> dict:
 def f11_pruning_alone(churn: dict | None) -> Finding:
     """Decided by the arm with autovacuum off: is n_dead_tup zero after every page was read?"""
     if not churn or churn.get("pruning_off_after_read_dead") is None or churn.get("pruning_on_settled_dead") is None:
-        return not_measured("F11", "The pruning experiment was not part of this build's churn run.")
+        return not_measured("F11", say("F11.no_run"))
     on, off = churn["pruning_on_settled_dead"], churn["pruning_off_after_read_dead"]
     vacuums, analyzes = churn.get("pruning_on_autovacuum_runs", 0), churn.get("pruning_on_autoanalyze_runs", 0)
     claims, rows = churn.get("pruning_on_updates"), churn.get("pruning_job_count")
@@ -63,28 +67,22 @@ def f11_pruning_alone(churn: dict | None) -> Finding:
               "autovacuum_runs": count(vacuums), "autoanalyze_runs": count(analyzes),
               "on_immediate_dead": count(churn.get("pruning_on_immediate_dead")),
               "off_immediate_dead": count(churn.get("pruning_off_immediate_dead"))}
-    ours = (f"{count(claims)} claims on {count(rows)} rows: n_dead_tup {count(on)} once settled with autovacuum on "
-            f"({count(vacuums)} autovacuum and {count(analyzes)} autoanalyze runs on the table); {count(off)} with "
-            "autovacuum off for the table, after a read of every page")
+    ours = say("F11.ours", claims=count(claims), rows=count(rows), on_settled_dead=count(on),
+               autovacuum_runs=count(vacuums), autoanalyze_runs=count(analyzes), off_after_read_dead=count(off))
     size = ("" if claims == ORIGINAL_F11_CLAIMS and rows == ORIGINAL_JOB_COUNT else
-            f"Our experiment makes {count(claims)} claims on {count(rows)} rows, the original "
-            f"{count(ORIGINAL_F11_CLAIMS)} on {count(ORIGINAL_JOB_COUNT)}.")
+            say("F11.other_size", claims=count(claims), rows=count(rows), original_claims=count(ORIGINAL_F11_CLAIMS),
+                original_rows=count(ORIGINAL_JOB_COUNT)))
     if off == 0:
         return make_finding("F11", CONFIRMED if not size else CONFIRMED_DIFFERENT_SIZE, ours,
-                        ["With autovacuum off, pruning alone brought n_dead_tup to zero.", size], values)
+                        [say("F11.pruning_alone"), size], values)
     if on == 0:
-        why = (f"there, autovacuum ran {times(vacuums)} and autoanalyze {times(analyzes)}, so the zero was "
-               "theirs" if vacuums or analyzes else
-               "the server's counters show no autovacuum or autoanalyze run there, so what brought it to zero is "
-               "not measured")
+        why = (say("F11.vacuum_ran", autovacuum_times=times(vacuums), autoanalyze_times=times(analyzes))
+               if vacuums or analyzes else say("F11.no_vacuum_ran"))
         return make_finding("F11", CORRECTED, ours,
-                        [f"Pruning alone does not reclaim them: with autovacuum off n_dead_tup stayed at {count(off)} "
-                         f"after every page was read. It reached zero only with autovacuum on; {why}.", size], values)
-    ran = ("although autovacuum or autoanalyze ran" if vacuums or analyzes else
-           "and neither autovacuum nor autoanalyze ran on the table within the settle window")
+                        [say("F11.vacuum_needed", off_after_read_dead=count(off), why=why), size], values)
+    ran = say("F11.ran") if vacuums or analyzes else say("F11.not_ran")
     return make_finding("F11", NOT_REPRODUCED, ours,
-                    [f"n_dead_tup did not reach zero in either arm ({count(on)} with autovacuum on, {ran}).", size],
-                    values)
+                    [say("F11.never_zero", on_settled_dead=count(on), ran=ran), size], values)
 
 
 def _of(hot, updates) -> str:
@@ -99,83 +97,77 @@ def f12_hot_needs_room(churn: dict | None) -> Finding:
     are shown beside it.
     """
     if not churn:
-        return not_measured("F12", "No churn run is stored for this build.")
+        return not_measured("F12", say("F12.no_run"))
     mode = "bulk" if churn.get("bulk_default_plain_hot") is not None else "sequential"
-    how = {"bulk": "one bulk UPDATE", "sequential": "claimed one at a time"}
+    how = {"bulk": say("F12.bulk"), "sequential": say("F12.sequential")}
     default_hot, default_n = churn.get(f"{mode}_default_plain_hot"), churn.get(f"{mode}_default_plain_updates")
     low_hot, low_n = churn.get(f"{mode}_low_plain_hot"), churn.get(f"{mode}_low_plain_updates")
     if None in (default_hot, default_n, low_hot, low_n) or not default_n or not low_n:
-        return not_measured("F12", "The churn run has no plain table at two fillfactors.")
+        return not_measured("F12", say("F12.no_plain"))
     default_ff, low_ff = churn["default_ff"], churn["low_ff"]
     default_share, low_share = default_hot / default_n, low_hot / low_n
-    parts = [f"{how[m]}: {_of(churn.get(f'{m}_default_plain_hot'), churn.get(f'{m}_default_plain_updates'))} HOT at "
-             f"fillfactor {default_ff}, {_of(churn.get(f'{m}_low_plain_hot'), churn.get(f'{m}_low_plain_updates'))} "
-             f"at {low_ff}" for m in ("bulk", "sequential") if churn.get(f"{m}_default_plain_hot") is not None]
+    parts = [say("F12.mode", how=how[m], default_ff=default_ff, low_ff=low_ff,
+                 default_hot=_of(churn.get(f"{m}_default_plain_hot"), churn.get(f"{m}_default_plain_updates")),
+                 low_hot=_of(churn.get(f"{m}_low_plain_hot"), churn.get(f"{m}_low_plain_updates")))
+             for m in ("bulk", "sequential") if churn.get(f"{m}_default_plain_hot") is not None]
     ours = "; ".join(parts)
     values = {"how": how[mode], "default_ff": count(default_ff), "low_ff": count(low_ff),
               "default_hot": count(default_hot), "low_hot": count(low_hot), "updates": count(low_n),
               "default_share": percent(default_share), "low_share": percent(low_share)}
     if low_share <= default_share:
         return make_finding("F12", NOT_REPRODUCED, ours,
-                        f"In {how[mode]}, fillfactor {low_ff} gave no more HOT updates than {default_ff}.", values)
+                        say("F12.no_more_hot", how=how[mode], low_ff=low_ff, default_ff=default_ff), values)
     notes = []
     if low_ff != ORIGINAL_F12_LOW_FILLFACTOR:
-        notes.append(f"Our lower fillfactor is {low_ff}, not {ORIGINAL_F12_LOW_FILLFACTOR}.")
+        notes.append(say("F12.other_fillfactor", low_ff=low_ff, original_low_ff=ORIGINAL_F12_LOW_FILLFACTOR))
     if default_hot:
-        notes.append(f"At fillfactor {default_ff}, {percent(default_share)} of the updates were HOT, not none.")
+        notes.append(say("F12.hot_at_default", default_ff=default_ff, default_share=percent(default_share)))
     if not same_size_count(low_share, ORIGINAL_F12_LOW_HOT_SHARE):
-        notes.append(f"At fillfactor {low_ff}, {percent(low_share)} were HOT, against the original's "
-                     f"{percent(ORIGINAL_F12_LOW_HOT_SHARE)}.")
+        notes.append(say("F12.other_share", low_ff=low_ff, low_share=percent(low_share),
+                         original_low_share=percent(ORIGINAL_F12_LOW_HOT_SHARE)))
     return make_finding("F12", CONFIRMED_DIFFERENT_SIZE if notes else CONFIRMED, ours,
-                    [f"The original does not say how its {count(ORIGINAL_F12_UPDATES)} updates were made; ours is "
-                     f"decided on {how[mode]} of {count(low_n)} rows."] + notes, values)
+                    [say("F12.how_made", original_updates=count(ORIGINAL_F12_UPDATES), how=how[mode],
+                         updates=count(low_n))] + notes, values)
 
 
 def f13_partial_index_blocks_hot(churn: dict | None) -> Finding:
     if not churn or churn.get("max_hot_with_index") is None:
-        return not_measured("F13", "The churn run has no setup with the partial index.")
+        return not_measured("F13", say("F13.no_index"))
     most = churn["max_hot_with_index"]
     low_ff = churn.get("low_ff")
-    ours = (f"fillfactor {low_ff} with the partial index: "
-            f"{_of(churn.get('sequential_low_indexed_hot'), churn.get('sequential_low_indexed_updates'))} HOT claimed "
-            f"one at a time, {_of(churn.get('bulk_low_indexed_hot'), churn.get('bulk_low_indexed_updates'))} in one "
-            f"bulk UPDATE; " + ("no setup with the index made a HOT update" if most == 0 else
-                                f"at most {numbered(most, 'HOT update')} in any setup with the index"))
+    ours = say("F13.ours", low_ff=low_ff,
+               sequential=_of(churn.get("sequential_low_indexed_hot"), churn.get("sequential_low_indexed_updates")),
+               bulk=_of(churn.get("bulk_low_indexed_hot"), churn.get("bulk_low_indexed_updates")),
+               most=say("F13.none_hot") if most == 0 else say("F13.most_hot", most=numbered(most, "HOT update")))
     values = {"max_hot_with_index": count(most), "low_ff": count(low_ff),
               "sequential_hot": count(churn.get("sequential_low_indexed_hot")),
               "bulk_hot": count(churn.get("bulk_low_indexed_hot"))}
     if most == 0:
         return make_finding("F13", CONFIRMED, ours, "", values)
-    return make_finding("F13", NOT_REPRODUCED, ours, f"{count(most)} updates were HOT in a setup with the partial index.",
-                    values)
+    return make_finding("F13", NOT_REPRODUCED, ours, say("F13.some_hot", most=count(most)), values)
 
 
 def a4_hot_claimed_one_at_a_time(churn: dict | None) -> Finding:
     hot, updates = (churn or {}).get("sequential_default_plain_hot"), (churn or {}).get("sequential_default_plain_updates")
     if hot is None or not updates:
-        return not_measured("A4", "The churn run has no plain table drained one claim at a time.")
+        return not_measured("A4", say("A4.no_run"))
     ff = churn["default_ff"]
     bulk = churn.get("bulk_default_plain_hot")
-    ours = (f"claimed one at a time at fillfactor {ff}: {_of(hot, updates)} updates HOT"
-            + (f"; in one bulk UPDATE {_of(bulk, churn.get('bulk_default_plain_updates'))}" if bulk is not None else ""))
+    ours = say("A4.ours", fillfactor=ff, hot=_of(hot, updates),
+               bulk=say("A4.bulk", bulk=_of(bulk, churn.get("bulk_default_plain_updates"))) if bulk is not None else "")
     values = {"hot": count(hot), "updates": count(updates), "share": percent(hot / updates), "fillfactor": count(ff)}
-    note = ("One reading is that each claim's visit to a page prunes the versions earlier claims left there, which "
-            "makes room for the next version." if hot else "No update was HOT: the pages had no room.")
+    note = say("A4.pruned_room") if hot else say("A4.no_room")
     return make_finding("A4", ADDED, ours, note, values)
 
 
 def unmeasured_claims() -> list[Finding]:
     """C9: what the runs would need to measure it."""
     return [
-        not_measured("C9", "The three knobs are measured one at a time (F9 the index and the walk, F12 fillfactor "
-                            "and HOT, F13 the index against HOT), but no run varies the daily job volume, so which "
-                            "corner suits which volume is not measured."),
+        not_measured("C9", say("C9.not_measured")),
     ]
 
 
 # --------------------------------------------------------------------------- the section
-
-NAME = "churn"
 
 
 @dataclass(frozen=True)
@@ -218,8 +210,11 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
             "churn_updates": count(registry.request_of("churn", [mine.run]).updates)}
 
 
+# the columns of analysis.no_hot_updates_table that hold counts
+HOT_TABLE_COUNTS = ("updates", "HOT updates", "moved to another page")
+
+
 def hot_with_index_table(loaded: dict) -> str:
     """Per drain mode, the updates with the partial index in place and how many were HOT."""
     mine = loaded[NAME]
-    return table(no_hot_updates_table(churn_modes(mine.matrix)),
-                 formats={"updates": count, "HOT updates": count, "moved to another page": count})
+    return table(no_hot_updates_table(churn_modes(mine.matrix)), formats=dict.fromkeys(HOT_TABLE_COUNTS, count))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +12,10 @@ from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRE
 from harness.article.formats import count
 from harness.article.prose import numbered
 from harness.article.reliability import fault_facts, fault_summary
+from harness.article.wording import Sentences
 
+NAME = "faults"
+say = Sentences(NAME)
 
 
 def _fault_cell(faults: pd.DataFrame, protocol: str, fault: str) -> pd.Series | None:
@@ -29,8 +31,7 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
         faults = faults[faults["fault_landed"].fillna(True).astype(bool)]
     killed = _fault_cell(faults, "none", "kill") if faults is not None and len(faults) else None
     if killed is None:
-        return not_measured("C7", "No run in this build kills a runner after its claim under the original's "
-                                   "protocol and sees it land.")
+        return not_measured("C7", say("C7.no_fault_landed"))
     leased = [row for row in (_fault_cell(faults, p, "kill") for p in ("lease", "lease_holder", "lease_fenced"))
               if row is not None]
     paused = _fault_cell(faults, "lease", "pause")
@@ -46,43 +47,29 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
                                                                          for r in leased)),
               "stale": count(stale), "fenced_runs": count(fenced_runs), "fenced_bad": count(fenced_bad),
               "holder_runs": count(holder_runs), "holder_bad": count(holder_bad)}
-    ours = (f"runner killed after its claim: {numbered(int(killed['stuck']), 'run')} stuck without a lease, "
-            f"{values['leased_stuck']} stuck or lost with one; a runner paused past its lease completed "
-            f"{numbered(stale, 'run')} handed to another runner without a holder check; {numbered(fenced_bad, 'run')} lost, "
-            f"stuck or completed by a stale holder over {numbered(fenced_runs, 'fenced run')}"
-            + (f", {count(holder_bad)} over {numbered(holder_runs, 'run')} checking the holder by name"
-               if holder_runs else ""))
+    holder = (", " + say("C7.holder", holder_bad=count(holder_bad), holder_runs=numbered(holder_runs, "run"))
+              if holder_runs else "")
+    ours = say("C7.ours", stuck=numbered(int(killed["stuck"]), "run"), leased_stuck=values["leased_stuck"],
+               stale=numbered(stale, "run"), fenced_bad=numbered(fenced_bad, "run"),
+               fenced_runs=numbered(fenced_runs, "fenced run"), holder=holder)
     counter = ""
     if holder_runs and fenced_runs:
-        counter = ("Checking the holder by name kept every run as the attempt counter did: in these faults the counter "
-                   "adds nothing over it. A case where it would, not raced here: a runner that claims the same run "
-                   "again under the same name."
-                   if holder_bad == fenced_bad == 0 else
-                   f"Checking the holder by name let {numbered(holder_bad, 'run')} go wrong, the attempt counter "
-                   f"{count(fenced_bad)}.")
+        counter = (say("C7.holder_as_counter") if holder_bad == fenced_bad == 0 else
+                   say("C7.holder_against_counter", holder_bad=numbered(holder_bad, "run"),
+                       fenced_bad=count(fenced_bad)))
     if int(killed["stuck"]) == 0:
-        return make_finding("C7", NOT_REPRODUCED, ours, "The killed runner's run was not left running: either the kill "
-                                                   "missed its window or the runs were recovered some other way.",
-                        values)
+        return make_finding("C7", NOT_REPRODUCED, ours, say("C7.not_left_running"), values)
     if not leased or any(int(r["stuck"]) + int(r["lost"]) > 0 for r in leased):
         return make_finding("C7", NOT_REPRODUCED if leased else CONFIRMED_DIFFERENT_SIZE, ours,
-                        "The killed runner's run stayed running, and the lease did not hand every run on." if leased
-                        else "The killed runner's run stayed running; no lease was raced against it.", values)
+                            say("C7.lease_missed_some") if leased else say("C7.no_lease_raced"), values)
     if stale > 0 or fenced_bad > 0:
-        return make_finding("C7", CORRECTED, ours,
-                        ["A killed runner's run stayed running until a lease handed it on, as the original says; but "
-                         "a lease alone let a runner that woke after losing it complete a run another runner held. "
-                         + ("The fencing token (an attempt number checked by heartbeat and finish) refused that."
-                            if fenced_bad == 0 else f"Even with the fencing token, {count(fenced_bad)} runs went wrong."),
-                         counter], values)
-    return make_finding("C7", CONFIRMED, ours, ["A killed runner's run stayed running without a lease and was handed on "
-                                           "with one; no run was completed by a runner that had lost its lease.",
-                                           counter], values)
+        fencing = (say("C7.fencing_refused") if fenced_bad == 0
+                   else say("C7.fencing_failed", fenced_bad=count(fenced_bad)))
+        return make_finding("C7", CORRECTED, ours, [say("C7.lease_alone", fencing=fencing), counter], values)
+    return make_finding("C7", CONFIRMED, ours, [say("C7.handed_on"), counter], values)
 
 
 # --------------------------------------------------------------------------- the section
-
-NAME = "faults"
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,14 @@ from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRE
                                       ORIGINAL_JOB_COUNT, Finding, make_finding, not_measured)
 from harness.article.formats import DASH, MISSING, count, missing, ms, percent, ratio, span
 from harness.article.prose import counted
+from harness.article.wording import Sentences
 from harness.experiments.plans import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES,
                                        UNHELD_STATES, VACUUMED)
 from harness.storage import read_json
 from harness.experiments import plans as plans_module, registry
+
+NAME = "plans"
+say = Sentences(NAME)
 
 
 def filter_line(plan_text: str) -> str | None:
@@ -79,6 +83,9 @@ def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
 # cut is about 700-fold, and repetitions of one point differ by a few buffers.
 F9_INDEX_HELPS = 5
 
+# F9's parts, as its verdict names them
+F9_PARTS = ("after a bulk UPDATE", "after a drain by claims", "after a drain by a race")
+
 
 def f9_half_drained_walk(plans: dict | None) -> Finding:
     """Two parts. After a bulk UPDATE of the prefix (the original's likely method): decided on the first scan (no
@@ -86,21 +93,19 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
     time: whether the claim still walks consumed rows there and the index still cuts its buffers."""
 
     if not plans:
-        return not_measured("F9", "No plans run is stored for this build.")
+        return not_measured("F9", say("F9.no_run"))
 
     def buffers(label, state):
         return plans.get(f"{label}_{state}_buffers", math.nan)
 
     needed = [buffers(label, state) for label in ("without", "with") for state in (FIRST_SCAN, VACUUMED)]
     if any(missing(v) for v in needed):
-        return not_measured("F9", "The skip_locked claim was not explained both right after the drain and after "
-                                   "VACUUM, with and without the index.")
+        return not_measured("F9", say("F9.not_explained"))
     jobs, fraction = int(plans["job_count"]), float(plans["consumed_fraction"])
     removed = plans.get(f"without_{FIRST_SCAN}_removed", math.nan)
     cut = {state: buffers("without", state) / buffers("with", state) for state in (FIRST_SCAN, STEADY, VACUUMED)}
-    labels = {FIRST_SCAN: "right after a bulk UPDATE of the prefix (first scan)", STEADY: "on the later scans",
-              VACUUMED: "after VACUUM", AFTER_CLAIMS: "after a drain by claims one at a time",
-              AFTER_RACE: "after a drain by a race"}
+    labels = {FIRST_SCAN: say("F9.first_scan"), STEADY: say("F9.steady"), VACUUMED: say("F9.vacuumed"),
+              AFTER_CLAIMS: say("F9.after_claims"), AFTER_RACE: say("F9.after_race")}
 
     def drained_by_claims(state) -> str:
         """The same rule on a queue the claims drained: still walking, and the index still cutting it."""
@@ -117,14 +122,13 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
 
     def _f9(verdict, ours, notes, values):
         return make_finding("F9", verdict, ours, notes, values,
-                        parts=(("after a bulk UPDATE", verdict), ("after a drain by claims", by_claims),
-                               ("after a drain by a race", by_race)))
-    ours = (f"{percent(fraction, 0)} of {count(jobs)} jobs consumed; without the index {count(removed)} rows removed "
-            f"by filter; buffers without / with the index: "
-            + "; ".join(f"{labels[s]} {count(buffers('without', s))} / {count(buffers('with', s))} ({ratio(cut[s])})"
-                        for s in (FIRST_SCAN, STEADY, VACUUMED, AFTER_CLAIMS, AFTER_RACE) if not missing(cut[s]))
-            + f"; first scan {ms(plans.get(f'without_{FIRST_SCAN}_ms'))} without, "
-              f"{ms(plans.get(f'with_{FIRST_SCAN}_ms'))} with")
+                        parts=tuple(zip(F9_PARTS, (verdict, by_claims, by_race))))
+    ours = say("F9.ours", consumed=percent(fraction, 0), job_count=count(jobs), removed=count(removed),
+               states="; ".join(say("F9.state", state=labels[s], without=count(buffers("without", s)),
+                                    with_index=count(buffers("with", s)), cut=ratio(cut[s]))
+                                for s in (FIRST_SCAN, STEADY, VACUUMED, AFTER_CLAIMS, AFTER_RACE)
+                                if not missing(cut[s])),
+               without_ms=ms(plans.get(f"without_{FIRST_SCAN}_ms")), with_ms=ms(plans.get(f"with_{FIRST_SCAN}_ms")))
     values = {"job_count": count(jobs), "consumed": percent(fraction, 0), "removed": count(removed),
               **{f"{label}_{state}_buffers": count(buffers(label, state))
                  for label in ("without", "with") for state in (FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED)},
@@ -138,35 +142,27 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
               "after_race_removed": count(plans.get(f"without_{AFTER_RACE}_removed", math.nan))}
     context = []  # the buffer counts themselves are in `ours` and the section's prose; the note says what they mean
     if by_claims != NOT_MEASURED and buffers("without", AFTER_CLAIMS) < buffers("without", FIRST_SCAN):
-        context.append("Drained one claim at a time, the claim read fewer buffers than after the bulk UPDATE; one "
-                       "reading, not measured here, is that such claims prune the pages and mark dead the index "
-                       "entries they step over as they go.")
+        context.append(say("F9.claims_read_fewer"))
     time_ratio = plans.get(f"without_{FIRST_SCAN}_ms", math.nan) / plans.get(f"with_{FIRST_SCAN}_ms", math.nan)
     if not missing(time_ratio):
-        context.append(f"The time ratio ({ratio(time_ratio)} on the first scan, the original's "
-                       f"{ratio(ORIGINAL_F9_TIME_RATIO)}) is each machine's; the buffer counts, which do not depend on "
-                       "its speed, carry the finding.")
+        context.append(say("F9.time_ratio", time_ratio=ratio(time_ratio),
+                           original_time_ratio=ratio(ORIGINAL_F9_TIME_RATIO)))
     if missing(removed) or removed == 0:
-        return _f9(NOT_REPRODUCED, ours, ["Without the index the claim removed no rows by filter: it "
-                                                     "did not walk the consumed rows."] + context, values)
+        return _f9(NOT_REPRODUCED, ours, [say("F9.no_walk")] + context, values)
     helps_now, helps_vacuumed = cut[FIRST_SCAN] >= F9_INDEX_HELPS, cut[VACUUMED] >= F9_INDEX_HELPS
     if not helps_now and not helps_vacuumed:
-        return _f9(NOT_REPRODUCED, ours, [f"The index cuts the buffers less than {F9_INDEX_HELPS}-fold, "
-                                                     "right after the drain and after VACUUM."] + context, values)
+        return _f9(NOT_REPRODUCED, ours, [say("F9.index_no_help", fold=F9_INDEX_HELPS)] + context, values)
     if not helps_now:
         return _f9(CORRECTED, ours,
-                        [f"The index cuts the buffers {ratio(cut[VACUUMED])} after VACUUM but only "
-                         f"{ratio(cut[FIRST_SCAN])} right after the drain: the fix needs VACUUM. One reading is that "
-                         "the partial index keeps its entries for the consumed rows until VACUUM removes them."]
+                        [say("F9.needs_vacuum", vacuumed_cut=ratio(cut[VACUUMED]),
+                             first_scan_cut=ratio(cut[FIRST_SCAN]))]
                         + context, values)
     if not helps_vacuumed:
-        context.insert(0, f"After VACUUM the claim touches {count(buffers('without', VACUUMED))} buffers without the "
-                          f"index and {count(buffers('with', VACUUMED))} with it: VACUUM alone saves most of what the "
-                          "index saves right after the drain.")
+        context.insert(0, say("F9.vacuum_alone", without=count(buffers("without", VACUUMED)),
+                              with_index=count(buffers("with", VACUUMED))))
     if jobs != ORIGINAL_JOB_COUNT:
         return _f9(CONFIRMED_DIFFERENT_SIZE, ours,
-                        [f"Our reference table holds {count(jobs)} jobs, not {count(ORIGINAL_JOB_COUNT)}, so only the "
-                         "cut (buffers without the index over buffers with it) compares with the original's."]
+                        [say("F9.other_size", job_count=count(jobs), original_job_count=count(ORIGINAL_JOB_COUNT))]
                         + context, values)
     if (same_size_count(buffers("without", FIRST_SCAN), ORIGINAL_F9_WITHOUT_BUFFERS)
             and same_size_count(buffers("with", FIRST_SCAN), ORIGINAL_F9_WITH_BUFFERS)):
@@ -174,34 +170,33 @@ def f9_half_drained_walk(plans: dict | None) -> Finding:
 
     def nearest(label, original):
         state = min((FIRST_SCAN, STEADY, VACUUMED), key=lambda s: abs(math.log(max(buffers(label, s), 1) / original)))
-        return f"its {count(original)} {label} the index are nearest ours {labels[state]} ({count(buffers(label, state))})"
+        return say("F9.nearest", original=count(original), label=label, state=labels[state],
+                   ours=count(buffers(label, state)))
 
     return _f9(CONFIRMED_DIFFERENT_SIZE, ours,
-                    [f"Right after the drain our buffer counts are not the original's: "
-                     f"{nearest('without', ORIGINAL_F9_WITHOUT_BUFFERS)}, {nearest('with', ORIGINAL_F9_WITH_BUFFERS)}."]
+                    [say("F9.not_original", without=nearest("without", ORIGINAL_F9_WITHOUT_BUFFERS),
+                         with_index=nearest("with", ORIGINAL_F9_WITH_BUFFERS))]
                     + context, values)
 
 
 def f10_guarded_filter(plans: dict | None) -> Finding:
     """Read from the guarded claim's plan: its Filter line and the node it sits under."""
     if not plans or not plans.get("guarded_node"):
-        return not_measured("F10", "The guarded claim was not explained in this build.")
+        return not_measured("F10", say("F10.no_plan"))
     node, index, line = plans["guarded_node"], plans.get("guarded_index"), plans.get("guarded_filter_line")
-    under = f"{node} using {index}" if index else node
-    ours = f"{line or 'no Filter line'} under the {under}, {ms(plans.get('guarded_claim_ms'))}"
+    under = say("F10.under_index", node=node, index=index) if index else node
+    ours = say("F10.ours", filter=line or say("F10.no_filter_line"), under=under, ms=ms(plans.get("guarded_claim_ms")))
     values = {"filter": line or "", "node": node, "index": index or "", "ms": ms(plans.get("guarded_claim_ms"))}
     if not line or "status = 'pending'" not in line:
-        return make_finding("F10", NOT_REPRODUCED, ours, "Our guarded plan has no Filter on the status.", values)
+        return make_finding("F10", NOT_REPRODUCED, ours, say("F10.no_status_filter"), values)
     # the structure is the claim; a single-row UPDATE's time is this machine's
     if node == "Index Scan" and (index or "").endswith("_pkey"):
         return make_finding("F10", CONFIRMED, ours, "", values)
     return make_finding("F10", CONFIRMED_DIFFERENT_SIZE, ours,
-                    f"The Filter sits under a {under}, not the primary-key Index Scan.", values)
+                    say("F10.other_node", under=under), values)
 
 
 # --------------------------------------------------------------------------- the section
-
-NAME = "plans"
 
 
 @dataclass(frozen=True)
@@ -234,8 +229,8 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     mine = loaded[NAME]
     f9, f10 = found["F9"].values, found["F10"].values
     out = {"plan_job_count": f9.get("job_count", MISSING), "plan_consumed": f9.get("consumed", MISSING),
-           "guarded_filter_phrase": (f"`{f10['filter']}` on the {f10['node']} using `{f10['index']}` that finds the row"
-                                     if f10.get("filter") else "no status filter (see the table at the end)"),
+           "guarded_filter_phrase": (say("guarded_filter", filter=f10["filter"], node=f10["node"], index=f10["index"])
+                                     if f10.get("filter") else say("guarded_filter_none")),
            "guarded_claim_ms": f10.get("ms", MISSING),
            "plan_repetitions": counted(registry.request_of("plans", [mine.run]).repetitions, "run")}
     growth = relation_growth(mine.points, int(mine.facts["job_count"]))

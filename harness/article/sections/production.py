@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +12,11 @@ from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, NOT_RE
                                       ORIGINAL_C5_POLL_S, Finding, make_finding, not_measured)
 from harness.article.formats import RANGE, count, number, percent
 from harness.article.prose import join, numbered
+from harness.article.wording import Sentences
 from harness.stats import percentile_ratio_interval, polls_met_interval
+
+NAME = "production"
+say = Sentences(NAME)
 
 
 # C5: the original's production polling, and what "rare" means here
@@ -35,8 +38,8 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Findi
     at_production = pending[(pending["poll_s"] >= ORIGINAL_C5_POLL_S)
                              & (pending["runner_count"] <= ORIGINAL_C5_HANDFUL)]
     if not len(at_production):
-        return not_measured("C5", f"No run polled /pending every {number(ORIGINAL_C5_POLL_S, 0)} s or slower with "
-                                   f"at most {count(ORIGINAL_C5_HANDFUL)} runners in this build.")
+        return not_measured("C5", say("C5.no_run", poll_s=number(ORIGINAL_C5_POLL_S, 0),
+                                      handful=count(ORIGINAL_C5_HANDFUL)))
     polls, conflicts = int(at_production["polls"].sum()), int(at_production["conflicts"].sum())
     listing = int(at_production["listing_polls"].sum())
     met = int(at_production["polls_with_a_conflict"].sum())
@@ -45,32 +48,29 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Findi
     values = {"conflicts": count(conflicts), "polls": count(polls), "listing": count(listing), "met": count(met),
               "rare": percent(RARE_CONFLICTS_PER_POLL)}
     if not listing:
-        return make_finding("C5", NOT_MEASURED, f"{count(polls)} polls with {runners} runners every "
-                                            f"{number(ORIGINAL_C5_POLL_S, 0)} s, none of which listed a run",
-                        "No poll at production polling listed a run, so none could meet a 409.", values)
+        return make_finding("C5", NOT_MEASURED, say("C5.none_listed_ours", polls=count(polls), runners=runners,
+                                                    poll_s=number(ORIGINAL_C5_POLL_S, 0)),
+                            say("C5.none_listed"), values)
     low, high = polls_met_interval(met, listing, list(at_production["conflict_rounds"]))
     values.update(low=percent(low), high=percent(high))
-    ours = (f"{count(met)} of {count(listing)} polls that listed a run met a 409 ({percent(met / listing)}, "
-            f"95 % interval {percent(low)}{RANGE}{percent(high)}, resampling whole poll rounds; {count(conflicts)} "
-            f"409s in all; {count(polls - listing)} of {count(polls)} polls listed nothing) with {runners} runners "
-            f"every {number(ORIGINAL_C5_POLL_S, 0)} s")
+    ours = say("C5.ours", met=count(met), listing=count(listing), share=percent(met / listing),
+               interval=f"{percent(low)}{RANGE}{percent(high)}", conflicts=count(conflicts),
+               unlisted=count(polls - listing), polls=count(polls), runners=runners,
+               poll_s=number(ORIGINAL_C5_POLL_S, 0))
     busiest = pending.sort_values(["runner_count", "poll_s"], ascending=[False, True]).head(1)
     contrast = ""
     if len(busiest):
         row = busiest.iloc[0]
-        contrast = (f"At {count(int(row['runner_count']))} runners every {number(float(row['poll_s']), 1)} s: "
-                    f"{count(int(row['conflicts']))} conflicts in {count(int(row['polls']))} polls.")
+        contrast = say("C5.busiest", runners=count(int(row["runner_count"])), poll_s=number(float(row["poll_s"]), 1),
+                       conflicts=count(int(row["conflicts"])), polls=count(int(row["polls"])))
     if high <= RARE_CONFLICTS_PER_POLL:
-        return make_finding("C5", CONFIRMED, ours, [f"Rare here means under {percent(RARE_CONFLICTS_PER_POLL)} of "
-                                                "the polls that listed a run; the whole interval is below it.",
-                                                contrast], values)
+        return make_finding("C5", CONFIRMED, ours, [say("C5.rare", rare=percent(RARE_CONFLICTS_PER_POLL)), contrast],
+                            values)
     if low > RARE_CONFLICTS_PER_POLL:
-        return make_finding("C5", CORRECTED, ours, [f"More than {percent(RARE_CONFLICTS_PER_POLL)} of the polls that "
-                                                "listed a run met a 409, the whole interval above it.", contrast],
-                        values)
-    return make_finding("C5", NOT_MEASURED, ours, [f"Too few polls to tell: the interval straddles "
-                                               f"{percent(RARE_CONFLICTS_PER_POLL)}; run the 5 s points longer.",
-                                               contrast], values)
+        return make_finding("C5", CORRECTED, ours, [say("C5.not_rare", rare=percent(RARE_CONFLICTS_PER_POLL)),
+                                                    contrast], values)
+    return make_finding("C5", NOT_MEASURED, ours, [say("C5.too_few", rare=percent(RARE_CONFLICTS_PER_POLL)),
+                                                   contrast], values)
 
 
 def c8_later_pickup(paired: pd.DataFrame) -> pd.Series:
@@ -92,34 +92,31 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
     paired = pending.merge(claim, on=keys, suffixes=("_pending", "_claim")) if len(pending) and len(claim) \
         else pd.DataFrame()
     if not len(paired):
-        return not_measured("C8", "No runner count and poll interval was run with both endpoints in this build.")
+        return not_measured("C8", say("C8.no_pairs"))
     conflicts = int(paired["conflicts_claim"].sum())
     duplicates = int(paired["duplicate_jobs_claim"].sum())
     pending_conflicts = int(paired["conflicts_pending"].sum())
     worse = paired[c8_later_pickup(paired)]
-    ours = (f"POST /claim: {count(conflicts)} conflicts and {count(duplicates)} duplicates over "
-            f"{numbered(len(paired), 'point')}, where /pending met {count(pending_conflicts)} conflicts and sent "
-            f"{count(int(paired['loser_payload_bytes_pending'].sum()))} payload bytes to runners that did not get the run")
+    ours = say("C8.ours", conflicts=count(conflicts), duplicates=count(duplicates),
+               points=numbered(len(paired), "point"), pending_conflicts=count(pending_conflicts),
+               payload_bytes=count(int(paired["loser_payload_bytes_pending"].sum())))
     values = {"conflicts": count(conflicts), "pending_conflicts": count(pending_conflicts),
               "points": count(len(paired)), "worse_points": count(len(worse))}
-    change = "What a runner changes is one call: POST /claim instead of GET /pending then POST /runs/{id}/claim."
+    change = say("C8.change")
     if conflicts or duplicates:
-        return make_finding("C8", NOT_REPRODUCED, ours, ["The SKIP LOCKED endpoint still answered 409 or handed a run "
-                                                     "out twice.", change], values)
-    where = ", ".join(f"{count(int(r.runner_count))} runners every {number(float(r.poll_s), 1)} s"
+        return make_finding("C8", NOT_REPRODUCED, ours, [say("C8.still_conflicts"), change], values)
+    where = ", ".join(say("C8.point", runners=count(int(r.runner_count)), poll_s=number(float(r.poll_s), 1))
                       for r in worse.itertuples())
-    beyond = "beyond /pending's (the 95 % interval of their ratio, resampling each point's pickups, above 1)"
+    beyond = say("C8.beyond")
     if len(worse) * 2 > len(paired):
-        return make_finding("C8", CORRECTED, ours, [f"No 409s, but the pickup p99 was {beyond} at most points "
-                                                f"({where}): runners would notice.", change], values)
-    exceptions = (f" It was at {count(len(worse))} of {count(len(paired))} points ({where})." if len(worse) else "")
-    return make_finding("C8", CONFIRMED, ours, [f"No 409s and no run handed out twice; the pickup p99 was not {beyond} "
-                                            f"at most points.{exceptions}", change], values)
+        return make_finding("C8", CORRECTED, ours, [say("C8.later", beyond=beyond, where=where), change], values)
+    not_later = [say("C8.not_later", beyond=beyond)]
+    if len(worse):
+        not_later.append(say("C8.exceptions", worse=count(len(worse)), points=count(len(paired)), where=where))
+    return make_finding("C8", CONFIRMED, ours, [" ".join(not_later), change], values)
 
 
 # --------------------------------------------------------------------------- the section
-
-NAME = "production"
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,15 @@ from harness.article.formats import (DASH, MISSING, count, missing, ms, number, 
 from harness.article.labels import LOCK_WAIT
 from harness.article.prose import (counted, cpu_bound_note, cpu_bound_shown, join, listing, strategy_sql, table,
                                    workers_phrase)
+from harness.article.wording import Sentences
 from harness.stats import censored_percentile, censored_waits_ns, load_attempts, time_to_job_ns
 from harness.storage import read_json
 from harness.experiments import registry
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
 from harness.strategies import STRATEGIES
 
+NAME = "races"
+say = Sentences(NAME)
 
 CPU_FREE_FINDINGS = ("F5", "F6", "F7", "F8", "C4", "A1")
 
@@ -98,41 +101,37 @@ F1_ROUTINE_SHARE = 0.01
 def f1_duplicates_at_two_workers(races: Races) -> Finding:
     contended = races.workers("naive", least=2)
     if not contended:
-        return not_measured("F1", "naive was not raced with more than one worker in this build.")
+        return not_measured("F1", say("F1.not_raced"))
     workers = 2 if 2 in contended else contended[0]
     duplicates = races.figure("naive", workers, "duplicate_jobs")
     share = scaled(duplicates, 1 / races.job_count)
     values = {"workers": count(workers), "duplicate_jobs": duplicates.text(count), "job_count": count(races.job_count),
               "share": share.text(percent)}
-    ours = (f"{duplicates.text(count)} of {count(races.job_count)} jobs ({share.text(percent)}) claimed more than "
-            f"once at {workers} workers")
-    notes = [] if workers == 2 else [f"Our sweep has no 2-worker point; {workers} workers is its fewest above one."]
+    ours = say("F1.ours", duplicate_jobs=duplicates.text(count), job_count=count(races.job_count),
+               share=share.text(percent), workers=workers)
+    notes = [] if workers == 2 else [say("F1.no_two_workers", workers=workers)]
     routine = separated(share, Figure(*[F1_ROUTINE_SHARE] * 3))
     if routine < 0:
-        notes.append(f"Fewer than {percent(F1_ROUTINE_SHARE, 0)} of the jobs went out twice in every repeat: a rare "
-                     "accident, not the original's routine duplicates.")
+        notes.append(say("F1.rare", routine_share=percent(F1_ROUTINE_SHARE, 0)))
         return make_finding("F1", NOT_REPRODUCED, ours, notes, values)
     if routine == 0:
-        notes.append(f"The share of jobs handed out twice spans {percent(F1_ROUTINE_SHARE, 0)} over the repeats.")
+        notes.append(say("F1.spans", routine_share=percent(F1_ROUTINE_SHARE, 0)))
         return make_finding("F1", NOT_DISTINGUISHABLE, ours, notes, values)
     original = OriginalFigure(ORIGINAL_F1_DUPLICATE_JOBS / ORIGINAL_JOB_COUNT, 1 / ORIGINAL_JOB_COUNT)
     if workers == 2 and original.met_by(share):
         return make_finding("F1", CONFIRMED, ours, notes, values)
-    notes.append(f"Duplicates are routine, but for {share.text(percent)} of the jobs rather than the original's "
-                 f"{percent(original.value)}; how often two read-then-write windows overlap may depend on how each "
-                 "machine schedules the workers and their backends.")
+    notes.append(say("F1.different_size", share=share.text(percent), original_share=percent(original.value)))
     return make_finding("F1", CONFIRMED_DIFFERENT_SIZE, ours, notes, values)
 
 
 def f2_duplicates_compound(races: Races) -> Finding:
     contended = races.workers("naive", least=2)
     if len(contended) < 2:
-        return not_measured("F2", f"naive was raced at {len(contended)} worker count(s) above one; a trend "
-                                   "needs two or more.")
+        return not_measured("F2", say("F2.too_few", worker_counts=len(contended)))
     # claims beyond the first, per job: keeps growing after nearly every job has a duplicate
     per_job = [(w, scaled(races.figure("naive", w, "extra_claims"), 1 / races.job_count)) for w in contended]
     direction = direction_beyond_noise(per_job)
-    ours = "claims beyond the first, per job: " + listing(per_job, lambda f: f.text(lambda v: number(v, 2)))
+    ours = say("F2.ours", per_job=listing(per_job, lambda f: f.text(lambda v: number(v, 2))))
     values = {"extra_per_job_low": number(per_job[0][1].median, 2), "extra_per_job_high": number(per_job[-1][1].median, 2),
               "workers_low": count(contended[0]), "workers_high": count(contended[-1])}
     shown = cpu_bound_shown(races.cpu_bound_workers("naive", least=2))
@@ -140,17 +139,19 @@ def f2_duplicates_compound(races: Races) -> Finding:
         return make_finding("F2", CONFIRMED, ours, shown, values)
     if direction == 0:
         return make_finding("F2", NOT_DISTINGUISHABLE, ours,
-                        [f"At {contended[-1]} workers the range over repeats still meets the one at {contended[0]}.",
-                         shown], values)
+                        [say("F2.overlap", workers_high=contended[-1], workers_low=contended[0]), shown], values)
     return make_finding("F2", NOT_REPRODUCED, ours,
-                    [f"Extra claims per job fall with workers over our {len(contended)} worker counts.", shown], values)
+                    [say("F2.falls", worker_counts=len(contended)), shown], values)
+
+
+F3_PARTS = ("looks fastest", "because duplicates count")
 
 
 def f3_naive_looks_fastest(races: Races) -> Finding:
     others = [s for s in ("guarded", "skip_locked") if races.has(s)]
     if not races.has("naive") or not others:
-        return not_measured("F3", "naive and at least one safe strategy are needed; this build raced "
-                                   f"{', '.join(s for s in ('naive', 'guarded', 'skip_locked') if races.has(s))}.")
+        return not_measured("F3", say("F3.too_few", strategies=", ".join(
+            s for s in ("naive", "guarded", "skip_locked") if races.has(s))))
 
     def peak(strategy, column="claims_per_second"):
         pairs = [(w, races.figure(strategy, w, column)) for w in races.workers(strategy)]
@@ -168,9 +169,10 @@ def f3_naive_looks_fastest(races: Races) -> Finding:
               "naive_distinct_peak": naive_distinct.text(rate), "other_peak": other_peak.text(rate),
               "other_strategy": best_other, "fastest_at": count(len(fastest_at)),
               "worker_counts": count(len(races.workers("naive")))}
-    ours = (f"naive's peak {naive_peak.text(rate)} at {workers_phrase(naive_w)}, of which {naive_distinct.text(rate)} "
-            f"distinct jobs; {best_other}'s peak {other_peak.text(rate)} at {workers_phrase(other_w)}; naive ahead of "
-            f"both beyond the spread at {len(fastest_at)} of {len(races.workers('naive'))} worker counts")
+    ours = say("F3.ours", naive_peak=naive_peak.text(rate), naive_workers=workers_phrase(naive_w),
+               naive_distinct=naive_distinct.text(rate), other=best_other, other_peak=other_peak.text(rate),
+               other_workers=workers_phrase(other_w), fastest_at=len(fastest_at),
+               worker_counts=len(races.workers("naive")))
     # two parts: naive's counted rate looks best, and its lead is duplicate work counted as work
     looks_best = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[separated(naive_peak, other_peak)]
     inflated = separated(naive_peak, naive_distinct)
@@ -179,17 +181,17 @@ def f3_naive_looks_fastest(races: Races) -> Finding:
         because = CORRECTED  # naive leads even counting each job once
     else:
         because = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[inflated]
-    parts = (("looks fastest", looks_best), ("because duplicates count", because))
+    parts = tuple(zip(F3_PARTS, (looks_best, because)))
     peaks_bound = set(races.cpu_bound_workers("naive")) | set(races.cpu_bound_workers(best_other))
     notes = [cpu_bound_shown([w for w in {naive_w, other_w} if w in peaks_bound])]
     if looks_best == NOT_REPRODUCED:
-        notes.append(f"naive's peak is below {best_other}'s in every repeat.")
+        notes.append(say("F3.below", other=best_other))
     elif looks_best == NOT_DISTINGUISHABLE:
-        notes.append(f"naive's and {best_other}'s peaks overlap over the repeats.")
+        notes.append(say("F3.overlap", other=best_other))
     if because == CORRECTED:
-        notes.append("naive leads even counting each job once: its lead is not its duplicates.")
+        notes.append(say("F3.leads_anyway"))
     elif because == CONFIRMED:
-        notes.append(f"Counting each job once, naive delivered {naive_distinct.text(rate)} at its peak.")
+        notes.append(say("F3.distinct", naive_distinct=naive_distinct.text(rate)))
     if looks_best != CONFIRMED:
         return make_finding("F3", looks_best, ours, notes, values, parts=parts)
     if because != CONFIRMED:
@@ -197,34 +199,34 @@ def f3_naive_looks_fastest(races: Races) -> Finding:
     original = OriginalFigure(ORIGINAL_F3_PEAK, 1_000)
     if original.met_by(naive_peak):
         return make_finding("F3", CONFIRMED, ours, notes, values, parts=parts)
-    notes.append(f"naive's peak is {ratio(naive_peak.median / ORIGINAL_F3_PEAK)} the original's about "
-                 f"{count(ORIGINAL_F3_PEAK)}: absolute rates are each machine's, which is why both write-ups read "
-                 "them as shapes.")
+    notes.append(say("F3.different_size", ratio=ratio(naive_peak.median / ORIGINAL_F3_PEAK),
+                     original_peak=count(ORIGINAL_F3_PEAK)))
     return make_finding("F3", CONFIRMED_DIFFERENT_SIZE, ours, notes, values, parts=parts)
 
 
 def f4_guarded_no_duplicates(races: Races) -> Finding:
     runs = races.runs("guarded")
     if not len(runs):
-        return not_measured("F4", "guarded was not raced in this build.")
+        return not_measured("F4", say("F4.not_raced"))
     duplicates, attempts = int(runs["duplicate_jobs"].sum()), int(runs["attempts"].sum())
     values = {"duplicate_jobs": count(duplicates), "attempts": count(attempts), "runs": count(len(runs))}
-    ours = f"{count(duplicates)} jobs claimed twice in {count(attempts)} attempts over {count(len(runs))} races"
+    ours = say("F4.ours", duplicate_jobs=count(duplicates), attempts=count(attempts), races=count(len(runs)))
     if duplicates:
         worst = runs.loc[runs["duplicate_jobs"].idxmax()]
         return make_finding("F4", NOT_REPRODUCED, ours,
-                        f"The audit shows guarded handing out {count(duplicates)} jobs twice, "
-                        f"{count(worst['duplicate_jobs'])} of them in one race at {int(worst['worker_count'])} "
-                        "workers.", values)
+                        say("F4.duplicates", duplicate_jobs=count(duplicates),
+                            worst_duplicates=count(worst["duplicate_jobs"]), worst_workers=int(worst["worker_count"])),
+                        values)
     fewer = attempts < ORIGINAL_F4_ATTEMPTS - 50_000  # "about 700,000": rounded to hundred thousands
     return make_finding("F4", CONFIRMED, ours,
-                    f"Zero in fewer attempts than the original's about {count(ORIGINAL_F4_ATTEMPTS)}." if fewer else "",
+                    say("F4.fewer_attempts", original_attempts=count(ORIGINAL_F4_ATTEMPTS)) if fewer else "",
                     values)
 
 
 # A guarded worker loses a given job at most once: after a loss its next read starts after the winner's
 # commit, and the job is no longer pending. So a job costs at most N-1 lost races, one per rival.
 ORIGINAL_F5_AT_TWO = OriginalFigure(1, 1)  # "about 1" lost race per win at 2 workers, read off the original's chart
+F5_PARTS = ("rise with workers", "size at 2 workers")
 
 
 def f5_lost_races_per_win(races: Races) -> Finding:
@@ -237,36 +239,33 @@ def f5_lost_races_per_win(races: Races) -> Finding:
     bound = races.cpu_bound_workers("guarded", least=2)
     skipped = cpu_bound_note(bound)
     if len(contended) < 2:
-        single = (f" At {contended[0]} workers: "
-                  f"{races.figure('guarded', contended[0], 'losses_per_win').text(lambda v: number(v, 2))} lost "
-                  "races per win." if contended else "")
-        return not_measured("F5", f"guarded was raced at {len(contended)} worker count(s) above one that were not "
-                                   f"CPU-bound; growth needs two or more.{single} {skipped}")
+        single = (" " + say("F5.single", workers=contended[0], lost_per_win=races.figure(
+            "guarded", contended[0], "losses_per_win").text(lambda v: number(v, 2))) if contended else "")
+        return not_measured("F5", say("F5.too_few", worker_counts=len(contended), single=single, skipped=skipped))
     lost = [(w, races.figure("guarded", w, "losses_per_win")) for w in contended]
     of_ceiling = [(w, scaled(f, 1 / (w - 1))) for w, f in lost]
-    ours = ("lost races per win: " + listing(lost, lambda f: f.text(lambda v: number(v, 2)))
-            + "; share of the N-1 ceiling: " + listing(of_ceiling, lambda f: f.text(percent)))
+    ours = say("F5.ours", lost_per_win=listing(lost, lambda f: f.text(lambda v: number(v, 2))),
+               ceiling_shares=listing(of_ceiling, lambda f: f.text(percent)))
     values = {"lost_per_win_low": lost[0][1].text(lambda v: number(v, 2)), "workers_low": count(lost[0][0]),
               "lost_per_win_high": lost[-1][1].text(lambda v: number(v, 2)), "workers_high": count(lost[-1][0]),
               "ceiling_share_low": of_ceiling[0][1].text(percent), "ceiling_share_high": of_ceiling[-1][1].text(percent)}
     rise = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[direction_beyond_noise(lost)]
-    notes = [f"A worker loses a given job at most once, so N-1 lost races per win is the ceiling; ours reach "
-             f"{of_ceiling[0][1].text(percent)} of it at {lost[0][0]} workers and {of_ceiling[-1][1].text(percent)} "
-             f"at {lost[-1][0]}, and the original's own about {ORIGINAL_F5_AT_TWO.value:g} at 2 and about "
-             f"{ORIGINAL_F5_LOSSES_PER_WIN} at {ORIGINAL_HIGH_WORKERS} reach 100% and "
-             f"{percent(ORIGINAL_F5_LOSSES_PER_WIN / (ORIGINAL_HIGH_WORKERS - 1), 0)}: neither grows faster than "
-             "the rivals."]
+    notes = [say("F5.ceiling", share_low=of_ceiling[0][1].text(percent), workers_low=lost[0][0],
+                 share_high=of_ceiling[-1][1].text(percent), workers_high=lost[-1][0],
+                 original_at_two=format(ORIGINAL_F5_AT_TWO.value, "g"), original_high=ORIGINAL_F5_LOSSES_PER_WIN,
+                 original_workers=ORIGINAL_HIGH_WORKERS,
+                 original_share=percent(ORIGINAL_F5_LOSSES_PER_WIN / (ORIGINAL_HIGH_WORKERS - 1), 0))]
     if 2 in contended:
         size = CONFIRMED if ORIGINAL_F5_AT_TWO.met_by(races.figure("guarded", 2, "losses_per_win")) \
             else CONFIRMED_DIFFERENT_SIZE
     else:
         size = NOT_MEASURED
-        notes.append("Our sweep has no 2-worker point to size them against.")
+        notes.append(say("F5.no_two_workers"))
     notes.append(skipped)
-    parts = (("rise with workers", rise), ("size at 2 workers", size))
+    parts = tuple(zip(F5_PARTS, (rise, size)))
     if rise != CONFIRMED:
         if rise == NOT_DISTINGUISHABLE:
-            notes.insert(0, f"At {lost[-1][0]} workers the range over repeats still meets the one at {lost[0][0]}.")
+            notes.insert(0, say("F5.overlap", workers_high=lost[-1][0], workers_low=lost[0][0]))
         return make_finding("F5", rise, ours, notes, values, contended, parts)
     verdict = CONFIRMED if size == CONFIRMED else CONFIRMED_DIFFERENT_SIZE
     return make_finding("F5", verdict, ours, notes, values, contended, parts)
@@ -293,15 +292,16 @@ def _time_spent_sentence(shares: pd.DataFrame | None, worker_count: int) -> str:
     lock, runnable = at.get(LOCK_WAIT), at.get("runnable_share")
     found = bottleneck(lock, runnable)
     if found == "unmeasured":
-        return (f"At {worker_count} workers guarded's backends waited on row locks in {percent(lock)} of the samples; "
-                f"{BOTTLENECK_PHRASES[found]}.")
-    measured = (f"At {worker_count} workers guarded's backends waited on row or transaction locks in {percent(lock)} "
-                f"of the samples and were runnable, waiting for a CPU, {percent(runnable)} of their time: "
-                f"{BOTTLENECK_PHRASES[found]}")
+        return say("time_spent.unmeasured", workers=worker_count, lock_share=percent(lock),
+                   bottleneck=BOTTLENECK_PHRASES[found])
     if found == "locks":
-        return measured + ", so the slowdown is contention on the head of the queue."
-    return (measured + ". One reading is that the contention shows up as lost attempts competing for the CPUs rather "
-            "than as time blocked on a lock.")
+        return say("time_spent.locks", workers=worker_count, lock_share=percent(lock),
+                   runnable_share=percent(runnable), bottleneck=BOTTLENECK_PHRASES[found])
+    return say("time_spent.cpu", workers=worker_count, lock_share=percent(lock), runnable_share=percent(runnable),
+               bottleneck=BOTTLENECK_PHRASES[found])
+
+
+F6_PARTS = ("falls with workers", "1,100+ claims/s at 1 worker", "p99 under 2 ms at 1 worker")
 
 
 def f6_guarded_slows_down(races: Races, shares: pd.DataFrame | None = None) -> Finding:
@@ -310,14 +310,13 @@ def f6_guarded_slows_down(races: Races, shares: pd.DataFrame | None = None) -> F
     workers = races.workers("guarded", cpu_free=True)
     skipped = cpu_bound_note(races.cpu_bound_workers("guarded"))
     if len(workers) < 2:
-        return not_measured("F6", f"guarded was raced at {len(workers)} worker count(s) that were not CPU-bound; "
-                                   f"a trend needs two or more. {skipped}")
+        return not_measured("F6", say("F6.too_few", worker_counts=len(workers), skipped=skipped))
     rates = [(w, races.figure("guarded", w, "claims_per_second")) for w in workers]
     falls = sum(b.median < a.median for (_, a), (_, b) in zip(rates, rates[1:]))
     low = workers[0]
     low_rate, low_p99 = rates[0][1], races.figure("guarded", low, "p99_ms")
-    ours = (f"{listing(rates, lambda f: f.text(rate))}; p99 {low_p99.text(ms)} at {workers_phrase(low)}; falling at "
-            f"{falls} of {len(rates) - 1} steps")
+    ours = say("F6.ours", rates=listing(rates, lambda f: f.text(rate)), p99_low=low_p99.text(ms),
+               workers_low=workers_phrase(low), falls=falls, steps=len(rates) - 1)
     values = {"rate_low": low_rate.text(rate), "p99_low": low_p99.text(ms), "workers_low": count(low),
               "rate_high": rates[-1][1].text(rate), "workers_high": count(workers[-1]),
               "slowdown": ratio(low_rate.median / rates[-1][1].median), "falls": count(falls),
@@ -330,25 +329,22 @@ def f6_guarded_slows_down(races: Races, shares: pd.DataFrame | None = None) -> F
         separated(low_p99, Figure(*[ORIGINAL_F6_MAX_P99_MS] * 3))]
     if low != 1:
         rate_part = p99_part = NOT_MEASURED
-    parts = (("falls with workers", fall), ("1,100+ claims/s at 1 worker", rate_part),
-             ("p99 under 2 ms at 1 worker", p99_part))
+    parts = tuple(zip(F6_PARTS, (fall, rate_part, p99_part)))
     notes = []
     if fall == NOT_REPRODUCED:
-        notes.append("guarded's rate rises with workers in our runs, beyond the spread.")
+        notes.append(say("F6.rises"))
     elif fall == NOT_DISTINGUISHABLE:
-        notes.append(f"At {workers[-1]} workers the rate's range still meets the one at {low}, or the steps "
-                     "between go both ways.")
+        notes.append(say("F6.overlap", workers_high=workers[-1], workers_low=low))
     if low != 1:
-        notes.append(f"Our fewest workers is {low}, not one.")
+        notes.append(say("F6.fewest", workers_low=low))
     if rate_part == CONFIRMED_DIFFERENT_SIZE:
-        notes.append(f"At {workers_phrase(low)} our rate is below the original's {count(ORIGINAL_F6_MIN_RATE)}+ in every "
-                     "repeat.")
+        notes.append(say("F6.rate_below", workers_low=workers_phrase(low), original_rate=count(ORIGINAL_F6_MIN_RATE)))
     if p99_part == CONFIRMED_DIFFERENT_SIZE:
-        note = f"Our p99 at {workers_phrase(low)} is {low_p99.text(ms)}, not under {ms(ORIGINAL_F6_MAX_P99_MS)}."
+        note = say("F6.p99_above", workers_low=workers_phrase(low), p99_low=low_p99.text(ms),
+                   original_p99=ms(ORIGINAL_F6_MAX_P99_MS))
         runnable = shares_at(shares, "guarded", low).get("runnable_share")
         if not missing(runnable):
-            note += (f" Its backend was runnable, waiting for a CPU, {percent(runnable)} of the time; one reading is "
-                     "that the slowest claims include such waits.")
+            note += " " + say("F6.runnable", runnable_share=percent(runnable))
         notes.append(note)
     notes.append(_time_spent_sentence(shares, workers[-1]))
     notes.append(skipped)
@@ -386,12 +382,15 @@ def _paired_ratio(races: Races, numerator: str, denominator: str, worker_count: 
     return Figure(float(ratios.median()), float(ratios.min()), float(ratios.max()))
 
 
+F7_PARTS = ("no duplicates", "no wasted attempts", "faster under contention")
+
+
 def f7_skip_locked_no_waste(races: Races) -> Finding:
     """Three parts: no duplicates (the audit), no wasted attempts, and a higher rate than guarded under contention
     (per repeat, at the most workers both raced without being CPU-bound)."""
     runs = races.runs("skip_locked")
     if not len(runs):
-        return not_measured("F7", "skip_locked was not raced in this build.")
+        return not_measured("F7", say("F7.not_raced"))
     duplicates, attempts = int(runs["duplicate_jobs"].sum()), int(runs["attempts"].sum())
     lost = int(runs["lost"].sum()) + int(runs["errors"].sum() if "errors" in runs else 0)
     early = (int(runs["empty_while_jobs_remained"].sum()) if "empty_while_jobs_remained" in runs else None)
@@ -405,9 +404,9 @@ def f7_skip_locked_no_waste(races: Races) -> Finding:
     values = {"duplicate_jobs": count(duplicates), "attempts": count(attempts), "wasted": count(wasted),
               "empty_while_jobs_remained": count(early), "speedup": speedup.text(ratio),
               "workers": count(top) if top else DASH}
-    ours = (f"{count(duplicates)} jobs claimed twice; {count(wasted)} of {count(attempts)} attempts wasted "
-            f"({count(lost)} lost or failed, {count(early)} came back empty while jobs remained)"
-            + (f"; {speedup.text(ratio)} guarded's claims/s at {top} workers" if top else ""))
+    ours = (say("F7.ours", duplicate_jobs=count(duplicates), wasted=count(wasted), attempts=count(attempts),
+                lost=count(lost), early=count(early))
+            + ("; " + say("F7.ours_speedup", speedup=speedup.text(ratio), workers=top) if top else ""))
     used = [top] if top else []
     no_duplicates = NOT_REPRODUCED if duplicates else CONFIRMED
     no_waste = CORRECTED if wasted else CONFIRMED
@@ -415,27 +414,24 @@ def f7_skip_locked_no_waste(races: Races) -> Finding:
         faster = NOT_MEASURED
     else:
         faster = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[separated(speedup, Figure(1.0, 1.0, 1.0))]
-    parts = (("no duplicates", no_duplicates), ("no wasted attempts", no_waste), ("faster under contention", faster))
+    parts = tuple(zip(F7_PARTS, (no_duplicates, no_waste, faster)))
     notes = []
     if duplicates:
-        notes.append(f"The audit shows skip_locked handing out {count(duplicates)} jobs twice.")
+        notes.append(say("F7.duplicates", duplicate_jobs=count(duplicates)))
     if wasted:
-        kinds = [f"{count(early)} came back empty while jobs remained" if early else "",
-                 f"{count(lost)} lost or failed" if lost else ""]
-        notes.append(f"Some attempts were wasted: {' and '.join(k for k in kinds if k)}.")
+        kinds = [say("F7.early", early=count(early)) if early else "",
+                 say("F7.lost", lost=count(lost)) if lost else ""]
+        notes.append(say("F7.wasted", kinds=" and ".join(k for k in kinds if k)))
         if early:
-            notes.append("A drain's worker stops at its first empty answer, so each early one also took a worker out "
-                         "of the race.")
+            notes.append(say("F7.early_stops"))
     if early is None:
-        notes.append("Empty answers were not checked against the jobs that remained; only lost and failed attempts "
-                     "count.")
+        notes.append(say("F7.empty_unchecked"))
     if faster == NOT_MEASURED:
-        notes.append("No worker count above one that was not CPU-bound has both skip_locked and guarded, so the rate "
-                     "under contention is not compared.")
+        notes.append(say("F7.not_compared"))
     elif faster == NOT_REPRODUCED:
-        notes.append(f"skip_locked is slower than guarded at {top} workers in every repeat.")
+        notes.append(say("F7.slower", workers=top))
     elif faster == NOT_DISTINGUISHABLE:
-        notes.append(f"skip_locked's rate over guarded's spans 1x at {top} workers.")
+        notes.append(say("F7.spans", workers=top))
     notes.append(skipped)
     for part_verdict in (no_duplicates, no_waste, faster):
         if part_verdict != CONFIRMED:
@@ -443,8 +439,8 @@ def f7_skip_locked_no_waste(races: Races) -> Finding:
     original = OriginalFigure(ORIGINAL_F7_RATIO, 10)  # "about 20x": rounded to tens
     if top == ORIGINAL_HIGH_WORKERS and original.met_by(speedup):
         return make_finding("F7", CONFIRMED, ours, notes, values, used, parts)
-    notes.insert(0, f"{speedup.text(ratio)} guarded's rate at {top} workers, not about {ORIGINAL_F7_RATIO}x at the "
-                    "original's high concurrency.")
+    notes.insert(0, say("F7.different_size", speedup=speedup.text(ratio), workers=top,
+                        original_ratio=ORIGINAL_F7_RATIO))
     return make_finding("F7", CONFIRMED_DIFFERENT_SIZE, ours, notes, values, used, parts)
 
 
@@ -476,6 +472,9 @@ def _waits_cpu_bound(job_waits: pd.DataFrame | None, strategies, least: int = 2)
     return sorted(every - set(_waits_workers(job_waits, strategies, least)))
 
 
+F8_PARTS = ("per winning statement", "per job")
+
+
 def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_fill: dict | None = None) -> Finding:
     """Per statement (a winning claim's p99: at a fixed fill where the bench measured it, else over whole
     drains), the original's claim; and per job (the time to get a job, lost races included), an added part."""
@@ -487,50 +486,44 @@ def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_f
         statement_w = fixed_fill["worker_count"]
         skip_stmt = Figure(*[fixed_fill["skip_locked_p99_ms"]] * 3)
         guarded_stmt = Figure(*[fixed_fill["guarded_p99_ms"]] * 3)
-        where = f"at a fixed fill (the bench's queue), {statement_w} workers"
+        where = say("F8.at_fixed_fill", workers=statement_w)
     elif both:
         statement_w = both[-1]
         skip_stmt = races.figure("skip_locked", statement_w, "p99_ms")
         guarded_stmt = races.figure("guarded", statement_w, "p99_ms")
-        where = f"over whole drains, {statement_w} workers"
+        where = say("F8.over_drains", workers=statement_w)
     else:
-        return not_measured("F8", f"No worker count above one that was not CPU-bound has both skip_locked and "
-                                   f"guarded. {skipped}")
+        return not_measured("F8", say("F8.none", skipped=skipped))
     job_w = _waits_workers(job_waits, ("skip_locked", "guarded"))
     per_job = None
     if job_w:
         w = job_w[-1]
         per_job = (w, job_wait_figures(job_waits, "skip_locked", w, "wait_p99_ms"),
                    job_wait_figures(job_waits, "guarded", w, "wait_p99_ms"))
-    ours = f"p99 of a winning claim {where}: skip_locked {skip_stmt.text(ms)}, guarded {guarded_stmt.text(ms)}"
+    ours = say("F8.ours", where=where, skip_locked_p99=skip_stmt.text(ms), guarded_p99=guarded_stmt.text(ms))
     values = {"statement_skip_p99": skip_stmt.text(ms), "statement_guarded_p99": guarded_stmt.text(ms),
               "statement_workers": count(statement_w), "statement_where": where}
     statement = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[separated(skip_stmt, guarded_stmt)]
-    notes = {CONFIRMED: "skip_locked's winning claims have the higher p99, as in the original, in every repeat.",
-             NOT_REPRODUCED: "skip_locked's winning claims have the lower p99 in every repeat.",
-             NOT_DISTINGUISHABLE: "The two p99s of a winning claim overlap over the repeats."}
-    notes = [notes[statement]]
+    notes = [{CONFIRMED: say("F8.higher"), NOT_REPRODUCED: say("F8.lower"),
+              NOT_DISTINGUISHABLE: say("F8.overlap")}[statement]]
     job_part = NOT_MEASURED
     if per_job:
         w, skip_job, guarded_job = per_job
-        ours += (f"; p99 of the time to get a job over whole drains, {w} workers: skip_locked {skip_job.text(ms)}, "
-                 f"guarded {guarded_job.text(ms)}")
+        ours += "; " + say("F8.ours_per_job", workers=w, skip_locked_p99=skip_job.text(ms),
+                           guarded_p99=guarded_job.text(ms))
         values.update(job_skip_p99=skip_job.text(ms), job_guarded_p99=guarded_job.text(ms), job_workers=count(w),
                       job_ratio=ratio(guarded_job.median / skip_job.median))
         order = separated(skip_job, guarded_job)
         job_part = ADDED
-        notes.append(f"Per job, the time to get one (lost races included) at {w} workers has p99 {skip_job.text(ms)} "
-                     f"for skip_locked against {guarded_job.text(ms)} for guarded: "
-                     + {1: "higher for skip_locked in every repeat.",
-                        -1: "lower for skip_locked in every repeat, since a guarded worker's wait includes its lost "
-                            "races.",
-                        0: "the two overlap over the repeats."}[order])
+        notes.append(say("F8.per_job", workers=w, skip_locked_p99=skip_job.text(ms), guarded_p99=guarded_job.text(ms),
+                         order={1: say("F8.per_job_higher"), -1: say("F8.per_job_lower"),
+                                0: say("F8.per_job_overlap")}[order]))
     else:
-        notes.append("The time to get a job is not measured for both strategies in this build.")
+        notes.append(say("F8.per_job_unmeasured"))
     notes.append(skipped)
     used = sorted({statement_w} | ({per_job[0]} if per_job else set())) if fixed_fill is None else \
         ([per_job[0]] if per_job else [])
-    parts = (("per winning statement", statement), ("per job", job_part))
+    parts = tuple(zip(F8_PARTS, (statement, job_part)))
     return make_finding("F8", statement, ours, notes, values, used, parts)
 
 
@@ -541,47 +534,40 @@ def c4_wait_for_a_job(job_waits: pd.DataFrame | None) -> Finding:
     contended = _waits_workers(job_waits, ("guarded",))
     skipped = cpu_bound_note(_waits_cpu_bound(job_waits, ("guarded",)))
     if not contended:
-        return not_measured("C4", f"guarded was not raced with more than one worker without being CPU-bound in this "
-                                   f"build. {skipped}")
+        return not_measured("C4", say("C4.none", skipped=skipped))
     w = contended[-1]
     wait, claim = (job_wait_figures(job_waits, "guarded", w, c) for c in ("wait_p99_ms", "claim_p99_ms"))
     fatter = wait.median / claim.median
     values = {"workers": count(w), "wait_p99": wait.text(ms), "claim_p99": claim.text(ms), "ratio": ratio(fatter),
               "wait_p50": job_wait_figures(job_waits, "guarded", w, "wait_p50_ms").text(ms),
               "claim_p50": job_wait_figures(job_waits, "guarded", w, "claim_p50_ms").text(ms)}
-    ours = (f"guarded at {w} workers: p99 of the time to get a job {wait.text(ms)}, of a winning claim "
-            f"{claim.text(ms)} ({ratio(fatter)})")
+    ours = say("C4.ours", workers=w, wait_p99=wait.text(ms), claim_p99=claim.text(ms), ratio=ratio(fatter))
     # every repeat's wait against C4_FATTER times every repeat's winning claim
     beyond = separated(wait, scaled(claim, C4_FATTER))
     if beyond > 0:
         return make_finding("C4", CONFIRMED, ours, skipped, values, [w])
     if beyond == 0:
         return make_finding("C4", NOT_DISTINGUISHABLE, ours,
-                        [f"Over the repeats the wait's p99 spans {number(C4_FATTER, 0)}x the winning claim's.",
-                         skipped], values, [w])
+                        [say("C4.spans", fatter=number(C4_FATTER, 0)), skipped], values, [w])
     return make_finding("C4", NOT_REPRODUCED, ours,
-                    [f"The wait's p99 is within {number(C4_FATTER, 0)}x the winning claim's in every repeat: lost "
-                     f"races add little to the tail at {w} workers.", skipped], values, [w])
+                    [say("C4.within", fatter=number(C4_FATTER, 0), workers=w), skipped], values, [w])
 
 
 def a1_time_to_get_a_job(job_waits: pd.DataFrame | None) -> Finding:
     contended = _waits_workers(job_waits, ("guarded", "skip_locked"))
     skipped = cpu_bound_note(_waits_cpu_bound(job_waits, ("guarded", "skip_locked")))
     if not contended:
-        return not_measured("A1", f"No worker count above one that was not CPU-bound has both guarded and "
-                                   f"skip_locked. {skipped}")
+        return not_measured("A1", say("A1.none", skipped=skipped))
     pairs = [(w, job_wait_figures(job_waits, "guarded", w, "wait_p99_ms"),
               job_wait_figures(job_waits, "skip_locked", w, "wait_p99_ms")) for w in contended]
-    ours = "p99 of the time to get a job, guarded vs skip_locked: " + ", ".join(
-        f"{g.text(ms)} vs {s.text(ms)} at {w} workers" for w, g, s in pairs)
+    ours = say("A1.ours", points=", ".join(
+        say("A1.point", guarded_p99=g.text(ms), skip_locked_p99=s.text(ms), workers=w) for w, g, s in pairs))
     w, guarded, skip = pairs[-1]
     values = {"workers": count(w), "guarded_p99": guarded.text(ms), "skip_locked_p99": skip.text(ms),
               "ratio": ratio(guarded.median / skip.median)}
-    order = {-1: "lower than guarded's in every repeat", 1: "higher than guarded's in every repeat",
-             0: "not distinguishable from guarded's at this spread"}[separated(skip, guarded)]
+    order = {-1: say("A1.lower"), 1: say("A1.higher"), 0: say("A1.overlap")}[separated(skip, guarded)]
     return make_finding("A1", ADDED, ours,
-                    [f"At {w} workers skip_locked's p99 wait for a job is {order} "
-                     f"({ratio(guarded.median / skip.median)} guarded's over skip_locked's, medians).", skipped],
+                    [say("A1.note", workers=w, order=order, ratio=ratio(guarded.median / skip.median)), skipped],
                     values, contended)
 
 
@@ -589,11 +575,11 @@ def a2_where_the_time_goes(races: Races, shares: pd.DataFrame | None) -> Finding
     contended = races.workers("guarded", least=2)
     at = shares_at(shares, "guarded", contended[-1]) if contended else {}
     if not at:
-        return not_measured("A2", "No wait events were sampled for guarded above one worker in this build.")
+        return not_measured("A2", say("A2.none"))
     w = contended[-1]
     lock, runnable, running = at.get(LOCK_WAIT), at.get("runnable_share"), at.get("running_share")
-    ours = (f"guarded at {w} workers: row or transaction lock waits in {percent(lock)} of the backends' samples; "
-            f"backends on a CPU {percent(running)} and runnable {percent(runnable)} of their time")
+    ours = say("A2.ours", workers=w, lock_share=percent(lock), running_share=percent(running),
+               runnable_share=percent(runnable))
     values = {"workers": count(w), "lock_share": percent(lock), "runnable_share": percent(runnable),
               "running_share": percent(running), "bottleneck": bottleneck(lock, runnable)}
     shown = cpu_bound_shown([w] if w in races.cpu_bound_workers("guarded") else [])
@@ -661,15 +647,16 @@ def layout_note(table: pd.DataFrame, finding_id: str) -> str:
     if not len(rows):
         return ""
     fmt = percent if finding_id == "F1" else (ratio if finding_id == "F7" else (lambda v: number(v, 2)))
-    listed = ", ".join(f"{fmt(row[ASYNCIO])} against {fmt(row[PROCESSES])} at {row['workers']} workers"
-                       for _, row in rows.iterrows())
-    nearer = [f"at {row['workers']} the original's {fmt(row['the original'])} lies nearer "
-              f"{'the asyncio layout' if row['nearer the original'] == ASYNCIO else 'one process per worker'}"
+    listed = ", ".join(say("layout.point", asyncio=fmt(row[ASYNCIO]), processes=fmt(row[PROCESSES]),
+                           workers=row["workers"]) for _, row in rows.iterrows())
+    nearer = [say("layout.nearer", workers=row["workers"], original=fmt(row["the original"]),
+                  layout=say("layout.nearer_asyncio") if row["nearer the original"] == ASYNCIO
+                  else say("layout.nearer_processes"))
               for _, row in rows.iterrows() if isinstance(row["nearer the original"], str)]
     bound = bool(rows["asyncio CPU-bound"].all())
-    return (f"With the original's client layout (one asyncio process), {rows.iloc[0]['figure']}: {listed} with one "
-            f"process per worker" + (f"; {'; '.join(nearer)}" if nearer else "") + "."
-            + (" That one process was CPU-bound throughout." if bound else ""))
+    return (say("layout.note", figure=rows.iloc[0]["figure"], figures=listed,
+                nearer="; " + "; ".join(nearer) if nearer else "")
+            + (" " + say("layout.cpu_bound") if bound else ""))
 
 
 def attempt_figures(paths: list[Path]) -> pd.DataFrame:
@@ -697,9 +684,6 @@ def attempt_figures(paths: list[Path]) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- the section
-
-
-NAME = "races"
 
 
 @dataclass(frozen=True)
@@ -751,6 +735,11 @@ def findings(loaded: dict) -> list[Finding]:
         layouts = layout_table(mine.layouts)
         found = [replace(f, note=" ".join(n for n in (f.note, layout_note(layouts, f.id)) if n)) for f in found]
     return found
+
+
+# the wait table's columns the prose names at the sweep's top worker count, and their short names
+WAIT_SHARES = ((LOCK_WAIT, "lock"), ("waiting for the client", "client"), ("running_share", "running"),
+               ("runnable_share", "runnable"))
 
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
@@ -818,8 +807,9 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     bound = cpu_bound_facts(summary)
     bound_workers = bound.get("bound_workers") or []
     out |= {"cpu_bound_threshold": percent(CPU_BOUND_CLIENT_RUNNABLE_SHARE, 0),
-            "bound_clause": (f"and at least {percent(bound['bound_share_min'])} at {join([str(w) for w in bound_workers])} "
-                             "workers" if bound_workers else "and no point reached the line"),
+            "bound_clause": (say("bound_clause", bound_share=percent(bound["bound_share_min"]),
+                                 bound_workers=join([str(w) for w in bound_workers]))
+                             if bound_workers else say("bound_clause_none")),
             "cpu_free_workers": join([str(w) for w in bound.get("free_workers", [])]) or "none",
             "bound_workers_phrase": f"{join([str(w) for w in bound_workers])} workers" if bound_workers else "none",
             # a figure read at the sweep's top worker count says so where that point is CPU-bound
@@ -829,8 +819,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
             "cpu_count": count(site.get("cpu_count"))}
     wait_table = mine.shares
     for name in ("guarded", "skip_locked"):
-        for column, label in ((LOCK_WAIT, "lock"), ("waiting for the client", "client"),
-                              ("running_share", "running"), ("runnable_share", "runnable")):
+        for column, label in WAIT_SHARES:
             out[f"{name}_{label}_share_high"] = percent(at_workers(wait_table, name, high, column))
     # what the "other lock" is under SKIP LOCKED: the lightweight lock on one shared page's contents
     content_workers = (bound.get("free_workers") or [high])[-1]
@@ -866,8 +855,14 @@ def ends_table(loaded: dict) -> str:
               "lost per win", "p50_ms", "p99_ms"]].rename(columns={
             "worker_count": "workers", "claims_per_second": "claims/s", "unique_jobs_per_second": "distinct jobs/s",
             "duplicate_jobs": "jobs claimed twice+", "p50_ms": "p50", "p99_ms": "p99"}),
-        caption=f"{count(facts['job_count'])} jobs; medians over {counted(facts['repeats'], 'race')} per row",
+        caption=say("ends_caption", job_count=count(facts["job_count"]), races=counted(facts["repeats"], "race")),
         formats={"claims/s": whole, "distinct jobs/s": whole, "jobs claimed twice+": count, "p50": ms, "p99": ms})
+
+
+# how the setup table shows its columns (analysis.SETUP_COLUMNS)
+SETUP_FORMATS = {"claims/s": lambda v: number(v, 0),
+                 "lost races per win": lambda v: DASH if missing(v) else number(v, 2),
+                 "workers waiting for a CPU": percent, "backends waiting for a CPU": percent}
 
 
 def setup_table(runs: dict[str, list[Path]]) -> str:
@@ -876,9 +871,7 @@ def setup_table(runs: dict[str, list[Path]]) -> str:
     frame = setup_comparison(race_summary(runs.get("indexed_race", [])),
                              {"CPUs split": race_summary(runs.get("split_cpus", [])),
                               "no sampler": race_summary(runs.get("no_sampler", []))})
-    return table(frame, formats={"claims/s": lambda v: number(v, 0),
-                                 "lost races per win": lambda v: DASH if missing(v) else number(v, 2),
-                                 "workers waiting for a CPU": percent, "backends waiting for a CPU": percent})
+    return table(frame, formats=SETUP_FORMATS)
 
 
 def layouts_html(loaded: dict) -> str:
@@ -896,6 +889,6 @@ def layouts_html(loaded: dict) -> str:
 
     return table(pd.DataFrame({
         "finding": frame["finding"], "figure": frame["figure"], "workers": frame["workers"],
-        "one process per worker": [shown(r, PROCESSES) for _, r in frame.iterrows()],
-        "one asyncio process": [shown(r, ASYNCIO) for _, r in frame.iterrows()],
+        PROCESSES: [shown(r, PROCESSES) for _, r in frame.iterrows()],
+        ASYNCIO: [shown(r, ASYNCIO) for _, r in frame.iterrows()],
         "the original": [shown(r, "the original") for _, r in frame.iterrows()]}))

@@ -19,6 +19,10 @@ from harness.article.formats import (DASH, MISSING, count, missing, ms, number, 
                                      spread_text)
 from harness.article.labels import LOCK_WAIT
 from harness.article.prose import counted, join, listing, numbered, strategy_sql, table, workers_phrase
+from harness.article.wording import Sentences
+
+NAME = "strategies"
+say = Sentences(NAME)
 
 
 # --------------------------------------------------------------------------- the claims this build does not race
@@ -33,63 +37,58 @@ def c1_serializable_aborts(others: Races) -> Finding:
     """C1: the naive pair in a SERIALIZABLE transaction aborts instead of handing out duplicates."""
     contended = others.workers("naive_serializable", least=2)
     if not contended:
-        return not_measured("C1", "naive_serializable was not raced above one worker in this build.")
+        return not_measured("C1", say("C1.not_raced"))
     runs = others.runs("naive_serializable")
     duplicates, aborts = int(runs["duplicate_jobs"].sum()), int(runs["aborts"].fillna(0).sum())
     w = contended[-1]
     per_win = others.figure("naive_serializable", w, "aborts_per_win")
-    ours = (f"{count(duplicates)} jobs claimed twice and {count(aborts)} serialization failures over "
-            f"{numbered(len(runs), 'race')}; {per_win.text()} aborts per win at {w} workers")
+    ours = say("C1.ours", duplicates=count(duplicates), aborts=count(aborts), races=numbered(len(runs), "race"),
+               aborts_per_win=per_win.text(), workers=w)
     values = {"duplicates": count(duplicates), "aborts": count(aborts), "aborts_per_win": per_win.text(),
               "workers": count(w)}
     if duplicates:
-        return make_finding("C1", CORRECTED, ours, "SERIALIZABLE let a job be claimed twice here.", values)
+        return make_finding("C1", CORRECTED, ours, say("C1.duplicates"), values)
     if not aborts:
-        return make_finding("C1", NOT_REPRODUCED, ours, "No transaction was aborted: the workers never conflicted.",
-                        values)
-    return make_finding("C1", CONFIRMED, ours, "No job was claimed twice; conflicting transactions were aborted and "
-                                          "retried instead, and the time to get a job includes the retries.", values)
+        return make_finding("C1", NOT_REPRODUCED, ours, say("C1.no_aborts"), values)
+    return make_finding("C1", CONFIRMED, ours, say("C1.aborted"), values)
 
 
 def c2_one_transaction_still_racy(others: Races) -> Finding:
     """C2: the naive pair inside one READ COMMITTED transaction still hands out duplicates."""
     contended = others.workers("naive_transaction", least=2)
     if not contended:
-        return not_measured("C2", "naive_transaction was not raced above one worker in this build.")
+        return not_measured("C2", say("C2.not_raced"))
     pairs = [(w, others.figure("naive_transaction", w, "duplicate_jobs")) for w in contended]
-    ours = ("jobs claimed more than once: " + listing([(w, f.median) for w, f in pairs], count)
-            + f" (of {count(others.job_count)})")
+    ours = say("C2.ours", listing=listing([(w, f.median) for w, f in pairs], count),
+               job_count=count(others.job_count))
     values = {"duplicates_low": pairs[0][1].text(count), "workers_low": count(pairs[0][0]),
               "duplicates_high": pairs[-1][1].text(count), "workers_high": count(pairs[-1][0])}
     if any(f.median > 0 for _, f in pairs):
-        return make_finding("C2", CONFIRMED, ours, "Each statement takes its own snapshot, so the transaction does not "
-                                              "close the window between the read and the write.", values)
-    return make_finding("C2", NOT_REPRODUCED, ours, "No job was claimed twice inside one transaction here.", values)
+        return make_finding("C2", CONFIRMED, ours, say("C2.window_open"), values)
+    return make_finding("C2", NOT_REPRODUCED, ours, say("C2.no_duplicates"), values)
 
 
 def c3_for_update_queues(others: Races, shares: pd.DataFrame | None) -> Finding:
     """C3: FOR UPDATE without SKIP LOCKED is correct, and its workers queue behind the row lock."""
     contended = others.workers("for_update", least=2)
     if not contended:
-        return not_measured("C3", "for_update was not raced above one worker in this build.")
+        return not_measured("C3", say("C3.not_raced"))
     runs = others.runs("for_update")
     duplicates = int(runs["duplicate_jobs"].sum())
     w = contended[-1]
     lock = shares_at(shares, "for_update", w).get(LOCK_WAIT)
     speed = others.figure("for_update", w, "claims_per_second")
-    ours = (f"{count(duplicates)} jobs claimed twice over {numbered(len(runs), 'race')}; at {w} workers its backends "
-            f"waited on a row or transaction lock in {percent(lock)} of the samples; {speed.text(rate)}")
+    ours = say("C3.ours", duplicates=count(duplicates), races=numbered(len(runs), "race"), workers=w,
+               lock_share=percent(lock), rate=speed.text(rate))
     values = {"duplicates": count(duplicates), "lock_share": percent(lock), "workers": count(w),
               "rate": speed.text(rate)}
     if duplicates:
-        return make_finding("C3", CORRECTED, ours, "FOR UPDATE handed a job to two workers here.", values)
+        return make_finding("C3", CORRECTED, ours, say("C3.duplicates"), values)
     if lock is None or missing(lock):
-        return make_finding("C3", NOT_MEASURED, ours, "No wait events were sampled for it.", values)
+        return make_finding("C3", NOT_MEASURED, ours, say("C3.no_waits"), values)
     if lock >= C3_QUEUES:
-        return make_finding("C3", CONFIRMED, ours, "Correct, and its backends were seen queueing on the row lock.",
-                        values)
-    return make_finding("C3", NOT_REPRODUCED, ours, f"Correct, but its backends waited on a lock in under "
-                                               f"{percent(C3_QUEUES, 0)} of the samples.", values)
+        return make_finding("C3", CONFIRMED, ours, say("C3.queues"), values)
+    return make_finding("C3", NOT_REPRODUCED, ours, say("C3.no_queue", threshold=percent(C3_QUEUES, 0)), values)
 
 
 def a5_batch_over_claims(others: Races) -> Finding:
@@ -97,37 +96,32 @@ def a5_batch_over_claims(others: Races) -> Finding:
     runs = others.summary[others.summary["strategy"].astype(str).str.startswith("skip_locked_batch")] \
         if len(others.summary) else others.summary
     if not len(runs):
-        return make_finding("A5", NOT_MEASURED, "", "No batch strategy was raced in this build.",
-                        {"batch_size": MISSING, "max_rows": MISSING, "phrase": "not measured in this build"})
+        return make_finding("A5", NOT_MEASURED, "", say("A5.not_raced"),
+                            {"batch_size": MISSING, "max_rows": MISSING, "phrase": say("A5.not_raced_phrase")})
     k, most = int(runs["batch_size"].max()), int(runs["max_rows_per_attempt"].max())
-    ours = f"the most rows one attempt claimed: {count(most)}, for batches of {count(k)}, over {numbered(len(runs), 'race')}"
+    ours = say("A5.ours", max_rows=count(most), batch_size=count(k), races=numbered(len(runs), "race"))
     values = {"batch_size": count(k), "max_rows": count(most)}
     if most > k:
-        return make_finding("A5", ADDED, ours, "An attempt claimed more rows than it asked for: the hazard showed here.",
-                        {**values, "phrase": "an attempt claimed more rows than it asked for: the hazard showed here"})
-    return make_finding("A5", ADDED, ours, "No attempt claimed more than k under the plans PostgreSQL chose here; a plan "
-                                      "that runs the subquery once per row of the outer scan would.",
-                    {**values, "phrase": "no attempt went over k under the plans PostgreSQL chose here"})
+        return make_finding("A5", ADDED, ours, say("A5.over"), {**values, "phrase": say("A5.over_phrase")})
+    return make_finding("A5", ADDED, ours, say("A5.within"), {**values, "phrase": say("A5.within_phrase")})
 
 
 def a6_advisory_locks_leak(others: Races) -> Finding:
     """A6: advisory locks taken by the pick on jobs it did not return, at the most workers raced."""
     contended = others.workers("advisory_lock")
     if not contended:
-        return make_finding("A6", NOT_MEASURED, "", "advisory_lock was not raced in this build.",
-                        {"leaked": MISSING, "workers": MISSING, "duplicates": MISSING,
-                         "phrase": "were not raced in this build"})
+        return make_finding("A6", NOT_MEASURED, "", say("A6.not_raced"),
+                            {"leaked": MISSING, "workers": MISSING, "duplicates": MISSING,
+                             "phrase": say("A6.not_raced_phrase")})
     w = contended[-1]
     leaked = others.figure("advisory_lock", w, "advisory_locks_leaked")
     duplicates = int(others.runs("advisory_lock")["duplicate_jobs"].sum())
-    ours = f"{leaked.text(count)} advisory locks on jobs not returned at {w} workers; {count(duplicates)} duplicates"
+    ours = say("A6.ours", leaked=leaked.text(count), workers=w, duplicates=count(duplicates))
     values = {"leaked": leaked.text(count), "workers": count(w), "duplicates": count(duplicates)}
     if missing(leaked.median) or leaked.median == 0:
-        return make_finding("A6", ADDED, ours, "The picks locked no job they did not return.",
-                        {**values, "phrase": "took no lock on a job they did not return"})
-    return make_finding("A6", ADDED, ours, "One reading is that the pick's index scan tests pg_try_advisory_lock(id) on "
-                                      "each row it reads before the status, so it locks taken jobs it steps over.",
-                    {**values, "phrase": f"left {leaked.text(count)} advisory locks on jobs they did not return"})
+        return make_finding("A6", ADDED, ours, say("A6.no_leak"), {**values, "phrase": say("A6.no_leak_phrase")})
+    return make_finding("A6", ADDED, ours, say("A6.leaks"),
+                        {**values, "phrase": say("A6.leaks_phrase", leaked=leaked.text(count))})
 
 
 def _round_trip_curve(points: pd.DataFrame, strategy: str, worker_count: int) -> pd.DataFrame:
@@ -182,8 +176,7 @@ def c6_network_round_trip(latency: pd.DataFrame | None) -> Finding:
             if len(shared) >= 2:  # both strategies at the same two round trips, at least
                 common.append(w)
     if not common:
-        return not_measured("C6", "Not measured: naive and guarded were not both raced at two or more network "
-                                   "round trips in this build.")
+        return not_measured("C6", say("C6.not_raced"))
     w = common[-1]
     naive, guarded = _round_trip_curve(points, "naive", w), _round_trip_curve(points, "guarded", w)
     rtts = sorted(set(naive["rtt_ms"]) & set(guarded["rtt_ms"]))
@@ -197,41 +190,46 @@ def c6_network_round_trip(latency: pd.DataFrame | None) -> Finding:
     waste = _ends(guarded, "wasted_ms_per_win", ms)
     lost_each = _ends(guarded, "wasted_attempt_p50_ms", ms)
     low, high = round_trip(rtts[0]), round_trip(rtts[-1])
-    ours = (f"at {workers_phrase(w)}, from a {low} to a {high} round trip: naive's claims beyond each job's first went "
-            f"from {extra[0]} to {extra[1]} per job; guarded's lost races from {lost[0]} to {lost[1]} per win, "
-            f"each taking {lost_each[0]} then {lost_each[1]} (median), {waste[0]} then {waste[1]} per job claimed")
+    ours = say("C6.ours", workers=workers_phrase(w), rtt_low=low, rtt_high=high, naive_extra_low=extra[0],
+               naive_extra_high=extra[1], guarded_lost_low=lost[0], guarded_lost_high=lost[1],
+               guarded_lost_each_low=lost_each[0], guarded_lost_each_high=lost_each[1], guarded_waste_low=waste[0],
+               guarded_waste_high=waste[1])
     values = {"workers": count(w), "rtt_low": low, "rtt_high": high, "naive_extra_low": extra[0],
               "naive_extra_high": extra[1], "guarded_lost_low": lost[0], "guarded_lost_high": lost[1],
               "guarded_lost_each_low": lost_each[0], "guarded_lost_each_high": lost_each[1],
               "guarded_waste_low": waste[0], "guarded_waste_high": waste[1],
-              "losses_direction": _direction(losses, "were higher", "were lower", "were not all higher or all lower")}
-    losses_note = (f"Against the {low} round trip, guarded's lost races per win {values['losses_direction']} "
-                   f"at every longer one ({lost[0]} to {lost[1]}).")
-    baseline_note = proxy_share_note(straight, naive, guarded, w) if len(straight) else (
-        f"The {low} baseline was raced without the proxy, so it differs from the longer round trips by the proxy "
-        "as well as by the delay.")
+              "losses_direction": _direction(losses, say("C6.losses_higher"), say("C6.losses_lower"),
+                                             say("C6.losses_mixed"))}
+    losses_note = say("C6.losses", rtt_low=low, direction=values["losses_direction"], guarded_lost_low=lost[0],
+                      guarded_lost_high=lost[1])
+    baseline_note = proxy_share_note(straight, naive, guarded, w) if len(straight) else say("C6.no_straight",
+                                                                                            rtt_low=low)
     values["baseline_note"] = baseline_note
-    parts = (("naive's claims per job", widens), ("the time guarded's lost races took per job", dearer))
+    parts = ((say("C6.naive_part"), widens), (say("C6.guarded_part"), dearer))
     if widens < 0 or dearer < 0:
         which = " and ".join(part for part, sign in parts if sign < 0)
-        return make_finding("C6", CORRECTED, ours, [f"With a network, {which} {'were' if ' and ' in which else 'was'} "
-                                                f"lower than at {low}.", losses_note, baseline_note], values)
+        return make_finding("C6", CORRECTED, ours, [say("C6.lower", which=which, verb=_verb(which), rtt_low=low),
+                                                    losses_note, baseline_note], values)
     if widens > 0 and dearer > 0:
-        return make_finding("C6", CONFIRMED, ours, [f"Both were higher at every longer round trip than at {low}.",
-                                                losses_note, baseline_note], values)
+        return make_finding("C6", CONFIRMED, ours, [say("C6.higher", rtt_low=low), losses_note, baseline_note],
+                            values)
     flat = " and ".join(part for part, sign in parts if sign == 0)
-    return make_finding("C6", NOT_REPRODUCED, ours, [f"{flat[0].upper()}{flat[1:]} {'were' if ' and ' in flat else 'was'} "
-                                                 f"not higher at every longer round trip than at {low}.", losses_note,
-                                                 baseline_note], values)
+    return make_finding("C6", NOT_REPRODUCED, ours, [say("C6.flat", which=f"{flat[0].upper()}{flat[1:]}",
+                                                         verb=_verb(flat), rtt_low=low),
+                                                     losses_note, baseline_note], values)
+
+
+def _verb(subject: str) -> str:
+    """'were' for two parts joined by 'and', 'was' for one."""
+    return "were" if " and " in subject else "was"
 
 
 def proxy_share_note(straight: pd.DataFrame, naive: pd.DataFrame, guarded: pd.DataFrame, worker_count: int) -> str:
     """How much of the step from a straight 0 ms race to the shortest real round trip the proxy alone makes:
     (proxied 0 ms - straight 0 ms) / (shortest round trip - straight 0 ms), per figure C6 reads."""
     parts = []
-    for strategy, curve, column, label in (("naive", naive, "extra_claims_per_job", "naive's claims beyond the first"),
-                                           ("guarded", guarded, "wasted_ms_per_win",
-                                            "the time guarded's lost races took per job")):
+    for strategy, curve, column, label in (("naive", naive, "extra_claims_per_job", say("C6.proxy_naive_part")),
+                                           ("guarded", guarded, "wasted_ms_per_win", say("C6.guarded_part"))):
         base = straight[(straight["strategy"].astype(str) == strategy) & (straight["worker_count"] == worker_count)
                         & (straight["rtt_ms"] == 0)]
         longer = curve[curve["rtt_ms"] > 0].sort_values("rtt_ms")
@@ -242,17 +240,14 @@ def proxy_share_note(straight: pd.DataFrame, naive: pd.DataFrame, guarded: pd.Da
         step = float(longer[column].iloc[0]) - straight_value
         if not step or missing(step):
             continue
-        parts.append(f"{label}, {percent((proxied_value - straight_value) / step, 0)} of the step to "
-                     f"{round_trip(float(longer['rtt_ms'].iloc[0]))}")
+        parts.append(say("C6.proxy_part", label=label, share=percent((proxied_value - straight_value) / step, 0),
+                         rtt=round_trip(float(longer["rtt_ms"].iloc[0]))))
     if not parts:
         return ""
-    return ("The baseline goes through the proxy too, without delay; against straight 0 ms races the proxy alone "
-            f"makes, of medians, {' and '.join(parts)}.")
+    return say("C6.proxy_share", parts=" and ".join(parts))
 
 
 # --------------------------------------------------------------------------- the section
-
-NAME = "strategies"
 
 
 @dataclass(frozen=True)
@@ -307,14 +302,19 @@ def _dash_or(fmt):
     return lambda value: DASH if missing(value) else fmt(value)
 
 
+# the columns of analysis.claim_comparison whose names run to four words or more
+TIME_TO_JOB_P99 = "time to get a job, p99"
+MOST_ROWS = "most rows in one attempt"
+
+
 def other_table(loaded: dict) -> str:
     """One row per other strategy and worker count: duplicates, losses, aborts, rate, wait and lock figures."""
     mine = loaded[NAME]
     other = registry.request_of("race", list(mine.other_runs))
     return table(claim_comparison(over_repeats(mine.others), wait_share_table(mine.others)),
-                 caption=f"{count(other.job_count)} jobs per race, no partial index",
+                 caption=say("other_table.caption", jobs=count(other.job_count)),
                  formats={"jobs claimed twice+": count, "lost per win": _dash_or(lambda v: number(v, 2)),
                           "aborts per win": _dash_or(lambda v: number(v, 2)), "claims/s": lambda v: number(v, 0),
-                          "time to get a job, p99": ms, "most rows in one attempt": count,
+                          TIME_TO_JOB_P99: ms, MOST_ROWS: count,
                           "stray advisory locks": _dash_or(count), "lock waits": percent},
                  css_class="wide")
