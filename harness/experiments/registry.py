@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from harness import config, storage
 from harness.errors import UserError
-from harness.experiments import bench, churn, faults, plans, production, race_trials
+from harness.experiments import bench, churn, faults, libraries, plans, production, race_trials
 from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
 from harness.server import database, schema
@@ -106,6 +106,13 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          show=faults.show_runs, sections=("faults",), request=faults.FaultSweep, expand=faults.FaultSweep.runs,
          gather=faults.sweep_of, workers=faults.workers_needed, check_size=faults.check_size,
          label=faults.run_label),
+    # not yet a section of the report: the article's section on the job libraries reads it next
+    Kind("libraries", libraries.LibraryParameters, libraries.measure_libraries,
+         help="job libraries (procrastinate, pgqueuer) draining the same queue with their own workers, audited "
+              "on their own jobs table (creates and drops the database claimrace_libraries for every run)",
+         show=libraries.show_runs, sections=(), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
+         gather=libraries.sweep_of, workers=libraries.workers_needed, check_size=libraries.check_size,
+         label=libraries.label),
 )}
 
 # The report's params-file sections, each with the kind whose runs it asks for.

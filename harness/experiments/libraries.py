@@ -1,0 +1,429 @@
+"""The job libraries raced with their own workers: N worker processes drain the same queue through each library.
+
+One run: a fresh database, the library's own schema (its migrations), an audit
+trigger on its jobs table that records every enqueue and every claim (the
+library's own transition to its claimed state), `job_count` no-op jobs enqueued
+through its API, then `worker_count` processes, each running the library's own
+fetch-and-complete loop at concurrency 1 (harness.libraries.<name>.work), held
+at a start barrier until all are connected and released together. The no-op
+job appends the id it was handed to its worker's execution log; a worker stops
+when the library finds the queue empty, or is killed at the run's bound.
+
+What a run measures, per job where it says so:
+
+- executed twice: ids in more than one execution (the workers' logs);
+  claimed twice: ids with more than one claim in the audit;
+- jobs per second: distinct jobs executed / the drain (release to the last execution); the workers' own shutdown
+  after it (a library noticing the queue is empty) is reported apart;
+- pickup: each job's first claim after the release (all jobs were queued before it);
+- statements: lines the server logged for the library's database (log_statement = all, a server started here
+  only), and transactions (pg_stat_database) for any server;
+- WAL bytes: pg_current_wal_lsn() over the window (the audit's own rows included);
+- updates, HOT updates and dead tuples of the jobs table (pg_stat_user_tables);
+- server CPU: the whole server's over the window, background processes included (a server on this machine); the
+  workers' own run-queue share marks the run CPU-bound (harness.server.activity.cpu_bound);
+- advisory locks still held at the end (pg_locks).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+from psycopg import conninfo, sql
+
+from harness import libraries
+from harness.children import die_with_parent
+from harness.errors import UserError
+from harness.experiments.contract import Measured, Option, Parameters, as_int, check_each, int_list, setting
+from harness.experiments.limits import check_race_size
+from harness.server import activity, database, pgstats
+
+DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it
+MAX_WORKERS = 64
+MAX_JOBS = 100_000
+READY_TIMEOUT_S = 120.0
+# a run's bound: a library that has not drained by then is stopped, and its unexecuted jobs are counted as such
+MIN_BOUND_S = 60.0
+BOUND_S_PER_JOB = 0.05
+AUDIT = "claimrace_audit"
+LOG_LINE = re.compile(r"^\S+ \S+ \S+ \[\d+\] (?:\S+ )?LOG:  (?:statement|execute [^:]*):")
+
+
+def as_library(name: str, value) -> str:
+    return libraries.get(str(value)).NAME
+
+
+def as_libraries(name: str, values) -> tuple[str, ...]:
+    if isinstance(values, str):
+        values = parse_libraries(values)
+    names = tuple(as_library(name, v) for v in values)
+    if not names:
+        raise UserError("give at least one library")
+    return names
+
+
+def parse_libraries(text: str) -> tuple[str, ...]:
+    """'all' (every library installed here), one name, or a comma-separated list."""
+    names = libraries.available() if text.strip() == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    for name in names:
+        libraries.get(name)
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class LibraryParameters(Parameters):
+    """One run: worker_count processes drain job_count no-op jobs through one library's own worker."""
+
+    library: str = setting("procrastinate", as_library)
+    worker_count: int = setting(4, as_int)
+    job_count: int = setting(500, as_int)
+    repeat: int = setting(0, as_int)
+
+    def check(self) -> None:
+        check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
+        check_each([self.job_count], "job count", 1, MAX_JOBS)
+        if libraries.version(self.library) is None:
+            raise UserError(f"{self.library} is not installed here (make install installs it)")
+
+
+@dataclass(frozen=True)
+class LibrarySweep(Parameters):
+    """Every library at every worker count, `repeats` times: what `python -m harness libraries` and a params
+    section ask."""
+
+    libraries: tuple = setting(libraries.NAMES, as_libraries, Option(
+        "--library", f"one of {', '.join(libraries.NAMES)}; a comma list; or all (every one installed here)",
+        parse_libraries, default_text="all"))
+    worker_counts: tuple = setting((1, 4, 16, 32), lambda name, v: tuple(as_int(name, w) for w in v), Option(
+        "--workers", "worker processes, comma-separated: a sweep", int_list))
+    job_count: int = setting(500, as_int, Option("--jobs", "no-op jobs queued per run", int))
+    repeats: int = setting(1, as_int, Option("--repeat", "runs per library and worker count", int))
+
+    def check(self) -> None:
+        check_each(self.worker_counts, "worker count", 1, MAX_WORKERS)
+        check_each([self.repeats], "repeats", 1, 20)
+        for one in self.runs():
+            one.check()
+
+    def runs(self) -> list[LibraryParameters]:
+        return [LibraryParameters(library, workers, self.job_count, repeat)
+                for library in self.libraries for workers in self.worker_counts for repeat in range(self.repeats)]
+
+
+def sweep_of(asked: list[dict]) -> LibrarySweep:
+    """The sweep a list of stored runs' parameters came from (expand's inverse)."""
+    return LibrarySweep(libraries=tuple(dict.fromkeys(a["library"] for a in asked)),
+                        worker_counts=tuple(dict.fromkeys(a["worker_count"] for a in asked)),
+                        job_count=asked[0]["job_count"], repeats=len({a["repeat"] for a in asked}))
+
+
+def workers_needed(parameters: LibraryParameters) -> int:
+    return 2 * parameters.worker_count  # a library may hold a second connection per worker (LISTEN)
+
+
+def check_size(sets: list[LibraryParameters], local: bool, pg_version: int) -> None:
+    check_race_size(max(s.worker_count for s in sets), None, local)
+
+
+def label(parameters: LibraryParameters) -> str:
+    return f"{parameters.library} x{parameters.worker_count}"
+
+
+# --------------------------------------------------------------------------- a worker process
+
+
+class _Release:
+    """The start barrier as a library's worker sees it: waiting on it records when this worker was released."""
+
+    def __init__(self, event):
+        self.event, self.released_ns, self.at_release = event, None, None
+
+    def wait(self, timeout=None):
+        released = self.event.wait(timeout)
+        self.released_ns, self.at_release = time.time_ns(), activity.read_schedstat(os.getpid())
+        return released
+
+
+def _worker(name: str, url: str, log: str, ready, start, parent_pid: int) -> None:
+    """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
+    execution log."""
+    die_with_parent(parent_pid)
+    release = _Release(start)
+    libraries.get(name).work(url, Path(log), ready, release)
+    ended = activity.read_schedstat(os.getpid())
+    Path(f"{log}.json").write_text(json.dumps({"pid": os.getpid(), "released_ns": release.released_ns,
+                                               "ended_ns": time.time_ns(), "at_release": release.at_release,
+                                               "at_end": ended}))
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def _database_url(url: str, name: str) -> str:
+    return conninfo.make_conninfo(url, dbname=name)
+
+
+def _fresh_database(conn, name: str) -> None:
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def _install_audit(conn, library) -> None:
+    """Every enqueue and every claim of the library's jobs table, as the server saw it."""
+    table, id_column = sql.Identifier(library.JOBS_TABLE), sql.Identifier(library.ID_COLUMN)
+    conn.execute(sql.SQL("CREATE TABLE {} (seq bigserial PRIMARY KEY, job_id bigint NOT NULL, event text NOT NULL, "
+                         "at timestamptz NOT NULL DEFAULT clock_timestamp(), "
+                         "txid bigint NOT NULL DEFAULT txid_current(), "
+                         "pid int NOT NULL DEFAULT pg_backend_pid())").format(sql.Identifier(AUDIT)))
+    body = sql.SQL(
+        "BEGIN IF TG_OP = 'INSERT' THEN INSERT INTO {audit} (job_id, event) VALUES (NEW.{id}, 'enqueued'); "
+        "ELSIF {claimed} THEN INSERT INTO {audit} (job_id, event) VALUES (NEW.{id}, 'claimed'); END IF; "
+        "RETURN NULL; END").format(audit=sql.Identifier(AUDIT), id=id_column, claimed=sql.SQL(library.CLAIMED))
+    conn.execute(sql.SQL("CREATE FUNCTION claimrace_audit() RETURNS trigger LANGUAGE plpgsql AS {}").format(
+        sql.Literal(body.as_string(conn))))
+    conn.execute(sql.SQL("CREATE TRIGGER claimrace_audit AFTER INSERT OR UPDATE ON {} FOR EACH ROW "
+                         "EXECUTE FUNCTION claimrace_audit()").format(table))
+
+
+def _counters(conn, library) -> dict:
+    pgstats.force_flush(conn)
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT pg_current_wal_lsn(), d.xact_commit + d.xact_rollback, t.n_tup_upd, t.n_tup_hot_upd, t.n_dead_tup "
+        "FROM pg_stat_database d LEFT JOIN pg_stat_user_tables t ON t.relname = %s "
+        "WHERE d.datname = current_database()", (library.JOBS_TABLE,)).fetchone()
+    return {"lsn": str(row[0]), "transactions": int(row[1]), "updates": int(row[2] or 0),
+            "hot_updates": int(row[3] or 0), "dead_tuples": int(row[4] or 0)}
+
+
+def _server_tree(conn) -> psutil.Process | None:
+    """The postmaster of a server on this machine (the parent of this connection's backend)."""
+    try:
+        return psutil.Process(int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])).parent()
+    except psutil.Error:
+        return None
+
+
+def _tree_cpu_s(postmaster: psutil.Process | None) -> float | None:
+    """CPU seconds the whole server has used so far: the postmaster, its live processes, and the backends it has
+    reaped (their time is added to its children's times as they exit). None without a local server."""
+    if postmaster is None:
+        return None
+    try:
+        own = postmaster.cpu_times()
+        total = own.user + own.system + own.children_user + own.children_system
+        for child in postmaster.children():
+            try:
+                times = child.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:  # it exited between the listing and the reading: its time is in the reaped total
+                pass
+        return total
+    except psutil.Error:
+        return None
+
+
+def _log_size(log: Path | None) -> int | None:
+    return log.stat().st_size if log is not None and log.exists() else None
+
+
+def _statements_logged(log: Path | None, since: int | None) -> int | None:
+    """Statements the server logged after byte `since` of its log (log_statement = all on the library's
+    database only); None without a log here."""
+    if log is None or since is None or not log.exists():
+        return None
+    with open(log, "rb") as f:
+        f.seek(since)
+        text = f.read().decode("utf-8", "replace")
+    return sum(1 for line in text.splitlines() if LOG_LINE.match(line))
+
+
+def measure_libraries(db: database.Database, parameters: LibraryParameters, run_id: str,
+                      progress: bool = False) -> Measured:
+    p = parameters
+    library = libraries.get(p.library)
+    server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
+    url = _database_url(db.url, DATABASE)
+    logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
+    with db.connect() as admin:
+        _fresh_database(admin, DATABASE)
+        if server_log is not None:
+            admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(sql.Identifier(DATABASE)))
+    try:
+        library.install(url)
+        with database.connect(url) as conn:
+            _install_audit(conn, library)
+            local = activity.server_is_local(conn)
+            library.enqueue(url, p.job_count)
+            context = mp.get_context("spawn")
+            start = context.Event()
+            workers, readies = [], []
+            for i in range(p.worker_count):
+                ready = context.Event()
+                process = context.Process(target=_worker, args=(p.library, url, str(logs / f"{i}.log"), ready, start,
+                                                                os.getpid()), daemon=True)
+                process.start()
+                workers.append(process)
+                readies.append(ready)
+            try:
+                deadline = time.monotonic() + READY_TIMEOUT_S
+                for ready in readies:
+                    if not ready.wait(max(0.0, deadline - time.monotonic())):
+                        raise RuntimeError(f"{p.library}: a worker was not ready after {READY_TIMEOUT_S:.0f} s")
+                backends = [int(r[0]) for r in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
+                before = _counters(conn, library)
+                log_from = _log_size(server_log)
+                server = _server_tree(conn) if local else None
+                server_cpu_before = _tree_cpu_s(server)
+                released_ns = time.time_ns()
+                start.set()
+                bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
+                ends = time.monotonic() + bound_s
+                for process in workers:
+                    process.join(max(0.0, ends - time.monotonic()))
+                stopped = [w for w in workers if w.is_alive()]
+                for process in stopped:
+                    process.kill()
+                    process.join(10)
+                ended_ns = time.time_ns()
+                statements = _statements_logged(server_log, log_from)
+                pgstats.wait_for_backends_to_exit(conn, backends)
+                server_cpu_after = _tree_cpu_s(server)
+                after = _counters(conn, library)
+            finally:
+                for process in workers:
+                    if process.is_alive():
+                        process.kill()
+                        process.join(10)
+            wal_bytes = int(conn.execute("SELECT pg_wal_lsn_diff(%s, %s)", (after["lsn"], before["lsn"])).fetchone()[0])
+            audit = pd.DataFrame(conn.execute(
+                f"SELECT job_id, event, (extract(epoch FROM at) * 1e9)::bigint AS at_ns, txid, pid FROM {AUDIT} "
+                "ORDER BY seq").fetchall(), columns=["job_id", "event", "at_ns", "txid", "pid"])
+            advisory_locks = int(conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()[0])
+            left = int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
+                sql.Identifier(library.JOBS_TABLE))).fetchone()[0])
+    finally:
+        with db.connect() as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE)))
+    executions, timings = _read_logs(logs)
+    server_cpu_ms = (server_cpu_after - server_cpu_before) * 1e3 if server_cpu_before is not None else None
+    summary = summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after, statements,
+                        server_cpu_ms, advisory_locks, len(stopped))
+    checks = {"every_job_enqueued_once": int((audit["event"] == "enqueued").sum()) == p.job_count,
+              "no_worker_stopped_at_the_bound": not stopped}
+    checks["passed"] = all(checks.values())
+    return Measured(
+        tables={"audit": audit, "executions": executions, "workers": timings},
+        procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
+                   "settings": library.SETTINGS, "claimed": library.CLAIMED, "jobs_table": library.JOBS_TABLE,
+                   "workers": "one process each (multiprocessing spawn), the library's own loop at concurrency 1, "
+                              "held at a start barrier until every worker was connected",
+                   "bound_s": bound_s, "statements": "lines logged with log_statement = all for the library's "
+                                                     "database" if server_log is not None else None},
+        checks=checks,
+        results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
+
+
+def _read_logs(logs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every execution the workers logged (job id, worker) and each worker's timing; the files are removed."""
+    executions, timings = [], []
+    for log in sorted(logs.glob("*.log"), key=lambda path: int(path.stem)):
+        worker = int(log.stem)
+        executions += [(int(job), worker, int(at_ns)) for job, at_ns in
+                       (line.split() for line in log.read_text().splitlines() if line.strip())]
+        timing = log.with_name(f"{log.name}.json")
+        if timing.exists():
+            t = json.loads(timing.read_text())
+            delta = activity.schedstat_delta(t["at_release"], t["at_end"])
+            timings.append({"worker": worker, "pid": t["pid"], "released_ns": t["released_ns"],
+                            "ended_ns": t["ended_ns"], "cpu_ns": delta[0] if delta else None,
+                            "run_delay_ns": delta[1] if delta else None})
+            timing.unlink()
+        log.unlink()
+    logs.rmdir()
+    return (pd.DataFrame(executions, columns=["job_id", "worker", "at_ns"]),
+            pd.DataFrame(timings, columns=["worker", "pid", "released_ns", "ended_ns", "cpu_ns", "run_delay_ns"]))
+
+
+def summarise(p: LibraryParameters, audit: pd.DataFrame, executions: pd.DataFrame, timings: pd.DataFrame,
+              released_ns: int, ended_ns: int, wal_bytes: int, before: dict, after: dict, statements: int | None,
+              server_cpu_ms: float | None, advisory_locks: int, stopped: int) -> dict:
+    """One run's figures, per job where the name says so."""
+    claims = audit[audit["event"] == "claimed"]
+    per_job = claims.groupby("job_id").size()
+    executed = executions.groupby("job_id").size()
+    first_claim = claims.groupby("job_id")["at_ns"].min()
+    pickups_ms = (first_claim - released_ns).clip(lower=0) / 1e6
+    last_end = int(timings["ended_ns"].max()) if len(timings) and not stopped else ended_ns
+    # the drain: from the release to the last job's execution; the workers' own shutdown after it is apart
+    last_execution = int(executions["at_ns"].max()) if len(executions) else ended_ns
+    window_s = max(1e-9, (last_execution - released_ns) / 1e9)
+    jobs = p.job_count
+    done = int(len(executed))
+    windows = (timings["ended_ns"] - timings["released_ns"]).astype(float) if len(timings) else pd.Series(dtype=float)
+    runnable = (float(timings["run_delay_ns"].sum() / windows.sum())
+                if len(timings) and timings["run_delay_ns"].notna().all() and windows.sum() > 0 else None)
+    running = (float(timings["cpu_ns"].sum() / windows.sum())
+               if len(timings) and timings["cpu_ns"].notna().all() and windows.sum() > 0 else None)
+
+    def per(value):
+        return None if value is None else value / jobs
+
+    return {
+        "library": p.library, "version": libraries.version(p.library), "level": "own_worker",
+        "worker_count": p.worker_count, "repeat": p.repeat, "jobs": jobs,
+        "executed": done, "executed_twice": int((executed > 1).sum()), "not_executed": jobs - done,
+        "duplicate_claims": int((per_job > 1).sum()), "claims": int(len(claims)),
+        "jobs_per_s": done / window_s, "drain_s": window_s, "shutdown_s": max(0.0, (last_end - last_execution) / 1e9),
+        "pickup_p50_ms": float(np.percentile(pickups_ms, 50)) if len(pickups_ms) else None,
+        "pickup_p99_ms": float(np.percentile(pickups_ms, 99)) if len(pickups_ms) else None,
+        "statements_per_job": per(statements),
+        "transactions_per_job": per(after["transactions"] - before["transactions"]),
+        "wal_bytes_per_job": per(wal_bytes),
+        "updates_per_job": per(after["updates"] - before["updates"]),
+        "hot_share": ((after["hot_updates"] - before["hot_updates"]) / (after["updates"] - before["updates"])
+                      if after["updates"] > before["updates"] else None),
+        "dead_tuples_per_job": per(after["dead_tuples"]),
+        "server_cpu_ms_per_job": per(server_cpu_ms),
+        "client_runnable_share": runnable, "client_running_share": running,
+        "cpu_bound": activity.cpu_bound(runnable, running),
+        "advisory_locks_left": advisory_locks, "workers_stopped_at_bound": stopped,
+    }
+
+
+SHOWN = ("library", "version", "level", "worker_count", "jobs", "executed", "executed_twice", "duplicate_claims",
+         "jobs_per_s", "pickup_p50_ms", "pickup_p99_ms", "statements_per_job", "transactions_per_job",
+         "wal_bytes_per_job", "hot_share", "dead_tuples_per_job", "server_cpu_ms_per_job", "cpu_bound",
+         "advisory_locks_left")
+
+
+def load_summary(run_dir: Path) -> dict:
+    return json.loads((Path(run_dir) / "manifest.json").read_text())["results"]["summary"]
+
+
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness libraries` prints: one line (or JSON object) per run."""
+    for path in paths:
+        summary = load_summary(path)
+        if as_json:
+            print(json.dumps({key: summary[key] for key in SHOWN}))
+            continue
+        print(f"{summary['library']:<14} {summary['version']:<8} {summary['worker_count']:>3} workers  "
+              f"{summary['executed']:>6}/{summary['jobs']} executed  {summary['executed_twice']} twice  "
+              f"{summary['duplicate_claims']} claimed twice  {summary['jobs_per_s']:8.1f} jobs/s  "
+              f"pickup p99 {summary['pickup_p99_ms'] or float('nan'):8.1f} ms  "
+              f"{summary['wal_bytes_per_job']:7.0f} WAL B/job"
+              + ("  CPU-bound" if summary["cpu_bound"] else ""))

@@ -1,0 +1,65 @@
+"""PgQueuer, raced with its own worker (https://github.com/janbjorge/pgqueuer, 1.6.0 from PyPI).
+
+Its claim is the dequeue statement pgqueuer/adapters/persistence/qb.py builds: a CTE takes the next 'queued' jobs
+of the registered entrypoints `FOR UPDATE SKIP LOCKED` (and re-picks 'picked' jobs whose heartbeat went stale),
+an UPDATE sets them 'picked', in one statement per batch; a finished job is deleted and logged to pgqueuer_log.
+The QueueManager waits for a NOTIFY on enqueue, or dequeue_timeout (30 s by default); in drain mode it stops once
+the queue is empty and its tasks are done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import psycopg
+from pgqueuer.adapters.drivers.psycopg import PsycopgDriver
+from pgqueuer.adapters.persistence.queries import Queries
+from pgqueuer.core.qm import QueueManager
+from pgqueuer.domain.types import QueueExecutionMode
+
+NAME = "pgqueuer"
+PACKAGE = "pgqueuer"
+SOURCE = "janbjorge/pgqueuer, pgqueuer/adapters/persistence/qb.py (the dequeue query), release 1.6.0"
+JOBS_TABLE = "pgqueuer"
+ID_COLUMN = "id"
+CLAIMED = "NEW.status = 'picked' AND OLD.status IS DISTINCT FROM 'picked'"
+ENTRYPOINT = "noop"
+SETTINGS = {"batch_size": 1, "dequeue_timeout_s": 0.1, "dequeue_timeout_default_s": 30.0, "mode": "drain",
+            "max_concurrent_tasks": None}
+
+
+async def _connect(url: str) -> psycopg.AsyncConnection:
+    return await psycopg.AsyncConnection.connect(url, autocommit=True)
+
+
+def install(url: str) -> None:
+    async def run():
+        async with await _connect(url) as conn:
+            await Queries(PsycopgDriver(conn)).install()
+    asyncio.run(run())
+
+
+def enqueue(url: str, n: int) -> None:
+    async def run():
+        async with await _connect(url) as conn:
+            await Queries(PsycopgDriver(conn)).enqueue([ENTRYPOINT] * n, [None] * n, [0] * n)
+    asyncio.run(run())
+
+
+def work(url: str, log: Path, ready, start) -> None:
+    async def run():
+        async with await _connect(url) as conn:
+            manager = QueueManager(Queries(PsycopgDriver(conn)))
+            with open(log, "a", buffering=1) as out:
+                @manager.entrypoint(ENTRYPOINT)
+                async def noop(job) -> None:
+                    out.write(f"{job.id} {time.time_ns()}\n")
+
+                ready.set()
+                await asyncio.to_thread(start.wait)
+                await manager.run(dequeue_timeout=timedelta(seconds=SETTINGS["dequeue_timeout_s"]),
+                                  batch_size=SETTINGS["batch_size"], mode=QueueExecutionMode.drain)
+    asyncio.run(run())

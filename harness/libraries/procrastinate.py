@@ -1,0 +1,58 @@
+"""procrastinate, raced with its own worker (https://github.com/procrastinate-org/procrastinate, 3.10.0 from PyPI).
+
+Its claim is the plpgsql function procrastinate_fetch_job_v2 in procrastinate/sql/schema.sql: a CTE picks the
+oldest 'todo' job whose lock has no earlier or running job, `FOR UPDATE OF jobs SKIP LOCKED`, and an UPDATE sets
+it 'doing' with the worker's id. The worker polls every fetch_job_polling_interval (5 s by default) and is woken
+by LISTEN/NOTIFY on a new job; with wait=False it stops once a fetch finds nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import procrastinate
+
+NAME = "procrastinate"
+PACKAGE = "procrastinate"
+SOURCE = "procrastinate-org/procrastinate, procrastinate/sql/schema.sql (procrastinate_fetch_job_v2), release 3.10.0"
+JOBS_TABLE = "procrastinate_jobs"
+ID_COLUMN = "id"
+CLAIMED = "NEW.status = 'doing' AND OLD.status IS DISTINCT FROM 'doing'"
+QUEUE = "claimrace"
+SETTINGS = {"concurrency": 1, "fetch_job_polling_interval_s": 0.1, "fetch_job_polling_interval_default_s": 5.0,
+            "listen_notify": True, "wait": False}
+
+
+def _app(url: str) -> procrastinate.App:
+    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+
+
+def install(url: str) -> None:
+    app = _app(url)
+    with app.open():
+        app.schema_manager.apply_schema()
+
+
+def enqueue(url: str, n: int) -> None:
+    app = _app(url)
+    task = app.task(name="noop", queue=QUEUE)(_noop)
+    with app.open():
+        task.batch_defer(*({} for _ in range(n)))
+
+
+def _noop() -> None:
+    """The job the enqueue defers; the worker registers its own, which logs."""
+
+
+def work(url: str, log: Path, ready, start) -> None:
+    app = _app(url)
+    with open(log, "a", buffering=1) as out:
+        @app.task(name="noop", queue=QUEUE, pass_context=True)
+        def noop(context):
+            out.write(f"{context.job.id} {time.time_ns()}\n")
+
+        ready.set()
+        start.wait()
+        app.run_worker(queues=[QUEUE], concurrency=1, wait=False, install_signal_handlers=False,
+                       fetch_job_polling_interval=SETTINGS["fetch_job_polling_interval_s"], listen_notify=True)

@@ -1,0 +1,136 @@
+"""The job libraries raced with their own workers, on the real server: every installed library drains a small queue
+with two workers, audited on its own jobs table; the counts of jobs run or claimed twice can say yes and no."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import psutil
+import pytest
+
+from conftest import PROJECT_ROOT, run_cli
+from harness import libraries
+from harness.errors import UserError
+from harness.experiments import libraries as library_runs
+from harness.experiments import registry
+from harness.storage import read_json
+
+INSTALLED = libraries.available()
+
+
+def test_the_libraries_this_project_races_install_here():
+    assert INSTALLED == list(libraries.NAMES)
+
+
+@pytest.mark.parametrize("name", INSTALLED)
+def test_a_library_drains_a_small_queue_with_its_own_workers_each_job_once(db, tmp_path, name):
+    [run] = registry.measure("libraries", library_runs.LibraryParameters(name, 2, 120), tmp_path, db, progress=False)
+    manifest = read_json(run / "manifest.json")
+    summary = manifest["results"]["summary"]
+    assert manifest["checks"]["passed"], manifest["checks"]
+    assert summary["version"] == libraries.version(name) and manifest["procedure"]["source"]
+    assert (summary["executed"], summary["executed_twice"], summary["duplicate_claims"], summary["not_executed"]) \
+        == (120, 0, 0, 0)
+    assert summary["jobs_per_s"] > 0 and summary["pickup_p99_ms"] >= summary["pickup_p50_ms"] >= 0
+    assert summary["wal_bytes_per_job"] > 0 and summary["transactions_per_job"] > 0
+    assert summary["statements_per_job"] is None or summary["statements_per_job"] > 0
+    audit = pd.read_parquet(run / "audit.parquet")
+    assert (audit["event"] == "enqueued").sum() == 120 and audit.loc[audit["event"] == "claimed", "job_id"].is_unique
+    executions = pd.read_parquet(run / "executions.parquet")
+    assert sorted(executions["job_id"]) == sorted(audit.loc[audit["event"] == "enqueued", "job_id"])
+    assert set(executions["worker"]) <= {0, 1}
+    with db.connect() as conn:  # the run's database is gone, and none of its workers' sessions is left
+        assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s",
+                            (library_runs.DATABASE,)).fetchone()[0] == 0
+
+
+def summarised(audit_rows, execution_rows, jobs=3):
+    audit = pd.DataFrame(audit_rows, columns=["job_id", "event", "at_ns", "txid", "pid"])
+    executions = pd.DataFrame(execution_rows, columns=["job_id", "worker", "at_ns"])
+    timings = pd.DataFrame([{"worker": 0, "pid": 1, "released_ns": 0, "ended_ns": 5_000_000, "cpu_ns": 1,
+                             "run_delay_ns": 1}], columns=["worker", "pid", "released_ns", "ended_ns", "cpu_ns",
+                                                           "run_delay_ns"])
+    counters = {"transactions": 0, "updates": 0, "hot_updates": 0, "dead_tuples": 0}
+    return library_runs.summarise(library_runs.LibraryParameters("procrastinate", 2, jobs), audit, executions,
+                                  timings, 0, 5_000_000, 100, counters, counters, None, None, 0, 0)
+
+
+def test_a_job_run_twice_or_claimed_twice_is_counted_and_a_clean_drain_counts_none():
+    enqueued = [(j, "enqueued", 0, 1, 1) for j in (1, 2, 3)]
+    once = [(j, "claimed", 1_000_000 * j, 10 + j, 2) for j in (1, 2, 3)]
+    clean = summarised(enqueued + once, [(1, 0, 1_100_000), (2, 1, 2_100_000), (3, 0, 3_100_000)])
+    assert (clean["executed"], clean["executed_twice"], clean["duplicate_claims"]) == (3, 0, 0)
+    twice = summarised(enqueued + once + [(2, "claimed", 2_500_000, 20, 3)],
+                       [(1, 0, 1_100_000), (2, 1, 2_100_000), (2, 0, 2_600_000), (3, 0, 3_100_000)])
+    assert (twice["executed"], twice["executed_twice"], twice["duplicate_claims"]) == (3, 1, 1)
+    short = summarised(enqueued + once[:2], [(1, 0, 1_100_000), (2, 1, 2_100_000)])
+    assert short["not_executed"] == 1
+
+
+def test_the_command_prints_one_json_object_per_library_and_worker_count(tmp_path):
+    done = run_cli("libraries", "--library", "all", "--workers", "4", "--jobs", "500", "--json", "--quiet",
+                   "--data-dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [(r["library"], r["worker_count"]) for r in rows] == [(name, 4) for name in INSTALLED]
+    for row in rows:
+        assert {"library", "version", "level", "worker_count", "jobs", "executed", "executed_twice",
+                "duplicate_claims", "jobs_per_s", "statements_per_job", "wal_bytes_per_job",
+                "pickup_p99_ms"} <= set(row)
+        assert row["level"] == "own_worker" and row["jobs"] == 500 and row["executed"] == 500
+
+
+def test_an_unknown_library_is_one_line_naming_the_known_ones_and_exit_2(tmp_path):
+    done = run_cli("libraries", "--library", "celery", "--workers", "1", "--jobs", "10", "--data-dir", str(tmp_path))
+    assert done.returncode == 2
+    [line] = done.stderr.strip().splitlines()
+    assert "celery" in line and all(name in line for name in libraries.NAMES)
+    with pytest.raises(UserError, match="known: procrastinate"):
+        library_runs.LibrarySweep(libraries=("celery",))
+
+
+def test_a_sweep_too_big_for_the_machine_is_refused_in_one_line():
+    with pytest.raises(UserError, match="worker count must be between 1 and 64"):
+        library_runs.LibrarySweep(worker_counts=(65,))
+    with pytest.raises(UserError, match="job count must be between"):
+        library_runs.LibraryParameters("pgqueuer", 1, 10_000_000)
+
+
+def _spawned_workers(harness: psutil.Process) -> list[psutil.Process]:
+    found = []
+    for process in harness.children():
+        try:
+            if "spawn_main" in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:  # a short-lived child (pg_ctl) gone or not yet reaped
+            pass
+    return found
+
+
+def test_no_worker_outlives_the_command_killed_with_sigkill(tmp_path):
+    """The harness killed mid-drain: its worker processes die with it (PR_SET_PDEATHSIG)."""
+    command = subprocess.Popen([sys.executable, "-m", "harness", "libraries", "--library", INSTALLED[0], "--workers",
+                                "4", "--jobs", "100000", "--quiet", "--data-dir", str(tmp_path)], cwd=PROJECT_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        harness = psutil.Process(command.pid)
+        deadline = time.monotonic() + 120
+        workers = []
+        while time.monotonic() < deadline and len(workers) < 4:
+            workers = _spawned_workers(harness)
+            time.sleep(0.2)
+        assert len(workers) == 4, "the workers never started"
+        os.kill(command.pid, signal.SIGKILL)
+        command.wait(30)
+        _, alive = psutil.wait_procs(workers, timeout=15)
+        assert alive == []
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait(30)
