@@ -102,11 +102,12 @@ def test_a_sweep_too_big_for_the_machine_is_refused_in_one_line():
         library_runs.LibraryParameters("pgqueuer", 1, 10_000_000)
 
 
-def _spawned_workers(harness: psutil.Process) -> list[psutil.Process]:
-    found = []
+def _forked_workers(harness: psutil.Process) -> list[psutil.Process]:
+    """The harness's children that run its own command line: the forked workers (not the watchdog, not pg_ctl)."""
+    found, command = [], harness.cmdline()
     for process in harness.children():
         try:
-            if "spawn_main" in " ".join(process.cmdline()):
+            if process.cmdline() == command:
                 found.append(process)
         except psutil.Error:  # a short-lived child (pg_ctl) gone or not yet reaped
             pass
@@ -123,7 +124,7 @@ def test_no_worker_outlives_the_command_killed_with_sigkill(tmp_path):
         deadline = time.monotonic() + 120
         workers = []
         while time.monotonic() < deadline and len(workers) < 4:
-            workers = _spawned_workers(harness)
+            workers = _forked_workers(harness)
             time.sleep(0.2)
         assert len(workers) == 4, "the workers never started"
         os.kill(command.pid, signal.SIGKILL)

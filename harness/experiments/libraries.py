@@ -265,7 +265,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
             _install_audit(conn, library)
             local = activity.server_is_local(conn)
             library.enqueue(url, p.job_count)
-            context = mp.get_context("spawn")
+            context = mp.get_context("fork")  # as the race's workers: no resource tracker outlives the run
             start = context.Event()
             workers, readies = [], []
             for i in range(p.worker_count):
@@ -329,7 +329,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         tables={"audit": audit, "executions": executions, "workers": timings},
         procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
                    "settings": library.SETTINGS, "claimed": library.CLAIMED, "jobs_table": library.JOBS_TABLE,
-                   "workers": "one process each (multiprocessing spawn), the library's own loop at concurrency 1, "
+                   "workers": "one process each (forked), the library's own loop at concurrency 1, "
                               "held at a start barrier until every worker was connected",
                    "bound_s": bound_s, "statements": "lines logged with log_statement = all for the library's "
                                                      "database" if server_log is not None else None},
