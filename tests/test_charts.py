@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from harness.article import analysis, charts, labels, reliability, vega
+from harness.article.sections import libraries as library_section
 from harness.experiments import bench, churn, plans, registry
 from tiny_report import TINY_PARAMS, build_tiny_report
 
@@ -39,6 +40,7 @@ def frames():
         "fault_events": reliability.timeline(runs["faults"], "lease", "pause"),
         "production": analysis.production_summary(runs["production"]),
         "production_timeline": analysis.production_timeline(runs["production"]),
+        "libraries": library_section.library_points(library_section.library_summary(runs["libraries"])),
     }
 
 
@@ -68,6 +70,7 @@ def all_charts(f) -> dict:
         "production_conflicts_chart": charts.production_conflicts_chart(f["production"]),
         "production_pickup_chart": charts.production_pickup_chart(f["production"]),
         "production_timeline_chart": charts.production_timeline_chart(f["production_timeline"]),
+        "libraries_chart": charts.libraries_chart(analysis.libraries_long(f["libraries"])),
     }
 
 

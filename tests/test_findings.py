@@ -14,8 +14,8 @@ import pytest
 
 from harness.article import contents, findings
 from harness.article.sections import (bench as bench_rules, churn as churn_rules, faults as fault_rules,
-                                      plans as plan_rules, production as production_rules, races as race_rules,
-                                      strategies as strategy_rules)
+                                      libraries as library_rules, plans as plan_rules, production as production_rules,
+                                      races as race_rules, strategies as strategy_rules)
 from harness.article.compare import Races
 from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
                                       NOT_MEASURED, NOT_REPRODUCED)
@@ -536,7 +536,7 @@ def test_a_finding_decided_at_a_failing_bench_point_says_so():
 def test_nothing_stored_leaves_every_finding_not_measured():
     found = contents.from_runs({})
     assert [f.id for f in found] == [*(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)),
-                                     *(f"A{i}" for i in range(1, 7))]
+                                     *(f"A{i}" for i in range(1, 8))]
     assert {f.verdict for f in found} == {NOT_MEASURED}
     assert all(f.note for f in found), "a finding that is not measured says why"
 
@@ -664,7 +664,7 @@ def test_a_finding_is_a_value_with_a_fixed_vocabulary():
 def test_the_table_has_one_row_per_finding_in_order():
     found = contents.evaluate({"races": race_rules.Loaded(pd.DataFrame([race("guarded", 1), race("guarded", 4)]))})
     frame = findings.table(found)
-    assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A6"
+    assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A7"
     labels = {label.rsplit(": ", 1)[-1] for cell in frame["verdict"] for label in cell.split("; ")}
     assert labels <= set(findings.VERDICT_LABELS.values())
     assert frame.columns[1].startswith("the original's") and frame.columns[2].startswith("the original's")
@@ -864,3 +864,28 @@ def test_c5_and_c8_read_the_production_section():
     assert by["C8"].verdict == CONFIRMED
     # 5 of 100 polls: the interval (2.2%-11.2%) straddles the 10% that "rare" means, so undecided, but read
     assert by["C5"].verdict == NOT_MEASURED and by["C5"].ours.startswith("5 of 100 polls that listed a run met a 409")
+
+
+# --------------------------------------------------------------------------- A7: the job libraries
+
+
+def library_run(library: str, workers: int, executed_twice: int = 0, duplicate_claims: int = 0,
+                not_executed: int = 0, repeat: int = 0) -> dict:
+    return {"library": library, "version": "1.0", "worker_count": workers, "repeat": repeat, "jobs": 100,
+            "executed_twice": executed_twice, "duplicate_claims": duplicate_claims, "not_executed": not_executed,
+            "run_id": f"{library}-{workers}-{repeat}", "cpu_bound": False}
+
+
+def test_a7_confirms_each_library_that_ran_every_job_once_and_corrects_one_that_did_not():
+    clean = library_rules.a7_each_job_runs_once(pd.DataFrame([library_run("procrastinate", w) for w in (1, 4)]
+                                                             + [library_run("pgqueuer", w) for w in (1, 4)]))
+    assert clean.verdict == CONFIRMED and clean.parts == (("procrastinate", CONFIRMED), ("pgqueuer", CONFIRMED))
+    assert clean.note == "" and "0 jobs run twice and 0 claimed twice of 200 over 2 runs" in clean.ours
+    broken = library_rules.a7_each_job_runs_once(pd.DataFrame(
+        [library_run("procrastinate", 1), library_run("procrastinate", 4, executed_twice=2, duplicate_claims=3),
+         library_run("pgqueuer", 4, not_executed=5)]))
+    assert broken.verdict == CORRECTED
+    assert broken.parts == (("procrastinate", CORRECTED), ("pgqueuer", CONFIRMED))
+    assert "procrastinate handed jobs to two workers: 2 run twice and 3 claimed twice" in broken.note
+    assert "procrastinate-4-0 at 4 workers" in broken.note and "pgqueuer left 5 jobs unexecuted" in broken.note
+    assert library_rules.a7_each_job_runs_once(None).verdict == NOT_MEASURED

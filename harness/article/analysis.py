@@ -968,3 +968,18 @@ def machine_minutes(run_folders) -> float:
         if started and finished:
             total += (pd.Timestamp(finished) - pd.Timestamp(started)).total_seconds()
     return total / 60
+
+
+# --------------------------------------------------------------------------- the job libraries
+
+LIBRARY_MEASURES = ("jobs per second", "pickup p99 (ms)")
+
+
+def libraries_long(points: pd.DataFrame) -> pd.DataFrame:
+    """sections.libraries' points as the chart draws them: one row per library, workers and measure."""
+    frames = [pd.DataFrame({"library": points["library"], "worker_count": points["worker_count"], "measure": measure,
+                            "value": points[column], "low": points[f"{column}_min"], "high": points[f"{column}_max"],
+                            "repeats": points["repeats"], "cpu_bound": points["cpu_bound"]})
+              for column, measure in zip(("jobs_per_s", "pickup_p99_ms"), LIBRARY_MEASURES)] if len(points) else []
+    columns = ["library", "worker_count", "measure", "value", "low", "high", "repeats", "cpu_bound"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)

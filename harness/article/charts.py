@@ -14,9 +14,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from harness.article.analysis import index_setups_without_hot
+from harness.article.analysis import LIBRARY_MEASURES, index_setups_without_hot
 from harness.article.labels import (ENDPOINT_COLOURS, RUNNER_COUNT_TONES, FAULT_EVENT_COLOURS, FAULT_EVENT_ORDER, AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
-                                    CPU_BOUND_COLOUR, DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
+                                    CPU_BOUND_COLOUR, DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, LIBRARY_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
                                     PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, ROUND_TRIP_MEASURES,
                                     SIDE_BY_SIDE_MEASURES, STRATEGY_COLOURS, WINDOW_COLOUR,
                                     TABLE_STATE_DASHES, TABLE_STATE_LABELS, TABLE_STATE_SHAPES, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
@@ -886,3 +886,26 @@ def production_timeline_chart(timeline: pd.DataFrame) -> alt.FacetChart:
         column=alt.Column("measure:N", title=None), resolve=alt.Resolve(scale={"y": "independent"})).properties(
         title=_title("The burst, second by second", "runs pending at the end of each second (intended enqueue "
                                                      "times), and the 409s the runners met in it"))
+
+
+# --------------------------------------------------------------------------- the job libraries
+
+def libraries_chart(long: pd.DataFrame) -> alt.FacetChart:
+    """Each job library's own workers draining one queue: jobs per second and the pickup p99 against workers."""
+    data = _plain(long)
+    drawn = list(dict.fromkeys(data["library"]))
+    base = alt.Chart().encode(x=_workers_axis(data["worker_count"]), color=alt.Color(
+        "library:N", scale=_colour_scale(drawn, LIBRARY_COLOURS), title="library", sort=drawn))
+    tooltip = [alt.Tooltip("library:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
+               alt.Tooltip("value:Q", format=",.1f"), REPEATS_TOOLTIP]
+    y = alt.Y("value:Q", title=None, scale=alt.Scale(type="log"))
+    layers = [base.mark_line().encode(y=y), base.mark_point(filled=True, size=40, opacity=1).encode(y=y, tooltip=tooltip)]
+    if _repeated(data):
+        layers.insert(0, _spread_rules(base, "low", "high"))
+    bound = sorted({int(w) for w in data.loc[data["cpu_bound"].fillna(False).astype(bool), "worker_count"]})
+    data, edges = _facet_band(base, data, bound, layers)
+    return alt.layer(*layers, data=data).properties(width=WIDTH // 2 - 20, height=HEIGHT - 60).facet(
+        column=alt.Column("measure:N", title=None, sort=list(LIBRARY_MEASURES), header=alt.Header(labelFontSize=13)),
+    ).resolve_scale(y="independent").properties(title=_title(
+        "The job libraries' own workers draining one queue", _spread_note(data),
+        CPU_BOUND_NOTE if edges is not None else ""))

@@ -82,6 +82,7 @@ CLAIM_NOT_COMPLETION = anchor("A claim is not a completion")
 FAQ = anchor("FAQ")
 OTHER_CLAIMS = anchor("Other ways to claim")
 LATENCY = anchor("What does a network round trip change?")
+LIBRARIES = anchor("What the job libraries do")
 
 # --------------------------------------------------------------------------- the original's figures
 
@@ -157,6 +158,8 @@ ADDED_CLAIMS = {
                 "reported by users of job libraries, not by the original", OTHER_CLAIMS),
     "A6": Claim("an advisory-lock pick takes locks on jobs it does not return",
                 "reported by users of job libraries, not by the original", OTHER_CLAIMS),
+    "A7": Claim("a job library's own workers run each job once when several of them drain one queue",
+                NOT_IN_THE_ORIGINAL, LIBRARIES),
 }
 ORIGINAL_JOB_COUNT = 10_000
 ORIGINAL_F1_DUPLICATE_JOBS = 9_763

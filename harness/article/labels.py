@@ -166,3 +166,6 @@ ENDPOINT_COLOURS = {PRODUCTION_ENDPOINT_LABELS["pending"]: STRATEGY_COLOURS["gua
                     PRODUCTION_ENDPOINT_LABELS["claim"]: STRATEGY_COLOURS["skip_locked"]}
 # Runner counts are ordered: light to dark as they grow.
 RUNNER_COUNT_TONES = (NEUTRAL["sand"], NEUTRAL["ochre"], NEUTRAL["brown"], NEUTRAL["charcoal"])
+
+# The job libraries: not strategies, so neutral tones of their own.
+LIBRARY_COLOURS = {"procrastinate": NEUTRAL["charcoal"], "pgqueuer": NEUTRAL["ochre"]}

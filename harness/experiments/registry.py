@@ -106,11 +106,10 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          show=faults.show_runs, sections=("faults",), request=faults.FaultSweep, expand=faults.FaultSweep.runs,
          gather=faults.sweep_of, workers=faults.workers_needed, check_size=faults.check_size,
          label=faults.run_label),
-    # not yet a section of the report: the article's section on the job libraries reads it next
     Kind("libraries", libraries.LibraryParameters, libraries.measure_libraries,
          help="job libraries (procrastinate, pgqueuer) draining the same queue with their own workers, audited "
               "on their own jobs table (creates and drops the database claimrace_libraries for every run)",
-         show=libraries.show_runs, sections=(), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
+         show=libraries.show_runs, sections=("libraries",), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
          gather=libraries.sweep_of, workers=libraries.workers_needed, check_size=libraries.check_size,
          label=libraries.label),
 )}
