@@ -74,9 +74,9 @@ def page(runs: dict[str, list[Path]]) -> Page:
     """Every section loaded once, every finding decided once, every placeholder's value produced once."""
     loaded = load(runs)
     found = evaluate(loaded)
-    values, producers = {}, {}
+    values, producers, decided = {}, {}, by_id(found)
     for section in SECTIONS:
-        for name, value in section.values(loaded, by_id(found)).items():
+        for name, value in section.values(loaded, decided).items():
             if name in producers:
                 raise ValueError(f"placeholder {name} is produced by both {producers[name]} and {section.NAME}")
             values[name], producers[name] = str(value), section.NAME

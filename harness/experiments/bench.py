@@ -39,7 +39,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import psutil
 import pyarrow as pa
 from tqdm.auto import tqdm
 
@@ -51,7 +50,7 @@ from harness.experiments.limits import check_race_size
 from harness.experiments.pgbench import QueueDrained, check_scriptable, pgbench_script, pgbench_version, run_pgbench
 from harness.experiments.race import CLIENT_LAYOUT_TEXT, run_race
 from harness.server import database, schema
-from harness.server.activity import ActivitySampler, server_is_local
+from harness.server.activity import ActivitySampler, server_cpu_ns
 from harness.storage import read_manifest, utc_now
 from harness.strategies import EMPTY, ERROR, LOST, ORIGINAL_STRATEGIES, STRATEGIES, WON, get_strategy, parse_strategies
 
@@ -142,27 +141,6 @@ def _pending_or_drained(conn, client: str, strategy: str, worker_count: int, sec
         raise QueueDrained(f"{client} left {pending} of {jobs} jobs pending after {seconds} s ({strategy}, "
                            f"{worker_count} workers{'' if wins is None else f', {wins} wins'})")
     return int(pending)
-
-
-def server_cpu_ns(conn) -> int | None:
-    """CPU the server's processes have used so far: the postmaster's own, its reaped children's and its live
-    children's. The difference over a run, read once the run's backends have exited, is what the run cost the
-    server (its backends end with their connections and are reaped into the postmaster's children times)."""
-    if not server_is_local(conn):
-        return None
-    try:
-        postmaster = psutil.Process(conn.pgconn.backend_pid).parent()
-        times = postmaster.cpu_times()
-        total = times.user + times.system + times.children_user + times.children_system
-        for child in postmaster.children():
-            try:
-                child_times = child.cpu_times()
-                total += child_times.user + child_times.system
-            except psutil.NoSuchProcess:
-                pass
-        return int(total * 1e9)
-    except (psutil.Error, AttributeError):
-        return None
 
 
 def wait_for_clients_to_leave(conn, application_prefix: str, timeout_seconds: float = 15.0) -> None:

@@ -38,13 +38,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import psutil
 from psycopg import conninfo, sql
 
 from harness import libraries
 from harness.children import die_with_parent
 from harness.errors import UserError
-from harness.experiments.contract import Measured, Option, Parameters, as_int, check_each, int_list, setting
+from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list,
+                                         setting)
 from harness.experiments.limits import check_race_size
 from harness.server import activity, database, pgstats
 
@@ -104,7 +104,7 @@ class LibrarySweep(Parameters):
     libraries: tuple = setting(libraries.NAMES, as_libraries, Option(
         "--library", f"one of {', '.join(libraries.NAMES)}; a comma list; or all (every one installed here)",
         parse_libraries, default_text="all"))
-    worker_counts: tuple = setting((1, 4, 16, 32), lambda name, v: tuple(as_int(name, w) for w in v), Option(
+    worker_counts: tuple = setting((1, 4, 16, 32), as_ints, Option(
         "--workers", "worker processes, comma-separated: a sweep", int_list))
     job_count: int = setting(500, as_int, Option("--jobs", "no-op jobs queued per run", int))
     repeats: int = setting(1, as_int, Option("--repeat", "runs per library and worker count", int))
@@ -206,33 +206,6 @@ def _counters(conn, library) -> dict:
             "hot_updates": int(row[3] or 0), "dead_tuples": int(row[4] or 0)}
 
 
-def _server_tree(conn) -> psutil.Process | None:
-    """The postmaster of a server on this machine (the parent of this connection's backend)."""
-    try:
-        return psutil.Process(int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])).parent()
-    except psutil.Error:
-        return None
-
-
-def _tree_cpu_s(postmaster: psutil.Process | None) -> float | None:
-    """CPU seconds the whole server has used so far: the postmaster, its live processes, and the backends it has
-    reaped (their time is added to its children's times as they exit). None without a local server."""
-    if postmaster is None:
-        return None
-    try:
-        own = postmaster.cpu_times()
-        total = own.user + own.system + own.children_user + own.children_system
-        for child in postmaster.children():
-            try:
-                times = child.cpu_times()
-                total += times.user + times.system
-            except psutil.Error:  # it exited between the listing and the reading: its time is in the reaped total
-                pass
-        return total
-    except psutil.Error:
-        return None
-
-
 def _log_size(log: Path | None) -> int | None:
     return log.stat().st_size if log is not None and log.exists() else None
 
@@ -284,8 +257,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
                 before = _counters(conn, library)
                 log_from = _log_size(server_log)
-                server = _server_tree(conn) if local else None
-                server_cpu_before = _tree_cpu_s(server)
+                server_cpu_before = activity.server_cpu_ns(conn)
                 released_ns = time.time_ns()
                 start.set()
                 bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
@@ -299,7 +271,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 ended_ns = time.time_ns()
                 statements = _statements_logged(server_log, log_from)
                 pgstats.wait_for_backends_to_exit(conn, backends)
-                server_cpu_after = _tree_cpu_s(server)
+                server_cpu_after = activity.server_cpu_ns(conn)
                 after = _counters(conn, library)
             finally:
                 for process in workers:
@@ -319,11 +291,12 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         with db.connect() as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE)))
     executions, timings = _read_logs(logs)
-    server_cpu_ms = (server_cpu_after - server_cpu_before) * 1e3 if server_cpu_before is not None else None
+    server_cpu_ms = ((server_cpu_after - server_cpu_before) / 1e6
+                     if server_cpu_before is not None and server_cpu_after is not None else None)
     summary = summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after, statements,
                         server_cpu_ms, advisory_locks, len(stopped))
-    checks = {"every_job_enqueued_once": int((audit["event"] == "enqueued").sum()) == p.job_count,
-              "no_worker_stopped_at_the_bound": not stopped}
+    # a worker stopped at the bound is censored, not refused: its jobs count as not executed
+    checks = {"every_job_enqueued_once": int((audit["event"] == "enqueued").sum()) == p.job_count}
     checks["passed"] = all(checks.values())
     return Measured(
         tables={"audit": audit, "executions": executions, "workers": timings},
@@ -396,7 +369,7 @@ def summarise(p: LibraryParameters, audit: pd.DataFrame, executions: pd.DataFram
         "updates_per_job": per(after["updates"] - before["updates"]),
         "hot_share": ((after["hot_updates"] - before["hot_updates"]) / (after["updates"] - before["updates"])
                       if after["updates"] > before["updates"] else None),
-        "dead_tuples_per_job": per(after["dead_tuples"]),
+        "dead_tuples_per_job": per(after["dead_tuples"] - before["dead_tuples"]),
         "server_cpu_ms_per_job": per(server_cpu_ms),
         "client_runnable_share": runnable, "client_running_share": running,
         "cpu_bound": activity.cpu_bound(runnable, running),

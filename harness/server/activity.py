@@ -332,6 +332,27 @@ def server_is_local(conn: psycopg.Connection) -> bool:
         return False
 
 
+def server_cpu_ns(conn) -> int | None:
+    """CPU the server's processes have used so far: the postmaster's own, its reaped children's and its live
+    children's. The difference over a run, read once the run's backends have exited, is what the run cost the
+    server (its backends end with their connections and are reaped into the postmaster's children times)."""
+    if not server_is_local(conn):
+        return None
+    try:
+        postmaster = psutil.Process(conn.pgconn.backend_pid).parent()
+        times = postmaster.cpu_times()
+        total = times.user + times.system + times.children_user + times.children_system
+        for child in postmaster.children():
+            try:
+                child_times = child.cpu_times()
+                total += child_times.user + child_times.system
+            except psutil.NoSuchProcess:
+                pass
+        return int(total * 1e9)
+    except (psutil.Error, AttributeError):
+        return None
+
+
 def read_schedstat(pid: int) -> tuple[int, int, int] | None:
     """(ns on a CPU, ns runnable but waiting for one, timeslices) of a local process, None where /proc has none."""
     try:

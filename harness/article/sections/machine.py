@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.article.analysis import autovacuum_runs, machine
+from harness.article.analysis import autovacuum_runs
 from harness.article.findings import Finding
 from harness.article.formats import count, span
 
@@ -22,7 +22,7 @@ def findings(loaded: dict) -> list[Finding]:
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     races = loaded["races"]
-    site = machine(list(races.runs))
+    site = races.site
     settings = site.get("settings", {})
     vacuum = autovacuum_runs(races.summary)
     return {"platform": site.get("platform"), "python": site.get("python"),

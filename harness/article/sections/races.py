@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -697,13 +698,28 @@ class Loaded:
     slow_runs: tuple = ()  # the slowed-down race's run folders
     split_runs: tuple = ()  # the races with client and server on separate CPUs
 
-    @property
+    # derived once, on first use: the rules, the prose's figures, the tables and the notebook's charts share them
+
+    @cached_property
     def shares(self) -> pd.DataFrame | None:
         return wait_share_table(self.summary) if len(self.summary) else None
 
-    @property
+    @cached_property
     def by_workers(self) -> pd.DataFrame:
         return over_repeats(self.summary)
+
+    @cached_property
+    def facts(self) -> dict:
+        return race_facts(self.summary, self.by_workers)
+
+    @cached_property
+    def site(self) -> dict:
+        """The machine the races ran on (analysis.machine)."""
+        return machine(list(self.runs))
+
+    @cached_property
+    def sampler(self) -> dict:
+        return sampler_facts(list(self.runs), self.summary)
 
 
 def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded:
@@ -745,8 +761,7 @@ WAIT_SHARES = ((LOCK_WAIT, "lock"), ("waiting for the client", "client"), ("runn
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     """The sweep's figures the prose names, formatted once."""
     mine = loaded[NAME]
-    summary, by_workers = mine.summary, mine.by_workers
-    facts = race_facts(summary, by_workers)
+    summary, by_workers, facts = mine.summary, mine.by_workers, mine.facts
     low, high, two = facts["low"], facts["high"], facts["two"]
 
     def at(strategy, worker_count, column, fmt=number):
@@ -757,7 +772,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     def whole(value):
         return number(value, 0)
 
-    site = machine(list(mine.runs))
+    site = mine.site
     out = {"job_count": count(facts["job_count"]), "worker_list": join([str(w) for w in facts["workers"]]),
            "repeats_phrase": counted(facts["repeats"], "race"),
            "repeats_phrase_capital": counted(facts["repeats"], "race").capitalize(),
@@ -794,7 +809,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
             "guarded_p99_low": at("guarded", low, "p99_ms", ms)}
 
     # how the backends were sampled, and where a point was CPU-bound
-    sampler = sampler_facts(list(mine.runs), summary)
+    sampler = mine.sampler
     out |= {"sampler_interval": ms(sampler.get("interval_ms")),
             "sampler_interval_high": ms(sampler.get("interval_ms_high")),
             "sampler_slowest_workers": (counted(sampler["slowest_workers"], "worker")
@@ -841,8 +856,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
 def ends_table(loaded: dict) -> str:
     """The two ends of the worker range, one row per strategy and end."""
     mine = loaded[NAME]
-    by_workers = mine.by_workers
-    facts = race_facts(mine.summary, by_workers)
+    by_workers, facts = mine.by_workers, mine.facts
     ends = by_workers[by_workers["worker_count"].isin([facts["low"], facts["high"]])].copy()
     ends["strategy"] = ends["strategy"].astype(str)
     ends["lost per win"] = [lost_per_win(s, v) for s, v in zip(ends["strategy"], ends["losses_per_win"])]
