@@ -17,6 +17,7 @@ from typing import Callable
 
 from psycopg import pq
 
+from harness import library_claims as library
 from harness.config import SCHEMA
 from harness.errors import UserError
 
@@ -383,6 +384,84 @@ def _advisory_steps(notes: AttemptNotes, batch: int):
     return claim, claim_stepwise
 
 
+# --------------------------------------------------------------------------- job libraries' protocols
+
+# What a statement of a library's protocol (harness.library_claims) does with its answer:
+PLAIN = "plain"  # nothing to read (BEGIN, COMMIT, a completion, a read the library makes and ignores)
+PICK = "pick"  # the job's id, or no row: nothing left for this worker (EMPTY)
+CLAIM = "claim"  # a pick that also writes the claim: a row is a won job
+CHECK = "check"  # a re-check of the picked job: no row means another worker has it (LOST)
+WRITE = "write"  # the job's start, the write the audit records: a row written is a won job
+RELEASE = "release"  # runs once a job was picked, whatever came after; the last one counts the locks still held
+_COMMIT = b"COMMIT"
+
+
+def _protocol_steps(protocol: tuple[tuple[str, str], ...], sql: dict[str, str], counts_stray_locks: bool):
+    """One attempt of a library's protocol: its statements in order, each given the picked job's id where its SQL
+    takes one ($1), ended early by an empty pick or a failed check (an open transaction is committed, as the
+    library's would be), its release statements run once a job was picked."""
+    steps = tuple((name.encode(), role, "$1" in sql[name]) for name, role in protocol if role != RELEASE)
+    releases = tuple((name.encode(), "$1" in sql[name]) for name, role in protocol if role == RELEASE)
+
+    def noted_steps(notes: AttemptNotes, batch: int):
+        add_stray = notes.stray_locks.append
+
+        def claim(pgconn) -> tuple[int, int]:
+            job_id, outcome = None, None
+            for name, role, with_job in steps:
+                result = pgconn.exec_prepared(name, (job_id,) if with_job else None)
+                if result.status not in _OK:
+                    if pgconn.transaction_status == _IDLE:
+                        outcome = failed_statement(pgconn, job_id)[0]
+                    else:
+                        outcome = _abandon_transaction(pgconn, result, job_id)[0]
+                    break
+                if role in (PICK, CLAIM):
+                    if result.ntuples == 0:
+                        outcome = EMPTY
+                        break
+                    job_id = result.get_value(0, 0)
+                    outcome = WON if role == CLAIM else outcome
+                elif role == CHECK and result.ntuples == 0:
+                    outcome = LOST
+                    break
+                elif role == WRITE:
+                    outcome = WON if (result.command_tuples or 0) >= 1 else LOST
+                    if outcome == LOST:
+                        break
+            if outcome in (EMPTY, LOST) and pgconn.transaction_status != _IDLE:
+                pgconn.exec_(_COMMIT)
+            if job_id is not None and releases:
+                for name, with_job in releases:
+                    released = pgconn.exec_prepared(name, (job_id,) if with_job else None)
+                    if released.status != _TUPLES_OK:
+                        if counts_stray_locks:
+                            add_stray(0)
+                        return failed_statement(pgconn, job_id)
+                if counts_stray_locks:
+                    add_stray(int(released.get_value(0, 0)))
+            elif counts_stray_locks:  # no job picked: no lock taken, none to release (one note per attempt)
+                add_stray(0)
+            return outcome, int(job_id or 0)
+
+        return claim, _one_statement_stepwise(claim)
+
+    return noted_steps
+
+
+def _library_strategy(name: str, title: str, summary: str, protocol: tuple[tuple[str, str], ...],
+                      sql: dict[str, str], isolation: str, counts_stray_locks: bool = False) -> "Strategy":
+    """A job library's protocol as a strategy the race runs: its statements prepared once each, its sequence kept."""
+    return Strategy(
+        name=name, title=title, summary=summary,
+        statements=tuple(sql.items()), protocol=protocol,
+        noted_steps=_protocol_steps(protocol, sql, counts_stray_locks),
+        counts_stray_locks=counts_stray_locks, isolation=isolation, library_source=str(library.SOURCES[name]),
+        not_benched="a library's protocol hands the picked id from statement to statement and may end early; "
+                    "the bench's scripts run a fixed list",
+    )
+
+
 # --------------------------------------------------------------------------- the strategies
 
 ClaimStep = Callable[[object], tuple[int, int]]
@@ -408,6 +487,15 @@ class Strategy:
     counts_stray_locks: bool = False  # notes the advisory locks each attempt left on jobs it did not return
     # None: the bench (harness against pgbench) takes it; else why it cannot, in one line
     not_benched: str | None = None
+    # a job library's protocol: (prepared name, role) in the order one attempt sends them, names repeated where
+    # the library repeats a statement (BEGIN, COMMIT); and where the protocol was read (harness.library_claims)
+    protocol: tuple[tuple[str, str], ...] = ()
+    library_source: str | None = None
+
+    @property
+    def statements_per_attempt(self) -> int:
+        """The statements (round trips) one attempt that gets a job sends."""
+        return len(self.protocol) if self.protocol else len(self.statements)
 
     def steps(self, notes: AttemptNotes, batch: int = 1) -> tuple[ClaimStep, StepwiseClaim]:
         """This worker's claim and slowed-down claim; strategies with notes write them into `notes`."""
@@ -428,8 +516,10 @@ class Strategy:
                                    f"{result.error_message.decode(errors='replace').strip()}")
 
     def sql_for(self, batch: int = DEFAULT_BATCH) -> str:
-        """The statements as a reader sees them, one per line, ; terminated."""
-        return "\n".join(f"{text};" for _, text in self.statements_for(batch))
+        """The statements as a reader sees them, one per line, ; terminated, in the order an attempt sends them."""
+        texts = dict(self.statements_for(batch))
+        order = [name for name, _ in self.protocol] if self.protocol else list(texts)
+        return "\n".join(f"{texts[name]};" for name in order)
 
     @property
     def sql(self) -> str:
@@ -537,6 +627,58 @@ STRATEGIES: dict[str, Strategy] = {
         ),
     )
 }
+
+# The job libraries' protocols (harness.library_claims), raced beside the strategies above on the same table.
+LIBRARY_STRATEGIES = ("river", "oban", "que", "good_job", "solid_queue")
+STRATEGIES.update({s.name: s for s in (
+    _library_strategy(
+        "river", "River's fetch",
+        "One statement: a CTE locks the next available job FOR UPDATE SKIP LOCKED, the UPDATE sets it running.",
+        (("claim", CLAIM),), {"claim": library.RIVER_CLAIM}, AUTOCOMMIT),
+    _library_strategy(
+        "oban", "Oban's fetch and completion",
+        "BEGIN, the SKIP LOCKED CTE UPDATE, COMMIT; then the job's completion, an UPDATE by id.",
+        (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN), ("complete", PLAIN)),
+        {"begin": library.BEGIN, "claim": library.OBAN_CLAIM, "commit": library.COMMIT,
+         "complete": library.COMPLETE},
+        "the claim in one READ COMMITTED transaction (BEGIN, UPDATE, COMMIT), the completion in autocommit"),
+    _library_strategy(
+        "que", "Que's advisory-lock poll",
+        "A recursive CTE tries a session advisory lock on one pending job after another until it holds one; "
+        "a new statement re-checks it, another checks it exists, the job runs and is resolved, then it is "
+        "unlocked. Nothing is written at claim.",
+        (("poll", PICK), ("verify", CHECK), ("exists", CHECK), ("resolve", WRITE), ("unlock", RELEASE)),
+        {"poll": library.QUE_POLL, "verify": library.QUE_VERIFY, "exists": library.QUE_EXISTS,
+         "resolve": library.QUE_RESOLVE, "unlock": library.QUE_UNLOCK},
+        "read committed, autocommit, one statement per round trip; session advisory locks",
+        counts_stray_locks=True),
+    _library_strategy(
+        "good_job", "good_job's advisory lock over candidates",
+        "A SELECT materialises up to 1,000 candidates and keeps the first whose advisory lock (an md5 key) it "
+        "gets; a reload re-checks it; the start and the finish are transactions of their own; the lock is "
+        "released with a pg_locks check before and after.",
+        (("pick", PICK), ("reload", CHECK), ("begin", PLAIN), ("start", WRITE), ("commit", PLAIN),
+         ("begin", PLAIN), ("finish", PLAIN), ("commit", PLAIN), ("held", RELEASE), ("unlock", RELEASE),
+         ("held_after", RELEASE)),
+        {"pick": library.GOOD_JOB_PICK, "reload": library.GOOD_JOB_RELOAD, "begin": library.BEGIN,
+         "start": library.GOOD_JOB_START, "commit": library.COMMIT, "finish": library.COMPLETE,
+         "held": library.GOOD_JOB_LOCK_HELD, "unlock": library.GOOD_JOB_UNLOCK,
+         "held_after": library.GOOD_JOB_HELD_AFTER},
+        "the pick, the reload and the unlock in autocommit, the start and the finish each in a READ COMMITTED "
+        "transaction; a session advisory lock from the pick to the unlock",
+        counts_stray_locks=True),
+    _library_strategy(
+        "solid_queue", "Solid Queue's claim and completion",
+        "BEGIN, SELECT the next job FOR UPDATE SKIP LOCKED, claim it, re-select it, COMMIT; load the job; then "
+        "BEGIN, lock it FOR UPDATE, finish it, COMMIT.",
+        (("begin", PLAIN), ("pick", PICK), ("claim", WRITE), ("reselect", PLAIN), ("commit", PLAIN),
+         ("load", PLAIN), ("begin", PLAIN), ("lock", PLAIN), ("finish", PLAIN), ("commit", PLAIN)),
+        {"begin": library.BEGIN, "pick": library.SOLID_QUEUE_PICK, "claim": library.SOLID_QUEUE_CLAIM,
+         "reselect": library.SOLID_QUEUE_RESELECT, "commit": library.COMMIT, "load": library.SOLID_QUEUE_LOAD,
+         "lock": library.SOLID_QUEUE_LOCK, "finish": library.COMPLETE},
+        "the claim and the completion each one READ COMMITTED transaction; the SKIP LOCKED row lock held across "
+        "the claim's statements"),
+)})
 
 
 def get_strategy(name: str) -> Strategy:

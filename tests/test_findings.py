@@ -536,7 +536,7 @@ def test_a_finding_decided_at_a_failing_bench_point_says_so():
 def test_nothing_stored_leaves_every_finding_not_measured():
     found = contents.from_runs({})
     assert [f.id for f in found] == [*(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)),
-                                     *(f"A{i}" for i in range(1, 8))]
+                                     *(f"A{i}" for i in range(1, 9))]
     assert {f.verdict for f in found} == {NOT_MEASURED}
     assert all(f.note for f in found), "a finding that is not measured says why"
 
@@ -664,7 +664,7 @@ def test_a_finding_is_a_value_with_a_fixed_vocabulary():
 def test_the_table_has_one_row_per_finding_in_order():
     found = contents.evaluate({"races": race_rules.Loaded(pd.DataFrame([race("guarded", 1), race("guarded", 4)]))})
     frame = findings.table(found)
-    assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A7"
+    assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A8"
     labels = {label.rsplit(": ", 1)[-1] for cell in frame["verdict"] for label in cell.split("; ")}
     assert labels <= set(findings.VERDICT_LABELS.values())
     assert frame.columns[1].startswith("the original's") and frame.columns[2].startswith("the original's")

@@ -44,7 +44,7 @@ def load(runs: dict[str, list[Path]]) -> dict:
 
 
 def evaluate(loaded: dict) -> list[Finding]:
-    """Every finding, F1-F13, C1-C9 and A1-A7, in that order; a section missing from `loaded` (or None there)
+    """Every finding, F1-F13, C1-C9 and A1-A8, in that order; a section missing from `loaded` (or None there)
     leaves its findings not measured."""
     found = [finding for section in SECTIONS for finding in section.findings(loaded)]
     for section in SECTIONS:

@@ -19,10 +19,13 @@ from harness.experiments.plans import TABLE_STATES
 
 # The original three first, then the other claims, each family beside its relative.
 STRATEGY_ORDER = ("naive", "guarded", "skip_locked", "naive_transaction", "naive_serializable", "for_update",
-                  "skip_locked_batch", "skip_locked_batch_in", "advisory_lock")
+                  "skip_locked_batch", "skip_locked_batch_in", "advisory_lock",
+                  "river", "oban", "que", "good_job", "solid_queue")
 STRATEGY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2e8b57",
                     "naive_transaction": "#e67e22", "naive_serializable": "#8e44ad", "for_update": "#7f8c8d",
-                    "skip_locked_batch": "#16a085", "skip_locked_batch_in": "#b7950b", "advisory_lock": "#d35493"}
+                    "skip_locked_batch": "#16a085", "skip_locked_batch_in": "#b7950b", "advisory_lock": "#d35493",
+                    "river": "#1f77b4", "oban": "#9467bd", "que": "#e377c2", "good_job": "#8c564b",
+                    "solid_queue": "#bcbd22"}
 # Why a strategy has no lost races to count, from its SQL (harness.strategies).
 CANNOT_LOSE = {
     "naive": "its UPDATE does not check the status, so it never sees a loss",

@@ -443,6 +443,9 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
                 "workers": workers_table(result, local), "activity": activity_table(samples, result)},
         procedure={"sql": strategy.sql_for(cfg.batch), "statements": dict(strategy.statements_for(cfg.batch)),
                    "isolation": strategy.isolation,
+                   # a job library's protocol: the order its statements go in, and where it was read
+                   **({"protocol": [name for name, _ in strategy.protocol], "library_source": strategy.library_source}
+                      if strategy.protocol else {}),
                    "queue": "a fresh claimrace.jobs of job_count pending jobs per trial (create_queue), with the "
                             "audit trigger unless audit is off"},
         checks=conservation_checks(cfg, result, audit, status),

@@ -1,5 +1,5 @@
-"""The job libraries section: procrastinate and PgQueuer draining one queue with their own workers (A7), and what
-each job costs the server."""
+"""The job libraries section: procrastinate and PgQueuer draining one queue with their own workers (A7), what each
+job costs the server, and the claim protocols of five more libraries raced in the tight loop (A8)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.article.findings import CONFIRMED, CORRECTED, Finding, make_finding, not_measured
-from harness.article.formats import DASH, count, missing, ms, number
+from harness.article.analysis import over_repeats, race_summary
+from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
+from harness.article.formats import DASH, count, missing, ms, number, span
 from harness.article.prose import counted, join, table
 from harness.article.wording import Sentences
 from harness.experiments import registry
 from harness.experiments.libraries import load_summary
+from harness.library_claims import DROPPED, SOURCES
 from harness.storage import read_manifest
+from harness.strategies import LIBRARY_STRATEGIES, STRATEGIES
 
 NAME = "libraries"
 say = Sentences(NAME)
@@ -30,9 +33,12 @@ TABLE_COLUMNS = {"library": "library", "worker_count": "workers", "jobs_per_s": 
 
 @dataclass(frozen=True)
 class Loaded:
-    runs: tuple  # the libraries' run folders
+    runs: tuple  # the libraries' run folders (their own workers)
     summary: pd.DataFrame  # one row per run: the run's summary, with its settings
     points: pd.DataFrame  # per library and worker count: each figure's median, min and max over repeats
+    claim_runs: tuple = ()  # the races of the libraries' claim protocols (report section library_claims)
+    claims: pd.DataFrame | None = None  # analysis.race_summary of those races
+    claims_by_workers: pd.DataFrame | None = None  # analysis.over_repeats of it
 
 
 def library_summary(paths) -> pd.DataFrame:
@@ -64,10 +70,13 @@ def library_points(summary: pd.DataFrame) -> pd.DataFrame:
 
 def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
     paths = tuple(Path(p) for p in runs.get("libraries", []))
-    if not paths:
+    claim_paths = tuple(Path(p) for p in runs.get("library_claims", []))
+    if not paths and not claim_paths:
         return None
-    summary = library_summary(paths)
-    return Loaded(paths, summary, library_points(summary))
+    summary = library_summary(paths) if paths else pd.DataFrame()
+    claims = race_summary(list(claim_paths)) if claim_paths else None
+    return Loaded(paths, summary, library_points(summary) if paths else pd.DataFrame(), claim_paths, claims,
+                  over_repeats(claims) if claims is not None and len(claims) else None)
 
 
 # --------------------------------------------------------------------------- A7
@@ -98,9 +107,47 @@ def a7_each_job_runs_once(summary: pd.DataFrame | None) -> Finding:
     return make_finding("A7", verdict, say("A7.ours", libraries="; ".join(listed)), notes, values, parts=tuple(parts))
 
 
+# --------------------------------------------------------------------------- A8
+
+
+def a8_protocols_hand_each_job_once(claims: pd.DataFrame | None) -> Finding:
+    """Per library protocol, a part: corrected where the audit shows a job claimed twice in any race (a duplicate
+    is one whatever the machine did); confirmed where none was, every job was claimed, and at least one point was
+    not CPU-bound; not measured otherwise (every point CPU-bound, or a race that left jobs unclaimed)."""
+    runs = claims[claims["strategy"].astype(str).isin(LIBRARY_STRATEGIES)] if claims is not None else None
+    if runs is None or not len(runs):
+        return not_measured("A8", say("A8.no_runs"))
+    parts, listed, notes = [], [], []
+    for name in [n for n in LIBRARY_STRATEGIES if n in set(runs["strategy"].astype(str))]:
+        mine = runs[runs["strategy"].astype(str) == name]
+        twice, unclaimed = int(mine["duplicate_jobs"].sum()), int(mine["unclaimed_jobs"].sum())
+        free = mine[mine["cpu_bound"] != True]  # noqa: E712 (None: not known, counted as not bound)
+        if twice:
+            verdict = CORRECTED
+            worst = mine.loc[mine["duplicate_jobs"].idxmax()]
+            notes.append(say("A8.twice", library=name, twice=count(twice), workers=int(worst["worker_count"]),
+                             run=worst["run_id"]))
+        elif unclaimed or not len(free):
+            verdict = NOT_MEASURED
+            notes.append(say("A8.unclaimed", library=name, jobs=count(unclaimed)) if unclaimed
+                         else say("A8.all_cpu_bound", library=name))
+        else:
+            verdict = CONFIRMED
+        parts.append((name, verdict))
+        listed.append(say("A8.library", library=name, twice=count(twice), jobs=count(int(mine["job_count"].sum()))))
+    verdicts = {v for _, v in parts}
+    verdict = CORRECTED if CORRECTED in verdicts else CONFIRMED if verdicts == {CONFIRMED} else NOT_MEASURED
+    workers = sorted({int(w) for w in runs["worker_count"]})
+    return make_finding("A8", verdict, say("A8.ours", libraries="; ".join(listed)), notes,
+                        {"workers": join([str(w) for w in workers]), "libraries": count(len(parts))},
+                        used=sorted({int(w) for w in runs.loc[runs["cpu_bound"] != True, "worker_count"]}),  # noqa: E712
+                        parts=tuple(parts))
+
+
 def findings(loaded: dict) -> list[Finding]:
     mine = loaded.get(NAME)
-    return [a7_each_job_runs_once(mine.summary if mine else None)]
+    return [a7_each_job_runs_once(mine.summary if mine is not None and len(mine.summary) else None),
+            a8_protocols_hand_each_job_once(mine.claims if mine is not None else None)]
 
 
 # --------------------------------------------------------------------------- the prose's figures and the table
@@ -108,6 +155,27 @@ def findings(loaded: dict) -> list[Finding]:
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     mine = loaded[NAME]
+    return _own_worker_values(mine) | _claim_values(mine)
+
+
+def _claim_values(mine: Loaded) -> dict[str, str]:
+    """The claim protocols' races: their size, and per library one sentence on its protocol and its figures."""
+    if mine.claims_by_workers is None:
+        return {}
+    request = registry.request_of("race", list(mine.claim_runs))
+    points = mine.claims_by_workers.assign(strategy=mine.claims_by_workers["strategy"].astype(str))
+    out = {"library_claims_job_count": count(request.job_count),
+           "library_claims_worker_list": join([str(w) for w in request.worker_counts]),
+           "library_claims_repeats": counted(request.repeats, "race")}
+    bound = [STRATEGIES[name].title for name in LIBRARY_STRATEGIES
+             if name in set(points["strategy"]) and points.loc[points["strategy"] == name, "cpu_bound"].all()]
+    out["library_claims_all_bound"] = say("A8.all_bound", protocols=join(bound)) if bound else ""
+    return out
+
+
+def _own_worker_values(mine: Loaded) -> dict[str, str]:
+    if not mine.runs:
+        return {}
     request = registry.request_of("libraries", list(mine.runs))
     per_library = []
     for library, runs in mine.summary.groupby("library", sort=False):
@@ -142,6 +210,10 @@ def _settings_text(settings: dict) -> list[str]:
     return shown
 
 
+def _whole(value) -> str:
+    return number(value, 0)
+
+
 def _dash_or(fmt):
     return lambda value: DASH if missing(value) else fmt(value)
 
@@ -159,3 +231,39 @@ def libraries_table(loaded: dict) -> str:
                           TABLE_COLUMNS["wal_bytes_per_job"]: lambda v: number(v, 0),
                           TABLE_COLUMNS["server_cpu_ms_per_job"]: _dash_or(lambda v: number(v, 2)),
                           TABLE_COLUMNS["executed_twice"]: count})
+
+
+PROTOCOL_COLUMNS = ("protocol", "what it sends per job", "statements", "the model leaves out", "read from")
+
+
+def library_protocols_table() -> str:
+    """What each protocol sends per job, what its model leaves out, and where it was read."""
+    rows = [dict(zip(PROTOCOL_COLUMNS, (name, STRATEGIES[name].summary, STRATEGIES[name].statements_per_attempt,
+                                        DROPPED[name], SOURCES[name].short))) for name in LIBRARY_STRATEGIES]
+    return table(pd.DataFrame(rows), caption=say("protocols_table_caption"), formats={"statements": count})
+
+
+CLAIM_TABLE_COLUMNS = {"strategy": "protocol", "worker_count": "workers", "claims_per_second": "jobs/s",
+                       "p99_ms": "p99 of a job's statements", "losses_per_win": "lost per win", "statements": "statements per job",
+                       "advisory_locks_leaked": "advisory locks left", "duplicate_jobs": "jobs claimed twice"}
+
+
+def library_claims_table(loaded: dict) -> str:
+    """One row per protocol and worker count: the medians over repeats and their ranges, duplicates summed."""
+    mine = loaded[NAME]
+    points = mine.claims_by_workers.assign(strategy=mine.claims_by_workers["strategy"].astype(str)).copy()
+    twice = mine.claims.assign(strategy=mine.claims["strategy"].astype(str)).groupby(
+        ["strategy", "worker_count"])["duplicate_jobs"].sum()
+    points["duplicate_jobs"] = [int(twice.get((s, w), 0)) for s, w in zip(points["strategy"], points["worker_count"])]
+    points["statements"] = [STRATEGIES[s].statements_per_attempt for s in points["strategy"]]
+    points["claims_per_second"] = [span(lo, hi, _whole) for lo, hi in
+                                   zip(points["claims_per_second_min"], points["claims_per_second_max"])]
+    shown = points[list(CLAIM_TABLE_COLUMNS)].rename(columns=CLAIM_TABLE_COLUMNS)
+    shown["protocol"] = [f"{name}{' (CPU-bound)' if bound is True or bound == 1 else ''}" for name, bound in
+                         zip(points["strategy"], points["cpu_bound"])]
+    return table(shown, caption=say("claims_table_caption", jobs=count(int(points["job_count"].max()))),
+                 formats={CLAIM_TABLE_COLUMNS["p99_ms"]: ms,
+                          CLAIM_TABLE_COLUMNS["losses_per_win"]: _dash_or(lambda v: number(v, 2)),
+                          CLAIM_TABLE_COLUMNS["advisory_locks_leaked"]: _dash_or(lambda v: count(int(v))),
+                          CLAIM_TABLE_COLUMNS["duplicate_jobs"]: count,
+                          CLAIM_TABLE_COLUMNS["statements"]: count})

@@ -1,0 +1,171 @@
+"""Job libraries' claim protocols, rewritten on this study's jobs table so the race loop can run them.
+
+Each protocol is the sequence of statements one of the library's workers sends for one job at concurrency 1:
+its claim, and, where the library sends them one job at a time, its job's start and completion, with a no-op job
+between. The statements are written here, from reading each library's source at the commit named in SOURCES; none
+is copied. What a model keeps: the number of statements and round trips, the transaction boundaries, the locks
+and where they are held, the re-checks. What it drops, for every library: its queue, priority and schedule columns
+and their indexes, the extra columns and tables it writes, its wake-ups. Each library's own lines in DROPPED say
+the rest.
+
+The table (harness.server.schema) has id, status and started_at. A job is 'pending', then 'running' once a worker
+has it (the write the audit records), then 'done' where the library writes a completion. A model's write that
+stands for the library's start of the job is unguarded where the library's is, so a protocol that lets two workers
+past its checks shows as a job run twice in the audit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.config import SCHEMA
+
+JOBS = f"{SCHEMA}.jobs"
+
+BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+COMMIT = "COMMIT"
+COMPLETE = f"UPDATE {JOBS} SET status = 'done' WHERE id = $1"
+
+# The advisory locks this session still holds once it has released its job's (none, where the protocol is
+# sound). A measurement added here, not the library's: a lock left behind would keep its job from every worker.
+# The count is a correlated subquery so it runs after the CTE's unlock.
+HELD_AFTER = ("SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
+              "AND released.done IS NOT NULL) FROM released")
+
+
+# --------------------------------------------------------------------------- River
+
+# riverqueue/river, riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql (JobGetAvailable): one statement per
+# fetch, no explicit transaction; a CTE locks up to "free slots" available jobs FOR UPDATE SKIP LOCKED, in
+# (priority, scheduled_at, id) order, and the UPDATE sets them running (attempt + 1, attempted_at, attempted_by).
+# Completions are held by the client and written in batches (every 250 ms, or at 100 waiting), so they add a small
+# fraction of a statement per job: the model leaves them out.
+RIVER_CLAIM = (
+    f"WITH locked_jobs AS (SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1 "
+    f"FOR UPDATE SKIP LOCKED) "
+    f"UPDATE {JOBS} AS j SET status = 'running', started_at = now() FROM locked_jobs "
+    "WHERE j.id = locked_jobs.id RETURNING j.id"
+)
+
+# --------------------------------------------------------------------------- Oban
+
+# oban-bg/oban, lib/oban/engines/basic.ex (fetch_jobs): a transaction around one UPDATE that takes its rows from a
+# CTE "subset" (LIMIT demand, FOR UPDATE SKIP LOCKED; the CTE fences the LIMIT from the planner), setting state
+# 'executing'; BEGIN and COMMIT are round trips of their own. Completion (complete_job) is one autocommit UPDATE by
+# id per job, with no check of the job's state.
+OBAN_CLAIM = (
+    f"WITH subset AS (SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+    f"UPDATE {JOBS} AS j SET status = 'running', started_at = now() FROM subset WHERE j.id = subset.id "
+    "RETURNING j.id"
+)
+
+# --------------------------------------------------------------------------- Que
+
+# que-rb/que, lib/que/poller.rb (poll_jobs): a recursive CTE walks the queue in key order, one row per step, and
+# takes a session advisory lock on each (inside a function, so the lock is tried exactly once per row) until it
+# holds as many jobs as it has free slots; nothing is written to the job. lib/que/locker.rb then re-reads the
+# locked ids in a new statement (a new snapshot, taken after the lock), since the poll's snapshot may predate
+# another worker's finish; lib/que/worker.rb checks that the job still exists, runs it, and resolves it (deletes
+# it by default); the locker unlocks it after that has committed. Here the LATERAL subquery with OFFSET 0 keeps
+# the lock call from being flattened into the scan, so it is tried once per row, as Que's function is.
+QUE_POLL = (
+    "WITH RECURSIVE walk (id, locked) AS ("
+    f"SELECT first.id, lock.locked FROM (SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1) first "
+    "CROSS JOIN LATERAL (SELECT pg_try_advisory_lock(first.id) AS locked OFFSET 0) lock "
+    "UNION ALL "
+    "SELECT next.id, lock.locked FROM walk "
+    f"CROSS JOIN LATERAL (SELECT id FROM {JOBS} WHERE status = 'pending' AND id > walk.id ORDER BY id LIMIT 1) next "
+    "CROSS JOIN LATERAL (SELECT pg_try_advisory_lock(next.id) AS locked OFFSET 0) lock "
+    "WHERE NOT walk.locked) "
+    "SELECT id FROM walk WHERE locked"
+)
+QUE_VERIFY = f"SELECT id FROM {JOBS} WHERE id = $1 AND status = 'pending'"
+QUE_EXISTS = f"SELECT 1 FROM {JOBS} WHERE id = $1"
+# the job's resolve: Que deletes the row; here the row stays and takes the status the audit records
+QUE_RESOLVE = f"UPDATE {JOBS} SET status = 'running', started_at = now() WHERE id = $1"
+QUE_UNLOCK = f"WITH released AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS done) {HELD_AFTER}"
+
+# --------------------------------------------------------------------------- good_job
+
+# bensheldon/good_job, app/models/concerns/good_job/advisory_lockable.rb (the advisory_lock scope, its default
+# lock strategy): one autocommit SELECT takes up to 1,000 unfinished candidates in a MATERIALIZED CTE and keeps the
+# first whose session advisory lock it gets; the key is the first 64 bits of md5('<table>-<id>'). Then
+# app/models/good_job/job.rb re-reads the job (it must not be finished: the candidates' snapshot may be stale),
+# records its start in a transaction, runs it, records its finish in a transaction, and unlocks, checking
+# pg_locks before and after (a lock may have been taken twice). good_job also writes an executions row at start and
+# at finish; the model does not.
+GOOD_JOB_KEY = "('x' || substr(md5('jobs-' || {id}::text), 1, 16))::bit(64)::bigint"
+GOOD_JOB_PICK = (
+    f"SELECT id FROM {JOBS} WHERE id IN ("
+    f"WITH candidates AS MATERIALIZED (SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1000) "
+    f"SELECT id FROM candidates WHERE pg_try_advisory_lock({GOOD_JOB_KEY.format(id='id')}) LIMIT 1)"
+)
+GOOD_JOB_RELOAD = f"SELECT id FROM {JOBS} WHERE id = $1 AND status <> 'done'"
+GOOD_JOB_START = f"UPDATE {JOBS} SET status = 'running', started_at = now() WHERE id = $1"
+GOOD_JOB_LOCK_HELD = (
+    "SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 1 "
+    f"AND ((classid::bigint << 32) | objid::bigint) = {GOOD_JOB_KEY.format(id='$1::bigint')}"
+)
+GOOD_JOB_UNLOCK = f"SELECT pg_advisory_unlock({GOOD_JOB_KEY.format(id='$1::bigint')})"
+# good_job's check after the unlock looks for its key; this one counts every advisory lock the session still holds
+GOOD_JOB_HELD_AFTER = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+
+# --------------------------------------------------------------------------- Solid Queue
+
+# rails/solid_queue, app/models/solid_queue/ready_execution.rb (claim) and claimed_execution.rb: in one
+# transaction, SELECT the next ready execution FOR UPDATE SKIP LOCKED, insert its claimed execution, re-select the
+# claimed rows, delete the ready one; the row lock is held across those statements. The job's row is then loaded
+# and the job run; its completion is a second transaction that locks the claimed row (plain FOR UPDATE), marks the
+# job finished and deletes the claimed row. Solid Queue moves a job between tables where the model writes its
+# status: the model's claim is one UPDATE where Solid Queue sends an INSERT and a DELETE, and its completion one
+# UPDATE where it sends an UPDATE and a DELETE; its pause check before each claim is left out.
+SOLID_QUEUE_PICK = f"SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+SOLID_QUEUE_CLAIM = f"UPDATE {JOBS} SET status = 'running', started_at = now() WHERE id = $1"
+SOLID_QUEUE_RESELECT = f"SELECT id FROM {JOBS} WHERE id = $1 AND status = 'running'"
+SOLID_QUEUE_LOAD = f"SELECT id, status, started_at FROM {JOBS} WHERE id = $1"
+SOLID_QUEUE_LOCK = f"SELECT id FROM {JOBS} WHERE id = $1 FOR UPDATE"
+
+@dataclass(frozen=True)
+class Source:
+    """Where a model was read: the repository, the files, the commit (and the release it carries)."""
+
+    repository: str
+    files: tuple[str, ...]
+    commit: str
+    release: str
+
+    def __str__(self) -> str:
+        return f"{self.repository}, {', '.join(self.files)} ({self.release}), commit {self.commit}"
+
+    @property
+    def short(self) -> str:
+        """For a table: the repository at the commit's first 7 digits, and the files' names."""
+        return f"{self.repository} @ {self.commit[:7]}: {', '.join(f.rsplit('/', 1)[-1] for f in self.files)}"
+
+
+SOURCES = {
+    "river": Source("riverqueue/river", ("riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql",),
+                    "fdf6cdf12567a5b70c003f5ff850273f09e7efcf", "JobGetAvailable"),
+    "oban": Source("oban-bg/oban", ("lib/oban/engines/basic.ex",), "2939e3134d0812195fbfcfe9a8e8d4bbd30bb23b",
+                   "the Basic engine's fetch_jobs and complete_job"),
+    "que": Source("que-rb/que", ("lib/que/poller.rb", "lib/que/locker.rb", "lib/que/worker.rb"),
+                  "17fb2c3b75b37599bf17043dbb692555f582f249", "2.4.1"),
+    "good_job": Source("bensheldon/good_job", ("app/models/concerns/good_job/advisory_lockable.rb",
+                                               "app/models/good_job/job.rb"),
+                       "81db22b7cfde2579b2d735e076fa6eaacc65affa", "4.19.2"),
+    "solid_queue": Source("rails/solid_queue", ("app/models/solid_queue/ready_execution.rb",
+                                                "app/models/solid_queue/claimed_execution.rb"),
+                          "29e818d9c1181195736ffc5d7c1d1c03757b7752", "1.5.0"),
+}
+
+# What each model leaves out beyond what every model drops (queues, priorities, schedules, their indexes, wake-ups).
+DROPPED = {
+    "river": "the batched completions; attempt, attempted_by and the wide row it returns",
+    "oban": "attempt, attempted_by and the wide row it returns; Oban retries a failed transaction itself",
+    "que": "its buffer of locked jobs and the separate connection that holds the locks; the resolve deletes the "
+           "row in Que",
+    "good_job": "the executions rows written at start and finish; running jobs stay candidates in good_job, "
+                "skipped by their locks",
+    "solid_queue": "the ready and claimed tables (an INSERT and a DELETE at claim and at completion), the pause "
+                   "check",
+}
