@@ -24,8 +24,10 @@ STRATEGY_ORDER = ("naive", "guarded", "skip_locked", "naive_transaction", "naive
 STRATEGY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2e8b57",
                     "naive_transaction": "#e67e22", "naive_serializable": "#8e44ad", "for_update": "#7f8c8d",
                     "skip_locked_batch": "#16a085", "skip_locked_batch_in": "#b7950b", "advisory_lock": "#d35493",
-                    "river": "#1f77b4", "oban": "#9467bd", "que": "#e377c2", "good_job": "#8c564b",
-                    "solid_queue": "#bcbd22"}
+                    # the job libraries' protocols: the SKIP LOCKED ones in cool and yellow hues, the advisory-lock
+                    # ones beside advisory_lock's pink
+                    "river": "#17becf", "oban": "#5e35b1", "que": "#f48fb1", "good_job": "#ad1457",
+                    "solid_queue": "#f1c40f"}
 # Why a strategy has no lost races to count, from its SQL (harness.strategies).
 CANNOT_LOSE = {
     "naive": "its UPDATE does not check the status, so it never sees a loss",
