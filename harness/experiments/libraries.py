@@ -178,9 +178,15 @@ def _fresh_database(conn, name: str) -> None:
     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
+def _jobs_table(library) -> sql.Identifier:
+    """The library's jobs table, in its own schema where it has one (JOBS_SCHEMA)."""
+    schema = getattr(library, "JOBS_SCHEMA", None)
+    return sql.Identifier(schema, library.JOBS_TABLE) if schema else sql.Identifier(library.JOBS_TABLE)
+
+
 def _install_audit(conn, library) -> None:
     """Every enqueue and every claim of the library's jobs table, as the server saw it."""
-    table, id_column = sql.Identifier(library.JOBS_TABLE), sql.Identifier(library.ID_COLUMN)
+    table, id_column = _jobs_table(library), sql.Identifier(library.ID_COLUMN)
     conn.execute(sql.SQL("CREATE TABLE {} (seq bigserial PRIMARY KEY, job_id bigint NOT NULL, event text NOT NULL, "
                          "at timestamptz NOT NULL DEFAULT clock_timestamp(), "
                          "txid bigint NOT NULL DEFAULT txid_current(), "
@@ -286,7 +292,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
                 "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()[0])
             left = int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
-                sql.Identifier(library.JOBS_TABLE))).fetchone()[0])
+                _jobs_table(library))).fetchone()[0])
     finally:
         with db.connect() as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE)))

@@ -5,6 +5,7 @@ A library module declares:
     NAME, PACKAGE          its name here and the distribution its version is read from
     SOURCE                 where its claim lives: repository, file and the release raced
     JOBS_TABLE, ID_COLUMN  the table the library claims from, and its job id column
+    JOBS_SCHEMA            (optional) the schema that table is in, where the library has its own
     CLAIMED                the claim's transition, a condition on OLD and NEW for the audit trigger
     SETTINGS               the worker's settings as raced (poll interval, concurrency, batch), each stated
     install(url)           the library's own schema, from its own migrations
@@ -24,7 +25,7 @@ from types import ModuleType
 
 from harness.errors import UserError
 
-NAMES = ("procrastinate", "pgqueuer")
+NAMES = ("procrastinate", "pgqueuer", "pgmq")
 
 
 def get(name: str) -> ModuleType:

@@ -182,11 +182,18 @@ def _own_worker_values(mine: Loaded) -> dict[str, str]:
         settings = runs["settings"].iloc[0]
         per_library.append(say("settings", library=library, version=runs["version"].iloc[0],
                                settings=join(_settings_text(settings))))
-    return {"libraries_list": join(list(dict.fromkeys(mine.summary["library"]))),
+    raced = list(dict.fromkeys(mine.summary["library"]))
+    return {"libraries_list": join(raced),
+            "libraries_claims": say("claims", claims=join([_claim_text()[library] for library in raced])),
             "libraries_job_count": count(request.job_count),
             "libraries_worker_list": join([str(w) for w in request.worker_counts]),
             "libraries_repeats": counted(request.repeats, "run"),
             "libraries_settings": " ".join(per_library)}
+
+
+def _claim_text() -> dict[str, str]:
+    """How each library installed here claims, as its source shows."""
+    return {"procrastinate": say("claim.procrastinate"), "pgqueuer": say("claim.pgqueuer"), "pgmq": say("claim.pgmq")}
 
 
 DEFAULT_SUFFIX = "_default_s"

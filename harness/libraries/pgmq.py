@@ -1,0 +1,68 @@
+"""pgmq, raced with its Python client (https://github.com/pgmq/pgmq-py, 1.1.4 from PyPI) and the SQL it ships.
+
+pgmq is a message queue, not a job runner: its consumer is the loop its README shows, which this module runs
+as written there. A worker reads one message with a visibility timeout, `pgmq.read(queue, vt, 1)`: the plpgsql
+function in pgmq/pgmq's pgmq-extension/sql/pgmq.sql (1.13.0, the copy the client ships as pgmq/sql/pgmq.sql)
+runs a CTE that takes the oldest visible message `FOR UPDATE SKIP LOCKED`, and an UPDATE that moves its `vt`
+forward and counts the read (`read_ct + 1`). The message is then handled and archived (moved to the queue's
+archive table), as the README's example does. A message not archived or deleted within vt is read again. The
+worker stops at its first empty read.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pgmq import PGMQueue
+from pgmq.install import get_embedded_install_sql, get_embedded_sql_version, install_pgmq_sql
+
+NAME = "pgmq"
+PACKAGE = "pgmq"
+SOURCE = (f"pgmq/pgmq, pgmq-extension/sql/pgmq.sql (pgmq.read), SQL {get_embedded_sql_version()} as shipped "
+          "by the pgmq Python client (pgmq/sql/pgmq.sql), installed without the extension")
+JOBS_SCHEMA = "pgmq"
+QUEUE = "claimrace"
+JOBS_TABLE = f"q_{QUEUE}"  # pgmq.format_table_name(queue, 'q')
+ID_COLUMN = "msg_id"
+CLAIMED = "NEW.read_ct > OLD.read_ct"  # every read counts; a second read of one message is a second claim
+VT_S = 30
+SETTINGS = {"vt_s": VT_S, "vt_default_s": 30.0, "qty": 1, "pool_size": 1, "finish": "archive",
+            "stop": "first empty read"}
+
+
+def _client(url: str) -> PGMQueue:
+    queue = PGMQueue(conn_string=url, init_extension=False, pool_size=1)
+    queue.pool.wait()  # connected before the worker says it is ready
+    return queue
+
+
+def install(url: str) -> None:
+    install_pgmq_sql(get_embedded_install_sql(), dsn=url)
+    queue = _client(url)
+    try:
+        queue.create_queue(QUEUE)
+    finally:
+        queue.close()
+
+
+def enqueue(url: str, n: int) -> None:
+    queue = _client(url)
+    try:
+        for first in range(0, n, 1000):
+            queue.send_batch(QUEUE, [{"n": i} for i in range(first, min(n, first + 1000))])
+    finally:
+        queue.close()
+
+
+def work(url: str, log: Path, ready, start) -> None:
+    queue = _client(url)
+    try:
+        with open(log, "a", buffering=1) as out:
+            ready.set()
+            start.wait()
+            while (message := queue.read(QUEUE, vt=VT_S, qty=1)) is not None:
+                out.write(f"{message.msg_id} {time.time_ns()}\n")
+                queue.archive(QUEUE, message.msg_id)
+    finally:
+        queue.close()
