@@ -27,8 +27,8 @@ JOBS_TABLE = f"q_{QUEUE}"  # pgmq.format_table_name(queue, 'q')
 ID_COLUMN = "msg_id"
 CLAIMED = "NEW.read_ct > OLD.read_ct"  # every read counts; a second read of one message is a second claim
 VT_S = 30
-SETTINGS = {"vt_s": VT_S, "vt_default_s": 30.0, "qty": 1, "pool_size": 1, "finish": "archive",
-            "stop": "first empty read"}
+# the loop (read one, handle, archive; stop at the first empty read) is described in the section's sentence
+SETTINGS = {"vt_s": VT_S, "vt_default_s": 30.0, "qty": 1, "pool_size": 1}
 
 
 def _client(url: str) -> PGMQueue:
