@@ -450,13 +450,16 @@ def _protocol_steps(protocol: tuple[tuple[str, str], ...], sql: dict[str, str], 
 
 
 def _library_strategy(name: str, title: str, summary: str, protocol: tuple[tuple[str, str], ...],
-                      sql: dict[str, str], isolation: str, counts_stray_locks: bool = False) -> "Strategy":
-    """A job library's protocol as a strategy the race runs: its statements prepared once each, its sequence kept."""
+                      sql: dict[str, str], isolation: str, counts_stray_locks: bool = False,
+                      library_name: str | None = None) -> "Strategy":
+    """A job library's protocol as a strategy the race runs: its statements prepared once each, its sequence kept.
+    library_name: the library a variant of its protocol comes from (its name otherwise)."""
+    source = library.SOURCES[library_name or name]
     return Strategy(
         name=name, title=title, summary=summary,
         statements=tuple(sql.items()), protocol=protocol,
         noted_steps=_protocol_steps(protocol, sql, counts_stray_locks),
-        counts_stray_locks=counts_stray_locks, isolation=isolation, library_source=str(library.SOURCES[name]),
+        counts_stray_locks=counts_stray_locks, isolation=isolation, library_source=str(source),
         not_benched="a library's protocol hands the picked id from statement to statement and may end early; "
                     "the bench's scripts run a fixed list",
     )
@@ -630,6 +633,8 @@ STRATEGIES: dict[str, Strategy] = {
 
 # The job libraries' protocols (harness.library_claims), raced beside the strategies above on the same table.
 LIBRARY_STRATEGIES = ("river", "oban", "que", "good_job", "solid_queue")
+# A library's protocol with one of its safeguards taken out, to show what the safeguard prevents: protocol -> library.
+LIBRARY_VARIANTS = {"que_without_recheck": "que"}
 STRATEGIES.update({s.name: s for s in (
     _library_strategy(
         "river", "River's fetch",
@@ -652,6 +657,14 @@ STRATEGIES.update({s.name: s for s in (
          "resolve": library.QUE_RESOLVE, "unlock": library.QUE_UNLOCK},
         "read committed, autocommit, one statement per round trip; session advisory locks",
         counts_stray_locks=True),
+    _library_strategy(
+        "que_without_recheck", "Que's poll without its re-check",
+        "Que's protocol with the re-check under the lock taken out: the job runs once the poll holds its lock.",
+        (("poll", PICK), ("exists", CHECK), ("resolve", WRITE), ("unlock", RELEASE)),
+        {"poll": library.QUE_POLL, "exists": library.QUE_EXISTS, "resolve": library.QUE_RESOLVE,
+         "unlock": library.QUE_UNLOCK},
+        "read committed, autocommit, one statement per round trip; session advisory locks",
+        counts_stray_locks=True, library_name="que"),
     _library_strategy(
         "good_job", "good_job's advisory lock over candidates",
         "A SELECT materialises up to 1,000 candidates and keeps the first whose advisory lock (an md5 key) it "

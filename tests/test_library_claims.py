@@ -19,7 +19,7 @@ from harness.server import schema
 from harness.server.database import connect
 from harness.stats import summarise_run
 from harness.storage import read_manifest
-from harness.strategies import (CHECK, LIBRARY_STRATEGIES, PICK, RELEASE, STRATEGIES, WRITE, _protocol_steps)
+from harness.strategies import CHECK, LIBRARY_STRATEGIES, PICK, RELEASE, STRATEGIES, WRITE
 
 
 def race(db, tmp_path, strategies, worker_counts, job_count):
@@ -147,13 +147,11 @@ def test_each_protocol_hands_every_job_to_one_worker_and_leaves_no_lock(db, tmp_
 
 def test_ques_protocol_without_its_re_check_runs_jobs_twice_and_a8_says_so(db, tmp_path, monkeypatch):
     # the poll's snapshot can predate another worker's resolve: without the re-check under the lock, the job is
-    # run again (Que's own comment on this race); the audit sees it and A8 turns corrected
-    que = STRATEGIES["que"]
-    protocol = tuple(step for step in que.protocol if step[0] != "verify")
-    sql = {name: text for name, text in que.statements if name != "verify"}
-    unchecked = replace(que, statements=tuple(sql.items()), protocol=protocol,
-                        noted_steps=_protocol_steps(protocol, sql, True))
-    monkeypatch.setitem(STRATEGIES, "que", unchecked)  # the forked workers inherit it
+    # run again (Que's own comment on this race); the audit sees it, and A8 turns corrected when Que's own
+    # protocol does that (here the variant stands in for it, under Que's name)
+    unchecked = STRATEGIES["que_without_recheck"]
+    assert [step for step, _ in unchecked.protocol] == ["poll", "exists", "resolve", "unlock"]
+    monkeypatch.setitem(STRATEGIES, "que", replace(unchecked, name="que"))  # the forked workers inherit it
     runs = []
     for attempt in range(3):
         runs += race(db, tmp_path / str(attempt), ["que"], [8], 1000)
@@ -164,6 +162,16 @@ def test_ques_protocol_without_its_re_check_runs_jobs_twice_and_a8_says_so(db, t
     finding = section.a8_protocols_hand_each_job_once(claims.assign(cpu_bound=False))
     assert finding.verdict == CORRECTED and finding.parts == (("que", CORRECTED),)
     assert claims["run_id"].iloc[int(claims["duplicate_jobs"].values.argmax())] in finding.note
+
+
+def test_the_section_sets_the_protocol_without_its_re_check_beside_ques_own(db, tmp_path):
+    runs = race(db, tmp_path, ["que", "que_without_recheck"], [8], 1000)
+    claims = race_summary(runs)
+    twice = int(claims.loc[claims["strategy"].astype(str) == "que_without_recheck", "duplicate_jobs"].iloc[0])
+    sentence = section._without_recheck(claims)
+    assert "(que_without_recheck) claimed jobs twice" in sentence and "Que's own claimed 0 twice" in sentence
+    assert f"{twice:,} of 1,000 at 8 workers per race" in sentence
+    assert section._without_recheck(claims[claims["strategy"].astype(str) == "que"]) == ""
 
 
 def frame(**columns) -> pd.DataFrame:

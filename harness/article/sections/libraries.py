@@ -10,14 +10,14 @@ import pandas as pd
 
 from harness.article.analysis import over_repeats, race_summary
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
-from harness.article.formats import DASH, count, missing, ms, number, span
+from harness.article.formats import DASH, MISSING, count, missing, ms, number, span
 from harness.article.prose import counted, join, table
 from harness.article.wording import Sentences
 from harness.experiments import registry
 from harness.experiments.libraries import load_summary
 from harness.library_claims import DROPPED, SOURCES
 from harness.storage import read_manifest
-from harness.strategies import LIBRARY_STRATEGIES, STRATEGIES
+from harness.strategies import LIBRARY_STRATEGIES, LIBRARY_VARIANTS, STRATEGIES
 
 NAME = "libraries"
 say = Sentences(NAME)
@@ -170,7 +170,21 @@ def _claim_values(mine: Loaded) -> dict[str, str]:
     bound = [STRATEGIES[name].title for name in LIBRARY_STRATEGIES
              if name in set(points["strategy"]) and points.loc[points["strategy"] == name, "cpu_bound"].all()]
     out["library_claims_all_bound"] = say("A8.all_bound", protocols=join(bound)) if bound else ""
+    out["library_claims_unchecked"] = _without_recheck(mine.claims)
     return out
+
+
+def _without_recheck(claims: pd.DataFrame) -> str:
+    """What Que's protocol does without its re-check, from its races: jobs claimed twice against Que's own."""
+    names = claims["strategy"].astype(str)
+    unchecked, checked = claims[names == "que_without_recheck"], claims[names == "que"]
+    if not len(unchecked):
+        return ""
+    twice = unchecked.groupby("worker_count")["duplicate_jobs"].agg(["min", "max"])
+    jobs = count(int(unchecked["job_count"].max()))
+    at = [say("unchecked.at", twice=span(row["min"], row["max"], count), jobs=jobs, workers=int(w))
+          for w, row in twice.iterrows()]
+    return say("unchecked", at=join(at), que=count(int(checked["duplicate_jobs"].sum())) if len(checked) else MISSING)
 
 
 def _own_worker_values(mine: Loaded) -> dict[str, str]:
@@ -245,8 +259,11 @@ PROTOCOL_COLUMNS = ("protocol", "what it sends per job", "statements", "the mode
 
 def library_protocols_table() -> str:
     """What each protocol sends per job, what its model leaves out, and where it was read."""
-    rows = [dict(zip(PROTOCOL_COLUMNS, (name, STRATEGIES[name].summary, STRATEGIES[name].statements_per_attempt,
-                                        DROPPED[name], SOURCES[name].short))) for name in LIBRARY_STRATEGIES]
+    rows = []
+    for name in (*LIBRARY_STRATEGIES, *LIBRARY_VARIANTS):
+        library = LIBRARY_VARIANTS.get(name, name)
+        rows.append(dict(zip(PROTOCOL_COLUMNS, (name, STRATEGIES[name].summary, STRATEGIES[name].statements_per_attempt,
+                                                DROPPED[library], SOURCES[library].short))))
     return table(pd.DataFrame(rows), caption=say("protocols_table_caption"), formats={"statements": count})
 
 
