@@ -182,7 +182,7 @@ def _without_recheck(claims: pd.DataFrame) -> str:
         return ""
     twice = unchecked.groupby("worker_count")["duplicate_jobs"].agg(["min", "max"])
     jobs = count(int(unchecked["job_count"].max()))
-    at = [say("unchecked.at", twice=span(row["min"], row["max"], count), jobs=jobs, workers=int(w))
+    at = [say("unchecked.at", twice=span(row["min"], row["max"], count), jobs=jobs, workers=counted(int(w), "worker"))
           for w, row in twice.iterrows()]
     return say("unchecked", at=join(at), que=count(int(checked["duplicate_jobs"].sum())) if len(checked) else MISSING)
 
