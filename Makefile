@@ -10,16 +10,24 @@ STAMP := $(VENV)/.installed
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml requirements.lock
+NODE_LIBS := harness/libraries/node
+
+$(STAMP): pyproject.toml requirements.lock $(NODE_LIBS)/package-lock.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# the exact versions the report was built with, then the package itself
 	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name claimrace --display-name "claimrace (.venv)" >/dev/null
+	# the Node job libraries (pg-boss, graphile-worker), pinned by their package-lock.json, where Node runs
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(NODE_LIBS) --no-audit --no-fund --loglevel=error; \
+	else \
+		echo "node and npm not found: pg-boss and graphile-worker will not be raced (install Node.js 20 and npm, then run make install)" >&2; \
+	fi
 	@touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install the pinned versions of requirements.lock and the package
+install: $(STAMP) ## create .venv, install requirements.lock's pins and the package, and npm ci the Node job libraries
 
 lock: ## re-pin requirements.lock from pyproject.toml's ranges (newest versions that fit; Python 3.11)
 	@test -x $(VENV)/lock/bin/pip-compile || ($(PYTHON) -m venv $(VENV)/lock && $(VENV)/lock/bin/pip install --quiet pip-tools)

@@ -174,4 +174,5 @@ ENDPOINT_COLOURS = {PRODUCTION_ENDPOINT_LABELS["pending"]: STRATEGY_COLOURS["gua
 RUNNER_COUNT_TONES = (NEUTRAL["sand"], NEUTRAL["ochre"], NEUTRAL["brown"], NEUTRAL["charcoal"])
 
 # The job libraries: not strategies, so neutral tones of their own.
-LIBRARY_COLOURS = {"procrastinate": NEUTRAL["charcoal"], "pgqueuer": NEUTRAL["ochre"], "pgmq": NEUTRAL["brown"]}
+LIBRARY_COLOURS = {"procrastinate": NEUTRAL["charcoal"], "pgqueuer": NEUTRAL["ochre"], "pgmq": NEUTRAL["brown"],
+                   "pgboss": NEUTRAL["sand"], "graphile_worker": NEUTRAL["grey"]}

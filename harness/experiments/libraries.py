@@ -31,6 +31,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -93,7 +94,7 @@ class LibraryParameters(Parameters):
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
         check_each([self.job_count], "job count", 1, MAX_JOBS)
         if libraries.version(self.library) is None:
-            raise UserError(f"{self.library} is not installed here (make install installs it)")
+            raise UserError(f"{self.library} is not installed here: {libraries.install_hint(self.library)}")
 
 
 @dataclass(frozen=True)
@@ -116,15 +117,26 @@ class LibrarySweep(Parameters):
             one.check()
 
     def runs(self) -> list[LibraryParameters]:
-        return [LibraryParameters(library, workers, self.job_count, repeat)
-                for library in self.libraries for workers in self.worker_counts for repeat in range(self.repeats)]
+        """One run per library installed here, worker count and repeat; a library not installed is left out,
+        with one line saying what to install (the rest of a report still builds)."""
+        installed = [name for name in self.libraries if libraries.version(name) is not None]
+        for name in self.libraries:
+            if name not in installed:
+                print(f"{name} not raced: {libraries.install_hint(name)}", file=sys.stderr)
+        if not installed:
+            raise UserError(f"none of {', '.join(self.libraries)} is installed here: "
+                            f"{'; '.join(libraries.install_hint(n) for n in self.libraries)}")
+        # a library whose worker paces itself (JOB_CAP) gets at most that many jobs, so a run ends in seconds
+        return [LibraryParameters(library, workers, min(self.job_count, getattr(libraries.get(library), "JOB_CAP",
+                                                                                self.job_count)), repeat)
+                for library in installed for workers in self.worker_counts for repeat in range(self.repeats)]
 
 
 def sweep_of(asked: list[dict]) -> LibrarySweep:
     """The sweep a list of stored runs' parameters came from (expand's inverse)."""
     return LibrarySweep(libraries=tuple(dict.fromkeys(a["library"] for a in asked)),
                         worker_counts=tuple(dict.fromkeys(a["worker_count"] for a in asked)),
-                        job_count=asked[0]["job_count"], repeats=len({a["repeat"] for a in asked}))
+                        job_count=max(a["job_count"] for a in asked), repeats=len({a["repeat"] for a in asked}))
 
 
 def workers_needed(parameters: LibraryParameters) -> int:
@@ -186,15 +198,18 @@ def _jobs_table(library) -> sql.Identifier:
 
 def _install_audit(conn, library) -> None:
     """Every enqueue and every claim of the library's jobs table, as the server saw it."""
-    table, id_column = _jobs_table(library), sql.Identifier(library.ID_COLUMN)
+    table = _jobs_table(library)
+    # the job's id as the workers log it: its id column, or an expression where the id is not a number (pg-boss)
+    job_id = sql.SQL(library.AUDIT_ID_SQL) if hasattr(library, "AUDIT_ID_SQL") else \
+        sql.SQL("NEW.{}").format(sql.Identifier(library.ID_COLUMN))
     conn.execute(sql.SQL("CREATE TABLE {} (seq bigserial PRIMARY KEY, job_id bigint NOT NULL, event text NOT NULL, "
                          "at timestamptz NOT NULL DEFAULT clock_timestamp(), "
                          "txid bigint NOT NULL DEFAULT txid_current(), "
                          "pid int NOT NULL DEFAULT pg_backend_pid())").format(sql.Identifier(AUDIT)))
     body = sql.SQL(
-        "BEGIN IF TG_OP = 'INSERT' THEN INSERT INTO {audit} (job_id, event) VALUES (NEW.{id}, 'enqueued'); "
-        "ELSIF {claimed} THEN INSERT INTO {audit} (job_id, event) VALUES (NEW.{id}, 'claimed'); END IF; "
-        "RETURN NULL; END").format(audit=sql.Identifier(AUDIT), id=id_column, claimed=sql.SQL(library.CLAIMED))
+        "BEGIN IF TG_OP = 'INSERT' THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'enqueued'); "
+        "ELSIF {claimed} THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'claimed'); END IF; "
+        "RETURN NULL; END").format(audit=sql.Identifier(AUDIT), id=job_id, claimed=sql.SQL(library.CLAIMED))
     conn.execute(sql.SQL("CREATE FUNCTION claimrace_audit() RETURNS trigger LANGUAGE plpgsql AS {}").format(
         sql.Literal(body.as_string(conn))))
     conn.execute(sql.SQL("CREATE TRIGGER claimrace_audit AFTER INSERT OR UPDATE ON {} FOR EACH ROW "
@@ -207,7 +222,7 @@ def _counters(conn, library) -> dict:
     row = conn.execute(
         "SELECT pg_current_wal_lsn(), d.xact_commit + d.xact_rollback, t.n_tup_upd, t.n_tup_hot_upd, t.n_dead_tup "
         "FROM pg_stat_database d LEFT JOIN pg_stat_user_tables t ON t.relname = %s "
-        "WHERE d.datname = current_database()", (library.JOBS_TABLE,)).fetchone()
+        "WHERE d.datname = current_database()", (getattr(library, "STATS_TABLE", library.JOBS_TABLE),)).fetchone()
     return {"lsn": str(row[0]), "transactions": int(row[1]), "updates": int(row[2] or 0),
             "hot_updates": int(row[3] or 0), "dead_tuples": int(row[4] or 0)}
 
@@ -268,8 +283,11 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 start.set()
                 bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
                 ends = time.monotonic() + bound_s
-                for process in workers:
-                    process.join(max(0.0, ends - time.monotonic()))
+                if getattr(library, "STOPS_ON_ITS_OWN", True):
+                    for process in workers:
+                        process.join(max(0.0, ends - time.monotonic()))
+                else:
+                    _stop_once_every_job_ran(workers, logs, p.job_count, ends)
                 stopped = [w for w in workers if w.is_alive()]
                 for process in stopped:
                     process.kill()
@@ -314,6 +332,29 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                                                      "database" if server_log is not None else None},
         checks=checks,
         results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
+
+
+STOP_GRACE_S = 10.0  # how long a worker asked to stop may take before it is killed (and counted as stopped)
+
+
+def _jobs_logged(logs: Path) -> int:
+    """Distinct job ids the workers have logged so far."""
+    ids = set()
+    for log in logs.glob("*.log"):
+        ids.update(line.split(maxsplit=1)[0] for line in log.read_text().splitlines() if line.strip())
+    return len(ids)
+
+
+def _stop_once_every_job_ran(workers: list, logs: Path, job_count: int, ends: float) -> None:
+    """For a library whose worker never stops on an empty queue (STOPS_ON_ITS_OWN = False): once every job has
+    been logged, or at the bound, SIGTERM to every worker (its library's own graceful stop), then wait for them."""
+    while time.monotonic() < ends and any(w.is_alive() for w in workers) and _jobs_logged(logs) < job_count:
+        time.sleep(0.05)
+    for process in workers:
+        if process.is_alive():
+            process.terminate()
+    for process in workers:
+        process.join(STOP_GRACE_S)
 
 
 def _read_logs(logs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -6,6 +6,14 @@ A library module declares:
     SOURCE                 where its claim lives: repository, file and the release raced
     JOBS_TABLE, ID_COLUMN  the table the library claims from, and its job id column
     JOBS_SCHEMA            (optional) the schema that table is in, where the library has its own
+    STATS_TABLE            (optional) the table whose statistics count its claims' writes (a partition)
+    AUDIT_ID_SQL           (optional) the job id the workers log, as an expression on NEW, where the id column is
+                           not a number
+    JOB_CAP                (optional) the most jobs a sweep queues for it, for a worker that paces itself
+    STOPS_ON_ITS_OWN       (optional, True) False: its worker never stops on an empty queue; the harness sends
+                           SIGTERM once every job has run
+    installed_version(), INSTALL_HINT
+                           (optional) for a library that is not a Python distribution (npm)
     CLAIMED                the claim's transition, a condition on OLD and NEW for the audit trigger
     SETTINGS               the worker's settings as raced (poll interval, concurrency, batch), each stated
     install(url)           the library's own schema, from its own migrations
@@ -25,7 +33,7 @@ from types import ModuleType
 
 from harness.errors import UserError
 
-NAMES = ("procrastinate", "pgqueuer", "pgmq")
+NAMES = ("procrastinate", "pgqueuer", "pgmq", "pgboss", "graphile_worker")
 
 
 def get(name: str) -> ModuleType:
@@ -36,11 +44,19 @@ def get(name: str) -> ModuleType:
 
 
 def version(name: str) -> str | None:
-    """The installed version of a library's distribution; None where it is not installed."""
+    """The installed version of a library's distribution (or npm package); None where it is not installed."""
+    module = get(name)
+    if hasattr(module, "installed_version"):
+        return module.installed_version()
     try:
-        return importlib.metadata.version(get(name).PACKAGE)
+        return importlib.metadata.version(module.PACKAGE)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def install_hint(name: str) -> str:
+    """What to do so a library is installed here, in one line."""
+    return getattr(get(name), "INSTALL_HINT", "run make install")
 
 
 def available() -> list[str]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import libraries
 from harness.article.analysis import over_repeats, race_summary
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
 from harness.article.formats import DASH, MISSING, count, missing, ms, number, span
@@ -199,15 +200,34 @@ def _own_worker_values(mine: Loaded) -> dict[str, str]:
     raced = list(dict.fromkeys(mine.summary["library"]))
     return {"libraries_list": join(raced),
             "libraries_claims": say("claims", claims=join([_claim_text()[library] for library in raced])),
-            "libraries_job_count": count(request.job_count),
+            "libraries_not_installed": _not_installed(raced),
+            "libraries_job_count": _jobs_per_run(mine.summary),
             "libraries_worker_list": join([str(w) for w in request.worker_counts]),
             "libraries_repeats": counted(request.repeats, "run"),
             "libraries_settings": " ".join(per_library)}
 
 
+def _jobs_per_run(summary: pd.DataFrame) -> str:
+    """The jobs queued per run: the sweep's count, and a library's own where it raced fewer (its JOB_CAP)."""
+    per_library = summary.groupby("library", sort=False)["jobs"].max()
+    most = int(per_library.max())
+    fewer = [say("fewer_jobs", library=name, jobs=count(int(jobs))) for name, jobs in per_library.items() if jobs < most]
+    return count(most) + (f" ({join(fewer)})" if fewer else "")
+
+
+def _not_installed(raced: list[str]) -> str:
+    """The libraries this build could not race because they are not installed here, and what to install."""
+    missing = [name for name in libraries.NAMES if name not in raced and libraries.version(name) is None]
+    if not missing:
+        return ""
+    return say("not_installed", libraries=join(missing),
+               hints="; ".join(dict.fromkeys(libraries.install_hint(name) for name in missing)))
+
+
 def _claim_text() -> dict[str, str]:
     """How each library installed here claims, as its source shows."""
-    return {"procrastinate": say("claim.procrastinate"), "pgqueuer": say("claim.pgqueuer"), "pgmq": say("claim.pgmq")}
+    return {"procrastinate": say("claim.procrastinate"), "pgqueuer": say("claim.pgqueuer"), "pgmq": say("claim.pgmq"),
+            "pgboss": say("claim.pgboss"), "graphile_worker": say("claim.graphile_worker")}
 
 
 DEFAULT_SUFFIX = "_default_s"
@@ -245,7 +265,7 @@ def libraries_table(loaded: dict) -> str:
     shown = points[[c for c in TABLE_COLUMNS if c in points]].rename(columns=TABLE_COLUMNS)
     shown["library"] = [f"{library}{' (CPU-bound)' if bound else ''}" for library, bound in
                         zip(points["library"], points["cpu_bound"])]
-    return table(shown, caption=say("table_caption", jobs=count(int(points["jobs"].max() / points["repeats"].max()))),
+    return table(shown, caption=say("table_caption", jobs=_jobs_per_run(loaded[NAME].summary)),
                  formats={TABLE_COLUMNS["jobs_per_s"]: lambda v: number(v, 0), TABLE_COLUMNS["pickup_p99_ms"]: ms,
                           TABLE_COLUMNS["statements_per_job"]: _dash_or(lambda v: number(v, 1)),
                           TABLE_COLUMNS["transactions_per_job"]: lambda v: number(v, 1),

@@ -1,0 +1,42 @@
+"""graphile-worker, raced with its own worker (https://github.com/graphile/worker, 0.17.3 from npm, run by Node).
+
+Its claim is the get_job statement of src/sql/getJobs.ts: a CTE takes the next available job of the tasks this
+worker knows `FOR UPDATE SKIP LOCKED` (and its named queue, if it has one, `FOR UPDATE SKIP LOCKED` too), and an
+UPDATE sets locked_by and locked_at and counts the attempt; a finished job is deleted. The worker is runOnce at
+concurrency 1 (harness/libraries/node/graphile_worker.cjs): it takes jobs until none is left, then returns.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.libraries import node
+
+NAME = "graphile_worker"
+PACKAGE = "graphile-worker"
+SOURCE = "graphile/worker, src/sql/getJobs.ts (the get_job statement), release 0.17.3 from npm"
+JOBS_SCHEMA = "graphile_worker"
+JOBS_TABLE = "_private_jobs"
+ID_COLUMN = "id"
+CLAIMED = "NEW.locked_by IS NOT NULL AND OLD.locked_by IS NULL"
+SCRIPT = "graphile_worker.cjs"
+SETTINGS = {"concurrency": 1, "mode": "runOnce", "prepared_statements": True}
+
+
+INSTALL_HINT = node.INSTALL_HINT
+
+
+def installed_version() -> str | None:
+    return node.installed_version(PACKAGE)
+
+
+def install(url: str) -> None:
+    node.run(SCRIPT, "install", url)
+
+
+def enqueue(url: str, n: int) -> None:
+    node.run(SCRIPT, "enqueue", url, str(n))
+
+
+def work(url: str, log: Path, ready, start) -> None:
+    node.work(SCRIPT, url, log, ready, start)

@@ -1,0 +1,84 @@
+"""Running the Node job libraries' scripts (harness/libraries/node/*.cjs) from a library module.
+
+The libraries are installed by `make install` (`npm ci` in harness/libraries/node, from its package-lock.json)
+where `node` and `npm` are on the PATH. Each script takes a command: install URL, enqueue URL N, or
+work URL LOG [ARGS]. A worker script says "ready" once connected and starts on a line on stdin; it dies with the
+worker process that started it (PR_SET_PDEATHSIG), and a SIGTERM to that process is passed on to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+from psycopg import conninfo
+
+from harness.children import die_with_parent
+
+NODE_DIR = Path(__file__).resolve().parent / "node"
+SCRIPT_TIMEOUT_S = 300
+INSTALL_HINT = "install Node.js 20 and npm, then run make install"
+
+
+def node() -> str | None:
+    return shutil.which("node")
+
+
+def installed_version(package: str) -> str | None:
+    """The version of an npm package installed under NODE_DIR; None without node or the package."""
+    manifest = NODE_DIR / "node_modules" / package / "package.json"
+    if node() is None or not manifest.exists():
+        return None
+    return json.loads(manifest.read_text())["version"]
+
+
+def uri(url: str) -> str:
+    """A libpq connection string (keywords or URI) as the postgresql:// URI node-postgres reads."""
+    params = conninfo.conninfo_to_dict(url)
+    user, password = params.pop("user", ""), params.pop("password", None)
+    host, port, dbname = params.pop("host", ""), params.pop("port", None), params.pop("dbname", "")
+    if host.startswith("/"):  # a Unix socket directory: node-postgres takes it as the host parameter
+        params["host"], host = host, ""
+    auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + ("@" if user else "")
+    query = f"?{urlencode(params)}" if params else ""
+    return f"postgresql://{auth}{host}{f':{port}' if port else ''}/{quote(dbname, safe='')}{query}"
+
+
+def _die_with(parent_pid: int):
+    return lambda: die_with_parent(parent_pid)
+
+
+def run(script: str, *args: str) -> None:
+    """One command of a script (install URL, enqueue URL N), to its end; its error output in the exception if it
+    fails."""
+    command, url, *rest = args
+    result = subprocess.run([node() or "node", str(NODE_DIR / script), command, uri(url), *rest], cwd=NODE_DIR,
+                            capture_output=True,
+                            text=True, timeout=SCRIPT_TIMEOUT_S, preexec_fn=_die_with(os.getpid()))
+    if result.returncode != 0:
+        raise RuntimeError(f"{script} {command}: {result.stderr.strip()[-2000:]}")
+
+
+def work(script: str, url: str, log: Path, ready, start, *args: str) -> None:
+    """A worker: the script's work command, ready once it says so, started when the harness releases it."""
+    process = subprocess.Popen([node() or "node", str(NODE_DIR / script), "work", uri(url), str(log), *args], cwd=NODE_DIR,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               preexec_fn=_die_with(os.getpid()))
+    signal.signal(signal.SIGTERM, lambda signum, frame: process.send_signal(signal.SIGTERM))
+    try:
+        if process.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{script}: the worker ended before it was ready (exit {process.wait()})")
+        ready.set()
+        start.wait()
+        process.stdin.write("start\n")
+        process.stdin.flush()
+        process.wait()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

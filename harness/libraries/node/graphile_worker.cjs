@@ -1,0 +1,40 @@
+"use strict";
+// graphile-worker raced with its own worker: runOnce at concurrency 1, which takes jobs until none is left and
+// returns. Commands: install URL | enqueue URL N | work URL LOG (harness/libraries/graphile_worker.py runs them).
+
+const fs = require("node:fs");
+const { Pool } = require("pg");
+const { Logger, makeWorkerUtils, runMigrations, runOnce } = require("graphile-worker");
+const { nowNs, readyThenStart, run } = require("./common.cjs");
+
+const quiet = new Logger(() => () => {});
+const [command, url, arg] = process.argv.slice(2);
+
+run(async () => {
+  if (command === "install") {
+    await runMigrations({ connectionString: url, logger: quiet });
+  } else if (command === "enqueue") {
+    const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
+    try {
+      const n = Number(arg);
+      for (let first = 0; first < n; first += 1000) {
+        const specs = [];
+        for (let i = first; i < Math.min(n, first + 1000); i++) specs.push({ identifier: "noop", payload: { n: i } });
+        await utils.addJobs(specs);
+      }
+    } finally {
+      await utils.release();
+    }
+  } else if (command === "work") {
+    const out = fs.openSync(arg, "a");
+    const pool = new Pool({ connectionString: url, max: 2 });
+    pool.on("error", (error) => process.stderr.write(`${error.message}\n`));
+    (await pool.connect()).release(); // connected before the worker says it is ready
+    await readyThenStart();
+    const taskList = { noop: async (payload, helpers) => { fs.writeSync(out, `${helpers.job.id} ${nowNs()}\n`); } };
+    await runOnce({ pgPool: pool, concurrency: 1, noHandleSignals: true, taskList, logger: quiet });
+    await pool.end();
+  } else {
+    throw new Error(`unknown command ${command}`);
+  }
+});

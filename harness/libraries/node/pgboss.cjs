@@ -1,0 +1,46 @@
+"use strict";
+// pg-boss raced with its own worker: boss.work() on one queue, one job per fetch. Its loop never stops on an
+// empty queue: the harness stops it with SIGTERM once every job has run, and it stops gracefully.
+// Commands: install URL | enqueue URL N | work URL LOG POLL_S (harness/libraries/pgboss.py runs them).
+
+const fs = require("node:fs");
+const PgBoss = require("pg-boss");
+const { nowNs, readyThenStart, run } = require("./common.cjs");
+
+const QUEUE = "claimrace";
+const [command, url, arg, pollArg] = process.argv.slice(2);
+// no maintenance and no cron in the raced processes: only the claim loop
+const boss = (migrate) => new PgBoss({ connectionString: url, max: 2, supervise: false, schedule: false, migrate });
+
+run(async () => {
+  if (command === "install") {
+    const b = boss(true);
+    await b.start();
+    await b.createQueue(QUEUE);
+    await b.stop({ graceful: false, wait: true });
+  } else if (command === "enqueue") {
+    const b = boss(false);
+    await b.start();
+    const n = Number(arg);
+    for (let first = 0; first < n; first += 1000) {
+      const jobs = [];
+      for (let i = first; i < Math.min(n, first + 1000); i++) jobs.push({ name: QUEUE, data: { n: i } });
+      await b.insert(jobs);
+    }
+    await b.stop({ graceful: false, wait: true });
+  } else if (command === "work") {
+    const out = fs.openSync(arg, "a");
+    const b = boss(false);
+    b.on("error", (error) => process.stderr.write(`${error.message}\n`));
+    await b.start();
+    await readyThenStart();
+    const stopped = new Promise((resolve) => process.once("SIGTERM", resolve));
+    await b.work(QUEUE, { batchSize: 1, pollingIntervalSeconds: Number(pollArg) }, async ([job]) => {
+      fs.writeSync(out, `${job.data.n} ${nowNs()}\n`);
+    });
+    await stopped;
+    await b.stop({ graceful: true, wait: true, timeout: 5000 });
+  } else {
+    throw new Error(`unknown command ${command}`);
+  }
+});

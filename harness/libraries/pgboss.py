@@ -1,0 +1,54 @@
+"""pg-boss, raced with its own worker (https://github.com/timgit/pg-boss, 10.4.2 from npm, run by Node; npm
+resolves 10.x on Node 20).
+
+Its claim is fetchNextJob in src/plans.js: a CTE takes the next jobs of the queue whose state is before 'active'
+`FOR UPDATE SKIP LOCKED`, and an UPDATE sets them 'active'; complete() sets a job 'completed' if it is still
+active. Jobs live in a partition of pgboss.job per queue. The worker is boss.work() with batchSize 1
+(harness/libraries/node/pgboss.cjs): its loop fetches, runs the job, completes it, then waits out the rest of
+the polling interval before it fetches again, whether or not it found a job. It never stops on an empty queue:
+the harness stops it (SIGTERM, and pg-boss's graceful stop) once every job has run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from harness.libraries import node
+
+NAME = "pgboss"
+PACKAGE = "pg-boss"
+SOURCE = "timgit/pg-boss, src/plans.js (fetchNextJob, completeJobs) and src/worker.js (the loop), release 10.4.2 from npm"
+QUEUE = "claimrace"
+JOBS_SCHEMA = "pgboss"
+JOBS_TABLE = "job"  # partitioned by queue: the audit trigger on it is cloned to each queue's partition
+STATS_TABLE = "j" + hashlib.sha224(QUEUE.encode()).hexdigest()  # the queue's partition (plans.js, create_queue)
+ID_COLUMN = "id"  # a uuid: the audit and the workers' logs use the job's data.n instead
+AUDIT_ID_SQL = "(NEW.data->>'n')::bigint"
+CLAIMED = "NEW.state = 'active' AND OLD.state IS DISTINCT FROM 'active'"
+STOPS_ON_ITS_OWN = False
+SCRIPT = "pgboss.cjs"
+POLL_S = 0.5  # the least pg-boss allows (attorney.js, MIN_POLLING_INTERVAL_MS)
+# its worker runs about two jobs a second at that interval: a sweep queues at most this many jobs for it
+JOB_CAP = 40
+SETTINGS = {"batch_size": 1, "polling_interval_s": POLL_S, "polling_interval_default_s": 2.0, "supervise": False,
+            "schedule": False}
+
+
+INSTALL_HINT = node.INSTALL_HINT
+
+
+def installed_version() -> str | None:
+    return node.installed_version(PACKAGE)
+
+
+def install(url: str) -> None:
+    node.run(SCRIPT, "install", url)
+
+
+def enqueue(url: str, n: int) -> None:
+    node.run(SCRIPT, "enqueue", url, str(n))
+
+
+def work(url: str, log: Path, ready, start) -> None:
+    node.work(SCRIPT, url, log, ready, start, str(POLL_S))
