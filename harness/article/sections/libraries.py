@@ -201,18 +201,19 @@ def _own_worker_values(mine: Loaded) -> dict[str, str]:
     return {"libraries_list": join(raced),
             "libraries_claims": say("claims", claims=join([_claim_text()[library] for library in raced])),
             "libraries_not_installed": _not_installed(raced),
-            "libraries_job_count": _jobs_per_run(mine.summary),
+            "libraries_job_count": _jobs_per_run(mine.summary)[0],
+            "libraries_fewer_jobs": _jobs_per_run(mine.summary)[1],
             "libraries_worker_list": join([str(w) for w in request.worker_counts]),
             "libraries_repeats": counted(request.repeats, "run"),
             "libraries_settings": " ".join(per_library)}
 
 
-def _jobs_per_run(summary: pd.DataFrame) -> str:
-    """The jobs queued per run: the sweep's count, and a library's own where it raced fewer (its JOB_CAP)."""
+def _jobs_per_run(summary: pd.DataFrame) -> tuple[str, str]:
+    """The jobs queued per run: the sweep's count, and ' (a library: its own)' where one raced fewer (JOB_CAP)."""
     per_library = summary.groupby("library", sort=False)["jobs"].max()
     most = int(per_library.max())
     fewer = [say("fewer_jobs", library=name, jobs=count(int(jobs))) for name, jobs in per_library.items() if jobs < most]
-    return count(most) + (f" ({join(fewer)})" if fewer else "")
+    return count(most), (f" ({join(fewer)})" if fewer else "")
 
 
 def _not_installed(raced: list[str]) -> str:
@@ -265,7 +266,8 @@ def libraries_table(loaded: dict) -> str:
     shown = points[[c for c in TABLE_COLUMNS if c in points]].rename(columns=TABLE_COLUMNS)
     shown["library"] = [f"{library}{' (CPU-bound)' if bound else ''}" for library, bound in
                         zip(points["library"], points["cpu_bound"])]
-    return table(shown, caption=say("table_caption", jobs=_jobs_per_run(loaded[NAME].summary)),
+    jobs, fewer = _jobs_per_run(loaded[NAME].summary)
+    return table(shown, caption=say("table_caption", jobs=jobs, fewer=fewer),
                  formats={TABLE_COLUMNS["jobs_per_s"]: lambda v: number(v, 0), TABLE_COLUMNS["pickup_p99_ms"]: ms,
                           TABLE_COLUMNS["statements_per_job"]: _dash_or(lambda v: number(v, 1)),
                           TABLE_COLUMNS["transactions_per_job"]: lambda v: number(v, 1),
