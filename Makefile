@@ -11,39 +11,43 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-10s %s\n", $$1, $$2}'
 
 NODE_LIBS := harness/libraries/node
+NODE_STAMP := $(NODE_LIBS)/node_modules/.package-lock.json
 
-$(STAMP): pyproject.toml requirements.lock $(NODE_LIBS)/package-lock.json
+$(STAMP): pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# the exact versions the report was built with, then the package itself
 	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps -e .
 	$(PY) -m ipykernel install --sys-prefix --name claimrace --display-name "claimrace (.venv)" >/dev/null
-	# the Node job libraries (pg-boss, graphile-worker), pinned by their package-lock.json, where Node runs
+	@touch $(STAMP)
+
+# the Node job libraries (pg-boss, graphile-worker), pinned by their package-lock.json, where Node runs; without
+# node and npm, one line, and they are tried again on the next make (npm ci writes the stamp)
+$(NODE_STAMP): $(NODE_LIBS)/package-lock.json
 	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
 		npm ci --prefix $(NODE_LIBS) --no-audit --no-fund --loglevel=error; \
 	else \
 		echo "node and npm not found: pg-boss and graphile-worker will not be raced (install Node.js 20 and npm, then run make install)" >&2; \
 	fi
-	@touch $(STAMP)
 
-install: $(STAMP) ## create .venv, install requirements.lock's pins and the package, and npm ci the Node job libraries
+install: $(STAMP) $(NODE_STAMP) ## create .venv, install requirements.lock's pins and the package, and npm ci the Node job libraries
 
 lock: ## re-pin requirements.lock from pyproject.toml's ranges (newest versions that fit; Python 3.11)
 	@test -x $(VENV)/lock/bin/pip-compile || ($(PYTHON) -m venv $(VENV)/lock && $(VENV)/lock/bin/pip install --quiet pip-tools)
 	$(VENV)/lock/bin/pip-compile --quiet --upgrade --extra dev --strip-extras --no-emit-index-url \
 		--no-emit-find-links --output-file requirements.lock pyproject.toml
 
-report: $(STAMP) ## run the races, plans, churn and notebooks; write report/index.html (PARAMS=other.yml)
+report: $(STAMP) $(NODE_STAMP) ## run the races, plans, churn and notebooks; write report/index.html (PARAMS=other.yml)
 	$(PY) -m harness.report $(if $(PARAMS),--params $(PARAMS))
 
-test: $(STAMP) ## run the test suite against an embedded PostgreSQL 16
+test: $(STAMP) $(NODE_STAMP) ## run the test suite against an embedded PostgreSQL 16
 	$(PY) -m pytest
 
-bench: $(STAMP) ## harness vs pgbench on the same SQL at 1, 8, 32, 64, 100 workers, 5 pairs of 10 s (about an hour)
+bench: $(STAMP) $(NODE_STAMP) ## harness vs pgbench on the same SQL at 1, 8, 32, 64, 100 workers, 5 pairs of 10 s (about an hour)
 	$(PY) -m harness bench
 
-lab: $(STAMP) ## open the notebooks in JupyterLab with the project's kernel
+lab: $(STAMP) $(NODE_STAMP) ## open the notebooks in JupyterLab with the project's kernel
 	$(VENV)/bin/jupyter lab notebooks/
 
 db-up: ## start postgres:16 on tmpfs with Docker (then export DATABASE_URL, see compose.yml)

@@ -3,10 +3,10 @@
 Each protocol is the sequence of statements one of the library's workers sends for one job at concurrency 1:
 its claim, and, where the library sends them one job at a time, its job's start and completion, with a no-op job
 between. The statements are written here, from reading each library's source at the commit named in SOURCES; none
-is copied. What a model keeps: the number of statements and round trips, the transaction boundaries, the locks
-and where they are held, the re-checks. What it drops, for every library: its queue, priority and schedule columns
-and their indexes, the extra columns and tables it writes, its wake-ups. Each library's own lines in DROPPED say
-the rest.
+is copied. What a model keeps: the order of the statements, the transaction boundaries, the locks and where they
+are held, the re-checks. What it drops, for every library: its queue, priority and schedule columns and their
+indexes, the extra columns and tables it writes (so a model may send fewer statements than its library:
+LIBRARY_STATEMENTS), its wake-ups. Each library's own lines in DROPPED say the rest.
 
 The table (harness.server.schema) has id, status and started_at. A job is 'pending', then 'running' once a worker
 has it (the write the audit records), then 'done' where the library writes a completion. A model's write that
@@ -27,10 +27,11 @@ COMMIT = "COMMIT"
 COMPLETE = f"UPDATE {JOBS} SET status = 'done' WHERE id = $1"
 
 # The advisory locks this session still holds once it has released its job's (none, where the protocol is
-# sound). A measurement added here, not the library's: a lock left behind would keep its job from every worker.
-# The count is a correlated subquery so it runs after the CTE's unlock.
-HELD_AFTER = ("SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() "
-              "AND released.done IS NOT NULL) FROM released")
+# sound), then released: a measurement and a clean-up added here, not the library's (a lock left behind would keep
+# its job from every worker). The count refers to the unlock's CTE, so it runs after it.
+HELD_AFTER = ("held AS MATERIALIZED (SELECT count(*) AS stray FROM pg_locks WHERE locktype = 'advisory' "
+              "AND pid = pg_backend_pid() AND (SELECT done FROM released) IS NOT NULL) "
+              "SELECT stray, pg_advisory_unlock_all() FROM held")
 
 
 # --------------------------------------------------------------------------- River
@@ -83,7 +84,7 @@ QUE_VERIFY = f"SELECT id FROM {JOBS} WHERE id = $1 AND status = 'pending'"
 QUE_EXISTS = f"SELECT 1 FROM {JOBS} WHERE id = $1"
 # the job's resolve: Que deletes the row; here the row stays and takes the status the audit records
 QUE_RESOLVE = f"UPDATE {JOBS} SET status = 'running', started_at = now() WHERE id = $1"
-QUE_UNLOCK = f"WITH released AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS done) {HELD_AFTER}"
+QUE_UNLOCK = f"WITH released AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS done), {HELD_AFTER}"
 
 # --------------------------------------------------------------------------- good_job
 
@@ -107,8 +108,10 @@ GOOD_JOB_LOCK_HELD = (
     f"AND ((classid::bigint << 32) | objid::bigint) = {GOOD_JOB_KEY.format(id='$1::bigint')}"
 )
 GOOD_JOB_UNLOCK = f"SELECT pg_advisory_unlock({GOOD_JOB_KEY.format(id='$1::bigint')})"
-# good_job's check after the unlock looks for its key; this one counts every advisory lock the session still holds
-GOOD_JOB_HELD_AFTER = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()"
+# good_job's check after the unlock looks for its key; this one counts every advisory lock the session still
+# holds, then releases them (as HELD_AFTER)
+GOOD_JOB_HELD_AFTER = ("WITH held AS MATERIALIZED (SELECT count(*) AS stray FROM pg_locks WHERE locktype = 'advisory' "
+                       "AND pid = pg_backend_pid()) SELECT stray, pg_advisory_unlock_all() FROM held")
 
 # --------------------------------------------------------------------------- Solid Queue
 
@@ -132,10 +135,11 @@ class Source:
     repository: str
     files: tuple[str, ...]
     commit: str
-    release: str
+    release: str  # the release that commit carries, where the notes name one
 
     def __str__(self) -> str:
-        return f"{self.repository}, {', '.join(self.files)} ({self.release}), commit {self.commit}"
+        release = f" ({self.release})" if self.release else ""
+        return f"{self.repository}, {', '.join(self.files)}{release}, commit {self.commit}"
 
     @property
     def short(self) -> str:
@@ -145,9 +149,9 @@ class Source:
 
 SOURCES = {
     "river": Source("riverqueue/river", ("riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql",),
-                    "fdf6cdf12567a5b70c003f5ff850273f09e7efcf", "JobGetAvailable"),
+                    "fdf6cdf12567a5b70c003f5ff850273f09e7efcf", ""),  # its JobGetAvailable query
     "oban": Source("oban-bg/oban", ("lib/oban/engines/basic.ex",), "2939e3134d0812195fbfcfe9a8e8d4bbd30bb23b",
-                   "the Basic engine's fetch_jobs and complete_job"),
+                   ""),  # the Basic engine's fetch_jobs and complete_job
     "que": Source("que-rb/que", ("lib/que/poller.rb", "lib/que/locker.rb", "lib/que/worker.rb"),
                   "17fb2c3b75b37599bf17043dbb692555f582f249", "2.4.1"),
     "good_job": Source("bensheldon/good_job", ("app/models/concerns/good_job/advisory_lockable.rb",
@@ -169,3 +173,12 @@ DROPPED = {
     "solid_queue": "the ready and claimed tables (an INSERT and a DELETE at claim and at completion), the pause "
                    "check",
 }
+
+# The statements the library itself sends per job at concurrency 1, from its source (the model's count is the
+# length of its protocol): River's completions are batched apart; Solid Queue adds a pause check, a DELETE at
+# claim and one at completion; good_job, its executions rows at start and finish.
+LIBRARY_STATEMENTS = {"river": 1, "oban": 4, "que": 5, "good_job": 13, "solid_queue": 13}
+
+# Each library's name and the language it is written in, for the article's list of the libraries modelled here.
+LIBRARY_NAMES = {"river": "River (Go)", "oban": "Oban (Elixir)", "que": "Que (Ruby)", "good_job": "good_job (Ruby)",
+                 "solid_queue": "Solid Queue (Ruby)"}

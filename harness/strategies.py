@@ -396,10 +396,19 @@ RELEASE = "release"  # runs once a job was picked, whatever came after; the last
 _COMMIT = b"COMMIT"
 
 
+_UNLOCK_ALL = b"SELECT pg_advisory_unlock_all()"
+
+
 def _protocol_steps(protocol: tuple[tuple[str, str], ...], sql: dict[str, str], counts_stray_locks: bool):
     """One attempt of a library's protocol: its statements in order, each given the picked job's id where its SQL
     takes one ($1), ended early by an empty pick or a failed check (an open transaction is committed, as the
-    library's would be), its release statements run once a job was picked."""
+    library's would be), its release statements run once a job was picked.
+
+    A claim once written stays won: a statement that fails after it (a completion, an unlock) ends the attempt but
+    does not undo what the audit recorded. Where the protocol takes advisory locks, its last release counts the
+    locks the session still holds and releases them (a measurement and a clean-up of this harness, not the
+    library's), so each attempt's note is its own; an attempt that failed before it picked a job releases them
+    too, and notes none (its pick's locks are not known)."""
     steps = tuple((name.encode(), role, "$1" in sql[name]) for name, role in protocol if role != RELEASE)
     releases = tuple((name.encode(), "$1" in sql[name]) for name, role in protocol if role == RELEASE)
 
@@ -412,9 +421,10 @@ def _protocol_steps(protocol: tuple[tuple[str, str], ...], sql: dict[str, str], 
                 result = pgconn.exec_prepared(name, (job_id,) if with_job else None)
                 if result.status not in _OK:
                     if pgconn.transaction_status == _IDLE:
-                        outcome = failed_statement(pgconn, job_id)[0]
+                        failed = failed_statement(pgconn, job_id)[0]
                     else:
-                        outcome = _abandon_transaction(pgconn, result, job_id)[0]
+                        failed = _abandon_transaction(pgconn, result, job_id)[0]
+                    outcome = WON if outcome == WON else failed
                     break
                 if role in (PICK, CLAIM):
                     if result.ntuples == 0:
@@ -431,18 +441,22 @@ def _protocol_steps(protocol: tuple[tuple[str, str], ...], sql: dict[str, str], 
                         break
             if outcome in (EMPTY, LOST) and pgconn.transaction_status != _IDLE:
                 pgconn.exec_(_COMMIT)
-            if job_id is not None and releases:
-                for name, with_job in releases:
-                    released = pgconn.exec_prepared(name, (job_id,) if with_job else None)
-                    if released.status != _TUPLES_OK:
-                        if counts_stray_locks:
-                            add_stray(0)
-                        return failed_statement(pgconn, job_id)
-                if counts_stray_locks:
-                    add_stray(int(released.get_value(0, 0)))
-            elif counts_stray_locks:  # no job picked: no lock taken, none to release (one note per attempt)
-                add_stray(0)
-            return outcome, int(job_id or 0)
+            if job_id is None or not releases:
+                if counts_stray_locks:  # one note per attempt
+                    if outcome != EMPTY:
+                        pgconn.exec_(_UNLOCK_ALL)
+                    add_stray(0)
+                return outcome, int(job_id or 0)
+            for name, with_job in releases:
+                released = pgconn.exec_prepared(name, (job_id,) if with_job else None)
+                if released.status != _TUPLES_OK:
+                    if counts_stray_locks:
+                        pgconn.exec_(_UNLOCK_ALL)
+                        add_stray(0)
+                    return (WON if outcome == WON else failed_statement(pgconn, job_id)[0]), int(job_id)
+            if counts_stray_locks:
+                add_stray(int(released.get_value(0, 0)))
+            return outcome, int(job_id)
 
         return claim, _one_statement_stepwise(claim)
 
@@ -455,6 +469,10 @@ def _library_strategy(name: str, title: str, summary: str, protocol: tuple[tuple
     """A job library's protocol as a strategy the race runs: its statements prepared once each, its sequence kept.
     library_name: the library a variant of its protocol comes from (its name otherwise)."""
     source = library.SOURCES[library_name or name]
+    roles = [role for _, role in protocol]
+    # one step wins the job; the releases come last
+    assert sum(role in (CLAIM, WRITE) for role in roles) == 1, name
+    assert RELEASE not in roles or roles[roles.index(RELEASE):] == [RELEASE] * roles.count(RELEASE), name
     return Strategy(
         name=name, title=title, summary=summary,
         statements=tuple(sql.items()), protocol=protocol,

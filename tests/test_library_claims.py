@@ -160,7 +160,7 @@ def test_ques_protocol_without_its_re_check_runs_jobs_twice_and_a8_says_so(db, t
             break
     assert claims["duplicate_jobs"].sum() > 0, "without the re-check some job ran twice"
     finding = section.a8_protocols_hand_each_job_once(claims.assign(cpu_bound=False))
-    assert finding.verdict == CORRECTED and finding.parts == (("que", CORRECTED),)
+    assert finding.verdict == CORRECTED and dict(finding.parts)["que"] == CORRECTED
     assert claims["run_id"].iloc[int(claims["duplicate_jobs"].values.argmax())] in finding.note
 
 
@@ -174,25 +174,58 @@ def test_the_section_sets_the_protocol_without_its_re_check_beside_ques_own(db, 
     assert section._without_recheck(claims[claims["strategy"].astype(str) == "que"]) == ""
 
 
-def frame(**columns) -> pd.DataFrame:
-    base = {"strategy": ["oban"], "worker_count": [4], "job_count": [100], "duplicate_jobs": [0], "unclaimed_jobs": [0],
-            "cpu_bound": [False], "run_id": ["r1"]}
-    return pd.DataFrame(base | {k: [v] for k, v in columns.items()})
+def frame(**oban) -> pd.DataFrame:
+    """A race of each protocol at four workers, clean; `oban` changes Oban's."""
+    base = {"worker_count": 4, "job_count": 100, "duplicate_jobs": 0, "unclaimed_jobs": 0, "cpu_bound": False}
+    return pd.DataFrame([base | {"strategy": name, "run_id": f"r-{name}"} | (oban if name == "oban" else {})
+                         for name in LIBRARY_STRATEGIES])
 
 
 def test_a8_reads_every_outcome():
+    def oban_part(found):
+        return dict(found.parts)["oban"]
+
     assert section.a8_protocols_hand_each_job_once(None).verdict == NOT_MEASURED
     assert section.a8_protocols_hand_each_job_once(frame(strategy="skip_locked")).verdict == NOT_MEASURED
-    assert section.a8_protocols_hand_each_job_once(frame()).verdict == CONFIRMED
-    assert section.a8_protocols_hand_each_job_once(frame(duplicate_jobs=2)).verdict == CORRECTED
-    # a duplicate on a CPU-bound point is still a duplicate; a clean race there decides nothing
-    assert section.a8_protocols_hand_each_job_once(frame(duplicate_jobs=1, cpu_bound=True)).verdict == CORRECTED
-    bound = section.a8_protocols_hand_each_job_once(frame(cpu_bound=True))
-    assert bound.verdict == NOT_MEASURED and "CPU-bound" in bound.note
+    clean = section.a8_protocols_hand_each_job_once(frame())
+    assert clean.verdict == CONFIRMED and {v for _, v in clean.parts} == {CONFIRMED}
+    twice = section.a8_protocols_hand_each_job_once(frame(duplicate_jobs=2))
+    assert twice.verdict == CORRECTED and oban_part(twice) == CORRECTED and "r-oban" in twice.note
+    # a duplicate on a CPU-bound point is still a duplicate; a clean race there, or with one worker, decides nothing
+    assert oban_part(section.a8_protocols_hand_each_job_once(frame(duplicate_jobs=1, cpu_bound=True))) == CORRECTED
+    for undecided in (frame(cpu_bound=True), frame(worker_count=1)):
+        found = section.a8_protocols_hand_each_job_once(undecided)
+        assert found.verdict == NOT_MEASURED and oban_part(found) == NOT_MEASURED and "CPU-bound" in found.note
     unclaimed = section.a8_protocols_hand_each_job_once(frame(unclaimed_jobs=3))
     assert unclaimed.verdict == NOT_MEASURED and "3 jobs unclaimed" in unclaimed.note
+    # a protocol the build did not race is not measured, and so is the claim about all five
+    missing = section.a8_protocols_hand_each_job_once(frame()[lambda f: f["strategy"] != "river"])
+    assert missing.verdict == NOT_MEASURED and dict(missing.parts)["river"] == NOT_MEASURED
 
 
 @pytest.mark.parametrize("name", LIBRARY_STRATEGIES)
 def test_a_protocol_is_not_benched_and_says_why(name):
     assert STRATEGIES[name].not_benched
+
+
+def test_a_protocol_races_the_tight_loop_only():
+    from harness.errors import UserError
+    from harness.experiments.race_trials import RaceParameters
+    with pytest.raises(UserError, match="que is a job library's protocol: it races the tight loop only"):
+        RaceParameters(strategy="que", worker_count=2, job_count=10, pause_ms=5).check()
+
+
+def test_every_protocol_wins_in_one_step_and_releases_last():
+    for name, strategy in STRATEGIES.items():
+        if strategy.protocol:
+            roles = [role for _, role in strategy.protocol]
+            assert roles.count(WRITE) + roles.count("claim") == 1, name
+            assert RELEASE not in roles or set(roles[roles.index(RELEASE):]) == {RELEASE}, name
+
+
+def test_a_libraries_url_reaches_node_postgres_as_a_uri():
+    from harness.libraries.node import uri
+    assert uri("postgresql://postgres@127.0.0.1:5432/postgres") == "postgresql://postgres@127.0.0.1:5432/postgres"
+    assert uri("host=/run/pg port=5433 dbname=q user=u password=p@ss") == \
+        "postgresql://u:p%40ss@/q?host=%2Frun%2Fpg&port=5433"
+    assert uri("host=::1 port=5432 dbname=q user=u") == "postgresql://u@[::1]:5432/q"

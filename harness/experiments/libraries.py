@@ -97,6 +97,9 @@ class LibraryParameters(Parameters):
             raise UserError(f"{self.library} is not installed here: {libraries.install_hint(self.library)}")
 
 
+_SAID_NOT_INSTALLED: set = set()
+
+
 @dataclass(frozen=True)
 class LibrarySweep(Parameters):
     """Every library at every worker count, `repeats` times: what `python -m harness libraries` and a params
@@ -121,7 +124,8 @@ class LibrarySweep(Parameters):
         with one line saying what to install (the rest of a report still builds)."""
         installed = [name for name in self.libraries if libraries.version(name) is not None]
         for name in self.libraries:
-            if name not in installed:
+            if name not in installed and name not in _SAID_NOT_INSTALLED:
+                _SAID_NOT_INSTALLED.add(name)  # once per process: the sweep's runs are listed more than once
                 print(f"{name} not raced: {libraries.install_hint(name)}", file=sys.stderr)
         if not installed:
             raise UserError(f"none of {', '.join(self.libraries)} is installed here: "
@@ -171,10 +175,12 @@ def _worker(name: str, url: str, log: str, ready, start, parent_pid: int) -> Non
     execution log."""
     die_with_parent(parent_pid)
     release = _Release(start)
-    libraries.get(name).work(url, Path(log), ready, release)
-    ended = activity.read_schedstat(os.getpid())
+    # a library whose worker is another process (Node) returns that process's scheduler readings
+    readings = libraries.get(name).work(url, Path(log), ready, release) or {}
+    at_release = readings.get("at_release", release.at_release)
+    ended = readings.get("at_end") or activity.read_schedstat(os.getpid())
     Path(f"{log}.json").write_text(json.dumps({"pid": os.getpid(), "released_ns": release.released_ns,
-                                               "ended_ns": time.time_ns(), "at_release": release.at_release,
+                                               "ended_ns": time.time_ns(), "at_release": at_release,
                                                "at_end": ended}))
 
 
@@ -283,12 +289,14 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 start.set()
                 bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
                 ends = time.monotonic() + bound_s
+                at_bound = []
                 if getattr(library, "STOPS_ON_ITS_OWN", True):
                     for process in workers:
                         process.join(max(0.0, ends - time.monotonic()))
                 else:
-                    _stop_once_every_job_ran(workers, logs, p.job_count, ends)
+                    at_bound = _stop_once_every_job_ran(workers, logs, p.job_count, ends)
                 stopped = [w for w in workers if w.is_alive()]
+                stopped += [w for w in at_bound if w not in stopped]
                 for process in stopped:
                     process.kill()
                     process.join(10)
@@ -345,16 +353,20 @@ def _jobs_logged(logs: Path) -> int:
     return len(ids)
 
 
-def _stop_once_every_job_ran(workers: list, logs: Path, job_count: int, ends: float) -> None:
+def _stop_once_every_job_ran(workers: list, logs: Path, job_count: int, ends: float) -> list:
     """For a library whose worker never stops on an empty queue (STOPS_ON_ITS_OWN = False): once every job has
-    been logged, or at the bound, SIGTERM to every worker (its library's own graceful stop), then wait for them."""
+    been logged, or at the bound, SIGTERM to every worker (its library's own graceful stop), then wait for them
+    all, together, up to STOP_GRACE_S. Returns the workers stopped at the bound (censored), none if every job ran."""
     while time.monotonic() < ends and any(w.is_alive() for w in workers) and _jobs_logged(logs) < job_count:
         time.sleep(0.05)
+    at_bound = [w for w in workers if w.is_alive()] if _jobs_logged(logs) < job_count else []
     for process in workers:
         if process.is_alive():
             process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
     for process in workers:
-        process.join(STOP_GRACE_S)
+        process.join(max(0.0, deadline - time.monotonic()))
+    return at_bound
 
 
 def _read_logs(logs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:

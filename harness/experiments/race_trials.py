@@ -103,6 +103,9 @@ class RaceParameters(Parameters):
             race_asyncio.check_strategy(self.strategy)
             if self.pause_ms or self.jitter_ms:
                 raise UserError("the asyncio client races the tight loop only, without pauses")
+        if get_strategy(self.strategy).protocol and (self.pause_ms or self.jitter_ms):
+            raise UserError(f"{self.strategy} is a job library's protocol: it races the tight loop only, without "
+                            "pauses")
         if self.proxy_at_zero and self.rtt_ms:
             raise UserError("proxy_at_zero is for a round trip of 0 ms: a longer one always goes through the proxy")
         if self.repeat < 0:

@@ -45,18 +45,21 @@ def get(name: str) -> ModuleType:
 
 def version(name: str) -> str | None:
     """The installed version of a library's distribution (or npm package); None where it is not installed."""
-    module = get(name)
-    if hasattr(module, "installed_version"):
-        return module.installed_version()
     try:
+        module = get(name)
+        if hasattr(module, "installed_version"):
+            return module.installed_version()
         return importlib.metadata.version(module.PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
+    except (ImportError, importlib.metadata.PackageNotFoundError):  # its module imports a package not installed
         return None
 
 
 def install_hint(name: str) -> str:
     """What to do so a library is installed here, in one line."""
-    return getattr(get(name), "INSTALL_HINT", "run make install")
+    try:
+        return getattr(get(name), "INSTALL_HINT", "run make install")
+    except ImportError:
+        return "run make install"
 
 
 def available() -> list[str]:

@@ -42,8 +42,12 @@ def uri(url: str) -> str:
     params = conninfo.conninfo_to_dict(url)
     user, password = params.pop("user", ""), params.pop("password", None)
     host, port, dbname = params.pop("host", ""), params.pop("port", None), params.pop("dbname", "")
-    if host.startswith("/"):  # a Unix socket directory: node-postgres takes it as the host parameter
+    if host.startswith("/"):  # a Unix socket directory: node-postgres takes it, and its port, as parameters
         params["host"], host = host, ""
+        if port:
+            params["port"], port = port, None
+    elif ":" in host:  # an IPv6 address
+        host = f"[{host}]"
     auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + ("@" if user else "")
     query = f"?{urlencode(params)}" if params else ""
     return f"postgresql://{auth}{host}{f':{port}' if port else ''}/{quote(dbname, safe='')}{query}"
@@ -64,8 +68,10 @@ def run(script: str, *args: str) -> None:
         raise RuntimeError(f"{script} {command}: {result.stderr.strip()[-2000:]}")
 
 
-def work(script: str, url: str, log: Path, ready, start, *args: str) -> None:
-    """A worker: the script's work command, ready once it says so, started when the harness releases it."""
+def work(script: str, url: str, log: Path, ready, start, *args: str) -> dict | None:
+    """A worker: the script's work command, ready once it says so, started when the harness releases it. Returns
+    the node process's own scheduler readings (/proc/self/schedstat) at its start and at its end, as it printed
+    them: the CPU the worker used is node's, not this waiting process's."""
     process = subprocess.Popen([node() or "node", str(NODE_DIR / script), "work", uri(url), str(log), *args], cwd=NODE_DIR,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                preexec_fn=_die_with(os.getpid()))
@@ -77,7 +83,10 @@ def work(script: str, url: str, log: Path, ready, start, *args: str) -> None:
         start.wait()
         process.stdin.write("start\n")
         process.stdin.flush()
+        said = process.stdout.read()
         process.wait()
+        readings = [json.loads(line) for line in said.splitlines() if line.startswith("{")]
+        return readings[-1] if readings else None
     finally:
         if process.poll() is None:
             process.kill()

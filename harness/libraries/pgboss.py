@@ -50,5 +50,5 @@ def enqueue(url: str, n: int) -> None:
     node.run(SCRIPT, "enqueue", url, str(n))
 
 
-def work(url: str, log: Path, ready, start) -> None:
-    node.work(SCRIPT, url, log, ready, start, str(POLL_S))
+def work(url: str, log: Path, ready, start) -> dict | None:
+    return node.work(SCRIPT, url, log, ready, start, str(POLL_S))

@@ -12,13 +12,14 @@ from harness import libraries
 from harness.article.analysis import over_repeats, race_summary
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
 from harness.article.formats import DASH, MISSING, count, missing, ms, number, span
+from harness.article.labels import CANNOT_LOSE
 from harness.article.prose import counted, join, table
 from harness.article.wording import Sentences
 from harness.experiments import registry
 from harness.experiments.libraries import load_summary
-from harness.library_claims import DROPPED, SOURCES
+from harness.library_claims import DROPPED, LIBRARY_NAMES, LIBRARY_STATEMENTS, SOURCES
 from harness.storage import read_manifest
-from harness.strategies import LIBRARY_STRATEGIES, LIBRARY_VARIANTS, STRATEGIES
+from harness.strategies import CHECK, LIBRARY_STRATEGIES, LIBRARY_VARIANTS, STRATEGIES
 
 NAME = "libraries"
 say = Sentences(NAME)
@@ -113,36 +114,44 @@ def a7_each_job_runs_once(summary: pd.DataFrame | None) -> Finding:
 
 def a8_protocols_hand_each_job_once(claims: pd.DataFrame | None) -> Finding:
     """Per library protocol, a part: corrected where the audit shows a job claimed twice in any race (a duplicate
-    is one whatever the machine did); confirmed where none was, every job was claimed, and at least one point was
-    not CPU-bound; not measured otherwise (every point CPU-bound, or a race that left jobs unclaimed)."""
+    is one whatever the machine did); confirmed where none was, every job was claimed, and at least one race had
+    several workers and was not marked CPU-bound (a race the rule could not read counts as not bound); not
+    measured otherwise, and for a protocol this build did not race."""
     runs = claims[claims["strategy"].astype(str).isin(LIBRARY_STRATEGIES)] if claims is not None else None
     if runs is None or not len(runs):
         return not_measured("A8", say("A8.no_runs"))
     parts, listed, notes = [], [], []
-    for name in [n for n in LIBRARY_STRATEGIES if n in set(runs["strategy"].astype(str))]:
+    raced = set(runs["strategy"].astype(str))
+    for name in LIBRARY_STRATEGIES:
+        if name not in raced:
+            parts.append((name, NOT_MEASURED))
+            notes.append(say("A8.not_raced", library=name))
+            continue
         mine = runs[runs["strategy"].astype(str) == name]
         twice, unclaimed = int(mine["duplicate_jobs"].sum()), int(mine["unclaimed_jobs"].sum())
-        free = mine[mine["cpu_bound"] != True]  # noqa: E712 (None: not known, counted as not bound)
+        deciding = mine[(mine["cpu_bound"] != True) & (mine["worker_count"] > 1)]  # noqa: E712
         if twice:
             verdict = CORRECTED
             worst = mine.loc[mine["duplicate_jobs"].idxmax()]
             notes.append(say("A8.twice", library=name, twice=count(twice), workers=int(worst["worker_count"]),
                              run=worst["run_id"]))
-        elif unclaimed or not len(free):
+        elif unclaimed or not len(deciding):
             verdict = NOT_MEASURED
             notes.append(say("A8.unclaimed", library=name, jobs=count(unclaimed)) if unclaimed
-                         else say("A8.all_cpu_bound", library=name))
+                         else say("A8.no_deciding_race", library=name))
         else:
             verdict = CONFIRMED
         parts.append((name, verdict))
-        listed.append(say("A8.library", library=name, twice=count(twice), jobs=count(int(mine["job_count"].sum()))))
+        listed.append(say("A8.library", library=name, twice=count(twice), runs=counted(len(mine), "race"),
+                          jobs=count(int(mine["job_count"].max()))))
     verdicts = {v for _, v in parts}
     verdict = CORRECTED if CORRECTED in verdicts else CONFIRMED if verdicts == {CONFIRMED} else NOT_MEASURED
     workers = sorted({int(w) for w in runs["worker_count"]})
+    used = sorted({int(w) for w in runs.loc[(runs["cpu_bound"] != True) & (runs["worker_count"] > 1),  # noqa: E712
+                                            "worker_count"]})
     return make_finding("A8", verdict, say("A8.ours", libraries="; ".join(listed)), notes,
                         {"workers": join([str(w) for w in workers]), "libraries": count(len(parts))},
-                        used=sorted({int(w) for w in runs.loc[runs["cpu_bound"] != True, "worker_count"]}),  # noqa: E712
-                        parts=tuple(parts))
+                        used=used, parts=tuple(parts))
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -165,7 +174,8 @@ def _claim_values(mine: Loaded) -> dict[str, str]:
         return {}
     request = registry.request_of("race", list(mine.claim_runs))
     points = mine.claims_by_workers.assign(strategy=mine.claims_by_workers["strategy"].astype(str))
-    out = {"library_claims_job_count": count(request.job_count),
+    out = {"library_claims_modelled": join([LIBRARY_NAMES[name] for name in LIBRARY_STRATEGIES]),
+           "library_claims_job_count": count(request.job_count),
            "library_claims_worker_list": join([str(w) for w in request.worker_counts]),
            "library_claims_repeats": counted(request.repeats, "race")}
     bound = [STRATEGIES[name].title for name in LIBRARY_STRATEGIES
@@ -181,11 +191,17 @@ def _without_recheck(claims: pd.DataFrame) -> str:
     unchecked, checked = claims[names == "que_without_recheck"], claims[names == "que"]
     if not len(unchecked):
         return ""
-    twice = unchecked.groupby("worker_count")["duplicate_jobs"].agg(["min", "max"])
+    # one worker cannot claim a job twice: only the races with several say anything
+    twice = unchecked[unchecked["worker_count"] > 1].groupby("worker_count")["duplicate_jobs"].agg(["min", "max"])
+    if not len(twice):
+        return ""
+    que = count(int(checked["duplicate_jobs"].sum())) if len(checked) else MISSING
+    if int(twice["max"].max()) == 0:
+        return say("unchecked.none", workers=join([str(int(w)) for w in twice.index]), que=que)
     jobs = count(int(unchecked["job_count"].max()))
     at = [say("unchecked.at", twice=span(row["min"], row["max"], count), jobs=jobs, workers=counted(int(w), "worker"))
           for w, row in twice.iterrows()]
-    return say("unchecked", at=join(at), que=count(int(checked["duplicate_jobs"].sum())) if len(checked) else MISSING)
+    return say("unchecked", at=join(at), que=que)
 
 
 def _own_worker_values(mine: Loaded) -> dict[str, str]:
@@ -212,7 +228,9 @@ def _jobs_per_run(summary: pd.DataFrame) -> tuple[str, str]:
     """The jobs queued per run: the sweep's count, and ' (a library: its own)' where one raced fewer (JOB_CAP)."""
     per_library = summary.groupby("library", sort=False)["jobs"].max()
     most = int(per_library.max())
-    fewer = [say("fewer_jobs", library=name, jobs=count(int(jobs))) for name, jobs in per_library.items() if jobs < most]
+    fewer = [say("fewer_jobs", library=name, jobs=count(int(jobs))) if hasattr(libraries.get(name), "JOB_CAP")
+             else say("fewer_jobs.asked", library=name, jobs=count(int(jobs)))
+             for name, jobs in per_library.items() if jobs < most]
     return count(most), (f" ({join(fewer)})" if fewer else "")
 
 
@@ -276,7 +294,8 @@ def libraries_table(loaded: dict) -> str:
                           TABLE_COLUMNS["executed_twice"]: count})
 
 
-PROTOCOL_COLUMNS = ("protocol", "what it sends per job", "statements", "the model leaves out", "read from")
+PROTOCOL_COLUMNS = ("protocol", "what it sends per job", "statements: model / library", "the model leaves out",
+                    "read from")
 
 
 def library_protocols_table() -> str:
@@ -284,9 +303,16 @@ def library_protocols_table() -> str:
     rows = []
     for name in (*LIBRARY_STRATEGIES, *LIBRARY_VARIANTS):
         library = LIBRARY_VARIANTS.get(name, name)
-        rows.append(dict(zip(PROTOCOL_COLUMNS, (name, STRATEGIES[name].summary, STRATEGIES[name].statements_per_attempt,
-                                                DROPPED[library], SOURCES[library].short))))
-    return table(pd.DataFrame(rows), caption=say("protocols_table_caption"), formats={"statements": count})
+        statements = f"{STRATEGIES[name].statements_per_attempt} / {LIBRARY_STATEMENTS[library]}"
+        rows.append(dict(zip(PROTOCOL_COLUMNS, (name, STRATEGIES[name].summary, statements, DROPPED[library],
+                                                SOURCES[library].short))))
+    return table(pd.DataFrame(rows), caption=say("protocols_table_caption"))
+
+
+def _can_lose(name: str) -> bool:
+    """Whether a strategy's attempt can end lost: a protocol only where it re-checks its job."""
+    strategy = STRATEGIES[name]
+    return any(role == CHECK for _, role in strategy.protocol) if strategy.protocol else name not in CANNOT_LOSE
 
 
 CLAIM_TABLE_COLUMNS = {"strategy": "protocol", "worker_count": "workers", "claims_per_second": "jobs/s",
@@ -298,10 +324,13 @@ def library_claims_table(loaded: dict) -> str:
     """One row per protocol and worker count: the medians over repeats and their ranges, duplicates summed."""
     mine = loaded[NAME]
     points = mine.claims_by_workers.assign(strategy=mine.claims_by_workers["strategy"].astype(str)).copy()
-    twice = mine.claims.assign(strategy=mine.claims["strategy"].astype(str)).groupby(
-        ["strategy", "worker_count"])["duplicate_jobs"].sum()
-    points["duplicate_jobs"] = [int(twice.get((s, w), 0)) for s, w in zip(points["strategy"], points["worker_count"])]
+    summed = mine.claims.assign(strategy=mine.claims["strategy"].astype(str)).groupby(
+        ["strategy", "worker_count"])[["duplicate_jobs", "advisory_locks_leaked"]].sum(min_count=1)
+    for column in summed:
+        points[column] = [summed[column].get((s, w)) for s, w in zip(points["strategy"], points["worker_count"])]
     points["statements"] = [STRATEGIES[s].statements_per_attempt for s in points["strategy"]]
+    # a protocol with no re-check cannot lose a race: a dash, as the other tables give such strategies
+    points["losses_per_win"] = [v if _can_lose(s) else None for s, v in zip(points["strategy"], points["losses_per_win"])]
     points["claims_per_second"] = [span(lo, hi, _whole) for lo, hi in
                                    zip(points["claims_per_second_min"], points["claims_per_second_max"])]
     shown = points[list(CLAIM_TABLE_COLUMNS)].rename(columns=CLAIM_TABLE_COLUMNS)

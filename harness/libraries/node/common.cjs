@@ -2,19 +2,36 @@
 // What the Node libraries' scripts share: the wall clock in nanoseconds (as the Python workers log it), the start
 // barrier (a line on stdin once the harness releases every worker), and a quiet exit on a failed command.
 
+const fs = require("node:fs");
 const readline = require("node:readline");
 
 function nowNs() {
   return (BigInt(Math.round((performance.timeOrigin + performance.now()) * 1000)) * 1000n).toString();
 }
 
+// This process's (ns on a CPU, ns waiting for one, timeslices), as the harness reads a Python worker's.
+function schedstat() {
+  try {
+    return fs.readFileSync("/proc/self/schedstat", "utf8").trim().split(/\s+/).slice(0, 3).map(Number);
+  } catch {
+    return null;
+  }
+}
+
+let atRelease = null;
+
 // Says "ready" on stdout, then waits for the harness's "start" line on stdin.
 function readyThenStart() {
   process.stdout.write("ready\n");
   return new Promise((resolve) => {
     const lines = readline.createInterface({ input: process.stdin });
-    lines.once("line", () => { lines.close(); resolve(); });
+    lines.once("line", () => { lines.close(); atRelease = schedstat(); resolve(); });
   });
+}
+
+// A worker's last line: its scheduler readings at its release and now.
+function sayReadings() {
+  process.stdout.write(`${JSON.stringify({ at_release: atRelease, at_end: schedstat() })}\n`);
 }
 
 function run(main) {
@@ -24,4 +41,4 @@ function run(main) {
   });
 }
 
-module.exports = { nowNs, readyThenStart, run };
+module.exports = { nowNs, readyThenStart, run, sayReadings };

@@ -5,7 +5,7 @@
 const fs = require("node:fs");
 const { Pool } = require("pg");
 const { Logger, makeWorkerUtils, runMigrations, runOnce } = require("graphile-worker");
-const { nowNs, readyThenStart, run } = require("./common.cjs");
+const { nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
 
 const quiet = new Logger(() => () => {});
 const [command, url, arg] = process.argv.slice(2);
@@ -33,6 +33,7 @@ run(async () => {
     await readyThenStart();
     const taskList = { noop: async (payload, helpers) => { fs.writeSync(out, `${helpers.job.id} ${nowNs()}\n`); } };
     await runOnce({ pgPool: pool, concurrency: 1, noHandleSignals: true, taskList, logger: quiet });
+    sayReadings();
     await pool.end();
   } else {
     throw new Error(`unknown command ${command}`);

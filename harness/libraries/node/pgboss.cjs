@@ -5,7 +5,7 @@
 
 const fs = require("node:fs");
 const PgBoss = require("pg-boss");
-const { nowNs, readyThenStart, run } = require("./common.cjs");
+const { nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
 
 const QUEUE = "claimrace";
 const [command, url, arg, pollArg] = process.argv.slice(2);
@@ -39,6 +39,7 @@ run(async () => {
       fs.writeSync(out, `${job.data.n} ${nowNs()}\n`);
     });
     await stopped;
+    sayReadings();
     await b.stop({ graceful: true, wait: true, timeout: 5000 });
   } else {
     throw new Error(`unknown command ${command}`);
