@@ -26,7 +26,8 @@ $(STAMP): pyproject.toml requirements.lock
 # node and npm, one line, and they are tried again on the next make (npm ci writes the stamp)
 $(NODE_STAMP): $(NODE_LIBS)/package-lock.json
 	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
-		npm ci --prefix $(NODE_LIBS) --no-audit --no-fund --loglevel=error; \
+		npm ci --prefix $(NODE_LIBS) --no-audit --no-fund --loglevel=error \
+			|| echo "npm ci failed: pg-boss and graphile-worker will not be raced (make install tries again)" >&2; \
 	else \
 		echo "node and npm not found: pg-boss and graphile-worker will not be raced (install Node.js 20 and npm, then run make install)" >&2; \
 	fi

@@ -25,7 +25,12 @@ INSTALLED = libraries.available()
 
 
 def test_the_libraries_this_project_races_install_here():
-    assert INSTALLED == list(libraries.NAMES)
+    # the Python ones from the lock file always; the Node ones wherever make install could run npm ci
+    python_ones = [name for name in libraries.NAMES if not hasattr(libraries.get(name), "installed_version")]
+    assert [name for name in INSTALLED if name in python_ones] == python_ones
+    missing = [name for name in libraries.NAMES if name not in INSTALLED]
+    if missing:
+        pytest.skip(f"not installed here: {', '.join(missing)} ({libraries.install_hint(missing[0])})")
 
 
 @pytest.mark.parametrize("name", INSTALLED)
