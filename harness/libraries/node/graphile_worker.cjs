@@ -28,7 +28,9 @@ run(async () => {
   } else if (command === "work") {
     const out = fs.openSync(arg, "a");
     const pool = new Pool({ connectionString: url, max: 2 });
-    pool.on("error", (error) => process.stderr.write(`${error.message}\n`));
+    const onError = (error) => process.stderr.write(`${error.message}\n`);
+    pool.on("error", onError);
+    pool.on("connect", (client) => client.on("error", onError));
     (await pool.connect()).release(); // connected before the worker says it is ready
     await readyThenStart();
     const taskList = { noop: async (payload, helpers) => { fs.writeSync(out, `${helpers.job.id} ${nowNs()}\n`); } };
