@@ -92,10 +92,9 @@ def a7_each_job_runs_once(summary: pd.DataFrame | None) -> Finding:
     parts, listed, notes = [], [], []
     for library, runs in summary.groupby("library", sort=False):
         twice, claimed = int(runs["executed_twice"].sum()), int(runs["duplicate_claims"].sum())
-        jobs = int(runs["jobs"].sum())
         parts.append((library, CONFIRMED if twice == 0 and claimed == 0 else CORRECTED))
         listed.append(say("A7.library", library=library, version=runs["version"].iloc[0], twice=count(twice),
-                          claimed=count(claimed), jobs=count(jobs), runs=count(len(runs))))
+                          claimed=count(claimed), jobs=count(int(runs["jobs"].max())), runs=counted(len(runs), "run")))
         if twice or claimed:
             worst = runs.loc[(runs["executed_twice"] + runs["duplicate_claims"]).idxmax()]
             notes.append(say("A7.twice", library=library, twice=count(twice), claimed=count(claimed),
