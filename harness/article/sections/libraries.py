@@ -94,7 +94,7 @@ def a7_each_job_runs_once(summary: pd.DataFrame | None) -> Finding:
         twice, claimed = int(runs["executed_twice"].sum()), int(runs["duplicate_claims"].sum())
         parts.append((library, CONFIRMED if twice == 0 and claimed == 0 else CORRECTED))
         listed.append(say("A7.library", library=library, version=runs["version"].iloc[0], twice=count(twice),
-                          claimed=count(claimed), jobs=count(int(runs["jobs"].max())), runs=counted(len(runs), "run")))
+                          claimed=count(claimed)))
         if twice or claimed:
             worst = runs.loc[(runs["executed_twice"] + runs["duplicate_claims"]).idxmax()]
             notes.append(say("A7.twice", library=library, twice=count(twice), claimed=count(claimed),
@@ -105,7 +105,10 @@ def a7_each_job_runs_once(summary: pd.DataFrame | None) -> Finding:
     verdict = CORRECTED if any(v == CORRECTED for _, v in parts) else CONFIRMED
     workers = sorted({int(w) for w in summary["worker_count"]})
     values = {"workers": join([str(w) for w in workers]), "libraries": count(len(parts))}
-    return make_finding("A7", verdict, say("A7.ours", libraries="; ".join(listed)), notes, values, parts=tuple(parts))
+    per_library = summary.groupby("library")["run_id"].count()
+    return make_finding("A7", verdict, say("A7.ours", libraries="; ".join(listed),
+                                           runs=span(per_library.min(), per_library.max(), count)),
+                        notes, values, parts=tuple(parts))
 
 
 # --------------------------------------------------------------------------- A8
@@ -141,14 +144,17 @@ def a8_protocols_hand_each_job_once(claims: pd.DataFrame | None) -> Finding:
         else:
             verdict = CONFIRMED
         parts.append((name, verdict))
-        listed.append(say("A8.library", library=name, twice=count(twice), runs=counted(len(mine), "race"),
-                          jobs=count(int(mine["job_count"].max()))))
+        listed.append(say("A8.library", library=name, twice=count(twice)))
     verdicts = {v for _, v in parts}
     verdict = CORRECTED if CORRECTED in verdicts else CONFIRMED if verdicts == {CONFIRMED} else NOT_MEASURED
     workers = sorted({int(w) for w in runs["worker_count"]})
     used = sorted({int(w) for w in runs.loc[(runs["cpu_bound"] != True) & (runs["worker_count"] > 1),  # noqa: E712
                                             "worker_count"]})
-    return make_finding("A8", verdict, say("A8.ours", libraries="; ".join(listed)), notes,
+    per_protocol = runs.groupby(runs["strategy"].astype(str))["run_id"].count()
+    jobs = runs["job_count"]
+    ours = say("A8.ours", libraries="; ".join(listed), runs=span(per_protocol.min(), per_protocol.max(), count),
+               jobs=span(jobs.min(), jobs.max(), count))
+    return make_finding("A8", verdict, ours, notes,
                         {"workers": join([str(w) for w in workers]), "libraries": count(len(parts))},
                         used=used, parts=tuple(parts))
 
@@ -197,10 +203,9 @@ def _without_recheck(claims: pd.DataFrame) -> str:
     que = count(int(checked["duplicate_jobs"].sum())) if len(checked) else MISSING
     if int(twice["max"].max()) == 0:
         return say("unchecked.none", workers=join([str(int(w)) for w in twice.index]), que=que)
-    jobs = count(int(unchecked["job_count"].max()))
-    at = [say("unchecked.at", twice=span(row["min"], row["max"], count), jobs=jobs, workers=counted(int(w), "worker"))
+    at = [say("unchecked.at", twice=span(row["min"], row["max"], count), workers=counted(int(w), "worker"))
           for w, row in twice.iterrows()]
-    return say("unchecked", at=join(at), que=que)
+    return say("unchecked", at=join(at), que=que, jobs=count(int(unchecked["job_count"].max())))
 
 
 def _own_worker_values(mine: Loaded) -> dict[str, str]:
