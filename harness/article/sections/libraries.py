@@ -212,11 +212,6 @@ def _own_worker_values(mine: Loaded) -> dict[str, str]:
     if not mine.runs:
         return {}
     request = registry.request_of("libraries", list(mine.runs))
-    per_library = []
-    for library, runs in mine.summary.groupby("library", sort=False):
-        settings = runs["settings"].iloc[0]
-        per_library.append(say("settings", library=library, version=runs["version"].iloc[0],
-                               settings=join(_settings_text(settings))))
     raced = list(dict.fromkeys(mine.summary["library"]))
     return {"libraries_list": join(raced),
             "libraries_claims": say("claims", claims=join([_claim_text()[library] for library in raced])),
@@ -224,8 +219,18 @@ def _own_worker_values(mine: Loaded) -> dict[str, str]:
             "libraries_job_count": _jobs_per_run(mine.summary)[0],
             "libraries_fewer_jobs": _jobs_per_run(mine.summary)[1],
             "libraries_worker_list": join([str(w) for w in request.worker_counts]),
-            "libraries_repeats": counted(request.repeats, "run"),
-            "libraries_settings": " ".join(per_library)}
+            "libraries_repeats": counted(request.repeats, "run")}
+
+
+SETTINGS_COLUMNS = ("library", "version", "settings as raced (default)")
+
+
+def library_settings_table(loaded: dict) -> str:
+    """Each library's version and the settings its workers ran with, beside the defaults."""
+    summary = loaded[NAME].summary
+    rows = [dict(zip(SETTINGS_COLUMNS, (library, runs["version"].iloc[0], join(_settings_text(runs["settings"].iloc[0])))))
+            for library, runs in summary.groupby("library", sort=False)]
+    return table(pd.DataFrame(rows), caption=say("settings_caption"))
 
 
 def _jobs_per_run(summary: pd.DataFrame) -> tuple[str, str]:
