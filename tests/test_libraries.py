@@ -120,27 +120,33 @@ def _forked_workers(harness: psutil.Process) -> list[psutil.Process]:
     return found
 
 
-def test_no_worker_outlives_the_command_killed_with_sigkill(tmp_path):
-    """The harness killed mid-drain: its worker processes die with it (PR_SET_PDEATHSIG)."""
-    command = subprocess.Popen([sys.executable, "-m", "harness", "libraries", "--library", INSTALLED[0], "--workers",
-                                "4", "--jobs", "100000", "--quiet", "--data-dir", str(tmp_path)], cwd=PROJECT_ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _sigkill_mid_drain(tmp_path, library: str, workers: int, jobs: int, started, wait_s: float) -> list:
+    """Run the libraries command, wait until `started(harness)` finds `workers` processes, SIGKILL the command,
+    and return the processes of the harness's tree still alive 15 s later (with the ones found)."""
+    command = subprocess.Popen([sys.executable, "-m", "harness", "libraries", "--library", library, "--workers",
+                                str(workers), "--jobs", str(jobs), "--quiet", "--data-dir", str(tmp_path)],
+                               cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         harness = psutil.Process(command.pid)
-        deadline = time.monotonic() + 120
-        workers = []
-        while time.monotonic() < deadline and len(workers) < 4:
-            workers = _forked_workers(harness)
+        deadline = time.monotonic() + wait_s
+        found = []
+        while time.monotonic() < deadline and len(found) < workers:
+            found = started(harness)
             time.sleep(0.2)
-        assert len(workers) == 4, "the workers never started"
+        assert len(found) == workers, "the workers never started"
+        watched = found + [w for w in _forked_workers(harness) if w not in found]
         os.kill(command.pid, signal.SIGKILL)
         command.wait(30)
-        _, alive = psutil.wait_procs(workers, timeout=15)
-        assert alive == []
+        return psutil.wait_procs(watched, timeout=15)[1]
     finally:
         if command.poll() is None:
             command.kill()
             command.wait(30)
+
+
+def test_no_worker_outlives_the_command_killed_with_sigkill(tmp_path):
+    """The harness killed mid-drain: its worker processes die with it (PR_SET_PDEATHSIG)."""
+    assert _sigkill_mid_drain(tmp_path, INSTALLED[0], 4, 100000, _forked_workers, 120) == []
 
 
 NODE_LIBRARIES = [name for name in INSTALLED if hasattr(libraries.get(name), "installed_version")]
@@ -150,28 +156,9 @@ NODE_LIBRARIES = [name for name in INSTALLED if hasattr(libraries.get(name), "in
 def test_no_node_worker_outlives_the_command_killed_with_sigkill(tmp_path):
     """The harness killed mid-drain: its worker processes die with it, and the node process each one started dies
     with that worker."""
-    name = NODE_LIBRARIES[0]
-    script = libraries.get(name).SCRIPT
-    command = subprocess.Popen([sys.executable, "-m", "harness", "libraries", "--library", name, "--workers", "2",
-                                "--jobs", "20000", "--quiet", "--data-dir", str(tmp_path)], cwd=PROJECT_ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        harness = psutil.Process(command.pid)
-        deadline = time.monotonic() + 180
-        nodes = []
-        while time.monotonic() < deadline and len(nodes) < 2:
-            nodes = [p for p in harness.children(recursive=True) if _runs(p, script, "work")]
-            time.sleep(0.2)
-        assert len(nodes) == 2, "the node workers never started"
-        workers = _forked_workers(harness)
-        os.kill(command.pid, signal.SIGKILL)
-        command.wait(30)
-        _, alive = psutil.wait_procs(workers + nodes, timeout=15)
-        assert alive == []
-    finally:
-        if command.poll() is None:
-            command.kill()
-            command.wait(30)
+    script = libraries.get(NODE_LIBRARIES[0]).SCRIPT
+    nodes = lambda harness: [p for p in harness.children(recursive=True) if _runs(p, script, "work")]  # noqa: E731
+    assert _sigkill_mid_drain(tmp_path, NODE_LIBRARIES[0], 2, 20000, nodes, 180) == []
 
 
 def _runs(process: psutil.Process, *words: str) -> bool:

@@ -8,8 +8,6 @@ concurrency 1 (harness/libraries/node/graphile_worker.cjs): it takes jobs until 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from harness.libraries import node
 
 NAME = "graphile_worker"
@@ -24,19 +22,4 @@ SETTINGS = {"concurrency": 1, "mode": "runOnce", "prepared_statements": True}
 
 
 INSTALL_HINT = node.INSTALL_HINT
-
-
-def installed_version() -> str | None:
-    return node.installed_version(PACKAGE)
-
-
-def install(url: str) -> None:
-    node.run(SCRIPT, "install", url)
-
-
-def enqueue(url: str, n: int) -> None:
-    node.run(SCRIPT, "enqueue", url, str(n))
-
-
-def work(url: str, log: Path, ready, start) -> dict | None:
-    return node.work(SCRIPT, url, log, ready, start)
+installed_version, install, enqueue, work = node.commands(PACKAGE, SCRIPT)

@@ -91,3 +91,21 @@ def work(script: str, url: str, log: Path, ready, start, *args: str) -> dict | N
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def commands(package: str, script: str, *work_args: str):
+    """A Node library module's installed_version, install, enqueue and work, each running its script."""
+
+    def installed() -> str | None:
+        return installed_version(package)
+
+    def install(url: str) -> None:
+        run(script, "install", url)
+
+    def enqueue(url: str, n: int) -> None:
+        run(script, "enqueue", url, str(n))
+
+    def worker(url: str, log: Path, ready, start) -> dict | None:
+        return work(script, url, log, ready, start, *work_args)
+
+    return installed, install, enqueue, worker

@@ -12,8 +12,6 @@ the harness stops it (SIGTERM, and pg-boss's graceful stop) once every job has r
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
-
 from harness.libraries import node
 
 NAME = "pgboss"
@@ -36,19 +34,4 @@ SETTINGS = {"batch_size": 1, "polling_interval_s": POLL_S, "polling_interval_def
 
 
 INSTALL_HINT = node.INSTALL_HINT
-
-
-def installed_version() -> str | None:
-    return node.installed_version(PACKAGE)
-
-
-def install(url: str) -> None:
-    node.run(SCRIPT, "install", url)
-
-
-def enqueue(url: str, n: int) -> None:
-    node.run(SCRIPT, "enqueue", url, str(n))
-
-
-def work(url: str, log: Path, ready, start) -> dict | None:
-    return node.work(SCRIPT, url, log, ready, start, str(POLL_S))
+installed_version, install, enqueue, work = node.commands(PACKAGE, SCRIPT, str(POLL_S))

@@ -197,13 +197,17 @@ def _without_recheck(claims: pd.DataFrame) -> str:
     if not len(unchecked):
         return ""
     # one worker cannot claim a job twice: only the races with several say anything
-    twice = unchecked[unchecked["worker_count"] > 1].groupby("worker_count")["duplicate_jobs"].agg(["min", "max"])
+    several = unchecked[unchecked["worker_count"] > 1].assign(bound=lambda f: f["cpu_bound"] == True)  # noqa: E712
+    twice = several.groupby("worker_count").agg(min=("duplicate_jobs", "min"), max=("duplicate_jobs", "max"),
+                                                bound=("bound", "any"))
     if not len(twice):
         return ""
     que = count(int(checked["duplicate_jobs"].sum())) if len(checked) else MISSING
     if int(twice["max"].max()) == 0:
         return say("unchecked.none", workers=join([str(int(w)) for w in twice.index]), que=que)
-    at = [say("unchecked.at", twice=span(row["min"], row["max"], count), workers=counted(int(w), "worker"))
+    at = [say("unchecked.at_bound", twice=span(row["min"], row["max"], count), workers=counted(int(w), "worker"))
+          if row["bound"] else
+          say("unchecked.at", twice=span(row["min"], row["max"], count), workers=counted(int(w), "worker"))
           for w, row in twice.iterrows()]
     return say("unchecked", at=join(at), que=que, jobs=count(int(unchecked["job_count"].max())))
 
@@ -214,7 +218,6 @@ def _own_worker_values(mine: Loaded) -> dict[str, str]:
     request = registry.request_of("libraries", list(mine.runs))
     raced = list(dict.fromkeys(mine.summary["library"]))
     return {"libraries_list": join(raced),
-            "libraries_claims": say("claims", claims=join([_claim_text()[library] for library in raced])),
             "libraries_not_installed": _not_installed(raced),
             "libraries_job_count": _jobs_per_run(mine.summary)[0],
             "libraries_fewer_jobs": _jobs_per_run(mine.summary)[1],
@@ -222,13 +225,15 @@ def _own_worker_values(mine: Loaded) -> dict[str, str]:
             "libraries_repeats": counted(request.repeats, "run")}
 
 
-SETTINGS_COLUMNS = ("library", "version", "settings as raced (default)")
+SETTINGS_COLUMNS = ("library", "version", "how it claims", "settings as raced (default)")
 
 
 def library_settings_table(loaded: dict) -> str:
     """Each library's version and the settings its workers ran with, beside the defaults."""
     summary = loaded[NAME].summary
-    rows = [dict(zip(SETTINGS_COLUMNS, (library, runs["version"].iloc[0], join(_settings_text(runs["settings"].iloc[0])))))
+    claims = _claim_text()
+    rows = [dict(zip(SETTINGS_COLUMNS, (library, runs["version"].iloc[0], claims[library],
+                                        join(_settings_text(runs["settings"].iloc[0])))))
             for library, runs in summary.groupby("library", sort=False)]
     return table(pd.DataFrame(rows), caption=say("settings_caption"))
 
