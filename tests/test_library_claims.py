@@ -170,7 +170,7 @@ def test_the_section_sets_the_protocol_without_its_re_check_beside_ques_own(db, 
     twice = int(claims.loc[claims["strategy"].astype(str) == "que_without_recheck", "duplicate_jobs"].iloc[0])
     sentence = section._without_recheck(claims)
     assert "(que_without_recheck) claimed jobs twice" in sentence and "Que's own claimed 0 twice" in sentence
-    assert f"of 1,000 per race: {twice:,} at eight workers;" in sentence
+    assert f"of 1,000 per race: {twice:,} at eight workers" in sentence
     assert section._without_recheck(claims[claims["strategy"].astype(str) == "que"]) == ""
 
 
