@@ -16,7 +16,7 @@ import pandas as pd
 
 from harness.article.analysis import LIBRARY_MEASURES, index_setups_without_hot
 from harness.article.labels import (ENDPOINT_COLOURS, RUNNER_COUNT_TONES, FAULT_EVENT_COLOURS, FAULT_EVENT_ORDER, AUTOVACUUM_COLOURS, CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_STATE_ORDER,
-                                    CPU_BOUND_COLOUR, DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, LIBRARY_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
+                                    CPU_BOUND_COLOUR, DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, LIBRARY_COLOURS, LIBRARY_DASHES, LIBRARY_SHAPES, NOTE_COLOUR, OTHER_COLOUR, PHASE_LABELS,
                                     PROCESS_COLOURS, READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, ROUND_TRIP_MEASURES,
                                     SIDE_BY_SIDE_MEASURES, STRATEGY_COLOURS, WINDOW_COLOUR,
                                     TABLE_STATE_DASHES, TABLE_STATE_LABELS, TABLE_STATE_SHAPES, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
@@ -28,9 +28,9 @@ WIDTH = 560
 HEIGHT = 300
 
 
-def _colour_scale(drawn: list, colours: dict) -> alt.Scale:
-    """A colour scale over exactly the values drawn, each in its fixed colour."""
-    return alt.Scale(domain=list(drawn), range=[colours.get(value, OTHER_COLOUR) for value in drawn])
+def _colour_scale(drawn: list, colours: dict, other=OTHER_COLOUR) -> alt.Scale:
+    """A scale over exactly the values drawn, each in its fixed colour (or shape, or dash)."""
+    return alt.Scale(domain=list(drawn), range=[colours.get(value, other) for value in drawn])
 
 
 def _strategy_colour(strategies, legend_title: str = "strategy") -> alt.Color:
@@ -899,7 +899,10 @@ def libraries_chart(long: pd.DataFrame) -> alt.FacetChart:
     tooltip = [alt.Tooltip("library:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
                alt.Tooltip("value:Q", format=",.1f"), REPEATS_TOOLTIP]
     y = alt.Y("value:Q", title=None, scale=alt.Scale(type="log"))
-    layers = [base.mark_line().encode(y=y), base.mark_point(filled=True, size=40, opacity=1).encode(y=y, tooltip=tooltip)]
+    shape = alt.Shape("library:N", scale=_colour_scale(drawn, LIBRARY_SHAPES, "circle"), title="library", sort=drawn)
+    dash = alt.StrokeDash("library:N", scale=_colour_scale(drawn, LIBRARY_DASHES, [1, 0]), title="library", sort=drawn)
+    layers = [base.mark_line().encode(y=y, strokeDash=dash),
+              base.mark_point(filled=True, size=60, opacity=1).encode(y=y, shape=shape, tooltip=tooltip)]
     if _repeated(data):
         layers.insert(0, _spread_rules(base, "low", "high"))
     bound = sorted({int(w) for w in data.loc[data["cpu_bound"].fillna(False).astype(bool), "worker_count"]})

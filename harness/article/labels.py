@@ -42,7 +42,7 @@ CANNOT_LOSE = {
 
 # Tones for every category that is not a strategy, dark to light; none is a strategy's hue.
 NEUTRAL = {"charcoal": "#3b3b3b", "brown": "#6b4226", "ochre": "#b8862b", "sand": "#e3c98f", "grey": "#a6a6a6",
-           "light grey": "#d4d4d4", "pale": "#ececec"}
+           "light grey": "#d4d4d4", "pale": "#ececec", "olive": "#7d7a3c"}
 
 # --------------------------------------------------------------------------- races
 
@@ -174,5 +174,10 @@ ENDPOINT_COLOURS = {PRODUCTION_ENDPOINT_LABELS["pending"]: STRATEGY_COLOURS["gua
 RUNNER_COUNT_TONES = (NEUTRAL["sand"], NEUTRAL["ochre"], NEUTRAL["brown"], NEUTRAL["charcoal"])
 
 # The job libraries: not strategies, so neutral tones of their own.
-LIBRARY_COLOURS = {"procrastinate": NEUTRAL["charcoal"], "pgqueuer": NEUTRAL["ochre"], "pgmq": NEUTRAL["brown"],
-                   "pgboss": NEUTRAL["sand"], "graphile_worker": NEUTRAL["grey"]}
+LIBRARY_COLOURS = {"procrastinate": NEUTRAL["charcoal"], "pgqueuer": NEUTRAL["ochre"], "chancy": NEUTRAL["olive"],
+                   "pgmq": NEUTRAL["brown"], "pgboss": NEUTRAL["sand"], "graphile_worker": NEUTRAL["grey"]}
+# neutral tones alone are hard to tell apart: each library also has its own point shape and line dash
+LIBRARY_SHAPES = {"procrastinate": "circle", "pgqueuer": "square", "chancy": "triangle-up", "pgmq": "diamond",
+                  "pgboss": "cross", "graphile_worker": "triangle-down"}
+LIBRARY_DASHES = {"procrastinate": [1, 0], "pgqueuer": [6, 3], "chancy": [2, 2], "pgmq": [8, 3, 2, 3],
+                  "pgboss": [4, 4], "graphile_worker": [1, 3]}

@@ -33,7 +33,7 @@ from types import ModuleType
 
 from harness.errors import UserError
 
-NAMES = ("procrastinate", "pgqueuer", "pgmq", "pgboss", "graphile_worker")
+NAMES = ("procrastinate", "pgqueuer", "chancy", "pgmq", "pgboss", "graphile_worker")
 
 
 def get(name: str) -> ModuleType:

@@ -259,7 +259,8 @@ def _not_installed(raced: list[str]) -> str:
 
 def _claim_text() -> dict[str, str]:
     """How each library installed here claims, as its source shows."""
-    return {"procrastinate": say("claim.procrastinate"), "pgqueuer": say("claim.pgqueuer"), "pgmq": say("claim.pgmq"),
+    return {"procrastinate": say("claim.procrastinate"), "pgqueuer": say("claim.pgqueuer"), "chancy": say("claim.chancy"),
+            "pgmq": say("claim.pgmq"),
             "pgboss": say("claim.pgboss"), "graphile_worker": say("claim.graphile_worker")}
 
 

@@ -1,0 +1,81 @@
+"""chancy, raced with its own worker (https://github.com/TkTech/chancy, 0.26.0 from PyPI).
+
+Its claim is Worker.fetch_jobs in chancy/worker.py: in one transaction, a CTE picks the queue's next 'pending'
+jobs `FOR UPDATE OF jobs SKIP LOCKED`, up to the executor's free slots, and an UPDATE sets them 'running' with a
+fresh `claim_id` and the worker's id. A completion is not written per job: the worker queues it and writes its
+queued completions together once a second. A queue is polled every `polling_interval` (5 s by default), woken
+early by a NOTIFY when a job is pushed, and with `eager_polling` also as soon as one of its jobs completes. The
+worker never stops on an empty queue: the harness sends it SIGTERM, its own graceful stop, once every job ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+from chancy import Chancy, Job, Queue, Worker
+
+NAME = "chancy"
+PACKAGE = "chancy"
+SOURCE = "TkTech/chancy, chancy/worker.py (Worker.fetch_jobs), release 0.26.0"
+JOBS_TABLE = "chancy_jobs"
+ID_COLUMN = "id"
+AUDIT_ID_SQL = "(NEW.kwargs->>'n')::bigint"  # its job id is a uuid: the audit and the log use the job's n
+CLAIMED = "NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running'"
+STOPS_ON_ITS_OWN = False
+# the worker declares the 'default' queue at start without replacing one already declared: the jobs go there,
+# declared at install with these settings
+QUEUE = "default"
+SETTINGS = {"concurrency": 1, "executor": "async", "polling_interval_s": 1, "polling_interval_default_s": 5,
+            "eager_polling": True, "eager_polling_default": False, "notifications": True}
+
+_log = None  # the worker process's execution log, for the job below
+
+
+async def noop(n: int) -> None:
+    """The job: logs the n it was queued with."""
+    _log.write(f"{n} {time.time_ns()}\n")
+
+
+def _app(url: str) -> Chancy:
+    logger = logging.getLogger("claimrace.chancy")
+    logger.setLevel(logging.WARNING)  # its default logger says every job it pulls, on stderr
+    return Chancy(url, min_connection_pool_size=1, max_connection_pool_size=2, log=logger)
+
+
+def install(url: str) -> None:
+    async def run():
+        async with _app(url) as chancy:
+            await chancy.migrate()
+            await chancy.declare(Queue(name=QUEUE, concurrency=SETTINGS["concurrency"],
+                                       executor=Chancy.Executor.Async,
+                                       polling_interval=SETTINGS["polling_interval_s"],
+                                       eager_polling=SETTINGS["eager_polling"]))
+    asyncio.run(run())
+
+
+def enqueue(url: str, n: int) -> None:
+    async def run():
+        async with _app(url) as chancy:
+            async for _ in chancy.push_many([Job(func=f"{__name__}.noop", kwargs={"n": i}, queue=QUEUE)
+                                            for i in range(n)]):
+                pass
+    asyncio.run(run())
+
+
+def work(url: str, log: Path, ready, start) -> None:
+    global _log
+
+    async def run():
+        async with _app(url) as chancy:
+            await chancy.pool.wait()  # connected before the worker says it is ready
+            ready.set()
+            await asyncio.to_thread(start.wait)
+            # SIGTERM is its own graceful stop (register_signal_handlers): it flushes the queued completions
+            async with Worker(chancy) as worker:
+                await worker.wait_for_shutdown()
+
+    with open(log, "a", buffering=1) as _log:
+        asyncio.run(run())
