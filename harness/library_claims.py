@@ -1,5 +1,9 @@
 """Job libraries' claim protocols, rewritten on this study's jobs table so the race loop can run them.
 
+Two kinds: the libraries this project does not run (Go, Elixir, Ruby), read from their sources at a commit; and
+the libraries raced with their own workers (harness.libraries), read from the release installed here, whose
+claim a test finds among the statements the server logged while the library itself ran.
+
 Each protocol is the sequence of statements one of the library's workers sends for one job at concurrency 1:
 its claim, and, where the library sends them one job at a time, its job's start and completion, with a no-op job
 between. The statements are written here, from reading each library's source at the commit named in SOURCES; none
@@ -34,6 +38,16 @@ HELD_AFTER = ("held AS MATERIALIZED (SELECT count(*) AS stray FROM pg_locks WHER
               "SELECT stray, pg_advisory_unlock_all() FROM held")
 
 
+# The claim most libraries send, in one statement: a CTE locks the next pending job FOR UPDATE SKIP LOCKED (the CTE
+# fences the LIMIT from the planner), and the UPDATE sets it running. What sets them apart is around it: the
+# transactions, the re-checks, the completion.
+SKIP_LOCKED_CLAIM = (
+    f"WITH next AS (SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+    f"UPDATE {JOBS} AS j SET status = 'running', started_at = now() FROM next WHERE j.id = next.id RETURNING j.id"
+)
+# a completion that checks the job is still the worker's (pg-boss, chancy)
+GUARDED_COMPLETE = f"UPDATE {JOBS} SET status = 'done' WHERE id = $1 AND status = 'running'"
+
 # --------------------------------------------------------------------------- River
 
 # riverqueue/river, riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql (JobGetAvailable): one statement per
@@ -41,12 +55,7 @@ HELD_AFTER = ("held AS MATERIALIZED (SELECT count(*) AS stray FROM pg_locks WHER
 # (priority, scheduled_at, id) order, and the UPDATE sets them running (attempt + 1, attempted_at, attempted_by).
 # Completions are held by the client and written in batches (every 250 ms, or at 100 waiting), so they add a small
 # fraction of a statement per job: the model leaves them out.
-RIVER_CLAIM = (
-    f"WITH locked_jobs AS (SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1 "
-    f"FOR UPDATE SKIP LOCKED) "
-    f"UPDATE {JOBS} AS j SET status = 'running', started_at = now() FROM locked_jobs "
-    "WHERE j.id = locked_jobs.id RETURNING j.id"
-)
+RIVER_CLAIM = SKIP_LOCKED_CLAIM
 
 # --------------------------------------------------------------------------- Oban
 
@@ -54,11 +63,7 @@ RIVER_CLAIM = (
 # CTE "subset" (LIMIT demand, FOR UPDATE SKIP LOCKED; the CTE fences the LIMIT from the planner), setting state
 # 'executing'; BEGIN and COMMIT are round trips of their own. Completion (complete_job) is one autocommit UPDATE by
 # id per job, with no check of the job's state.
-OBAN_CLAIM = (
-    f"WITH subset AS (SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) "
-    f"UPDATE {JOBS} AS j SET status = 'running', started_at = now() FROM subset WHERE j.id = subset.id "
-    "RETURNING j.id"
-)
+OBAN_CLAIM = SKIP_LOCKED_CLAIM
 
 # --------------------------------------------------------------------------- Que
 
@@ -128,23 +133,43 @@ SOLID_QUEUE_RESELECT = f"SELECT id FROM {JOBS} WHERE id = $1 AND status = 'runni
 SOLID_QUEUE_LOAD = f"SELECT id, status, started_at FROM {JOBS} WHERE id = $1"
 SOLID_QUEUE_LOCK = f"SELECT id FROM {JOBS} WHERE id = $1 FOR UPDATE"
 
+# --------------------------------------------------------------------------- the libraries raced here too
+
+# procrastinate, procrastinate/sql/schema.sql: procrastinate_fetch_job_v2 (the SKIP LOCKED CTE, 'todo' to 'doing',
+# passing over a job whose lock has an earlier or running job) and procrastinate_finish_job_v1; its psycopg
+# connector sends each in a transaction of its own, after an empty query that checks the pooled connection.
+# pgmq, pgmq/sql/pgmq.sql: pgmq.read (the SKIP LOCKED CTE; the UPDATE moves vt and counts the read) and
+# pgmq.archive (the row moves to the archive table); its client sends each call in a transaction of its own.
+# chancy, chancy/worker.py: fetch_jobs (the SKIP LOCKED CTE in a transaction, 'pending' to 'running' with a fresh
+# claim_id); each completion is an UPDATE by id and claim_id, the worker's completions sent together in one
+# transaction once a second.
+# PgQueuer, pgqueuer/adapters/persistence/qb.py: the dequeue statement (the SKIP LOCKED CTE, 'queued' to
+# 'picked') and the log statement (deletes the job, inserts its log row), each in autocommit.
+# pg-boss, src/plans.js: fetchNextJob (the SKIP LOCKED CTE, to 'active') and completeJobs (an UPDATE of the jobs
+# still 'active').
+# graphile-worker, dist/sql/getJobs.js and dist/sql/completeJobs.js: get_job (the SKIP LOCKED CTE, setting locked_at and
+# locked_by, also locking the job's named queue if it has one) and the completion, a DELETE by id.
+
 @dataclass(frozen=True)
 class Source:
     """Where a model was read: the repository, the files, the commit (and the release it carries)."""
 
     repository: str
     files: tuple[str, ...]
-    commit: str
+    commit: str  # empty for a library read from the release installed here
     release: str  # the release that commit carries, where the notes name one
 
     def __str__(self) -> str:
+        if not self.commit:
+            return f"{self.repository}, {', '.join(self.files)}, release {self.release} as installed here"
         release = f" ({self.release})" if self.release else ""
         return f"{self.repository}, {', '.join(self.files)}{release}, commit {self.commit}"
 
     @property
     def short(self) -> str:
-        """For a table: the repository at the commit's first 7 digits, and the files' names."""
-        return f"{self.repository} @ {self.commit[:7]}: {', '.join(f.rsplit('/', 1)[-1] for f in self.files)}"
+        """For a table: the repository at the commit's first 7 digits (or the release), and the files' names."""
+        at = self.commit[:7] if self.commit else self.release
+        return f"{self.repository} @ {at}: {', '.join(f.rsplit('/', 1)[-1] for f in self.files)}"
 
 
 SOURCES = {
@@ -160,6 +185,13 @@ SOURCES = {
     "solid_queue": Source("rails/solid_queue", ("app/models/solid_queue/ready_execution.rb",
                                                 "app/models/solid_queue/claimed_execution.rb"),
                           "29e818d9c1181195736ffc5d7c1d1c03757b7752", "1.5.0"),
+    # read from the release installed here (requirements.lock, package-lock.json)
+    "procrastinate": Source("procrastinate-org/procrastinate", ("procrastinate/sql/schema.sql",), "", "3.10.0"),
+    "pgqueuer": Source("janbjorge/pgqueuer", ("pgqueuer/adapters/persistence/qb.py",), "", "1.6.0"),
+    "chancy": Source("TkTech/chancy", ("chancy/worker.py",), "", "0.26.0"),
+    "pgmq": Source("pgmq/pgmq", ("pgmq-extension/sql/pgmq.sql",), "", "SQL 1.13.0"),
+    "pgboss": Source("timgit/pg-boss", ("src/plans.js",), "", "10.4.2"),
+    "graphile_worker": Source("graphile/worker", ("dist/sql/getJobs.js", "dist/sql/completeJobs.js"), "", "0.17.3"),
 }
 
 # What each model leaves out beyond what every model drops (queues, priorities, schedules, their indexes, wake-ups).
@@ -172,13 +204,25 @@ DROPPED = {
                 "skipped by their locks",
     "solid_queue": "the ready and claimed tables (an INSERT and a DELETE at claim and at completion), the pause "
                    "check",
+    "procrastinate": "its job locks (a job waits while another with its lock runs); the pool's empty query before "
+                     "each transaction",
+    "pgqueuer": "the completion's DELETE and log row (one UPDATE here); its re-pick of jobs whose heartbeat is stale",
+    "chancy": "the claim_id (its completion checks the status here); the transaction around each second's "
+              "completions",
+    "pgmq": "the visibility timeout and read count; the archive table (the archive is one UPDATE here)",
+    "pgboss": "its singleton and group policies in the claim; the completion's output column",
+    "graphile_worker": "its named queues and their locks; the completion deletes the row in graphile-worker",
 }
 
 # The statements the library itself sends per job at concurrency 1, from its source (the model's count is the
 # length of its protocol): River's completions are batched apart; Solid Queue adds a pause check, a DELETE at
 # claim and one at completion; good_job, its executions rows at start and finish.
+# A library raced here with its own worker has no count typed here: the article takes the statements the server
+# logged per job while it ran.
 LIBRARY_STATEMENTS = {"river": 1, "oban": 4, "que": 5, "good_job": 13, "solid_queue": 13}
 
 # Each library's name and the language it is written in, for the article's list of the libraries modelled here.
-LIBRARY_NAMES = {"river": "River (Go)", "oban": "Oban (Elixir)", "que": "Que (Ruby)", "good_job": "good_job (Ruby)",
+LIBRARY_NAMES = {"procrastinate": "procrastinate", "pgqueuer": "PgQueuer", "chancy": "chancy", "pgmq": "pgmq",
+                 "pgboss": "pg-boss", "graphile_worker": "graphile-worker",
+                 "river": "River (Go)", "oban": "Oban (Elixir)", "que": "Que (Ruby)", "good_job": "good_job (Ruby)",
                  "solid_queue": "Solid Queue (Ruby)"}

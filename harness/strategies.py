@@ -650,7 +650,11 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 # The job libraries' protocols (harness.library_claims), raced beside the strategies above on the same table.
-LIBRARY_STRATEGIES = ("river", "oban", "que", "good_job", "solid_queue")
+# Those of libraries this project does not run (Go, Elixir, Ruby), read from their sources at a commit ...
+MODELLED_LIBRARY_STRATEGIES = ("river", "oban", "que", "good_job", "solid_queue")
+# ... and those of the libraries also raced with their own workers (harness.libraries), read from their releases.
+RACED_LIBRARY_STRATEGIES = ("procrastinate", "pgqueuer", "chancy", "pgmq", "pgboss", "graphile_worker")
+LIBRARY_STRATEGIES = MODELLED_LIBRARY_STRATEGIES + RACED_LIBRARY_STRATEGIES
 # A library's protocol with one of its safeguards taken out, to show what the safeguard prevents: protocol -> library.
 LIBRARY_VARIANTS = {"que_without_recheck": "que"}
 STRATEGIES.update({s.name: s for s in (
@@ -701,6 +705,45 @@ STRATEGIES.update({s.name: s for s in (
          "lock": library.SOLID_QUEUE_LOCK, "finish": library.COMPLETE},
         "the claim and the completion each one READ COMMITTED transaction; the SKIP LOCKED row lock held across "
         "the claim's statements"),
+    _library_strategy(
+        "procrastinate", "procrastinate's fetch and finish",
+        "BEGIN, the SKIP LOCKED CTE UPDATE (its fetch function's body), COMMIT; then BEGIN, the finish, COMMIT.",
+        (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN), ("begin", PLAIN), ("complete", PLAIN),
+         ("commit", PLAIN)),
+        {"begin": library.BEGIN, "claim": library.SKIP_LOCKED_CLAIM, "commit": library.COMMIT,
+         "complete": library.COMPLETE},
+        "the fetch and the finish each one READ COMMITTED transaction"),
+    _library_strategy(
+        "pgqueuer", "PgQueuer's dequeue and log",
+        "The SKIP LOCKED CTE UPDATE, then the completion, each one statement in autocommit.",
+        (("claim", CLAIM), ("complete", PLAIN)),
+        {"claim": library.SKIP_LOCKED_CLAIM, "complete": library.COMPLETE}, AUTOCOMMIT),
+    _library_strategy(
+        "chancy", "chancy's fetch and completion",
+        "BEGIN, the SKIP LOCKED CTE UPDATE, COMMIT; then the completion, an UPDATE that checks the job is "
+        "still the worker's (chancy sends a second's completions in one transaction).",
+        (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN), ("complete", PLAIN)),
+        {"begin": library.BEGIN, "claim": library.SKIP_LOCKED_CLAIM, "commit": library.COMMIT,
+         "complete": library.GUARDED_COMPLETE},
+        "the fetch in one READ COMMITTED transaction, the completion in autocommit"),
+    _library_strategy(
+        "pgmq", "pgmq's read and archive",
+        "BEGIN, the SKIP LOCKED CTE UPDATE (its read function's body), COMMIT; then BEGIN, the archive, COMMIT.",
+        (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN), ("begin", PLAIN), ("complete", PLAIN),
+         ("commit", PLAIN)),
+        {"begin": library.BEGIN, "claim": library.SKIP_LOCKED_CLAIM, "commit": library.COMMIT,
+         "complete": library.COMPLETE},
+        "the read and the archive each one READ COMMITTED transaction"),
+    _library_strategy(
+        "pgboss", "pg-boss's fetch and completion",
+        "The SKIP LOCKED CTE UPDATE, then the completion of the job if it is still active, each in autocommit.",
+        (("claim", CLAIM), ("complete", PLAIN)),
+        {"claim": library.SKIP_LOCKED_CLAIM, "complete": library.GUARDED_COMPLETE}, AUTOCOMMIT),
+    _library_strategy(
+        "graphile_worker", "graphile-worker's get_job and completion",
+        "The SKIP LOCKED CTE UPDATE, then the completion, each one statement in autocommit.",
+        (("claim", CLAIM), ("complete", PLAIN)),
+        {"claim": library.SKIP_LOCKED_CLAIM, "complete": library.COMPLETE}, AUTOCOMMIT),
 )})
 
 

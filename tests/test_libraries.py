@@ -19,7 +19,9 @@ from harness import libraries
 from harness.errors import UserError
 from harness.experiments import libraries as library_runs
 from harness.experiments import registry
+from harness.server import database
 from harness.storage import read_json
+from harness.strategies import STRATEGIES
 
 INSTALLED = libraries.available()
 
@@ -53,6 +55,38 @@ def test_a_library_drains_a_small_queue_with_its_own_workers_each_job_once(db, t
     with db.connect() as conn:  # the run's database is gone, and none of its workers' sessions is left
         assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s",
                             (library_runs.DATABASE,)).fetchone()[0] == 0
+    if (run / "statements.parquet").exists():  # a server started here logs the statements
+        _its_model_is_its_logged_claim(db, name, pd.read_parquet(run / "statements.parquet"), summary)
+
+
+def _its_model_is_its_logged_claim(db, name, statements, summary):
+    """The library's claim, as the server logged it while the library ran, is the one its tight-loop model sends:
+    once per job (and a worker's last fetch that found nothing), a SKIP LOCKED claim in its text or in the body
+    of the function it calls; and the model sends no more statements per job than the library did."""
+    module, model = libraries.get(name), STRATEGIES[name]
+    logged = statements[statements["statement"].str.contains(module.CLAIM_LOGGED, case=False, regex=False)]
+    assert summary["executed"] <= int(logged["calls"].sum()) <= summary["executed"] * 1.5, logged
+    text = " ".join(logged["statement"])
+    if hasattr(module, "CLAIM_FUNCTION"):
+        text = _function_body(db, module)
+    assert "SKIP LOCKED" in text.upper() and "SKIP LOCKED" in dict(model.statements)["claim"]
+    assert model.statements_per_attempt <= round(summary["statements_per_job"])
+
+
+def _function_body(db, module) -> str:
+    """The body of the function a library's claim calls, from its own schema installed in a database of its own."""
+    with db.connect() as admin:
+        admin.execute("DROP DATABASE IF EXISTS claimrace_claim_function WITH (FORCE)")
+        admin.execute("CREATE DATABASE claimrace_claim_function")
+    try:
+        url = library_runs._database_url(db.url, "claimrace_claim_function")
+        module.install(url)
+        with database.connect(url) as conn:
+            return " ".join(row[0] for row in conn.execute(
+                "SELECT pg_get_functiondef(oid) FROM pg_proc WHERE proname = %s", (module.CLAIM_FUNCTION,)))
+    finally:
+        with db.connect() as admin:
+            admin.execute("DROP DATABASE IF EXISTS claimrace_claim_function WITH (FORCE)")
 
 
 def summarised(audit_rows, execution_rows, jobs=3):

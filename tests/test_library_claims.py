@@ -19,7 +19,9 @@ from harness.server import schema
 from harness.server.database import connect
 from harness.stats import summarise_run
 from harness.storage import read_manifest
-from harness.strategies import CHECK, LIBRARY_STRATEGIES, PICK, RELEASE, STRATEGIES, WRITE
+from harness import libraries
+from harness.strategies import (CHECK, LIBRARY_STRATEGIES, MODELLED_LIBRARY_STRATEGIES, PICK,
+                                RACED_LIBRARY_STRATEGIES, RELEASE, STRATEGIES, WRITE)
 
 
 def race(db, tmp_path, strategies, worker_counts, job_count):
@@ -56,7 +58,7 @@ def test_river_fetches_with_one_skip_locked_cte_update_and_no_transaction():
 def test_oban_claims_inside_begin_and_commit_and_completes_by_id_afterwards():
     begin, claim, commit, complete = sequence("oban")
     assert begin.startswith("BEGIN") and commit == "COMMIT"
-    assert claim.startswith("WITH subset AS") and "FOR UPDATE SKIP LOCKED" in claim and "UPDATE" in claim
+    assert claim == library.SKIP_LOCKED_CLAIM and "FOR UPDATE SKIP LOCKED" in claim and "UPDATE" in claim
     assert complete.startswith("UPDATE") and "WHERE id = $1" in complete and "status =" not in complete.split("WHERE")[1]
 
 
@@ -89,11 +91,16 @@ def test_solid_queue_holds_its_skip_locked_row_across_the_claim_and_locks_plainl
 
 
 def test_every_protocol_names_its_source_and_what_it_leaves_out():
-    for name in LIBRARY_STRATEGIES:
+    for name in MODELLED_LIBRARY_STRATEGIES:  # read at a commit
         source = library.SOURCES[name]
         assert STRATEGIES[name].library_source == str(source) and len(source.commit) == 40 and source.files
         assert source.short.startswith(f"{source.repository} @ {source.commit[:7]}: ")
-        assert library.DROPPED[name]
+        assert library.DROPPED[name] and library.LIBRARY_STATEMENTS[name] >= STRATEGIES[name].statements_per_attempt
+    for name in RACED_LIBRARY_STRATEGIES:  # read from the release installed here, which its own worker races
+        source = library.SOURCES[name]
+        assert STRATEGIES[name].library_source == str(source) and not source.commit and source.release in str(source)
+        assert source.short.startswith(f"{source.repository} @ {source.release}: ") and library.DROPPED[name]
+        assert name in libraries.NAMES and name not in library.LIBRARY_STATEMENTS  # its count is the logged one
 
 
 # --------------------------------------------------------------------------- the locks, on a real server

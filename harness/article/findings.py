@@ -160,8 +160,8 @@ ADDED_CLAIMS = {
                 "reported by users of job libraries, not by the original", OTHER_CLAIMS),
     "A7": Claim("a job library's own workers run each job once when several of them drain one queue",
                 NOT_IN_THE_ORIGINAL, LIBRARIES),
-    "A8": Claim("the claim protocols of River, Oban, Que, good_job and Solid Queue, rewritten on this table, hand "
-                "each job to one worker", NOT_IN_THE_ORIGINAL, LIBRARIES),
+    "A8": Claim("the job libraries' claim protocols, rewritten on this table, hand each job to one worker",
+                NOT_IN_THE_ORIGINAL, LIBRARIES),
 }
 ORIGINAL_JOB_COUNT = 10_000
 ORIGINAL_F1_DUPLICATE_JOBS = 9_763

@@ -20,7 +20,8 @@ from harness.experiments.plans import TABLE_STATES
 # The original three first, then the other claims, each family beside its relative.
 STRATEGY_ORDER = ("naive", "guarded", "skip_locked", "naive_transaction", "naive_serializable", "for_update",
                   "skip_locked_batch", "skip_locked_batch_in", "advisory_lock",
-                  "river", "oban", "que", "que_without_recheck", "good_job", "solid_queue")
+                  "river", "oban", "que", "que_without_recheck", "good_job", "solid_queue",
+                  "procrastinate", "pgqueuer", "chancy", "pgmq", "pgboss", "graphile_worker")
 STRATEGY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2e8b57",
                     "naive_transaction": "#e67e22", "naive_serializable": "#8e44ad", "for_update": "#7f8c8d",
                     "skip_locked_batch": "#16a085", "skip_locked_batch_in": "#b7950b", "advisory_lock": "#d35493",
@@ -28,7 +29,10 @@ STRATEGY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2
                     # ones beside advisory_lock's pink
                     "river": "#17becf", "oban": "#5e35b1", "que": "#f48fb1", "good_job": "#ad1457",
                     "solid_queue": "#f1c40f",
-                    "que_without_recheck": "#e57373"}  # a safeguard taken out: naive's red family
+                    "que_without_recheck": "#e57373",  # a safeguard taken out: naive's red family
+                    # the libraries also raced with their own workers: every one SKIP LOCKED, in hues of their own
+                    "procrastinate": "#8d6e63", "pgqueuer": "#00897b", "chancy": "#9ccc65", "pgmq": "#3949ab",
+                    "pgboss": "#ff7043", "graphile_worker": "#546e7a"}
 # Why a strategy has no lost races to count, from its SQL (harness.strategies).
 CANNOT_LOSE = {
     "naive": "its UPDATE does not check the status, so it never sees a loss",

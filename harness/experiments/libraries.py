@@ -22,7 +22,10 @@ What a run measures, per job where it says so:
 - updates, HOT updates and dead tuples of the jobs table (pg_stat_user_tables);
 - server CPU: the whole server's over the window, background processes included (a server on this machine); the
   workers' own run-queue share marks the run CPU-bound (harness.server.activity.cpu_bound);
-- advisory locks still held at the end (pg_locks).
+- advisory locks still held at the end (pg_locks);
+- for a library whose table sends a NOTIFY on every change (NOTIFIES_ON_CHANGE), what a notification costs its
+  worker_count idle listening sessions in transactions (harness.server.pgstats.notification_transactions), after
+  the run.
 """
 
 from __future__ import annotations
@@ -57,7 +60,9 @@ READY_TIMEOUT_S = 120.0
 MIN_BOUND_S = 60.0
 BOUND_S_PER_JOB = 0.05
 AUDIT = "claimrace_audit"
+LOG_ENTRY = re.compile(r"^\S+ \S+ \S+ \[\d+\] ")  # a new entry of the server's log (its default line prefix)
 LOG_LINE = re.compile(r"^\S+ \S+ \S+ \[\d+\] (?:\S+ )?LOG:  (?:statement|execute [^:]*):")
+LITERAL = re.compile(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b")
 
 
 def as_library(name: str, value) -> str:
@@ -237,15 +242,30 @@ def _log_size(log: Path | None) -> int | None:
     return log.stat().st_size if log is not None and log.exists() else None
 
 
-def _statements_logged(log: Path | None, since: int | None) -> int | None:
-    """Statements the server logged after byte `since` of its log (log_statement = all on the library's
-    database only); None without a log here."""
+def _statements_logged(log: Path | None, since: int | None) -> pd.DataFrame | None:
+    """The statements the server logged after byte `since` of its log (log_statement = all on the library's
+    database only), each as sent with its literals as ?, and how often: what the library sent, captured; None
+    without a log here."""
     if log is None or since is None or not log.exists():
         return None
     with open(log, "rb") as f:
         f.seek(since)
         text = f.read().decode("utf-8", "replace")
-    return sum(1 for line in text.splitlines() if LOG_LINE.match(line))
+    statements, current = [], None
+    for line in text.splitlines():
+        if LOG_ENTRY.match(line):
+            if current is not None:
+                statements.append(" ".join(current))
+            match = LOG_LINE.match(line)
+            current = [line[match.end():].strip()] if match else None
+        elif current is not None:  # a statement over several lines
+            current.append(line.strip())
+    if current is not None:
+        statements.append(" ".join(current))
+    shapes = pd.Series([LITERAL.sub("?", " ".join(s.split())) for s in statements], dtype=object)
+    counted = shapes.value_counts(sort=False)
+    return pd.DataFrame({"statement": counted.index.astype(str), "calls": counted.to_numpy(dtype="int64")},
+                        columns=["statement", "calls"])
 
 
 def measure_libraries(db: database.Database, parameters: LibraryParameters, run_id: str,
@@ -283,8 +303,8 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 backends = [int(r[0]) for r in conn.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
                 before = _counters(conn, library)
-                log_from = _log_size(server_log)
                 server_cpu_before = activity.server_cpu_ns(conn)
+                log_from = _log_size(server_log)  # after the harness's own statements on this database
                 released_ns = time.time_ns()
                 start.set()
                 bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
@@ -319,19 +339,26 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()[0])
             left = int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
                 _jobs_table(library))).fetchone()[0])
+        # a library whose every change sends a NOTIFY to its listening workers: what those cost the server, apart
+        probe = (pgstats.notification_transactions(url, p.worker_count, PROBE_NOTIFICATIONS)
+                 if getattr(library, "NOTIFIES_ON_CHANGE", False) else None)
     finally:
         with db.connect() as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE)))
     executions, timings = _read_logs(logs)
     server_cpu_ms = ((server_cpu_after - server_cpu_before) / 1e6
                      if server_cpu_before is not None and server_cpu_after is not None else None)
-    summary = summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after, statements,
+    summary = summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after,
+                        None if statements is None else int(statements["calls"].sum()),
                         server_cpu_ms, advisory_locks, len(stopped))
+    summary |= {"probe_listeners": probe and probe["listeners"], "probe_notifications": probe and probe["notifications"],
+                "probe_transactions": probe and probe["transactions"]}
     # a worker stopped at the bound is censored, not refused: its jobs count as not executed
     checks = {"every_job_enqueued_once": int((audit["event"] == "enqueued").sum()) == p.job_count}
     checks["passed"] = all(checks.values())
     return Measured(
-        tables={"audit": audit, "executions": executions, "workers": timings},
+        tables={"audit": audit, "executions": executions, "workers": timings,
+                **({"statements": statements} if statements is not None else {})},
         procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
                    "settings": library.SETTINGS, "claimed": library.CLAIMED, "jobs_table": library.JOBS_TABLE,
                    "workers": "one process each (forked), the library's own loop at concurrency 1, "
@@ -342,6 +369,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
 
 
+PROBE_NOTIFICATIONS = 100
 STOP_GRACE_S = 10.0  # how long a worker asked to stop may take before it is killed (and counted as stopped)
 
 

@@ -10,10 +10,14 @@ A library module declares:
     AUDIT_ID_SQL           (optional) the job id the workers log, as an expression on NEW, where the id column is
                            not a number
     JOB_CAP                (optional) the most jobs a sweep queues for it, for a worker that paces itself
+    NOTIFIES_ON_CHANGE     (optional, False) True: its table sends a NOTIFY on every change; a run also measures
+                           what a notification costs the idle listening sessions
     STOPS_ON_ITS_OWN       (optional, True) False: its worker never stops on an empty queue; the harness sends
                            SIGTERM once every job has run
     installed_version(), INSTALL_HINT
                            (optional) for a library that is not a Python distribution (npm)
+    CLAIM_LOGGED           what marks its claim among the statements the server logged (case aside)
+    CLAIM_FUNCTION         (optional) the function whose body is its claim, where the claim calls one
     CLAIMED                the claim's transition, a condition on OLD and NEW for the audit trigger
     SETTINGS               the worker's settings as raced (poll interval, concurrency, batch), each stated
     install(url)           the library's own schema, from its own migrations

@@ -23,6 +23,7 @@ SOURCE = "TkTech/chancy, chancy/worker.py (Worker.fetch_jobs), release 0.26.0"
 JOBS_TABLE = "chancy_jobs"
 ID_COLUMN = "id"
 AUDIT_ID_SQL = "(NEW.kwargs->>'n')::bigint"  # its job id is a uuid: the audit and the log use the job's n
+CLAIM_LOGGED = "SKIP LOCKED"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running'"
 STOPS_ON_ITS_OWN = False
 # the worker declares the 'default' queue at start without replacing one already declared: the jobs go there,

@@ -16,6 +16,7 @@ SOURCE = "graphile/worker, src/sql/getJobs.ts (the get_job statement), release 0
 JOBS_SCHEMA = "graphile_worker"
 JOBS_TABLE = "_private_jobs"
 ID_COLUMN = "id"
+CLAIM_LOGGED = "skip locked"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.locked_by IS NOT NULL AND OLD.locked_by IS NULL"
 SCRIPT = "graphile_worker.cjs"
 SETTINGS = {"concurrency": 1, "mode": "runOnce", "prepared_statements": True}

@@ -23,6 +23,7 @@ JOBS_TABLE = "job"  # partitioned by queue: the audit trigger on it is cloned to
 STATS_TABLE = "j" + hashlib.sha224(QUEUE.encode()).hexdigest()  # the queue's partition (plans.js, create_queue)
 ID_COLUMN = "id"  # a uuid: the audit and the workers' logs use the job's data.n instead
 AUDIT_ID_SQL = "(NEW.data->>'n')::bigint"
+CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.state = 'active' AND OLD.state IS DISTINCT FROM 'active'"
 STOPS_ON_ITS_OWN = False
 SCRIPT = "pgboss.cjs"

@@ -25,6 +25,8 @@ JOBS_SCHEMA = "pgmq"
 QUEUE = "claimrace"
 JOBS_TABLE = f"q_{QUEUE}"  # pgmq.format_table_name(queue, 'q')
 ID_COLUMN = "msg_id"
+CLAIM_LOGGED = "pgmq.read("  # what marks its claim among the statements the server logged
+CLAIM_FUNCTION = "read"  # the function whose body is its claim
 CLAIMED = "NEW.read_ct > OLD.read_ct"  # every read counts; a second read of one message is a second claim
 VT_S = 30
 # the loop (read one, handle, archive; stop at the first empty read) is described in the section's sentence

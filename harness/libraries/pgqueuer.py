@@ -25,6 +25,9 @@ PACKAGE = "pgqueuer"
 SOURCE = "janbjorge/pgqueuer, pgqueuer/adapters/persistence/qb.py (the dequeue query), release 1.6.0"
 JOBS_TABLE = "pgqueuer"
 ID_COLUMN = "id"
+CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statements the server logged
+# its schema's trigger sends a NOTIFY on every change of its table, which every worker LISTENs for
+NOTIFIES_ON_CHANGE = True
 CLAIMED = "NEW.status = 'picked' AND OLD.status IS DISTINCT FROM 'picked'"
 ENTRYPOINT = "noop"
 SETTINGS = {"batch_size": 1, "dequeue_timeout_s": 0.1, "dequeue_timeout_default_s": 30.0, "mode": "drain",

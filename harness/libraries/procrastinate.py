@@ -18,6 +18,8 @@ PACKAGE = "procrastinate"
 SOURCE = "procrastinate-org/procrastinate, procrastinate/sql/schema.sql (procrastinate_fetch_job_v2), release 3.10.0"
 JOBS_TABLE = "procrastinate_jobs"
 ID_COLUMN = "id"
+CLAIM_LOGGED = "procrastinate_fetch_job_v2"  # what marks its claim among the statements the server logged
+CLAIM_FUNCTION = "procrastinate_fetch_job_v2"  # the function whose body is its claim
 CLAIMED = "NEW.status = 'doing' AND OLD.status IS DISTINCT FROM 'doing'"
 QUEUE = "claimrace"
 SETTINGS = {"concurrency": 1, "fetch_job_polling_interval_s": 0.1, "fetch_job_polling_interval_default_s": 5.0,

@@ -138,3 +138,46 @@ def pgstattuple(conn: psycopg.Connection, table: str = JOBS) -> dict:
     ).fetchone()
     return dict(zip(("pgstattuple_live_tuples", "pgstattuple_dead_tuples", "pgstattuple_dead_bytes",
                      "pgstattuple_free_bytes", "pgstattuple_free_percent"), row))
+
+
+PROBE_CHANNEL = "claimrace_probe"
+
+
+def _transactions(conn: psycopg.Connection) -> int:
+    force_flush(conn)
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    return int(conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                            "WHERE datname = current_database()").fetchone()[0])
+
+
+def notification_transactions(url: str, listeners: int, notifications: int, timeout_s: float = 30.0) -> dict:
+    """What idle listening sessions cost in transactions: `notifications` NOTIFYs, each its own transaction, to
+    `listeners` idle sessions that LISTEN, against the same NOTIFYs to none. PostgreSQL has a listening backend
+    read its notifications inside a transaction of its own, so the difference counts those reads (fewer than one
+    per notification where a read finds several waiting). The listeners' counts are complete once they exited."""
+    def send(to: int) -> int:
+        sessions = [psycopg.connect(url, autocommit=True) for _ in range(to)]
+        try:
+            for session in sessions:
+                session.execute(f"LISTEN {PROBE_CHANNEL}")
+                force_flush(session)  # its LISTEN counted before the window opens
+            pids = [s.info.backend_pid for s in sessions]
+            with psycopg.connect(url, autocommit=True) as sender:
+                before = _transactions(sender)
+                for i in range(notifications):
+                    sender.execute("SELECT pg_notify(%s, %s)", (PROBE_CHANNEL, str(i)))
+                for session in sessions:  # each has read every one before its count is taken
+                    received = sum(1 for _ in session.notifies(timeout=timeout_s, stop_after=notifications))
+                    if received < notifications:
+                        raise RuntimeError(f"a listener got {received} of {notifications} notifications")
+                for session in sessions:
+                    session.close()
+                wait_for_backends_to_exit(sender, pids)
+                return _transactions(sender) - before
+        finally:
+            for session in sessions:
+                session.close()
+
+    alone, listened = send(0), send(listeners)
+    return {"listeners": listeners, "notifications": notifications, "transactions": listened - alone,
+            "transactions_without_listeners": alone}

@@ -19,7 +19,8 @@ from harness.experiments import registry
 from harness.experiments.libraries import load_summary
 from harness.library_claims import DROPPED, LIBRARY_NAMES, LIBRARY_STATEMENTS, SOURCES
 from harness.storage import read_manifest
-from harness.strategies import CHECK, LIBRARY_STRATEGIES, LIBRARY_VARIANTS, STRATEGIES
+from harness.strategies import (CHECK, LIBRARY_STRATEGIES, LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES,
+                                RACED_LIBRARY_STRATEGIES, STRATEGIES)
 
 NAME = "libraries"
 say = Sentences(NAME)
@@ -179,7 +180,8 @@ def _claim_values(mine: Loaded) -> dict[str, str]:
         return {}
     request = registry.request_of("race", list(mine.claim_runs))
     points = mine.claims_by_workers.assign(strategy=mine.claims_by_workers["strategy"].astype(str))
-    out = {"library_claims_modelled": join([LIBRARY_NAMES[name] for name in LIBRARY_STRATEGIES]),
+    out = {"library_claims_modelled": join([LIBRARY_NAMES[name] for name in MODELLED_LIBRARY_STRATEGIES]),
+           "library_claims_raced": join([LIBRARY_NAMES[name] for name in RACED_LIBRARY_STRATEGIES]),
            "library_claims_job_count": count(request.job_count),
            "library_claims_worker_list": join([str(w) for w in request.worker_counts]),
            "library_claims_repeats": counted(request.repeats, "race")}
@@ -222,7 +224,27 @@ def _own_worker_values(mine: Loaded) -> dict[str, str]:
             "libraries_job_count": _jobs_per_run(mine.summary)[0],
             "libraries_fewer_jobs": _jobs_per_run(mine.summary)[1],
             "libraries_worker_list": join([str(w) for w in request.worker_counts]),
-            "libraries_repeats": counted(request.repeats, "run")}
+            "libraries_repeats": counted(request.repeats, "run"),
+            "libraries_listeners": _listeners(mine.summary)}
+
+
+def _listeners(summary: pd.DataFrame) -> str:
+    """Per library whose table notifies its listening workers of every change: its transactions per job at its
+    fewest and most workers, and what the probe after its runs measured a notification to cost its listeners."""
+    if "probe_transactions" not in summary:
+        return ""
+    said = []
+    for library, runs in summary.dropna(subset=["probe_transactions"]).groupby("library", sort=False):
+        by_workers = runs.groupby("worker_count")["transactions_per_job"].median()
+        largest = runs[runs["probe_listeners"] == runs["probe_listeners"].max()]
+        said.append(say("listeners", library=library, low=number(by_workers.iloc[0], 1),
+                        fewest=counted(int(by_workers.index[0]), "worker"), high=number(by_workers.iloc[-1], 1),
+                        most=counted(int(by_workers.index[-1]), "worker"),
+                        notifications=count(int(largest["probe_notifications"].iloc[0])),
+                        listeners=count(int(largest["probe_listeners"].iloc[0])),
+                        transactions=span(largest["probe_transactions"].min(), largest["probe_transactions"].max(),
+                                          count)))
+    return " ".join(said)
 
 
 SETTINGS_COLUMNS = ("library", "version", "how it claims", "settings as raced (default)")
@@ -313,12 +335,26 @@ PROTOCOL_COLUMNS = ("protocol", "what it sends per job", "statements: model / li
                     "read from")
 
 
-def library_protocols_table() -> str:
+def _logged_statements_per_job(loaded: dict) -> dict[str, float]:
+    """Per library raced with its own workers: the statements the server logged per job at its fewest workers
+    (the median over the repeats)."""
+    mine = loaded.get(NAME)
+    if mine is None or not mine.runs or "statements_per_job" not in mine.summary:
+        return {}
+    summary = mine.summary.dropna(subset=["statements_per_job"])
+    fewest = summary[summary["worker_count"] == summary.groupby("library")["worker_count"].transform("min")]
+    return fewest.groupby("library")["statements_per_job"].median().to_dict()
+
+
+def library_protocols_table(loaded: dict) -> str:
     """What each protocol sends per job, what its model leaves out, and where it was read."""
     rows = []
+    logged = _logged_statements_per_job(loaded)
     for name in (*LIBRARY_STRATEGIES, *LIBRARY_VARIANTS):
         library = LIBRARY_VARIANTS.get(name, name)
-        statements = f"{STRATEGIES[name].statements_per_attempt} / {LIBRARY_STATEMENTS[library]}"
+        sends = (LIBRARY_STATEMENTS[library] if library in LIBRARY_STATEMENTS
+                 else number(logged[library], 1) if library in logged else DASH)
+        statements = f"{STRATEGIES[name].statements_per_attempt} / {sends}"
         rows.append(dict(zip(PROTOCOL_COLUMNS, (name, STRATEGIES[name].summary, statements, DROPPED[library],
                                                 SOURCES[library].short))))
     return table(pd.DataFrame(rows), caption=say("protocols_table_caption"))
