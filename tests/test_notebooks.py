@@ -14,7 +14,6 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
-import yaml
 
 from harness import config
 from harness.errors import UserError

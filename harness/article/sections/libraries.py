@@ -1,5 +1,5 @@
-"""The job libraries section: procrastinate and PgQueuer draining one queue with their own workers (A7), what each
-job costs the server, and the claim protocols of five more libraries raced in the tight loop (A8)."""
+"""The job libraries section: the libraries installed here draining one queue with their own workers (A7), what each
+job costs the server, and every library's claim protocol raced in the tight loop (A8)."""
 
 from __future__ import annotations
 
