@@ -90,6 +90,9 @@ QUE_EXISTS = f"SELECT 1 FROM {JOBS} WHERE id = $1"
 # the job's resolve: Que deletes the row; here the row stays and takes the status the audit records
 QUE_RESOLVE = f"UPDATE {JOBS} SET status = 'running', started_at = now() WHERE id = $1"
 QUE_UNLOCK = f"WITH released AS MATERIALIZED (SELECT pg_advisory_unlock($1) AS done), {HELD_AFTER}"
+# Que's unlock as Que sends it, without the count and the clean-up: what races through a transaction pooler, where
+# the clean-up would release locks other clients' statements took on the same server session
+QUE_UNLOCK_ALONE = "SELECT pg_advisory_unlock($1)"
 
 # --------------------------------------------------------------------------- good_job
 
@@ -147,7 +150,7 @@ SOLID_QUEUE_LOCK = f"SELECT id FROM {JOBS} WHERE id = $1 FOR UPDATE"
 # 'picked') and the log statement (deletes the job, inserts its log row), each in autocommit.
 # pg-boss, src/plans.js: fetchNextJob (the SKIP LOCKED CTE, to 'active') and completeJobs (an UPDATE of the jobs
 # still 'active').
-# graphile-worker, dist/sql/getJobs.js and dist/sql/completeJobs.js: get_job (the SKIP LOCKED CTE, setting locked_at and
+# graphile-worker, src/sql/getJobs.ts and src/sql/completeJobs.ts (as built into its npm package): get_job (the SKIP LOCKED CTE, setting locked_at and
 # locked_by, also locking the job's named queue if it has one) and the completion, a DELETE by id.
 
 @dataclass(frozen=True)
@@ -191,7 +194,7 @@ SOURCES = {
     "chancy": Source("TkTech/chancy", ("chancy/worker.py",), "", "0.26.0"),
     "pgmq": Source("pgmq/pgmq", ("pgmq-extension/sql/pgmq.sql",), "", "SQL 1.13.0"),
     "pgboss": Source("timgit/pg-boss", ("src/plans.js",), "", "10.4.2"),
-    "graphile_worker": Source("graphile/worker", ("dist/sql/getJobs.js", "dist/sql/completeJobs.js"), "", "0.17.3"),
+    "graphile_worker": Source("graphile/worker", ("src/sql/getJobs.ts", "src/sql/completeJobs.ts"), "", "0.17.3"),
 }
 
 # What each model leaves out beyond what every model drops (queues, priorities, schedules, their indexes, wake-ups).

@@ -247,6 +247,9 @@ def summarise_run(run_dir: Path) -> dict:
         "cpus": cfg.get("cpus", "shared"),  # runs stored before the layout could change shared every CPU
         "sampler_interval_ms": achieved_interval_ms(samples) if cfg.get("sampler", True) else None,
         "proxy": bool((results.get("network") or {}).get("delay_proxy")),
+        # PgBouncer between the workers and the server, and the advisory locks its sessions still held at the end
+        "pooler": cfg.get("pooler", "none"),  # runs stored before the pooler went straight to the server
+        "advisory_locks_at_end": (results.get("pooler") or {}).get("advisory_locks_held_at_end"),
         "client_processes": results["client_processes"],
         "client_layout": _layout(results),
         "autovacuum_runs": results["table_activity"].get("autovacuum_runs"),
@@ -271,7 +274,7 @@ def summarise_runs(data_dir: Path = config.DATA_DIR, run_paths: list[Path] | Non
 
 
 POINT_KEYS = ("strategy", "worker_count", "batch_size", "job_count", "partial_index", "fillfactor", "pause_ms",
-              "jitter_ms", "autovacuum", "audit", "rtt_ms", "proxy", "cpus", "client_layout", "pg_version")
+              "jitter_ms", "autovacuum", "audit", "rtt_ms", "proxy", "cpus", "client_layout", "pooler", "pg_version")
 SPREAD_FIGURES = ("claims_per_second", "losses_per_win", "duplicate_jobs", "p50_ms", "p99_ms", "wall_seconds")
 
 

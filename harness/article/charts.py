@@ -28,14 +28,14 @@ WIDTH = 560
 HEIGHT = 300
 
 
-def _colour_scale(drawn: list, colours: dict, other=OTHER_COLOUR) -> alt.Scale:
+def _fixed_scale(drawn: list, colours: dict, other=OTHER_COLOUR) -> alt.Scale:
     """A scale over exactly the values drawn, each in its fixed colour (or shape, or dash)."""
     return alt.Scale(domain=list(drawn), range=[colours.get(value, other) for value in drawn])
 
 
 def _strategy_colour(strategies, legend_title: str = "strategy") -> alt.Color:
     drawn = strategies_in(strategies)
-    return alt.Color("strategy:N", scale=_colour_scale(drawn, STRATEGY_COLOURS), title=legend_title, sort=drawn,
+    return alt.Color("strategy:N", scale=_fixed_scale(drawn, STRATEGY_COLOURS), title=legend_title, sort=drawn,
                      legend=alt.Legend(symbolOpacity=1))
 
 
@@ -422,7 +422,7 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
                alt.Tooltip("write_start_ms:Q", title="write sent (ms)", format=",.1f"),
                alt.Tooltip("end_ms:Q", title="write answered (ms)", format=",.1f")]
     results = in_order(data["result"], RESULT_COLOURS)
-    colour = alt.Color("result:N", scale=_colour_scale(results, RESULT_COLOURS), sort=results, title=None,
+    colour = alt.Color("result:N", scale=_fixed_scale(results, RESULT_COLOURS), sort=results, title=None,
                        legend=alt.Legend(orient="bottom", symbolType="square"))
     windows = base.transform_filter("isValid(datum.read_end_ms)").mark_bar(
         height=12, color=WINDOW_COLOUR, stroke=READ_COLOUR, strokeWidth=0.5).encode(
@@ -500,7 +500,7 @@ def wait_share_chart(long: pd.DataFrame, achieved_ms: tuple[float, float] | None
         x=alt.X("worker_count:O", title="workers", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("share:Q", title="share of sampled backend time", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("wait:N", scale=_colour_scale(drawn, WAIT_GROUP_COLOURS), title=None, sort=drawn,
+        color=alt.Color("wait:N", scale=_fixed_scale(drawn, WAIT_GROUP_COLOURS), title=None, sort=drawn,
                         legend=alt.Legend(orient="bottom")),
         order=alt.Order("order:Q"),
         tooltip=[alt.Tooltip("strategy:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("wait:N"),
@@ -549,7 +549,7 @@ def cpu_split_chart(long: pd.DataFrame) -> alt.FacetChart:
     processes = in_order(data["process"], PROCESS_COLOURS)
     base = alt.Chart().encode(
         x=_workers_axis(data["worker_count"]),
-        color=alt.Color("process:N", title=None, scale=_colour_scale(processes, PROCESS_COLOURS), sort=processes,
+        color=alt.Color("process:N", title=None, scale=_fixed_scale(processes, PROCESS_COLOURS), sort=processes,
                         legend=alt.Legend(orient="bottom")),
         detail="measure:N")
     lines = _dashed_lines(
@@ -573,7 +573,7 @@ def cpu_split_chart(long: pd.DataFrame) -> alt.FacetChart:
 
 def _index_colour(indexes) -> alt.Color:
     drawn = in_order(indexes, INDEX_COLOURS)
-    return alt.Color("index:N", scale=_colour_scale(drawn, INDEX_COLOURS), sort=drawn, title=None,
+    return alt.Color("index:N", scale=_fixed_scale(drawn, INDEX_COLOURS), sort=drawn, title=None,
                      legend=alt.Legend(orient="bottom"))
 
 
@@ -700,7 +700,7 @@ def pruning_chart(pruning: pd.DataFrame) -> alt.Chart:
     base = alt.Chart(data).encode(
         x=alt.X("phase_label:N", title=None, sort=phases, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("autovacuum_label:N", sort=arms),
-        color=alt.Color("autovacuum_label:N", title=None, scale=_colour_scale(arms, AUTOVACUUM_COLOURS), sort=arms,
+        color=alt.Color("autovacuum_label:N", title=None, scale=_fixed_scale(arms, AUTOVACUUM_COLOURS), sort=arms,
                         legend=alt.Legend(orient="bottom")))
     y = alt.Y("dead_tuples:Q", title="n_dead_tup")
     bars = base.mark_bar().encode(
@@ -786,7 +786,7 @@ def fault_timeline_chart(events: pd.DataFrame) -> alt.LayerChart:
         x=alt.X("seconds:Q", title="seconds since the run was first claimed"),
         y=alt.Y("who:N", title=None, sort=sorted(set(data["who"]))))
     points = base.mark_point(filled=True, size=90).encode(
-        color=alt.Color("event:N", scale=_colour_scale(drawn, FAULT_EVENT_COLOURS), sort=drawn, title=None,
+        color=alt.Color("event:N", scale=_fixed_scale(drawn, FAULT_EVENT_COLOURS), sort=drawn, title=None,
                         legend=alt.Legend(orient="bottom")),
         shape=alt.Shape("outcome:N", legend=None), tooltip=tooltip)
     labels = base.transform_filter("datum.event == 'claimed' || datum.event == 'finished' || "
@@ -819,7 +819,7 @@ def _ordered_tones(n: int) -> list[str]:
 def _endpoint_colour(labels) -> alt.Color:
     """Each claim endpoint in the colour of the strategy it runs."""
     drawn = in_order(labels, ENDPOINT_COLOURS)
-    return alt.Color("endpoint_label:N", title="endpoint", sort=drawn, scale=_colour_scale(drawn, ENDPOINT_COLOURS),
+    return alt.Color("endpoint_label:N", title="endpoint", sort=drawn, scale=_fixed_scale(drawn, ENDPOINT_COLOURS),
                      legend=alt.Legend(orient="bottom", direction="vertical"))
 
 
@@ -895,12 +895,12 @@ def libraries_chart(long: pd.DataFrame) -> alt.FacetChart:
     data = _plain(long)
     drawn = list(dict.fromkeys(data["library"]))
     base = alt.Chart().encode(x=_workers_axis(data["worker_count"]), color=alt.Color(
-        "library:N", scale=_colour_scale(drawn, LIBRARY_COLOURS), title="library", sort=drawn))
+        "library:N", scale=_fixed_scale(drawn, LIBRARY_COLOURS), title="library", sort=drawn))
     tooltip = [alt.Tooltip("library:N"), alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
                alt.Tooltip("value:Q", format=",.1f"), REPEATS_TOOLTIP]
     y = alt.Y("value:Q", title=None, scale=alt.Scale(type="log"))
-    shape = alt.Shape("library:N", scale=_colour_scale(drawn, LIBRARY_SHAPES, "circle"), title="library", sort=drawn)
-    dash = alt.StrokeDash("library:N", scale=_colour_scale(drawn, LIBRARY_DASHES, [1, 0]), title="library", sort=drawn)
+    shape = alt.Shape("library:N", scale=_fixed_scale(drawn, LIBRARY_SHAPES, "circle"), title="library", sort=drawn)
+    dash = alt.StrokeDash("library:N", scale=_fixed_scale(drawn, LIBRARY_DASHES, [1, 0]), title="library", sort=drawn)
     layers = [base.mark_line().encode(y=y, strokeDash=dash),
               base.mark_point(filled=True, size=60, opacity=1).encode(y=y, shape=shape, tooltip=tooltip)]
     if _repeated(data):

@@ -45,8 +45,8 @@ CANNOT_LOSE = {
 }
 
 # Tones for every category that is not a strategy, dark to light; none is a strategy's hue.
-NEUTRAL = {"charcoal": "#3b3b3b", "brown": "#6b4226", "ochre": "#b8862b", "sand": "#e3c98f", "grey": "#a6a6a6",
-           "light grey": "#d4d4d4", "pale": "#ececec", "olive": "#7d7a3c"}
+NEUTRAL = {"charcoal": "#3b3b3b", "brown": "#6b4226", "olive": "#7d7a3c", "ochre": "#b8862b", "sand": "#e3c98f", "grey": "#a6a6a6",
+           "light grey": "#d4d4d4", "pale": "#ececec"}
 
 # --------------------------------------------------------------------------- races
 

@@ -61,8 +61,10 @@ MIN_BOUND_S = 60.0
 BOUND_S_PER_JOB = 0.05
 AUDIT = "claimrace_audit"
 LOG_ENTRY = re.compile(r"^\S+ \S+ \S+ \[\d+\] ")  # a new entry of the server's log (its default line prefix)
-LOG_LINE = re.compile(r"^\S+ \S+ \S+ \[\d+\] (?:\S+ )?LOG:  (?:statement|execute [^:]*):")
-LITERAL = re.compile(r"'(?:[^']|'')*'|\b\d+(?:\.\d+)?\b")
+LOG_LINE = re.compile(LOG_ENTRY.pattern + r"(?:\S+ )?LOG:  (?:statement|execute [^:]*):")
+# a literal, as ?: a quoted string or a number, not a placeholder's ($1)
+LITERAL = re.compile(r"'(?:[^']|'')*'|(?<![$\w])\d+(?:\.\d+)?\b")
+PROBE_NOTIFICATIONS = 100  # NOTIFYs the listener probe sends (NOTIFIES_ON_CHANGE)
 
 
 def as_library(name: str, value) -> str:
@@ -369,7 +371,6 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
 
 
-PROBE_NOTIFICATIONS = 100
 STOP_GRACE_S = 10.0  # how long a worker asked to stop may take before it is killed (and counted as stopped)
 
 

@@ -53,7 +53,7 @@ from harness.children import die_with_parent
 from harness.server.activity import read_schedstat, schedstat_delta
 from harness.server.delay import DelayedStatements
 from harness.errors import RaceError
-from harness.strategies import EMPTY, ERROR, WON, AttemptNotes, get_strategy
+from harness.strategies import EMPTY, ERROR, WON, AttemptNotes, get_strategy, without_cleanup
 
 # fork: 100 workers start in well under a second and inherit the imported modules.
 _CONTEXT = mp.get_context("fork")
@@ -197,6 +197,24 @@ class _TimedConnection:
         return getattr(self.pgconn, name)
 
 
+class _UnpreparedStatements:
+    """Sends each of a strategy's statements unprepared (exec_params) where its claim asks for the prepared one:
+    through a pooler, the next statement may run on a server session that never prepared it (PgBouncer before
+    1.21 in transaction mode)."""
+
+    __slots__ = ("pgconn", "texts")
+
+    def __init__(self, pgconn, statements):
+        self.pgconn = pgconn
+        self.texts = {name.encode(): text.encode() for name, text in statements}
+
+    def exec_prepared(self, name, params):
+        return self.pgconn.exec_params(self.texts[name], params)
+
+    def __getattr__(self, name):
+        return getattr(self.pgconn, name)
+
+
 def _instrumented_claim(claim, round_trips: list):
     """claim, recording per attempt the time spent inside libpq (the rest is the client's own)."""
 
@@ -230,19 +248,24 @@ def _private_bytes() -> int:
 
 def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: str, barrier, results,
                   duration_seconds: float | None = None, instrument: bool = False, pause_seconds: float = 0.0,
-                  jitter_seconds: float = 0.0, batch: int = 1, client_rtt_ms: float = 0.0) -> None:
+                  jitter_seconds: float = 0.0, batch: int = 1, client_rtt_ms: float = 0.0,
+                  pooled: bool = False) -> None:
     die_with_parent(parent_pid)
     # the loop allocates only ints and small tuples, never cycles: the collector would only add pauses
     gc.disable()
     try:
         from harness.server.database import connect
 
-        strategy = get_strategy(strategy_name)
+        # through a pooler: the statements as the library sends them, unprepared (any server session may run them)
+        strategy = without_cleanup(strategy_name) if pooled else get_strategy(strategy_name)
         conn = connect(url, application_name=f"claimrace-worker-{worker_index}")
         pgconn = conn.pgconn
-        strategy.prepare(pgconn, batch)
-        # the claims' connection: the worker's own, or one that sleeps a round trip per statement (the cross-check)
-        claims_conn = DelayedStatements(pgconn, client_rtt_ms) if client_rtt_ms else pgconn
+        if pooled:
+            claims_conn = _UnpreparedStatements(pgconn, strategy.statements_for(batch))
+        else:
+            strategy.prepare(pgconn, batch)
+            # the worker's own connection, or one that sleeps a round trip per statement (the cross-check)
+            claims_conn = DelayedStatements(pgconn, client_rtt_ms) if client_rtt_ms else pgconn
         starts, ends, outcomes, jobs = records = ([], [], [], [])
         reads: list[int] = []
         writes: list[int] = []
@@ -252,7 +275,8 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
         target = claims_conn
         if instrument:
             claim, target = _instrumented_claim(claim, round_trips), _TimedConnection(claims_conn)
-        backend_pid = pgconn.backend_pid
+        # through a pooler the pid is the pooler's key for the client, not a server process: none is read
+        backend_pid = 0 if pooled else pgconn.backend_pid
         barrier.wait(config.BARRIER_TIMEOUT_SECONDS)
         released = time.monotonic_ns()
         cpu_at_release = _cpu_ns()
@@ -309,7 +333,8 @@ def _stop_all(processes: list, barrier) -> None:
 
 def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: float | None = None,
              duration_seconds: float | None = None, instrument: bool = False, pause_ms: float = 0.0,
-             jitter_ms: float = 0.0, on_release=None, batch: int = 1, client_rtt_ms: float = 0.0) -> RaceResult:
+             jitter_ms: float = 0.0, on_release=None, batch: int = 1, client_rtt_ms: float = 0.0,
+             pooled: bool = False) -> RaceResult:
     """Race worker_count workers over the queue in url's claimrace schema until it is drained.
 
     duration_seconds: a timed race instead; each worker stops at its first attempt that ends
@@ -322,6 +347,8 @@ def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: f
     batch: the most jobs one attempt of a batch strategy claims (its SQL's LIMIT); 1 for every other strategy.
     client_rtt_ms: a round trip made inside each worker, half slept before each statement and half after
     (harness.server.delay.DelayedStatements); the race's own round trip is the delay proxy's, in url.
+    pooled: url is a pooler's (harness.server.pooler): the statements go unprepared, without the harness's clean-up
+    of advisory locks (strategies.without_cleanup), and no server process is read per worker.
     """
     strategy = get_strategy(strategy_name)
     if worker_count < 1:
@@ -341,7 +368,7 @@ def run_race(url: str, strategy_name: str, worker_count: int, timeout_seconds: f
     processes = [
         _CONTEXT.Process(target=_process_main, name=f"claimrace-worker-{i}",
                          args=(i, parent_pid, url, strategy_name, barrier, results, duration_seconds, instrument,
-                               pause_ms / 1000.0, jitter_ms / 1000.0, batch, client_rtt_ms), daemon=True)
+                               pause_ms / 1000.0, jitter_ms / 1000.0, batch, client_rtt_ms, pooled), daemon=True)
         for i in range(worker_count)
     ]
     records: dict[int, WorkerRecord] = {}

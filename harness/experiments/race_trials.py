@@ -23,15 +23,16 @@ from harness.experiments.contract import one_of
 from harness.experiments.limits import check_race_size
 from harness.experiments import race_asyncio
 from harness.experiments.race import CLIENT_LAYOUT, CLIENT_LAYOUT_TEXT, RaceResult, run_race
-from harness.server import activity, cpus, database, delay, schema
+from harness.server import activity, cpus, database, delay, pooler, schema
 from harness.stats import jsonable, spread_by_point, summarise_runs
 from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA
 from harness.strategies import (DEFAULT_BATCH, EMPTY, MAX_BATCH, ORIGINAL_STRATEGIES, OUTCOME_NAMES, STRATEGIES,
-                                 WON, get_strategy, parse_strategies)
+                                 WON, get_strategy, parse_strategies, without_cleanup)
 
 CLIENT_LAYOUTS = (CLIENT_LAYOUT, race_asyncio.CLIENT_LAYOUT)
 MAX_PAUSE_MS = 10_000.0  # a slowed-down race is for watching; longer pauses only make it last for ever
-MAX_JOB_COUNT = 10_000_000  # and limits.check_race_size bounds jobs x workers by this machine's memory
+MAX_JOB_COUNT = 10_000_000
+LOCKS_SETTLE_SECONDS = 0.5  # through a pooler, the advisory locks held at the end once the count is stable this long  # and limits.check_race_size bounds jobs x workers by this machine's memory
 
 
 as_cpu_layout = one_of(cpus.CPU_LAYOUTS, "cpus")
@@ -50,6 +51,17 @@ def as_clients(name: str, values) -> tuple[str, ...]:
 
 def client_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+as_pooler_mode = one_of(pooler.MODES, "pooler")
+
+
+def as_poolers(name: str, values) -> tuple[str, ...]:
+    """A list of pooler modes, or one standing for a list of one."""
+    values = (values,) if isinstance(values, str) else tuple(values)
+    if not values:
+        raise UserError("give at least one pooler mode")
+    return tuple(as_pooler_mode("pooler", v) for v in values)
 
 
 def _check_trial(worker_count: int, job_count: int, fillfactor: int, pause_ms: float, jitter_ms: float) -> None:
@@ -95,10 +107,13 @@ class RaceParameters(Parameters):
     cpus: str = setting("shared", as_cpu_layout, added_later=True)
     # the client layout: one process per worker, or one asyncio process driving every connection (race_asyncio)
     client: str = setting("processes", as_client_layout, added_later=True)
+    # PgBouncer between the workers and the server (harness.server.pooler), in one of its modes; none before it
+    pooler: str = setting("none", as_pooler_mode, added_later=True)
 
     def check(self) -> None:
         _check_trial(self.worker_count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
         delay.check_rtt(self.rtt_ms)
+        _check_pooler(self.pooler, self.rtt_ms or self.proxy_at_zero, self.client)
         if self.client == "asyncio":
             race_asyncio.check_strategy(self.strategy)
             if self.pause_ms or self.jitter_ms:
@@ -113,6 +128,12 @@ class RaceParameters(Parameters):
         _check_batch(self.batch)
         if self.batch != 1 and not get_strategy(self.strategy).batch:
             raise UserError(f"{self.strategy} claims one job per attempt: its batch is 1, not {self.batch}")
+
+
+def _check_pooler(mode: str, proxied: bool, client: str) -> None:
+    pooler.check_mode(mode)
+    if mode != "none" and (proxied or client != CLIENT_LAYOUT):
+        raise UserError("a race through the pooler has no delay proxy and one process per worker")
 
 
 def _check_batch(batch: int) -> None:
@@ -172,6 +193,10 @@ class RaceSweep(Parameters):
         "--client", "processes: one process per worker; asyncio: one process driving every connection from one "
                     "event loop, as the original did (naive, guarded and skip_locked only); a comma list races both",
         client_list, default_text="processes", metavar="{processes,asyncio}"))
+    # the pooler's modes, a sweep like the client layouts: `pooler: [session, transaction]` races every point both
+    poolers: tuple = setting(("none",), as_poolers, Option(
+        "--pooler", "PgBouncer between the workers and the server: transaction or session mode (none: directly); a "
+                    "comma list races each", client_list, default_text="none", metavar="{none,transaction,session}"))
 
     def check(self) -> None:
         if not self.rtt_ms:
@@ -190,6 +215,10 @@ class RaceSweep(Parameters):
             for strategy in self.strategies:
                 race_asyncio.check_strategy(strategy)
         _check_batch(self.batch)
+        for mode in self.poolers:
+            for rtt_ms, proxy_at_zero in self.networks():
+                for client in self.clients:
+                    _check_pooler(mode, rtt_ms or proxy_at_zero, client)
 
     def networks(self) -> list[tuple[float, bool]]:
         """(round trip, proxy at 0) per network the sweep races: a sweep with a real round trip races 0 ms twice,
@@ -208,10 +237,10 @@ class RaceSweep(Parameters):
                                self.pause_ms, self.jitter_ms, self.autovacuum, self.audit,
                                batch=self.batch if get_strategy(strategy).batch else 1, rtt_ms=rtt_ms,
                                proxy_at_zero=proxy_at_zero, sampler=self.sampler, cpus=self.cpus,
-                               client=client)
+                               client=client, pooler=mode)
                 for repeat in range(self.repeats) for strategy in self.strategies
                 for worker_count in self.worker_counts for partial_index in self.partial_index
-                for rtt_ms, proxy_at_zero in self.networks() for client in self.clients]
+                for rtt_ms, proxy_at_zero in self.networks() for client in self.clients for mode in self.poolers]
 
 
 def sweep_of(trials: list[dict]) -> RaceSweep:
@@ -229,7 +258,8 @@ def sweep_of(trials: list[dict]) -> RaceSweep:
                      audit=first["audit"], batch=batches[0] if batches else DEFAULT_BATCH,
                      rtt_ms=tuple(dict.fromkeys(float(t.get("rtt_ms", 0.0)) for t in trials)),
                      sampler=first.get("sampler", True), cpus=first.get("cpus", "shared"),
-                     clients=tuple(dict.fromkeys(t.get("client", "processes") for t in trials)))
+                     clients=tuple(dict.fromkeys(t.get("client", "processes") for t in trials)),
+                     poolers=tuple(dict.fromkeys(t.get("pooler", "none") for t in trials)))
 
 
 def workers_needed(parameters: RaceParameters) -> int:
@@ -247,6 +277,7 @@ def trial_label(parameters: RaceParameters) -> str:
     sampler = "" if parameters.sampler else " no-sampler"
     cpus = "" if parameters.cpus == "shared" else f" cpus:{parameters.cpus}"
     client = "" if parameters.client == "processes" else f" {parameters.client}"
+    client += "" if parameters.pooler == "none" else f" pgbouncer:{parameters.pooler}"
     return (f"{parameters.strategy} x{parameters.worker_count}{index}{network}{sampler}{cpus}{client} "
             f"r{parameters.repeat}")
 
@@ -412,7 +443,9 @@ def conservation_checks(cfg: RaceParameters, result: RaceResult, audit: list[tup
 def measure_race(db: database.Database, parameters: RaceParameters, run_id: str, progress: bool = False) -> Measured:
     """One race on a fresh queue: the raw attempts, the audit, the workers' CPU, the sampled wait events."""
     cfg = parameters
-    strategy = get_strategy(cfg.strategy)
+    pooled = cfg.pooler != "none"
+    # through a pooler the workers send the strategy as its library does (strategies.without_cleanup)
+    strategy = without_cleanup(cfg.strategy) if pooled else get_strategy(cfg.strategy)
     with db.connect() as conn:
         schema.create_queue(conn, cfg.job_count, partial_index=cfg.partial_index, fillfactor=cfg.fillfactor,
                             audit=cfg.audit, autovacuum=cfg.autovacuum)
@@ -424,14 +457,19 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
         try:
             # the workers reach the server through the delay proxy (rtt 0: directly); the sampler directly
             with cpus.pinned(conn, cfg.cpus, local) as client_cpus, \
-                    delay.network_delay(db.url, cfg.rtt_ms, cfg.proxy_at_zero) as network:
+                    delay.network_delay(db.url, cfg.rtt_ms, cfg.proxy_at_zero) as network, \
+                    pooler.pooled(network.url, cfg.pooler, cfg.worker_count) as through:
                 on_release = sampler.start if sampler else None
                 if cfg.client == race_asyncio.CLIENT_LAYOUT:
                     result = race_asyncio.run_race_asyncio(network.url, cfg.strategy, cfg.worker_count,
                                                            on_release=on_release)
                 else:
-                    result = run_race(network.url, cfg.strategy, cfg.worker_count, pause_ms=cfg.pause_ms,
-                                      jitter_ms=cfg.jitter_ms, on_release=on_release, batch=cfg.batch)
+                    result = run_race(through.url, cfg.strategy, cfg.worker_count, pause_ms=cfg.pause_ms,
+                                      jitter_ms=cfg.jitter_ms, on_release=on_release, batch=cfg.batch,
+                                      pooled=pooled)
+                # the advisory locks still held once every worker has gone: through a transaction pooler, held by
+                # its server sessions, which outlive the clients that took them
+                advisory_locks_at_end = schema.advisory_locks_held(conn, LOCKS_SETTLE_SECONDS if pooled else 0.0)
         finally:
             if sampler is not None:
                 sampler.stop()
@@ -466,6 +504,7 @@ def measure_race(db: database.Database, parameters: RaceParameters, run_id: str,
             **({"claim_plan": plan} if plan is not None else {}),
             # the round trip added between workers and server, and the proxy's own account (None at rtt 0)
             "network": {"rtt_ms": cfg.rtt_ms, "delay_proxy": network.proxy},
+            "pooler": {**through.describe(), "advisory_locks_held_at_end": advisory_locks_at_end},
         })
 
 
@@ -477,9 +516,9 @@ def claim_plan(conn, strategy, batch: int) -> str:
 
 # --------------------------------------------------------------------------- command line
 
-SUMMARY_COLUMNS = ("strategy", "worker_count", "batch_size", "rtt_ms", "repeat", "attempts", "wins", "lost", "aborts",
-                   "duplicate_jobs", "unclaimed_jobs", "losses_per_win", "claims_per_second", "p50_ms", "p99_ms",
-                   "wall_seconds")
+SUMMARY_COLUMNS = ("strategy", "worker_count", "batch_size", "rtt_ms", "pooler", "repeat", "attempts", "wins", "lost",
+                   "aborts", "duplicate_jobs", "unclaimed_jobs", "losses_per_win", "claims_per_second", "p50_ms",
+                   "p99_ms", "wall_seconds", "advisory_locks_at_end")
 
 
 def print_summary(frame, as_json: bool, per_run: bool = True) -> None:

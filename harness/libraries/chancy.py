@@ -23,14 +23,17 @@ SOURCE = "TkTech/chancy, chancy/worker.py (Worker.fetch_jobs), release 0.26.0"
 JOBS_TABLE = "chancy_jobs"
 ID_COLUMN = "id"
 AUDIT_ID_SQL = "(NEW.kwargs->>'n')::bigint"  # its job id is a uuid: the audit and the log use the job's n
-CLAIM_LOGGED = "SKIP LOCKED"  # what marks its claim among the statements the server logged
+CLAIM_LOGGED = "claim_id = gen_random_uuid()"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running'"
 STOPS_ON_ITS_OWN = False
 # the worker declares the 'default' queue at start without replacing one already declared: the jobs go there,
 # declared at install with these settings
 QUEUE = "default"
-SETTINGS = {"concurrency": 1, "executor": "async", "polling_interval_s": 1, "polling_interval_default_s": 5,
-            "eager_polling": True, "eager_polling_default": False, "notifications": True}
+SETTINGS = {"concurrency": 1, "executor": "async (default process)", "polling_interval_s": 1,
+            "polling_interval_default_s": 5, "eager_polling": "on (default off)", "notifications": True,
+            # its fetches, its completions, its heartbeat and its plugins share one pool; 2 so that 32 workers fit
+            # the server's connections
+            "connection_pool": "1 to 2 (default 1 to 10)", "plugins": "its defaults"}
 
 _log = None  # the worker process's execution log, for the job below
 
@@ -43,7 +46,7 @@ async def noop(n: int) -> None:
 def _app(url: str) -> Chancy:
     logger = logging.getLogger("claimrace.chancy")
     logger.setLevel(logging.WARNING)  # its default logger says every job it pulls, on stderr
-    return Chancy(url, min_connection_pool_size=1, max_connection_pool_size=2, log=logger)
+    return Chancy(url, min_connection_pool_size=1, max_connection_pool_size=2, log=logger)  # SETTINGS says so
 
 
 def install(url: str) -> None:

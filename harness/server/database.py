@@ -172,14 +172,14 @@ def _tmpfs_root() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def _os_user_kwargs() -> dict:
-    """Run the server as an unprivileged user when we are root."""
+def os_user_kwargs() -> dict:
+    """Run the server (and the pooler) as an unprivileged user when we are root."""
     if os.geteuid() != 0:
         return {}
 
@@ -266,7 +266,7 @@ class EmbeddedServer:
 
     def start(self) -> Database:
         reap_stale_embedded_servers()
-        user_kwargs = _os_user_kwargs()
+        user_kwargs = os_user_kwargs()
         _make_traversable(self.bin_dir)
         self.root = Path(tempfile.mkdtemp(prefix=f"{EMBEDDED_DIR_PREFIX}{self.pg_version}-", dir=_tmpfs_root()))
         (self.root / "claimrace.owner").write_text(f"{os.getpid()}\n")
@@ -277,7 +277,7 @@ class EmbeddedServer:
             shutil.chown(self.pgdata, user_kwargs["user"], user_kwargs["group"])
         _run_pg(self.bin_dir, "initdb", ["-D", str(self.pgdata), "-U", "postgres", "--auth=trust",
                                          "--encoding=UTF8", "--locale=C", "--no-sync"], user_kwargs)
-        self.port = _free_port()
+        self.port = free_port()
         settings = {
             "listen_addresses": "127.0.0.1",
             "port": str(self.port),
@@ -306,7 +306,7 @@ class EmbeddedServer:
             raise RuntimeError("the server is not running")
         if mode not in ("immediate", "fast"):
             raise ValueError(f"stop mode must be immediate or fast, not {mode!r}")
-        user_kwargs = _os_user_kwargs()
+        user_kwargs = os_user_kwargs()
         began = time.monotonic()
         _run_pg(self.bin_dir, "pg_ctl", ["-w", "-t", "30", "-D", str(self.pgdata), "-m", mode, "stop"], user_kwargs)
         stopped = time.monotonic()
@@ -318,7 +318,7 @@ class EmbeddedServer:
             return
         try:
             _run_pg(self.bin_dir, "pg_ctl", ["-w", "-t", "30", "-D", str(self.pgdata), "-m", "fast", "stop"],
-                    _os_user_kwargs())
+                    os_user_kwargs())
         except Exception:
             stop_postmaster(self.root)
         shutil.rmtree(self.root, ignore_errors=True)

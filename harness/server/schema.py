@@ -185,6 +185,25 @@ def status_counts(conn: psycopg.Connection) -> dict[str, int]:
     return dict(conn.execute(f"SELECT status, count(*) FROM {SCHEMA}.jobs GROUP BY status").fetchall())
 
 
+def advisory_locks_held(conn: psycopg.Connection, settle_seconds: float = 0.0) -> int:
+    """Advisory locks held in this database by any session, the harness's run lock aside; with settle_seconds,
+    once the count has not changed for that long (at most ten times that): a pooler releases its sessions' locks
+    just after their clients left."""
+    def held() -> int:
+        return int(conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND NOT (objsubid = 1 AND ((classid::bigint << 32) | objid::bigint) = %s)", [LOCK_KEY]).fetchone()[0])
+
+    count, since, deadline = held(), time.monotonic(), time.monotonic() + 10 * settle_seconds
+    while time.monotonic() - since < settle_seconds and time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = held()
+        if now != count:
+            count, since = now, time.monotonic()
+    return count
+
+
 def audit_rows(conn: psycopg.Connection) -> list[tuple]:
     """The audit as the server wrote it: (claim_seq, job_id, previous_status, backend_pid, txid, claimed_at)."""
     return conn.execute(

@@ -235,15 +235,22 @@ def _listeners(summary: pd.DataFrame) -> str:
         return ""
     said = []
     for library, runs in summary.dropna(subset=["probe_transactions"]).groupby("library", sort=False):
-        by_workers = runs.groupby("worker_count")["transactions_per_job"].median()
+        per_workers = runs.groupby("worker_count")["transactions_per_job"]
+        low, high = per_workers.min(), per_workers.max()
+        fewest, most = int(low.index[0]), int(low.index[-1])
         largest = runs[runs["probe_listeners"] == runs["probe_listeners"].max()]
-        said.append(say("listeners", library=library, low=number(by_workers.iloc[0], 1),
-                        fewest=counted(int(by_workers.index[0]), "worker"), high=number(by_workers.iloc[-1], 1),
-                        most=counted(int(by_workers.index[-1]), "worker"),
-                        notifications=count(int(largest["probe_notifications"].iloc[0])),
-                        listeners=count(int(largest["probe_listeners"].iloc[0])),
-                        transactions=span(largest["probe_transactions"].min(), largest["probe_transactions"].max(),
-                                          count)))
+        probe = say("listeners.probe", notifications=count(int(largest["probe_notifications"].iloc[0])),
+                    listeners=count(int(largest["probe_listeners"].iloc[0])),
+                    transactions=span(largest["probe_transactions"].min(), largest["probe_transactions"].max(),
+                                      count))
+        if fewest == most:
+            said.append(say("listeners.one", library=library, probe=probe))
+            continue
+        # grown only where the most workers' lowest repeat lies above the fewest workers' highest
+        key = "listeners" if low[most] > high[fewest] else "listeners.flat"
+        said.append(say(key, library=library, low=span(low[fewest], high[fewest], lambda v: number(v, 1)),
+                        high=span(low[most], high[most], lambda v: number(v, 1)),
+                        fewest=counted(fewest, "worker"), most=counted(most, "worker"), probe=probe))
     return " ".join(said)
 
 

@@ -1,0 +1,98 @@
+"""Races through PgBouncer, started and stopped by the harness: session mode keeps a client's session, transaction
+mode hands its statements to any server session, and what a session-scoped claim does through each."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from conftest import PROJECT_ROOT
+from harness.errors import UserError
+from harness.experiments import registry
+from harness.experiments.race_trials import RaceParameters, RaceSweep
+from harness.server import pooler
+from harness.stats import summarise_run
+from harness.storage import read_manifest
+from harness.strategies import STRATEGIES, without_cleanup
+
+needs_pgbouncer = pytest.mark.skipif(pooler.binary() is None, reason=f"pgbouncer not found: {pooler.INSTALL_HINT}")
+
+
+def race_through(db, tmp_path, strategy: str, mode: str, workers: int, jobs: int):
+    asked = RaceSweep(strategies=(strategy,), worker_counts=(workers,), job_count=jobs, poolers=(mode,))
+    [run] = registry.measure("race", asked, tmp_path, db=db, progress=False)
+    return run, read_manifest(run), summarise_run(run)
+
+
+def test_a_pooler_mode_is_checked_and_a_missing_pgbouncer_is_one_line(monkeypatch):
+    with pytest.raises(UserError, match="pooler must be one of none, transaction, session"):
+        RaceParameters(strategy="que", worker_count=2, pooler="statement").check()
+    with pytest.raises(UserError, match="one process per worker"):
+        RaceParameters(strategy="skip_locked", worker_count=2, pooler="session", client="asyncio").check()
+    monkeypatch.setattr(pooler, "binary", lambda: None)
+    with pytest.raises(UserError, match=r"pgbouncer not found: install Debian's pgbouncer \(apt-get install"):
+        RaceParameters(strategy="que", worker_count=2, pooler="transaction").check()
+    RaceParameters(strategy="que", worker_count=2).check()  # without a pooler it is not needed
+
+
+def test_through_a_pooler_the_library_protocols_drop_the_harness_clean_up():
+    que, good_job = without_cleanup("que"), without_cleanup("good_job")
+    assert dict(que.statements)["unlock"] == "SELECT pg_advisory_unlock($1)" and not que.counts_stray_locks
+    assert "held_after" not in dict(good_job.statements) and not good_job.counts_stray_locks
+    assert without_cleanup("advisory_lock") is STRATEGIES["advisory_lock"]  # its release of every lock is its own
+    assert without_cleanup("skip_locked") is STRATEGIES["skip_locked"]
+
+
+@needs_pgbouncer
+def test_through_session_mode_que_claims_each_job_once_and_leaves_no_lock(db, tmp_path):
+    run, manifest, summary = race_through(db, tmp_path, "que", "session", 4, 300)
+    described = manifest["results"]["pooler"]
+    assert described["mode"] == "session" and described["pgbouncer"] == pooler.version()
+    assert described["default_pool_size"] == 4 and described["advisory_locks_held_at_end"] == 0
+    assert manifest["checks"]["passed"] and summary["duplicate_jobs"] == 0
+    assert "pg_advisory_unlock_all" not in manifest["procedure"]["sql"]  # sent as Que sends it
+    assert not any(p.name() == "pgbouncer" for p in psutil.process_iter(["name"]))  # stopped after the race
+
+
+@needs_pgbouncer
+def test_through_transaction_mode_ques_unlock_misses_the_session_that_holds_the_lock(db, tmp_path):
+    run, manifest, summary = race_through(db, tmp_path, "que", "transaction", 4, 300)
+    assert manifest["results"]["pooler"]["mode"] == "transaction"
+    # its locks outlive its clients, on the pooler's server sessions, and a session lock is re-entrant: another
+    # client's poll on the session that holds a job's lock takes it too, and both resolve the job
+    assert manifest["results"]["pooler"]["advisory_locks_held_at_end"] > 0 and summary["duplicate_jobs"] > 0
+
+
+@needs_pgbouncer
+def test_skip_locked_claims_each_job_once_through_transaction_mode(db, tmp_path):
+    run, manifest, summary = race_through(db, tmp_path, "skip_locked", "transaction", 4, 300)
+    assert manifest["checks"]["passed"] and summary["duplicate_jobs"] == 0
+    assert manifest["results"]["pooler"]["advisory_locks_held_at_end"] == 0
+
+
+@needs_pgbouncer
+def test_no_pgbouncer_outlives_the_command_killed_with_sigkill(tmp_path):
+    command = subprocess.Popen([sys.executable, "-m", "harness", "race", "--strategy", "skip_locked", "--workers",
+                                "2", "--jobs", "300000", "--pooler", "session", "--quiet", "--data-dir",
+                                str(tmp_path)], cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        harness = psutil.Process(command.pid)
+        deadline, found = time.monotonic() + 120, []
+        while time.monotonic() < deadline and not found:
+            found = [p for p in harness.children(recursive=True) if p.name() == "pgbouncer"]
+            time.sleep(0.1)
+        assert found, "pgbouncer never started"
+        os.kill(command.pid, signal.SIGKILL)
+        command.wait(30)
+        assert psutil.wait_procs(found, timeout=15)[1] == []
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait(30)
