@@ -29,8 +29,9 @@ STOPS_ON_ITS_OWN = False
 # the worker declares the 'default' queue at start without replacing one already declared: the jobs go there,
 # declared at install with these settings
 QUEUE = "default"
+EAGER_POLLING = True
 SETTINGS = {"concurrency": 1, "executor": "async (default process)", "polling_interval_s": 1,
-            "polling_interval_default_s": 5, "eager_polling": "on (default off)", "notifications": True,
+            "polling_interval_default_s": 5, "eager_polling": f"{'on' if EAGER_POLLING else 'off'} (default off)", "notifications": True,
             # its fetches, its completions, its heartbeat and its plugins share one pool; 2 so that 32 workers fit
             # the server's connections
             "connection_pool": "1 to 2 (default 1 to 10)", "plugins": "its defaults"}
@@ -56,7 +57,7 @@ def install(url: str) -> None:
             await chancy.declare(Queue(name=QUEUE, concurrency=SETTINGS["concurrency"],
                                        executor=Chancy.Executor.Async,
                                        polling_interval=SETTINGS["polling_interval_s"],
-                                       eager_polling=SETTINGS["eager_polling"]))
+                                       eager_polling=EAGER_POLLING))
     asyncio.run(run())
 
 

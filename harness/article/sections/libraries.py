@@ -246,11 +246,11 @@ def _listeners(summary: pd.DataFrame) -> str:
         if fewest == most:
             said.append(say("listeners.one", library=library, probe=probe))
             continue
+        figures = {"library": library, "low": span(low[fewest], high[fewest], lambda v: number(v, 1)),
+                   "high": span(low[most], high[most], lambda v: number(v, 1)), "fewest": counted(fewest, "worker"),
+                   "most": counted(most, "worker"), "probe": probe}
         # grown only where the most workers' lowest repeat lies above the fewest workers' highest
-        key = "listeners" if low[most] > high[fewest] else "listeners.flat"
-        said.append(say(key, library=library, low=span(low[fewest], high[fewest], lambda v: number(v, 1)),
-                        high=span(low[most], high[most], lambda v: number(v, 1)),
-                        fewest=counted(fewest, "worker"), most=counted(most, "worker"), probe=probe))
+        said.append(say("listeners", **figures) if low[most] > high[fewest] else say("listeners.flat", **figures))
     return " ".join(said)
 
 
