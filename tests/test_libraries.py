@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pandas as pd
@@ -88,6 +89,18 @@ def _function_body(db, module) -> str:
     finally:
         with db.connect() as admin:
             admin.execute("DROP DATABASE IF EXISTS claimrace_claim_function WITH (FORCE)")
+
+
+def test_a_run_that_fails_leaves_no_execution_logs_behind(db, tmp_path, monkeypatch):
+    def broken(url):
+        raise RuntimeError("its schema could not be installed")
+
+    monkeypatch.setattr(libraries.get(INSTALLED[0]), "install", broken)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "temp"))
+    (tmp_path / "temp").mkdir()
+    with pytest.raises(RuntimeError, match="its schema could not be installed"):
+        library_runs.measure_libraries(db, library_runs.LibraryParameters(INSTALLED[0], 1, 5), "r-failed")
+    assert list((tmp_path / "temp").iterdir()) == []
 
 
 def test_idle_listening_sessions_cost_a_transaction_to_read_notifications(db):

@@ -34,6 +34,7 @@ import json
 import multiprocessing as mp
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -344,6 +345,9 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         # a library whose every change sends a NOTIFY to its listening workers: what those cost the server, apart
         probe = (pgstats.notification_transactions(url, p.worker_count, PROBE_NOTIFICATIONS)
                  if getattr(library, "NOTIFIES_ON_CHANGE", False) else None)
+    except BaseException:
+        shutil.rmtree(logs, ignore_errors=True)  # a run that failed leaves no execution logs behind
+        raise
     finally:
         with db.connect() as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE)))
