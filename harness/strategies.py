@@ -483,6 +483,25 @@ def _library_strategy(name: str, title: str, summary: str, protocol: tuple[tuple
     )
 
 
+# Which of a SKIP LOCKED library's two statements it wraps in a BEGIN and COMMIT of its own.
+NEITHER, CLAIM_ONLY, CLAIM_AND_COMPLETION = "neither", "claim only", "claim and completion"
+
+
+def _skip_locked_library(name: str, title: str, summary: str, complete: str, in_transactions: str,
+                         isolation: str) -> "Strategy":
+    """A library whose claim is the shared SKIP LOCKED CTE (library_claims.SKIP_LOCKED_CLAIM) followed by its
+    completion: what sets one apart is which of the two it sends inside a transaction of its own."""
+    claim = (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN)) if in_transactions != NEITHER else \
+        (("claim", CLAIM),)
+    completion = (("begin", PLAIN), ("complete", PLAIN), ("commit", PLAIN)) \
+        if in_transactions == CLAIM_AND_COMPLETION else (("complete", PLAIN),)
+    protocol = claim + completion
+    used = {step for step, _ in protocol}
+    sql = {step: text for step, text in (("begin", library.BEGIN), ("claim", library.SKIP_LOCKED_CLAIM),
+                                         ("commit", library.COMMIT), ("complete", complete)) if step in used}
+    return _library_strategy(name, title, summary, protocol, sql, isolation)
+
+
 # --------------------------------------------------------------------------- the strategies
 
 ClaimStep = Callable[[object], tuple[int, int]]
@@ -705,45 +724,32 @@ STRATEGIES.update({s.name: s for s in (
          "lock": library.SOLID_QUEUE_LOCK, "finish": library.COMPLETE},
         "the claim and the completion each one READ COMMITTED transaction; the SKIP LOCKED row lock held across "
         "the claim's statements"),
-    _library_strategy(
+    _skip_locked_library(
         "procrastinate", "procrastinate's fetch and finish",
         "BEGIN, the SKIP LOCKED CTE UPDATE (its fetch function's body), COMMIT; then BEGIN, the finish, COMMIT.",
-        (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN), ("begin", PLAIN), ("complete", PLAIN),
-         ("commit", PLAIN)),
-        {"begin": library.BEGIN, "claim": library.SKIP_LOCKED_CLAIM, "commit": library.COMMIT,
-         "complete": library.COMPLETE},
-        "the fetch and the finish each one READ COMMITTED transaction"),
-    _library_strategy(
+        library.COMPLETE, CLAIM_AND_COMPLETION, "the fetch and the finish each one READ COMMITTED transaction"),
+    _skip_locked_library(
         "pgqueuer", "PgQueuer's dequeue and log",
         "The SKIP LOCKED CTE UPDATE, then the completion, each one statement in autocommit.",
-        (("claim", CLAIM), ("complete", PLAIN)),
-        {"claim": library.SKIP_LOCKED_CLAIM, "complete": library.COMPLETE}, AUTOCOMMIT),
-    _library_strategy(
+        library.COMPLETE, NEITHER, AUTOCOMMIT),
+    _skip_locked_library(
         "chancy", "chancy's fetch and completion",
         "BEGIN, the SKIP LOCKED CTE UPDATE, COMMIT; then the completion, an UPDATE that checks the job is "
         "still the worker's (chancy sends a second's completions in one transaction).",
-        (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN), ("complete", PLAIN)),
-        {"begin": library.BEGIN, "claim": library.SKIP_LOCKED_CLAIM, "commit": library.COMMIT,
-         "complete": library.GUARDED_COMPLETE},
+        library.GUARDED_COMPLETE, CLAIM_ONLY,
         "the fetch in one READ COMMITTED transaction, the completion in autocommit"),
-    _library_strategy(
+    _skip_locked_library(
         "pgmq", "pgmq's read and archive",
         "BEGIN, the SKIP LOCKED CTE UPDATE (its read function's body), COMMIT; then BEGIN, the archive, COMMIT.",
-        (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN), ("begin", PLAIN), ("complete", PLAIN),
-         ("commit", PLAIN)),
-        {"begin": library.BEGIN, "claim": library.SKIP_LOCKED_CLAIM, "commit": library.COMMIT,
-         "complete": library.COMPLETE},
-        "the read and the archive each one READ COMMITTED transaction"),
-    _library_strategy(
+        library.COMPLETE, CLAIM_AND_COMPLETION, "the read and the archive each one READ COMMITTED transaction"),
+    _skip_locked_library(
         "pgboss", "pg-boss's fetch and completion",
         "The SKIP LOCKED CTE UPDATE, then the completion of the job if it is still active, each in autocommit.",
-        (("claim", CLAIM), ("complete", PLAIN)),
-        {"claim": library.SKIP_LOCKED_CLAIM, "complete": library.GUARDED_COMPLETE}, AUTOCOMMIT),
-    _library_strategy(
+        library.GUARDED_COMPLETE, NEITHER, AUTOCOMMIT),
+    _skip_locked_library(
         "graphile_worker", "graphile-worker's get_job and completion",
         "The SKIP LOCKED CTE UPDATE, then the completion, each one statement in autocommit.",
-        (("claim", CLAIM), ("complete", PLAIN)),
-        {"claim": library.SKIP_LOCKED_CLAIM, "complete": library.COMPLETE}, AUTOCOMMIT),
+        library.COMPLETE, NEITHER, AUTOCOMMIT),
 )})
 
 
@@ -776,8 +782,9 @@ def without_cleanup(name: str) -> Strategy:
     changes = WITHOUT_CLEANUP.get(library_name)
     if changes is None:
         return strategy
-    protocol = tuple(step for step in strategy.protocol if changes.get(step[0], "") is not None)
-    sql = {n: changes.get(n, text) for n, text in strategy.statements if changes.get(n, "") is not None}
+    dropped = {step for step, text in changes.items() if text is None}
+    protocol = tuple(step for step in strategy.protocol if step[0] not in dropped)
+    sql = {n: changes.get(n, text) for n, text in strategy.statements if n not in dropped}
     return _library_strategy(name, strategy.title, strategy.summary, protocol, sql, strategy.isolation,
                              counts_stray_locks=False, library_name=library_name)
 

@@ -34,7 +34,7 @@ SETTINGS = {"concurrency": 1, "executor": "async (default process)", "polling_in
             "polling_interval_default_s": 5, "eager_polling": f"{'on' if EAGER_POLLING else 'off'} (default off)", "notifications": True,
             # its fetches, its completions, its heartbeat and its plugins share one pool; 2 so that 32 workers fit
             # the server's connections
-            "connection_pool": "1 to 2 (default 1 to 10)", "plugins": "its defaults"}
+            "connection_pool": "1 to 2 (default 1 to 10)", "plugins": "chancy's defaults"}
 
 _log = None  # the worker process's execution log, for the job below
 
