@@ -89,18 +89,52 @@ def parse_libraries(text: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+# a fault run (harness.experiments.library_faults): one fault injected into a library's workers, then its ledger
+FAULTS = ("kill", "pause", "terminate", "restart")
+FAULT_MIN_WORKERS, FAULT_MAX_WORKERS = 2, 8  # one to hit, one to recover
+FAULT_MAX_JOBS = 50  # each job lasts a second
+FAULT_WORKERS, FAULT_JOBS = (3,), 6  # a fault run's defaults
+
+
+def as_fault(name: str, value) -> str:
+    if value not in ("none", *FAULTS):
+        raise UserError(f"fault must be one of {', '.join(FAULTS)} (or none), not {value!r}")
+    return str(value)
+
+
+def as_faults(name: str, values) -> tuple[str, ...]:
+    values = (values,) if isinstance(values, str) else tuple(values)
+    if not values:
+        raise UserError("give at least one fault, or none")
+    return tuple(as_fault(name, v) for v in values)
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    """'all' (every fault), one fault, or a comma-separated list."""
+    return FAULTS if text.strip() == "all" else tuple(t.strip() for t in text.split(",") if t.strip())
+
+
 @dataclass(frozen=True)
 class LibraryParameters(Parameters):
-    """One run: worker_count processes drain job_count no-op jobs through one library's own worker."""
+    """One run: worker_count processes drain job_count no-op jobs through one library's own worker; or, with a
+    fault, job_count one-second jobs under that fault (harness.experiments.library_faults)."""
 
     library: str = setting("procrastinate", as_library)
     worker_count: int = setting(4, as_int)
     job_count: int = setting(500, as_int)
     repeat: int = setting(0, as_int)
+    fault: str = setting("none", as_fault, added_later=True)
 
     def check(self) -> None:
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
         check_each([self.job_count], "job count", 1, MAX_JOBS)
+        if self.fault != "none":
+            if not FAULT_MIN_WORKERS <= self.worker_count <= FAULT_MAX_WORKERS:
+                raise UserError(f"a fault run takes {FAULT_MIN_WORKERS} to {FAULT_MAX_WORKERS} workers (one to hit, "
+                                f"one to recover), not {self.worker_count}")
+            if not self.worker_count <= self.job_count <= FAULT_MAX_JOBS:
+                raise UserError(f"a fault run takes between the worker count ({self.worker_count}) and "
+                                f"{FAULT_MAX_JOBS} jobs, not {self.job_count}")
         if libraries.version(self.library) is None:
             raise UserError(f"{self.library} is not installed here: {libraries.install_hint(self.library)}")
 
@@ -116,12 +150,24 @@ class LibrarySweep(Parameters):
     libraries: tuple = setting(libraries.NAMES, as_libraries, Option(
         "--library", f"one of {', '.join(libraries.NAMES)}; a comma list; or all (every one installed here)",
         parse_libraries, default_text="all"))
-    worker_counts: tuple = setting((1, 4, 16, 32), as_ints, Option(
-        "--workers", "worker processes, comma-separated: a sweep", int_list))
-    job_count: int = setting(500, as_int, Option("--jobs", "no-op jobs queued per run", int))
+    worker_counts: tuple | None = setting(None, lambda name, v: None if v is None else as_ints(name, v), Option(
+        "--workers", "worker processes, comma-separated: a sweep", int_list,
+        default_text=f"1,4,16,32; with a fault {','.join(map(str, FAULT_WORKERS))}"))
+    job_count: int | None = setting(None, lambda name, v: None if v is None else as_int(name, v), Option(
+        "--jobs", "jobs queued per run", int, default_text=f"500; with a fault {FAULT_JOBS}"))
     repeats: int = setting(1, as_int, Option("--repeat", "runs per library and worker count", int))
+    faults: tuple = setting(("none",), as_faults, Option(
+        "--fault", f"{', '.join(FAULTS)}: inject it into the workers and keep the ledger of every job, instead of "
+                   "a drain; a comma list; or all", parse_faults, default_text="none"))
 
     def check(self) -> None:
+        faulted = self.faults != ("none",)
+        if self.worker_counts is None:  # the default of the kind of run asked
+            object.__setattr__(self, "worker_counts", FAULT_WORKERS if faulted else (1, 4, 16, 32))
+        if self.job_count is None:
+            object.__setattr__(self, "job_count", FAULT_JOBS if faulted else 500)
+        if faulted and "none" in self.faults:
+            raise UserError("a sweep is either drains (fault none) or faults, not both")
         check_each(self.worker_counts, "worker count", 1, MAX_WORKERS)
         check_each([self.repeats], "repeats", 1, 20)
         for one in self.runs():
@@ -139,16 +185,19 @@ class LibrarySweep(Parameters):
             raise UserError(f"none of {', '.join(self.libraries)} is installed here: "
                             f"{'; '.join(libraries.install_hint(n) for n in self.libraries)}")
         # a library whose worker paces itself (JOB_CAP) gets at most that many jobs, so a run ends in seconds
-        return [LibraryParameters(library, workers, min(self.job_count, getattr(libraries.get(library), "JOB_CAP",
-                                                                                self.job_count)), repeat)
-                for library in installed for workers in self.worker_counts for repeat in range(self.repeats)]
+        # a fault run's jobs each last a second, so no cap
+        return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
+                    self.job_count, getattr(libraries.get(library), "JOB_CAP", self.job_count)), repeat, fault)
+                for fault in self.faults for library in installed for workers in self.worker_counts
+                for repeat in range(self.repeats)]
 
 
 def sweep_of(asked: list[dict]) -> LibrarySweep:
     """The sweep a list of stored runs' parameters came from (expand's inverse)."""
     return LibrarySweep(libraries=tuple(dict.fromkeys(a["library"] for a in asked)),
                         worker_counts=tuple(dict.fromkeys(a["worker_count"] for a in asked)),
-                        job_count=max(a["job_count"] for a in asked), repeats=len({a["repeat"] for a in asked}))
+                        job_count=max(a["job_count"] for a in asked), repeats=len({a["repeat"] for a in asked}),
+                        faults=tuple(dict.fromkeys(a.get("fault", "none") for a in asked)))
 
 
 def workers_needed(parameters: LibraryParameters) -> int:
@@ -157,10 +206,13 @@ def workers_needed(parameters: LibraryParameters) -> int:
 
 def check_size(sets: list[LibraryParameters], local: bool, pg_version: int) -> None:
     check_race_size(max(s.worker_count for s in sets), None, local)
+    if not local and any(s.fault == "restart" for s in sets):
+        raise UserError("the restart fault needs the embedded server (it stops and starts PostgreSQL)")
 
 
 def label(parameters: LibraryParameters) -> str:
-    return f"{parameters.library} x{parameters.worker_count}"
+    fault = "" if parameters.fault == "none" else f", {parameters.fault}"
+    return f"{parameters.library} x{parameters.worker_count}{fault}"
 
 
 # --------------------------------------------------------------------------- a worker process
@@ -178,13 +230,18 @@ class _Release:
         return released
 
 
-def _worker(name: str, url: str, log: str, ready, start, parent_pid: int) -> None:
+def _worker(name: str, url: str, log: str, ready, start, parent_pid: int, job_s: float | None = None) -> None:
     """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
-    execution log."""
+    execution log. job_s: a fault run's (harness.experiments.library_faults) job length; its worker's error output
+    (and its node process's) goes to a file beside its log, kept with the run."""
     die_with_parent(parent_pid)
+    if job_s is not None:
+        os.dup2(os.open(f"{log}.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 2)
     release = _Release(start)
+    work = libraries.get(name).work
     # a library whose worker is another process (Node) returns that process's scheduler readings
-    readings = libraries.get(name).work(url, Path(log), ready, release) or {}
+    readings = (work(url, Path(log), ready, release) if job_s is None
+                else work(url, Path(log), ready, release, job_s)) or {}
     at_release = readings.get("at_release", release.at_release)
     ended = readings.get("at_end") or activity.read_schedstat(os.getpid())
     Path(f"{log}.json").write_text(json.dumps({"pid": os.getpid(), "released_ns": release.released_ns,
@@ -210,24 +267,37 @@ def _jobs_table(library) -> sql.Identifier:
     return sql.Identifier(schema, library.JOBS_TABLE) if schema else sql.Identifier(library.JOBS_TABLE)
 
 
-def _install_audit(conn, library) -> None:
-    """Every enqueue and every claim of the library's jobs table, as the server saw it."""
+def _install_audit(conn, library, completions: bool = False) -> None:
+    """Every enqueue and every claim of the library's jobs table, as the server saw it; with completions (a fault
+    run), every completion too: its COMPLETED transition, or the row's DELETE where finishing deletes it."""
     table = _jobs_table(library)
     # the job's id as the workers log it: its id column, or an expression where the id is not a number (pg-boss)
-    job_id = sql.SQL(library.AUDIT_ID_SQL) if hasattr(library, "AUDIT_ID_SQL") else \
-        sql.SQL("NEW.{}").format(sql.Identifier(library.ID_COLUMN))
+    id_sql = getattr(library, "AUDIT_ID_SQL", None) or f'NEW."{library.ID_COLUMN}"'
+    job_id = sql.SQL(id_sql)
     conn.execute(sql.SQL("CREATE TABLE {} (seq bigserial PRIMARY KEY, job_id bigint NOT NULL, event text NOT NULL, "
                          "at timestamptz NOT NULL DEFAULT clock_timestamp(), "
                          "txid bigint NOT NULL DEFAULT txid_current(), "
                          "pid int NOT NULL DEFAULT pg_backend_pid())").format(sql.Identifier(AUDIT)))
+    completed = getattr(library, "COMPLETED", None) if completions else None
+    on_delete = sql.SQL("ELSIF TG_OP = 'DELETE' THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'completed'); ")\
+        .format(audit=sql.Identifier(AUDIT), id=sql.SQL(id_sql.replace("NEW.", "OLD."))) \
+        if completed == "DELETE" else sql.SQL("")
+    on_update = sql.SQL("ELSIF TG_OP = 'UPDATE' AND {completed} THEN INSERT INTO {audit} (job_id, event) "
+                        "VALUES ({id}, 'completed'); ").format(
+        audit=sql.Identifier(AUDIT), id=job_id, completed=sql.SQL(completed)) \
+        if completed not in (None, "DELETE") else sql.SQL("")
     body = sql.SQL(
         "BEGIN IF TG_OP = 'INSERT' THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'enqueued'); "
-        "ELSIF {claimed} THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'claimed'); END IF; "
-        "RETURN NULL; END").format(audit=sql.Identifier(AUDIT), id=job_id, claimed=sql.SQL(library.CLAIMED))
+        "{on_delete}"
+        "ELSIF TG_OP = 'UPDATE' AND {claimed} THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'claimed'); "
+        "{on_update}END IF; "
+        "RETURN NULL; END").format(audit=sql.Identifier(AUDIT), id=job_id, claimed=sql.SQL(library.CLAIMED),
+                                   on_delete=on_delete, on_update=on_update)
     conn.execute(sql.SQL("CREATE FUNCTION claimrace_audit() RETURNS trigger LANGUAGE plpgsql AS {}").format(
         sql.Literal(body.as_string(conn))))
-    conn.execute(sql.SQL("CREATE TRIGGER claimrace_audit AFTER INSERT OR UPDATE ON {} FOR EACH ROW "
-                         "EXECUTE FUNCTION claimrace_audit()").format(table))
+    events = sql.SQL("INSERT OR UPDATE OR DELETE" if completed == "DELETE" else "INSERT OR UPDATE")
+    conn.execute(sql.SQL("CREATE TRIGGER claimrace_audit AFTER {} ON {} FOR EACH ROW "
+                         "EXECUTE FUNCTION claimrace_audit()").format(events, table))
 
 
 def _counters(conn, library) -> dict:
@@ -407,8 +477,10 @@ def _read_logs(logs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     executions, timings = [], []
     for log in sorted(logs.glob("*.log"), key=lambda path: int(path.stem)):
         worker = int(log.stem)
-        executions += [(int(job), worker, int(at_ns)) for job, at_ns in
-                       (line.split() for line in log.read_text().splitlines() if line.strip())]
+        # a line is "job at_ns [pid]": the job's start (a fault run also logs "job at_ns pid end", not read here)
+        executions += [(int(fields[0]), worker, int(fields[1])) for fields in
+                       (line.split() for line in log.read_text().splitlines() if line.strip())
+                       if fields[-1] != "end"]
         timing = log.with_name(f"{log.name}.json")
         if timing.exists():
             t = json.loads(timing.read_text())

@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from harness import config, storage
 from harness.errors import UserError
 from harness import libraries as library_names
-from harness.experiments import bench, churn, faults, libraries, plans, production, race_trials
+from harness.experiments import bench, churn, faults, libraries, library_faults, plans, production, race_trials
 from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
 from harness.server import database, schema
@@ -108,10 +108,11 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          show=faults.show_runs, sections=("faults",), request=faults.FaultSweep, expand=faults.FaultSweep.runs,
          gather=faults.sweep_of, workers=faults.workers_needed, check_size=faults.check_size,
          label=faults.run_label),
-    Kind("libraries", libraries.LibraryParameters, libraries.measure_libraries,
+    Kind("libraries", libraries.LibraryParameters, library_faults.measure_run,
          help=f"job libraries ({', '.join(library_names.NAMES)}) draining the same queue with their own workers, audited "
-              "on their own jobs table (creates and drops the database claimrace_libraries for every run)",
-         show=libraries.show_runs, sections=("libraries",), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
+              "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
+              "and drops the database claimrace_libraries for every run)",
+         show=library_faults.show_runs, sections=("libraries",), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
          gather=libraries.sweep_of, workers=libraries.workers_needed, check_size=libraries.check_size,
          label=libraries.label),
 )}

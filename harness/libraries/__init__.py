@@ -19,14 +19,23 @@ A library module declares:
     CLAIM_LOGGED           what marks its claim among the statements the server logged (case aside)
     CLAIM_FUNCTION         (optional) the function whose body is its claim, where the claim calls one
     CLAIMED                the claim's transition, a condition on OLD and NEW for the audit trigger
+    COMPLETED              a finished job's transition, a condition on OLD and NEW, or "DELETE" where finishing a
+                           job deletes its row (the audit of a fault run)
     SETTINGS               the worker's settings as raced (poll interval, concurrency, batch), each stated
+    RECOVERY               what brings back the job of a worker that died: its mechanism, the setting, its default
+                           and the value a fault run races (seconds; None where the library has none)
     install(url)           the library's own schema, from its own migrations
-    enqueue(url, n)        n no-op jobs, through the library's API
-    work(url, log, ready, start)
+    enqueue(url, n, job_s=None)
+                           n no-op jobs, through the library's API (job_s: a fault run's, where the job carries it)
+    work(url, log, ready, start, job_s=None)
                            one worker process: the library's own fetch-and-complete loop at concurrency 1 until
-                           the queue is empty, its no-op job appending the job id it was handed and the time (ns) to `log`
+                           the queue is empty, its no-op job appending the job id it was handed, the time (ns) and
+                           its pid to `log`; with job_s (a fault run), each job lasts job_s and appends its end
+                           ("... end"), the worker polls on an empty queue until it is stopped, and the library's
+                           recovery settings are RECOVERY's raced values
 
-harness.experiments.libraries races them; `available()` says which ones installed here.
+harness.experiments.libraries races them, harness.experiments.library_faults injects faults into their workers;
+`available()` says which ones installed here.
 """
 
 from __future__ import annotations

@@ -6,16 +6,24 @@ fresh `claim_id` and the worker's id. A completion is not written per job: the w
 queued completions together once a second. A queue is polled every `polling_interval` (5 s by default), woken
 early by a NOTIFY when a job is pushed, and with `eager_polling` also as soon as one of its jobs completes. The
 worker never stops on an empty queue: the harness sends it SIGTERM, its own graceful stop, once every job ran.
+
+Recovery: the Recovery plugin (on by default) runs on the cluster's leader (the Leadership plugin) every
+poll_interval (60 s) and sets back to 'pending' every running job whose worker has not been seen for
+heartbeat_timeout (90 s; a worker's heartbeat every 30 s), with a new claim: the old holder's completion is
+refused.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from pathlib import Path
 
 from chancy import Chancy, Job, Queue, Worker
+from chancy.plugins.leadership import Leadership
+from chancy.plugins.recovery import Recovery
 
 NAME = "chancy"
 PACKAGE = "chancy"
@@ -25,6 +33,7 @@ ID_COLUMN = "id"
 AUDIT_ID_SQL = "(NEW.kwargs->>'n')::bigint"  # its job id is a uuid: the audit and the log use the job's n
 CLAIM_LOGGED = "claim_id = gen_random_uuid()"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running'"
+COMPLETED = "NEW.state = 'succeeded' AND OLD.state IS DISTINCT FROM 'succeeded'"
 STOPS_ON_ITS_OWN = False
 # the worker declares the 'default' queue at start without replacing one already declared: the jobs go there,
 # declared at install with these settings
@@ -36,18 +45,38 @@ SETTINGS = {"concurrency": 1, "executor": "async (default process)", "polling_in
             # the server's connections
             "connection_pool": "1 to 2 (default 1 to 10)", "plugins": "chancy's defaults"}
 
+# a fault run shortens all four: the leader's term and poll, the recovery poll, and the heartbeat and its timeout
+RECOVERY = {"mechanism": "the Recovery plugin, on the leader, resets running jobs of workers not seen within "
+                         "heartbeat_timeout",
+            "setting": "heartbeat_timeout + Recovery poll_interval", "default_s": 90.0 + 60.0, "raced_s": 3.0 + 1.0,
+            "raced": {"heartbeat_timeout_s": 3, "heartbeat_poll_interval_s": 1, "recovery_poll_interval_s": 1,
+                      "leadership_poll_interval_s": 1, "leadership_timeout_s": 3},
+            "defaults": {"heartbeat_timeout_s": 90, "heartbeat_poll_interval_s": 30, "recovery_poll_interval_s": 60,
+                         "leadership_poll_interval_s": 60, "leadership_timeout_s": 120}}
+
 _log = None  # the worker process's execution log, for the job below
 
 
 async def noop(n: int) -> None:
     """The job: logs the n it was queued with."""
-    _log.write(f"{n} {time.time_ns()}\n")
+    _log.write(f"{n} {time.time_ns()} {os.getpid()}\n")
 
 
-def _app(url: str) -> Chancy:
+async def slow(n: int, job_s: float) -> None:
+    """A fault run's job: logs its start, lasts job_s, logs its end."""
+    _log.write(f"{n} {time.time_ns()} {os.getpid()}\n")
+    await asyncio.sleep(job_s)
+    _log.write(f"{n} {time.time_ns()} {os.getpid()} end\n")
+
+
+def _app(url: str, recovery: bool = False) -> Chancy:
     logger = logging.getLogger("claimrace.chancy")
     logger.setLevel(logging.WARNING)  # its default logger says every job it pulls, on stderr
-    return Chancy(url, min_connection_pool_size=1, max_connection_pool_size=2, log=logger)  # SETTINGS says so
+    raced = RECOVERY["raced"]
+    plugins = [Leadership(poll_interval=raced["leadership_poll_interval_s"], timeout=raced["leadership_timeout_s"]),
+               Recovery(poll_interval=raced["recovery_poll_interval_s"])] if recovery else None
+    return Chancy(url, min_connection_pool_size=1, max_connection_pool_size=2, log=logger,  # SETTINGS says so
+                  **({"plugins": plugins} if plugins else {}))
 
 
 def install(url: str) -> None:
@@ -61,25 +90,31 @@ def install(url: str) -> None:
     asyncio.run(run())
 
 
-def enqueue(url: str, n: int) -> None:
+def enqueue(url: str, n: int, job_s: float | None = None) -> None:
+    """n no-op jobs; with job_s (a fault run), jobs that last job_s."""
     async def run():
         async with _app(url) as chancy:
-            async for _ in chancy.push_many([Job(func=f"{__name__}.noop", kwargs={"n": i}, queue=QUEUE)
-                                            for i in range(n)]):
+            job = (lambda i: Job(func=f"{__name__}.noop", kwargs={"n": i}, queue=QUEUE)) if job_s is None else \
+                (lambda i: Job(func=f"{__name__}.slow", kwargs={"n": i, "job_s": job_s}, queue=QUEUE))
+            async for _ in chancy.push_many([job(i) for i in range(n)]):
                 pass
     asyncio.run(run())
 
 
-def work(url: str, log: Path, ready, start) -> None:
+def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    """One worker; with job_s (a fault run) its recovery settings are RECOVERY's raced values."""
     global _log
+    raced = RECOVERY["raced"]
+    heartbeat = {} if job_s is None else {"heartbeat_poll_interval": raced["heartbeat_poll_interval_s"],
+                                          "heartbeat_timeout": raced["heartbeat_timeout_s"]}
 
     async def run():
-        async with _app(url) as chancy:
+        async with _app(url, recovery=job_s is not None) as chancy:
             await chancy.pool.wait()  # connected before the worker says it is ready
             ready.set()
             await asyncio.to_thread(start.wait)
             # SIGTERM is its own graceful stop (register_signal_handlers): it flushes the queued completions
-            async with Worker(chancy) as worker:
+            async with Worker(chancy, **heartbeat) as worker:
                 await worker.wait_for_shutdown()
 
     with open(log, "a", buffering=1) as _log:

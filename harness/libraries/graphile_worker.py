@@ -4,6 +4,9 @@ Its claim is the get_job statement of src/sql/getJobs.ts: a CTE takes the next a
 worker knows `FOR UPDATE SKIP LOCKED` (and its named queue, if it has one, `FOR UPDATE SKIP LOCKED` too), and an
 UPDATE sets locked_by and locked_at and counts the attempt; a finished job is deleted. The worker is runOnce at
 concurrency 1 (harness/libraries/node/graphile_worker.cjs): it takes jobs until none is left, then returns.
+
+Recovery: a job locked for more than 4 hours is unlocked (src/sql/resetLockedAt.ts, run by a worker every few
+minutes); the 4 hours are written into the statement, not a setting. A worker stopped gracefully unlocks its own.
 """
 
 from __future__ import annotations
@@ -18,8 +21,12 @@ JOBS_TABLE = "_private_jobs"
 ID_COLUMN = "id"
 CLAIM_LOGGED = "skip locked"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.locked_by IS NOT NULL AND OLD.locked_by IS NULL"
+COMPLETED = "DELETE"  # a finished job's row is deleted
 SCRIPT = "graphile_worker.cjs"
 SETTINGS = {"concurrency": 1, "mode": "runOnce", "prepared_statements": True}
+# a fault run keeps polling (run, not runOnce); nothing shortens the 4 hours
+RECOVERY = {"mechanism": "stale locks: a job locked for 4 hours is unlocked", "setting": "4 hours, in the statement",
+            "default_s": 4 * 3600.0, "raced_s": 4 * 3600.0}
 
 
 INSTALL_HINT = node.INSTALL_HINT

@@ -93,8 +93,10 @@ def work(script: str, url: str, log: Path, ready, start, *args: str) -> dict | N
             process.wait()
 
 
-def commands(package: str, script: str, *work_args: str):
-    """A Node library module's installed_version, install, enqueue and work, each running its script."""
+def commands(package: str, script: str, *work_args: str, fault_work_args=None, fault_enqueue_args=None):
+    """A Node library module's installed_version, install, enqueue and work, each running its script. A fault run
+    (job_s given) adds the job's length in ms to the work command's arguments, then what fault_work_args(job_s)
+    returns; and to the enqueue command's, what fault_enqueue_args(job_s) returns."""
 
     def installed() -> str | None:
         return installed_version(package)
@@ -102,10 +104,13 @@ def commands(package: str, script: str, *work_args: str):
     def install(url: str) -> None:
         run(script, "install", url)
 
-    def enqueue(url: str, n: int) -> None:
-        run(script, "enqueue", url, str(n))
+    def enqueue(url: str, n: int, job_s: float | None = None) -> None:
+        extra = fault_enqueue_args(job_s) if job_s is not None and fault_enqueue_args else ()
+        run(script, "enqueue", url, str(n), *extra)
 
-    def worker(url: str, log: Path, ready, start) -> dict | None:
-        return work(script, url, log, ready, start, *work_args)
+    def worker(url: str, log: Path, ready, start, job_s: float | None = None) -> dict | None:
+        extra = () if job_s is None else (str(round(job_s * 1000)), *(fault_work_args(job_s) if fault_work_args
+                                                                     else ()))
+        return work(script, url, log, ready, start, *work_args, *extra)
 
     return installed, install, enqueue, worker

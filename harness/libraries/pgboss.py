@@ -7,6 +7,10 @@ active. Jobs live in a partition of pgboss.job per queue. The worker is boss.wor
 (harness/libraries/node/pgboss.cjs): its loop fetches, runs the job, completes it, then waits out the rest of
 the polling interval before it fetches again, whether or not it found a job. It never stops on an empty queue:
 the harness stops it (SIGTERM, and pg-boss's graceful stop) once every job has run.
+
+Recovery: a job active for longer than its expireIn (15 minutes by default) is failed by the maintenance (every
+maintenanceIntervalSeconds, 120 s by default, in a process started with supervise), and retried while it has
+retries left (retryLimit, 2 by default).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ ID_COLUMN = "id"  # a uuid: the audit and the workers' logs use the job's data.n
 AUDIT_ID_SQL = "(NEW.data->>'n')::bigint"
 CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.state = 'active' AND OLD.state IS DISTINCT FROM 'active'"
+COMPLETED = "NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed'"
 STOPS_ON_ITS_OWN = False
 SCRIPT = "pgboss.cjs"
 POLL_S = 0.5  # the least pg-boss allows (attorney.js, MIN_POLLING_INTERVAL_MS)
@@ -32,7 +37,15 @@ POLL_S = 0.5  # the least pg-boss allows (attorney.js, MIN_POLLING_INTERVAL_MS)
 JOB_CAP = 40
 SETTINGS = {"batch_size": 1, "polling_interval_s": POLL_S, "polling_interval_default_s": 2.0, "supervise": False,
             "schedule": False}
+# a fault run: each job expires after expireInSeconds, and every worker supervises, its maintenance every second
+RECOVERY = {"mechanism": "expiry: the maintenance fails an active job past its expireIn, and it is retried",
+            "setting": "expireInSeconds + maintenanceIntervalSeconds", "default_s": 900.0 + 120.0,
+            "raced_s": 3.0 + 1.0, "raced": {"expire_in_s": 3, "maintenance_interval_s": 1, "supervise": True},
+            "defaults": {"expire_in_s": 900, "maintenance_interval_s": 120, "supervise": True}}
 
 
 INSTALL_HINT = node.INSTALL_HINT
-installed_version, install, enqueue, work = node.commands(PACKAGE, SCRIPT, str(POLL_S))
+installed_version, install, enqueue, work = node.commands(
+    PACKAGE, SCRIPT, str(POLL_S),
+    fault_work_args=lambda job_s: (str(RECOVERY["raced"]["maintenance_interval_s"]),),
+    fault_enqueue_args=lambda job_s: (str(RECOVERY["raced"]["expire_in_s"]),))

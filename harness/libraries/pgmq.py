@@ -7,10 +7,13 @@ runs a CTE that takes the oldest visible message `FOR UPDATE SKIP LOCKED`, and a
 forward and counts the read (`read_ct + 1`). The message is then handled and archived (moved to the queue's
 archive table), as the README's example does. A message not archived or deleted within vt is read again. The
 worker stops at its first empty read.
+
+Recovery: the visibility timeout: a message read and not archived within vt is visible again to every reader.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -27,10 +30,14 @@ JOBS_TABLE = f"q_{QUEUE}"  # pgmq.format_table_name(queue, 'q')
 ID_COLUMN = "msg_id"
 CLAIM_LOGGED = "pgmq.read("  # what marks its claim among the statements the server logged
 CLAIM_FUNCTION = "read"  # the function whose body is its claim
-CLAIMED = "NEW.read_ct > OLD.read_ct"  # every read counts; a second read of one message is a second claim
+CLAIMED = "NEW.read_ct > OLD.read_ct"
+COMPLETED = "DELETE"  # archive moves the message out of the queue's table  # every read counts; a second read of one message is a second claim
 VT_S = 30
 # the loop (read one, handle, archive; stop at the first empty read) is described in the section's sentence
 SETTINGS = {"vt_s": VT_S, "vt_default_s": 30.0, "qty": 1, "pool_size": 1}
+RECOVERY = {"mechanism": "visibility timeout: a message not archived within vt is read again",
+            "setting": "vt", "default_s": float(VT_S), "raced_s": 3.0}
+IDLE_POLL_S = 0.1  # a fault run's worker, on an empty read, reads again after this
 
 
 def _client(url: str) -> PGMQueue:
@@ -48,7 +55,8 @@ def install(url: str) -> None:
         queue.close()
 
 
-def enqueue(url: str, n: int) -> None:
+def enqueue(url: str, n: int, job_s: float | None = None) -> None:
+    """n no-op jobs (a fault run's job_s is its workers' to keep: the job is the same)."""
     queue = _client(url)
     try:
         for first in range(0, n, 1000):
@@ -57,14 +65,26 @@ def enqueue(url: str, n: int) -> None:
         queue.close()
 
 
-def work(url: str, log: Path, ready, start) -> None:
+def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    """One worker; with job_s (a fault run) each message is handled for job_s before it is archived, the read's
+    vt is RECOVERY's raced value, and an empty read is tried again IDLE_POLL_S later until the worker is stopped."""
     queue = _client(url)
+    vt = VT_S if job_s is None else int(RECOVERY["raced_s"])
     try:
         with open(log, "a", buffering=1) as out:
             ready.set()
             start.wait()
-            while (message := queue.read(QUEUE, vt=VT_S, qty=1)) is not None:
-                out.write(f"{message.msg_id} {time.time_ns()}\n")
+            while True:
+                message = queue.read(QUEUE, vt=vt, qty=1)
+                if message is None:
+                    if job_s is None:
+                        break
+                    time.sleep(IDLE_POLL_S)
+                    continue
+                out.write(f"{message.msg_id} {time.time_ns()} {os.getpid()}\n")
+                if job_s is not None:
+                    time.sleep(job_s)
+                    out.write(f"{message.msg_id} {time.time_ns()} {os.getpid()} end\n")
                 queue.archive(QUEUE, message.msg_id)
     finally:
         queue.close()

@@ -5,11 +5,15 @@ of the registered entrypoints `FOR UPDATE SKIP LOCKED` (and re-picks 'picked' jo
 an UPDATE sets them 'picked', in one statement per batch; a finished job is deleted and logged to pgqueuer_log.
 The QueueManager waits for a NOTIFY on enqueue, or dequeue_timeout (30 s by default); in drain mode it stops once
 the queue is empty and its tasks are done.
+
+Recovery: a running job's worker updates its heartbeat every half heartbeat_timeout (30 s by default); a worker's
+dequeue re-picks a 'picked' job whose heartbeat is older than heartbeat_timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -29,9 +33,12 @@ CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statem
 # its schema's trigger sends a NOTIFY on every change of its table, which every worker LISTENs for
 NOTIFIES_ON_CHANGE = True
 CLAIMED = "NEW.status = 'picked' AND OLD.status IS DISTINCT FROM 'picked'"
+COMPLETED = "DELETE"  # a finished job's row is deleted (and logged to pgqueuer_log)
 ENTRYPOINT = "noop"
 SETTINGS = {"batch_size": 1, "dequeue_timeout_s": 0.1, "dequeue_timeout_default_s": 30.0, "mode": "drain",
             "max_concurrent_tasks": None}
+RECOVERY = {"mechanism": "heartbeat: a worker's dequeue re-picks a picked job whose heartbeat went stale",
+            "setting": "heartbeat_timeout", "default_s": 30.0, "raced_s": 2.0}
 
 
 async def _connect(url: str) -> psycopg.AsyncConnection:
@@ -45,24 +52,35 @@ def install(url: str) -> None:
     asyncio.run(run())
 
 
-def enqueue(url: str, n: int) -> None:
+def enqueue(url: str, n: int, job_s: float | None = None) -> None:
+    """n no-op jobs (a fault run's job_s is its workers' to keep: the job is the same)."""
     async def run():
         async with await _connect(url) as conn:
             await Queries(PsycopgDriver(conn)).enqueue([ENTRYPOINT] * n, [None] * n, [0] * n)
     asyncio.run(run())
 
 
-def work(url: str, log: Path, ready, start) -> None:
+def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    """One worker; with job_s (a fault run) each job lasts job_s and logs its end, the worker keeps polling
+    (continuous mode) until it is stopped, and heartbeat_timeout is RECOVERY's raced value."""
     async def run():
         async with await _connect(url) as conn:
             manager = QueueManager(Queries(PsycopgDriver(conn)))
             with open(log, "a", buffering=1) as out:
                 @manager.entrypoint(ENTRYPOINT)
                 async def noop(job) -> None:
-                    out.write(f"{job.id} {time.time_ns()}\n")
+                    out.write(f"{job.id} {time.time_ns()} {os.getpid()}\n")
+                    if job_s is not None:
+                        await asyncio.sleep(job_s)
+                        out.write(f"{job.id} {time.time_ns()} {os.getpid()} end\n")
 
                 ready.set()
                 await asyncio.to_thread(start.wait)
-                await manager.run(dequeue_timeout=timedelta(seconds=SETTINGS["dequeue_timeout_s"]),
-                                  batch_size=SETTINGS["batch_size"], mode=QueueExecutionMode.drain)
+                if job_s is None:
+                    await manager.run(dequeue_timeout=timedelta(seconds=SETTINGS["dequeue_timeout_s"]),
+                                      batch_size=SETTINGS["batch_size"], mode=QueueExecutionMode.drain)
+                else:
+                    await manager.run(dequeue_timeout=timedelta(seconds=SETTINGS["dequeue_timeout_s"]),
+                                      batch_size=SETTINGS["batch_size"], mode=QueueExecutionMode.continuous,
+                                      heartbeat_timeout=timedelta(seconds=RECOVERY["raced_s"]))
     asyncio.run(run())

@@ -4,10 +4,15 @@ Its claim is the plpgsql function procrastinate_fetch_job_v2 in procrastinate/sq
 oldest 'todo' job whose lock has no earlier or running job, `FOR UPDATE OF jobs SKIP LOCKED`, and an UPDATE sets
 it 'doing' with the worker's id. The worker polls every fetch_job_polling_interval (5 s by default) and is woken
 by LISTEN/NOTIFY on a new job; with wait=False it stops once a fetch finds nothing.
+
+Recovery: none built in. A worker sends a heartbeat (every 10 s); a job whose worker died stays 'doing' until
+the user's own code finds it (JobManager.get_stalled_jobs, workers silent for 30 s) and retries it (retry_job).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -21,9 +26,13 @@ ID_COLUMN = "id"
 CLAIM_LOGGED = "procrastinate_fetch_job_v2"  # what marks its claim among the statements the server logged
 CLAIM_FUNCTION = "procrastinate_fetch_job_v2"  # the function whose body is its claim
 CLAIMED = "NEW.status = 'doing' AND OLD.status IS DISTINCT FROM 'doing'"
+COMPLETED = "NEW.status = 'succeeded' AND OLD.status IS DISTINCT FROM 'succeeded'"
 QUEUE = "claimrace"
 SETTINGS = {"concurrency": 1, "fetch_job_polling_interval_s": 0.1, "fetch_job_polling_interval_default_s": 5.0,
             "listen_notify": True, "wait": False}
+# what brings back a job whose worker died: nothing in the library (its user's periodic retry of stalled jobs)
+RECOVERY = {"mechanism": "none built in: the user's code retries stalled jobs (get_stalled_jobs, retry_job)",
+            "setting": None, "default_s": None, "raced_s": None}
 
 
 def _app(url: str) -> procrastinate.App:
@@ -36,7 +45,8 @@ def install(url: str) -> None:
         app.schema_manager.apply_schema()
 
 
-def enqueue(url: str, n: int) -> None:
+def enqueue(url: str, n: int, job_s: float | None = None) -> None:
+    """n no-op jobs (a fault run's job_s is its workers' to keep: the job is the same)."""
     app = _app(url)
     task = app.task(name="noop", queue=QUEUE)(_noop)
     with app.open():
@@ -47,14 +57,23 @@ def _noop() -> None:
     """The job the enqueue defers; the worker registers its own, which logs."""
 
 
-def work(url: str, log: Path, ready, start) -> None:
+def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    """One worker; with job_s (a fault run) each job lasts job_s and logs its end, and the worker keeps polling
+    (wait=True) until it is stopped."""
     app = _app(url)
     with open(log, "a", buffering=1) as out:
-        @app.task(name="noop", queue=QUEUE, pass_context=True)
-        def noop(context):
-            out.write(f"{context.job.id} {time.time_ns()}\n")
+        if job_s is None:
+            @app.task(name="noop", queue=QUEUE, pass_context=True)
+            def noop(context):
+                out.write(f"{context.job.id} {time.time_ns()} {os.getpid()}\n")
+        else:
+            @app.task(name="noop", queue=QUEUE, pass_context=True)
+            async def slow(context):
+                out.write(f"{context.job.id} {time.time_ns()} {os.getpid()}\n")
+                await asyncio.sleep(job_s)
+                out.write(f"{context.job.id} {time.time_ns()} {os.getpid()} end\n")
 
         ready.set()
         start.wait()
-        app.run_worker(queues=[QUEUE], concurrency=1, wait=False, install_signal_handlers=False,
+        app.run_worker(queues=[QUEUE], concurrency=1, wait=job_s is not None, install_signal_handlers=False,
                        fetch_job_polling_interval=SETTINGS["fetch_job_polling_interval_s"], listen_notify=True)

@@ -1,14 +1,17 @@
 "use strict";
 // graphile-worker raced with its own worker: runOnce at concurrency 1, which takes jobs until none is left and
-// returns. Commands: install URL | enqueue URL N | work URL LOG (harness/libraries/graphile_worker.py runs them).
+// returns. Commands: install URL | enqueue URL N | work URL LOG [JOB_MS] (harness/libraries/graphile_worker.py
+// runs them). A fault run's worker keeps polling (run, not runOnce) until SIGTERM, and each job lasts JOB_MS and
+// logs its end.
 
 const fs = require("node:fs");
 const { Pool } = require("pg");
-const { Logger, makeWorkerUtils, runMigrations, runOnce } = require("graphile-worker");
+const { Logger, makeWorkerUtils, run: runWorker, runMigrations, runOnce } = require("graphile-worker");
 const { nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
 
 const quiet = new Logger(() => () => {});
-const [command, url, arg] = process.argv.slice(2);
+const [command, url, arg, jobMsArg] = process.argv.slice(2);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 run(async () => {
   if (command === "install") {
@@ -33,8 +36,22 @@ run(async () => {
     pool.on("connect", (client) => client.on("error", onError));
     (await pool.connect()).release(); // connected before the worker says it is ready
     await readyThenStart();
-    const taskList = { noop: async (payload, helpers) => { fs.writeSync(out, `${helpers.job.id} ${nowNs()}\n`); } };
-    await runOnce({ pgPool: pool, concurrency: 1, noHandleSignals: true, taskList, logger: quiet });
+    const jobMs = jobMsArg ? Number(jobMsArg) : null;
+    const taskList = { noop: async (payload, helpers) => {
+      fs.writeSync(out, `${helpers.job.id} ${nowNs()} ${process.pid}\n`);
+      if (jobMs !== null) {
+        await sleep(jobMs);
+        fs.writeSync(out, `${helpers.job.id} ${nowNs()} ${process.pid} end\n`);
+      }
+    } };
+    if (jobMs === null) {
+      await runOnce({ pgPool: pool, concurrency: 1, noHandleSignals: true, taskList, logger: quiet });
+    } else {
+      const runner = await runWorker({ pgPool: pool, concurrency: 1, noHandleSignals: true, taskList, logger: quiet,
+                                       pollInterval: 100 });
+      process.once("SIGTERM", () => runner.stop());
+      await runner.promise;
+    }
     sayReadings();
     await pool.end();
   } else {

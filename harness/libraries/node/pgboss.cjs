@@ -1,16 +1,22 @@
 "use strict";
 // pg-boss raced with its own worker: boss.work() on one queue, one job per fetch. Its loop never stops on an
 // empty queue: the harness stops it with SIGTERM once every job has run, and it stops gracefully.
-// Commands: install URL | enqueue URL N | work URL LOG POLL_S (harness/libraries/pgboss.py runs them).
+// Commands: install URL | enqueue URL N [EXPIRE_S] | work URL LOG POLL_S [JOB_MS MAINTENANCE_S]
+// (harness/libraries/pgboss.py runs them). A fault run's jobs expire after EXPIRE_S, each lasts JOB_MS and logs
+// its end, and every worker supervises (its maintenance every MAINTENANCE_S).
 
 const fs = require("node:fs");
 const PgBoss = require("pg-boss");
 const { nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
 
 const QUEUE = "claimrace";
-const [command, url, arg, pollArg] = process.argv.slice(2);
-// no maintenance and no cron in the raced processes: only the claim loop
-const boss = (migrate) => new PgBoss({ connectionString: url, max: 2, supervise: false, schedule: false, migrate });
+const [command, url, arg, pollArg, jobMsArg, maintenanceArg] = process.argv.slice(2);
+// no maintenance and no cron in the raced processes: only the claim loop (a fault run: the maintenance too)
+const boss = (migrate, maintenanceSeconds) => new PgBoss({
+  connectionString: url, max: 2, schedule: false, migrate,
+  ...(maintenanceSeconds ? { supervise: true, maintenanceIntervalSeconds: maintenanceSeconds } : { supervise: false }),
+});
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 run(async () => {
   if (command === "install") {
@@ -22,21 +28,28 @@ run(async () => {
     const b = boss(false);
     await b.start();
     const n = Number(arg);
+    const expireArg = process.argv[5]; // enqueue's EXPIRE_S
+    const expiry = expireArg ? { expireInSeconds: Number(expireArg) } : {};
     for (let first = 0; first < n; first += 1000) {
       const jobs = [];
-      for (let i = first; i < Math.min(n, first + 1000); i++) jobs.push({ name: QUEUE, data: { n: i } });
+      for (let i = first; i < Math.min(n, first + 1000); i++) jobs.push({ name: QUEUE, data: { n: i }, ...expiry });
       await b.insert(jobs);
     }
     await b.stop({ graceful: false, wait: true });
   } else if (command === "work") {
     const out = fs.openSync(arg, "a");
-    const b = boss(false);
+    const jobMs = jobMsArg ? Number(jobMsArg) : null;
+    const b = boss(false, jobMs === null ? null : Number(maintenanceArg));
     b.on("error", (error) => process.stderr.write(`${error.message}\n`));
     await b.start();
     await readyThenStart();
     const stopped = new Promise((resolve) => process.once("SIGTERM", resolve));
     await b.work(QUEUE, { batchSize: 1, pollingIntervalSeconds: Number(pollArg) }, async ([job]) => {
-      fs.writeSync(out, `${job.data.n} ${nowNs()}\n`);
+      fs.writeSync(out, `${job.data.n} ${nowNs()} ${process.pid}\n`);
+      if (jobMs !== null) {
+        await sleep(jobMs);
+        fs.writeSync(out, `${job.data.n} ${nowNs()} ${process.pid} end\n`);
+      }
     });
     await stopped;
     sayReadings();

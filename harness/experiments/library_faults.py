@@ -1,0 +1,425 @@
+"""The job libraries' own workers under injected faults: what each library completes twice, leaves stuck or loses.
+
+One run (a LibraryParameters with a fault): a fresh database, the library's own schema, an audit trigger on its
+jobs table that records every enqueue, claim and completion (the library's own transition to its finished state,
+or the row's DELETE where finishing deletes it), `job_count` jobs that each last JOB_S, and `worker_count` worker
+processes running the library's own loop at concurrency 1, which keep polling on an empty queue. Each library's
+recovery settings are shortened (its module's RECOVERY: the setting, its default and the value raced), so a run
+ends in seconds. Each job logs its start and its end, with the pid of the process that ran it.
+
+Once a job has started, one fault is injected for real:
+
+    kill       SIGKILL of the process running that job (a Node library's node process);
+    pause      SIGSTOP of that process, for the library's raced recovery time and PAUSE_MARGIN_S more (PAUSE_S
+               where nothing recovers), then SIGCONT: it wakes up and finishes its job;
+    terminate  pg_terminate_backend of every connection to the library's database, TERMINATE_ROUNDS times;
+    restart    the PostgreSQL server stopped the way a crash stops it and started again on its data directory.
+
+A fault counts only where its effect was seen: the process gone, stopped for the pause, backends terminated, the
+server's start time moved. Then the run waits until every job has a completion, or its bound (bound_s), and
+stops the workers; meanwhile a worker process that exits is started again after RESTART_DELAY_S, as a supervisor
+would (_Supervisor). Every job is then exactly one of
+
+    completed_once, completed_twice      one completion in the audit, or more;
+    in_progress_at_timeout               no completion, and a start at the bound that is neither ended nor the
+                                         faulted process's (a lower bound on what would have completed);
+    stuck                                no completion, and still in the library's table;
+    lost                                 no completion, and gone from the table;
+
+and marked executed_twice (two starts logged) and completed_by_stale_holder (its first completion came while a
+later holder was still running it: the earlier, faulted holder's completion). recovery_s is the median, over
+the jobs the fault hit, of the time from the fault to that job's next start.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from psycopg import sql
+
+from harness import libraries
+from harness.experiments import libraries as library_runs
+from harness.experiments.contract import Measured
+from harness.server import database, faults
+
+FAULTS = library_runs.FAULTS
+JOB_S = 1.0  # each job's length: long enough that a fault lands while a job runs
+PAUSE_MARGIN_S = 2.0  # a pause outlasts the library's raced recovery time by this
+PAUSE_S = 5.0  # a pause where nothing recovers the job
+TERMINATE_ROUNDS, TERMINATE_GAP_S = 3, 0.3
+TRIGGER_TIMEOUT_S = 60.0  # the longest wait for the first job to start
+SETTLE_S = 10.0  # a run's bound: this, twice the recovery and the pause, and two job lengths per round of jobs
+MAX_BOUND_S = 120.0
+STOP_GRACE_S = 5.0
+CLASSES = ("completed_once", "completed_twice", "stuck", "lost", "in_progress_at_timeout")
+MARKS = ("executed_twice", "completed_by_stale_holder")
+TERMINATE_SQL = ("SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
+                 "AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+
+
+def recovery(name: str) -> dict:
+    return libraries.get(name).RECOVERY
+
+
+def pause_s(name: str) -> float:
+    raced = recovery(name)["raced_s"]
+    return PAUSE_S if raced is None or raced > MAX_BOUND_S else raced + PAUSE_MARGIN_S
+
+
+def bound_s(parameters) -> float:
+    """How long a run waits for every job to complete after its release."""
+    p = parameters
+    raced = recovery(p.library)["raced_s"]
+    recovers = 0.0 if raced is None or raced > MAX_BOUND_S else raced
+    rounds = -(-p.job_count // (p.worker_count - 1))  # the healthy workers' rounds of jobs
+    return min(MAX_BOUND_S, SETTLE_S + 2 * recovers + (pause_s(p.library) if p.fault == "pause" else 0.0)
+               + 2 * rounds * JOB_S)
+
+
+# --------------------------------------------------------------------------- the workers' logs
+
+
+def read_lines(logs: Path) -> pd.DataFrame:
+    """Every start and end the workers logged: job, at_ns, pid, event ('start' or 'end'), worker. A line not yet
+    ended by its newline is left for the next read."""
+    rows = []
+    for log in sorted(logs.glob("*.log"), key=lambda path: int(path.stem)):
+        for line in log.read_text().split("\n")[:-1]:
+            fields = line.split()
+            if len(fields) >= 3:
+                rows.append((int(fields[0]), int(fields[1]), int(fields[2]),
+                             "end" if fields[-1] == "end" else "start", int(log.stem)))
+    return pd.DataFrame(rows, columns=["job_id", "at_ns", "pid", "event", "worker"])
+
+
+def _first_start(logs: Path, since_ns: int, timeout: float) -> dict | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = read_lines(logs)
+        starts = lines[(lines["event"] == "start") & (lines["at_ns"] >= since_ns)]
+        if len(starts):
+            first = starts.sort_values("at_ns").iloc[0]
+            return {"job_id": int(first["job_id"]), "pid": int(first["pid"]), "worker": int(first["worker"]),
+                    "started_ns": int(first["at_ns"])}
+        time.sleep(0.01)
+    return None
+
+
+# --------------------------------------------------------------------------- the fault
+
+
+def inject(fault: str, p, db: database.Database, conn, trigger: dict, log: faults.FaultLog) -> dict:
+    """One fault, once `trigger`'s job has started; what it hit and what was seen of it (its effects)."""
+    pid, job = trigger["pid"], trigger["job_id"]
+    if fault == "kill":
+        faults.kill(pid, log, f"worker {trigger['worker']} (pid {pid})", job=job)
+        time.sleep(0.2)
+        return {"process_gone": int(not faults.alive(pid))}
+    if fault == "pause":
+        with faults.stopped(pid, log, f"worker {trigger['worker']} (pid {pid})", job=job) as entry:
+            time.sleep(0.05)
+            stopped = faults.stop_state(pid) == "T"
+            time.sleep(max(0.0, pause_s(p.library) - 0.05))
+        return {"process_stopped_s": round(entry["paused_seconds"], 3) if stopped else 0.0}
+    if fault == "terminate":
+        terminated = []
+        for _ in range(TERMINATE_ROUNDS):
+            rows = conn.execute(TERMINATE_SQL, [library_runs.DATABASE]).fetchall()
+            terminated += [int(pid) for pid, signalled in rows if signalled]
+            time.sleep(TERMINATE_GAP_S)
+        log.record("terminate", f"backends of {library_runs.DATABASE}", pids=terminated)
+        return {"backends_terminated": len(terminated)}
+    if fault == "restart":
+        before = conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+        faults.restart_server(db, log)
+        with database.connect(db.url) as fresh:
+            after = fresh.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+        return {"server_restarted": int(after != before)}
+    raise ValueError(fault)
+
+
+# --------------------------------------------------------------------------- the ledger
+
+
+def ledger(audit: pd.DataFrame, lines: pd.DataFrame, in_table: set[int], live_pids: set[int],
+           fault_ns: int | None, victim_pid: int | None = None) -> pd.DataFrame:
+    """One row per job enqueued: its class (CLASSES), its marks (MARKS), its starts and completions, whether the
+    fault hit it (it was running then) and, if so, the time from the fault to its next start.
+
+    live_pids: the workers' processes alive at the bound (a faulted process that was killed is not);
+    victim_pid: the process a kill or a pause hit (the fault hit only its job), None for a fault that hits every
+    connection (terminate, restart)."""
+    enqueued = sorted(int(j) for j in audit.loc[audit["event"] == "enqueued", "job_id"].unique())
+    completions = audit[audit["event"] == "completed"].groupby("job_id")["at_ns"].apply(sorted)
+    rows = []
+    for job in enqueued:
+        mine = lines[lines["job_id"] == job]
+        starts = mine[mine["event"] == "start"].sort_values("at_ns")
+        ends = mine[mine["event"] == "end"]
+
+        def ended_by(start, until=None) -> bool:
+            """Whether the process that started the job logged its end after that start (and before `until`)."""
+            own = ends[(ends["pid"] == start.pid) & (ends["at_ns"] >= start.at_ns)]
+            return bool(len(own if until is None else own[own["at_ns"] <= until]))
+
+        done = completions.get(job, [])
+        hit = fault_ns is not None and any(s.at_ns <= fault_ns and not ended_by(s, fault_ns)
+                                           and victim_pid in (None, s.pid) for s in starts.itertuples())
+        later = starts[starts["at_ns"] > fault_ns]["at_ns"] if fault_ns is not None else starts["at_ns"].iloc[:0]
+        if len(done) >= 2:
+            state = "completed_twice"
+        elif len(done) == 1:
+            state = "completed_once"
+        elif any(not ended_by(s) and s.pid in live_pids for s in starts.itertuples()):
+            state = "in_progress_at_timeout"
+        elif job in in_table:
+            state = "stuck"
+        else:
+            state = "lost"
+        stale = False
+        if len(done) and len(starts) >= 2:
+            last = starts.iloc[-1]
+            last_end = ends[(ends["pid"] == last["pid"]) & (ends["at_ns"] >= last["at_ns"])]["at_ns"]
+            # its first completion came while its last holder was still running it: an earlier holder's
+            stale = bool(done[0] > last["at_ns"] and (len(last_end) == 0 or done[0] < last_end.min()))
+        rows.append({"job_id": job, "state": state, "starts": int(len(starts)), "completions": int(len(done)),
+                     "executed_twice": len(starts) >= 2, "completed_by_stale_holder": stale, "hit_by_fault": hit,
+                     "recovery_s": float(later.min() - fault_ns) / 1e9 if hit and len(later) else None})
+    return pd.DataFrame(rows, columns=["job_id", "state", "starts", "completions", "executed_twice",
+                                       "completed_by_stale_holder", "hit_by_fault", "recovery_s"])
+
+
+def totals(frame: pd.DataFrame) -> dict:
+    counts = {name: int((frame["state"] == name).sum()) for name in CLASSES}
+    counts |= {name: int(frame[name].sum()) for name in MARKS}
+    hit = frame[frame["hit_by_fault"]]
+    recovered = hit["recovery_s"].dropna()
+    counts |= {"jobs_hit": int(len(hit)), "jobs_hit_recovered": int(len(recovered)),
+               "recovery_s": float(np.median(recovered)) if len(recovered) else None}
+    return counts
+
+
+def landed(fault: str, effects: dict) -> bool:
+    """A fault counts only where its effect was seen."""
+    key = {"kill": "process_gone", "pause": "process_stopped_s", "terminate": "backends_terminated",
+           "restart": "server_restarted"}[fault]
+    return bool(effects.get(key))
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
+    library = libraries.get(p.library)
+    url = library_runs._database_url(db.url, library_runs.DATABASE)
+    logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
+    log = faults.FaultLog()
+    workers: list = []
+    try:
+        with db.connect() as admin:
+            library_runs._fresh_database(admin, library_runs.DATABASE)
+        library.install(url)
+        with database.connect(url) as conn:
+            library_runs._install_audit(conn, library, completions=True)
+            library.enqueue(url, p.job_count, JOB_S)
+        context = mp.get_context("fork")
+        start = context.Event()
+        supervisor = _Supervisor(context, p, url, logs, start)
+        workers = supervisor.processes  # every worker process started, restarted ones too (stopped in finally)
+        deadline = time.monotonic() + library_runs.READY_TIMEOUT_S
+        for ready in supervisor.readies:
+            if not ready.wait(max(0.0, deadline - time.monotonic())):
+                raise RuntimeError(f"{p.library}: a worker was not ready after {library_runs.READY_TIMEOUT_S:.0f} s")
+        released_ns = time.time_ns()
+        start.set()
+        ends = time.monotonic() + bound_s(p)
+        trigger = _first_start(logs, released_ns, TRIGGER_TIMEOUT_S)
+        effects, fault_ns = {}, None
+        if trigger is not None:
+            with database.connect(db.url) as control:
+                fault_ns = time.time_ns()
+                effects = inject(p.fault, p, db, control, trigger, log)
+        # until every job completed, or the bound; a worker that exits is started again, as a supervisor would
+        while time.monotonic() < ends and supervisor.tend() and not _all_completed(db.url, p.job_count):
+            time.sleep(0.1)
+        ended_ns = time.time_ns()
+        live_pids = {int(pid) for pid in read_lines(logs)["pid"].unique() if faults.alive(int(pid))}
+        supervisor.tend()
+        _stop(workers)
+        with database.connect(url) as conn:
+            audit = pd.DataFrame(conn.execute(
+                f"SELECT job_id, event, (extract(epoch FROM at) * 1e9)::bigint AS at_ns, txid, pid "
+                f"FROM {library_runs.AUDIT} ORDER BY seq").fetchall(), columns=["job_id", "event", "at_ns", "txid", "pid"])
+            in_table = _ids_in_table(conn, library)
+        lines = read_lines(logs)
+        errors = _error_output(logs)
+    finally:
+        for process in workers:
+            if process.is_alive():
+                process.kill()
+                process.join(10)
+        shutil.rmtree(logs, ignore_errors=True)
+        with db.connect() as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(library_runs.DATABASE)))
+    victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause") else None
+    rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim)
+    counts = totals(rows)
+    settings = recovery(p.library)
+    summary = {"library": p.library, "version": libraries.version(p.library), "fault": p.fault,
+               "worker_count": p.worker_count, "jobs": p.job_count, "fault_landed": landed(p.fault, effects),
+               "fault_effects": effects, **counts, "worker_exits": len(supervisor.exits),
+               "worker_restarts": supervisor.restarts,
+               "workers_with_errors": int((errors["text"].str.len() > 0).sum()),
+               "recovery_setting_s": settings["raced_s"], "recovery_default_s": settings["default_s"],
+               "recovery_mechanism": settings["mechanism"], "bound_s": bound_s(p),
+               "waited_s": (ended_ns - released_ns) / 1e9}
+    checks = {"first_job_started": trigger is not None,
+              # before the release: a library may insert a job's row again to retry it (pg-boss)
+              "every_job_enqueued_once": int(((audit["event"] == "enqueued")
+                                              & (audit["at_ns"] < released_ns)).sum()) == p.job_count,
+              "every_job_classified": len(rows) == p.job_count}
+    checks["passed"] = all(checks.values())
+    return Measured(
+        tables={"audit": audit, "executions": lines, "ledger": rows, "errors": errors,
+                "faults": pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
+                                         for k, v in entry.items()} for entry in log.entries]
+                                       or [{"t": None, "fault": None}])},
+        procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
+                   "settings": library.SETTINGS, "recovery": settings, "claimed": library.CLAIMED,
+                   "completed": library.COMPLETED, "job_s": JOB_S,
+                   "fault": {"kind": p.fault, "trigger": "the first job start any worker logged",
+                             "pause_s": pause_s(p.library) if p.fault == "pause" else None,
+                             "terminate_rounds": TERMINATE_ROUNDS if p.fault == "terminate" else None},
+                   "workers": "one process each (forked), the library's own loop at concurrency 1, polling on an "
+                              "empty queue until stopped", "bound_s": bound_s(p)},
+        checks=checks,
+        results={"summary": summary, "hit": trigger or {}})
+
+
+ERROR_TAIL_CHARS = 4000
+
+
+def _error_output(logs: Path) -> pd.DataFrame:
+    """What each worker (and its node process) wrote to its error output: worker, the last ERROR_TAIL_CHARS."""
+    rows = [(int(path.name.split(".")[0]), path.read_text(errors="replace")[-ERROR_TAIL_CHARS:])
+            for path in sorted(logs.glob("*.log.stderr"))]
+    return pd.DataFrame(rows, columns=["worker", "text"])
+
+
+def _all_completed(url: str, job_count: int) -> bool:
+    try:
+        with database.connect(library_runs._database_url(url, library_runs.DATABASE)) as conn:
+            done = conn.execute(f"SELECT count(DISTINCT job_id) FROM {library_runs.AUDIT} "
+                                "WHERE event = 'completed'").fetchone()[0]
+        return int(done) >= job_count
+    except Exception:  # the server restarting: not yet
+        return False
+
+
+def _ids_in_table(conn, library) -> set[int]:
+    """The ids (as the audit counts them) of the jobs still in the library's table, in any state."""
+    id_sql = getattr(library, "AUDIT_ID_SQL", None) or f'NEW."{library.ID_COLUMN}"'
+    expression = sql.SQL(id_sql.replace("NEW.", "t."))
+    rows = conn.execute(sql.SQL("SELECT {} FROM {} AS t").format(expression, library_runs._jobs_table(library)))
+    return {int(r[0]) for r in rows}
+
+
+RESTART_DELAY_S = 1.0  # how long an exited worker stays down before it is started again
+MAX_RESTARTS = 20  # per run: a worker that cannot start is not started for ever
+
+
+class _Supervisor:
+    """The run's worker processes, each started again RESTART_DELAY_S after it exits (as systemd's Restart= or a
+    Kubernetes pod would), up to MAX_RESTARTS in all: a library's worker that exits on a lost connection is part
+    of what a fault does, not the end of the run. Worker slot i's g-th process logs to (g * worker_count + i).log."""
+
+    def __init__(self, context, p, url: str, logs: Path, start):
+        self.context, self.p, self.url, self.logs, self.start = context, p, url, logs, start
+        self.processes, self.readies, self.exits, self.restarts = [], [], [], 0
+        self.slots = [self._start(i, 0) for i in range(p.worker_count)]
+        self.down_since: dict[int, float] = {}
+
+    def _start(self, slot: int, generation: int):
+        ready = self.context.Event()
+        process = self.context.Process(target=library_runs._worker, args=(
+            self.p.library, self.url, str(self.logs / f"{generation * self.p.worker_count + slot}.log"), ready,
+            self.start, os.getpid(), JOB_S), daemon=True)
+        process.start()
+        self.processes.append(process)
+        self.readies.append(ready)
+        return process, generation
+
+    def tend(self) -> bool:
+        """Note exits and start again what has been down long enough; False once no worker runs and none may
+        start again."""
+        now = time.monotonic()
+        for slot, (process, generation) in enumerate(self.slots):
+            if process.is_alive():
+                continue
+            if slot not in self.down_since:
+                self.down_since[slot] = now
+                self.exits.append({"slot": slot, "pid": process.pid, "exitcode": process.exitcode})
+            elif now - self.down_since[slot] >= RESTART_DELAY_S and self.restarts < MAX_RESTARTS:
+                del self.down_since[slot]
+                self.restarts += 1
+                self.slots[slot] = self._start(slot, generation + 1)
+        return any(process.is_alive() for process, _ in self.slots) or self.restarts < MAX_RESTARTS
+
+
+def _stop(workers: list) -> None:
+    """SIGTERM to every worker (its library's stop, or the default's), then SIGKILL after STOP_GRACE_S."""
+    for process in workers:
+        if process.is_alive():
+            os.kill(process.pid, signal.SIGCONT)
+            process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in workers:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in workers:
+        if process.is_alive():
+            process.kill()
+            process.join(10)
+
+
+SHOWN = ("library", "version", "fault", "fault_landed", "fault_effects", *CLASSES, *MARKS, "worker_exits",
+         "workers_with_errors",
+         "recovery_s",
+         "recovery_setting_s", "recovery_default_s", "jobs_hit", "worker_count", "jobs")
+
+
+def measure_run(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
+    """A libraries run: a drain (harness.experiments.libraries), or, with a fault, a fault run (here)."""
+    if p.fault == "none":
+        return library_runs.measure_libraries(db, p, run_id, progress)
+    return measure(db, p, run_id, progress)
+
+
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness libraries` prints: one line (or JSON object) per run, a drain's or a fault run's."""
+    for path in paths:
+        summary = library_runs.load_summary(path)
+        if "fault" in summary:
+            show(summary, as_json)
+        else:
+            library_runs.show_runs([path], as_json)
+
+
+def show(summary: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({key: summary.get(key) for key in SHOWN}))
+        return
+    recovery_s = summary["recovery_s"]
+    print(f"{summary['library']:<16} {summary['fault']:<9} {'landed' if summary['fault_landed'] else 'NOT LANDED':<10} "
+          + "  ".join(f"{name} {summary[name]}" for name in (*CLASSES, *MARKS, "worker_exits"))
+          + f"  recovery {'-' if recovery_s is None else f'{recovery_s:.1f} s'}"
+          + f" (setting {summary['recovery_setting_s']} s)")

@@ -1,0 +1,183 @@
+"""The job libraries' own workers under injected faults, on the real server: a killed, paused or cut-off worker and a
+restarted server, each fault seen to land, and every job in the ledger as exactly one of its classes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import psutil
+import pytest
+
+from conftest import PROJECT_ROOT, run_cli
+from harness import libraries
+from harness.errors import UserError
+from harness.experiments import libraries as library_runs
+from harness.experiments import library_faults, registry
+from harness.server import faults
+from harness.storage import read_json
+
+S = 1_000_000_000  # ns
+
+
+def _audit(rows):
+    return pd.DataFrame([(job, event, int(at * S)) for job, event, at in rows], columns=["job_id", "event", "at_ns"])
+
+
+def _lines(rows):
+    return pd.DataFrame([(job, int(at * S), pid, event, 0) for job, at, pid, event in rows],
+                        columns=["job_id", "at_ns", "pid", "event", "worker"])
+
+
+VICTIM, HEALTHY = 100, 200
+
+
+def test_the_ledger_puts_each_job_in_one_class_with_its_marks():
+    # the fault at t=2 s hits pid 100's job; pid 200 is alive at the bound
+    audit = _audit([(job, "enqueued", 0) for job in range(7)] + [
+        (0, "completed", 1.5),                       # completed once
+        (1, "completed", 3.5), (1, "completed", 6),  # completed twice
+        (5, "completed", 6),                         # while pid 200 still ran it: pid 100's, late
+        (6, "completed", 5.1)])                      # pid 200's, before pid 100 woke up
+    lines = _lines([
+        (0, 0.5, HEALTHY, "start"), (0, 1.4, HEALTHY, "end"),
+        (1, 1.0, HEALTHY, "start"), (1, 3.4, HEALTHY, "end"), (1, 4.0, HEALTHY, "start"), (1, 5.9, HEALTHY, "end"),
+        (2, 1.0, VICTIM, "start"),                   # killed with it: still in the table
+        (3, 1.0, VICTIM, "start"),                   # gone from the table without a completion
+        (4, 9.0, HEALTHY, "start"),                  # running at the bound
+        (5, 1.0, VICTIM, "start"), (5, 4.0, HEALTHY, "start"), (5, 5.8, VICTIM, "end"), (5, 7.0, HEALTHY, "end"),
+        (6, 1.0, VICTIM, "start"), (6, 4.5, HEALTHY, "start"), (6, 5.0, HEALTHY, "end"), (6, 8.0, VICTIM, "end")])
+    ledger = library_faults.ledger(audit, lines, in_table={2, 4}, live_pids={HEALTHY}, fault_ns=2 * S,
+                                   victim_pid=VICTIM).set_index("job_id")
+    assert list(ledger["state"]) == ["completed_once", "completed_twice", "stuck", "lost", "in_progress_at_timeout",
+                                     "completed_once", "completed_once"]
+    assert list(ledger["executed_twice"]) == [False, True, False, False, False, True, True]
+    assert list(ledger["completed_by_stale_holder"]) == [False] * 5 + [True, False]
+    # a kill or a pause hits only its victim's job: pid 200's job 1, running at the fault, was not hit
+    assert list(ledger["hit_by_fault"]) == [False, False, True, True, False, True, True]
+    assert ledger.loc[5, "recovery_s"] == pytest.approx(2.0) and ledger.loc[6, "recovery_s"] == pytest.approx(2.5)
+    assert pd.isna(ledger.loc[2, "recovery_s"])
+    totals = library_faults.totals(ledger.reset_index())
+    assert (totals["completed_once"], totals["completed_twice"], totals["stuck"], totals["lost"],
+            totals["in_progress_at_timeout"], totals["executed_twice"], totals["completed_by_stale_holder"]) \
+        == (3, 1, 1, 1, 1, 3, 1)
+    assert (totals["jobs_hit"], totals["jobs_hit_recovered"]) == (4, 2)
+    assert totals["recovery_s"] == pytest.approx(2.25)
+    # a fault on every connection (terminate, restart) hits every job running then: job 1's too
+    everyone = library_faults.ledger(audit, lines, {2, 4}, {HEALTHY}, 2 * S, victim_pid=None).set_index("job_id")
+    assert everyone.loc[1, "hit_by_fault"] and everyone.loc[1, "recovery_s"] == pytest.approx(2.0)
+    # the killed process's job is not in progress: with the victim alive at the bound it would be
+    alive = library_faults.ledger(audit, lines, {2, 4}, {HEALTHY, VICTIM}, 2 * S, VICTIM).set_index("job_id")
+    assert alive.loc[2, "state"] == "in_progress_at_timeout"
+    none_recovered = library_faults.totals(ledger.reset_index().assign(recovery_s=None))
+    assert none_recovered["recovery_s"] is None
+
+
+def test_a_fault_counts_only_where_its_effect_was_seen():
+    for fault, seen in (("kill", {"process_gone": 1}), ("pause", {"process_stopped_s": 5.0}),
+                        ("terminate", {"backends_terminated": 4}), ("restart", {"server_restarted": 1})):
+        assert library_faults.landed(fault, seen)
+        assert not library_faults.landed(fault, {name: 0 for name in seen})
+        assert not library_faults.landed(fault, {})
+
+
+def test_a_pause_and_the_bound_follow_the_library_recovery_setting():
+    pgmq = library_runs.LibraryParameters("pgmq", 3, 6, fault="pause")
+    raced = libraries.get("pgmq").RECOVERY["raced_s"]
+    assert library_faults.pause_s("pgmq") == raced + library_faults.PAUSE_MARGIN_S
+    assert library_faults.bound_s(pgmq) > 2 * raced + library_faults.pause_s("pgmq")
+    # nothing recovers procrastinate's job, and graphile-worker's only after 4 hours: a fixed pause, a short bound
+    assert library_faults.pause_s("procrastinate") == library_faults.PAUSE_S
+    assert library_faults.pause_s("graphile_worker") == library_faults.PAUSE_S
+    assert library_faults.bound_s(library_runs.LibraryParameters("graphile_worker", 3, 6, fault="kill")) \
+        <= library_faults.MAX_BOUND_S
+    for name in libraries.NAMES:  # every library states its recovery, its default and what was raced
+        recovery = libraries.get(name).RECOVERY
+        assert recovery["mechanism"] and {"setting", "default_s", "raced_s"} <= set(recovery)
+        assert (recovery["default_s"] is None) == (recovery["raced_s"] is None)
+
+
+def test_a_fault_sweep_takes_its_own_defaults_and_refuses_what_it_cannot_run():
+    sweep = library_runs.LibrarySweep(libraries=("pgmq",), faults=("kill", "pause"))
+    assert [(r.fault, r.worker_count, r.job_count) for r in sweep.runs()] == [("kill", 3, 6), ("pause", 3, 6)]
+    assert library_runs.LibrarySweep(libraries=("pgmq",)).worker_counts == (1, 4, 16, 32)
+    with pytest.raises(UserError, match="a fault run takes 2 to 8 workers"):
+        library_runs.LibrarySweep(libraries=("pgmq",), faults=("kill",), worker_counts=(1,))
+    with pytest.raises(UserError, match="between the worker count .3. and 50 jobs"):
+        library_runs.LibrarySweep(libraries=("pgmq",), faults=("kill",), job_count=500)
+    with pytest.raises(UserError, match="either drains .fault none. or faults"):
+        library_runs.LibrarySweep(libraries=("pgmq",), faults=("none", "kill"))
+    with pytest.raises(UserError, match="fault must be one of kill, pause, terminate, restart"):
+        library_runs.LibraryParameters("pgmq", 3, 6, fault="flood")
+    done = run_cli("libraries", "--library", "pgmq", "--fault", "flood", "--data-dir", "/nonexistent")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "flood" in done.stderr
+
+
+def test_a_killed_worker_job_stays_stuck_where_nothing_recovers_it(db, tmp_path):
+    # procrastinate: nothing in the library brings back a job whose worker died
+    [run] = registry.measure("libraries", library_runs.LibraryParameters("procrastinate", 2, 2, fault="kill"),
+                             tmp_path, db, progress=False)
+    manifest = read_json(run / "manifest.json")
+    summary = manifest["results"]["summary"]
+    assert manifest["checks"]["passed"], manifest["checks"]
+    assert summary["fault_landed"] and summary["fault_effects"] == {"process_gone": 1}
+    assert (summary["stuck"], summary["completed_once"], summary["jobs_hit"], summary["recovery_s"]) == (1, 1, 1, None)
+    # the killed worker was started again, as a supervisor would, and still nothing brought the job back
+    assert summary["recovery_setting_s"] is None and (summary["worker_exits"], summary["worker_restarts"]) == (1, 1)
+    ledger = pd.read_parquet(run / "ledger.parquet")
+    assert ledger.loc[ledger["hit_by_fault"], "state"].tolist() == ["stuck"]
+
+
+def test_each_fault_lands_on_a_library_and_the_command_prints_its_ledger(tmp_path):
+    """pgmq under each fault, through the command: its JSON per run, every job in one class; a killed or paused
+    worker's message is read again once its visibility timeout ran out (the raced one, stated beside it)."""
+    done = run_cli("libraries", "--library", "pgmq", "--fault", "all", "--json", "--quiet", "--data-dir",
+                   str(tmp_path), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {row["fault"]: row for row in map(json.loads, done.stdout.splitlines())}
+    assert list(rows) == list(library_runs.FAULTS)
+    vt = libraries.get("pgmq").RECOVERY["raced_s"]
+    for fault, row in rows.items():
+        assert {"library", "fault", "fault_effects", "completed_once", "completed_twice", "executed_twice", "stuck",
+                "lost", "in_progress_at_timeout", "recovery_s", "recovery_setting_s"} <= set(row)
+        assert row["fault_landed"], (fault, row)
+        assert sum(row[name] for name in library_faults.CLASSES) == 6
+        assert row["recovery_setting_s"] == vt
+    for fault in ("kill", "pause"):
+        assert rows[fault]["completed_once"] == 6 and rows[fault]["executed_twice"] >= 1, rows[fault]
+        assert vt * 0.9 <= rows[fault]["recovery_s"] <= vt + 5, rows[fault]
+
+
+def test_no_worker_outlives_the_command_killed_with_sigkill_while_one_is_paused(tmp_path):
+    """A worker stopped by the pause fault, the command SIGKILLed then: every worker still dies with it."""
+    command = subprocess.Popen([sys.executable, "-m", "harness", "libraries", "--library", "pgmq", "--fault", "pause",
+                                "--quiet", "--data-dir", str(tmp_path)], cwd=PROJECT_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        harness = psutil.Process(command.pid)
+        deadline, stopped, workers = time.monotonic() + 120, [], []
+        while time.monotonic() < deadline and not stopped:
+            workers = [p for p in harness.children() if _runs_as(p, harness)]
+            stopped = [p for p in workers if faults.stop_state(p.pid) == "T"]
+            time.sleep(0.05)
+        assert stopped, "no worker was paused"
+        os.kill(command.pid, signal.SIGKILL)
+        command.wait(30)
+        assert psutil.wait_procs(workers, timeout=15)[1] == []
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait(30)
+
+
+def _runs_as(process: psutil.Process, harness: psutil.Process) -> bool:
+    """A forked worker: the harness's own command line (not the server's watchdog, not pg_ctl)."""
+    try:
+        return process.cmdline() == harness.cmdline()
+    except psutil.Error:
+        return False
