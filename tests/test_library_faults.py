@@ -19,7 +19,7 @@ from harness import libraries
 from harness.errors import UserError
 from harness.experiments import libraries as library_runs
 from harness.experiments import library_faults, registry
-from harness.server import faults
+from harness.server import faults, pooler
 from harness.storage import read_json
 
 S = 1_000_000_000  # ns
@@ -181,3 +181,24 @@ def _runs_as(process: psutil.Process, harness: psutil.Process) -> bool:
         return process.cmdline() == harness.cmdline()
     except psutil.Error:
         return False
+
+
+@pytest.mark.skipif(pooler.binary() is None, reason=f"pgbouncer not found: {pooler.INSTALL_HINT}")
+def test_a_library_own_workers_run_through_pgbouncer_and_the_pooler_stops_after(tmp_path):
+    """--pooler puts PgBouncer between a library's workers and the server, for a drain and for a fault run: each
+    JSON object says which mode, the manifest says the pooler as it ran, and no pgbouncer is left after."""
+    done = run_cli("libraries", "--library", "pgmq", "--workers", "2", "--jobs", "40", "--pooler", "session",
+                   "--json", "--quiet", "--data-dir", str(tmp_path / "drain"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    [drain] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert (drain["pooler"], drain["executed"], drain["executed_twice"]) == ("session", 40, 0)
+    done = run_cli("libraries", "--library", "pgmq", "--fault", "kill", "--pooler", "transaction", "--json",
+                   "--quiet", "--data-dir", str(tmp_path / "fault"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    [fault] = [json.loads(line) for line in done.stdout.splitlines()]
+    assert fault["pooler"] == "transaction" and fault["fault_landed"]
+    assert sum(fault[name] for name in library_faults.CLASSES) == 6
+    [run] = (tmp_path / "fault" / "libraries").iterdir()
+    described = read_json(run / "manifest.json")["procedure"]["pooler"]
+    assert described["mode"] == "transaction" and described["pgbouncer"] == pooler.version()
+    assert not [p for p in psutil.process_iter(["name"]) if p.info["name"] == "pgbouncer"]

@@ -30,6 +30,7 @@ What a run measures, per job where it says so:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -51,7 +52,8 @@ from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list,
                                          setting)
 from harness.experiments.limits import check_race_size
-from harness.server import activity, database, pgstats
+from harness.experiments.race_trials import as_pooler_mode, as_poolers, client_list
+from harness.server import activity, database, pgstats, pooler
 
 DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it
 MAX_WORKERS = 64
@@ -124,6 +126,8 @@ class LibraryParameters(Parameters):
     job_count: int = setting(500, as_int)
     repeat: int = setting(0, as_int)
     fault: str = setting("none", as_fault, added_later=True)
+    # PgBouncer between the workers and the server (harness.server.pooler); none before it
+    pooler: str = setting("none", as_pooler_mode, added_later=True)
 
     def check(self) -> None:
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
@@ -159,6 +163,9 @@ class LibrarySweep(Parameters):
     faults: tuple = setting(("none",), as_faults, Option(
         "--fault", f"{', '.join(FAULTS)}: inject it into the workers and keep the ledger of every job, instead of "
                    "a drain; a comma list; or all", parse_faults, default_text="none"))
+    poolers: tuple = setting(("none",), as_poolers, Option(
+        "--pooler", "PgBouncer between the workers and the server: transaction or session mode (none: directly); a "
+                    "comma list runs each", client_list, default_text="none", metavar="{none,transaction,session}"))
 
     def check(self) -> None:
         faulted = self.faults != ("none",)
@@ -170,6 +177,8 @@ class LibrarySweep(Parameters):
             raise UserError("a sweep is either drains (fault none) or faults, not both")
         check_each(self.worker_counts, "worker count", 1, MAX_WORKERS)
         check_each([self.repeats], "repeats", 1, 20)
+        for mode in self.poolers:
+            pooler.check_mode(mode)
         for one in self.runs():
             one.check()
 
@@ -187,9 +196,9 @@ class LibrarySweep(Parameters):
         # a library whose worker paces itself (JOB_CAP) gets at most that many jobs, so a run ends in seconds
         # a fault run's jobs each last a second, so no cap
         return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
-                    self.job_count, getattr(libraries.get(library), "JOB_CAP", self.job_count)), repeat, fault)
-                for fault in self.faults for library in installed for workers in self.worker_counts
-                for repeat in range(self.repeats)]
+                    self.job_count, getattr(libraries.get(library), "JOB_CAP", self.job_count)), repeat, fault, mode)
+                for mode in self.poolers for fault in self.faults for library in installed
+                for workers in self.worker_counts for repeat in range(self.repeats)]
 
 
 def sweep_of(asked: list[dict]) -> LibrarySweep:
@@ -197,7 +206,8 @@ def sweep_of(asked: list[dict]) -> LibrarySweep:
     return LibrarySweep(libraries=tuple(dict.fromkeys(a["library"] for a in asked)),
                         worker_counts=tuple(dict.fromkeys(a["worker_count"] for a in asked)),
                         job_count=max(a["job_count"] for a in asked), repeats=len({a["repeat"] for a in asked}),
-                        faults=tuple(dict.fromkeys(a.get("fault", "none") for a in asked)))
+                        faults=tuple(dict.fromkeys(a.get("fault", "none") for a in asked)),
+                        poolers=tuple(dict.fromkeys(a.get("pooler", "none") for a in asked)))
 
 
 def workers_needed(parameters: LibraryParameters) -> int:
@@ -212,7 +222,11 @@ def check_size(sets: list[LibraryParameters], local: bool, pg_version: int) -> N
 
 def label(parameters: LibraryParameters) -> str:
     fault = "" if parameters.fault == "none" else f", {parameters.fault}"
-    return f"{parameters.library} x{parameters.worker_count}{fault}"
+    through = "" if parameters.pooler == "none" else f", via {parameters.pooler} pooler"
+    return f"{parameters.library} x{parameters.worker_count}{fault}{through}"
+
+
+POOL_PER_WORKER = 2  # server connections the pooler keeps per worker: a library may hold two (LISTEN)
 
 
 # --------------------------------------------------------------------------- a worker process
@@ -352,8 +366,11 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         _fresh_database(admin, DATABASE)
         if server_log is not None:
             admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(sql.Identifier(DATABASE)))
+    through = contextlib.ExitStack()
     try:
         library.install(url)
+        # the workers through PgBouncer where asked; the harness's own statements go to the server directly
+        via = through.enter_context(pooler.pooled(url, p.pooler, POOL_PER_WORKER * p.worker_count))
         with database.connect(url) as conn:
             _install_audit(conn, library)
             local = activity.server_is_local(conn)
@@ -363,8 +380,8 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
             workers, readies = [], []
             for i in range(p.worker_count):
                 ready = context.Event()
-                process = context.Process(target=_worker, args=(p.library, url, str(logs / f"{i}.log"), ready, start,
-                                                                os.getpid()), daemon=True)
+                process = context.Process(target=_worker, args=(p.library, via.url, str(logs / f"{i}.log"), ready,
+                                                                start, os.getpid()), daemon=True)
                 process.start()
                 workers.append(process)
                 readies.append(ready)
@@ -394,6 +411,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                     process.kill()
                     process.join(10)
                 ended_ns = time.time_ns()
+                through.close()  # a pooler's server sessions end with it, once every worker has gone
                 statements = _statements_logged(server_log, log_from)
                 pgstats.wait_for_backends_to_exit(conn, backends)
                 server_cpu_after = activity.server_cpu_ns(conn)
@@ -419,6 +437,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         shutil.rmtree(logs, ignore_errors=True)  # a run that failed leaves no execution logs behind
         raise
     finally:
+        through.close()
         with db.connect() as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE)))
     executions, timings = _read_logs(logs)
@@ -428,7 +447,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                         None if statements is None else int(statements["calls"].sum()),
                         server_cpu_ms, advisory_locks, len(stopped))
     summary |= {"probe_listeners": probe and probe["listeners"], "probe_notifications": probe and probe["notifications"],
-                "probe_transactions": probe and probe["transactions"]}
+                "probe_transactions": probe and probe["transactions"], "pooler": p.pooler}
     # a worker stopped at the bound is censored, not refused: its jobs count as not executed
     checks = {"every_job_enqueued_once": int((audit["event"] == "enqueued").sum()) == p.job_count}
     checks["passed"] = all(checks.values())
@@ -440,7 +459,8 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                    "workers": "one process each (forked), the library's own loop at concurrency 1, "
                               "held at a start barrier until every worker was connected",
                    "bound_s": bound_s, "statements": "lines logged with log_statement = all for the library's "
-                                                     "database" if server_log is not None else None},
+                                                     "database" if server_log is not None else None,
+                   "pooler": via.describe()},
         checks=checks,
         results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
 
@@ -541,7 +561,8 @@ def summarise(p: LibraryParameters, audit: pd.DataFrame, executions: pd.DataFram
     }
 
 
-SHOWN = ("library", "version", "level", "worker_count", "jobs", "executed", "executed_twice", "duplicate_claims",
+SHOWN = ("library", "version", "level", "pooler", "worker_count", "jobs", "executed", "executed_twice",
+         "duplicate_claims",
          "jobs_per_s", "pickup_p50_ms", "pickup_p99_ms", "statements_per_job", "transactions_per_job",
          "wal_bytes_per_job", "hot_share", "dead_tuples_per_job", "server_cpu_ms_per_job", "cpu_bound",
          "advisory_locks_left")
@@ -556,9 +577,11 @@ def show_runs(paths, as_json: bool) -> None:
     for path in paths:
         summary = load_summary(path)
         if as_json:
-            print(json.dumps({key: summary[key] for key in SHOWN}))
+            # a run stored before the pooler was one ran directly
+            print(json.dumps({key: summary.get(key, "none" if key == "pooler" else None) for key in SHOWN}))
             continue
-        print(f"{summary['library']:<14} {summary['version']:<8} {summary['worker_count']:>3} workers  "
+        through = "" if summary.get("pooler", "none") == "none" else f" via {summary['pooler']}"
+        print(f"{summary['library'] + through:<14} {summary['version']:<8} {summary['worker_count']:>3} workers  "
               f"{summary['executed']:>6}/{summary['jobs']} executed  {summary['executed_twice']} twice  "
               f"{summary['duplicate_claims']} claimed twice  {summary['jobs_per_s']:8.1f} jobs/s  "
               f"pickup p99 {summary['pickup_p99_ms'] or float('nan'):8.1f} ms  "

@@ -33,6 +33,7 @@ the jobs the fault hit, of the time from the fault to that job's next start.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing as mp
 import os
@@ -49,7 +50,7 @@ from psycopg import sql
 from harness import libraries
 from harness.experiments import libraries as library_runs
 from harness.experiments.contract import Measured
-from harness.server import database, faults
+from harness.server import database, faults, pooler
 
 FAULTS = library_runs.FAULTS
 JOB_S = 1.0  # each job's length: long enough that a fault lands while a job runs
@@ -224,6 +225,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
     log = faults.FaultLog()
     workers: list = []
+    through = contextlib.ExitStack()
     try:
         with db.connect() as admin:
             library_runs._fresh_database(admin, library_runs.DATABASE)
@@ -231,9 +233,11 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         with database.connect(url) as conn:
             library_runs._install_audit(conn, library, completions=True)
             library.enqueue(url, p.job_count, JOB_S)
+        # the workers through PgBouncer where asked; the harness's own statements go to the server directly
+        via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.POOL_PER_WORKER * p.worker_count))
         context = mp.get_context("fork")
         start = context.Event()
-        supervisor = _Supervisor(context, p, url, logs, start)
+        supervisor = _Supervisor(context, p, via.url, logs, start)
         workers = supervisor.processes  # every worker process started, restarted ones too (stopped in finally)
         deadline = time.monotonic() + library_runs.READY_TIMEOUT_S
         for ready in supervisor.readies:
@@ -253,7 +257,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             time.sleep(0.1)
         ended_ns = time.time_ns()
         live_pids = {int(pid) for pid in read_lines(logs)["pid"].unique() if faults.alive(int(pid))}
-        supervisor.tend()
+        supervisor.tend(restart=False)  # the exits up to the bound, none started again now
         _stop(workers)
         with database.connect(url) as conn:
             audit = pd.DataFrame(conn.execute(
@@ -267,6 +271,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             if process.is_alive():
                 process.kill()
                 process.join(10)
+        through.close()
         shutil.rmtree(logs, ignore_errors=True)
         with db.connect() as admin:
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
@@ -275,7 +280,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim)
     counts = totals(rows)
     settings = recovery(p.library)
-    summary = {"library": p.library, "version": libraries.version(p.library), "fault": p.fault,
+    summary = {"library": p.library, "version": libraries.version(p.library), "fault": p.fault, "pooler": p.pooler,
                "worker_count": p.worker_count, "jobs": p.job_count, "fault_landed": landed(p.fault, effects),
                "fault_effects": effects, **counts, "worker_exits": len(supervisor.exits),
                "worker_restarts": supervisor.restarts,
@@ -296,7 +301,9 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                                        or [{"t": None, "fault": None}])},
         procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
                    "settings": library.SETTINGS, "recovery": settings, "claimed": library.CLAIMED,
-                   "completed": library.COMPLETED, "job_s": JOB_S,
+                   "completed": library.COMPLETED, "job_s": JOB_S, "pooler": via.describe(),
+                   "supervisor": {"restart_delay_s": RESTART_DELAY_S, "max_restarts": MAX_RESTARTS,
+                                  "exits": supervisor.exits},
                    "fault": {"kind": p.fault, "trigger": "the first job start any worker logged",
                              "pause_s": pause_s(p.library) if p.fault == "pause" else None,
                              "terminate_rounds": TERMINATE_ROUNDS if p.fault == "terminate" else None},
@@ -359,9 +366,9 @@ class _Supervisor:
         self.readies.append(ready)
         return process, generation
 
-    def tend(self) -> bool:
-        """Note exits and start again what has been down long enough; False once no worker runs and none may
-        start again."""
+    def tend(self, restart: bool = True) -> bool:
+        """Note exits and start again what has been down long enough (unless not to restart); False once no worker
+        runs and none may start again."""
         now = time.monotonic()
         for slot, (process, generation) in enumerate(self.slots):
             if process.is_alive():
@@ -369,7 +376,7 @@ class _Supervisor:
             if slot not in self.down_since:
                 self.down_since[slot] = now
                 self.exits.append({"slot": slot, "pid": process.pid, "exitcode": process.exitcode})
-            elif now - self.down_since[slot] >= RESTART_DELAY_S and self.restarts < MAX_RESTARTS:
+            elif restart and now - self.down_since[slot] >= RESTART_DELAY_S and self.restarts < MAX_RESTARTS:
                 del self.down_since[slot]
                 self.restarts += 1
                 self.slots[slot] = self._start(slot, generation + 1)
@@ -391,7 +398,7 @@ def _stop(workers: list) -> None:
             process.join(10)
 
 
-SHOWN = ("library", "version", "fault", "fault_landed", "fault_effects", *CLASSES, *MARKS, "worker_exits",
+SHOWN = ("library", "version", "fault", "pooler", "fault_landed", "fault_effects", *CLASSES, *MARKS, "worker_exits",
          "workers_with_errors",
          "recovery_s",
          "recovery_setting_s", "recovery_default_s", "jobs_hit", "worker_count", "jobs")
@@ -419,7 +426,9 @@ def show(summary: dict, as_json: bool) -> None:
         print(json.dumps({key: summary.get(key) for key in SHOWN}))
         return
     recovery_s = summary["recovery_s"]
-    print(f"{summary['library']:<16} {summary['fault']:<9} {'landed' if summary['fault_landed'] else 'NOT LANDED':<10} "
+    through = "" if summary.get("pooler", "none") == "none" else f" via {summary['pooler']}"
+    print(f"{summary['library']:<16} {summary['fault'] + through:<9} "
+          f"{'landed' if summary['fault_landed'] else 'NOT LANDED':<10} "
           + "  ".join(f"{name} {summary[name]}" for name in (*CLASSES, *MARKS, "worker_exits"))
           + f"  recovery {'-' if recovery_s is None else f'{recovery_s:.1f} s'}"
           + f" (setting {summary['recovery_setting_s']} s)")

@@ -38,7 +38,9 @@ ENTRYPOINT = "noop"
 SETTINGS = {"batch_size": 1, "dequeue_timeout_s": 0.1, "dequeue_timeout_default_s": 30.0, "mode": "drain",
             "max_concurrent_tasks": None}
 RECOVERY = {"mechanism": "heartbeat: a worker's dequeue re-picks a picked job whose heartbeat went stale",
-            "setting": "heartbeat_timeout", "default_s": 30.0, "raced_s": 2.0}
+            "setting": "heartbeat_timeout", "default_s": 30.0, "raced_s": 2.0,
+            # its worker dequeues again while a job runs, unless capped; the least cap it takes is twice the batch
+            "max_concurrent_tasks": 2}
 
 
 async def _connect(url: str) -> psycopg.AsyncConnection:
@@ -82,5 +84,6 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
                 else:
                     await manager.run(dequeue_timeout=timedelta(seconds=SETTINGS["dequeue_timeout_s"]),
                                       batch_size=SETTINGS["batch_size"], mode=QueueExecutionMode.continuous,
-                                      heartbeat_timeout=timedelta(seconds=RECOVERY["raced_s"]))
+                                      heartbeat_timeout=timedelta(seconds=RECOVERY["raced_s"]),
+                                      max_concurrent_tasks=RECOVERY["max_concurrent_tasks"])
     asyncio.run(run())
