@@ -210,8 +210,14 @@ def sweep_of(asked: list[dict]) -> LibrarySweep:
                         poolers=tuple(dict.fromkeys(a.get("pooler", "none") for a in asked)))
 
 
+def connections_per_worker(name: str) -> int:
+    """The server connections one of a library's workers may hold (its CONNECTIONS, else 2: one to claim, one to
+    LISTEN): what a run needs of the server, and the pooler's server connections per worker."""
+    return getattr(libraries.get(name), "CONNECTIONS", 2)
+
+
 def workers_needed(parameters: LibraryParameters) -> int:
-    return 2 * parameters.worker_count  # a library may hold a second connection per worker (LISTEN)
+    return connections_per_worker(parameters.library) * parameters.worker_count
 
 
 def check_size(sets: list[LibraryParameters], local: bool, pg_version: int) -> None:
@@ -225,8 +231,6 @@ def label(parameters: LibraryParameters) -> str:
     through = "" if parameters.pooler == "none" else f", via {parameters.pooler} pooler"
     return f"{parameters.library} x{parameters.worker_count}{fault}{through}"
 
-
-POOL_PER_WORKER = 2  # server connections the pooler keeps per worker: a library may hold two (LISTEN)
 
 
 # --------------------------------------------------------------------------- a worker process
@@ -370,7 +374,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
     try:
         library.install(url)
         # the workers through PgBouncer where asked; the harness's own statements go to the server directly
-        via = through.enter_context(pooler.pooled(url, p.pooler, POOL_PER_WORKER * p.worker_count))
+        via = through.enter_context(pooler.pooled(url, p.pooler, workers_needed(p)))
         with database.connect(url) as conn:
             _install_audit(conn, library)
             local = activity.server_is_local(conn)

@@ -234,7 +234,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             library_runs._install_audit(conn, library, completions=True)
             library.enqueue(url, p.job_count, JOB_S)
         # the workers through PgBouncer where asked; the harness's own statements go to the server directly
-        via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.POOL_PER_WORKER * p.worker_count))
+        via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.workers_needed(p)))
         context = mp.get_context("fork")
         start = context.Event()
         supervisor = _Supervisor(context, p, via.url, logs, start)

@@ -12,6 +12,7 @@ A library module declares:
     JOB_CAP                (optional) the most jobs a sweep queues for it, for a worker that paces itself
     NOTIFIES_ON_CHANGE     (optional, False) True: its table sends a NOTIFY on every change; a run also measures
                            what a notification costs the idle listening sessions
+    CONNECTIONS            (optional, 2) the server connections one worker may hold (the pooler keeps as many)
     STOPS_ON_ITS_OWN       (optional, True) False: its worker never stops on an empty queue; the harness sends
                            SIGTERM once every job has run
     installed_version(), INSTALL_HINT
