@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
+import psutil
 import pytest
 
 from harness.server import database, schema
@@ -32,3 +36,38 @@ def run_cli(*args: str, env_extra: dict | None = None, timeout: float = 300) -> 
     env = {**os.environ, **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=PROJECT_ROOT, capture_output=True,
                           text=True, env=env, timeout=timeout)
+
+
+def forked_workers(harness: psutil.Process) -> list[psutil.Process]:
+    """The harness's children that run its own command line: the forked workers (not the watchdog, not pg_ctl)."""
+    found, command = [], harness.cmdline()
+    for process in harness.children():
+        try:
+            if process.cmdline() == command:
+                found.append(process)
+        except psutil.Error:  # a short-lived child (pg_ctl) gone or not yet reaped
+            pass
+    return found
+
+
+def survivors_of_sigkill(args: list[str], find: Callable[[psutil.Process], list], wait_s: float,
+                         watch: Callable[[psutil.Process], list] = forked_workers) -> list[psutil.Process]:
+    """Run `python -m harness *args`, wait up to wait_s until find(harness) returns processes, SIGKILL the command
+    then, and return those processes, and the ones watch(harness) returned, still alive 15 s later."""
+    command = subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=PROJECT_ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        harness = psutil.Process(command.pid)
+        deadline, found = time.monotonic() + wait_s, []
+        while time.monotonic() < deadline and not found:
+            found = find(harness)
+            time.sleep(0.05)
+        assert found, f"nothing to watch ever started: {' '.join(args)}"
+        watched = found + [p for p in watch(harness) if p not in found]
+        os.kill(command.pid, signal.SIGKILL)
+        command.wait(30)
+        return psutil.wait_procs(watched, timeout=15)[1]
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait(30)

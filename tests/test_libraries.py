@@ -4,18 +4,13 @@ with two workers, audited on its own jobs table; the counts of jobs run or claim
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 
 import pandas as pd
 import psutil
 import pytest
 
-from conftest import PROJECT_ROOT, run_cli
+from conftest import forked_workers, run_cli, survivors_of_sigkill
 from harness import libraries
 from harness.errors import UserError
 from harness.experiments import libraries as library_runs
@@ -81,7 +76,7 @@ def _function_body(db, module) -> str:
         admin.execute("DROP DATABASE IF EXISTS claimrace_claim_function WITH (FORCE)")
         admin.execute("CREATE DATABASE claimrace_claim_function")
     try:
-        url = library_runs._database_url(db.url, "claimrace_claim_function")
+        url = library_runs.database_url(db.url, "claimrace_claim_function")
         module.install(url)
         with database.connect(url) as conn:
             return " ".join(row[0] for row in conn.execute(
@@ -182,45 +177,18 @@ def test_a_sweep_too_big_for_the_machine_is_refused_in_one_line():
         library_runs.LibraryParameters("pgqueuer", 1, 10_000_000)
 
 
-def _forked_workers(harness: psutil.Process) -> list[psutil.Process]:
-    """The harness's children that run its own command line: the forked workers (not the watchdog, not pg_ctl)."""
-    found, command = [], harness.cmdline()
-    for process in harness.children():
-        try:
-            if process.cmdline() == command:
-                found.append(process)
-        except psutil.Error:  # a short-lived child (pg_ctl) gone or not yet reaped
-            pass
-    return found
-
-
-def _sigkill_mid_drain(tmp_path, library: str, workers: int, jobs: int, started, wait_s: float) -> list:
-    """Run the libraries command, wait until `started(harness)` finds `workers` processes, SIGKILL the command,
-    and return the processes of the harness's tree still alive 15 s later (with the ones found)."""
-    command = subprocess.Popen([sys.executable, "-m", "harness", "libraries", "--library", library, "--workers",
-                                str(workers), "--jobs", str(jobs), "--quiet", "--data-dir", str(tmp_path)],
-                               cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        harness = psutil.Process(command.pid)
-        deadline = time.monotonic() + wait_s
-        found = []
-        while time.monotonic() < deadline and len(found) < workers:
-            found = started(harness)
-            time.sleep(0.2)
-        assert len(found) == workers, "the workers never started"
-        watched = found + [w for w in _forked_workers(harness) if w not in found]
-        os.kill(command.pid, signal.SIGKILL)
-        command.wait(30)
-        return psutil.wait_procs(watched, timeout=15)[1]
-    finally:
-        if command.poll() is None:
-            command.kill()
-            command.wait(30)
+def _all_started(count: int, started):
+    """started(harness) once it finds `count` processes, [] before."""
+    def find(harness):
+        found = started(harness)
+        return found if len(found) >= count else []
+    return find
 
 
 def test_no_worker_outlives_the_command_killed_with_sigkill(tmp_path):
     """The harness killed mid-drain: its worker processes die with it (PR_SET_PDEATHSIG)."""
-    assert _sigkill_mid_drain(tmp_path, INSTALLED[0], 4, 100000, _forked_workers, 120) == []
+    assert survivors_of_sigkill(["libraries", "--library", INSTALLED[0], "--workers", "4", "--jobs", "100000",
+                                 "--quiet", "--data-dir", str(tmp_path)], _all_started(4, forked_workers), 120) == []
 
 
 NODE_LIBRARIES = [name for name in INSTALLED if hasattr(libraries.get(name), "installed_version")]
@@ -232,7 +200,8 @@ def test_no_node_worker_outlives_the_command_killed_with_sigkill(tmp_path):
     with that worker."""
     script = libraries.get(NODE_LIBRARIES[0]).SCRIPT
     nodes = lambda harness: [p for p in harness.children(recursive=True) if _runs(p, script, "work")]  # noqa: E731
-    assert _sigkill_mid_drain(tmp_path, NODE_LIBRARIES[0], 2, 20000, nodes, 180) == []
+    assert survivors_of_sigkill(["libraries", "--library", NODE_LIBRARIES[0], "--workers", "2", "--jobs", "20000",
+                                 "--quiet", "--data-dir", str(tmp_path)], _all_started(2, nodes), 180) == []
 
 
 def _runs(process: psutil.Process, *words: str) -> bool:

@@ -4,17 +4,12 @@ restarted server, each fault seen to land, and every job in the ledger as exactl
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pandas as pd
 import psutil
 import pytest
 
-from conftest import PROJECT_ROOT, run_cli
+from conftest import forked_workers, run_cli, survivors_of_sigkill
 from harness import libraries
 from harness.errors import UserError
 from harness.experiments import libraries as library_runs
@@ -155,32 +150,9 @@ def test_each_fault_lands_on_a_library_and_the_command_prints_its_ledger(tmp_pat
 
 def test_no_worker_outlives_the_command_killed_with_sigkill_while_one_is_paused(tmp_path):
     """A worker stopped by the pause fault, the command SIGKILLed then: every worker still dies with it."""
-    command = subprocess.Popen([sys.executable, "-m", "harness", "libraries", "--library", "pgmq", "--fault", "pause",
-                                "--quiet", "--data-dir", str(tmp_path)], cwd=PROJECT_ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        harness = psutil.Process(command.pid)
-        deadline, stopped, workers = time.monotonic() + 120, [], []
-        while time.monotonic() < deadline and not stopped:
-            workers = [p for p in harness.children() if _runs_as(p, harness)]
-            stopped = [p for p in workers if faults.stop_state(p.pid) == "T"]
-            time.sleep(0.05)
-        assert stopped, "no worker was paused"
-        os.kill(command.pid, signal.SIGKILL)
-        command.wait(30)
-        assert psutil.wait_procs(workers, timeout=15)[1] == []
-    finally:
-        if command.poll() is None:
-            command.kill()
-            command.wait(30)
-
-
-def _runs_as(process: psutil.Process, harness: psutil.Process) -> bool:
-    """A forked worker: the harness's own command line (not the server's watchdog, not pg_ctl)."""
-    try:
-        return process.cmdline() == harness.cmdline()
-    except psutil.Error:
-        return False
+    paused = lambda harness: [p for p in forked_workers(harness) if faults.stop_state(p.pid) == "T"]  # noqa: E731
+    assert survivors_of_sigkill(["libraries", "--library", "pgmq", "--fault", "pause", "--quiet", "--data-dir",
+                                 str(tmp_path)], paused, 120) == []
 
 
 @pytest.mark.skipif(pooler.binary() is None, reason=f"pgbouncer not found: {pooler.INSTALL_HINT}")

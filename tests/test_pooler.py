@@ -3,16 +3,11 @@ mode hands its statements to any server session, and what a session-scoped claim
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import psutil
 import pytest
 
-from conftest import PROJECT_ROOT
+from conftest import survivors_of_sigkill
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceParameters, RaceSweep
@@ -78,21 +73,6 @@ def test_skip_locked_claims_each_job_once_through_transaction_mode(db, tmp_path)
 
 @needs_pgbouncer
 def test_no_pgbouncer_outlives_the_command_killed_with_sigkill(tmp_path):
-    command = subprocess.Popen([sys.executable, "-m", "harness", "race", "--strategy", "skip_locked", "--workers",
-                                "2", "--jobs", "300000", "--pooler", "session", "--quiet", "--data-dir",
-                                str(tmp_path)], cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    try:
-        harness = psutil.Process(command.pid)
-        deadline, found = time.monotonic() + 120, []
-        while time.monotonic() < deadline and not found:
-            found = [p for p in harness.children(recursive=True) if p.name() == "pgbouncer"]
-            time.sleep(0.1)
-        assert found, "pgbouncer never started"
-        os.kill(command.pid, signal.SIGKILL)
-        command.wait(30)
-        assert psutil.wait_procs(found, timeout=15)[1] == []
-    finally:
-        if command.poll() is None:
-            command.kill()
-            command.wait(30)
+    pgbouncers = lambda harness: [p for p in harness.children(recursive=True) if p.name() == "pgbouncer"]  # noqa: E731
+    assert survivors_of_sigkill(["race", "--strategy", "skip_locked", "--workers", "2", "--jobs", "300000",
+                                 "--pooler", "session", "--quiet", "--data-dir", str(tmp_path)], pgbouncers, 120) == []

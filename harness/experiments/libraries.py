@@ -248,7 +248,8 @@ class _Release:
         return released
 
 
-def _worker(name: str, url: str, log: str, ready, start, parent_pid: int, job_s: float | None = None) -> None:
+def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
+                   job_s: float | None = None) -> None:
     """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
     execution log. job_s: a fault run's (harness.experiments.library_faults) job length; its worker's error output
     (and its node process's) goes to a file beside its log, kept with the run."""
@@ -270,35 +271,63 @@ def _worker(name: str, url: str, log: str, ready, start, parent_pid: int, job_s:
 # --------------------------------------------------------------------------- measuring
 
 
-def _database_url(url: str, name: str) -> str:
+# What a drain and a fault run (harness.experiments.library_faults) share: the run's database, the audit on the
+# library's table, its worker processes.
+
+
+def database_url(url: str, name: str = DATABASE) -> str:
     return conninfo.make_conninfo(url, dbname=name)
 
 
-def _fresh_database(conn, name: str) -> None:
-    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+def fresh_database(conn, name: str = DATABASE) -> None:
+    drop_database(conn, name)
     conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def _jobs_table(library) -> sql.Identifier:
+def drop_database(conn, name: str = DATABASE) -> None:
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def audit_id_sql(library, row: str = "NEW") -> str:
+    """The job's id as the workers log it, on `row` (NEW, OLD or a table alias): its id column, or AUDIT_ID_SQL
+    where the id is not a number (pg-boss, chancy)."""
+    expression = getattr(library, "AUDIT_ID_SQL", None) or f'NEW."{library.ID_COLUMN}"'
+    return expression.replace("NEW.", f"{row}.")
+
+
+def read_audit(conn) -> pd.DataFrame:
+    """The audit as the server wrote it, in order: job_id, event, at_ns, txid, pid."""
+    return pd.DataFrame(conn.execute(
+        f"SELECT job_id, event, (extract(epoch FROM at) * 1e9)::bigint AS at_ns, txid, pid FROM {AUDIT} "
+        "ORDER BY seq").fetchall(), columns=["job_id", "event", "at_ns", "txid", "pid"])
+
+
+def wait_until_ready(name: str, readies) -> None:
+    """Every worker connected (its ready event set), within READY_TIMEOUT_S in all."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    for ready in readies:
+        if not ready.wait(max(0.0, deadline - time.monotonic())):
+            raise RuntimeError(f"{name}: a worker was not ready after {READY_TIMEOUT_S:.0f} s")
+
+
+def jobs_table(library) -> sql.Identifier:
     """The library's jobs table, in its own schema where it has one (JOBS_SCHEMA)."""
     schema = getattr(library, "JOBS_SCHEMA", None)
     return sql.Identifier(schema, library.JOBS_TABLE) if schema else sql.Identifier(library.JOBS_TABLE)
 
 
-def _install_audit(conn, library, completions: bool = False) -> None:
+def install_audit(conn, library, completions: bool = False) -> None:
     """Every enqueue and every claim of the library's jobs table, as the server saw it; with completions (a fault
     run), every completion too: its COMPLETED transition, or the row's DELETE where finishing deletes it."""
-    table = _jobs_table(library)
-    # the job's id as the workers log it: its id column, or an expression where the id is not a number (pg-boss)
-    id_sql = getattr(library, "AUDIT_ID_SQL", None) or f'NEW."{library.ID_COLUMN}"'
-    job_id = sql.SQL(id_sql)
+    table = jobs_table(library)
+    job_id = sql.SQL(audit_id_sql(library))
     conn.execute(sql.SQL("CREATE TABLE {} (seq bigserial PRIMARY KEY, job_id bigint NOT NULL, event text NOT NULL, "
                          "at timestamptz NOT NULL DEFAULT clock_timestamp(), "
                          "txid bigint NOT NULL DEFAULT txid_current(), "
                          "pid int NOT NULL DEFAULT pg_backend_pid())").format(sql.Identifier(AUDIT)))
     completed = getattr(library, "COMPLETED", None) if completions else None
     on_delete = sql.SQL("ELSIF TG_OP = 'DELETE' THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'completed'); ")\
-        .format(audit=sql.Identifier(AUDIT), id=sql.SQL(id_sql.replace("NEW.", "OLD."))) \
+        .format(audit=sql.Identifier(AUDIT), id=sql.SQL(audit_id_sql(library, "OLD"))) \
         if completed == "DELETE" else sql.SQL("")
     on_update = sql.SQL("ELSIF TG_OP = 'UPDATE' AND {completed} THEN INSERT INTO {audit} (job_id, event) "
                         "VALUES ({id}, 'completed'); ").format(
@@ -364,10 +393,10 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
     p = parameters
     library = libraries.get(p.library)
     server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
-    url = _database_url(db.url, DATABASE)
+    url = database_url(db.url)
     logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
     with db.connect() as admin:
-        _fresh_database(admin, DATABASE)
+        fresh_database(admin)
         if server_log is not None:
             admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(sql.Identifier(DATABASE)))
     through = contextlib.ExitStack()
@@ -376,7 +405,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         # the workers through PgBouncer where asked; the harness's own statements go to the server directly
         via = through.enter_context(pooler.pooled(url, p.pooler, workers_needed(p)))
         with database.connect(url) as conn:
-            _install_audit(conn, library)
+            install_audit(conn, library)
             local = activity.server_is_local(conn)
             library.enqueue(url, p.job_count)
             context = mp.get_context("fork")  # as the race's workers: no resource tracker outlives the run
@@ -384,16 +413,13 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
             workers, readies = [], []
             for i in range(p.worker_count):
                 ready = context.Event()
-                process = context.Process(target=_worker, args=(p.library, via.url, str(logs / f"{i}.log"), ready,
+                process = context.Process(target=worker_process, args=(p.library, via.url, str(logs / f"{i}.log"), ready,
                                                                 start, os.getpid()), daemon=True)
                 process.start()
                 workers.append(process)
                 readies.append(ready)
             try:
-                deadline = time.monotonic() + READY_TIMEOUT_S
-                for ready in readies:
-                    if not ready.wait(max(0.0, deadline - time.monotonic())):
-                        raise RuntimeError(f"{p.library}: a worker was not ready after {READY_TIMEOUT_S:.0f} s")
+                wait_until_ready(p.library, readies)
                 backends = [int(r[0]) for r in conn.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
                 before = _counters(conn, library)
@@ -426,14 +452,12 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                         process.kill()
                         process.join(10)
             wal_bytes = int(conn.execute("SELECT pg_wal_lsn_diff(%s, %s)", (after["lsn"], before["lsn"])).fetchone()[0])
-            audit = pd.DataFrame(conn.execute(
-                f"SELECT job_id, event, (extract(epoch FROM at) * 1e9)::bigint AS at_ns, txid, pid FROM {AUDIT} "
-                "ORDER BY seq").fetchall(), columns=["job_id", "event", "at_ns", "txid", "pid"])
+            audit = read_audit(conn)
             advisory_locks = int(conn.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
                 "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()[0])
             left = int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
-                _jobs_table(library))).fetchone()[0])
+                jobs_table(library))).fetchone()[0])
         # a library whose every change sends a NOTIFY to its listening workers: what those cost the server, apart
         probe = (pgstats.notification_transactions(url, p.worker_count, PROBE_NOTIFICATIONS)
                  if getattr(library, "NOTIFIES_ON_CHANGE", False) else None)
@@ -443,7 +467,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
     finally:
         through.close()
         with db.connect() as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE)))
+            drop_database(admin)
     executions, timings = _read_logs(logs)
     server_cpu_ms = ((server_cpu_after - server_cpu_before) / 1e6
                      if server_cpu_before is not None and server_cpu_after is not None else None)

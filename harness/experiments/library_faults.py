@@ -221,17 +221,17 @@ def landed(fault: str, effects: dict) -> bool:
 
 def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
     library = libraries.get(p.library)
-    url = library_runs._database_url(db.url, library_runs.DATABASE)
+    url = library_runs.database_url(db.url)
     logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
     log = faults.FaultLog()
     workers: list = []
     through = contextlib.ExitStack()
     try:
         with db.connect() as admin:
-            library_runs._fresh_database(admin, library_runs.DATABASE)
+            library_runs.fresh_database(admin)
         library.install(url)
         with database.connect(url) as conn:
-            library_runs._install_audit(conn, library, completions=True)
+            library_runs.install_audit(conn, library, completions=True)
             library.enqueue(url, p.job_count, JOB_S)
         # the workers through PgBouncer where asked; the harness's own statements go to the server directly
         via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.workers_needed(p)))
@@ -239,10 +239,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         start = context.Event()
         supervisor = _Supervisor(context, p, via.url, logs, start)
         workers = supervisor.processes  # every worker process started, restarted ones too (stopped in finally)
-        deadline = time.monotonic() + library_runs.READY_TIMEOUT_S
-        for ready in supervisor.readies:
-            if not ready.wait(max(0.0, deadline - time.monotonic())):
-                raise RuntimeError(f"{p.library}: a worker was not ready after {library_runs.READY_TIMEOUT_S:.0f} s")
+        library_runs.wait_until_ready(p.library, supervisor.readies)
         released_ns = time.time_ns()
         start.set()
         ends = time.monotonic() + bound_s(p)
@@ -260,9 +257,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         supervisor.tend(restart=False)  # the exits up to the bound, none started again now
         _stop(workers)
         with database.connect(url) as conn:
-            audit = pd.DataFrame(conn.execute(
-                f"SELECT job_id, event, (extract(epoch FROM at) * 1e9)::bigint AS at_ns, txid, pid "
-                f"FROM {library_runs.AUDIT} ORDER BY seq").fetchall(), columns=["job_id", "event", "at_ns", "txid", "pid"])
+            audit = library_runs.read_audit(conn)
             in_table = _ids_in_table(conn, library)
         lines = read_lines(logs)
         errors = _error_output(logs)
@@ -274,8 +269,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         through.close()
         shutil.rmtree(logs, ignore_errors=True)
         with db.connect() as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(library_runs.DATABASE)))
+            library_runs.drop_database(admin)
     victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause") else None
     rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim)
     counts = totals(rows)
@@ -325,7 +319,7 @@ def _error_output(logs: Path) -> pd.DataFrame:
 
 def _all_completed(url: str, job_count: int) -> bool:
     try:
-        with database.connect(library_runs._database_url(url, library_runs.DATABASE)) as conn:
+        with database.connect(library_runs.database_url(url)) as conn:
             done = conn.execute(f"SELECT count(DISTINCT job_id) FROM {library_runs.AUDIT} "
                                 "WHERE event = 'completed'").fetchone()[0]
         return int(done) >= job_count
@@ -335,9 +329,8 @@ def _all_completed(url: str, job_count: int) -> bool:
 
 def _ids_in_table(conn, library) -> set[int]:
     """The ids (as the audit counts them) of the jobs still in the library's table, in any state."""
-    id_sql = getattr(library, "AUDIT_ID_SQL", None) or f'NEW."{library.ID_COLUMN}"'
-    expression = sql.SQL(id_sql.replace("NEW.", "t."))
-    rows = conn.execute(sql.SQL("SELECT {} FROM {} AS t").format(expression, library_runs._jobs_table(library)))
+    rows = conn.execute(sql.SQL("SELECT {} FROM {} AS t").format(sql.SQL(library_runs.audit_id_sql(library, "t")),
+                                                                    library_runs.jobs_table(library)))
     return {int(r[0]) for r in rows}
 
 
@@ -358,7 +351,7 @@ class _Supervisor:
 
     def _start(self, slot: int, generation: int):
         ready = self.context.Event()
-        process = self.context.Process(target=library_runs._worker, args=(
+        process = self.context.Process(target=library_runs.worker_process, args=(
             self.p.library, self.url, str(self.logs / f"{generation * self.p.worker_count + slot}.log"), ready,
             self.start, os.getpid(), JOB_S), daemon=True)
         process.start()

@@ -31,8 +31,8 @@ from harness.strategies import (DEFAULT_BATCH, EMPTY, MAX_BATCH, ORIGINAL_STRATE
 
 CLIENT_LAYOUTS = (CLIENT_LAYOUT, race_asyncio.CLIENT_LAYOUT)
 MAX_PAUSE_MS = 10_000.0  # a slowed-down race is for watching; longer pauses only make it last for ever
-MAX_JOB_COUNT = 10_000_000
-LOCKS_SETTLE_SECONDS = 0.5  # through a pooler, the advisory locks held at the end once the count is stable this long  # and limits.check_race_size bounds jobs x workers by this machine's memory
+MAX_JOB_COUNT = 10_000_000  # and limits.check_race_size bounds jobs x workers by this machine's memory
+LOCKS_SETTLE_SECONDS = 0.5  # through a pooler, the advisory locks held at the end once the count is stable this long
 
 
 as_cpu_layout = one_of(cpus.CPU_LAYOUTS, "cpus")
