@@ -24,14 +24,14 @@ from pathlib import Path
 
 from harness import config
 from harness.article.findings import Finding, by_id, order
-from harness.article.sections import (bench, churn, faults, libraries, machine, plans, production, races,
-                                      strategies, summary)
+from harness.article.sections import (bench, churn, faults, libraries, library_faults, machine, plans, production,
+                                      races, strategies, summary)
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.stats import jsonable
 
 # Page order. A section may read the ones before it while loading (bench reads the races' CPU-bound points).
-SECTIONS = (summary, races, plans, production, strategies, faults, churn, bench, libraries, machine)
+SECTIONS = (summary, races, plans, production, strategies, faults, churn, bench, libraries, library_faults, machine)
 
 
 def load(runs: dict[str, list[Path]]) -> dict:
@@ -44,7 +44,7 @@ def load(runs: dict[str, list[Path]]) -> dict:
 
 
 def evaluate(loaded: dict) -> list[Finding]:
-    """Every finding, F1-F13, C1-C9 and A1-A8, in that order; a section missing from `loaded` (or None there)
+    """Every finding, F1-F13, C1-C9 and A1-A10, in that order; a section missing from `loaded` (or None there)
     leaves its findings not measured."""
     found = [finding for section in SECTIONS for finding in section.findings(loaded)]
     for section in SECTIONS:

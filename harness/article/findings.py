@@ -83,6 +83,7 @@ FAQ = anchor("FAQ")
 OTHER_CLAIMS = anchor("Other ways to claim")
 LATENCY = anchor("What does a network round trip change?")
 LIBRARIES = anchor("What the job libraries do")
+WORKER_DIES = anchor("When a worker dies")
 
 # --------------------------------------------------------------------------- the original's figures
 
@@ -162,6 +163,10 @@ ADDED_CLAIMS = {
                 NOT_IN_THE_ORIGINAL, LIBRARIES),
     "A8": Claim("the job libraries' claim protocols, rewritten on this table, hand each job to one worker",
                 NOT_IN_THE_ORIGINAL, LIBRARIES),
+    "A9": Claim("a job library completes the job of a worker that was killed or paused, once, and only by a worker "
+                "that holds it", NOT_IN_THE_ORIGINAL, WORKER_DIES),
+    "A10": Claim("a job library's workers, and the advisory-lock claims, work through PgBouncer in transaction mode "
+                 "as in session mode", NOT_IN_THE_ORIGINAL, WORKER_DIES),
 }
 ORIGINAL_JOB_COUNT = 10_000
 ORIGINAL_F1_DUPLICATE_JOBS = 9_763

@@ -178,7 +178,7 @@ class LibrarySweep(Parameters):
         check_each(self.worker_counts, "worker count", 1, MAX_WORKERS)
         check_each([self.repeats], "repeats", 1, 20)
         for mode in self.poolers:
-            pooler.check_mode(mode)
+            pooler.check_mode(mode, installed=False)  # pgbouncer itself is looked for when a run starts it
         for one in self.runs():
             one.check()
 
@@ -251,11 +251,10 @@ class _Release:
 def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
                    job_s: float | None = None) -> None:
     """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
-    execution log. job_s: a fault run's (harness.experiments.library_faults) job length; its worker's error output
-    (and its node process's) goes to a file beside its log, kept with the run."""
+    execution log. job_s: a fault run's (harness.experiments.library_faults) job length. Its error output (and its
+    node process's) goes to a file beside its log, kept with the run (error_output)."""
     die_with_parent(parent_pid)
-    if job_s is not None:
-        os.dup2(os.open(f"{log}.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 2)
+    os.dup2(os.open(f"{log}.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 2)
     release = _Release(start)
     work = libraries.get(name).work
     # a library whose worker is another process (Node) returns that process's scheduler readings
@@ -308,6 +307,20 @@ def wait_until_ready(name: str, readies) -> None:
     for ready in readies:
         if not ready.wait(max(0.0, deadline - time.monotonic())):
             raise RuntimeError(f"{name}: a worker was not ready after {READY_TIMEOUT_S:.0f} s")
+
+
+ERROR_TAIL_CHARS = 4000
+
+
+def error_output(logs: Path) -> pd.DataFrame:
+    """What each worker (and its node process) wrote to its error output: worker, the last ERROR_TAIL_CHARS."""
+    rows = [(int(path.name.split(".")[0]), path.read_text(errors="replace")[-ERROR_TAIL_CHARS:])
+            for path in sorted(logs.glob("*.log.stderr"))]
+    return pd.DataFrame(rows, columns=["worker", "text"])
+
+
+def workers_with_errors(errors: pd.DataFrame) -> int:
+    return int((errors["text"].str.len() > 0).sum())
 
 
 def jobs_table(library) -> sql.Identifier:
@@ -468,6 +481,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         through.close()
         with db.connect() as admin:
             drop_database(admin)
+    errors = error_output(logs)
     executions, timings = _read_logs(logs)
     server_cpu_ms = ((server_cpu_after - server_cpu_before) / 1e6
                      if server_cpu_before is not None and server_cpu_after is not None else None)
@@ -475,12 +489,13 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                         None if statements is None else int(statements["calls"].sum()),
                         server_cpu_ms, advisory_locks, len(stopped))
     summary |= {"probe_listeners": probe and probe["listeners"], "probe_notifications": probe and probe["notifications"],
-                "probe_transactions": probe and probe["transactions"], "pooler": p.pooler}
+                "probe_transactions": probe and probe["transactions"], "pooler": p.pooler,
+                "workers_with_errors": workers_with_errors(errors)}
     # a worker stopped at the bound is censored, not refused: its jobs count as not executed
     checks = {"every_job_enqueued_once": int((audit["event"] == "enqueued").sum()) == p.job_count}
     checks["passed"] = all(checks.values())
     return Measured(
-        tables={"audit": audit, "executions": executions, "workers": timings,
+        tables={"audit": audit, "executions": executions, "workers": timings, "errors": errors,
                 **({"statements": statements} if statements is not None else {})},
         procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
                    "settings": library.SETTINGS, "claimed": library.CLAIMED, "jobs_table": library.JOBS_TABLE,
@@ -538,6 +553,8 @@ def _read_logs(logs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                             "run_delay_ns": delta[1] if delta else None})
             timing.unlink()
         log.unlink()
+    for errors in logs.glob("*.log.stderr"):  # read before (error_output)
+        errors.unlink()
     logs.rmdir()
     return (pd.DataFrame(executions, columns=["job_id", "worker", "at_ns"]),
             pd.DataFrame(timings, columns=["worker", "pid", "released_ns", "ended_ns", "cpu_ns", "run_delay_ns"]))
@@ -593,7 +610,7 @@ SHOWN = ("library", "version", "level", "pooler", "worker_count", "jobs", "execu
          "duplicate_claims",
          "jobs_per_s", "pickup_p50_ms", "pickup_p99_ms", "statements_per_job", "transactions_per_job",
          "wal_bytes_per_job", "hot_share", "dead_tuples_per_job", "server_cpu_ms_per_job", "cpu_bound",
-         "advisory_locks_left")
+         "advisory_locks_left", "not_executed", "workers_with_errors")
 
 
 def load_summary(run_dir: Path) -> dict:

@@ -260,7 +260,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             audit = library_runs.read_audit(conn)
             in_table = _ids_in_table(conn, library)
         lines = read_lines(logs)
-        errors = _error_output(logs)
+        errors = library_runs.error_output(logs)
     finally:
         for process in workers:
             if process.is_alive():
@@ -278,7 +278,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "worker_count": p.worker_count, "jobs": p.job_count, "fault_landed": landed(p.fault, effects),
                "fault_effects": effects, **counts, "worker_exits": len(supervisor.exits),
                "worker_restarts": supervisor.restarts,
-               "workers_with_errors": int((errors["text"].str.len() > 0).sum()),
+               "workers_with_errors": library_runs.workers_with_errors(errors),
                "recovery_setting_s": settings["raced_s"], "recovery_default_s": settings["default_s"],
                "recovery_mechanism": settings["mechanism"], "bound_s": bound_s(p),
                "waited_s": (ended_ns - released_ns) / 1e9}
@@ -305,16 +305,6 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                               "empty queue until stopped", "bound_s": bound_s(p)},
         checks=checks,
         results={"summary": summary, "hit": trigger or {}})
-
-
-ERROR_TAIL_CHARS = 4000
-
-
-def _error_output(logs: Path) -> pd.DataFrame:
-    """What each worker (and its node process) wrote to its error output: worker, the last ERROR_TAIL_CHARS."""
-    rows = [(int(path.name.split(".")[0]), path.read_text(errors="replace")[-ERROR_TAIL_CHARS:])
-            for path in sorted(logs.glob("*.log.stderr"))]
-    return pd.DataFrame(rows, columns=["worker", "text"])
 
 
 def _all_completed(url: str, job_count: int) -> bool:

@@ -131,7 +131,7 @@ class RaceParameters(Parameters):
 
 
 def _check_pooler(mode: str, proxied: bool, client: str) -> None:
-    pooler.check_mode(mode)
+    pooler.check_mode(mode, installed=False)  # pgbouncer itself is looked for when a race starts it
     if mode != "none" and (proxied or client != CLIENT_LAYOUT):
         raise UserError("a race through the pooler has no delay proxy and one process per worker")
 

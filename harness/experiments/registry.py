@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -33,7 +34,7 @@ from harness import libraries as library_names
 from harness.experiments import bench, churn, faults, libraries, library_faults, plans, production, race_trials
 from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
-from harness.server import database, schema
+from harness.server import database, pooler, schema
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          show=race_trials.show_runs,
          sections=("races", "slow_race", "other_strategies", "latency", "indexed_race", "pg18_race",
                    "others_indexed", "pg18_others", "split_cpus", "no_sampler", "client_layouts",
-                   "library_claims"),
+                   "library_claims", "pooler_claims"),
          request=race_trials.RaceSweep,
          expand=race_trials.RaceSweep.trials, gather=race_trials.sweep_of, workers=race_trials.workers_needed,
          check_size=lambda sets, local, pg_version: race_trials.check_size(sets, local),
@@ -112,7 +113,7 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          help=f"job libraries ({', '.join(library_names.NAMES)}) draining the same queue with their own workers, audited "
               "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
               "and drops the database claimrace_libraries for every run)",
-         show=library_faults.show_runs, sections=("libraries",), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
+         show=library_faults.show_runs, sections=("libraries", "library_faults", "library_poolers"), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
          gather=libraries.sweep_of, workers=libraries.workers_needed, check_size=libraries.check_size,
          label=libraries.label),
 )}
@@ -297,6 +298,10 @@ def ensure_section(params: dict, section: str, data_dir: Path = config.DATA_DIR,
     """A section's stored runs (made where missing, on a server of the section's major version), and how many
     were made now. A section with its own version needs a server the harness starts: a DATABASE_URL server
     is the one version it is."""
+    request = section_request(params, section)
+    if any(mode != "none" for mode in getattr(request, "poolers", ())) and pooler.binary() is None:
+        print(f"{section} not run: pgbouncer not found ({pooler.INSTALL_HINT})", file=sys.stderr)
+        return [], 0
     own = SECTION_PG_VERSION in params[section] and section_pg_version(params, section) != params.get("pg_version")
     if own and (db == "url" or (db is None and os.environ.get("DATABASE_URL"))):
         _, missing = find(SECTIONS[section], section_request(params, section), Path(data_dir),

@@ -28,7 +28,7 @@ CLAIM_FUNCTION = "procrastinate_fetch_job_v2"  # the function whose body is its 
 CLAIMED = "NEW.status = 'doing' AND OLD.status IS DISTINCT FROM 'doing'"
 COMPLETED = "NEW.status = 'succeeded' AND OLD.status IS DISTINCT FROM 'succeeded'"
 QUEUE = "claimrace"
-CONNECTIONS = 4  # its connector's pool keeps 4 per worker (min_size), the LISTEN among them
+CONNECTIONS = 5  # its connector's pool keeps 4 per worker (min_size), and its LISTEN takes a fifth, apart from the pool
 SETTINGS = {"concurrency": 1, "fetch_job_polling_interval_s": 0.1, "fetch_job_polling_interval_default_s": 5.0,
             "listen_notify": True, "wait": False}
 # what brings back a job whose worker died: nothing in the library (its user's periodic retry of stalled jobs)
