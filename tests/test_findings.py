@@ -14,6 +14,7 @@ import pytest
 
 from harness.article import contents, findings
 from harness.article.sections import (bench as bench_rules, churn as churn_rules, faults as fault_rules,
+                                      library_faults as fault_section,
                                       libraries as library_rules, plans as plan_rules, production as production_rules,
                                       races as race_rules, strategies as strategy_rules)
 from harness.article.compare import Races
@@ -536,7 +537,7 @@ def test_a_finding_decided_at_a_failing_bench_point_says_so():
 def test_nothing_stored_leaves_every_finding_not_measured():
     found = contents.from_runs({})
     assert [f.id for f in found] == [*(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)),
-                                     *(f"A{i}" for i in range(1, 9))]
+                                     *(f"A{i}" for i in range(1, 11))]
     assert {f.verdict for f in found} == {NOT_MEASURED}
     assert all(f.note for f in found), "a finding that is not measured says why"
 
@@ -664,7 +665,7 @@ def test_a_finding_is_a_value_with_a_fixed_vocabulary():
 def test_the_table_has_one_row_per_finding_in_order():
     found = contents.evaluate({"races": race_rules.Loaded(pd.DataFrame([race("guarded", 1), race("guarded", 4)]))})
     frame = findings.table(found)
-    assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A8"
+    assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A10"
     labels = {label.rsplit(": ", 1)[-1] for cell in frame["verdict"] for label in cell.split("; ")}
     assert labels <= set(findings.VERDICT_LABELS.values())
     assert frame.columns[1].startswith("the original's") and frame.columns[2].startswith("the original's")
@@ -890,3 +891,93 @@ def test_a7_confirms_each_library_that_ran_every_job_once_and_corrects_one_that_
     assert "procrastinate handed jobs to more than one worker: 2 run twice and 3 claimed twice" in broken.note
     assert "procrastinate-4-0 at 4 workers" in broken.note and "pgqueuer left 5 jobs unexecuted" in broken.note
     assert library_rules.a7_each_job_runs_once(None).verdict == NOT_MEASURED
+
+
+# --------------------------------------------------------------------------- A9 and A10: when a worker dies
+
+
+def library_fault_run(library: str, fault: str = "kill", landed: bool = True, jobs: int = 6, hit: int = 1, **ledger) -> dict:
+    counts = {"completed_once": jobs, "completed_twice": 0, "stuck": 0, "lost": 0, "in_progress_at_timeout": 0,
+              "executed_twice": 0, "completed_by_stale_holder": 0} | ledger
+    return {"library": library, "fault": fault, "fault_landed": landed, "jobs": jobs, "worker_count": 3,
+            "jobs_hit": hit, "jobs_hit_recovered": hit if counts["executed_twice"] else 0,
+            "recovery_s": 3.0 if counts["executed_twice"] else None, "recovery_setting_s": 3.0,
+            "recovery_default_s": 30.0, "worker_exits": 1, "run_id": f"{library}-{fault}",
+            "recovery": {"default_s": 30.0}, **counts}
+
+
+@pytest.mark.parametrize("runs, expected", [
+    ([library_fault_run("pgmq", executed_twice=1)], CONFIRMED),  # run twice is at-least-once, not a failure
+    ([library_fault_run("procrastinate", completed_once=5, stuck=1)], CORRECTED),
+    ([library_fault_run("graphile_worker", completed_once=5, lost=1)], CORRECTED),
+    ([library_fault_run("pgqueuer", "pause", executed_twice=2, completed_by_stale_holder=1)], CORRECTED),
+    ([library_fault_run("pgqueuer", "pause", completed_once=5, completed_twice=1)], CORRECTED),
+    ([library_fault_run("pgmq", landed=False, completed_once=5, stuck=1)], NOT_MEASURED),  # a fault not seen to land
+    ([library_fault_run("pgmq", completed_once=5, in_progress_at_timeout=1)], NOT_MEASURED),  # still running at the bound
+    ([library_fault_run("pgmq", hit=0)], NOT_MEASURED),  # no job was running when it landed
+])
+def test_a9_decides_each_library_from_the_faults_that_landed(runs, expected):
+    found = fault_section.a9_a_dead_workers_job_completes_once(pd.DataFrame(runs))
+    assert found.verdict == expected and found.parts == ((runs[0]["library"], expected),)
+
+
+def test_a9_gives_each_library_its_part_and_counts_jobs_run_twice_apart():
+    found = fault_section.a9_a_dead_workers_job_completes_once(pd.DataFrame([
+        library_fault_run("procrastinate", completed_once=5, stuck=1), library_fault_run("pgmq", executed_twice=1),
+        library_fault_run("pgmq", "pause", executed_twice=1)]))
+    assert found.parts == (("procrastinate", CORRECTED), ("pgmq", CONFIRMED)) and found.verdict == CORRECTED
+    assert "procrastinate: after kill, 1 stuck." in found.note
+    assert "Of the 2 jobs a fault hit that a library started again, 2 ran twice" in found.note
+    assert found.ours == ("Over 18 jobs under kill and pause, of 2 libraries whose runs decide, procrastinate left a job "
+                          "stuck or lost, or completed one twice or by a worker that had lost it")
+    assert fault_section.a9_a_dead_workers_job_completes_once(None).verdict == NOT_MEASURED
+
+
+def drain(library: str, pooler: str, executed: int = 40, twice: int = 0, errors: int = 0, locks: int = 0) -> dict:
+    return {"library": library, "pooler": pooler, "jobs": 40, "executed": executed, "executed_twice": twice,
+            "duplicate_claims": 0, "advisory_locks_left": locks, "workers_with_errors": errors, "jobs_per_s": 100.0}
+
+
+def pooled_race(strategy: str, pooler: str, twice: int = 0, unclaimed: int = 0, locks: int = 0) -> dict:
+    return {"strategy": strategy, "pooler": pooler, "job_count": 200, "unclaimed_jobs": unclaimed,
+            "duplicate_jobs": twice, "advisory_locks_at_end": locks, "claims_per_second": 1000.0}
+
+
+@pytest.mark.parametrize("session, transaction, expected", [
+    ({}, {}, CONFIRMED),
+    ({}, {"twice": 3}, CORRECTED),
+    ({}, {"executed": 10}, CORRECTED),  # jobs not run
+    ({}, {"errors": 2}, CORRECTED),  # workers that failed, though every job ran
+    ({}, {"locks": 5}, CORRECTED),
+    ({"executed": 2}, {"twice": 3}, NOT_MEASURED),  # the control went wrong: transaction mode is not to blame
+    (None, {}, NOT_MEASURED),  # no control
+])
+def test_a10_sets_transaction_mode_against_session_mode_per_library(session, transaction, expected):
+    runs = ([drain("pgmq", "session", **session)] if session is not None else []) + [
+        drain("pgmq", "transaction", **transaction)]
+    found = fault_section.a10_through_a_transaction_pooler(pd.DataFrame(runs), None)
+    assert found.verdict == expected and found.parts == (("pgmq", expected),)
+
+
+def test_a10_gives_each_claim_its_part_and_says_what_went_wrong():
+    claims = pd.DataFrame([pooled_race("skip_locked", "session"), pooled_race("skip_locked", "transaction"),
+                           pooled_race("que", "session"), pooled_race("que", "transaction", twice=48, locks=157)])
+    found = fault_section.a10_through_a_transaction_pooler(None, claims)
+    assert found.parts == (("skip_locked", CONFIRMED), ("que", CORRECTED)) and found.verdict == CORRECTED
+    assert found.ours == ("Through the transaction pooler, where session mode ran clean, que went wrong (the table says "
+                          "how). skip_locked ran as in session mode.")
+    assert fault_section.a10_through_a_transaction_pooler(None, None).verdict == NOT_MEASURED
+
+
+def test_the_worker_dies_tables_read_the_stored_summaries():
+    loaded = {fault_section.NAME: fault_section.Loaded(
+        (), pd.DataFrame([library_fault_run("procrastinate", completed_once=5, stuck=1), library_fault_run("pgmq", executed_twice=1)]),
+        (), pd.DataFrame([drain("pgmq", "session"), drain("pgmq", "transaction", executed=10, errors=2)]))}
+    ledger = fault_section.ledger_table(loaded)
+    assert '<td class="">procrastinate</td><td class="">kill</td><td class="">1 of 1</td>' in ledger
+    assert "3 s (30 s)" in ledger
+    pooled = fault_section.pooler_table(loaded)
+    assert "30 of 40 not run and 2 workers failed with an error" in pooled and "corrected" in pooled
+    advice = fault_section.advice_table(loaded)
+    assert "<code>get_stalled_jobs</code>" in advice and "1 job stayed stuck after kill." in advice
+    assert "session mode; transaction mode went wrong" in advice

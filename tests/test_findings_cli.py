@@ -40,7 +40,12 @@ def params_file(tmp_path, pg_version: int):
                              "endpoints": ["claim"], "service_time_s": 0.1},
               "faults": {"protocols": ["none"], "faults": ["kill"], "runner_count": 2, "job_count": 2},
               "libraries": {"libraries": ["pgqueuer"], "worker_counts": [1], "job_count": 5},
-              "library_claims": {"strategies": ["que"], "worker_counts": [2], "job_count": 8}}
+              "library_claims": {"strategies": ["que"], "worker_counts": [2], "job_count": 8},
+              "library_faults": {"libraries": ["pgmq"], "faults": ["kill"], "worker_counts": [2], "job_count": 2},
+              "library_poolers": {"libraries": ["pgmq"], "poolers": ["session", "transaction"], "worker_counts": [2],
+                                  "job_count": 8},
+              "pooler_claims": {"strategies": ["que"], "worker_counts": [2], "job_count": 8,
+                                "poolers": ["session", "transaction"]}}
     path = tmp_path / "params.yml"
     path.write_text(yaml.safe_dump(params))
     return path
@@ -59,7 +64,7 @@ def test_findings_json_from_stored_runs(stored, tmp_path):
                      "--params", str(params_file(tmp_path, pg_version)))
     assert result.returncode == 0, result.stderr
     found = {f["id"]: f for f in json.loads(result.stdout)}
-    assert list(found)[:2] == ["F1", "F2"] and len(found) == 30
+    assert list(found)[:2] == ["F1", "F2"] and len(found) == 32
     for finding in found.values():
         assert {"id", "verdict", "original", "ours", "note"} <= set(finding)
     assert found["F4"]["verdict"] == "confirmed", "guarded never hands out a job twice"

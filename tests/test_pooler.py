@@ -8,6 +8,10 @@ import psutil
 import pytest
 
 from conftest import survivors_of_sigkill
+from harness import config
+from harness.article import contents
+from harness.article.findings import CONFIRMED, CORRECTED
+from harness.article.sections import library_faults as worker_dies
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceParameters, RaceSweep
@@ -16,6 +20,7 @@ from harness.stats import summarise_run
 from harness.storage import read_manifest
 from harness.strategies import STRATEGIES, without_cleanup
 
+TINY_PARAMS = config.PROJECT_ROOT / "notebooks" / "params" / "tiny.yml"
 needs_pgbouncer = pytest.mark.skipif(pooler.binary() is None, reason=f"pgbouncer not found: {pooler.INSTALL_HINT}")
 
 
@@ -31,9 +36,20 @@ def test_a_pooler_mode_is_checked_and_a_missing_pgbouncer_is_one_line(monkeypatc
     with pytest.raises(UserError, match="one process per worker"):
         RaceParameters(strategy="skip_locked", worker_count=2, pooler="session", client="asyncio").check()
     monkeypatch.setattr(pooler, "binary", lambda: None)
+    # a params file names a mode without pgbouncer here; a run that starts one says in one line what to install
+    RaceParameters(strategy="que", worker_count=2, pooler="transaction").check()
     with pytest.raises(UserError, match=r"pgbouncer not found: install Debian's pgbouncer \(apt-get install"):
-        RaceParameters(strategy="que", worker_count=2, pooler="transaction").check()
-    RaceParameters(strategy="que", worker_count=2).check()  # without a pooler it is not needed
+        pooler.Pooler("host=127.0.0.1 dbname=postgres", "transaction", 2)
+
+
+def test_without_pgbouncer_the_report_leaves_its_pooled_sections_out_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(pooler, "binary", lambda: None)
+    params = registry.load_params(TINY_PARAMS)
+    assert registry.ensure_section(params, "pooler_claims", tmp_path) == ([], 0)
+    assert registry.ensure_section(params, "library_poolers", tmp_path) == ([], 0)
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == [f"{section} not run: pgbouncer not found ({pooler.INSTALL_HINT})"
+                    for section in ("pooler_claims", "library_poolers")]
 
 
 def test_through_a_pooler_the_library_protocols_drop_the_harness_clean_up():
@@ -69,6 +85,20 @@ def test_skip_locked_claims_each_job_once_through_transaction_mode(db, tmp_path)
     run, manifest, summary = race_through(db, tmp_path, "skip_locked", "transaction", 4, 300)
     assert manifest["checks"]["passed"] and summary["duplicate_jobs"] == 0
     assert manifest["results"]["pooler"]["advisory_locks_held_at_end"] == 0
+
+
+@needs_pgbouncer
+def test_the_article_reads_each_claim_through_both_modes_from_the_store(db, tmp_path):
+    """A10 end to end: que and skip_locked raced in session and transaction mode, stored, read back by the
+    article's section: que corrected (jobs claimed twice, locks left), skip_locked confirmed."""
+    asked = RaceSweep(strategies=("que", "skip_locked"), worker_counts=(4,), job_count=300,
+                      poolers=("session", "transaction"))
+    runs = registry.measure("race", asked, tmp_path, db=db, progress=False)
+    mine = contents.load({"pooler_claims": runs})[worker_dies.NAME]
+    found = worker_dies.a10_through_a_transaction_pooler(mine.pooled, mine.claims)
+    assert dict(found.parts) == {"que": CORRECTED, "skip_locked": CONFIRMED} and found.verdict == CORRECTED
+    assert "que went wrong" in found.ours
+    assert "run or claimed twice" in worker_dies.pooler_table({worker_dies.NAME: mine})
 
 
 @needs_pgbouncer

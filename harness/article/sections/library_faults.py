@@ -81,19 +81,15 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding
     execution, counted in the figures, not a failure."""
     if faults is None or not len(faults):
         return not_measured("A9", say("A9.no_runs"))
-    parts, listed, notes = [], [], []
+    parts, notes = [], []
     for library, runs in faults.groupby("library", sort=False):
         mine = _landed(runs)
-        faults_run = join(dict.fromkeys(runs["fault"]))
         if not len(mine):
             parts.append((library, NOT_MEASURED))
-            notes.append(say("A9.not_landed", library=library, faults=faults_run))
+            notes.append(say("A9.not_landed", library=library, faults=join(dict.fromkeys(runs["fault"]))))
             continue
         wrong = _wrong(mine)
         hit, running = int(mine["jobs_hit"].sum()), int(mine["in_progress_at_timeout"].sum())
-        listed.append(say("A9.library", library=library, jobs=count(int(mine["jobs"].sum())), faults=faults_run,
-                          stuck=count(wrong["stuck"] + wrong["lost"]), twice=count(int(mine["executed_twice"].sum())),
-                          stale=count(wrong["completed_by_stale_holder"] + wrong["completed_twice"])))
         if any(wrong.values()):
             parts.append((library, CORRECTED))
             notes.append(_what_went_wrong(library, mine))
@@ -110,7 +106,10 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding
     if len(hit):
         notes.append(say("A9.at_least_once", twice=count(int(hit["executed_twice"].sum())),
                          recovered=numbered(int(hit["jobs_hit_recovered"].sum()), "job")))
-    ours = say("A9.ours", libraries="; ".join(listed)) if listed else ""
+    decided = [name for name, v in parts if v != NOT_MEASURED]
+    wrong_names = [name for name, v in parts if v == CORRECTED]
+    ours = say("A9.ours", wrong=join(wrong_names) or say("A9.no_library"), libraries=count(len(decided)),
+               jobs=count(int(landed["jobs"].sum())), faults=join(dict.fromkeys(landed["fault"]))) if decided else ""
     return make_finding("A9", verdict, ours, notes, {"libraries": count(len(parts))}, parts=tuple(parts))
 
 
@@ -202,21 +201,20 @@ def a10_through_a_transaction_pooler(pooled: pd.DataFrame | None, claims: pd.Dat
     grouped = _by_name(pooled_points(pooled, claims))
     if not grouped:
         return not_measured("A10", say("A10.no_runs"))
-    parts, broke, notes = [], [], []
+    parts, notes = [], []
     for (kind, name), modes in grouped.items():
         verdict = pooler_verdict(modes)
         parts.append((name, verdict))
-        if verdict == CORRECTED:
-            broke.append(say("A10.broke", name=name, problems=join(modes["transaction"].problems)))
-        elif verdict == NOT_MEASURED:
+        if verdict == NOT_MEASURED:
             notes.append(say("A10.control_failed", name=name, problems=join(modes["session"].problems))
                          if "session" in modes and modes["session"].problems
                          else say("A10.one_mode", name=name, modes=join(modes)))
+    broke = [name for name, verdict in parts if verdict == CORRECTED]
     held = [name for name, verdict in parts if verdict == CONFIRMED]
     verdicts = {v for _, v in parts}
     verdict = CORRECTED if CORRECTED in verdicts else CONFIRMED if verdicts == {CONFIRMED} else NOT_MEASURED
     ours = " ".join(
-        ([say("A10.ours_broke", broke="; ".join(broke))] if broke else [])
+        ([say("A10.ours_broke", broke=join(broke))] if broke else [])
         + ([say("A10.ours_held", names=join(held))] if held else []))
     return make_finding("A10", verdict, ours, notes, {"names": count(len(parts))}, parts=tuple(parts))
 
