@@ -221,8 +221,8 @@ def _own_worker_values(mine: Loaded) -> dict[str, str]:
     raced = list(dict.fromkeys(mine.summary["library"]))
     return {"libraries_list": join(raced),
             "libraries_not_installed": _not_installed(raced),
-            "libraries_job_count": _jobs_per_run(mine.summary)[0],
-            "libraries_fewer_jobs": _jobs_per_run(mine.summary)[1],
+            "libraries_job_count": jobs_per_run(mine.summary)[0],
+            "libraries_fewer_jobs": jobs_per_run(mine.summary)[1],
             "libraries_worker_list": join([str(w) for w in request.worker_counts]),
             "libraries_repeats": counted(request.repeats, "run"),
             "libraries_listeners": _listeners(mine.summary)}
@@ -267,7 +267,7 @@ def library_settings_table(loaded: dict) -> str:
     return table(pd.DataFrame(rows), caption=say("settings_caption"))
 
 
-def _jobs_per_run(summary: pd.DataFrame) -> tuple[str, str]:
+def jobs_per_run(summary: pd.DataFrame) -> tuple[str, str]:
     """The jobs queued per run: the sweep's count, and ' (a library: its own)' where one raced fewer (JOB_CAP)."""
     per_library = summary.groupby("library", sort=False)["jobs"].max()
     most = int(per_library.max())
@@ -328,7 +328,7 @@ def libraries_table(loaded: dict) -> str:
     shown = points[[c for c in TABLE_COLUMNS if c in points]].rename(columns=TABLE_COLUMNS)
     shown["library"] = [f"{library}{' (CPU-bound)' if bound else ''}" for library, bound in
                         zip(points["library"], points["cpu_bound"])]
-    jobs, fewer = _jobs_per_run(loaded[NAME].summary)
+    jobs, fewer = jobs_per_run(loaded[NAME].summary)
     return table(shown, caption=say("table_caption", jobs=jobs, fewer=fewer),
                  formats={TABLE_COLUMNS["jobs_per_s"]: lambda v: number(v, 0), TABLE_COLUMNS["pickup_p99_ms"]: ms,
                           TABLE_COLUMNS["statements_per_job"]: _dash_or(lambda v: number(v, 1)),

@@ -16,6 +16,7 @@ from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, VERDIC
                                       not_measured)
 from harness.article.formats import DASH, count, missing, number, span
 from harness.article.prose import join, numbered, table
+from harness.article.sections.libraries import jobs_per_run
 from harness.article.wording import Sentences
 from harness.experiments import registry
 from harness.experiments.libraries import load_summary
@@ -271,7 +272,8 @@ def _pooler_setup(mine: Loaded | None) -> str:
     said = []
     if mine is not None and mine.pooled is not None and len(mine.pooled):
         request = registry.request_of("libraries", list(mine.pooled_runs))
-        said.append(say("setup.libraries", jobs=count(request.job_count),
+        jobs, fewer = jobs_per_run(mine.pooled)
+        said.append(say("setup.libraries", jobs=jobs, fewer=fewer,
                         workers=join([str(w) for w in request.worker_counts])))
     if mine is not None and mine.claims is not None and len(mine.claims):
         request = registry.request_of("race", list(mine.claim_runs))
@@ -345,7 +347,7 @@ def _seen(runs: pd.DataFrame) -> str:
 # --------------------------------------------------------------------------- the tables
 
 
-LEDGER_COLUMNS = ("library", "fault", "seen to land", "completed once", "stuck or lost", "completed twice",
+LEDGER_COLUMNS = ("library", "fault", "landed", "completed once", "stuck or lost", "completed twice",
                   "completed by a stale holder", "ran twice", "workers exited", "recovery s", "setting raced (default)")
 
 
