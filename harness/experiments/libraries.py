@@ -36,6 +36,7 @@ import multiprocessing as mp
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -506,6 +507,22 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                    "pooler": via.describe()},
         checks=checks,
         results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
+
+
+def stop_workers(workers: list, grace_s: float = 5.0) -> None:
+    """SIGCONT and SIGTERM to every worker still alive (its library's own stop, or the default's), then SIGKILL to
+    any still alive after grace_s: a paused worker is woken so it can stop."""
+    for process in workers:
+        if process.is_alive():
+            os.kill(process.pid, signal.SIGCONT)
+            process.terminate()
+    deadline = time.monotonic() + grace_s
+    for process in workers:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in workers:
+        if process.is_alive():
+            process.kill()
+            process.join(10)
 
 
 STOP_GRACE_S = 10.0  # how long a worker asked to stop may take before it is killed (and counted as stopped)

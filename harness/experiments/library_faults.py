@@ -38,7 +38,6 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import signal
 import tempfile
 import time
 from pathlib import Path
@@ -255,7 +254,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         ended_ns = time.time_ns()
         live_pids = {int(pid) for pid in read_lines(logs)["pid"].unique() if faults.alive(int(pid))}
         supervisor.tend(restart=False)  # the exits up to the bound, none started again now
-        _stop(workers)
+        library_runs.stop_workers(workers, STOP_GRACE_S)
         with database.connect(url) as conn:
             audit = library_runs.read_audit(conn)
             in_table = _ids_in_table(conn, library)
@@ -364,21 +363,6 @@ class _Supervisor:
                 self.restarts += 1
                 self.slots[slot] = self._start(slot, generation + 1)
         return any(process.is_alive() for process, _ in self.slots) or self.restarts < MAX_RESTARTS
-
-
-def _stop(workers: list) -> None:
-    """SIGTERM to every worker (its library's stop, or the default's), then SIGKILL after STOP_GRACE_S."""
-    for process in workers:
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGCONT)
-            process.terminate()
-    deadline = time.monotonic() + STOP_GRACE_S
-    for process in workers:
-        process.join(max(0.0, deadline - time.monotonic()))
-    for process in workers:
-        if process.is_alive():
-            process.kill()
-            process.join(10)
 
 
 SHOWN = ("library", "version", "fault", "pooler", "fault_landed", "fault_effects", *CLASSES, *MARKS, "worker_exits",

@@ -31,7 +31,8 @@ from tqdm.auto import tqdm
 from harness import config, storage
 from harness.errors import UserError
 from harness import libraries as library_names
-from harness.experiments import bench, churn, faults, libraries, library_faults, plans, production, race_trials
+from harness.experiments import (bench, churn, faults, libraries, library_faults, plans, production, race_trials,
+                                 wakeups)
 from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
 from harness.server import database, pooler, schema
@@ -116,6 +117,12 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          show=library_faults.show_runs, sections=("libraries", "library_faults", "library_poolers"), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
          gather=libraries.sweep_of, workers=libraries.workers_needed, check_size=libraries.check_size,
          label=libraries.label),
+    Kind("wakeups", wakeups.WakeupParameters, wakeups.measure,
+         help=f"pickup of jobs arriving one at a time for idle workers woken by LISTEN/NOTIFY or by polling only, "
+              f"for the libraries that offer both ({', '.join(wakeups.offering())}) (creates and drops the database "
+              "claimrace_libraries for every run)",
+         show=wakeups.show_runs, sections=(), request=wakeups.WakeupSweep, expand=wakeups.WakeupSweep.runs,
+         gather=wakeups.sweep_of, workers=wakeups.workers_needed, label=wakeups.label),
 )}
 
 # The report's params-file sections, each with the kind whose runs it asks for.

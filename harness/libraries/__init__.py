@@ -35,6 +35,15 @@ A library module declares:
                            ("... end"), the worker polls on an empty queue until it is stopped, and the library's
                            recovery settings are RECOVERY's raced values
 
+A library that can both listen and poll (harness.experiments.wakeups) also declares:
+
+    WAKEUP                 the setting that turns LISTEN/NOTIFY on or off, and the default poll interval (poll_s)
+    wake_install(url)      its schema, with its queue's default poll interval
+    wake_work(url, log, ready, start, listen)
+                           one worker idle on the empty queue until stopped, woken by LISTEN/NOTIFY where `listen`
+    enqueue_paced(url, n, interval_s, listen)
+                           n no-op jobs, one at a time, interval_s apart, through one open app
+
 harness.experiments.libraries races them, harness.experiments.library_faults injects faults into their workers;
 `available()` says which ones installed here.
 """

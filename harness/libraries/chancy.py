@@ -119,3 +119,55 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
 
     with open(log, "a", buffering=1) as _log:
         asyncio.run(run())
+
+
+# --------------------------------------------------------------------------- wake-ups (harness.experiments.wakeups)
+
+# A worker is woken by a NOTIFY its app sends on a push (notifications, on by default), else finds the job at its
+# queue's next poll: the default polling_interval, and eager_polling off, as declared by default.
+WAKEUP = {"setting": "notifications", "poll_s": float(SETTINGS["polling_interval_default_s"])}
+
+
+def wake_install(url: str) -> None:
+    async def run():
+        async with _app(url) as chancy:
+            await chancy.migrate()
+            await chancy.declare(Queue(name=QUEUE, concurrency=SETTINGS["concurrency"],
+                                       executor=Chancy.Executor.Async, polling_interval=WAKEUP["poll_s"]))
+    asyncio.run(run())
+
+
+def _wake_app(url: str, listen: bool) -> Chancy:
+    logger = logging.getLogger("claimrace.chancy")
+    logger.setLevel(logging.WARNING)
+    return Chancy(url, min_connection_pool_size=1, max_connection_pool_size=2, log=logger, notifications=listen)
+
+
+def wake_work(url: str, log: Path, ready, start, listen: bool) -> None:
+    """One worker on an empty queue, until it is stopped (SIGTERM): polling at the queue's interval, woken by a
+    NOTIFY where `listen`; its no-op job logs its start."""
+    global _log
+
+    async def run():
+        async with _wake_app(url, listen) as chancy:
+            await chancy.pool.wait()
+            ready.set()
+            await asyncio.to_thread(start.wait)
+            async with Worker(chancy) as worker:
+                await worker.wait_for_shutdown()
+
+    with open(log, "a", buffering=1) as _log:
+        asyncio.run(run())
+
+
+def enqueue_paced(url: str, n: int, interval_s: float, listen: bool) -> None:
+    """n no-op jobs, one push at a time, interval_s apart, through one app that sends a NOTIFY with each push
+    where `listen`."""
+    async def run():
+        async with _wake_app(url, listen) as chancy:
+            began = time.monotonic()
+            for i in range(n):
+                await asyncio.sleep(max(0.0, began + i * interval_s - time.monotonic()))
+                await chancy.push(Job(func=f"{__name__}.noop", kwargs={"n": i}, queue=QUEUE))
+    asyncio.run(run())
+

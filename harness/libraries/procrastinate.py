@@ -78,3 +78,41 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
         start.wait()
         app.run_worker(queues=[QUEUE], concurrency=1, wait=job_s is not None, install_signal_handlers=False,
                        fetch_job_polling_interval=SETTINGS["fetch_job_polling_interval_s"], listen_notify=True)
+
+
+# --------------------------------------------------------------------------- wake-ups (harness.experiments.wakeups)
+
+# A worker is woken by LISTEN/NOTIFY on a new job (listen_notify, on by default), else finds it at its next poll.
+WAKEUP = {"setting": "listen_notify", "poll_s": SETTINGS["fetch_job_polling_interval_default_s"]}
+
+
+def wake_install(url: str) -> None:
+    install(url)
+
+
+def wake_work(url: str, log: Path, ready, start, listen: bool) -> None:
+    """One worker on an empty queue, until it is stopped: polling at the default interval, woken by LISTEN/NOTIFY
+    where `listen`; its no-op job logs its start."""
+    app = _app(url)
+    with open(log, "a", buffering=1) as out:
+        @app.task(name="noop", queue=QUEUE, pass_context=True)
+        def noop(context):
+            out.write(f"{context.job.id} {time.time_ns()} {os.getpid()}\n")
+
+        ready.set()
+        start.wait()
+        app.run_worker(queues=[QUEUE], concurrency=1, wait=True, install_signal_handlers=False,
+                       fetch_job_polling_interval=WAKEUP["poll_s"], listen_notify=listen)
+
+
+def enqueue_paced(url: str, n: int, interval_s: float, listen: bool) -> None:
+    """n no-op jobs, one at a time, interval_s apart, through one open app (its NOTIFY is sent by a trigger on the
+    jobs table whatever the workers do)."""
+    app = _app(url)
+    task = app.task(name="noop", queue=QUEUE)(_noop)
+    with app.open():
+        began = time.monotonic()
+        for i in range(n):
+            time.sleep(max(0.0, began + i * interval_s - time.monotonic()))
+            task.defer()
+
