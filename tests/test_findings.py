@@ -974,8 +974,8 @@ def test_the_worker_dies_tables_read_the_stored_summaries():
         (), pd.DataFrame([library_fault_run("procrastinate", completed_once=5, stuck=1), library_fault_run("pgmq", executed_twice=1)]),
         (), pd.DataFrame([drain("pgmq", "session"), drain("pgmq", "transaction", executed=10, errors=2)]))}
     ledger = fault_section.ledger_table(loaded)
-    assert '<td class="">procrastinate</td><td class="">kill</td><td class="">1 of 1</td>' in ledger
-    assert "3 s (30 s)" in ledger
+    assert '<td class="">procrastinate</td><td class="">kill</td><td class="">1/1</td>' in ledger
+    assert "3.0 / 3 s (30 s)" in ledger and "— / 3 s (30 s)" in ledger
     pooled = fault_section.pooler_table(loaded)
     assert "30 of 40 not run and 2 workers failed with an error" in pooled and "corrected" in pooled
     advice = fault_section.advice_table(loaded)

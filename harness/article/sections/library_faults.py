@@ -348,7 +348,7 @@ def _seen(runs: pd.DataFrame) -> str:
 
 
 LEDGER_COLUMNS = ("library", "fault", "landed", "completed once", "stuck or lost", "completed twice",
-                  "completed by a stale holder", "ran twice", "workers exited", "recovery s", "setting raced (default)")
+                  "by a stale holder", "ran twice", "worker exits", "recovery s: seen / setting (default)")
 
 
 def ledger_table(loaded: dict) -> str:
@@ -358,15 +358,15 @@ def ledger_table(loaded: dict) -> str:
     for (library, fault), runs in faults.groupby(["library", "fault"], sort=False):
         landed = runs["fault_landed"].fillna(False).astype(bool)
         recovered = runs["recovery_s"].dropna()
+        seen = span(recovered.min(), recovered.max(), lambda v: number(v, 1)) if len(recovered) else DASH
+        setting = f"{duration(runs['recovery_setting_s'].iloc[0])} ({duration(runs['recovery_default_s'].iloc[0])})"
         rows.append(dict(zip(LEDGER_COLUMNS, (
-            library, fault, f"{int(landed.sum())} of {len(runs)}", int(runs["completed_once"].sum()),
+            library, fault, f"{int(landed.sum())}/{len(runs)}", int(runs["completed_once"].sum()),
             int((runs["stuck"] + runs["lost"]).sum()), int(runs["completed_twice"].sum()),
             int(runs["completed_by_stale_holder"].sum()), int(runs["executed_twice"].sum()),
-            int(runs["worker_exits"].sum()),
-            span(recovered.min(), recovered.max(), lambda v: number(v, 1)) if len(recovered) else DASH,
-            f"{duration(runs['recovery_setting_s'].iloc[0])} ({duration(runs['recovery_default_s'].iloc[0])})"))))
+            int(runs["worker_exits"].sum()), f"{seen} / {setting}"))))
     return table(pd.DataFrame(rows), caption=say("ledger_caption", jobs=count(int(faults["jobs"].max())),
-                                                 workers=count(int(faults["worker_count"].max()))))
+                                                 workers=count(int(faults["worker_count"].max()))), css_class="wide")
 
 
 POOLER_COLUMNS = ("library or claim", "jobs/s: session / transaction", "went wrong in session mode",
