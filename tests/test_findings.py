@@ -902,7 +902,7 @@ def library_fault_run(library: str, fault: str = "kill", landed: bool = True, jo
     return {"library": library, "fault": fault, "fault_landed": landed, "jobs": jobs, "worker_count": 3,
             "jobs_hit": hit, "jobs_hit_recovered": hit if counts["executed_twice"] else 0,
             "recovery_s": 3.0 if counts["executed_twice"] else None, "recovery_setting_s": 3.0,
-            "recovery_default_s": 30.0, "worker_exits": 1, "run_id": f"{library}-{fault}",
+            "recovery_default_s": 30.0, "worker_exits": 1, "run_id": f"{library}-{fault}", "waited_s": 20.0,
             "recovery": {"default_s": 30.0}, **counts}
 
 
@@ -915,6 +915,12 @@ def library_fault_run(library: str, fault: str = "kill", landed: bool = True, jo
     ([library_fault_run("pgmq", landed=False, completed_once=5, stuck=1)], NOT_MEASURED),  # a fault not seen to land
     ([library_fault_run("pgmq", completed_once=5, in_progress_at_timeout=1)], NOT_MEASURED),  # still running at the bound
     ([library_fault_run("pgmq", hit=0)], NOT_MEASURED),  # no job was running when it landed
+    # stuck at the end, but the library's recovery is set past the time the run waited: it may yet come
+    ([library_fault_run("graphile_worker", completed_once=5, stuck=1, recovery_setting_s=14400.0)], NOT_MEASURED),
+    # stuck, but never started by the bound: the fault did not hold it up
+    ([library_fault_run("pgmq", completed_once=5, stuck=1, stuck_unstarted=1)], NOT_MEASURED),
+    # nothing recovers it: stuck for good
+    ([library_fault_run("procrastinate", completed_once=5, stuck=1, recovery_setting_s=None)], CORRECTED),
 ])
 def test_a9_decides_each_library_from_the_faults_that_landed(runs, expected):
     found = fault_section.a9_a_dead_workers_job_completes_once(pd.DataFrame(runs))
@@ -927,19 +933,21 @@ def test_a9_gives_each_library_its_part_and_counts_jobs_run_twice_apart():
         library_fault_run("pgmq", "pause", executed_twice=1)]))
     assert found.parts == (("procrastinate", CORRECTED), ("pgmq", CONFIRMED)) and found.verdict == CORRECTED
     assert "procrastinate: after kill, 1 stuck." in found.note
-    assert "Of the 2 jobs a fault hit that a library started again, 2 ran twice" in found.note
+    assert "2 jobs ran twice: a library that hands a dead worker's job on runs it again" in found.note
     assert found.ours == ("Over 18 jobs under kill and pause, of 2 libraries whose runs decide, procrastinate left a job "
                           "stuck or lost, or completed one twice or by a worker that had lost it")
     assert fault_section.a9_a_dead_workers_job_completes_once(None).verdict == NOT_MEASURED
 
 
-def drain(library: str, pooler: str, executed: int = 40, twice: int = 0, errors: int = 0, locks: int = 0) -> dict:
-    return {"library": library, "pooler": pooler, "jobs": 40, "executed": executed, "executed_twice": twice,
-            "duplicate_claims": 0, "advisory_locks_left": locks, "workers_with_errors": errors, "jobs_per_s": 100.0}
+def drain(library: str, pooler: str, executed: int = 40, twice: int = 0, claimed: int = 0, errors: int = 0,
+          workers: int = 4) -> dict:
+    return {"library": library, "pooler": pooler, "worker_count": workers, "jobs": 40, "executed": executed,
+            "executed_twice": twice, "duplicate_claims": claimed, "advisory_locks_left": 0,
+            "workers_with_errors": errors, "jobs_per_s": 100.0}
 
 
 def pooled_race(strategy: str, pooler: str, twice: int = 0, unclaimed: int = 0, locks: int = 0) -> dict:
-    return {"strategy": strategy, "pooler": pooler, "job_count": 200, "unclaimed_jobs": unclaimed,
+    return {"strategy": strategy, "pooler": pooler, "worker_count": 4, "job_count": 200, "unclaimed_jobs": unclaimed,
             "duplicate_jobs": twice, "advisory_locks_at_end": locks, "claims_per_second": 1000.0}
 
 
@@ -948,7 +956,7 @@ def pooled_race(strategy: str, pooler: str, twice: int = 0, unclaimed: int = 0, 
     ({}, {"twice": 3}, CORRECTED),
     ({}, {"executed": 10}, CORRECTED),  # jobs not run
     ({}, {"errors": 2}, CORRECTED),  # workers that failed, though every job ran
-    ({}, {"locks": 5}, CORRECTED),
+    ({}, {"claimed": 5}, CORRECTED),
     ({"executed": 2}, {"twice": 3}, NOT_MEASURED),  # the control went wrong: transaction mode is not to blame
     (None, {}, NOT_MEASURED),  # no control
 ])
@@ -963,9 +971,12 @@ def test_a10_gives_each_claim_its_part_and_says_what_went_wrong():
     claims = pd.DataFrame([pooled_race("skip_locked", "session"), pooled_race("skip_locked", "transaction"),
                            pooled_race("que", "session"), pooled_race("que", "transaction", twice=48, locks=157)])
     found = fault_section.a10_through_a_transaction_pooler(None, claims)
-    assert found.parts == (("skip_locked", CONFIRMED), ("que", CORRECTED)) and found.verdict == CORRECTED
-    assert found.ours == ("Through the transaction pooler, where session mode ran clean, que went wrong (the table says "
-                          "how). skip_locked ran as in session mode.")
+    assert found.parts == (("skip_locked (claim)", CONFIRMED), ("que (claim)", CORRECTED)) and found.verdict == CORRECTED
+    assert found.ours == ("Through the transaction pooler, where session mode ran clean, que (claim) went wrong (the "
+                          "table says how). skip_locked (claim) ran as in session mode.")
+    locks = fault_section.a10_through_a_transaction_pooler(None, pd.DataFrame(
+        [pooled_race("advisory_lock", "session"), pooled_race("advisory_lock", "transaction", locks=441)]))
+    assert locks.parts == (("advisory_lock (claim)", CORRECTED),)
     assert fault_section.a10_through_a_transaction_pooler(None, None).verdict == NOT_MEASURED
 
 
@@ -979,5 +990,26 @@ def test_the_worker_dies_tables_read_the_stored_summaries():
     pooled = fault_section.pooler_table(loaded)
     assert "30 of 40 not run and 2 workers failed with an error" in pooled and "corrected" in pooled
     advice = fault_section.advice_table(loaded)
-    assert "<code>get_stalled_jobs</code>" in advice and "1 job stayed stuck after kill." in advice
+    assert "<code>get_stalled_jobs</code>" in advice and "1 job left stuck or lost after kill." in advice
     assert "session mode; transaction mode went wrong" in advice
+
+
+def test_the_worker_dies_ledger_counts_only_faults_that_landed_and_says_what_is_undecided():
+    runs = pd.DataFrame([library_fault_run("pgmq", landed=False, completed_once=5, stuck=1),
+                         library_fault_run("graphile_worker", completed_once=5, stuck=1, recovery_setting_s=14400.0)])
+    loaded = {fault_section.NAME: fault_section.Loaded((), runs)}
+    ledger = fault_section.ledger_table(loaded)
+    assert '<td class="">pgmq</td><td class="">kill</td><td class="">0/1</td><td class="">—</td>' in ledger
+    advice = fault_section.advice_table(loaded)
+    assert "No fault was seen to land on its workers." in advice
+    assert "1 job still stuck or running when the run ended" in advice  # graphile_worker: its 4 h had not come
+    assert fault_section.pooler_table(loaded) == "" and fault_section.ledger_table({}) == ""
+
+
+def test_a10_names_a_part_per_worker_count_and_a_claim_apart_from_a_library():
+    pooled = pd.DataFrame([drain("pgmq", mode, workers=w) for w in (4, 16) for mode in ("session", "transaction")])
+    claims = pd.DataFrame([pooled_race("pgmq", "session"), pooled_race("pgmq", "transaction", twice=2)])
+    found = fault_section.a10_through_a_transaction_pooler(pooled, claims)
+    assert found.parts == (("pgmq at 4 workers", CONFIRMED), ("pgmq at 16 workers", CONFIRMED),
+                           ("pgmq (claim)", CORRECTED))
+    assert fault_section.library_pooler_verdicts(pooled) == {"pgmq": CONFIRMED}  # the claim's is its own

@@ -42,14 +42,14 @@ def test_a_pooler_mode_is_checked_and_a_missing_pgbouncer_is_one_line(monkeypatc
         pooler.Pooler("host=127.0.0.1 dbname=postgres", "transaction", 2)
 
 
-def test_without_pgbouncer_the_report_leaves_its_pooled_sections_out_in_one_line(tmp_path, monkeypatch, capsys):
+def test_without_pgbouncer_the_report_makes_no_pooled_run_and_says_so_in_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(pooler, "binary", lambda: None)
     params = registry.load_params(TINY_PARAMS)
     assert registry.ensure_section(params, "pooler_claims", tmp_path) == ([], 0)
     assert registry.ensure_section(params, "library_poolers", tmp_path) == ([], 0)
     said = capsys.readouterr().err.strip().splitlines()
-    assert said == [f"{section} not run: pgbouncer not found ({pooler.INSTALL_HINT})"
-                    for section in ("pooler_claims", "library_poolers")]
+    assert said == [f"pooler_claims: 4 of 4 runs not made: pgbouncer not found ({pooler.INSTALL_HINT})",
+                    f"library_poolers: 4 of 4 runs not made: pgbouncer not found ({pooler.INSTALL_HINT})"]
 
 
 def test_through_a_pooler_the_library_protocols_drop_the_harness_clean_up():
@@ -96,8 +96,8 @@ def test_the_article_reads_each_claim_through_both_modes_from_the_store(db, tmp_
     runs = registry.measure("race", asked, tmp_path, db=db, progress=False)
     mine = contents.load({"pooler_claims": runs})[worker_dies.NAME]
     found = worker_dies.a10_through_a_transaction_pooler(mine.pooled, mine.claims)
-    assert dict(found.parts) == {"que": CORRECTED, "skip_locked": CONFIRMED} and found.verdict == CORRECTED
-    assert "que went wrong" in found.ours
+    assert dict(found.parts) == {"que (claim)": CORRECTED, "skip_locked (claim)": CONFIRMED} and found.verdict == CORRECTED
+    assert "que (claim) went wrong" in found.ours
     assert "run or claimed twice" in worker_dies.pooler_table({worker_dies.NAME: mine})
 
 

@@ -163,8 +163,8 @@ ADDED_CLAIMS = {
                 NOT_IN_THE_ORIGINAL, LIBRARIES),
     "A8": Claim("the job libraries' claim protocols, rewritten on this table, hand each job to one worker",
                 NOT_IN_THE_ORIGINAL, LIBRARIES),
-    "A9": Claim("a job library completes the job of a worker that was killed or paused, once, and only by a worker "
-                "that holds it", NOT_IN_THE_ORIGINAL, WORKER_DIES),
+    "A9": Claim("a job library completes the job of a worker that dies, stops or loses its connection, once, and only "
+                "by a worker that holds it", NOT_IN_THE_ORIGINAL, WORKER_DIES),
     "A10": Claim("a job library's workers, and the advisory-lock claims, work through PgBouncer in transaction mode "
                  "as in session mode", NOT_IN_THE_ORIGINAL, WORKER_DIES),
 }

@@ -320,8 +320,15 @@ def error_output(logs: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["worker", "text"])
 
 
+# What marks an error in a worker's error output: a Python traceback, a Node error or its stack, an ERROR log line;
+# a warning or a deprecation notice is not one
+ERROR_MARK = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b[:(]|^\s+at .+:\d+:\d+\)?$"
+                        r"|\bERROR\b", re.MULTILINE)
+
+
 def workers_with_errors(errors: pd.DataFrame) -> int:
-    return int((errors["text"].str.len() > 0).sum())
+    """The workers whose error output holds an error (ERROR_MARK)."""
+    return int(errors["text"].map(lambda text: bool(ERROR_MARK.search(text or ""))).sum())
 
 
 def jobs_table(library) -> sql.Identifier:

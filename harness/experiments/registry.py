@@ -307,8 +307,11 @@ def ensure_section(params: dict, section: str, data_dir: Path = config.DATA_DIR,
     is the one version it is."""
     request = section_request(params, section)
     if any(mode != "none" for mode in getattr(request, "poolers", ())) and pooler.binary() is None:
-        print(f"{section} not run: pgbouncer not found ({pooler.INSTALL_HINT})", file=sys.stderr)
-        return [], 0
+        found, missing = find(SECTIONS[section], request, Path(data_dir), section_pg_version(params, section))
+        if missing:  # what is stored is still read; what is missing cannot be made here
+            print(f"{section}: {len(missing)} of {len(found)} runs not made: pgbouncer not found "
+                  f"({pooler.INSTALL_HINT})", file=sys.stderr)
+            return [path for path in found if path is not None], 0
     own = SECTION_PG_VERSION in params[section] and section_pg_version(params, section) != params.get("pg_version")
     if own and (db == "url" or (db is None and os.environ.get("DATABASE_URL"))):
         _, missing = find(SECTIONS[section], section_request(params, section), Path(data_dir),

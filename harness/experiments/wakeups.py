@@ -10,7 +10,8 @@ job has started, or at the bound (the last enqueue, two poll intervals and BOUND
 Per job, its pickup: its first start in the workers' logs minus its enqueue in the audit (the server's clock; on a
 server on another machine the two clocks differ, and the summary says the server was not local). A job not started
 by the bound counts at the bound, and the p99 and the maximum are then lower bounds. The server's transactions per
-second over the run are what the waiting workers cost it.
+second over the run are what the waiting workers and the arrivals cost it: counted once every worker's backend has
+exited, since an idle backend publishes its counts late.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from harness.errors import UserError
 from harness.experiments import libraries as library_runs
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, check_each,
                                           int_list, number_list, one_of, setting)
-from harness.server import activity, database
+from harness.server import activity, database, pgstats
 
 WAKES = ("listen", "poll")
 SETTLE_S = 1.0  # idle workers before the first job: listening, and their polls out of step with the enqueues
@@ -219,6 +220,9 @@ def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: b
         start.set()
         time.sleep(SETTLE_S)
         with database.connect(url) as conn:
+            backends = [int(r[0]) for r in conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
+            pgstats.force_flush(conn)
             before = _transactions(conn)
             began_ns = time.time_ns()
             ends = time.monotonic() + bound_s(p)
@@ -226,9 +230,12 @@ def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: b
             while time.monotonic() < ends and _started(logs)["job_id"].nunique() < p.job_count:
                 time.sleep(0.05)
             ended_ns = time.time_ns()
-            after = _transactions(conn)
             audit = library_runs.read_audit(conn)
-        library_runs.stop_workers(workers)
+            library_runs.stop_workers(workers)
+            # an idle backend publishes its counts late; one that exits, at once: the counts after every worker's
+            pgstats.wait_for_backends_to_exit(conn, backends)
+            pgstats.force_flush(conn)
+            after = _transactions(conn)
         starts = _started(logs)
         errors = library_runs.error_output(logs)
     finally:

@@ -42,11 +42,20 @@ class Loaded:
 
 
 def _summaries(paths) -> pd.DataFrame:
+    """One row per run: its summary, its recovery settings and, for a fault run, the pause, the job's length, the
+    supervisor's restart delay and its stuck jobs that never started (from its ledger)."""
     rows = []
     for path in paths:
         manifest = read_manifest(path)
-        rows.append({**load_summary(path), "run_id": manifest["run_id"],
-                     "recovery": manifest["procedure"].get("recovery") or {}})
+        procedure = manifest["procedure"]
+        row = {**load_summary(path), "run_id": manifest["run_id"], "recovery": procedure.get("recovery") or {}}
+        ledger = Path(path) / "ledger.parquet"
+        if ledger.exists():
+            jobs = pd.read_parquet(ledger)
+            row |= {"stuck_unstarted": int(((jobs["state"] == "stuck") & (jobs["starts"] == 0)).sum()),
+                    "pause_s": (procedure.get("fault") or {}).get("pause_s"), "job_s": procedure.get("job_s"),
+                    "restart_delay_s": (procedure.get("supervisor") or {}).get("restart_delay_s")}
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
@@ -71,15 +80,40 @@ def _landed(faults: pd.DataFrame | None) -> pd.DataFrame | None:
     return faults[faults["fault_landed"].fillna(False).astype(bool)]
 
 
+def _judged(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with each stuck job split three ways: never started by the bound (the fault did not hold it up),
+    censored (the library's recovery is set past the time the run waited: it may yet come), and stuck for good
+    (nothing recovers it, or its recovery had the time and did not)."""
+    unstarted = runs["stuck_unstarted"].fillna(0) if "stuck_unstarted" in runs else pd.Series(0, index=runs.index)
+    started = runs["stuck"] - unstarted
+    waited = runs["waited_s"] if "waited_s" in runs else pd.Series(float("nan"), index=runs.index)
+    past = runs["recovery_setting_s"].notna() & waited.notna() & (runs["recovery_setting_s"] > waited)
+    return runs.assign(stuck_unstarted=unstarted, stuck_censored=started.where(past, 0),
+                       stuck_for_good=started.where(~past, 0))
+
+
 def _wrong(runs: pd.DataFrame) -> dict[str, int]:
-    return {name: int(runs[name].sum()) for name in WRONG}
+    judged = _judged(runs)
+    return {"stuck": int(judged["stuck_for_good"].sum()),
+            **{name: int(runs[name].sum()) for name in WRONG if name != "stuck"}}
+
+
+def _undecided(runs: pd.DataFrame) -> dict[str, int]:
+    judged = _judged(runs)
+    return {"running": int(runs["in_progress_at_timeout"].sum()), "censored": int(judged["stuck_censored"].sum()),
+            "unstarted": int(judged["stuck_unstarted"].sum())}
+
+
+def _libraries(n: int) -> str:
+    return f"{count(n)} {'library' if n == 1 else 'libraries'}"
 
 
 def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding:
-    """Per library, a part: corrected where a fault that landed left a job stuck or lost, or completed it twice or by
-    a stale holder; not measured where no fault landed, none hit a job, or a job was still running at the bound
-    (it might yet have gone either way); confirmed otherwise. A job run twice is the price of at-least-once
-    execution, counted in the figures, not a failure."""
+    """Per library, a part: corrected where a fault that landed left a job stuck for good (nothing recovers it, or
+    its recovery had the time) or lost, or completed it twice or by a stale holder; not measured where no fault
+    landed, none hit a job, or a job was undecided at the bound (still running, never started, or waiting for a
+    recovery set past the time the run waited); confirmed otherwise. A job run twice is the price of at-least-once
+    execution, counted, not held against the library."""
     if faults is None or not len(faults):
         return not_measured("A9", say("A9.no_runs"))
     parts, notes = [], []
@@ -89,36 +123,45 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding
             parts.append((library, NOT_MEASURED))
             notes.append(say("A9.not_landed", library=library, faults=join(dict.fromkeys(runs["fault"]))))
             continue
-        wrong = _wrong(mine)
-        hit, running = int(mine["jobs_hit"].sum()), int(mine["in_progress_at_timeout"].sum())
+        wrong, undecided = _wrong(mine), _undecided(mine)
         if any(wrong.values()):
             parts.append((library, CORRECTED))
             notes.append(_what_went_wrong(library, mine))
-        elif running or not hit:
+        elif any(undecided.values()) or not int(mine["jobs_hit"].sum()):
             parts.append((library, NOT_MEASURED))
-            notes.append(say("A9.still_running", library=library, jobs=count(running)) if running
-                         else say("A9.none_hit", library=library))
+            notes.append(_why_undecided(library, mine, undecided))
         else:
             parts.append((library, CONFIRMED))
     verdicts = {v for _, v in parts}
     verdict = CORRECTED if CORRECTED in verdicts else CONFIRMED if verdicts == {CONFIRMED} else NOT_MEASURED
-    landed = _landed(faults)
-    hit = landed[landed["jobs_hit_recovered"] > 0] if len(landed) else landed
-    if len(hit):
-        notes.append(say("A9.at_least_once", twice=count(int(hit["executed_twice"].sum())),
-                         recovered=numbered(int(hit["jobs_hit_recovered"].sum()), "job")))
     decided = [name for name, v in parts if v != NOT_MEASURED]
-    wrong_names = [name for name, v in parts if v == CORRECTED]
-    ours = say("A9.ours", wrong=join(wrong_names) or say("A9.no_library"), libraries=count(len(decided)),
-               jobs=count(int(landed["jobs"].sum())), faults=join(dict.fromkeys(landed["fault"]))) if decided else ""
+    counted_runs = _landed(faults)
+    counted_runs = counted_runs[counted_runs["library"].isin(decided)]
+    twice = int(counted_runs["executed_twice"].sum())
+    if twice:
+        notes.append(say("A9.at_least_once", twice=numbered(twice, "job")))
+    ours = say("A9.ours", wrong=join([name for name, v in parts if v == CORRECTED]) or say("A9.no_library"),
+               libraries=_libraries(len(decided)), jobs=count(int(counted_runs["jobs"].sum())),
+               faults=join(dict.fromkeys(counted_runs["fault"]))) if decided else ""
     return make_finding("A9", verdict, ours, notes, {"libraries": count(len(parts))}, parts=tuple(parts))
+
+
+def _why_undecided(library: str, runs: pd.DataFrame, undecided: dict[str, int]) -> str:
+    if undecided["censored"]:
+        return say("A9.censored", library=library, jobs=numbered(undecided["censored"], "job"),
+                   waited=number(runs["waited_s"].max(), 0), setting=duration(runs["recovery_setting_s"].max()))
+    if undecided["running"]:
+        return say("A9.still_running", library=library, jobs=numbered(undecided["running"], "job"))
+    if undecided["unstarted"]:
+        return say("A9.never_started", library=library, jobs=numbered(undecided["unstarted"], "job"))
+    return say("A9.none_hit", library=library)
 
 
 def _what_went_wrong(library: str, runs: pd.DataFrame) -> str:
     """'procrastinate: after kill, 1 stuck; ...': each fault that did harm, and what."""
     said = []
     for fault, mine in runs.groupby("fault", sort=False):
-        harm = [f"{count(n)} {name.replace('_', ' ')}" for name, n in _wrong(mine).items() if n]
+        harm = [f"{count(n)} {name.replace('_', ' ')}" for name, n in _wrong(mine).items() if n]  # stuck: for good
         if harm:
             said.append(say("A9.harm", fault=fault, harm=join(harm)))
     return say("A9.wrong", library=library, harm="; ".join(said))
@@ -129,23 +172,29 @@ def _what_went_wrong(library: str, runs: pd.DataFrame) -> str:
 
 @dataclass(frozen=True)
 class PooledPoint:
-    """One library's drain, or one claim's race, through the pooler in one mode: what went wrong, and its rate."""
+    """One library's drains, or one claim's races, at one worker count through the pooler in one mode: what went
+    wrong, summed over its runs, and its median rate."""
 
     kind: str  # "library" or "claim"
     name: str
+    workers: int
     mode: str
     jobs: int
     ran: int  # jobs run (a drain) or claimed (a race)
-    twice: int  # run or claimed twice
-    locks_left: int | None  # advisory locks still held on the server at the end
-    failed_workers: int | None  # workers that wrote an error (a drain); None where not recorded
+    run_twice: int | None  # jobs a drain's workers ran twice; None for a race
+    claimed_twice: int  # jobs the audit saw claimed twice
+    locks_left: int | None  # advisory locks still held on the server at the end (a race; a drain reads them only
+    #                         after the pooler and its sessions are gone, so it cannot see one)
+    failed_workers: int | None  # drain workers whose error output holds an error; None for a race
     jobs_per_s: float
 
     @property
     def problems(self) -> list[str]:
         out = []
-        if self.twice:
-            out.append(say("problem.twice", jobs=count(self.twice)))
+        if self.run_twice:
+            out.append(say("problem.run_twice", jobs=count(self.run_twice)))
+        if self.claimed_twice:
+            out.append(say("problem.claimed_twice", jobs=count(self.claimed_twice)))
         if self.ran < self.jobs:
             out.append(say("problem.not_run", jobs=count(self.jobs - self.ran), of=count(self.jobs)))
         if self.locks_left:
@@ -155,38 +204,41 @@ class PooledPoint:
         return out
 
 
-def _number(value, default=0):
-    return default if missing(value) else int(value)
-
-
 def pooled_points(pooled: pd.DataFrame | None, claims: pd.DataFrame | None) -> list[PooledPoint]:
-    """Every library drain and claim race through the pooler, summed over its runs per name and mode."""
+    """Every library's drains and every claim's races through the pooler, per name, worker count and mode."""
     points = []
     if pooled is not None and len(pooled):
-        for (name, mode), runs in pooled.groupby(["library", "pooler"], sort=False):
+        for (name, workers, mode), runs in pooled.groupby(["library", "worker_count", "pooler"], sort=False):
             errors = runs["workers_with_errors"] if "workers_with_errors" in runs else pd.Series(dtype=float)
             points.append(PooledPoint(
-                "library", name, mode, int(runs["jobs"].sum()), int(runs["executed"].sum()),
-                int(runs["executed_twice"].sum() + runs["duplicate_claims"].sum()),
-                int(runs["advisory_locks_left"].fillna(0).sum()),
-                None if errors.isna().all() else int(errors.fillna(0).sum()),
-                float(runs["jobs_per_s"].median())))
+                "library", name, int(workers), mode, int(runs["jobs"].sum()), int(runs["executed"].sum()),
+                int(runs["executed_twice"].sum()), int(runs["duplicate_claims"].sum()), None,
+                None if errors.isna().all() else int(errors.fillna(0).sum()), float(runs["jobs_per_s"].median())))
     if claims is not None and len(claims):
         claims = claims.assign(strategy=claims["strategy"].astype(str))
-        for (name, mode), runs in claims.groupby(["strategy", "pooler"], sort=False):
+        for (name, workers, mode), runs in claims.groupby(["strategy", "worker_count", "pooler"], sort=False):
             points.append(PooledPoint(
-                "claim", name, mode, int(runs["job_count"].sum()),
-                int(runs["job_count"].sum() - runs["unclaimed_jobs"].sum()), int(runs["duplicate_jobs"].sum()),
-                sum(_number(v) for v in runs["advisory_locks_at_end"]), None,
+                "claim", name, int(workers), mode, int(runs["job_count"].sum()),
+                int(runs["job_count"].sum() - runs["unclaimed_jobs"].sum()), None, int(runs["duplicate_jobs"].sum()),
+                int(sum(0 if missing(v) else v for v in runs["advisory_locks_at_end"])), None,
                 float(runs["claims_per_second"].median())))
     return points
 
 
-def _by_name(points: list[PooledPoint]) -> dict[tuple[str, str], dict[str, PooledPoint]]:
+def _grouped(points: list[PooledPoint]) -> dict[tuple[str, str, int], dict[str, PooledPoint]]:
+    """{(kind, name, workers): {mode: point}}"""
     out: dict = {}
     for point in points:
-        out.setdefault((point.kind, point.name), {})[point.mode] = point
+        out.setdefault((point.kind, point.name, point.workers), {})[point.mode] = point
     return out
+
+
+def _part_names(grouped: dict) -> dict[tuple[str, str, int], str]:
+    """A part's name: the library's, or the claim's with '(claim)', and its worker count where it has several."""
+    several = {(kind, name) for kind, name, _ in grouped
+               if sum(1 for k, n, _ in grouped if (k, n) == (kind, name)) > 1}
+    return {(kind, name, workers): (name if kind == "library" else f"{name} (claim)")
+            + (f" at {workers} workers" if (kind, name) in several else "") for kind, name, workers in grouped}
 
 
 def pooler_verdict(modes: dict[str, PooledPoint]) -> str:
@@ -197,27 +249,39 @@ def pooler_verdict(modes: dict[str, PooledPoint]) -> str:
     return CORRECTED if modes["transaction"].problems else CONFIRMED
 
 
+def _worst(verdicts) -> str:
+    verdicts = set(verdicts)
+    return CORRECTED if CORRECTED in verdicts else CONFIRMED if verdicts == {CONFIRMED} else NOT_MEASURED
+
+
 def a10_through_a_transaction_pooler(pooled: pd.DataFrame | None, claims: pd.DataFrame | None) -> Finding:
-    """Per library and per claim, a part (pooler_verdict)."""
-    grouped = _by_name(pooled_points(pooled, claims))
+    """Per library and per claim (and worker count, where several were run), a part (pooler_verdict)."""
+    grouped = _grouped(pooled_points(pooled, claims))
     if not grouped:
         return not_measured("A10", say("A10.no_runs"))
+    names = _part_names(grouped)
     parts, notes = [], []
-    for (kind, name), modes in grouped.items():
+    for key, modes in grouped.items():
         verdict = pooler_verdict(modes)
-        parts.append((name, verdict))
+        parts.append((names[key], verdict))
         if verdict == NOT_MEASURED:
-            notes.append(say("A10.control_failed", name=name, problems=join(modes["session"].problems))
+            notes.append(say("A10.control_failed", name=names[key], problems=join(modes["session"].problems))
                          if "session" in modes and modes["session"].problems
-                         else say("A10.one_mode", name=name, modes=join(modes)))
+                         else say("A10.one_mode", name=names[key], modes=join(modes)))
     broke = [name for name, verdict in parts if verdict == CORRECTED]
     held = [name for name, verdict in parts if verdict == CONFIRMED]
-    verdicts = {v for _, v in parts}
-    verdict = CORRECTED if CORRECTED in verdicts else CONFIRMED if verdicts == {CONFIRMED} else NOT_MEASURED
-    ours = " ".join(
-        ([say("A10.ours_broke", broke=join(broke))] if broke else [])
-        + ([say("A10.ours_held", names=join(held))] if held else []))
-    return make_finding("A10", verdict, ours, notes, {"names": count(len(parts))}, parts=tuple(parts))
+    ours = " ".join(([say("A10.ours_broke", broke=join(broke))] if broke else [])
+                    + ([say("A10.ours_held", names=join(held))] if held else []))
+    return make_finding("A10", _worst(v for _, v in parts), ours, notes, {"names": count(len(parts))},
+                        parts=tuple(parts))
+
+
+def library_pooler_verdicts(pooled: pd.DataFrame | None) -> dict[str, str]:
+    """Per library drained through the pooler, its worst part over its worker counts."""
+    by_library: dict = {}
+    for (kind, name, _), modes in _grouped(pooled_points(pooled, None)).items():
+        by_library.setdefault(name, []).append(pooler_verdict(modes))
+    return {name: _worst(verdicts) for name, verdicts in by_library.items()}
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -244,23 +308,24 @@ def duration(seconds) -> str:
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     mine = loaded.get(NAME)
-    out = {}  # the findings' own figures come from the summary section
     faults = mine.faults if mine is not None else pd.DataFrame()
-    if len(faults):
-        request = registry.request_of("libraries", list(mine.fault_runs))
-        described = _fault_text()
-        out |= {"lf_faults": "; ".join(described[name] for name in request.faults),
-                "lf_workers": count(int(faults["worker_count"].max())), "lf_jobs": count(int(faults["jobs"].max()))}
-    else:
-        out |= {"lf_faults": DASH, "lf_workers": DASH, "lf_jobs": DASH}
-    out["lp_setup"] = _pooler_setup(mine)
-    out["lp_pgbouncer"] = _pgbouncer_version(mine)
-    return out
+    if not len(faults):
+        return {"lf_setup": say("setup.no_faults"), "lp_setup": _pooler_setup(mine)}
+    request = registry.request_of("libraries", list(mine.fault_runs))
+    paused = faults["pause_s"].dropna() if "pause_s" in faults else pd.Series(dtype=float)
+    described = {"kill": say("fault.kill"), "terminate": say("fault.terminate"), "restart": say("fault.restart"),
+                 "pause": say("fault.pause", pause=span(paused.min(), paused.max(), lambda v: number(v, 0)))
+                 if len(paused) else DASH}
+    setup = say("setup.faults", workers=count(int(faults["worker_count"].max())),
+                jobs=count(int(faults["jobs"].max())), job_s=duration(faults["job_s"].max()),
+                faults="; ".join(described[name] for name in request.faults),
+                restart=duration(faults["restart_delay_s"].max()))
+    return {"lf_setup": setup, "lp_setup": _pooler_setup(mine)}
 
 
-def _pgbouncer_version(mine: Loaded | None) -> str:
+def _pgbouncer_version(mine: Loaded) -> str:
     """PgBouncer's version as the runs recorded it (a drain's procedure, a race's results)."""
-    for path in (*mine.pooled_runs, *mine.claim_runs) if mine is not None else ():
+    for path in (*mine.pooled_runs, *mine.claim_runs):
         manifest = read_manifest(path)
         described = manifest["procedure"].get("pooler") or manifest["results"].get("pooler") or {}
         if described.get("pgbouncer"):
@@ -269,6 +334,7 @@ def _pgbouncer_version(mine: Loaded | None) -> str:
 
 
 def _pooler_setup(mine: Loaded | None) -> str:
+    """Which PgBouncer, and what went through it; or that nothing did."""
     said = []
     if mine is not None and mine.pooled is not None and len(mine.pooled):
         request = registry.request_of("libraries", list(mine.pooled_runs))
@@ -278,8 +344,11 @@ def _pooler_setup(mine: Loaded | None) -> str:
     if mine is not None and mine.claims is not None and len(mine.claims):
         request = registry.request_of("race", list(mine.claim_runs))
         said.append(say("setup.claims", claims=join([f"`{s}`" for s in request.strategies]),
-                        jobs=count(request.job_count), workers=join([str(w) for w in request.worker_counts])))
-    return join(said) if said else say("setup.none")
+                        jobs=count(request.job_count), workers=join([str(w) for w in request.worker_counts]),
+                        repeats=count(request.repeats)))
+    if not said:
+        return say("setup.no_pooler")
+    return say("setup.pooler", version=_pgbouncer_version(mine), what=join(said))
 
 
 ADVICE_COLUMNS = ("library", "to run a dead worker's job again", "seen here", "behind PgBouncer")
@@ -287,12 +356,12 @@ ADVICE_COLUMNS = ("library", "to run a dead worker's job again", "seen here", "b
 
 def advice_table(loaded: dict) -> str:
     """Per library raced under a fault or through the pooler, one row: what to set, what these runs saw, and what
-    the pooler verdict says."""
+    its pooler verdict says."""
     mine = loaded.get(NAME)
     if mine is None:
         return ""
     faults = mine.faults if len(mine.faults) else pd.DataFrame(columns=["library"])
-    pooled = dict(a10_through_a_transaction_pooler(mine.pooled, mine.claims).parts)
+    pooled = library_pooler_verdicts(mine.pooled)
     names = list(dict.fromkeys([*faults["library"], *(mine.pooled["library"] if mine.pooled is not None else [])]))
     rows = []
     for library in names:
@@ -311,11 +380,6 @@ def _code(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
-def _fault_text() -> dict[str, str]:
-    return {"kill": say("fault.kill"), "pause": say("fault.pause"), "terminate": say("fault.terminate"),
-            "restart": say("fault.restart")}
-
-
 def _configure_text(default: str) -> dict[str, str]:
     """What a user of each library sets so a dead worker's job runs again, as its source shows (RECOVERY in
     harness/libraries/<name>.py); `default`: the library's own recovery time."""
@@ -325,22 +389,27 @@ def _configure_text(default: str) -> dict[str, str]:
             "graphile_worker": say("configure.graphile_worker", default=default)}
 
 
-def _seen(runs: pd.DataFrame) -> str:
-    """What the fault runs of one library saw: stuck jobs, the recovery time against its setting, stale holders."""
+def _seen(runs: pd.DataFrame | None) -> str:
+    """What the fault runs of one library that landed saw: jobs stuck for good, undecided at the end, the recovery
+    time against its setting, completions by a worker that had lost the job."""
     if runs is None or not len(runs):
         return say("seen.nothing_landed")
     said = []
-    wrong = _wrong(runs)
+    wrong, undecided = _wrong(runs), _undecided(runs)
     if wrong["stuck"] + wrong["lost"]:
+        bad = _judged(runs)
         said.append(say("seen.stuck", jobs=numbered(wrong["stuck"] + wrong["lost"], "job"),
-                        faults=join(runs.loc[runs["stuck"] + runs["lost"] > 0, "fault"].unique())))
+                        faults=join(bad.loc[bad["stuck_for_good"] + bad["lost"] > 0, "fault"].unique())))
+    if any(undecided.values()):
+        said.append(say("seen.undecided", jobs=numbered(sum(undecided.values()), "job")))
     recovered = runs["recovery_s"].dropna()
     if len(recovered):
         said.append(say("seen.recovered", recovery=span(recovered.min(), recovered.max(), lambda v: number(v, 1)),
                         setting=duration(runs["recovery_setting_s"].iloc[0]),
                         twice=numbered(int(runs["executed_twice"].sum()), "job")))
     if wrong["completed_by_stale_holder"] + wrong["completed_twice"]:
-        said.append(say("seen.stale", jobs=numbered(wrong["completed_by_stale_holder"] + wrong["completed_twice"], "job")))
+        said.append(say("seen.stale", jobs=numbered(wrong["completed_by_stale_holder"] + wrong["completed_twice"],
+                                                    "job")))
     return " ".join(said) if said else say("seen.clean")
 
 
@@ -352,19 +421,27 @@ LEDGER_COLUMNS = ("library", "fault", "landed", "completed once", "stuck or lost
 
 
 def ledger_table(loaded: dict) -> str:
-    """One row per library and fault: the ledger of its jobs, summed over its runs."""
-    faults = loaded[NAME].faults
+    """One row per library and fault: the ledger of its jobs over the runs whose fault landed (dashes where none
+    did)."""
+    mine = loaded.get(NAME)
+    if mine is None or not len(mine.faults):
+        return ""
+    faults = mine.faults
     rows = []
     for (library, fault), runs in faults.groupby(["library", "fault"], sort=False):
-        landed = runs["fault_landed"].fillna(False).astype(bool)
-        recovered = runs["recovery_s"].dropna()
+        counted = _landed(runs)
+
+        def total(column):
+            return int(counted[column].sum()) if len(counted) else DASH
+
+        recovered = counted["recovery_s"].dropna()
         seen = span(recovered.min(), recovered.max(), lambda v: number(v, 1)) if len(recovered) else DASH
         setting = f"{duration(runs['recovery_setting_s'].iloc[0])} ({duration(runs['recovery_default_s'].iloc[0])})"
         rows.append(dict(zip(LEDGER_COLUMNS, (
-            library, fault, f"{int(landed.sum())}/{len(runs)}", int(runs["completed_once"].sum()),
-            int((runs["stuck"] + runs["lost"]).sum()), int(runs["completed_twice"].sum()),
-            int(runs["completed_by_stale_holder"].sum()), int(runs["executed_twice"].sum()),
-            int(runs["worker_exits"].sum()), f"{seen} / {setting}"))))
+            library, fault, f"{len(counted)}/{len(runs)}", total("completed_once"),
+            int((counted["stuck"] + counted["lost"]).sum()) if len(counted) else DASH, total("completed_twice"),
+            total("completed_by_stale_holder"), total("executed_twice"), total("worker_exits"),
+            f"{seen} / {setting}"))))
     return table(pd.DataFrame(rows), caption=say("ledger_caption", jobs=count(int(faults["jobs"].max())),
                                                  workers=count(int(faults["worker_count"].max()))), css_class="wide")
 
@@ -374,12 +451,17 @@ POOLER_COLUMNS = ("library or claim", "jobs/s: session / transaction", "went wro
 
 
 def pooler_table(loaded: dict) -> str:
-    """One row per library and claim: each mode's rate and what went wrong, and the part's verdict."""
-    mine = loaded[NAME]
+    """One row per library and claim (and worker count): each mode's rate and what went wrong, and the verdict."""
+    mine = loaded.get(NAME)
+    if mine is None:
+        return ""
+    grouped = _grouped(pooled_points(mine.pooled, mine.claims))
+    if not grouped:
+        return ""
+    names = _part_names(grouped)
     rows = []
-    for (kind, name), modes in _by_name(pooled_points(mine.pooled, mine.claims)).items():
+    for key, modes in grouped.items():
         rate = " / ".join(number(modes[m].jobs_per_s, 0) if m in modes else DASH for m in MODES)
         wrong = [join(modes[m].problems) or say("problem.none") if m in modes else DASH for m in MODES]
-        rows.append(dict(zip(POOLER_COLUMNS, (name if kind == "library" else f"{name} (claim)", rate, *wrong,
-                                              VERDICT_LABELS[pooler_verdict(modes)]))))
+        rows.append(dict(zip(POOLER_COLUMNS, (names[key], rate, *wrong, VERDICT_LABELS[pooler_verdict(modes)]))))
     return table(pd.DataFrame(rows, columns=list(POOLER_COLUMNS)), caption=say("pooler_caption"))
