@@ -140,8 +140,7 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding
     twice = int(counted_runs["executed_twice"].sum())
     if twice:
         notes.append(say("A9.at_least_once", twice=numbered(twice, "job")))
-    ours = say("A9.ours", wrong=join([name for name, v in parts if v == CORRECTED]) or say("A9.no_library"),
-               libraries=_libraries(len(decided)), jobs=count(int(counted_runs["jobs"].sum())),
+    ours = say("A9.ours", wrong=count(sum(1 for _, v in parts if v == CORRECTED)), libraries=_libraries(len(decided)), jobs=count(int(counted_runs["jobs"].sum())),
                faults=join(dict.fromkeys(counted_runs["fault"]))) if decided else ""
     return make_finding("A9", verdict, ours, notes, {"libraries": count(len(parts))}, parts=tuple(parts))
 
@@ -268,10 +267,8 @@ def a10_through_a_transaction_pooler(pooled: pd.DataFrame | None, claims: pd.Dat
             notes.append(say("A10.control_failed", name=names[key], problems=join(modes["session"].problems))
                          if "session" in modes and modes["session"].problems
                          else say("A10.one_mode", name=names[key], modes=join(modes)))
-    broke = [name for name, verdict in parts if verdict == CORRECTED]
-    held = [name for name, verdict in parts if verdict == CONFIRMED]
-    ours = " ".join(([say("A10.ours_broke", broke=join(broke))] if broke else [])
-                    + ([say("A10.ours_held", names=join(held))] if held else []))
+    # which parts went wrong is in the verdict's label, and how in the pooler table
+    ours = say("A10.ours_broke", broke=count(sum(1 for _, v in parts if v == CORRECTED)), parts=count(len(parts)))
     return make_finding("A10", _worst(v for _, v in parts), ours, notes, {"names": count(len(parts))},
                         parts=tuple(parts))
 
