@@ -439,7 +439,8 @@ def ledger_table(loaded: dict) -> str:
             int((counted["stuck"] + counted["lost"]).sum()) if len(counted) else DASH, total("completed_twice"),
             total("completed_by_stale_holder"), total("executed_twice"), total("worker_exits"),
             f"{seen} / {setting}"))))
-    return table(pd.DataFrame(rows), caption=say("ledger_caption", jobs=count(int(faults["jobs"].max())),
+    job_s = duration(faults["job_s"].max()) if "job_s" in faults else DASH
+    return table(pd.DataFrame(rows), caption=say("ledger_caption", jobs=count(int(faults["jobs"].max())), job_s=job_s,
                                                  workers=count(int(faults["worker_count"].max()))), css_class="wide")
 
 
