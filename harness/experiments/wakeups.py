@@ -33,6 +33,7 @@ from harness import libraries
 from harness.children import die_with_parent
 from harness.errors import UserError
 from harness.experiments import libraries as library_runs
+from harness.experiments import library_faults
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, check_each,
                                           int_list, number_list, one_of, setting)
 from harness.server import activity, database, pgstats
@@ -155,14 +156,8 @@ def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
 
 
 def _started(logs: Path) -> pd.DataFrame:
-    """Every start the workers logged: job_id, at_ns, worker (a line not yet ended is left for the next read)."""
-    rows = []
-    for log in sorted(logs.glob("*.log")):
-        for line in log.read_text().split("\n")[:-1]:
-            fields = line.split()
-            if len(fields) >= 2:
-                rows.append((int(fields[0]), int(fields[1]), int(log.stem)))
-    return pd.DataFrame(rows, columns=["job_id", "at_ns", "worker"])
+    """Every start the workers logged (library_faults.read_lines: a wake-up's job logs its start only)."""
+    return library_faults.read_lines(logs)[["job_id", "at_ns", "worker"]]
 
 
 def pickups(audit: pd.DataFrame, starts: pd.DataFrame, ended_ns: int) -> pd.DataFrame:

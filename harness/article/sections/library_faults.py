@@ -92,16 +92,14 @@ def _judged(runs: pd.DataFrame) -> pd.DataFrame:
                        stuck_for_good=started.where(~past, 0))
 
 
-def _wrong(runs: pd.DataFrame) -> dict[str, int]:
+def _tally(runs: pd.DataFrame) -> tuple[dict[str, int], dict[str, int]]:
+    """(what went wrong: WRONG, stuck counting only jobs stuck for good; what is undecided at the end)."""
     judged = _judged(runs)
-    return {"stuck": int(judged["stuck_for_good"].sum()),
-            **{name: int(runs[name].sum()) for name in WRONG if name != "stuck"}}
-
-
-def _undecided(runs: pd.DataFrame) -> dict[str, int]:
-    judged = _judged(runs)
-    return {"running": int(runs["in_progress_at_timeout"].sum()), "censored": int(judged["stuck_censored"].sum()),
-            "unstarted": int(judged["stuck_unstarted"].sum())}
+    wrong = {"stuck": int(judged["stuck_for_good"].sum()),
+             **{name: int(runs[name].sum()) for name in WRONG if name != "stuck"}}
+    undecided = {"running": int(runs["in_progress_at_timeout"].sum()),
+                 "censored": int(judged["stuck_censored"].sum()), "unstarted": int(judged["stuck_unstarted"].sum())}
+    return wrong, undecided
 
 
 def _libraries(n: int) -> str:
@@ -123,7 +121,7 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding
             parts.append((library, NOT_MEASURED))
             notes.append(say("A9.not_landed", library=library, faults=join(dict.fromkeys(runs["fault"]))))
             continue
-        wrong, undecided = _wrong(mine), _undecided(mine)
+        wrong, undecided = _tally(mine)
         if any(wrong.values()):
             parts.append((library, CORRECTED))
             notes.append(_what_went_wrong(library, mine))
@@ -132,17 +130,17 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding
             notes.append(_why_undecided(library, mine, undecided))
         else:
             parts.append((library, CONFIRMED))
-    verdicts = {v for _, v in parts}
-    verdict = CORRECTED if CORRECTED in verdicts else CONFIRMED if verdicts == {CONFIRMED} else NOT_MEASURED
     decided = [name for name, v in parts if v != NOT_MEASURED]
     counted_runs = _landed(faults)
     counted_runs = counted_runs[counted_runs["library"].isin(decided)]
     twice = int(counted_runs["executed_twice"].sum())
     if twice:
         notes.append(say("A9.at_least_once", twice=numbered(twice, "job")))
-    ours = say("A9.ours", wrong=count(sum(1 for _, v in parts if v == CORRECTED)), libraries=_libraries(len(decided)), jobs=count(int(counted_runs["jobs"].sum())),
+    ours = say("A9.ours", wrong=count(sum(1 for _, v in parts if v == CORRECTED)), libraries=_libraries(len(decided)),
+               jobs=count(int(counted_runs["jobs"].sum())),
                faults=join(dict.fromkeys(counted_runs["fault"]))) if decided else ""
-    return make_finding("A9", verdict, ours, notes, {"libraries": count(len(parts))}, parts=tuple(parts))
+    return make_finding("A9", _worst(v for _, v in parts), ours, notes, {"libraries": count(len(parts))},
+                        parts=tuple(parts))
 
 
 def _why_undecided(library: str, runs: pd.DataFrame, undecided: dict[str, int]) -> str:
@@ -160,7 +158,7 @@ def _what_went_wrong(library: str, runs: pd.DataFrame) -> str:
     """'procrastinate: after kill, 1 stuck; ...': each fault that did harm, and what."""
     said = []
     for fault, mine in runs.groupby("fault", sort=False):
-        harm = [f"{count(n)} {name.replace('_', ' ')}" for name, n in _wrong(mine).items() if n]  # stuck: for good
+        harm = [f"{count(n)} {name.replace('_', ' ')}" for name, n in _tally(mine)[0].items() if n]  # stuck: for good
         if harm:
             said.append(say("A9.harm", fault=fault, harm=join(harm)))
     return say("A9.wrong", library=library, harm="; ".join(said))
@@ -185,7 +183,8 @@ class PooledPoint:
     locks_left: int | None  # advisory locks still held on the server at the end (a race; a drain reads them only
     #                         after the pooler and its sessions are gone, so it cannot see one)
     failed_workers: int | None  # drain workers whose error output holds an error; None for a race
-    jobs_per_s: float
+    jobs_per_s: float  # over the jobs run, where some were not
+    cpu_bound: bool  # any of its runs was (harness.server.activity.cpu_bound)
 
     @property
     def problems(self) -> list[str]:
@@ -212,7 +211,8 @@ def pooled_points(pooled: pd.DataFrame | None, claims: pd.DataFrame | None) -> l
             points.append(PooledPoint(
                 "library", name, int(workers), mode, int(runs["jobs"].sum()), int(runs["executed"].sum()),
                 int(runs["executed_twice"].sum()), int(runs["duplicate_claims"].sum()), None,
-                None if errors.isna().all() else int(errors.fillna(0).sum()), float(runs["jobs_per_s"].median())))
+                None if errors.isna().all() else int(errors.fillna(0).sum()), float(runs["jobs_per_s"].median()),
+                _any_bound(runs)))
     if claims is not None and len(claims):
         claims = claims.assign(strategy=claims["strategy"].astype(str))
         for (name, workers, mode), runs in claims.groupby(["strategy", "worker_count", "pooler"], sort=False):
@@ -220,8 +220,12 @@ def pooled_points(pooled: pd.DataFrame | None, claims: pd.DataFrame | None) -> l
                 "claim", name, int(workers), mode, int(runs["job_count"].sum()),
                 int(runs["job_count"].sum() - runs["unclaimed_jobs"].sum()), None, int(runs["duplicate_jobs"].sum()),
                 int(sum(0 if missing(v) else v for v in runs["advisory_locks_at_end"])), None,
-                float(runs["claims_per_second"].median())))
+                float(runs["claims_per_second"].median()), _any_bound(runs)))
     return points
+
+
+def _any_bound(runs: pd.DataFrame) -> bool:
+    return bool(runs["cpu_bound"].map(lambda v: v is True or v == 1).any()) if "cpu_bound" in runs else False
 
 
 def _grouped(points: list[PooledPoint]) -> dict[tuple[str, str, int], dict[str, PooledPoint]]:
@@ -392,7 +396,7 @@ def _seen(runs: pd.DataFrame | None) -> str:
     if runs is None or not len(runs):
         return say("seen.nothing_landed")
     said = []
-    wrong, undecided = _wrong(runs), _undecided(runs)
+    wrong, undecided = _tally(runs)
     if wrong["stuck"] + wrong["lost"]:
         bad = _judged(runs)
         said.append(say("seen.stuck", jobs=numbered(wrong["stuck"] + wrong["lost"], "job"),
@@ -459,7 +463,8 @@ def pooler_table(loaded: dict) -> str:
     names = _part_names(grouped)
     rows = []
     for key, modes in grouped.items():
-        rate = " / ".join(number(modes[m].jobs_per_s, 0) if m in modes else DASH for m in MODES)
+        rate = " / ".join(number(modes[m].jobs_per_s, 0) + (" (CPU-bound)" if modes[m].cpu_bound else "")
+                          if m in modes else DASH for m in MODES)
         wrong = [join(modes[m].problems) or say("problem.none") if m in modes else DASH for m in MODES]
         rows.append(dict(zip(POOLER_COLUMNS, (names[key], rate, *wrong, VERDICT_LABELS[pooler_verdict(modes)]))))
     return table(pd.DataFrame(rows, columns=list(POOLER_COLUMNS)), caption=say("pooler_caption"))
