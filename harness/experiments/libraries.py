@@ -85,8 +85,12 @@ def as_libraries(name: str, values) -> tuple[str, ...]:
 
 
 def parse_libraries(text: str) -> tuple[str, ...]:
-    """'all' (every library installed here), one name, or a comma-separated list."""
-    names = libraries.available() if text.strip() == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    """One name or a comma-separated list, where 'all' stands for every library installed here and 'models' for
+    every library modelled for a fault run."""
+    names = []
+    for token in (t.strip() for t in text.split(",") if t.strip()):
+        names += libraries.available() if token == "all" else libraries.MODELS if token == "models" else [token]
+    names = list(dict.fromkeys(names))
     for name in names:
         libraries.get(name)
     return tuple(names)
@@ -133,6 +137,8 @@ class LibraryParameters(Parameters):
     def check(self) -> None:
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
         check_each([self.job_count], "job count", 1, MAX_JOBS)
+        if self.fault == "none" and libraries.is_model(self.library):
+            libraries.get(self.library).refuse_drain()
         if self.fault != "none":
             if not FAULT_MIN_WORKERS <= self.worker_count <= FAULT_MAX_WORKERS:
                 raise UserError(f"a fault run takes {FAULT_MIN_WORKERS} to {FAULT_MAX_WORKERS} workers (one to hit, "
@@ -153,7 +159,8 @@ class LibrarySweep(Parameters):
     section ask."""
 
     libraries: tuple = setting(libraries.NAMES, as_libraries, Option(
-        "--library", f"one of {', '.join(libraries.NAMES)}; a comma list; or all (every one installed here)",
+        "--library", f"one of {', '.join(libraries.NAMES)}; a comma list; or all (every one installed here); with a "
+                     f"fault also {', '.join(libraries.MODELS)} or models (modelled from their sources)",
         parse_libraries, default_text="all"))
     worker_counts: tuple | None = setting(None, lambda name, v: None if v is None else as_ints(name, v), Option(
         "--workers", "worker processes, comma-separated: a sweep", int_list,

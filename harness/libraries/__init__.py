@@ -45,7 +45,8 @@ A library that can both listen and poll (harness.experiments.wakeups) also decla
                            n no-op jobs, one at a time, interval_s apart, through one open app
 
 harness.experiments.libraries races them, harness.experiments.library_faults injects faults into their workers;
-`available()` says which ones installed here.
+`available()` says which ones installed here. The libraries this project does not run are modelled for a fault run
+only (harness.libraries.models, MODELS): `get` finds them too, `available` does not list them.
 """
 
 from __future__ import annotations
@@ -57,13 +58,21 @@ from types import ModuleType
 from harness.errors import UserError
 
 NAMES = ("procrastinate", "pgqueuer", "chancy", "pgmq", "pgboss", "graphile_worker")
+MODELS = ("river", "oban", "que", "good_job", "solid_queue")  # harness.libraries.models
 
 
 def get(name: str) -> ModuleType:
-    """The module of a library raced here; one line naming the known ones otherwise."""
+    """The module of a library raced here, or of a model; one line naming the known ones otherwise."""
+    if name in MODELS:
+        return importlib.import_module(f"harness.libraries.models.{name}")
     if name not in NAMES:
-        raise UserError(f"no job library named {name!r} (known: {', '.join(NAMES)}, or all)")
+        raise UserError(f"no job library named {name!r} (known: {', '.join(NAMES)}, or all; modelled for a fault "
+                        f"run: {', '.join(MODELS)}, or models)")
     return importlib.import_module(f"harness.libraries.{name}")
+
+
+def is_model(name: str) -> bool:
+    return name in MODELS
 
 
 def version(name: str) -> str | None:

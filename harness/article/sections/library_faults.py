@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness import libraries
 from harness.article.analysis import race_summary
 from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, VERDICT_LABELS, Finding, make_finding,
                                       not_measured)
@@ -73,6 +74,11 @@ def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
 # --------------------------------------------------------------------------- A9
 
 
+def _name(library: str) -> str:
+    """A library as the section names it: a model (harness.libraries.models) says so."""
+    return f"{library} (model)" if libraries.is_model(library) else library
+
+
 def _landed(faults: pd.DataFrame | None) -> pd.DataFrame | None:
     """The fault runs whose fault was seen to land: the only ones that count."""
     if faults is None or not len(faults):
@@ -116,7 +122,7 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding
         return not_measured("A9", say("A9.no_runs"))
     parts, notes = [], []
     for library, runs in faults.groupby("library", sort=False):
-        mine = _landed(runs)
+        mine, library = _landed(runs), _name(library)
         if not len(mine):
             parts.append((library, NOT_MEASURED))
             notes.append(say("A9.not_landed", library=library, faults=join(dict.fromkeys(runs["fault"]))))
@@ -132,7 +138,7 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding
             parts.append((library, CONFIRMED))
     decided = [name for name, v in parts if v != NOT_MEASURED]
     counted_runs = _landed(faults)
-    counted_runs = counted_runs[counted_runs["library"].isin(decided)]
+    counted_runs = counted_runs[counted_runs["library"].map(_name).isin(decided)]
     twice = int(counted_runs["executed_twice"].sum())
     if twice:
         notes.append(say("A9.at_least_once", twice=numbered(twice, "job")))
@@ -196,9 +202,9 @@ class PooledPoint:
         if self.ran < self.jobs:
             out.append(say("problem.not_run", jobs=count(self.jobs - self.ran), of=count(self.jobs)))
         if self.locks_left:
-            out.append(say("problem.locks", locks=count(self.locks_left)))
+            out.append(say("problem.locks", locks=numbered(self.locks_left, "advisory lock")))
         if self.failed_workers:
-            out.append(say("problem.errors", workers=count(self.failed_workers)))
+            out.append(say("problem.errors", workers=numbered(self.failed_workers, "worker")))
         return out
 
 
@@ -277,12 +283,13 @@ def a10_through_a_transaction_pooler(pooled: pd.DataFrame | None, claims: pd.Dat
                         parts=tuple(parts))
 
 
-def library_pooler_verdicts(pooled: pd.DataFrame | None) -> dict[str, str]:
-    """Per library drained through the pooler, its worst part over its worker counts."""
-    by_library: dict = {}
-    for (kind, name, _), modes in _grouped(pooled_points(pooled, None)).items():
-        by_library.setdefault(name, []).append(pooler_verdict(modes))
-    return {name: _worst(verdicts) for name, verdicts in by_library.items()}
+def library_pooler_verdicts(pooled: pd.DataFrame | None, claims: pd.DataFrame | None = None) -> dict[str, str]:
+    """Per library drained through the pooler, its worst part over its worker counts; per claim raced through it,
+    keyed "<claim> (claim)", the same."""
+    by_name: dict = {}
+    for (kind, name, _), modes in _grouped(pooled_points(pooled, claims)).items():
+        by_name.setdefault(name if kind == "library" else f"{name} (claim)", []).append(pooler_verdict(modes))
+    return {name: _worst(verdicts) for name, verdicts in by_name.items()}
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -362,16 +369,21 @@ def advice_table(loaded: dict) -> str:
     if mine is None:
         return ""
     faults = mine.faults if len(mine.faults) else pd.DataFrame(columns=["library"])
-    pooled = library_pooler_verdicts(mine.pooled)
+    pooled = library_pooler_verdicts(mine.pooled, mine.claims)
     names = list(dict.fromkeys([*faults["library"], *(mine.pooled["library"] if mine.pooled is not None else [])]))
     rows = []
     for library in names:
         runs = faults[faults["library"] == library]
         recovery = runs["recovery"].iloc[0] if len(runs) else {}
+        # a model did not run through the pooler: its claim's races did (harness.libraries.models: CLAIM)
+        claim = f"{libraries.get(library).CLAIM} (claim)" if libraries.is_model(library) else None
         through = {CONFIRMED: say("advice.either_mode"), CORRECTED: say("advice.session_mode"),
-                   NOT_MEASURED: say("advice.pooler_not_decided")}.get(pooled.get(library), DASH)
+                   NOT_MEASURED: say("advice.pooler_not_decided")}.get(pooled.get(claim or library), DASH)
+        if claim and claim in pooled:
+            through = say("advice.by_its_claim", verdict=through)
         rows.append(dict(zip(ADVICE_COLUMNS, (
-            html.escape(library), _code(_configure_text(duration(recovery.get("default_s"))).get(library, DASH)),
+            html.escape(_name(library)),
+            _code(_configure_text(duration(recovery.get("default_s"))).get(library, DASH)),
             html.escape(_seen(_landed(runs)) if len(runs) else DASH), html.escape(through)))))
     return table(pd.DataFrame(rows, columns=list(ADVICE_COLUMNS)), caption=say("advice_caption"), escape=False)
 
@@ -387,7 +399,10 @@ def _configure_text(default: str) -> dict[str, str]:
     return {"procrastinate": say("configure.procrastinate"), "pgqueuer": say("configure.pgqueuer", default=default),
             "chancy": say("configure.chancy", default=default), "pgmq": say("configure.pgmq", default=default),
             "pgboss": say("configure.pgboss", default=default),
-            "graphile_worker": say("configure.graphile_worker", default=default)}
+            "graphile_worker": say("configure.graphile_worker", default=default),
+            "river": say("configure.river", default=default), "oban": say("configure.oban", default=default),
+            "que": say("configure.que"), "good_job": say("configure.good_job"),
+            "solid_queue": say("configure.solid_queue", default=default)}
 
 
 def _seen(runs: pd.DataFrame | None) -> str:
@@ -405,8 +420,12 @@ def _seen(runs: pd.DataFrame | None) -> str:
         said.append(say("seen.undecided", jobs=numbered(sum(undecided.values()), "job")))
     recovered = runs["recovery_s"].dropna()
     if len(recovered):
+        setting = runs["recovery_setting_s"].iloc[0]
         said.append(say("seen.recovered", recovery=span(recovered.min(), recovered.max(), lambda v: number(v, 1)),
-                        setting=duration(runs["recovery_setting_s"].iloc[0]),
+                        setting=duration(setting), twice=numbered(int(runs["executed_twice"].sum()), "job"))
+                    if not missing(setting) else
+                    say("seen.recovered_unset", recovery=span(recovered.min(), recovered.max(),
+                                                              lambda v: number(v, 1)),
                         twice=numbered(int(runs["executed_twice"].sum()), "job")))
     if wrong["completed_by_stale_holder"] + wrong["completed_twice"]:
         said.append(say("seen.stale", jobs=numbered(wrong["completed_by_stale_holder"] + wrong["completed_twice"],
@@ -439,13 +458,15 @@ def ledger_table(loaded: dict) -> str:
         seen = span(recovered.min(), recovered.max(), lambda v: number(v, 1)) if len(recovered) else DASH
         setting = f"{duration(runs['recovery_setting_s'].iloc[0])} ({duration(runs['recovery_default_s'].iloc[0])})"
         rows.append(dict(zip(LEDGER_COLUMNS, (
-            library, fault, f"{len(counted)}/{len(runs)}", total("completed_once"),
+            _name(library), fault, f"{len(counted)}/{len(runs)}", total("completed_once"),
             int((counted["stuck"] + counted["lost"]).sum()) if len(counted) else DASH, total("completed_twice"),
             total("completed_by_stale_holder"), total("executed_twice"), total("worker_exits"),
             f"{seen} / {setting}"))))
     job_s = duration(faults["job_s"].max()) if "job_s" in faults else DASH
+    models = say("ledger_models") + " " if any(map(libraries.is_model, faults["library"])) else ""
     return table(pd.DataFrame(rows), caption=say("ledger_caption", jobs=count(int(faults["jobs"].max())), job_s=job_s,
-                                                 workers=count(int(faults["worker_count"].max()))), css_class="wide")
+                                                 workers=count(int(faults["worker_count"].max())), models=models),
+                 css_class="wide")
 
 
 POOLER_COLUMNS = ("library or claim", "jobs/s: session / transaction", "went wrong in session mode",

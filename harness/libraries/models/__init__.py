@@ -1,0 +1,192 @@
+"""The job libraries this project does not run (Go, Elixir, Ruby), modelled for a fault run: each library's worker
+loop and what recovers a dead worker's job, rewritten from its source at the commit harness.library_claims.SOURCES
+names, on a table of this project's.
+
+A model keeps what decides a fault's outcome: the claim (harness.library_claims's statements, where the race uses
+the same), what the worker writes at a job's start and its completion and whether the completion checks that the
+job is still the worker's, the locks and the sessions that hold them, and the recovery loop with its settings.
+It drops what the claim's model drops (DROPPED there), and, for every model:
+
+- the recovery loop runs in every worker process, on a connection of its own, at the library's interval: where
+  the library runs it on an elected leader only (River, Oban), a leader is always there, as if another took over
+  at once;
+- a statement that fails on a lost connection is sent again once on a new one (the libraries' pools reconnect);
+  a session's advisory locks do not come back with it, as they do not in the library; a worker that cannot
+  reconnect within RECONNECT_S exits;
+- jobs are never scheduled for later: a job the recovery makes retryable is pending again at once (where River
+  and Oban wait a retry's backoff first), and no attempt limit discards one.
+
+A model module declares what a library module does (harness.libraries) for a fault run, and MODEL = True, CLAIM
+(the strategy of harness.strategies its claim races as), SOURCE_KEY (its entry in library_claims.SOURCES), and a
+Protocol: the statements of its worker loop (claim, start, complete) and of its recovery loop (maintain).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import psycopg
+
+from harness.config import SCHEMA
+from harness.library_claims import SOURCES
+from harness.errors import UserError
+
+NAMES = ("river", "oban", "que", "good_job", "solid_queue")
+JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN = SCHEMA, "jobs", "id"  # harness.library_claims.JOBS
+CLAIMED = "NEW.status = 'running' AND OLD.status IS DISTINCT FROM 'running'"
+CONNECTIONS = 2  # one for the worker loop, one for the recovery loop
+IDLE_POLL_S = 0.1  # a worker that finds no job polls again after this
+RECONNECT_S = 15.0  # how long a worker tries to reconnect before it exits (a server restart takes a few seconds)
+RECONNECT_GAP_S = 0.2
+
+# The model's table: the columns harness.library_claims's statements use (id, status, started_at), and where a model
+# needs them, the worker that holds a job (held_by: River's attempted_by, Oban's attempted_by, Solid Queue's claimed
+# execution's process) and Solid Queue's processes.
+TABLES = (
+    f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
+    f"CREATE TABLE {SCHEMA}.jobs (id bigint PRIMARY KEY, status text NOT NULL DEFAULT 'pending', "
+    "started_at timestamptz, held_by bigint)",
+    f"CREATE INDEX jobs_status_idx ON {SCHEMA}.jobs (status, id)",
+    f"CREATE TABLE {SCHEMA}.processes (id bigserial PRIMARY KEY, pid int NOT NULL, "
+    "last_heartbeat_at timestamptz NOT NULL DEFAULT now())",
+)
+
+
+def installed_version(name: str) -> str:
+    """What a model stands for: its library's release, or its commit, as read."""
+    source = SOURCES[name]
+    return f"model of {source.release or source.commit[:7]}"
+
+
+def refuse_drain(name: str) -> None:
+    raise UserError(f"{name} is modelled here for a fault run only (give --fault); its claim races as "
+                    f"`python -m harness race --strategy {name}`")
+
+
+def install(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in TABLES:
+            conn.execute(statement)
+
+
+def enqueue(url: str, n: int, job_s: float | None = None) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {SCHEMA}.jobs (id) SELECT generate_series(1, {int(n)})")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One library's worker loop and recovery loop, as statements on a connection.
+
+    register(conn) -> the worker's identity (its process row, or its pid) once connected;
+    claim(conn, me) -> a job id, or None where none is free;
+    start(conn, job, me) -> False where the worker drops the job before running it (a re-check failed);
+    complete(conn, job, me) after the job has run; on a pooled connection of its own where complete_apart (Que);
+    release(conn, job, me) after the completion, on the claim's connection (an unlock);
+    maintain(conn, me) every maintain_s: the recovery loop and heartbeats, where the library has them; False where
+    the worker finds it has been deregistered, and shuts down as the library's does (Solid Queue);
+    reconnects: False where the library's worker exits when the connection its claim holds is lost (Que's locker).
+    """
+
+    claim: Callable
+    complete: Callable
+    start: Callable = lambda conn, job, me: True
+    release: Callable = lambda conn, job, me: None
+    register: Callable = lambda conn: os.getpid()
+    maintain: Callable | None = None
+    maintain_s: float = 1.0
+    complete_apart: bool = False
+    reconnects: bool = True
+
+
+class _Session:
+    """A worker's connection that reconnects: a statement that fails on a lost connection is sent again once on a
+    new one, within RECONNECT_S."""
+
+    def __init__(self, url: str, reconnects: bool = True):
+        self.url, self.reconnects = url, reconnects
+        self.conn = self._connect()
+
+    def _connect(self) -> psycopg.Connection:
+        deadline = time.monotonic() + RECONNECT_S
+        while True:
+            try:
+                return psycopg.connect(self.url, autocommit=True, cursor_factory=psycopg.RawCursor)  # $1, as written
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(RECONNECT_GAP_S)
+
+    def run(self, step: Callable, *args):
+        try:
+            return step(self.conn, *args)
+        except psycopg.OperationalError:
+            if not self.reconnects:
+                raise
+            self.conn.close()
+            self.conn = self._connect()
+            return step(self.conn, *args)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _maintain(url: str, protocol: Protocol, me, stop: threading.Event, deregistered: threading.Event) -> None:
+    """The recovery loop, on its own connection, until the worker ends; a lost connection is made again."""
+    session = None
+    while not stop.is_set():
+        try:
+            session = session or _Session(url)
+            if session.run(protocol.maintain, me) is False:
+                deregistered.set()
+                return
+        except psycopg.OperationalError:
+            session = None
+        stop.wait(protocol.maintain_s)
+
+
+def work(protocol: Protocol, url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    """One worker at concurrency 1: claim, log the start, run the job (job_s), log its end, complete; on an empty
+    queue, poll again after IDLE_POLL_S until stopped (a fault run) or stop (job_s None)."""
+    session = _Session(url, protocol.reconnects)
+    pool = _Session(url) if protocol.complete_apart else session
+    me = session.run(protocol.register)
+    stop, deregistered = threading.Event(), threading.Event()
+    if protocol.maintain is not None:
+        threading.Thread(target=_maintain, args=(url, protocol, me, stop, deregistered), daemon=True).start()
+    try:
+        with open(log, "a", buffering=1) as out:
+            ready.set()
+            start.wait()
+            while not deregistered.is_set():
+                job = session.run(protocol.claim, me)
+                if job is None:
+                    if job_s is None:
+                        break
+                    time.sleep(IDLE_POLL_S)
+                    continue
+                if not session.run(protocol.start, job, me):
+                    session.run(protocol.release, job, me)
+                    continue
+                out.write(f"{job} {time.time_ns()} {os.getpid()}\n")
+                if job_s is not None:
+                    time.sleep(job_s)
+                    out.write(f"{job} {time.time_ns()} {os.getpid()} end\n")
+                pool.run(protocol.complete, job, me)
+                session.run(protocol.release, job, me)
+    finally:
+        stop.set()
+        session.close()
+        if pool is not session:
+            pool.close()
+
+
+def one(conn, statement: str, *args):
+    """The first column of the first row a statement returns, or None."""
+    row = conn.execute(statement, args or None).fetchone()
+    return None if row is None else row[0]

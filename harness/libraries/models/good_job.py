@@ -1,0 +1,69 @@
+"""good_job (bensheldon/good_job, Ruby), modelled for a fault run (harness.libraries.models), read at the commit
+harness.library_claims.SOURCES["good_job"] names.
+
+Worker loop, with its default lock strategy, advisory (lib/good_job/configuration.rb): the candidates are every
+unfinished job (finished_at IS NULL, app/models/good_job/job.rb), started or not, and a worker keeps the first
+whose session advisory lock it gets (app/models/concerns/good_job/advisory_lockable.rb), on the connection its job's
+statements use; it re-reads the job, records its start (performed_at), runs it, records its finish (finished_at,
+an UPDATE by id guarded by nothing) and unlocks it.
+
+Recovery: the session's end. A started job whose worker's session ends is a candidate again at once, as it never
+left (good_job records an InterruptedError on the earlier execution and runs it again); one whose process is paused
+stays locked. Its process records and their cleanup only inform the other lock strategies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.libraries import models
+from harness.library_claims import (BEGIN, COMMIT, COMPLETE, GOOD_JOB_PICK, GOOD_JOB_RELOAD, GOOD_JOB_START,
+                                    GOOD_JOB_UNLOCK)
+
+NAME = "good_job"
+MODEL = True
+CLAIM = "good_job"
+SOURCE = str(models.SOURCES[NAME]) + "; lib/good_job/configuration.rb (the lock strategy)"
+JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
+COMPLETED = "NEW.status = 'done'"  # every finish: good_job's is unguarded
+CONNECTIONS = models.CONNECTIONS
+SETTINGS = {"concurrency": 1, "lock_strategy": "advisory (the default)"}
+RECOVERY = {"mechanism": "the job's session advisory lock drops when its worker's connection closes",
+            "setting": None, "default_s": None, "raced_s": None}
+# good_job's candidates are every unfinished job; the race's pick narrows them to the pending ones
+PICK = GOOD_JOB_PICK.replace("status = 'pending'", "status <> 'done'")
+
+
+def _start(conn, job, me) -> bool:
+    if models.one(conn, GOOD_JOB_RELOAD, job) is None:  # finished since the candidates' snapshot
+        return False
+    conn.execute(BEGIN)
+    conn.execute(GOOD_JOB_START, (job,))
+    conn.execute(COMMIT)
+    return True
+
+
+def _finish(conn, job, me) -> None:
+    conn.execute(BEGIN)
+    conn.execute(COMPLETE, (job,))
+    conn.execute(COMMIT)
+
+
+PROTOCOL = models.Protocol(
+    claim=lambda conn, me: models.one(conn, PICK), start=_start, complete=_finish,
+    release=lambda conn, job, me: conn.execute(GOOD_JOB_UNLOCK, (job,)))
+
+
+def installed_version() -> str:
+    return models.installed_version(NAME)
+
+
+def refuse_drain() -> None:
+    models.refuse_drain(NAME)
+
+
+install, enqueue = models.install, models.enqueue
+
+
+def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    models.work(PROTOCOL, url, log, ready, start, job_s)

@@ -1,0 +1,59 @@
+"""Oban (oban-bg/oban, Elixir), modelled for a fault run (harness.libraries.models), read at the commit
+harness.library_claims.SOURCES["oban"] names.
+
+Worker loop: the Basic engine's fetch_jobs (lib/oban/engines/basic.ex) sets the next available job 'executing'
+with attempted_at (here started_at) now, in a transaction; its complete_job is an UPDATE by id alone, with no
+check of the job's state or holder, retried without end on a database error (lib/oban/queues/executor.ex): a
+worker that lost its job completes it whatever has become of it.
+
+Recovery: Lifeline (lib/oban/lifeline.ex; off unless configured), once a minute on the leader: Basic.rescue_jobs
+makes jobs 'executing' with attempted_at older than rescue_after (60 minutes by default) available again, at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.libraries import models
+from harness.library_claims import BEGIN, COMMIT, COMPLETE, JOBS, OBAN_CLAIM
+
+NAME = "oban"
+MODEL = True
+CLAIM = "oban"
+SOURCE = str(models.SOURCES[NAME]) + "; lib/oban/lifeline.ex (Lifeline)"
+JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
+COMPLETED = "NEW.status = 'done'"  # every completion: Oban's is unguarded
+CONNECTIONS = models.CONNECTIONS
+SETTINGS = {"concurrency": 1, "lifeline_interval_s": 1.0, "lifeline_interval_default_s": 60.0}
+RECOVERY = {"mechanism": "Lifeline, on the leader, makes a job executing longer than rescue_after available",
+            "setting": "rescue_after", "default_s": 3600.0, "raced_s": 3.0}
+RESCUE = (f"UPDATE {JOBS} SET status = 'pending', held_by = NULL WHERE status = 'running' "
+          f"AND started_at < now() - make_interval(secs => {RECOVERY['raced_s']})")
+
+
+def _claim(conn, me):
+    conn.execute(BEGIN)
+    try:
+        return models.one(conn, OBAN_CLAIM)
+    finally:
+        conn.execute(COMMIT)
+
+
+PROTOCOL = models.Protocol(
+    claim=_claim, complete=lambda conn, job, me: conn.execute(COMPLETE, (job,)),
+    maintain=lambda conn, me: conn.execute(RESCUE), maintain_s=SETTINGS["lifeline_interval_s"])
+
+
+def installed_version() -> str:
+    return models.installed_version(NAME)
+
+
+def refuse_drain() -> None:
+    models.refuse_drain(NAME)
+
+
+install, enqueue = models.install, models.enqueue
+
+
+def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    models.work(PROTOCOL, url, log, ready, start, job_s)

@@ -1,0 +1,62 @@
+"""Que (que-rb/que, Ruby), modelled for a fault run (harness.libraries.models), read at the commit
+harness.library_claims.SOURCES["que"] names.
+
+Worker loop: the locker (lib/que/locker.rb), on a connection of its own outside the pool, polls
+(lib/que/poller.rb) and takes a session advisory lock on the job, re-reads it, and hands it to a worker
+(lib/que/worker.rb), which checks that it still exists, runs it and resolves it: destroys it by default, a DELETE
+by id (lib/que/job_methods.rb) on a pooled connection, guarded by nothing; the locker then unlocks it. Nothing but
+the lock marks a job as taken.
+
+Recovery: the session's end. A job whose locker's session ends (the process killed, its backend terminated) is
+free at once, its row unchanged, for any locker's next poll; one whose process is paused stays locked. The locker
+does not reconnect: its error ends the process (Thread.abort_on_exception), which the model does at the locker's
+next statement.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.libraries import models
+from harness.library_claims import JOBS, QUE_EXISTS, QUE_POLL, QUE_UNLOCK_ALONE, QUE_VERIFY
+
+NAME = "que"
+MODEL = True
+CLAIM = "que"
+SOURCE = str(models.SOURCES[NAME]) + "; lib/que/job_methods.rb (the resolve)"
+JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
+COMPLETED = "DELETE"  # the default resolve destroys the job
+CONNECTIONS = models.CONNECTIONS  # the locker's, and the pool's
+SETTINGS = {"concurrency": 1, "resolve": "destroy (the default)"}
+RECOVERY = {"mechanism": "the job's session advisory lock drops when its locker's connection closes",
+            "setting": None, "default_s": None, "raced_s": None}
+RESOLVE = f"DELETE FROM {JOBS} WHERE id = $1"
+
+
+def _claim(conn, me):
+    job = models.one(conn, QUE_POLL)
+    if job is not None and models.one(conn, QUE_VERIFY, job) is None:  # finished since the poll's snapshot
+        conn.execute(QUE_UNLOCK_ALONE, (job,))
+        return None
+    return job
+
+
+PROTOCOL = models.Protocol(
+    claim=_claim, start=lambda conn, job, me: models.one(conn, QUE_EXISTS, job) is not None,
+    complete=lambda conn, job, me: conn.execute(RESOLVE, (job,)),
+    release=lambda conn, job, me: conn.execute(QUE_UNLOCK_ALONE, (job,)), complete_apart=True, reconnects=False)
+
+
+def installed_version() -> str:
+    return models.installed_version(NAME)
+
+
+def refuse_drain() -> None:
+    models.refuse_drain(NAME)
+
+
+install, enqueue = models.install, models.enqueue
+
+
+def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    models.work(PROTOCOL, url, log, ready, start, job_s)

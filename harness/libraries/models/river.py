@@ -1,0 +1,54 @@
+"""River (riverqueue/river, Go), modelled for a fault run (harness.libraries.models), read at the commit
+harness.library_claims.SOURCES["river"] names.
+
+Worker loop: the claim is JobGetAvailable (riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql): one statement
+sets the next available job running with attempted_at (here started_at) now; the completion is
+JobSetStateIfRunningMany (the same file), which changes a job only while it is 'running', with no check of the
+attempt or of the client that holds it: a worker that lost its job completes it if another worker now runs it.
+
+Recovery: the job rescuer (internal/maintenance/job_rescuer.go), every 30 s (JobRescuerIntervalDefault, not a
+setting), on the elected leader: JobGetStuck finds jobs 'running' with attempted_at older than RescueStuckJobsAfter
+(1 hour by default; at least JobTimeout, 1 minute by default), and JobRescueMany makes them retryable, with the
+retry policy's delay (about 1 s for a first attempt), after which the scheduler (every 5 s) makes them available.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.libraries import models
+from harness.library_claims import GUARDED_COMPLETE, JOBS, RIVER_CLAIM
+
+NAME = "river"
+MODEL = True
+CLAIM = "river"
+SOURCE = str(models.SOURCES[NAME]) + " (the claim); internal/maintenance/job_rescuer.go (the rescuer)"
+JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
+COMPLETED = "NEW.status = 'done'"  # every completion the guard let through
+CONNECTIONS = models.CONNECTIONS
+SETTINGS = {"concurrency": 1, "completions": "at once (River batches them)", "rescuer_interval_s": 1.0,
+            "rescuer_interval_default_s": 30.0}
+RECOVERY = {"mechanism": "the rescuer, on the leader, makes a job running longer than RescueStuckJobsAfter retryable",
+            "setting": "RescueStuckJobsAfter", "default_s": 3600.0, "raced_s": 3.0}
+RESCUE = (f"UPDATE {JOBS} SET status = 'pending', held_by = NULL WHERE status = 'running' "
+          f"AND started_at < now() - make_interval(secs => {RECOVERY['raced_s']})")
+
+PROTOCOL = models.Protocol(
+    claim=lambda conn, me: models.one(conn, RIVER_CLAIM),
+    complete=lambda conn, job, me: conn.execute(GUARDED_COMPLETE, (job,)),
+    maintain=lambda conn, me: conn.execute(RESCUE), maintain_s=SETTINGS["rescuer_interval_s"])
+
+
+def installed_version() -> str:
+    return models.installed_version(NAME)
+
+
+def refuse_drain() -> None:
+    models.refuse_drain(NAME)
+
+
+install, enqueue = models.install, models.enqueue
+
+
+def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    models.work(PROTOCOL, url, log, ready, start, job_s)

@@ -1,0 +1,96 @@
+"""Solid Queue (rails/solid_queue, Ruby), modelled for a fault run (harness.libraries.models), read at the commit
+harness.library_claims.SOURCES["solid_queue"] names.
+
+Worker loop: each worker registers a process row and touches its heartbeat every process_heartbeat_interval (60 s
+by default, lib/solid_queue.rb; lib/solid_queue/processes/registrable.rb). Its claim (app/models/solid_queue/
+ready_execution.rb) takes the next ready job FOR UPDATE SKIP LOCKED and records it claimed by its process, in one
+transaction; here the claimed execution is the job's held_by. Its completion (app/models/solid_queue/
+claimed_execution.rb, finalize) re-reads and locks its claimed execution in a transaction and does nothing where
+it is gone: a worker that lost its job cannot complete it.
+
+Recovery: the supervisor's maintenance (lib/solid_queue/supervisor/maintenance.rb), every
+process_alive_threshold (5 minutes by default), prunes each process silent for that long (app/models/solid_queue/
+process/prunable.rb) and fails its claimed jobs with ProcessPrunedError: they wait in the failed jobs for someone
+to retry them; nothing runs them again. (A forked worker that exits is noticed sooner, within a second, by the
+supervisor's waitpid, and its claimed jobs failed the same way, with ProcessExitError; the model's pruning stands
+for both.) A worker whose heartbeat finds its process row gone shuts down (registrable.rb, runnable.rb).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.libraries import models
+from harness.library_claims import BEGIN, COMMIT, JOBS, SOLID_QUEUE_PICK, SOLID_QUEUE_RESELECT
+
+NAME = "solid_queue"
+MODEL = True
+CLAIM = "solid_queue"
+SOURCE = (str(models.SOURCES[NAME]) + "; lib/solid_queue/supervisor/maintenance.rb and "
+          "app/models/solid_queue/process/prunable.rb (pruning)")
+JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
+COMPLETED = "NEW.status = 'done'"  # every completion the claimed execution's guard let through
+CONNECTIONS = models.CONNECTIONS
+SETTINGS = {"concurrency": 1, "process_heartbeat_interval_s": 1.0, "process_heartbeat_interval_default_s": 60.0,
+            "prune_every_s": 1.0}
+RECOVERY = {"mechanism": "pruning fails the claimed jobs of a process silent for process_alive_threshold; "
+                         "nothing runs them again",
+            "setting": "process_alive_threshold", "default_s": 300.0, "raced_s": 3.0}
+REGISTER = f"INSERT INTO {models.JOBS_SCHEMA}.processes (pid) VALUES (pg_backend_pid()) RETURNING id"
+CLAIM_BY = f"UPDATE {JOBS} SET status = 'running', started_at = now(), held_by = $2 WHERE id = $1"
+FINALIZE_LOCK = f"SELECT id FROM {JOBS} WHERE id = $1 AND held_by = $2 AND status = 'running' FOR UPDATE"
+FINISHED = f"UPDATE {JOBS} SET status = 'done', held_by = NULL WHERE id = $1"
+HEARTBEAT = f"UPDATE {models.JOBS_SCHEMA}.processes SET last_heartbeat_at = now() WHERE id = $1 RETURNING id"
+PRUNE = (f"WITH silent AS (SELECT id FROM {models.JOBS_SCHEMA}.processes WHERE last_heartbeat_at <= now() - "
+         f"make_interval(secs => {RECOVERY['raced_s']}) AND id <> $1 FOR UPDATE SKIP LOCKED), "
+         f"pruned AS (DELETE FROM {models.JOBS_SCHEMA}.processes p USING silent WHERE p.id = silent.id RETURNING p.id) "
+         f"UPDATE {JOBS} SET status = 'failed', held_by = NULL WHERE status = 'running' "
+         "AND held_by IN (SELECT id FROM pruned)")
+
+
+def _claim(conn, me):
+    conn.execute(BEGIN)
+    try:
+        job = models.one(conn, SOLID_QUEUE_PICK)
+        if job is not None:
+            conn.execute(CLAIM_BY, (job, me))
+            models.one(conn, SOLID_QUEUE_RESELECT, job)
+        return job
+    finally:
+        conn.execute(COMMIT)
+
+
+def _complete(conn, job, me) -> None:
+    conn.execute(BEGIN)
+    try:
+        if models.one(conn, FINALIZE_LOCK, job, me) is not None:  # its claimed execution is still there
+            conn.execute(FINISHED, (job,))
+    finally:
+        conn.execute(COMMIT)
+
+
+def _maintain(conn, me) -> bool:
+    if models.one(conn, HEARTBEAT, me) is None:  # pruned: shut down
+        return False
+    conn.execute(PRUNE, (me,))
+    return True
+
+
+PROTOCOL = models.Protocol(
+    register=lambda conn: models.one(conn, REGISTER), claim=_claim, complete=_complete, maintain=_maintain,
+    maintain_s=SETTINGS["process_heartbeat_interval_s"])
+
+
+def installed_version() -> str:
+    return models.installed_version(NAME)
+
+
+def refuse_drain() -> None:
+    models.refuse_drain(NAME)
+
+
+install, enqueue = models.install, models.enqueue
+
+
+def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+    models.work(PROTOCOL, url, log, ready, start, job_s)

@@ -1,0 +1,150 @@
+"""The libraries modelled for a fault run (harness.libraries.models), on the real server: each model's rules, statement
+by statement on its own connections, then two models under a killed worker through the command and the article."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+from conftest import run_cli
+from harness import libraries
+from harness.article import contents
+from harness.article.findings import CONFIRMED, CORRECTED
+from harness.article.sections import library_faults as worker_dies
+from harness.config import SCHEMA
+from harness.errors import UserError
+from harness.experiments import libraries as library_runs
+from harness.libraries import models
+from harness.libraries.models import good_job, oban, que, river, solid_queue
+
+
+@pytest.fixture
+def model_db(db):
+    """A fresh database with a model's table and 3 jobs; a function that opens a worker's connection to it."""
+    with db.connect() as admin:
+        library_runs.fresh_database(admin)
+    url = library_runs.database_url(db.url)
+    models.install(url)
+    models.enqueue(url, 3)
+    opened = []
+
+    def connect():
+        conn = psycopg.connect(url, autocommit=True, cursor_factory=psycopg.RawCursor)
+        opened.append(conn)
+        return conn
+    yield connect
+    for conn in opened:
+        conn.close()
+    with db.connect() as admin:
+        library_runs.drop_database(admin)
+
+
+def _status(conn, job):
+    return models.one(conn, f"SELECT status FROM {SCHEMA}.jobs WHERE id = $1", job)
+
+
+def _started_long_ago(conn, job):
+    """As if the job had been running past every raced recovery setting."""
+    conn.execute(f"UPDATE {SCHEMA}.jobs SET started_at = now() - interval '1 minute' WHERE id = $1", (job,))
+
+
+def test_river_completes_a_job_only_while_it_runs_and_oban_whatever_became_of_it(model_db):
+    a, b = model_db(), model_db()
+    # River: job 1 rescued and run again by b; a, which lost it, still completes it while b runs it
+    job = river.PROTOCOL.claim(a, None)
+    _started_long_ago(a, job)
+    river.PROTOCOL.maintain(a, None)
+    assert _status(a, job) == "pending"
+    assert river.PROTOCOL.claim(b, None) == job
+    river.PROTOCOL.complete(a, job, None)
+    assert _status(a, job) == "done"
+    # job 2 rescued and not yet run again: a's late completion leaves it pending
+    job = river.PROTOCOL.claim(a, None)
+    _started_long_ago(a, job)
+    river.PROTOCOL.maintain(b, None)
+    river.PROTOCOL.complete(a, job, None)
+    assert _status(a, job) == "pending"
+    # Oban: a's late completion of a rescued, pending job goes through
+    a.execute(f"UPDATE {SCHEMA}.jobs SET status = 'pending'")
+    job = oban.PROTOCOL.claim(a, None)
+    _started_long_ago(a, job)
+    oban.PROTOCOL.maintain(b, None)
+    assert _status(a, job) == "pending"
+    oban.PROTOCOL.complete(a, job, None)
+    assert _status(a, job) == "done"
+    # a job running within the setting is not rescued
+    job = oban.PROTOCOL.claim(a, None)
+    oban.PROTOCOL.maintain(b, None)
+    assert _status(a, job) == "running"
+
+
+@pytest.mark.parametrize("model", [que, good_job], ids=["que", "good_job"])
+def test_a_session_advisory_lock_keeps_a_job_while_its_session_lives_and_frees_it_when_it_ends(model_db, model):
+    a, b = model_db(), model_db()
+    job = model.PROTOCOL.claim(a, None)
+    assert model.PROTOCOL.start(a, job, None)
+    # a holds it (paused, its session open): b takes the next job, not a's
+    other = model.PROTOCOL.claim(b, None)
+    assert other not in (None, job)
+    model.PROTOCOL.release(b, other, None)
+    a.close()  # a's worker killed: its session ends and its lock drops; the job is free at once, started or not
+    c = model_db()
+    assert model.PROTOCOL.claim(c, None) == job
+    assert model.PROTOCOL.start(c, job, None)
+
+
+def test_solid_queue_fails_a_silent_process_claims_and_its_late_completion_does_nothing(model_db):
+    a, b = model_db(), model_db()
+    me, peer = solid_queue.PROTOCOL.register(a), solid_queue.PROTOCOL.register(b)
+    job = solid_queue.PROTOCOL.claim(a, me)
+    assert solid_queue.PROTOCOL.maintain(b, peer) is True
+    assert _status(a, job) == "running"  # a's heartbeat is fresh: not pruned
+    a.execute(f"UPDATE {SCHEMA}.processes SET last_heartbeat_at = now() - interval '1 minute' WHERE id = $1", (me,))
+    assert solid_queue.PROTOCOL.maintain(b, peer) is True
+    assert _status(a, job) == "failed"
+    solid_queue.PROTOCOL.complete(a, job, me)  # a wakes and completes: its claim is gone, so nothing
+    assert _status(a, job) == "failed"
+    assert solid_queue.PROTOCOL.maintain(a, me) is False  # its heartbeat finds its process gone: it shuts down
+    # a job completed by the worker that holds it
+    job = solid_queue.PROTOCOL.claim(b, peer)
+    solid_queue.PROTOCOL.complete(b, job, peer)
+    assert _status(b, job) == "done"
+
+
+def test_models_are_named_apart_run_only_under_a_fault_and_say_what_they_stand_for():
+    assert library_runs.parse_libraries("models") == libraries.MODELS
+    assert library_runs.parse_libraries("pgmq,models,que") == ("pgmq", *libraries.MODELS)
+    assert not set(libraries.MODELS) & set(libraries.available())  # `all` is the libraries that run here
+    for name in libraries.MODELS:
+        module = libraries.get(name)
+        assert module.NAME == name and libraries.version(name).startswith("model of ")
+        assert set(module.RECOVERY) == {"mechanism", "setting", "default_s", "raced_s"}
+        with pytest.raises(UserError, match="modelled here for a fault run only"):
+            library_runs.LibraryParameters(name, 3, 6)
+    done = run_cli("libraries", "--library", "river", "--data-dir", "/nonexistent")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "--fault" in done.stderr
+
+
+def test_a_killed_worker_job_runs_again_at_once_under_que_and_is_failed_for_good_under_solid_queue(tmp_path):
+    done = run_cli("libraries", "--library", "que,solid_queue", "--fault", "kill", "--workers", "2", "--jobs", "2",
+                   "--json", "--quiet", "--data-dir", str(tmp_path), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {row["library"]: row for row in map(json.loads, done.stdout.splitlines())}
+    assert rows["que"]["fault_landed"] and rows["solid_queue"]["fault_landed"]
+    # Que: the killed worker's session ended, its lock with it; the other worker ran the job, once completed
+    assert (rows["que"]["completed_once"], rows["que"]["executed_twice"], rows["que"]["stuck"]) == (2, 1, 0), rows
+    assert rows["que"]["recovery_s"] is not None and rows["que"]["recovery_setting_s"] is None
+    # Solid Queue: pruned after the raced threshold, its claimed job failed, and nothing runs it again
+    assert (rows["solid_queue"]["completed_once"], rows["solid_queue"]["stuck"]) == (1, 1), rows
+    assert rows["solid_queue"]["recovery_s"] is None and rows["solid_queue"]["recovery_setting_s"] == 3.0
+    # the article reads the stored runs, each model named as one
+    stored = sorted((tmp_path / "libraries").iterdir())
+    mine = contents.load({"library_faults": stored})[worker_dies.NAME]
+    found = worker_dies.a9_a_dead_workers_job_completes_once(mine.faults)
+    assert dict(found.parts) == {"que (model)": CONFIRMED, "solid_queue (model)": CORRECTED}
+    assert "solid_queue (model): after kill, 1 stuck." in found.note
+    ledger = worker_dies.ledger_table({worker_dies.NAME: mine})
+    assert "que (model)" in ledger and "(model): a library that does not run here" in ledger
