@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 
 from conftest import forked_workers, run_cli, survivors_of_sigkill
+from harness.article import contents
+from harness.article.sections import wakeups as wake_section
 from harness.errors import UserError
 from harness.experiments import wakeups
 
@@ -51,8 +53,50 @@ def test_listening_workers_pick_a_job_up_sooner_than_polling_ones(tmp_path):
         assert (row["started"], row["not_started"], row["executed_twice"]) == (3, 0, 0), row
     assert rows["listen"]["pickup_max_ms"] < 1000, rows["listen"]
     assert rows["poll"]["pickup_max_ms"] > rows["listen"]["pickup_max_ms"], rows
+    # the article reads the stored runs: one point, where LISTEN was sooner
+    mine = contents.load({"wakeups": sorted((tmp_path / "wakeups").iterdir())})[wake_section.NAME]
+    assert "Of 1 point, `LISTEN` picked jobs up sooner than polling at 1." in \
+        wake_section.values({wake_section.NAME: mine}, {})["wk_setup"]
+    assert "<td>sooner</td>" in wake_section.wakeup_table({wake_section.NAME: mine}).replace(' class=""', "")
 
 
 def test_no_worker_outlives_the_command_killed_with_sigkill(tmp_path):
     assert survivors_of_sigkill(["wakeups", "--library", "procrastinate", "--wake", "poll", "--interval", "2",
                                  "--jobs", "10", "--quiet", "--data-dir", str(tmp_path)], forked_workers, 120) == []
+
+
+def _run(wake, p50, censored=False, repeat=0, interval=2.0):
+    return {"library": "procrastinate", "interval_s": interval, "wake": wake, "pickup_p50_ms": p50,
+            "pickup_max_ms": p50 * 2, "pickup_is_lower_bound": censored, "transactions_per_s": 5.0,
+            "worker_count": 2, "poll_s": 5.0, "repeat": repeat, "jobs": 10}
+
+
+def _runs(*rows):
+    return pd.DataFrame(list(rows))
+
+
+def test_listen_is_sooner_or_later_only_where_the_runs_medians_do_not_overlap():
+    compare = wake_section.listen_against_poll
+    listen = _runs(_run("listen", 5), _run("listen", 9, repeat=1))
+    assert compare(listen, _runs(_run("poll", 2000), _run("poll", 2100, repeat=1))) == wake_section.SOONER
+    assert compare(listen, _runs(_run("poll", 3), _run("poll", 4, repeat=1))) == wake_section.LATER
+    assert compare(listen, _runs(_run("poll", 8), _run("poll", 2000, repeat=1))) == wake_section.OVERLAP
+    # a median counted from a run with a job never started is a lower bound: a LISTEN run's could be higher, so it
+    # is not sooner; a polling run's only widens LISTEN's lead, so it still is
+    assert compare(_runs(_run("listen", 5, censored=True)), _runs(_run("poll", 2000))) == wake_section.OVERLAP
+    assert compare(listen, _runs(_run("poll", 2000, censored=True))) == wake_section.SOONER
+    assert compare(_runs(_run("listen", 50)), _runs(_run("poll", 3, censored=True))) == wake_section.OVERLAP
+    assert compare(listen, _runs(_run("poll", 2000)).iloc[:0]) is None
+
+
+def test_the_subsection_counts_each_answer_and_marks_lower_bounds():
+    runs = _runs(_run("listen", 5), _run("poll", 2000), _run("listen", 5, interval=0.02),
+                 _run("poll", 3, interval=0.02, censored=True), _run("listen", 5, interval=5.0))
+    loaded = {wake_section.NAME: wake_section.Loaded((), runs)}
+    said = wake_section.values(loaded, {})["wk_setup"]
+    assert "Of 2 points, `LISTEN` picked jobs up sooner than polling at 1 and no differently" in said
+    assert "at 1." in said and "later" not in said and "every 2 s, 0.02 s or 5 s, 1 run each" in said
+    table = wake_section.wakeup_table(loaded).replace(' class=""', "")
+    assert "≥ 3 / ≥ 6" in table and "<td>not distinguishable here</td>" in table and "<td>—</td>" in table
+    assert wake_section.values({}, {})["wk_setup"].startswith("No library's idle workers")
+    assert wake_section.wakeup_table({}) == ""

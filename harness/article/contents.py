@@ -25,13 +25,14 @@ from pathlib import Path
 from harness import config
 from harness.article.findings import Finding, by_id, order
 from harness.article.sections import (bench, churn, faults, libraries, library_faults, machine, plans, production,
-                                      races, strategies, summary)
+                                      races, strategies, summary, wakeups)
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.stats import jsonable
 
 # Page order. A section may read the ones before it while loading (bench reads the races' CPU-bound points).
-SECTIONS = (summary, races, plans, production, strategies, faults, churn, bench, libraries, library_faults, machine)
+SECTIONS = (summary, races, plans, production, strategies, faults, churn, bench, libraries, library_faults, wakeups,
+            machine)
 
 
 def load(runs: dict[str, list[Path]]) -> dict:

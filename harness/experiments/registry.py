@@ -121,7 +121,7 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          help=f"pickup of jobs arriving one at a time for idle workers woken by LISTEN/NOTIFY or by polling only, "
               f"for the libraries that offer both ({', '.join(wakeups.offering())}) (creates and drops the database "
               "claimrace_libraries for every run)",
-         show=wakeups.show_runs, sections=(), request=wakeups.WakeupSweep, expand=wakeups.WakeupSweep.runs,
+         show=wakeups.show_runs, sections=("wakeups",), request=wakeups.WakeupSweep, expand=wakeups.WakeupSweep.runs,
          gather=wakeups.sweep_of, workers=wakeups.workers_needed, label=wakeups.label),
 )}
 

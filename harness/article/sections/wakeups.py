@@ -1,0 +1,116 @@
+"""The subsection "Woken or polling" of "When a worker dies": idle workers of the libraries that can both listen and
+poll, woken by LISTEN/NOTIFY against polling only, jobs arriving one at a time at a low and a high rate
+(harness.experiments.wakeups)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.article.formats import DASH, count, number, span
+from harness.article.prose import join, numbered, table
+from harness.article.wording import Sentences
+from harness.experiments.libraries import load_summary
+
+NAME = "wakeups"
+say = Sentences(NAME)
+
+SOONER, LATER, OVERLAP = "sooner", "later", "overlap"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    runs: tuple
+    summaries: pd.DataFrame  # one row per run: its summary (harness.experiments.wakeups.summarise)
+
+
+def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
+    paths = tuple(Path(p) for p in runs.get("wakeups", []))
+    if not paths:
+        return None
+    return Loaded(paths, pd.DataFrame([load_summary(p) for p in paths]))
+
+
+def findings(loaded: dict) -> list:
+    return []
+
+
+def listen_against_poll(listen: pd.DataFrame, poll: pd.DataFrame) -> str | None:
+    """One library at one arrival rate: SOONER where every run's median pickup with LISTEN lies below every polling
+    run's, LATER where every polling run's lies below every LISTEN run's, OVERLAP otherwise (not distinguishable
+    here); None without a run of each. A median counted from a run with a job never started is a lower bound: it
+    decides only where its true value, as high as it may be, could not change the answer."""
+    if not len(listen) or not len(poll):
+        return None
+    censored = {"listen": bool(listen["pickup_is_lower_bound"].any()), "poll": bool(poll["pickup_is_lower_bound"].any())}
+    if listen["pickup_p50_ms"].max() < poll["pickup_p50_ms"].min() and not censored["listen"]:
+        return SOONER
+    if poll["pickup_p50_ms"].max() < listen["pickup_p50_ms"].min() and not censored["poll"]:
+        return LATER
+    return OVERLAP
+
+
+def _points(summaries: pd.DataFrame):
+    """(library, interval_s, its LISTEN runs, its polling runs), in run order."""
+    for (library, interval), runs in summaries.groupby(["library", "interval_s"], sort=False):
+        yield library, float(interval), runs[runs["wake"] == "listen"], runs[runs["wake"] == "poll"]
+
+
+def values(loaded: dict, found: dict) -> dict[str, str]:
+    mine = loaded.get(NAME)
+    if mine is None:
+        return {"wk_setup": say("setup.no_runs")}
+    runs = mine.summaries
+    answers = [listen_against_poll(listen, poll) for _, _, listen, poll in _points(runs)]
+    decided = [a for a in answers if a is not None]
+    setup = say("setup.runs", libraries=join(list(dict.fromkeys(runs["library"]))),
+                workers=numbered(int(runs["worker_count"].max()), "idle worker"),
+                poll=join([f"{number(s, 0)} s" for s in sorted(set(runs["poll_s"]))]),
+                intervals=join([f"{interval:g} s" for interval in dict.fromkeys(runs["interval_s"])]).replace(" and ", " or "),
+                repeats=numbered(int(runs["repeat"].nunique()), "run"))
+    said = [(say("outcome.sooner", n=count(answers.count(SOONER))) if answers.count(SOONER) else ""),
+            (say("outcome.later", n=count(answers.count(LATER))) if answers.count(LATER) else ""),
+            (say("outcome.overlap", n=count(answers.count(OVERLAP))) if answers.count(OVERLAP) else "")]
+    outcome = say("outcome.counted", points=numbered(len(decided), "point"),
+                  answers=join([part for part in said if part])) if decided else say("outcome.none")
+    return {"wk_setup": f"{setup} {outcome}"}
+
+
+COLUMNS = ("library", "a job every", "pickup with LISTEN: median / worst ms", "polling only: median / worst ms",
+           "transactions/s: LISTEN / polling", "LISTEN picks up")
+
+
+def _answer(answer: str | None) -> str:
+    return {SOONER: say("answer.sooner"), LATER: say("answer.later"), OVERLAP: say("answer.overlap")}.get(answer, DASH)
+
+
+def _range(runs: pd.DataFrame, column: str) -> str:
+    """The lowest to the highest run's figure, '≥' where a run's is a lower bound."""
+    if not len(runs):
+        return DASH
+    at_least = "≥ " if runs["pickup_is_lower_bound"].any() else ""
+    return at_least + span(runs[column].min(), runs[column].max(), lambda v: number(v, 0))
+
+
+def wakeup_table(loaded: dict) -> str:
+    """One row per library and arrival rate: each wake-up's pickup, what waiting costs the server, and the answer."""
+    mine = loaded.get(NAME)
+    if mine is None:
+        return ""
+    rows = []
+    for library, interval, listen, poll in _points(mine.summaries):
+        rates = " / ".join(span(r["transactions_per_s"].min(), r["transactions_per_s"].max(), lambda v: number(v, 0))
+                           if len(r) else DASH for r in (listen, poll))
+        answer = listen_against_poll(listen, poll)
+        rows.append(dict(zip(COLUMNS, (
+            library, f"{interval:g} s", f"{_range(listen, 'pickup_p50_ms')} / {_range(listen, 'pickup_max_ms')}",
+            f"{_range(poll, 'pickup_p50_ms')} / {_range(poll, 'pickup_max_ms')}", rates,
+            _answer(answer)))))
+    runs = mine.summaries
+    jobs = join([f"{count(n)} jobs {interval:g} s apart" for interval, n in
+                 runs.groupby("interval_s", sort=False)["jobs"].max().items()])
+    return table(pd.DataFrame(rows, columns=list(COLUMNS)),
+                 caption=say("caption", jobs=jobs, repeats=numbered(int(runs["repeat"].nunique()), "run")),
+                 css_class="wide")
