@@ -994,6 +994,30 @@ def test_the_worker_dies_tables_read_the_stored_summaries():
     assert "session mode; transaction mode went wrong" in advice
 
 
+def test_the_worker_dies_tables_name_models_and_take_a_model_pooler_advice_from_its_claim():
+    que = library_fault_run("que", executed_twice=1, recovery_setting_s=None, recovery_default_s=None,
+                            recovery={"default_s": None})
+    oban = library_fault_run("oban", "pause", completed_once=5, completed_twice=1, executed_twice=1,
+                             recovery_default_s=None,
+                             recovery={"default_s": None, "off_by_default": True, "enabled_default_s": 3600.0})
+    claims = pd.DataFrame([pooled_race("que", "session"), pooled_race("que", "transaction", twice=3)])
+    loaded = {fault_section.NAME: fault_section.Loaded((), pd.DataFrame([que, oban]), (), None, (), claims)}
+    ledger = fault_section.ledger_table(loaded)
+    assert '<td class="">que (model)</td>' in ledger and "(model): a library that does not run here" in ledger
+    assert "3.0 / — (—)" in ledger and "3.0 / 3 s (off)" in ledger  # Oban's Lifeline: off unless turned on
+    found = fault_section.a9_a_dead_workers_job_completes_once(loaded[fault_section.NAME].faults)
+    assert found.parts == (("que (model)", CONFIRMED), ("oban (model)", CORRECTED))
+    assert "oban (model): after pause, 1 completed twice." in found.note
+    advice = fault_section.advice_table(loaded)
+    # no setting to name: the sentence says so; the pooler advice comes from the claim's races
+    assert "A hit job started again 3.0 s after the fault, with nothing to set; 1 job ran twice." in advice
+    assert "session mode; transaction mode went wrong (its claim, in the tight loop)" in advice
+    assert "(60 min once on)" in advice  # Oban: rescue_after's default once Lifeline is on
+    # without models, the caption says nothing of them
+    plain = {fault_section.NAME: fault_section.Loaded((), pd.DataFrame([library_fault_run("pgmq")]))}
+    assert "(model)" not in fault_section.ledger_table(plain)
+
+
 def test_the_worker_dies_ledger_counts_only_faults_that_landed_and_says_what_is_undecided():
     runs = pd.DataFrame([library_fault_run("pgmq", landed=False, completed_once=5, stuck=1),
                          library_fault_run("graphile_worker", completed_once=5, stuck=1, recovery_setting_s=14400.0)])

@@ -8,7 +8,7 @@ import json
 import psycopg
 import pytest
 
-from conftest import run_cli
+from conftest import forked_workers, run_cli, survivors_of_sigkill
 from harness import libraries
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED
@@ -18,6 +18,7 @@ from harness.errors import UserError
 from harness.experiments import libraries as library_runs
 from harness.libraries import models
 from harness.libraries.models import good_job, oban, que, river, solid_queue
+from harness.server import faults
 
 
 @pytest.fixture
@@ -96,12 +97,16 @@ def test_a_session_advisory_lock_keeps_a_job_while_its_session_lives_and_frees_i
 
 
 def test_solid_queue_fails_a_silent_process_claims_and_its_late_completion_does_nothing(model_db):
+    solid_queue._pruned_at[0] = 0.0
     a, b = model_db(), model_db()
     me, peer = solid_queue.PROTOCOL.register(a), solid_queue.PROTOCOL.register(b)
     job = solid_queue.PROTOCOL.claim(a, me)
     assert solid_queue.PROTOCOL.maintain(b, peer) is True
     assert _status(a, job) == "running"  # a's heartbeat is fresh: not pruned
     a.execute(f"UPDATE {SCHEMA}.processes SET last_heartbeat_at = now() - interval '1 minute' WHERE id = $1", (me,))
+    assert solid_queue.PROTOCOL.maintain(b, peer) is True
+    assert _status(a, job) == "running"  # b pruned less than a threshold ago: not yet
+    solid_queue._pruned_at[0] = 0.0  # a threshold later
     assert solid_queue.PROTOCOL.maintain(b, peer) is True
     assert _status(a, job) == "failed"
     solid_queue.PROTOCOL.complete(a, job, me)  # a wakes and completes: its claim is gone, so nothing
@@ -120,7 +125,7 @@ def test_models_are_named_apart_run_only_under_a_fault_and_say_what_they_stand_f
     for name in libraries.MODELS:
         module = libraries.get(name)
         assert module.NAME == name and libraries.version(name).startswith("model of ")
-        assert set(module.RECOVERY) == {"mechanism", "setting", "default_s", "raced_s"}
+        assert {"mechanism", "setting", "default_s", "raced_s"} <= set(module.RECOVERY)
         with pytest.raises(UserError, match="modelled here for a fault run only"):
             library_runs.LibraryParameters(name, 3, 6)
     done = run_cli("libraries", "--library", "river", "--data-dir", "/nonexistent")
@@ -139,7 +144,8 @@ def test_a_killed_worker_job_runs_again_at_once_under_que_and_is_failed_for_good
     assert rows["que"]["recovery_s"] is not None and rows["que"]["recovery_setting_s"] is None
     # Solid Queue: pruned after the raced threshold, its claimed job failed, and nothing runs it again
     assert (rows["solid_queue"]["completed_once"], rows["solid_queue"]["stuck"]) == (1, 1), rows
-    assert rows["solid_queue"]["recovery_s"] is None and rows["solid_queue"]["recovery_setting_s"] == 3.0
+    assert rows["solid_queue"]["recovery_s"] is None
+    assert rows["solid_queue"]["recovery_setting_s"] == solid_queue.RECOVERY["raced_s"]
     # the article reads the stored runs, each model named as one
     stored = sorted((tmp_path / "libraries").iterdir())
     mine = contents.load({"library_faults": stored})[worker_dies.NAME]
@@ -148,3 +154,20 @@ def test_a_killed_worker_job_runs_again_at_once_under_que_and_is_failed_for_good
     assert "solid_queue (model): after kill, 1 stuck." in found.note
     ledger = worker_dies.ledger_table({worker_dies.NAME: mine})
     assert "que (model)" in ledger and "(model): a library that does not run here" in ledger
+
+
+def test_que_worker_exits_once_its_locker_connection_is_cut_and_never_completes_a_job_it_lost(tmp_path):
+    """Que's locker does not reconnect: a terminated backend ends the worker, its running job with it."""
+    done = run_cli("libraries", "--library", "que", "--fault", "terminate", "--workers", "2", "--jobs", "2",
+                   "--json", "--quiet", "--data-dir", str(tmp_path), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [row] = map(json.loads, done.stdout.splitlines())
+    assert row["fault_landed"] and row["worker_exits"] >= 1, row
+    assert (row["completed_by_stale_holder"], row["completed_twice"], row["stuck"], row["lost"]) == (0, 0, 0, 0), row
+
+
+def test_no_model_worker_outlives_the_command_killed_with_sigkill_while_one_is_paused(tmp_path):
+    """A model's worker runs its recovery loop on a thread of its own: a paused one still dies with the command."""
+    paused = lambda harness: [p for p in forked_workers(harness) if faults.stop_state(p.pid) == "T"]  # noqa: E731
+    assert survivors_of_sigkill(["libraries", "--library", "solid_queue", "--fault", "pause", "--quiet",
+                                 "--data-dir", str(tmp_path)], paused, 120) == []

@@ -45,15 +45,15 @@ def test_a_wakeup_run_refuses_what_it_cannot_run_in_one_line():
 def test_listening_workers_pick_a_job_up_sooner_than_polling_ones(tmp_path):
     """procrastinate polls every 5 s by default: without LISTEN a job waits for the next poll, with it a worker is
     woken at once."""
-    done = run_cli("wakeups", "--library", "procrastinate", "--interval", "0.3", "--jobs", "3", "--json", "--quiet",
-                   "--data-dir", str(tmp_path), timeout=300)
+    done = run_cli("wakeups", "--library", "procrastinate", "--interval", "0.3", "--jobs", "3", "--repeat", "2",
+                   "--json", "--quiet", "--data-dir", str(tmp_path), timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = {row["wake"]: row for row in map(json.loads, done.stdout.splitlines())}
-    for row in rows.values():
+    runs = [json.loads(line) for line in done.stdout.splitlines()]
+    for row in runs:
         assert (row["started"], row["not_started"], row["executed_twice"]) == (3, 0, 0), row
-    assert rows["listen"]["pickup_max_ms"] < 1000, rows["listen"]
-    assert rows["poll"]["pickup_max_ms"] > rows["listen"]["pickup_max_ms"], rows
-    # the article reads the stored runs: one point, where LISTEN was sooner
+    listen = max(row["pickup_max_ms"] for row in runs if row["wake"] == "listen")
+    assert listen < 1000 and min(row["pickup_max_ms"] for row in runs if row["wake"] == "poll") > listen, runs
+    # the article reads the stored runs: one point, two runs a side, where LISTEN was sooner
     mine = contents.load({"wakeups": sorted((tmp_path / "wakeups").iterdir())})[wake_section.NAME]
     assert "Of 1 point, `LISTEN` picked jobs up sooner than polling at 1." in \
         wake_section.values({wake_section.NAME: mine}, {})["wk_setup"]
@@ -78,25 +78,45 @@ def _runs(*rows):
 def test_listen_is_sooner_or_later_only_where_the_runs_medians_do_not_overlap():
     compare = wake_section.listen_against_poll
     listen = _runs(_run("listen", 5), _run("listen", 9, repeat=1))
-    assert compare(listen, _runs(_run("poll", 2000), _run("poll", 2100, repeat=1))) == wake_section.SOONER
-    assert compare(listen, _runs(_run("poll", 3), _run("poll", 4, repeat=1))) == wake_section.LATER
-    assert compare(listen, _runs(_run("poll", 8), _run("poll", 2000, repeat=1))) == wake_section.OVERLAP
-    # a median counted from a run with a job never started is a lower bound: a LISTEN run's could be higher, so it
-    # is not sooner; a polling run's only widens LISTEN's lead, so it still is
-    assert compare(_runs(_run("listen", 5, censored=True)), _runs(_run("poll", 2000))) == wake_section.OVERLAP
-    assert compare(listen, _runs(_run("poll", 2000, censored=True))) == wake_section.SOONER
-    assert compare(_runs(_run("listen", 50)), _runs(_run("poll", 3, censored=True))) == wake_section.OVERLAP
-    assert compare(listen, _runs(_run("poll", 2000)).iloc[:0]) is None
+
+    def poll(*p50s, censored=False):
+        return _runs(*(_run("poll", p50, censored, repeat) for repeat, p50 in enumerate(p50s)))
+    assert compare(listen, poll(2000, 2100)) == wake_section.SOONER
+    assert compare(listen, poll(3, 4)) == wake_section.LATER
+    assert compare(listen, poll(8, 2000)) == wake_section.OVERLAP
+    # a median counted from a run with a job never started is a lower bound, whose true value may be higher: it
+    # decides only where that cannot change the answer
+    censored_listen = _runs(_run("listen", 5, censored=True), _run("listen", 9, repeat=1))
+    assert compare(censored_listen, poll(2000, 2100)) == wake_section.CENSORED
+    assert compare(listen, poll(2000, 2100, censored=True)) == wake_section.SOONER
+    assert compare(_runs(_run("listen", 50), _run("listen", 60, repeat=1)), poll(3, 4, censored=True)) \
+        == wake_section.CENSORED
+    assert compare(censored_listen.assign(pickup_p50_ms=[50, 60]), poll(3, 4)) == wake_section.LATER
+    assert compare(listen, poll(8, 2000, censored=True)) == wake_section.CENSORED
+    # one run a side has no spread to judge by
+    assert compare(listen.iloc[:1], poll(2000, 2100)) == wake_section.ONE_RUN
+    assert compare(listen, poll(2000)) == wake_section.ONE_RUN
+    assert compare(listen, poll(2000).iloc[:0]) is None
 
 
 def test_the_subsection_counts_each_answer_and_marks_lower_bounds():
-    runs = _runs(_run("listen", 5), _run("poll", 2000), _run("listen", 5, interval=0.02),
-                 _run("poll", 3, interval=0.02, censored=True), _run("listen", 5, interval=5.0))
+    runs = _runs(_run("listen", 5), _run("listen", 6, repeat=1), _run("poll", 2000), _run("poll", 2100, repeat=1),
+                 _run("listen", 5, interval=0.02), _run("listen", 5, interval=0.02, repeat=1),
+                 _run("poll", 3, interval=0.02, censored=True), _run("poll", 4, interval=0.02, repeat=1),
+                 _run("listen", 5, interval=5.0), _run("poll", 5000, interval=5.0),
+                 _run("listen", 5, interval=1.0))
     loaded = {wake_section.NAME: wake_section.Loaded((), runs)}
     said = wake_section.values(loaded, {})["wk_setup"]
-    assert "Of 2 points, `LISTEN` picked jobs up sooner than polling at 1 and no differently" in said
-    assert "at 1." in said and "later" not in said and "every 2 s, 0.02 s or 5 s, 1 run each" in said
+    assert ("Of 3 points, `LISTEN` picked jobs up sooner than polling at 1, undecided at 1 (a job never picked up) "
+            "and undecided at 1 (one run a side).") in said
+    assert "every 2 s, 0.02 s, 5 s or 1 s: 2 runs per library" in said
     table = wake_section.wakeup_table(loaded).replace(' class=""', "")
-    assert "≥ 3 / ≥ 6" in table and "<td>not distinguishable here</td>" in table and "<td>—</td>" in table
+    assert "≥ 3 to 4 / ≥ 6 to 8" in table and "<td>not decided: a job never picked up</td>" in table
+    assert "<td>not decided: one run</td>" in table and "<td>—</td>" in table
+    # runs at another worker count are a point of their own, named by it; a server elsewhere is marked
+    elsewhere = runs.assign(local_server=True)
+    elsewhere = pd.concat([elsewhere, elsewhere.iloc[:2].assign(worker_count=4, local_server=False)])
+    table = wake_section.wakeup_table({wake_section.NAME: wake_section.Loaded((), elsewhere)})
+    assert "procrastinate (4 workers) (server on another machine" in table and "procrastinate (2 workers)" in table
     assert wake_section.values({}, {})["wk_setup"].startswith("No library's idle workers")
     assert wake_section.wakeup_table({}) == ""

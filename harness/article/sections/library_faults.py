@@ -383,7 +383,7 @@ def advice_table(loaded: dict) -> str:
             through = say("advice.by_its_claim", verdict=through)
         rows.append(dict(zip(ADVICE_COLUMNS, (
             html.escape(_name(library)),
-            _code(_configure_text(duration(recovery.get("default_s"))).get(library, DASH)),
+            _code(_configure_text(recovery).get(library, DASH)),
             html.escape(_seen(_landed(runs)) if len(runs) else DASH), html.escape(through)))))
     return table(pd.DataFrame(rows, columns=list(ADVICE_COLUMNS)), caption=say("advice_caption"), escape=False)
 
@@ -393,9 +393,12 @@ def _code(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
-def _configure_text(default: str) -> dict[str, str]:
+def _configure_text(recovery: dict) -> dict[str, str]:
     """What a user of each library sets so a dead worker's job runs again, as its source shows (RECOVERY in
-    harness/libraries/<name>.py); `default`: the library's own recovery time."""
+    harness/libraries/<name>.py or harness/libraries/models/<name>.py); `recovery`: the library's, whose default (or,
+    for a recovery off by default, its setting's default once turned on) the sentence names."""
+    default = duration(recovery.get("enabled_default_s") if recovery.get("off_by_default")
+                       else recovery.get("default_s"))
     return {"procrastinate": say("configure.procrastinate"), "pgqueuer": say("configure.pgqueuer", default=default),
             "chancy": say("configure.chancy", default=default), "pgmq": say("configure.pgmq", default=default),
             "pgboss": say("configure.pgboss", default=default),
@@ -403,6 +406,13 @@ def _configure_text(default: str) -> dict[str, str]:
             "river": say("configure.river", default=default), "oban": say("configure.oban", default=default),
             "que": say("configure.que"), "good_job": say("configure.good_job"),
             "solid_queue": say("configure.solid_queue", default=default)}
+
+
+def _default(runs: pd.DataFrame) -> str:
+    """A library's recovery default as the ledger gives it: its duration, or off where nothing recovers until the
+    user turns it on (Oban's Lifeline)."""
+    recovery = runs["recovery"].iloc[0] if "recovery" in runs else {}
+    return say("default_off") if recovery.get("off_by_default") else duration(runs["recovery_default_s"].iloc[0])
 
 
 def _seen(runs: pd.DataFrame | None) -> str:
@@ -456,7 +466,7 @@ def ledger_table(loaded: dict) -> str:
 
         recovered = counted["recovery_s"].dropna()
         seen = span(recovered.min(), recovered.max(), lambda v: number(v, 1)) if len(recovered) else DASH
-        setting = f"{duration(runs['recovery_setting_s'].iloc[0])} ({duration(runs['recovery_default_s'].iloc[0])})"
+        setting = f"{duration(runs['recovery_setting_s'].iloc[0])} ({_default(runs)})"
         rows.append(dict(zip(LEDGER_COLUMNS, (
             _name(library), fault, f"{len(counted)}/{len(runs)}", total("completed_once"),
             int((counted["stuck"] + counted["lost"]).sum()) if len(counted) else DASH, total("completed_twice"),

@@ -17,7 +17,8 @@ from harness.experiments.libraries import load_summary
 NAME = "wakeups"
 say = Sentences(NAME)
 
-SOONER, LATER, OVERLAP = "sooner", "later", "overlap"
+SOONER, LATER, OVERLAP, CENSORED, ONE_RUN = "sooner", "later", "overlap", "censored", "one run"
+ANSWERS = (SOONER, LATER, OVERLAP, CENSORED, ONE_RUN)
 
 
 @dataclass(frozen=True)
@@ -39,23 +40,31 @@ def findings(loaded: dict) -> list:
 
 def listen_against_poll(listen: pd.DataFrame, poll: pd.DataFrame) -> str | None:
     """One library at one arrival rate: SOONER where every run's median pickup with LISTEN lies below every polling
-    run's, LATER where every polling run's lies below every LISTEN run's, OVERLAP otherwise (not distinguishable
-    here); None without a run of each. A median counted from a run with a job never started is a lower bound: it
-    decides only where its true value, as high as it may be, could not change the answer."""
+    run's, LATER where every polling run's lies below every LISTEN run's, OVERLAP where they interleave (not
+    distinguishable here); ONE_RUN where a side has a single run (no spread to judge by); None without a run of
+    each. A median counted from a run with a job never started is a lower bound, whose true value may be higher:
+    it decides only where that could not change the answer, and is CENSORED otherwise."""
     if not len(listen) or not len(poll):
         return None
-    censored = {"listen": bool(listen["pickup_is_lower_bound"].any()), "poll": bool(poll["pickup_is_lower_bound"].any())}
-    if listen["pickup_p50_ms"].max() < poll["pickup_p50_ms"].min() and not censored["listen"]:
+    if len(listen) < 2 or len(poll) < 2:
+        return ONE_RUN
+    listen_censored = bool(listen["pickup_is_lower_bound"].any())
+    poll_censored = bool(poll["pickup_is_lower_bound"].any())
+    if listen["pickup_p50_ms"].max() < poll["pickup_p50_ms"].min() and not listen_censored:
         return SOONER
-    if poll["pickup_p50_ms"].max() < listen["pickup_p50_ms"].min() and not censored["poll"]:
+    if poll["pickup_p50_ms"].max() < listen["pickup_p50_ms"].min() and not poll_censored:
         return LATER
-    return OVERLAP
+    return CENSORED if listen_censored or poll_censored else OVERLAP
 
 
 def _points(summaries: pd.DataFrame):
-    """(library, interval_s, its LISTEN runs, its polling runs), in run order."""
-    for (library, interval), runs in summaries.groupby(["library", "interval_s"], sort=False):
-        yield library, float(interval), runs[runs["wake"] == "listen"], runs[runs["wake"] == "poll"]
+    """(library, interval_s, worker_count, local_server, its LISTEN runs, its polling runs), in run order."""
+    summaries = summaries.assign(local_server=summaries["local_server"].fillna(True).astype(bool)
+                                 if "local_server" in summaries else True)
+    for (library, interval, workers, local), runs in summaries.groupby(
+            ["library", "interval_s", "worker_count", "local_server"], sort=False):
+        yield (library, float(interval), int(workers), bool(local), runs[runs["wake"] == "listen"],
+               runs[runs["wake"] == "poll"])
 
 
 def values(loaded: dict, found: dict) -> dict[str, str]:
@@ -63,18 +72,19 @@ def values(loaded: dict, found: dict) -> dict[str, str]:
     if mine is None:
         return {"wk_setup": say("setup.no_runs")}
     runs = mine.summaries
-    answers = [listen_against_poll(listen, poll) for _, _, listen, poll in _points(runs)]
+    answers = [listen_against_poll(listen, poll) for *_, listen, poll in _points(runs)]
     decided = [a for a in answers if a is not None]
     setup = say("setup.runs", libraries=join(list(dict.fromkeys(runs["library"]))),
-                workers=numbered(int(runs["worker_count"].max()), "idle worker"),
+                workers=join([str(n) for n in dict.fromkeys(runs["worker_count"])]),
                 poll=join([f"{number(s, 0)} s" for s in sorted(set(runs["poll_s"]))]),
-                intervals=join([f"{interval:g} s" for interval in dict.fromkeys(runs["interval_s"])]).replace(" and ", " or "),
+                intervals=join([f"{i:g} s" for i in dict.fromkeys(runs["interval_s"])]).replace(" and ", " or "),
                 repeats=numbered(int(runs["repeat"].nunique()), "run"))
-    said = [(say("outcome.sooner", n=count(answers.count(SOONER))) if answers.count(SOONER) else ""),
-            (say("outcome.later", n=count(answers.count(LATER))) if answers.count(LATER) else ""),
-            (say("outcome.overlap", n=count(answers.count(OVERLAP))) if answers.count(OVERLAP) else "")]
-    outcome = say("outcome.counted", points=numbered(len(decided), "point"),
-                  answers=join([part for part in said if part])) if decided else say("outcome.none")
+    counted = {answer: count(answers.count(answer)) for answer in ANSWERS if answers.count(answer)}
+    said = [{SOONER: say("outcome.sooner", n=n), LATER: say("outcome.later", n=n),
+             OVERLAP: say("outcome.overlap", n=n), CENSORED: say("outcome.censored", n=n),
+             ONE_RUN: say("outcome.one_run", n=n)}[answer] for answer, n in counted.items()]
+    outcome = say("outcome.counted", points=numbered(len(decided), "point"), answers=join(said)) if decided \
+        else say("outcome.none")
     return {"wk_setup": f"{setup} {outcome}"}
 
 
@@ -83,7 +93,8 @@ COLUMNS = ("library", "a job every", "pickup with LISTEN: median / worst ms", "p
 
 
 def _answer(answer: str | None) -> str:
-    return {SOONER: say("answer.sooner"), LATER: say("answer.later"), OVERLAP: say("answer.overlap")}.get(answer, DASH)
+    return {SOONER: say("answer.sooner"), LATER: say("answer.later"), OVERLAP: say("answer.overlap"),
+            CENSORED: say("answer.censored"), ONE_RUN: say("answer.one_run")}.get(answer, DASH)
 
 
 def _range(runs: pd.DataFrame, column: str) -> str:
@@ -99,13 +110,16 @@ def wakeup_table(loaded: dict) -> str:
     mine = loaded.get(NAME)
     if mine is None:
         return ""
-    rows = []
-    for library, interval, listen, poll in _points(mine.summaries):
+    rows, points = [], list(_points(mine.summaries))
+    several = len({workers for _, _, workers, *_ in points}) > 1
+    for library, interval, workers, local, listen, poll in points:
         rates = " / ".join(span(r["transactions_per_s"].min(), r["transactions_per_s"].max(), lambda v: number(v, 0))
                            if len(r) else DASH for r in (listen, poll))
         answer = listen_against_poll(listen, poll)
+        name = library + (f" ({numbered(workers, 'worker')})" if several else "") \
+            + ("" if local else " " + say("remote"))
         rows.append(dict(zip(COLUMNS, (
-            library, f"{interval:g} s", f"{_range(listen, 'pickup_p50_ms')} / {_range(listen, 'pickup_max_ms')}",
+            name, f"{interval:g} s", f"{_range(listen, 'pickup_p50_ms')} / {_range(listen, 'pickup_max_ms')}",
             f"{_range(poll, 'pickup_p50_ms')} / {_range(poll, 'pickup_max_ms')}", rates,
             _answer(answer)))))
     runs = mine.summaries

@@ -2,30 +2,36 @@
 loop and what recovers a dead worker's job, rewritten from its source at the commit harness.library_claims.SOURCES
 names, on a table of this project's.
 
-A model keeps what decides a fault's outcome: the claim (harness.library_claims's statements, where the race uses
-the same), what the worker writes at a job's start and its completion and whether the completion checks that the
-job is still the worker's, the locks and the sessions that hold them, and the recovery loop with its settings.
-It drops what the claim's model drops (DROPPED there), and, for every model:
+A model keeps what decides a fault's outcome: the claim, what the worker writes at a job's start and its completion
+and whether the completion checks that the job is still the worker's, the locks and the sessions that hold them,
+and the recovery loop with its settings. Its statements are harness.library_claims's where the fault's path is the
+one the race takes; each model's module names the ones it adds (good_job's candidates that include started jobs,
+Solid Queue's claimed execution and heartbeats, Que's resolve, River's and Oban's rescue). What every model
+simplifies:
 
-- the recovery loop runs in every worker process, on a connection of its own, at the library's interval: where
-  the library runs it on an elected leader only (River, Oban), a leader is always there, as if another took over
-  at once;
+- the recovery loop runs in every worker process, on a connection of its own: where the library runs it on an
+  elected leader only (River, Oban), a leader is always there, as if another took over at once;
 - a statement that fails on a lost connection is sent again once on a new one (the libraries' pools reconnect);
   a session's advisory locks do not come back with it, as they do not in the library; a worker that cannot
-  reconnect within RECONNECT_S exits;
-- jobs are never scheduled for later: a job the recovery makes retryable is pending again at once (where River
-  and Oban wait a retry's backoff first), and no attempt limit discards one.
+  reconnect within RECONNECT_S exits. Que's locker does not reconnect: the process exits (LockerWatch);
+- a worker with no job polls again after IDLE_POLL_S, as often as Solid Queue's workers do by default and more
+  often than the others': a job that a dead worker's session frees (Que, good_job) or that a rescue makes pending
+  waits for a library's next poll, which this shortens;
+- a job the recovery makes retryable is pending again at once (where River waits a retry's backoff and its
+  scheduler first), and no attempt limit discards one.
 
-A model module declares what a library module does (harness.libraries) for a fault run, and MODEL = True, CLAIM
-(the strategy of harness.strategies its claim races as), SOURCE_KEY (its entry in library_claims.SOURCES), and a
-Protocol: the statements of its worker loop (claim, start, complete) and of its recovery loop (maintain).
+A model module declares what a library module does (harness.libraries) for a fault run, CLAIM (the strategy of
+harness.strategies its claim races as, whose pooler runs stand for it), and PROTOCOL: the statements of its worker
+loop (claim, start, complete, release) and of its recovery loop (maintain).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -36,17 +42,15 @@ from harness.config import SCHEMA
 from harness.library_claims import SOURCES
 from harness.errors import UserError
 
-NAMES = ("river", "oban", "que", "good_job", "solid_queue")
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN = SCHEMA, "jobs", "id"  # harness.library_claims.JOBS
 CLAIMED = "NEW.status = 'running' AND OLD.status IS DISTINCT FROM 'running'"
 CONNECTIONS = 2  # one for the worker loop, one for the recovery loop
-IDLE_POLL_S = 0.1  # a worker that finds no job polls again after this
+IDLE_POLL_S = 0.1  # a worker that finds no job polls again after this (Solid Queue's default polling_interval)
 RECONNECT_S = 15.0  # how long a worker tries to reconnect before it exits (a server restart takes a few seconds)
 RECONNECT_GAP_S = 0.2
 
-# The model's table: the columns harness.library_claims's statements use (id, status, started_at), and where a model
-# needs them, the worker that holds a job (held_by: River's attempted_by, Oban's attempted_by, Solid Queue's claimed
-# execution's process) and Solid Queue's processes.
+# The model's table: the columns harness.library_claims's statements use (id, status, started_at), the process that
+# holds a job (held_by: Solid Queue's claimed execution) and Solid Queue's processes.
 TABLES = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
     f"CREATE TABLE {SCHEMA}.jobs (id bigint PRIMARY KEY, status text NOT NULL DEFAULT 'pending', "
@@ -90,7 +94,8 @@ class Protocol:
     release(conn, job, me) after the completion, on the claim's connection (an unlock);
     maintain(conn, me) every maintain_s: the recovery loop and heartbeats, where the library has them; False where
     the worker finds it has been deregistered, and shuts down as the library's does (Solid Queue);
-    reconnects: False where the library's worker exits when the connection its claim holds is lost (Que's locker).
+    watch_s: where the library's worker exits as soon as the connection its claims hold is lost (Que's locker,
+    which waits on it every 50 ms), how often that connection is checked; None where the worker reconnects.
     """
 
     claim: Callable
@@ -101,15 +106,16 @@ class Protocol:
     maintain: Callable | None = None
     maintain_s: float = 1.0
     complete_apart: bool = False
-    reconnects: bool = True
+    watch_s: float | None = None
 
 
 class _Session:
-    """A worker's connection that reconnects: a statement that fails on a lost connection is sent again once on a
-    new one, within RECONNECT_S."""
+    """A worker's connection that reconnects where it may: a statement that fails because the connection was lost
+    is sent again once on a new one, within RECONNECT_S; any other error is the worker's."""
 
     def __init__(self, url: str, reconnects: bool = True):
         self.url, self.reconnects = url, reconnects
+        self.lock = threading.Lock()  # the worker loop and LockerWatch share a locker's connection
         self.conn = self._connect()
 
     def _connect(self) -> psycopg.Connection:
@@ -123,21 +129,30 @@ class _Session:
                 time.sleep(RECONNECT_GAP_S)
 
     def run(self, step: Callable, *args):
-        try:
-            return step(self.conn, *args)
-        except psycopg.OperationalError:
-            if not self.reconnects:
-                raise
-            self.conn.close()
-            self.conn = self._connect()
-            return step(self.conn, *args)
+        with self.lock:
+            try:
+                return step(self.conn, *args)
+            except psycopg.OperationalError:
+                if not self.reconnects or not (self.conn.broken or self.conn.closed):
+                    raise  # a deadlock, a cancelled statement: not a lost connection
+                self.conn.close()
+                self.conn = self._connect()
+                return step(self.conn, *args)
 
     def close(self) -> None:
         self.conn.close()
 
 
+def _exit_on(error: BaseException) -> None:
+    """A model's thread met what its library's worker would die of: say so and end the process."""
+    traceback.print_exception(error)
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def _maintain(url: str, protocol: Protocol, me, stop: threading.Event, deregistered: threading.Event) -> None:
-    """The recovery loop, on its own connection, until the worker ends; a lost connection is made again."""
+    """The recovery loop, on its own connection, until the worker ends; a lost connection is made again, and any
+    other error ends the worker (a recovery loop that stopped would leave it claiming without heartbeats)."""
     session = None
     while not stop.is_set():
         try:
@@ -145,20 +160,37 @@ def _maintain(url: str, protocol: Protocol, me, stop: threading.Event, deregiste
             if session.run(protocol.maintain, me) is False:
                 deregistered.set()
                 return
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as error:
+            if session is not None and not (session.conn.broken or session.conn.closed):
+                _exit_on(error)
             session = None
+        except Exception as error:
+            _exit_on(error)
         stop.wait(protocol.maintain_s)
 
 
-def work(protocol: Protocol, url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+def _watch(session: _Session, every_s: float, stop: threading.Event) -> None:
+    """LockerWatch: the locker's connection checked every every_s; lost, the process exits, as Que's does."""
+    while not stop.wait(every_s):
+        try:
+            session.run(lambda conn: conn.execute("SELECT 1"))
+        except Exception as error:
+            if not stop.is_set():
+                _exit_on(error)
+            return
+
+
+def work(protocol: Protocol, url: str, log: Path, ready, start, job_s: float) -> None:
     """One worker at concurrency 1: claim, log the start, run the job (job_s), log its end, complete; on an empty
-    queue, poll again after IDLE_POLL_S until stopped (a fault run) or stop (job_s None)."""
-    session = _Session(url, protocol.reconnects)
+    queue, poll again after IDLE_POLL_S until stopped."""
+    session = _Session(url, reconnects=protocol.watch_s is None)
     pool = _Session(url) if protocol.complete_apart else session
     me = session.run(protocol.register)
     stop, deregistered = threading.Event(), threading.Event()
     if protocol.maintain is not None:
         threading.Thread(target=_maintain, args=(url, protocol, me, stop, deregistered), daemon=True).start()
+    if protocol.watch_s is not None:
+        threading.Thread(target=_watch, args=(session, protocol.watch_s, stop), daemon=True).start()
     try:
         with open(log, "a", buffering=1) as out:
             ready.set()
@@ -166,17 +198,14 @@ def work(protocol: Protocol, url: str, log: Path, ready, start, job_s: float | N
             while not deregistered.is_set():
                 job = session.run(protocol.claim, me)
                 if job is None:
-                    if job_s is None:
-                        break
                     time.sleep(IDLE_POLL_S)
                     continue
                 if not session.run(protocol.start, job, me):
                     session.run(protocol.release, job, me)
                     continue
                 out.write(f"{job} {time.time_ns()} {os.getpid()}\n")
-                if job_s is not None:
-                    time.sleep(job_s)
-                    out.write(f"{job} {time.time_ns()} {os.getpid()} end\n")
+                time.sleep(job_s)
+                out.write(f"{job} {time.time_ns()} {os.getpid()} end\n")
                 pool.run(protocol.complete, job, me)
                 session.run(protocol.release, job, me)
     finally:

@@ -21,14 +21,14 @@ from harness.library_claims import (BEGIN, COMMIT, COMPLETE, GOOD_JOB_PICK, GOOD
                                     GOOD_JOB_UNLOCK)
 
 NAME = "good_job"
-MODEL = True
 CLAIM = "good_job"
 SOURCE = str(models.SOURCES[NAME]) + "; lib/good_job/configuration.rb (the lock strategy)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every finish: good_job's is unguarded
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "lock_strategy": "advisory (the default)"}
-RECOVERY = {"mechanism": "the job's session advisory lock drops when its worker's connection closes",
+RECOVERY = {"mechanism": "the job's session advisory lock drops when its worker's connection closes; the job runs "
+                         "again at a worker's next poll",
             "setting": None, "default_s": None, "raced_s": None}
 # good_job's candidates are every unfinished job; the race's pick narrows them to the pending ones
 PICK = GOOD_JOB_PICK.replace("status = 'pending'", "status <> 'done'")
@@ -65,5 +65,5 @@ def refuse_drain() -> None:
 install, enqueue = models.install, models.enqueue
 
 
-def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+def work(url: str, log: Path, ready, start, job_s: float) -> None:
     models.work(PROTOCOL, url, log, ready, start, job_s)

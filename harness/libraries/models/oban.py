@@ -18,16 +18,18 @@ from harness.libraries import models
 from harness.library_claims import BEGIN, COMMIT, COMPLETE, JOBS, OBAN_CLAIM
 
 NAME = "oban"
-MODEL = True
 CLAIM = "oban"
 SOURCE = str(models.SOURCES[NAME]) + "; lib/oban/lifeline.ex (Lifeline)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion: Oban's is unguarded
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "lifeline_interval_s": 1.0, "lifeline_interval_default_s": 60.0}
-RECOVERY = {"mechanism": "Lifeline, on the leader, makes a job executing longer than rescue_after available",
-            "setting": "rescue_after", "default_s": 3600.0, "raced_s": 3.0}
-RESCUE = (f"UPDATE {JOBS} SET status = 'pending', held_by = NULL WHERE status = 'running' "
+# Lifeline is off by default: no default recovery; its rescue_after once turned on is enabled_default_s
+RECOVERY = {"mechanism": "Lifeline (off unless configured), on the leader, makes a job executing longer than "
+                         "rescue_after available",
+            "setting": "rescue_after", "default_s": None, "raced_s": 3.0, "off_by_default": True,
+            "enabled_default_s": 3600.0}
+RESCUE = (f"UPDATE {JOBS} SET status = 'pending' WHERE status = 'running' "
           f"AND started_at < now() - make_interval(secs => {RECOVERY['raced_s']})")
 
 
@@ -55,5 +57,5 @@ def refuse_drain() -> None:
 install, enqueue = models.install, models.enqueue
 
 
-def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+def work(url: str, log: Path, ready, start, job_s: float) -> None:
     models.work(PROTOCOL, url, log, ready, start, job_s)

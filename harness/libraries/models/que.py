@@ -9,8 +9,8 @@ the lock marks a job as taken.
 
 Recovery: the session's end. A job whose locker's session ends (the process killed, its backend terminated) is
 free at once, its row unchanged, for any locker's next poll; one whose process is paused stays locked. The locker
-does not reconnect: its error ends the process (Thread.abort_on_exception), which the model does at the locker's
-next statement.
+does not reconnect: it waits on its connection every 50 ms, and an error there ends the process
+(Thread.abort_on_exception), its running job with it, as the model's LockerWatch does.
 """
 
 from __future__ import annotations
@@ -21,16 +21,17 @@ from harness.libraries import models
 from harness.library_claims import JOBS, QUE_EXISTS, QUE_POLL, QUE_UNLOCK_ALONE, QUE_VERIFY
 
 NAME = "que"
-MODEL = True
 CLAIM = "que"
 SOURCE = str(models.SOURCES[NAME]) + "; lib/que/job_methods.rb (the resolve)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "DELETE"  # the default resolve destroys the job
 CONNECTIONS = models.CONNECTIONS  # the locker's, and the pool's
 SETTINGS = {"concurrency": 1, "resolve": "destroy (the default)"}
-RECOVERY = {"mechanism": "the job's session advisory lock drops when its locker's connection closes",
+RECOVERY = {"mechanism": "the job's session advisory lock drops when its locker's connection closes; the job runs "
+                         "again at a locker's next poll",
             "setting": None, "default_s": None, "raced_s": None}
 RESOLVE = f"DELETE FROM {JOBS} WHERE id = $1"
+LOCKER_WAIT_S = 0.05  # the locker waits on its connection this long at a time (DEFAULT_WAIT_PERIOD, locker.rb)
 
 
 def _claim(conn, me):
@@ -44,7 +45,8 @@ def _claim(conn, me):
 PROTOCOL = models.Protocol(
     claim=_claim, start=lambda conn, job, me: models.one(conn, QUE_EXISTS, job) is not None,
     complete=lambda conn, job, me: conn.execute(RESOLVE, (job,)),
-    release=lambda conn, job, me: conn.execute(QUE_UNLOCK_ALONE, (job,)), complete_apart=True, reconnects=False)
+    release=lambda conn, job, me: conn.execute(QUE_UNLOCK_ALONE, (job,)), complete_apart=True,
+    watch_s=LOCKER_WAIT_S)
 
 
 def installed_version() -> str:
@@ -58,5 +60,5 @@ def refuse_drain() -> None:
 install, enqueue = models.install, models.enqueue
 
 
-def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+def work(url: str, log: Path, ready, start, job_s: float) -> None:
     models.work(PROTOCOL, url, log, ready, start, job_s)

@@ -20,7 +20,6 @@ from harness.libraries import models
 from harness.library_claims import GUARDED_COMPLETE, JOBS, RIVER_CLAIM
 
 NAME = "river"
-MODEL = True
 CLAIM = "river"
 SOURCE = str(models.SOURCES[NAME]) + " (the claim); internal/maintenance/job_rescuer.go (the rescuer)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
@@ -30,7 +29,7 @@ SETTINGS = {"concurrency": 1, "completions": "at once (River batches them)", "re
             "rescuer_interval_default_s": 30.0}
 RECOVERY = {"mechanism": "the rescuer, on the leader, makes a job running longer than RescueStuckJobsAfter retryable",
             "setting": "RescueStuckJobsAfter", "default_s": 3600.0, "raced_s": 3.0}
-RESCUE = (f"UPDATE {JOBS} SET status = 'pending', held_by = NULL WHERE status = 'running' "
+RESCUE = (f"UPDATE {JOBS} SET status = 'pending' WHERE status = 'running' "
           f"AND started_at < now() - make_interval(secs => {RECOVERY['raced_s']})")
 
 PROTOCOL = models.Protocol(
@@ -50,5 +49,5 @@ def refuse_drain() -> None:
 install, enqueue = models.install, models.enqueue
 
 
-def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+def work(url: str, log: Path, ready, start, job_s: float) -> None:
     models.work(PROTOCOL, url, log, ready, start, job_s)

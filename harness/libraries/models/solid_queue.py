@@ -9,7 +9,8 @@ claimed_execution.rb, finalize) re-reads and locks its claimed execution in a tr
 it is gone: a worker that lost its job cannot complete it.
 
 Recovery: the supervisor's maintenance (lib/solid_queue/supervisor/maintenance.rb), every
-process_alive_threshold (5 minutes by default), prunes each process silent for that long (app/models/solid_queue/
+process_alive_threshold (5 minutes by default; here in every worker, as every model's recovery loop), prunes each
+process silent for that long (app/models/solid_queue/
 process/prunable.rb) and fails its claimed jobs with ProcessPrunedError: they wait in the failed jobs for someone
 to retry them; nothing runs them again. (A forked worker that exits is noticed sooner, within a second, by the
 supervisor's waitpid, and its claimed jobs failed the same way, with ProcessExitError; the model's pruning stands
@@ -18,24 +19,26 @@ for both.) A worker whose heartbeat finds its process row gone shuts down (regis
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from harness.libraries import models
 from harness.library_claims import BEGIN, COMMIT, JOBS, SOLID_QUEUE_PICK, SOLID_QUEUE_RESELECT
 
 NAME = "solid_queue"
-MODEL = True
 CLAIM = "solid_queue"
 SOURCE = (str(models.SOURCES[NAME]) + "; lib/solid_queue/supervisor/maintenance.rb and "
           "app/models/solid_queue/process/prunable.rb (pruning)")
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion the claimed execution's guard let through
 CONNECTIONS = models.CONNECTIONS
-SETTINGS = {"concurrency": 1, "process_heartbeat_interval_s": 1.0, "process_heartbeat_interval_default_s": 60.0,
-            "prune_every_s": 1.0}
+# shortened in the library's own ratio or wider: a heartbeat every tenth of the threshold (a fifth by default), so a
+# server restart's few seconds do not make healthy workers look silent
+SETTINGS = {"concurrency": 1, "process_heartbeat_interval_s": 0.5, "process_heartbeat_interval_default_s": 60.0,
+            "prune_every": "process_alive_threshold, as the supervisor's maintenance"}
 RECOVERY = {"mechanism": "pruning fails the claimed jobs of a process silent for process_alive_threshold; "
                          "nothing runs them again",
-            "setting": "process_alive_threshold", "default_s": 300.0, "raced_s": 3.0}
+            "setting": "process_alive_threshold", "default_s": 300.0, "raced_s": 5.0}
 REGISTER = f"INSERT INTO {models.JOBS_SCHEMA}.processes (pid) VALUES (pg_backend_pid()) RETURNING id"
 CLAIM_BY = f"UPDATE {JOBS} SET status = 'running', started_at = now(), held_by = $2 WHERE id = $1"
 FINALIZE_LOCK = f"SELECT id FROM {JOBS} WHERE id = $1 AND held_by = $2 AND status = 'running' FOR UPDATE"
@@ -69,10 +72,15 @@ def _complete(conn, job, me) -> None:
         conn.execute(COMMIT)
 
 
+_pruned_at = [0.0]  # when this worker's maintenance last pruned (monotonic), once per threshold
+
+
 def _maintain(conn, me) -> bool:
     if models.one(conn, HEARTBEAT, me) is None:  # pruned: shut down
         return False
-    conn.execute(PRUNE, (me,))
+    if time.monotonic() - _pruned_at[0] >= RECOVERY["raced_s"]:
+        conn.execute(PRUNE, (me,))
+        _pruned_at[0] = time.monotonic()
     return True
 
 
@@ -92,5 +100,5 @@ def refuse_drain() -> None:
 install, enqueue = models.install, models.enqueue
 
 
-def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
+def work(url: str, log: Path, ready, start, job_s: float) -> None:
     models.work(PROTOCOL, url, log, ready, start, job_s)
