@@ -1013,6 +1013,10 @@ def test_the_worker_dies_tables_name_models_and_take_a_model_pooler_advice_from_
     assert "A hit job started again 3.0 s after the fault, with nothing to set; 1 job ran twice." in advice
     assert "session mode; transaction mode went wrong (its claim, in the tight loop)" in advice
     assert "(60 min once on)" in advice  # Oban: rescue_after's default once Lifeline is on
+    # what each library's own documentation says about poolers, a model's named as one
+    docs = fault_section.pooler_docs_table(loaded)
+    assert "que (model)" in docs and "<code>connection-url</code>" in docs and "@ 17fb2c3" in docs
+    assert fault_section.pooler_docs_table({}) == ""
     # without models, the caption says nothing of them
     plain = {fault_section.NAME: fault_section.Loaded((), pd.DataFrame([library_fault_run("pgmq")]))}
     assert "(model)" not in fault_section.ledger_table(plain)

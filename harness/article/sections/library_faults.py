@@ -499,3 +499,36 @@ def pooler_table(loaded: dict) -> str:
         wrong = [join(modes[m].problems) or say("problem.none") if m in modes else DASH for m in MODES]
         rows.append(dict(zip(POOLER_COLUMNS, (names[key], rate, *wrong, VERDICT_LABELS[pooler_verdict(modes)]))))
     return table(pd.DataFrame(rows, columns=list(POOLER_COLUMNS)), caption=say("pooler_caption"))
+
+
+DOCS_COLUMNS = ("library", "what its documentation says about poolers", "read at")
+
+
+def _docs() -> dict[str, tuple[str, str]]:
+    """Per library, what its own documentation says about PgBouncer and poolers, and where that was read."""
+    return {"procrastinate": (say("docs.procrastinate"), say("docs_where.procrastinate")),
+            "pgqueuer": (say("docs.pgqueuer"), say("docs_where.pgqueuer")),
+            "chancy": (say("docs.chancy"), say("docs_where.chancy")),
+            "pgmq": (say("docs.pgmq"), say("docs_where.pgmq")),
+            "pgboss": (say("docs.pgboss"), say("docs_where.pgboss")),
+            "graphile_worker": (say("docs.graphile_worker"), say("docs_where.graphile_worker")),
+            "river": (say("docs.river"), say("docs_where.river")), "oban": (say("docs.oban"), say("docs_where.oban")),
+            "que": (say("docs.que"), say("docs_where.que")),
+            "good_job": (say("docs.good_job"), say("docs_where.good_job")),
+            "solid_queue": (say("docs.solid_queue"), say("docs_where.solid_queue"))}
+
+
+def pooler_docs_table(loaded: dict) -> str:
+    """Per library raced under a fault or through the pooler (a model's claim through it), what its documentation
+    says about poolers."""
+    mine = loaded.get(NAME)
+    if mine is None:
+        return ""
+    names = [*mine.faults.get("library", []), *(mine.pooled["library"] if mine.pooled is not None else [])]
+    docs = _docs()
+    rows = [dict(zip(DOCS_COLUMNS, (html.escape(_name(name)), _code(docs[name][0]), _code(docs[name][1]))))
+            for name in dict.fromkeys(names) if name in docs]
+    if not rows:
+        return ""
+    return table(pd.DataFrame(rows, columns=list(DOCS_COLUMNS)), caption=say("docs_caption"), escape=False)
+
