@@ -935,7 +935,7 @@ def test_a9_gives_each_library_its_part_and_counts_jobs_run_twice_apart():
     assert "procrastinate: after kill, 1 stuck." in found.note
     assert "2 jobs ran twice: recovery runs a job again, so its side effects must be safe to repeat." in found.note
     assert found.ours == ("Over 18 jobs under kill and pause, 1 of 2 libraries whose runs decide left a job stuck or "
-                          "lost, or completed one twice or by a worker that had lost it")
+                          "lost, or completed one twice or by a stale holder")
     assert fault_section.a9_a_dead_workers_job_completes_once(None).verdict == NOT_MEASURED
 
 
@@ -1017,9 +1017,11 @@ def test_the_worker_dies_tables_name_models_and_take_a_model_pooler_advice_from_
     docs = fault_section.pooler_docs_table(loaded)
     assert "que (model)" in docs and "<code>connection-url</code>" in docs and "@ 17fb2c3" in docs
     assert fault_section.pooler_docs_table({}) == ""
+    assert fault_section._models_caveat(loaded[fault_section.NAME].faults).startswith("**que and oban are models**")
     # without models, the caption says nothing of them
     plain = {fault_section.NAME: fault_section.Loaded((), pd.DataFrame([library_fault_run("pgmq")]))}
     assert "(model)" not in fault_section.ledger_table(plain)
+    assert fault_section._models_caveat(plain[fault_section.NAME].faults) == "**Every library ran its own code.**"
 
 
 def test_the_worker_dies_ledger_counts_only_faults_that_landed_and_says_what_is_undecided():

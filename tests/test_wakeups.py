@@ -109,7 +109,7 @@ def test_the_subsection_counts_each_answer_and_marks_lower_bounds():
     said = wake_section.values(loaded, {})["wk_setup"]
     assert ("Of 3 points, `LISTEN` picked jobs up sooner than polling at 1, undecided at 1 (a job never picked up) "
             "and undecided at 1 (one run a side).") in said
-    assert "every 2 s, 0.02 s, 5 s or 1 s: 2 runs per library" in said
+    assert "every 2 s, 0.02 s, 5 s or 1 s, 2 runs per point" in said
     table = wake_section.wakeup_table(loaded).replace(' class=""', "")
     assert "≥ 3 to 4 / ≥ 6 to 8" in table and "<td>not decided: a job never picked up</td>" in table
     assert "<td>not decided: one run</td>" in table and "<td>—</td>" in table

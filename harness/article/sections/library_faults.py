@@ -318,7 +318,8 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     mine = loaded.get(NAME)
     faults = mine.faults if mine is not None else pd.DataFrame()
     if not len(faults):
-        return {"lf_setup": say("setup.no_faults"), "lp_setup": _pooler_setup(mine)}
+        return {"lf_setup": say("setup.no_faults"), "lp_setup": _pooler_setup(mine),
+                "lf_models_caveat": _models_caveat(faults)}
     request = registry.request_of("libraries", list(mine.fault_runs))
     paused = faults["pause_s"].dropna() if "pause_s" in faults else pd.Series(dtype=float)
     described = {"kill": say("fault.kill"), "terminate": say("fault.terminate"), "restart": say("fault.restart"),
@@ -328,7 +329,13 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
                 jobs=count(int(faults["jobs"].max())), job_s=duration(faults["job_s"].max()),
                 faults="; ".join(described[name] for name in request.faults),
                 restart=duration(faults["restart_delay_s"].max()))
-    return {"lf_setup": setup, "lp_setup": _pooler_setup(mine)}
+    return {"lf_setup": setup, "lp_setup": _pooler_setup(mine), "lf_models_caveat": _models_caveat(faults)}
+
+
+def _models_caveat(faults: pd.DataFrame) -> str:
+    """For "What doesn't this prove?": which libraries ran as models, not as their own code."""
+    models = [name for name in dict.fromkeys(faults.get("library", [])) if libraries.is_model(name)]
+    return say("models_caveat", models=join(models)) if models else say("no_models_caveat")
 
 
 def _pgbouncer_version(mine: Loaded) -> str:
