@@ -45,7 +45,8 @@ def params_file(tmp_path, pg_version: int):
               "library_poolers": {"libraries": ["pgmq"], "poolers": ["session", "transaction"], "worker_counts": [2],
                                   "job_count": 8},
               "pooler_claims": {"strategies": ["que"], "worker_counts": [2], "job_count": 8,
-                                "poolers": ["session", "transaction"]}}
+                                "poolers": ["session", "transaction"]},
+              "wakeups": {"libraries": ["procrastinate"], "intervals_s": [0.5], "job_count": 2}}
     path = tmp_path / "params.yml"
     path.write_text(yaml.safe_dump(params))
     return path
