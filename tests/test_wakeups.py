@@ -68,7 +68,7 @@ def test_no_worker_outlives_the_command_killed_with_sigkill(tmp_path):
 def _run(wake, p50, censored=False, repeat=0, interval=2.0):
     return {"library": "procrastinate", "interval_s": interval, "wake": wake, "pickup_p50_ms": p50,
             "pickup_max_ms": p50 * 2, "pickup_is_lower_bound": censored, "transactions_per_s": 5.0,
-            "worker_count": 2, "poll_s": 5.0, "repeat": repeat, "jobs": 10}
+            "worker_count": 2, "poll_s": 5.0, "repeat": repeat, "jobs": 10, "local_server": True}
 
 
 def _runs(*rows):

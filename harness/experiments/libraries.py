@@ -48,6 +48,7 @@ import pandas as pd
 from psycopg import conninfo, sql
 
 from harness import libraries
+from harness.libraries import models
 from harness.children import die_with_parent
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list,
@@ -138,7 +139,7 @@ class LibraryParameters(Parameters):
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
         check_each([self.job_count], "job count", 1, MAX_JOBS)
         if self.fault == "none" and libraries.is_model(self.library):
-            libraries.get(self.library).refuse_drain()
+            models.refuse_drain(self.library)
         if self.fault != "none":
             if not FAULT_MIN_WORKERS <= self.worker_count <= FAULT_MAX_WORKERS:
                 raise UserError(f"a fault run takes {FAULT_MIN_WORKERS} to {FAULT_MAX_WORKERS} workers (one to hit, "

@@ -220,14 +220,6 @@ def label(parameters: ProductionParameters) -> str:
 # --------------------------------------------------------------------------- measuring
 
 
-def _transactions(conn) -> int:
-    """Transactions the database counted so far (every backend's flushed counts)."""
-    pgstats.force_flush(conn)
-    conn.execute("SELECT pg_stat_clear_snapshot()")
-    return int(conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                            "WHERE datname = current_database()").fetchone()[0])
-
-
 def _pending(conn) -> int:
     return int(conn.execute("SELECT count(*) FROM claimrace.runs WHERE status = 'pending'").fetchone()[0])
 
@@ -246,7 +238,7 @@ def measure_production(db: database.Database, parameters: ProductionParameters, 
         with running_service(db.url, cfg.protocol, cfg.lease_s, pool_size=cfg.pool_size) as service:
             backends = activity.backend_pids(conn, APPLICATION_NAME)
             service_process = psutil.Process(service.pid)
-            transactions_before = _transactions(conn)
+            transactions_before = pgstats.transactions(conn)
             harness_statements += 1  # the counter reading itself (its force_flush)
             backend_before = activity.schedstat_snapshot(backends) if local else {}
             service_cpu_before = sum(service_process.cpu_times()[:2])
@@ -276,7 +268,7 @@ def measure_production(db: database.Database, parameters: ProductionParameters, 
         producer_pids = activity.backend_pids(conn, producer_module.APPLICATION_NAME)
         # a backend flushes its counts as it exits: the service's pool and the producer's connection are closed
         pgstats.wait_for_backends_to_exit(conn, service_backend_pids + backends + producer_pids)
-        transactions_after = _transactions(conn)
+        transactions_after = pgstats.transactions(conn)
         runs = _runs_frame(conn, zero_wall)
         flips = _flips_frame(conn, zero_wall)
         finishes = conn.execute("SELECT run_id, runner, attempt, finished_at FROM claimrace.finishes "

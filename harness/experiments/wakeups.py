@@ -218,8 +218,7 @@ def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: b
         with database.connect(url) as conn:
             backends = [int(r[0]) for r in conn.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
-            pgstats.force_flush(conn)
-            before = _transactions(conn)
+            before = pgstats.transactions(conn)
             began_ns = time.time_ns()
             ends = time.monotonic() + bound_s(p)
             library.enqueue_paced(url, p.job_count, p.interval_s, p.wake == "listen")
@@ -230,8 +229,7 @@ def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: b
             library_runs.stop_workers(workers)
             # an idle backend publishes its counts late; one that exits, at once: the counts after every worker's
             pgstats.wait_for_backends_to_exit(conn, backends)
-            pgstats.force_flush(conn)
-            after = _transactions(conn)
+            after = pgstats.transactions(conn)
         starts = _started(logs)
         errors = library_runs.error_output(logs)
     finally:
@@ -255,12 +253,6 @@ def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: b
         checks=checks, results={"summary": summary})
 
 
-def _transactions(conn) -> int:
-    conn.execute("SELECT pg_stat_clear_snapshot()")
-    return int(conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                            "WHERE datname = current_database()").fetchone()[0])
-
-
 # --------------------------------------------------------------------------- what the command prints
 
 
@@ -271,7 +263,7 @@ SHOWN = ("library", "version", "wake", "setting", "poll_s", "interval_s", "jobs"
 
 def show_runs(paths, as_json: bool) -> None:
     for path in paths:
-        summary = json.loads((Path(path) / "manifest.json").read_text())["results"]["summary"]
+        summary = library_runs.load_summary(path)
         if as_json:
             print(json.dumps({key: summary.get(key) for key in SHOWN}))
             continue

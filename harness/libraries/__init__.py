@@ -56,6 +56,7 @@ import importlib.metadata
 from types import ModuleType
 
 from harness.errors import UserError
+from harness.libraries import models
 
 NAMES = ("procrastinate", "pgqueuer", "chancy", "pgmq", "pgboss", "graphile_worker")
 MODELS = ("river", "oban", "que", "good_job", "solid_queue")  # harness.libraries.models
@@ -77,6 +78,8 @@ def is_model(name: str) -> bool:
 
 def version(name: str) -> str | None:
     """The installed version of a library's distribution (or npm package); None where it is not installed."""
+    if name in MODELS:
+        return models.installed_version(name)
     try:
         module = get(name)
         if hasattr(module, "installed_version"):

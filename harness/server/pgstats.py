@@ -144,7 +144,8 @@ def pgstattuple(conn: psycopg.Connection, table: str = JOBS) -> dict:
 PROBE_CHANNEL = "claimrace_probe"
 
 
-def _transactions(conn: psycopg.Connection) -> int:
+def transactions(conn: psycopg.Connection) -> int:
+    """Transactions the current database counted so far (every backend's counts flushed first)."""
     force_flush(conn)
     conn.execute("SELECT pg_stat_clear_snapshot()")
     return int(conn.execute("SELECT xact_commit + xact_rollback FROM pg_stat_database "
@@ -167,7 +168,7 @@ def notification_transactions(url: str, listeners: int, notifications: int, time
                 force_flush(session)  # its LISTEN counted before the window opens
             pids = [s.info.backend_pid for s in sessions]
             with psycopg.connect(url, autocommit=True) as sender:
-                before = _transactions(sender)
+                before = transactions(sender)
                 for i in range(notifications):
                     sender.execute("SELECT pg_notify(%s, %s)", (PROBE_CHANNEL, str(i)))
                 for session in sessions:  # each has read every one before its count is taken
@@ -178,7 +179,7 @@ def notification_transactions(url: str, listeners: int, notifications: int, time
                     session.close()
                 with psycopg.connect(waiter_url, autocommit=True) as waiter:
                     wait_for_backends_to_exit(waiter, pids)
-                return _transactions(sender) - before
+                return transactions(sender) - before
         finally:
             for session in sessions:
                 session.close()

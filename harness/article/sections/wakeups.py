@@ -59,8 +59,6 @@ def listen_against_poll(listen: pd.DataFrame, poll: pd.DataFrame) -> str | None:
 
 def _points(summaries: pd.DataFrame):
     """(library, interval_s, worker_count, local_server, its LISTEN runs, its polling runs), in run order."""
-    summaries = summaries.assign(local_server=summaries["local_server"].fillna(True).astype(bool)
-                                 if "local_server" in summaries else True)
     for (library, interval, workers, local), runs in summaries.groupby(
             ["library", "interval_s", "worker_count", "local_server"], sort=False):
         yield (library, float(interval), int(workers), bool(local), runs[runs["wake"] == "listen"],

@@ -22,11 +22,13 @@ simplifies:
 
 A model module declares what a library module does (harness.libraries) for a fault run, CLAIM (the strategy of
 harness.strategies its claim races as, whose pooler runs stand for it), and PROTOCOL: the statements of its worker
-loop (claim, start, complete, release) and of its recovery loop (maintain).
+loop (claim, start, complete, release) and of its recovery loop (maintain); install, enqueue and work are this
+package's (worker(PROTOCOL)), and its version and its refusal of a drain too (installed_version, refuse_drain).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -39,7 +41,7 @@ from typing import Callable
 import psycopg
 
 from harness.config import SCHEMA
-from harness.library_claims import SOURCES
+from harness.library_claims import JOBS, SOURCES
 from harness.errors import UserError
 
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN = SCHEMA, "jobs", "id"  # harness.library_claims.JOBS
@@ -65,6 +67,13 @@ def installed_version(name: str) -> str:
     """What a model stands for: its library's release, or its commit, as read."""
     source = SOURCES[name]
     return f"model of {source.release or source.commit[:7]}"
+
+
+def rescue(after_s: float) -> str:
+    """River's rescuer and Oban's Lifeline: every job running since more than after_s ago is pending again (at
+    once: River's retry backoff and scheduler are left out)."""
+    return (f"UPDATE {JOBS} SET status = 'pending' WHERE status = 'running' "
+            f"AND started_at < now() - make_interval(secs => {float(after_s)})")
 
 
 def refuse_drain(name: str) -> None:
@@ -213,6 +222,11 @@ def work(protocol: Protocol, url: str, log: Path, ready, start, job_s: float) ->
         session.close()
         if pool is not session:
             pool.close()
+
+
+def worker(protocol: Protocol) -> Callable:
+    """A model module's `work` (harness.libraries' interface): one worker running `protocol`."""
+    return functools.partial(work, protocol)
 
 
 def one(conn, statement: str, *args):

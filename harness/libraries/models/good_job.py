@@ -14,8 +14,6 @@ stays locked. Its process records and their cleanup only inform the other lock s
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from harness.libraries import models
 from harness.library_claims import (BEGIN, COMMIT, COMPLETE, GOOD_JOB_PICK, GOOD_JOB_RELOAD, GOOD_JOB_START,
                                     GOOD_JOB_UNLOCK)
@@ -32,6 +30,7 @@ RECOVERY = {"mechanism": "the job's session advisory lock drops when its worker'
             "setting": None, "default_s": None, "raced_s": None}
 # good_job's candidates are every unfinished job; the race's pick narrows them to the pending ones
 PICK = GOOD_JOB_PICK.replace("status = 'pending'", "status <> 'done'")
+assert "status <> 'done'" in PICK, "the race's good_job pick no longer names its pending jobs as written here"
 
 
 def _start(conn, job, me) -> bool:
@@ -53,17 +52,4 @@ PROTOCOL = models.Protocol(
     claim=lambda conn, me: models.one(conn, PICK), start=_start, complete=_finish,
     release=lambda conn, job, me: conn.execute(GOOD_JOB_UNLOCK, (job,)))
 
-
-def installed_version() -> str:
-    return models.installed_version(NAME)
-
-
-def refuse_drain() -> None:
-    models.refuse_drain(NAME)
-
-
-install, enqueue = models.install, models.enqueue
-
-
-def work(url: str, log: Path, ready, start, job_s: float) -> None:
-    models.work(PROTOCOL, url, log, ready, start, job_s)
+install, enqueue, work = models.install, models.enqueue, models.worker(PROTOCOL)

@@ -12,10 +12,8 @@ makes jobs 'executing' with attempted_at older than rescue_after (60 minutes by 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from harness.libraries import models
-from harness.library_claims import BEGIN, COMMIT, COMPLETE, JOBS, OBAN_CLAIM
+from harness.library_claims import BEGIN, COMMIT, COMPLETE, OBAN_CLAIM
 
 NAME = "oban"
 CLAIM = "oban"
@@ -29,8 +27,7 @@ RECOVERY = {"mechanism": "Lifeline (off unless configured), on the leader, makes
                          "rescue_after available",
             "setting": "rescue_after", "default_s": None, "raced_s": 3.0, "off_by_default": True,
             "enabled_default_s": 3600.0}
-RESCUE = (f"UPDATE {JOBS} SET status = 'pending' WHERE status = 'running' "
-          f"AND started_at < now() - make_interval(secs => {RECOVERY['raced_s']})")
+RESCUE = models.rescue(RECOVERY["raced_s"])
 
 
 def _claim(conn, me):
@@ -45,17 +42,4 @@ PROTOCOL = models.Protocol(
     claim=_claim, complete=lambda conn, job, me: conn.execute(COMPLETE, (job,)),
     maintain=lambda conn, me: conn.execute(RESCUE), maintain_s=SETTINGS["lifeline_interval_s"])
 
-
-def installed_version() -> str:
-    return models.installed_version(NAME)
-
-
-def refuse_drain() -> None:
-    models.refuse_drain(NAME)
-
-
-install, enqueue = models.install, models.enqueue
-
-
-def work(url: str, log: Path, ready, start, job_s: float) -> None:
-    models.work(PROTOCOL, url, log, ready, start, job_s)
+install, enqueue, work = models.install, models.enqueue, models.worker(PROTOCOL)

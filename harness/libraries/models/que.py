@@ -15,8 +15,6 @@ does not reconnect: it waits on its connection every 50 ms, and an error there e
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from harness.libraries import models
 from harness.library_claims import JOBS, QUE_EXISTS, QUE_POLL, QUE_UNLOCK_ALONE, QUE_VERIFY
 
@@ -48,17 +46,4 @@ PROTOCOL = models.Protocol(
     release=lambda conn, job, me: conn.execute(QUE_UNLOCK_ALONE, (job,)), complete_apart=True,
     watch_s=LOCKER_WAIT_S)
 
-
-def installed_version() -> str:
-    return models.installed_version(NAME)
-
-
-def refuse_drain() -> None:
-    models.refuse_drain(NAME)
-
-
-install, enqueue = models.install, models.enqueue
-
-
-def work(url: str, log: Path, ready, start, job_s: float) -> None:
-    models.work(PROTOCOL, url, log, ready, start, job_s)
+install, enqueue, work = models.install, models.enqueue, models.worker(PROTOCOL)

@@ -14,10 +14,8 @@ retry policy's delay (about 1 s for a first attempt), after which the scheduler 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from harness.libraries import models
-from harness.library_claims import GUARDED_COMPLETE, JOBS, RIVER_CLAIM
+from harness.library_claims import GUARDED_COMPLETE, RIVER_CLAIM
 
 NAME = "river"
 CLAIM = "river"
@@ -29,25 +27,11 @@ SETTINGS = {"concurrency": 1, "completions": "at once (River batches them)", "re
             "rescuer_interval_default_s": 30.0}
 RECOVERY = {"mechanism": "the rescuer, on the leader, makes a job running longer than RescueStuckJobsAfter retryable",
             "setting": "RescueStuckJobsAfter", "default_s": 3600.0, "raced_s": 3.0}
-RESCUE = (f"UPDATE {JOBS} SET status = 'pending' WHERE status = 'running' "
-          f"AND started_at < now() - make_interval(secs => {RECOVERY['raced_s']})")
+RESCUE = models.rescue(RECOVERY["raced_s"])
 
 PROTOCOL = models.Protocol(
     claim=lambda conn, me: models.one(conn, RIVER_CLAIM),
     complete=lambda conn, job, me: conn.execute(GUARDED_COMPLETE, (job,)),
     maintain=lambda conn, me: conn.execute(RESCUE), maintain_s=SETTINGS["rescuer_interval_s"])
 
-
-def installed_version() -> str:
-    return models.installed_version(NAME)
-
-
-def refuse_drain() -> None:
-    models.refuse_drain(NAME)
-
-
-install, enqueue = models.install, models.enqueue
-
-
-def work(url: str, log: Path, ready, start, job_s: float) -> None:
-    models.work(PROTOCOL, url, log, ready, start, job_s)
+install, enqueue, work = models.install, models.enqueue, models.worker(PROTOCOL)

@@ -20,7 +20,6 @@ for both.) A worker whose heartbeat finds its process row gone shuts down (regis
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from harness.libraries import models
 from harness.library_claims import BEGIN, COMMIT, JOBS, SOLID_QUEUE_PICK, SOLID_QUEUE_RESELECT
@@ -88,17 +87,4 @@ PROTOCOL = models.Protocol(
     register=lambda conn: models.one(conn, REGISTER), claim=_claim, complete=_complete, maintain=_maintain,
     maintain_s=SETTINGS["process_heartbeat_interval_s"])
 
-
-def installed_version() -> str:
-    return models.installed_version(NAME)
-
-
-def refuse_drain() -> None:
-    models.refuse_drain(NAME)
-
-
-install, enqueue = models.install, models.enqueue
-
-
-def work(url: str, log: Path, ready, start, job_s: float) -> None:
-    models.work(PROTOCOL, url, log, ready, start, job_s)
+install, enqueue, work = models.install, models.enqueue, models.worker(PROTOCOL)
