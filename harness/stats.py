@@ -7,25 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from harness import config
 from harness.server.activity import (achieved_interval_ms, cpu_bound, event_share, samples_frame, share_split,
                                      wait_shares, within_windows)
-from harness.storage import read_manifest, stored_runs
+from harness.storage import Run, open_runs, stored_runs
 
 CLIENT_LAYOUTS = ("processes", "asyncio")
-
-
-def load_attempts(run_dir: Path) -> pd.DataFrame:
-    frame = pq.read_table(Path(run_dir) / "attempts.parquet").to_pandas()
-    for column in ("run_id", "strategy", "outcome"):
-        frame[column] = frame[column].astype(str)
-    return frame
-
-
-def load_claims(run_dir: Path) -> pd.DataFrame:
-    return pq.read_table(Path(run_dir) / "claims.parquet").to_pandas()
 
 
 def duplicate_counts(claims: pd.DataFrame) -> dict:
@@ -122,28 +110,26 @@ def win_latency_by_fill(attempts: pd.DataFrame, percentile: float) -> list[float
     return [float(np.percentile(part, percentile)) if len(part) else float("nan") for part in tenths]
 
 
-def window_samples(run_dir: Path) -> pd.DataFrame:
+def window_samples(run: Run) -> pd.DataFrame:
     """The stored wait-event samples taken inside their worker's window (runs stored before the sampler kept only
     those also hold samples from before a worker's release and after its last attempt)."""
-    samples_path, workers_path = Path(run_dir) / "activity.parquet", Path(run_dir) / "workers.parquet"
-    if not samples_path.exists():
+    if not run.has_table("activity"):
         return samples_frame()
-    samples = pq.read_table(samples_path).to_pandas()
-    if not workers_path.exists():
+    samples = run.table("activity")
+    if not run.has_table("workers"):
         return samples
-    workers = pq.read_table(workers_path).to_pandas()
+    workers = run.table("workers")
     windows = {int(pid): (int(start), int(end))
                for pid, start, end in zip(workers["backend_pid"], workers["released_ns"], workers["ended_ns"])}
     return within_windows(samples, windows)
 
 
-def cpu_shares(run_dir: Path) -> dict:
+def cpu_shares(run: Run) -> dict:
     """From workers.parquet: the share of each worker's window its backend spent on a CPU and runnable, and the
     same for the worker's own process (None where not measured, e.g. a server on another host)."""
-    path = Path(run_dir) / "workers.parquet"
-    if not path.exists():
+    if not run.has_table("workers"):
         return {}
-    workers = pq.read_table(path).to_pandas()
+    workers = run.table("workers")
     window = (workers["ended_ns"] - workers["released_ns"]).tolist()
 
     def split(cpu, delay):
@@ -163,13 +149,12 @@ def _layout(results: dict) -> str:
     return layout if layout in CLIENT_LAYOUTS else "processes"
 
 
-def summarise_run(run_dir: Path) -> dict:
-    """One run's figures, all computed from its stored rows and audit."""
-    run_dir = Path(run_dir)
-    manifest = read_manifest(run_dir)
+def summarise_run(run: Run) -> dict:
+    """One race's figures, all computed from its stored rows and audit (the race kind's summary: Run.summary)."""
+    manifest = run.manifest
     cfg, results = manifest["parameters"], manifest["results"]
-    attempts = load_attempts(run_dir)
-    claims = load_claims(run_dir)
+    attempts = run.table("attempts")
+    claims = run.table("claims")
     outcome_counts = attempts["outcome"].value_counts()
     rows = claimed_rows(attempts)
     wins = int(rows.sum())  # jobs claimed: a batch attempt can win several
@@ -186,9 +171,9 @@ def summarise_run(run_dir: Path) -> dict:
     wasted_ms = attempts.loc[attempts["outcome"].isin(["lost", "aborted"]), "latency_ns"].to_numpy() / 1e6
     dupes = duplicate_counts(claims)
     server = manifest.get("server", {})
-    samples = window_samples(run_dir)
+    samples = window_samples(run)
     shares = wait_shares(samples)
-    cpu = cpu_shares(run_dir)
+    cpu = cpu_shares(run)
     summary = {
         "run_id": manifest["run_id"],
         "strategy": cfg["strategy"],
@@ -266,7 +251,7 @@ def summarise_run(run_dir: Path) -> dict:
 def summarise_runs(data_dir: Path = config.DATA_DIR, run_paths: list[Path] | None = None) -> pd.DataFrame:
     """One row per race: the given run folders, or every race stored in data_dir."""
     paths = run_paths if run_paths is not None else [path for _, path in stored_runs("race", data_dir)]
-    rows = [summarise_run(p) for p in paths]
+    rows = [run.summary for run in open_runs(paths)]
     frame = pd.DataFrame(rows)
     if len(frame):
         frame = frame.sort_values(["strategy", "worker_count", "repeat", "started_at"]).reset_index(drop=True)

@@ -1,7 +1,14 @@
-"""The run store: every run of every kind written by one writer, in one manifest shape, found by one lookup.
+"""The run store: every run of every kind written by one writer, in one manifest shape, found by one lookup,
+and read back through one reader, `Run`.
 
 data/<folder>/<run_id>/manifest.json   the same top-level keys for every kind (MANIFEST_KEYS)
 data/<folder>/<run_id>/*.parquet       the kind's raw tables
+
+`Run(path)` is the only reader of a run's files: `.manifest`, `.parameters` (the kind's
+dataclass, rebuilt from the manifest), `.summary` (the kind's one summarise) and
+`.table(name)` (one Parquet reader, cached in this process, since a stored run
+never changes). The store imports no experiment: the registry declares each
+kind's parameters class and summarise here (`declare_kind`).
 
 A run folder appears whole or not at all (it is staged in a hidden folder and
 renamed into place), and a run whose checks failed is kept apart in
@@ -27,10 +34,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import Callable
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -120,9 +131,12 @@ def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-
 def read_manifest(run_dir: Path) -> dict:
-    return read_json(Path(run_dir) / "manifest.json")
+    """A run's manifest, refused in one line where its format is newer than this code's."""
+    manifest = read_json(Path(run_dir) / "manifest.json")
+    if isinstance(manifest, dict):
+        format_of(manifest, run_dir)
+    return manifest
 
 
 def plain(value):
@@ -190,8 +204,22 @@ def client_facts() -> dict:
 #   procedure   how it measured: the SQL, scripts or steps
 #   checks      what must hold for the run to count, with `passed`
 #   results     anything else the kind records about the run (summaries, notes)
-MANIFEST_KEYS = ("kind", "run_id", "started_at", "finished_at", "parameters", "server", "client", "procedure",
-                 "checks", "results")
+#   format      the manifest's format version (FORMAT); manifests stored before it had one are format 1
+MANIFEST_KEYS = ("format", "kind", "run_id", "started_at", "finished_at", "parameters", "server", "client",
+                 "procedure", "checks", "results")
+
+# 2: the format key itself, first. A manifest without it is format 1, the same keys otherwise, read the same way.
+FORMAT = 2
+_UNVERSIONED = MANIFEST_KEYS[1:]
+
+
+def format_of(manifest: dict, run_dir: Path | str = "") -> int:
+    """A manifest's format version; one line (UserError) where it is newer than this code reads."""
+    version = manifest.get("format", 1)
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
+        raise UserError(f"the run {run_dir} is stored in manifest format {version}, newer than this code's "
+                        f"{FORMAT}: update claimrace (git pull) to read it")
+    return version
 
 # The race's folder kept the plural name it had before the store knew kinds.
 KIND_FOLDERS = {"race": "races"}
@@ -215,7 +243,7 @@ def write_run(data_dir: Path, *, kind: str, run_id: str, started_at: str, parame
     """
     if not isinstance(checks.get("passed"), bool):
         raise ValueError(f"a {kind} run's checks need a boolean 'passed', got {checks.get('passed')!r}")
-    manifest = {"kind": kind, "run_id": run_id, "started_at": started_at, "finished_at": utc_now(),
+    manifest = {"format": FORMAT, "kind": kind, "run_id": run_id, "started_at": started_at, "finished_at": utc_now(),
                 "parameters": plain(parameters), "server": server, "client": client, "procedure": procedure,
                 "checks": checks, "results": results}
     parent = kind_dir(data_dir, kind)
@@ -257,7 +285,8 @@ def run_dirs(parent: Path) -> list[Path]:
 
 def _usable(manifest, kind: str) -> bool:
     """A manifest of this store's shape, of this kind, whose checks passed (older shapes are not matches)."""
-    return (isinstance(manifest, dict) and tuple(manifest) == MANIFEST_KEYS and manifest["kind"] == kind
+    return (isinstance(manifest, dict) and tuple(manifest) in (MANIFEST_KEYS, _UNVERSIONED)
+            and manifest["kind"] == kind
             and isinstance(manifest["parameters"], dict) and isinstance(manifest["server"], dict)
             and isinstance(manifest["server"].get("major"), int) and isinstance(manifest["checks"], dict)
             and manifest["checks"].get("passed") is True)
@@ -296,3 +325,129 @@ def find_runs(kind: str, parameters: dict, data_dir: Path, pg_major: int | None,
     return [run_dir for manifest, run_dir in stored_runs(kind, data_dir)
             if {**implied, **manifest["parameters"]} == wanted
             and (pg_major is None or manifest["server"]["major"] == int(pg_major))]
+
+
+# --------------------------------------------------------------------------- reading a run
+
+
+@dataclass(frozen=True)
+class KindReader:
+    """What the store needs to read a kind's runs back, declared by the registry (the store imports no kind)."""
+
+    parameters: type  # the kind's frozen parameters dataclass
+    summarise: Callable  # (Run) -> the kind's summary of one run
+
+
+_readers: dict[str, KindReader] = {}
+
+
+def declare_kind(kind: str, parameters: type, summarise: Callable) -> None:
+    _readers[kind] = KindReader(parameters, summarise)
+
+
+# Columns stored dictionary-encoded that readers compare as plain text.
+TEXT_COLUMNS = {"attempts": ("run_id", "strategy", "outcome")}
+
+# Tables read in this process, newest last, up to TABLE_CACHE_BYTES in all: a build reads each race's attempts in
+# several sections, and a run folder never changes once in place.
+TABLE_CACHE_BYTES = 2 * 2**30
+_tables: OrderedDict[tuple[Path, str], pd.DataFrame] = OrderedDict()
+_summaries: dict[Path, object] = {}
+_run_manifests: dict[Path, dict] = {}
+
+
+class Run:
+    """One stored run, read: its manifest, its parameters as the kind's dataclass, its summary, its tables."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path).resolve()
+        if not (self.path / "manifest.json").exists():
+            raise UserError(f"{path} is not a stored run (it has no manifest.json)")
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Run) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def manifest(self) -> dict:
+        if self.path not in _run_manifests:
+            _run_manifests[self.path] = read_manifest(self.path)
+        return _run_manifests[self.path]
+
+    @property
+    def kind(self) -> str:
+        return self.manifest["kind"]
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest["run_id"]
+
+    @property
+    def results(self) -> dict:
+        return self.manifest["results"]
+
+    @property
+    def asked(self) -> dict:
+        """The parameters as the manifest stores them (a plain mapping)."""
+        return self.manifest["parameters"]
+
+    def _reader(self) -> KindReader:
+        try:
+            return _readers[self.kind]
+        except KeyError:
+            raise ValueError(f"no reader declared for {self.kind} runs (harness.experiments.registry declares "
+                             "every kind's)") from None
+
+    @property
+    def parameters(self):
+        """The kind's parameters dataclass, rebuilt from the manifest: a setting added later takes its default."""
+        return self._reader().parameters.from_mapping(self.asked, f"run {self.name}")
+
+    @property
+    def summary(self):
+        """The kind's summary of this run, computed once per process."""
+        if self.path not in _summaries:
+            _summaries[self.path] = self._reader().summarise(self)
+        found = _summaries[self.path]
+        return found.copy() if hasattr(found, "copy") else found
+
+    def has_table(self, name: str) -> bool:
+        return (self.path / f"{name}.parquet").exists()
+
+    def table(self, name: str, absent_ok: bool = False) -> pd.DataFrame:
+        """One of the run's tables as a DataFrame (a copy: the cached one stays as stored); absent_ok: an empty one
+        where the run was stored before the table existed."""
+        if absent_ok and not self.has_table(name):
+            return pd.DataFrame()
+        key = (self.path, name)
+        if key in _tables:
+            _tables.move_to_end(key)
+            return _tables[key].copy()
+        frame = pq.read_table(self.path / f"{name}.parquet").to_pandas()
+        for column in TEXT_COLUMNS.get(name, ()):
+            if column in frame:
+                frame[column] = frame[column].astype(str)
+        _tables[key] = frame
+        while len(_tables) > 1 and sum(f.memory_usage(deep=False).sum() for f in _tables.values()) > TABLE_CACHE_BYTES:
+            _tables.popitem(last=False)
+        return frame.copy()
+
+
+def open_runs(paths) -> list[Run]:
+    """Run for every folder (or Run) given, in order."""
+    return [path if isinstance(path, Run) else Run(path) for path in paths]

@@ -13,6 +13,8 @@ from typing import Callable
 import psutil
 import pytest
 
+from harness import storage
+from harness.experiments import registry
 from harness.server import database, schema
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +31,13 @@ def conn(db):
     with db.connect() as connection:
         schema.ensure_schema(connection)
         yield connection
+
+
+def handed(section: str, paths) -> dict:
+    """Runs a test made, as the article is handed a params-file section ({section: registry.Asked}): what each run
+    was asked, read back from its manifest, and the runs."""
+    runs = storage.open_runs(paths)
+    return {section: registry.Asked(section, [run.parameters for run in runs], tuple(runs))}
 
 
 def run_cli(*args: str, env_extra: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -17,7 +17,7 @@ from harness.experiments import bench, registry
 from harness.server import schema
 from harness.experiments.pgbench import pgbench_script, run_pgbench
 from harness.experiments.race import run_race
-from harness.storage import read_json
+from harness.storage import Run, read_json
 from harness.strategies import STRATEGIES, WON
 
 from conftest import run_cli
@@ -78,7 +78,7 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     asked = bench.BenchParameters(strategies=["guarded", "skip_locked"], worker_counts=[1, 2], pairs=2, seconds=1)
     [run_dir] = registry.measure("bench", asked, tmp_path, db=db, progress=False)
     assert run_dir.parent == tmp_path / "bench"
-    pairs = bench.load_pairs(run_dir)
+    pairs = Run(run_dir).table("pairs")
     assert len(pairs) == 2 * 2 * 2 * 4  # strategies x worker counts x pairs x clients
     assert set(pairs["client"]) == {"harness", "pgbench", "pgbench_j2", "pgbench_j1"}
     assert (pairs.groupby(["strategy", "worker_count", "pair_index"])["client"].nunique() == 4).all()
@@ -99,7 +99,7 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     harness = pairs[pairs["client"] == "harness"]
     assert harness["gap_p50_ns"].notna().all() and (harness["max_rss_bytes"] > 0).all()
 
-    summary = bench.load_bench(run_dir)
+    summary = Run(run_dir).summary
     assert len(summary) == 4
     assert {"strategy", "worker_count", "pairs", "harness_claims_per_second", "pgbench_claims_per_second",
             "ratio", "ratio_min", "ratio_max", "harness_processes", "pgbench_threads", "lost_per_win_ratio",
@@ -110,7 +110,7 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     assert (summary["pairs"] == 2).all()
     assert (summary["ratio"] > 0).all() and (summary["ratio_min"] <= summary["ratio_max"]).all()
 
-    cost = bench.load_client_cost(run_dir)
+    cost = Run(run_dir).table("client_cost")
     assert list(cost["strategy"]) == ["guarded", "skip_locked"]
     assert (cost["outside_p50_ns"] > 0).all() and (cost["round_trip_p50_ns"] > 0).all()
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from harness.article import analysis, charts, labels, reliability, vega
+from harness.storage import Run
 from harness.article.sections import libraries as library_section
 from harness.experiments import bench, churn, plans, registry
 from tiny_report import TINY_PARAMS, build_tiny_report
@@ -30,10 +31,10 @@ def frames():
         "race_runs": race_runs,
         "waits": waits,
         "timeline": analysis.timeline(slow_runs),
-        "plan_points": analysis.claim_plan_points(plans.load_plans(plans_run)),
-        "churn": analysis.churn_modes(churn.load_churn(churn_run)),
-        "pruning": analysis.pruning_phases(churn.load_pruning(churn_run)),
-        "bench": bench.load_bench(bench_run),
+        "plan_points": analysis.claim_plan_points(Run(plans_run).summary),
+        "churn": analysis.churn_modes(Run(churn_run).summary),
+        "pruning": analysis.pruning_phases(Run(churn_run).table("pruning", absent_ok=True)),
+        "bench": Run(bench_run).summary,
         "top_workers": int(by_workers["worker_count"].max()),
         "latency": analysis.by_round_trip(analysis.race_summary(runs["latency"])),
         "indexed": analysis.conditions(analysis.race_summary(runs["indexed_race"])),

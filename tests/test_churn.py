@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 from harness import storage
 from harness.experiments import churn, registry
-from harness.storage import read_json
+from harness.storage import Run, read_json
 
 
 def measure(db, data_dir, **parameters):
@@ -23,7 +23,7 @@ REQUIRED_JSON_KEYS = {"fillfactor", "partial_index", "payload_bytes", "mode", "u
 def test_with_the_partial_index_no_claim_is_a_hot_update(db, tmp_path):
     run = measure(db, tmp_path, fillfactors=(100, 50), payload_bytes=(0,), partial_index=(False, True), updates=300,
                   race_worker_counts=(2,), pruning=False)
-    matrix = churn.load_churn(run)
+    matrix = Run(run).summary
     assert len(matrix) == 2 * 2 * 3  # fillfactors x index x (sequential, race, bulk)
     assert set(matrix["mode"]) == {"sequential", "race", "bulk"}
     assert (matrix["updates"] == 300).all()  # the server counted every flip, and only those
@@ -51,7 +51,7 @@ def test_pruning_experiment_reads_dead_tuples_in_every_phase(db, tmp_path):
     run = measure(db, tmp_path, fillfactors=(100,), payload_bytes=(0,), partial_index=(False,), updates=100,
                   race_worker_counts=(), bulk=False, pruning_job_count=2_000, pruning_claims=1_001, settle_seconds=3,
                   quiet_seconds=1)
-    pruning = churn.load_pruning(run)
+    pruning = Run(run).table("pruning", absent_ok=True)
     assert len(pruning) == 2 * 3
     assert set(pruning["phase"]) == {"immediate", "settled", "after_read"}
     assert set(pruning["autovacuum"]) == {True, False}

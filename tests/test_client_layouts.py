@@ -11,8 +11,7 @@ from harness.article import analysis
 from harness.article.sections import races as race_rules
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
-from harness.stats import load_claims, summarise_run
-from harness.storage import read_json
+from harness.storage import Run, read_json
 
 
 def sweep(db, tmp_path, strategies, worker_counts, job_count=400, **options):
@@ -26,9 +25,9 @@ def test_one_asyncio_process_drains_the_queue_and_passes_the_audit(db, tmp_path,
     manifest = read_json(run_dir / "manifest.json")
     assert manifest["parameters"]["client"] == "asyncio" and manifest["checks"]["passed"]
     assert manifest["results"]["client_processes"] == 1 and "asyncio" in manifest["results"]["client_layout_text"]
-    summary = summarise_run(run_dir)
+    summary = Run(run_dir).summary
     assert summary["client_layout"] == "asyncio" and summary["distinct_jobs_claimed"] == 400
-    assert set(load_claims(run_dir)["job_id"]) == set(range(1, 401))
+    assert set(Run(run_dir).table("claims")["job_id"]) == set(range(1, 401))
     if strategy != "naive":
         assert summary["duplicate_jobs"] == 0
     assert not [p for p in mp.active_children() if p.name == "claimrace-asyncio-client"], "the client is gone"
@@ -82,7 +81,7 @@ def test_a_round_trip_sweep_races_0_ms_straight_and_through_the_proxy():
 
 def test_the_proxied_baseline_is_stored_as_proxied(db, tmp_path):
     runs = sweep(db, tmp_path, ["guarded"], [2], job_count=200, rtt_ms=(0, 1))
-    by_network = {(summarise_run(r)["rtt_ms"], summarise_run(r)["proxy"]) for r in runs}
+    by_network = {(Run(r).summary["rtt_ms"], Run(r).summary["proxy"]) for r in runs}
     assert by_network == {(0.0, False), (0.0, True), (1.0, True)}
     points = analysis.by_round_trip(analysis.race_summary(runs))
     assert list(points["rtt_ms"]) == [0.0, 1.0] and points["proxy"].all(), "the chart's 0 ms is the proxied one"

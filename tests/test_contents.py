@@ -23,7 +23,7 @@ def test_the_contents_list_every_section_module_once():
 
 
 def fake_section(name: str, values: dict):
-    return types.SimpleNamespace(NAME=name, load=lambda runs, loaded: None, findings=lambda loaded: [],
+    return types.SimpleNamespace(NAME=name, READS=(), load=lambda reads, loaded: None, findings=lambda loaded: [],
                                  values=lambda loaded, found: values)
 
 

@@ -22,8 +22,8 @@ from harness.article import analysis, charts, findings
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
 from harness.server import activity
-from harness.stats import summarise_run
-from harness.storage import read_json
+from harness.storage import Run, read_json
+from conftest import handed
 
 JOBS = 1500
 BUSY_JOBS = 500  # starved workers claim slowly; a few hundred jobs fill every worker's window all the same
@@ -120,11 +120,11 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
     free = sweep(db, tmp_path, ["guarded", "skip_locked"], [2])
     bound = sweep_on_a_busy_machine(db, tmp_path, ["guarded", "skip_locked"], [32])
     for run_dir in free:
-        summary = summarise_run(run_dir)
+        summary = Run(run_dir).summary
         assert summary["cpu_bound"] is False, summary["client_runnable_share"]
         assert summary["client_runnable_share"] < activity.CPU_BOUND_CLIENT_RUNNABLE_SHARE
     for run_dir in bound:
-        summary = summarise_run(run_dir)
+        summary = Run(run_dir).summary
         assert summary["cpu_bound"] is True, summary["client_runnable_share"]
         # the server waited for its clients, not the other way round
         assert summary["waiting_for_client_share"] > 0.5
@@ -148,7 +148,7 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
 
 def test_findings_json_names_the_worker_counts_each_verdict_used(db, tmp_path):
     runs = sweep(db, tmp_path, ["guarded", "skip_locked"], [1, 2, 4])
-    found = findings.by_id(contents.from_runs({"races": runs}))
+    found = findings.by_id(contents.from_runs(handed("races", runs)))
     as_dict = found["F5"].as_dict()
     assert as_dict["worker_counts_used"] == [2, 4]
     assert found["F6"].worker_counts_used == (1, 2, 4)
@@ -158,12 +158,12 @@ def test_a_race_without_the_sampler_stores_no_samples_and_says_so(db, tmp_path):
     [run_dir] = sweep(db, tmp_path, ["guarded"], [2], sampler=False)
     manifest = read_json(run_dir / "manifest.json")
     assert manifest["parameters"]["sampler"] is False and manifest["results"]["activity"]["sampler"] is None
-    summary = summarise_run(run_dir)
+    summary = Run(run_dir).summary
     assert summary["wait_share"] == {} and summary["sampler_interval_ms"] is None
     assert summary["waiting_for_client_share"] is None and summary["sampler"] is False
     assert summary["cpu_bound"] in (True, False)  # the kernel's counters do not need the sampler
     [with_sampler] = sweep(db, tmp_path, ["guarded"], [2])
-    interval = summarise_run(with_sampler)["sampler_interval_ms"]
+    interval = Run(with_sampler).summary["sampler_interval_ms"]
     assert interval is not None and interval >= 9
 
 
@@ -180,7 +180,7 @@ def test_split_cpus_pins_server_and_workers_apart_and_gives_the_cpus_back(db, tm
     everything = sorted(os.sched_getaffinity(0))
     assert postmaster.cpu_affinity() == everything
     assert all(child.cpu_affinity() == everything for child in postmaster.children())
-    summary = summarise_run(run_dir)
+    summary = Run(run_dir).summary
     assert summary["proxy"] is False and summary["client_layout"] == "processes"
 
 

@@ -25,8 +25,7 @@ from harness.experiments.race import run_race
 from harness.experiments.race_trials import RaceSweep
 from harness.server import database, schema
 from harness.server.delay import DelayProxy, network_delay
-from harness.stats import load_attempts, summarise_run
-from harness.storage import read_json
+from harness.storage import Run, read_json
 from harness.strategies import LOST, WON
 
 from conftest import PROJECT_ROOT, run_cli
@@ -159,14 +158,14 @@ def test_an_absurd_round_trip_is_refused_in_one_line(value):
 def test_a_guarded_win_costs_at_least_two_round_trips(db, tmp_path):
     [run_dir] = registry.measure("race", RaceSweep(strategies=["guarded"], worker_counts=[2], job_count=60,
                                                    rtt_ms=5), tmp_path, db=db, progress=False)
-    attempts = load_attempts(run_dir)
+    attempts = Run(run_dir).table("attempts")
     wins = attempts.loc[attempts["outcome"] == "won", "latency_ns"].to_numpy()
     assert len(wins) == 60 and wins.min() >= 10_000_000, "a read and a write: two round trips of 5 ms"
     manifest = read_json(run_dir / "manifest.json")
     assert manifest["parameters"]["rtt_ms"] == 5.0
     proxy = manifest["results"]["network"]["delay_proxy"]
     assert proxy["rtt_ms"] == 5.0 and proxy["chunks"]["to_server"] >= len(attempts)
-    assert summarise_run(run_dir)["rtt_ms"] == 5.0
+    assert Run(run_dir).summary["rtt_ms"] == 5.0
     result = run_cli("summary", "--data-dir", str(tmp_path), "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["rtt_ms"] == 5.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness import storage
 from harness.errors import UserError
 from harness.experiments import faults
 from harness.service import ledger
@@ -56,14 +57,15 @@ def test_bounds_are_one_line(settings, message):
         faults.FaultSweep(**settings)
 
 
-def test_the_sweep_round_trips_through_stored_parameters():
+def test_the_sweep_expands_into_runs_that_read_back_from_their_stored_parameters():
     import dataclasses
 
     sweep = faults.FaultSweep(protocols=("none", "lease_fenced"), faults=("kill", "none"), runner_count=3, job_count=6)
     runs = sweep.runs()
     assert [(r.protocol, r.fault) for r in runs] == [("none", "kill"), ("lease_fenced", "kill"), ("none", "none"),
                                                      ("lease_fenced", "none")]
-    assert faults.sweep_of([dataclasses.asdict(r) for r in runs]) == sweep
+    stored = [storage.plain(dataclasses.asdict(r)) for r in runs]  # as a manifest keeps them
+    assert [faults.FaultParameters.from_mapping(asked, "a stored run") for asked in stored] == runs
     assert all(r.drain_bound_seconds <= faults.MAX_DRAIN_SECONDS for r in runs)
 
 
@@ -246,8 +248,8 @@ def test_checking_the_holder_refuses_the_paused_runners_finish(real_runs):
 
 def test_every_run_has_its_ledger_and_timeline(real_runs):
     for path in real_runs["paths"]:
-        ledger_rows = faults.load_ledger(path)
-        timeline = faults.load_timeline(path)
+        ledger_rows = Run(path).table("ledger")
+        timeline = Run(path).table("timeline")
         assert len(ledger_rows) == 5
         assert set(timeline["source"]) >= {"runner"}
 

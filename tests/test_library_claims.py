@@ -17,8 +17,7 @@ from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
 from harness.server import schema
 from harness.server.database import connect
-from harness.stats import summarise_run
-from harness.storage import read_manifest
+from harness.storage import Run, read_manifest
 from harness import libraries
 from harness.strategies import (CHECK, LIBRARY_STRATEGIES, MODELLED_LIBRARY_STRATEGIES, PICK,
                                 RACED_LIBRARY_STRATEGIES, RELEASE, STRATEGIES, WRITE)
@@ -146,7 +145,7 @@ def test_each_protocol_hands_every_job_to_one_worker_and_leaves_no_lock(db, tmp_
     runs = race(db, tmp_path, LIBRARY_STRATEGIES, [4], 300)
     assert len(runs) == len(LIBRARY_STRATEGIES)
     for run in runs:
-        summary = summarise_run(run)
+        summary = Run(run).summary
         procedure = read_manifest(run)["procedure"]
         assert procedure["library_source"] == STRATEGIES[summary["strategy"]].library_source
         assert procedure["protocol"] == [step for step, _ in STRATEGIES[summary["strategy"]].protocol]

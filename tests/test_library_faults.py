@@ -9,7 +9,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import forked_workers, run_cli, survivors_of_sigkill
+from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
 from harness import libraries
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED
@@ -130,7 +130,7 @@ def test_a_killed_worker_job_stays_stuck_where_nothing_recovers_it(db, tmp_path)
     ledger = pd.read_parquet(run / "ledger.parquet")
     assert ledger.loc[ledger["hit_by_fault"], "state"].tolist() == ["stuck"]
     # the article reads the stored run: nothing brought the job back, so A9's part for procrastinate is corrected
-    mine = contents.load({"library_faults": [run]})[worker_dies.NAME]
+    mine = contents.load(handed("library_faults", [run]))[worker_dies.NAME]
     found = worker_dies.a9_a_dead_workers_job_completes_once(mine.faults)
     assert found.parts == (("procrastinate", CORRECTED),) and "procrastinate: after kill, 1 stuck." in found.note
 
@@ -155,7 +155,7 @@ def test_each_fault_lands_on_a_library_and_the_command_prints_its_ledger(tmp_pat
         assert vt * 0.9 <= rows[fault]["recovery_s"] <= vt + 5, rows[fault]
     # the article reads the stored runs: a killed or paused worker's message ran again and completed once
     stored = sorted((tmp_path / "libraries").iterdir())
-    mine = contents.load({"library_faults": stored})[worker_dies.NAME]
+    mine = contents.load(handed("library_faults", stored))[worker_dies.NAME]
     killed_or_paused = mine.faults[mine.faults["fault"].isin(["kill", "pause"])]
     assert worker_dies.a9_a_dead_workers_job_completes_once(killed_or_paused).parts == (("pgmq", CONFIRMED),)
 

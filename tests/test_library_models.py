@@ -8,7 +8,7 @@ import json
 import psycopg
 import pytest
 
-from conftest import forked_workers, run_cli, survivors_of_sigkill
+from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
 from harness import libraries
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED
@@ -148,7 +148,7 @@ def test_a_killed_worker_job_runs_again_at_once_under_que_and_is_failed_for_good
     assert rows["solid_queue"]["recovery_setting_s"] == solid_queue.RECOVERY["raced_s"]
     # the article reads the stored runs, each model named as one
     stored = sorted((tmp_path / "libraries").iterdir())
-    mine = contents.load({"library_faults": stored})[worker_dies.NAME]
+    mine = contents.load(handed("library_faults", stored))[worker_dies.NAME]
     found = worker_dies.a9_a_dead_workers_job_completes_once(mine.faults)
     assert dict(found.parts) == {"que (model)": CONFIRMED, "solid_queue (model)": CORRECTED}
     assert "solid_queue (model): after kill, 1 stuck." in found.note

@@ -12,7 +12,7 @@ from harness import storage
 from harness.article.analysis import relation_growth
 from harness.experiments import plans, registry
 from harness.server import schema
-from harness.storage import read_json
+from harness.storage import Run, read_json
 from harness.strategies import PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
 
 REQUIRED_JSON_KEYS = {"job_count", "consumed_fraction", "partial_index", "shared_hit_blocks", "shared_read_blocks",
@@ -35,7 +35,7 @@ def skip_locked_buffers(frame, partial_index: bool, table_state: str) -> list[in
 
 
 def test_every_table_state_is_measured_and_described(plan_run):
-    frame = plans.load_plans(plan_run)
+    frame = Run(plan_run).summary
     claims = frame[frame["strategy"] == "skip_locked"]
     # fractions x index x the states of every point, and the two drains by claims at the reference point, each
     # with and without the index
@@ -51,7 +51,7 @@ def test_every_table_state_is_measured_and_described(plan_run):
 
 
 def test_buffer_hits_grow_with_the_consumed_prefix_only_without_the_partial_index(plan_run):
-    frame = plans.load_plans(plan_run)
+    frame = Run(plan_run).summary
     claims = frame[frame["strategy"] == "skip_locked"]
     for state in plans.EVERY_POINT_STATES:
         without_index = skip_locked_buffers(frame, False, state)
@@ -73,21 +73,21 @@ def test_buffer_hits_grow_with_the_consumed_prefix_only_without_the_partial_inde
         assert half.loc[(True, state), "index_used"] == "jobs_pending_idx", state
     assert (claims["rows_returned"] == 1).all()  # every measured claim found a job
 
-    repetitions = plans.load_repetitions(plan_run)
+    repetitions = Run(plan_run).table("repetitions")
     buffers = repetitions["shared_hit_blocks"] + repetitions["shared_read_blocks"]
     spread = buffers.groupby([repetitions[k] for k in plans.POINT_KEYS]).agg(lambda s: s.max() - s.min())
     assert spread.max() <= 3  # fresh tables for first scans, consecutive scans of one table for the rest
 
 
 def test_a_held_snapshot_keeps_the_claim_as_dear_as_the_first_scan(plan_run):
-    frame = plans.load_plans(plan_run)
+    frame = Run(plan_run).summary
     held = skip_locked_buffers(frame, False, "held_snapshot")
     steady = skip_locked_buffers(frame, False, "steady")
     assert held[1] > steady[1], (held, steady)  # half drained, no partial index
 
 
 def test_the_first_scan_after_a_drain_reads_at_least_what_later_scans_read(plan_run):
-    frame = plans.load_plans(plan_run)
+    frame = Run(plan_run).summary
     for partial_index in (False, True):
         first = skip_locked_buffers(frame, partial_index, "first_scan")
         steady = skip_locked_buffers(frame, partial_index, "steady")
@@ -96,13 +96,13 @@ def test_the_first_scan_after_a_drain_reads_at_least_what_later_scans_read(plan_
 
 
 def test_vacuum_leaves_the_partial_index_cheaper_than_the_steady_state(plan_run):
-    frame = plans.load_plans(plan_run)
+    frame = Run(plan_run).summary
     assert skip_locked_buffers(frame, True, "vacuumed")[1] < skip_locked_buffers(frame, True, "steady")[1]
 
 
 def test_nothing_held_a_snapshot_during_the_first_and_later_scans(plan_run):
     """The server's own evidence, per repetition: no other backend had backend_xmin set around the EXPLAIN."""
-    repetitions = plans.load_repetitions(plan_run)
+    repetitions = Run(plan_run).table("repetitions")
     unheld = repetitions[repetitions["table_state"].isin(plans.UNHELD_STATES)]
     assert len(unheld) and (unheld["other_snapshot_backends"] == 0).all()
     held = repetitions[repetitions["table_state"] == "held_snapshot"]
@@ -114,7 +114,7 @@ def test_nothing_held_a_snapshot_during_the_first_and_later_scans(plan_run):
 
 
 def test_plan_texts_and_manifest(plan_run):
-    texts = plans.load_plan_texts(plan_run)
+    texts = plans.plan_texts(Run(plan_run))
     assert "Rows Removed by Filter: 5000" in texts["half_drained_without_index"]
     assert texts["half_drained_without_index"] == texts["skip_locked.claim/no_index/first_scan"]
     assert "jobs_pending_idx" in texts["half_drained_with_index"]
@@ -137,7 +137,7 @@ def test_plan_texts_and_manifest(plan_run):
 def test_a_queue_drained_by_claims_is_not_the_bulk_update_one(plan_run):
     """The claims drain the prefix one at a time: the server counts them, and the claim after them still walks
     the consumed rows without the index and not with it."""
-    frame = plans.load_plans(plan_run)
+    frame = Run(plan_run).summary
     after = frame[(frame["strategy"] == "skip_locked") & (frame["table_state"] == "after_claims")].set_index(
         "partial_index")
     reference = read_json(plan_run / "manifest.json")["results"]["reference_point"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from conftest import survivors_of_sigkill
+from conftest import handed, survivors_of_sigkill
 from harness import config
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED
@@ -16,8 +16,7 @@ from harness.errors import UserError
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceParameters, RaceSweep
 from harness.server import pooler
-from harness.stats import summarise_run
-from harness.storage import read_manifest
+from harness.storage import Run, read_manifest
 from harness.strategies import STRATEGIES, without_cleanup
 
 TINY_PARAMS = config.PROJECT_ROOT / "notebooks" / "params" / "tiny.yml"
@@ -27,7 +26,7 @@ needs_pgbouncer = pytest.mark.skipif(pooler.binary() is None, reason=f"pgbouncer
 def race_through(db, tmp_path, strategy: str, mode: str, workers: int, jobs: int):
     asked = RaceSweep(strategies=(strategy,), worker_counts=(workers,), job_count=jobs, poolers=(mode,))
     [run] = registry.measure("race", asked, tmp_path, db=db, progress=False)
-    return run, read_manifest(run), summarise_run(run)
+    return run, read_manifest(run), Run(run).summary
 
 
 def test_a_pooler_mode_is_checked_and_a_missing_pgbouncer_is_one_line(monkeypatch):
@@ -94,7 +93,7 @@ def test_the_article_reads_each_claim_through_both_modes_from_the_store(db, tmp_
     asked = RaceSweep(strategies=("que", "skip_locked"), worker_counts=(4,), job_count=300,
                       poolers=("session", "transaction"))
     runs = registry.measure("race", asked, tmp_path, db=db, progress=False)
-    mine = contents.load({"pooler_claims": runs})[worker_dies.NAME]
+    mine = contents.load(handed("pooler_claims", runs))[worker_dies.NAME]
     found = worker_dies.a10_through_a_transaction_pooler(mine.pooled, mine.claims)
     assert dict(found.parts) == {"que (claim)": CORRECTED, "skip_locked (claim)": CONFIRMED}
     assert found.verdict == CORRECTED

@@ -15,8 +15,9 @@ import pandas as pd
 import psutil
 import pytest
 
+from harness import storage
 from harness.experiments import registry
-from harness.experiments.production import ProductionParameters, ProductionSweep, production_checks, sweep_of
+from harness.experiments.production import ProductionParameters, ProductionSweep, production_checks
 from harness.errors import UserError
 from conftest import PROJECT_ROOT, run_cli
 
@@ -155,13 +156,14 @@ def test_each_check_can_fail(case, failed):
         assert checks[failed] is False
 
 
-def test_the_sweep_expands_and_gathers_back():
+def test_the_sweep_expands_into_points_that_read_back_from_what_is_stored():
     sweep = ProductionSweep(runner_counts=(3, 10), poll_intervals_s=(5, 0.2), seconds_per_poll=(20, 4),
                             endpoints=("pending", "claim"), service_time_s=2, utilisation=0.5, burst=30)
     points = sweep.points()
     assert len(points) == 2 * 2 * 2 + 2
     assert {p.arrival_rate for p in points if p.runner_count == 10 and not p.burst} == {2.5}
-    assert sweep_of([vars(p) for p in points]) == sweep
+    stored = [storage.plain(vars(p)) for p in points]  # as a manifest keeps them
+    assert [ProductionParameters.from_mapping(asked, "a stored run") for asked in stored] == points
 
 
 @pytest.mark.parametrize("settings", [dict(poll_intervals_s=(1,), seconds_per_poll=(1, 2)),
@@ -232,7 +234,7 @@ def test_a_pending_runner_claims_every_listed_run_at_once_as_the_original_does(d
 
 
 def test_runs_never_picked_up_count_at_the_end_of_the_window():
-    from harness.experiments.production import summarise
+    from harness.experiments.production import figures
 
     runs = pd.DataFrame({"run_id": [1, 2, 3], "status": ["finished", "finished", "pending"],
                          "enqueued_s": [0.0, 1.0, 2.0], "claimed_s": [0.1, 1.1, None]})
@@ -240,10 +242,10 @@ def test_runs_never_picked_up_count_at_the_end_of_the_window():
     events = pd.DataFrame({"event": ["poll"], "listed_runs": [0], "lost_bytes": [0], "lost_secrets": [0],
                            "bytes": [10], "runner": ["r0"], "t_s": [0.0]})
     flips = pd.DataFrame({"run_id": [1, 2], "new_status": ["running", "running"]})
-    summary = summarise(runs, flips, events, {"ended_s": 12.0})
+    summary = figures(runs, flips, events, {"ended_s": 12.0})
     assert summary["never_picked"] == 1
     assert summary["pickup_p99_is_lower_bound"] and summary["pickup_p99_ms"] > 9_000  # at least 10 s, censored
     assert summary["pickup_max_ms"] == pytest.approx(10_000) and summary["pickup_max_is_lower_bound"]
     assert summary["pickup_p99_shown"] is False, "three runs: the tail is their maximum"
-    picked_all = summarise(runs.iloc[:2], flips, events, {"ended_s": 12.0})
+    picked_all = figures(runs.iloc[:2], flips, events, {"ended_s": 12.0})
     assert picked_all["never_picked"] == 0 and not picked_all["pickup_p99_is_lower_bound"]

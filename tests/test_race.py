@@ -13,8 +13,7 @@ from harness import storage
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
 from harness.server import schema
-from harness.stats import load_attempts, load_claims, summarise_run
-from harness.storage import ATTEMPT_SCHEMA, read_json
+from harness.storage import ATTEMPT_SCHEMA, Run, read_json
 
 
 def sweep(db, tmp_path, strategies, worker_counts, job_count=1500, **options):
@@ -25,12 +24,12 @@ def sweep(db, tmp_path, strategies, worker_counts, job_count=1500, **options):
 @pytest.mark.parametrize("strategy", ["guarded", "skip_locked"])
 def test_safe_strategies_claim_every_job_exactly_once(db, tmp_path, strategy):
     for run_dir in sweep(db, tmp_path, [strategy], [8, 16]):
-        claims = load_claims(run_dir)  # what the server recorded, not what workers believe
+        claims = Run(run_dir).table("claims")  # what the server recorded, not what workers believe
         per_job = claims.groupby("job_id").size()
         assert len(per_job) == 1500, "every job claimed"
         assert per_job.max() == 1, "no job claimed twice"
         assert (claims["previous_status"] == "pending").all()
-        attempts = load_attempts(run_dir)
+        attempts = Run(run_dir).table("attempts")
         worker_wins = np.sort(attempts.loc[attempts["outcome"] == "won", "job_id"].to_numpy())
         assert np.array_equal(worker_wins, np.sort(claims["job_id"].to_numpy()))
 
@@ -38,18 +37,18 @@ def test_safe_strategies_claim_every_job_exactly_once(db, tmp_path, strategy):
 def test_naive_hands_jobs_to_two_workers_and_the_audit_sees_it(db, tmp_path):
     # the negative control: if this finds no duplicate, the detector is broken
     [run_dir] = sweep(db, tmp_path, ["naive"], [2], job_count=3000)
-    claims = load_claims(run_dir)
+    claims = Run(run_dir).table("claims")
     per_job = claims.groupby("job_id").size()
     assert (per_job > 1).sum() > 0
     assert (claims["previous_status"] == "running").sum() == len(claims) - len(per_job)
-    summary = summarise_run(run_dir)
+    summary = Run(run_dir).summary
     assert summary["duplicate_jobs"] == int((per_job > 1).sum())
     assert summary["wins"] == len(claims)  # every naive UPDATE "wins", the audit agrees
 
 
 def test_guarded_loses_races_and_counts_them(db, tmp_path):
     [run_dir] = sweep(db, tmp_path, ["guarded"], [8])
-    summary = summarise_run(run_dir)
+    summary = Run(run_dir).summary
     assert summary["lost"] > 0
     assert summary["wins"] == 1500
     assert summary["losses_per_win"] == pytest.approx(summary["lost"] / 1500)
@@ -59,7 +58,7 @@ def test_attempts_parquet_schema_and_conservation(db, tmp_path):
     [run_dir] = sweep(db, tmp_path, ["guarded"], [4], job_count=500)
     table = pq.read_table(run_dir / "attempts.parquet")
     assert table.schema.equals(ATTEMPT_SCHEMA, check_metadata=False)
-    attempts = load_attempts(run_dir)
+    attempts = Run(run_dir).table("attempts")
     counts = attempts["outcome"].value_counts()
     assert len(attempts) == sum(counts.get(k, 0) for k in ("won", "lost", "empty", "error"))
     assert counts.get("error", 0) == 0
@@ -72,7 +71,7 @@ def test_attempts_parquet_schema_and_conservation(db, tmp_path):
     assert (attempts["latency_ns"] > 0).all()
     assert attempts["start_ns"].min() >= 0
     assert attempts.loc[attempts["outcome"] == "empty", "job_id"].isna().all()
-    assert set(load_claims(run_dir)["job_id"]) == set(range(1, 501))
+    assert set(Run(run_dir).table("claims")["job_id"]) == set(range(1, 501))
 
 
 def test_manifest_records_parameters_server_and_client(db, tmp_path):
@@ -137,7 +136,7 @@ def test_summary_json_has_the_documented_fields(db, tmp_path):
 
 def test_summary_carries_where_the_time_went_from_stored_rows(db, tmp_path):
     [run_dir] = sweep(db, tmp_path, ["guarded"], [4], job_count=800)
-    summary = summarise_run(run_dir)
+    summary = Run(run_dir).summary
     assert sum(summary["wait_share"].values()) == pytest.approx(1.0)
     assert summary["wait_share"]["CPU"] + summary["wait_share"]["Client"] > 0, "the sampler saw the backends"
     # the embedded server's backends are processes of this host: the kernel's counters were read
@@ -158,6 +157,6 @@ def test_waits_the_drain_cut_off_count_as_lower_bounds(db, tmp_path):
     assert censored_percentile([1.0, 2.0, 3.0], [], 99)[1] is False
     # a real drain: every skip_locked worker ends on an empty answer, a wait the end of the queue cut off
     [run_dir] = sweep(db, tmp_path, ["skip_locked"], [4], job_count=400)
-    summary = summarise_run(run_dir)
+    summary = Run(run_dir).summary
     assert summary["time_to_job_censored"] == 4
     assert isinstance(summary["time_to_job_p99_is_lower_bound"], bool)

@@ -18,7 +18,7 @@ from conftest import PROJECT_ROOT, run_cli
 from harness import storage
 from harness.errors import ConservationError, UserError
 from harness.experiments import bench, churn, contract, plans, registry
-from harness.experiments.race_trials import RaceParameters, RaceSweep, conservation_checks, sweep_of
+from harness.experiments.race_trials import RaceParameters, RaceSweep, conservation_checks
 from harness.stats import summarise_runs
 from harness.strategies import ABORTED, EMPTY, LOST, ORIGINAL_STRATEGIES, WON, parse_strategies
 
@@ -41,8 +41,9 @@ def test_every_run_has_the_same_top_level_keys_and_one_id_format(tmp_path):
     run_dir = store(tmp_path)
     manifest = storage.read_manifest(run_dir)
     assert tuple(manifest) == storage.MANIFEST_KEYS == (
-        "kind", "run_id", "started_at", "finished_at", "parameters", "server", "client", "procedure", "checks",
-        "results")
+        "format", "kind", "run_id", "started_at", "finished_at", "parameters", "server", "client", "procedure",
+        "checks", "results")
+    assert manifest["format"] == storage.FORMAT
     assert re.fullmatch(r"\d{8}T\d{6}-probe-[0-9a-f]{6}", manifest["run_id"]) and run_dir.name == manifest["run_id"]
     assert manifest["parameters"] == {"size": 3, "modes": ["a", "b"]}  # as JSON stores it
     assert pd.read_parquet(run_dir / "rows.parquet")["value"].tolist() == [1, 2, 3]
@@ -87,6 +88,52 @@ def test_a_run_that_fails_its_checks_is_kept_apart_and_never_found(tmp_path):
         store(tmp_path, checks={"rows_add_up": True})
 
 
+def test_a_manifest_without_a_format_is_format_1_and_read_as_before(tmp_path):
+    run_dir = store(tmp_path)
+    manifest = storage.read_manifest(run_dir)
+    del manifest["format"]
+    storage.write_json(run_dir / "manifest.json", manifest)
+    storage._manifests.clear()
+    assert storage.format_of(manifest) == 1
+    assert storage.find_runs("probe", {"size": 3, "modes": ["a", "b"]}, tmp_path, 16) == [run_dir]
+
+
+def test_a_run_stored_in_a_newer_format_is_refused_in_one_line(tmp_path):
+    run_dir = store(tmp_path, kind="race", parameters=dataclasses.asdict(RaceParameters("guarded", 1)))
+    manifest = storage.read_manifest(run_dir)
+    storage.write_json(run_dir / "manifest.json", {**manifest, "format": storage.FORMAT + 1})
+    storage._manifests.clear()
+    with pytest.raises(UserError, match=f"manifest format {storage.FORMAT + 1}, newer than this code's") as refused:
+        storage.stored_runs("race", tmp_path)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(UserError, match="newer than this code's"):
+        storage.Run(run_dir).manifest
+    result = run_cli("summary", "--data-dir", str(tmp_path))
+    assert result.returncode != 0 and "newer than this code's" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_run_reads_its_parameters_summary_and_tables_through_one_reader(tmp_path):
+    asked = plans.PlansParameters(job_counts=[500])
+    stored = store(tmp_path, kind="plans", parameters=dataclasses.asdict(asked))
+    (stored / "points.parquet").write_bytes((stored / "rows.parquet").read_bytes())
+    run = storage.Run(stored)
+    assert run.parameters == asked and run.kind == "plans" and run.run_id == stored.name
+    assert run.summary["value"].tolist() == [1, 2, 3], "the plans kind's summary is its points table"
+    first = run.table("rows")
+    first.loc[0, "value"] = 99  # a reader's change stays its own
+    assert storage.Run(stored).table("rows")["value"].tolist() == [1, 2, 3]
+    assert run.has_table("rows") and not run.has_table("pruning")
+    assert run.table("pruning", absent_ok=True).empty
+    with pytest.raises(FileNotFoundError):
+        run.table("pruning")
+    with pytest.raises(UserError, match="is not a stored run"):
+        storage.Run(tmp_path)
+    other = storage.Run(store(tmp_path, kind="probe"))
+    with pytest.raises(ValueError, match="no reader declared for probe runs"):
+        other.summary
+
+
 def test_runs_in_an_older_shape_or_unreadable_are_ignored_not_fatal(db, tmp_path):
     races = storage.kind_dir(tmp_path, "race")
     shapes = {
@@ -124,7 +171,7 @@ def test_ensure_makes_only_the_missing_runs_and_keeps_the_sweeps_order(db, tmp_p
     assert [storage.read_manifest(p)["parameters"]["strategy"] for p in second] == ["naive", "guarded", "skip_locked"]
     assert registry.ensure("race", bigger, tmp_path, db=db) == second
     assert "race: all 3 runs found" in capsys.readouterr().out
-    assert registry.request_of("race", second) == bigger
+    assert [storage.Run(p).parameters for p in second] == bigger.trials(), "each run reads back as it was asked"
 
 
 def test_all_means_the_original_three_and_a_batch_belongs_to_the_batch_strategies():
@@ -134,7 +181,6 @@ def test_all_means_the_original_three_and_a_batch_belongs_to_the_batch_strategie
                       batch=3)
     assert [(t.strategy, t.batch) for t in sweep.trials()] == [
         ("skip_locked_batch", 3), ("guarded", 1), ("skip_locked_batch_in", 3)]
-    assert sweep_of([dataclasses.asdict(t) for t in sweep.trials()]) == sweep
     assert RaceSweep(strategies=["guarded"], batch=3).trials()[0].batch == 1
     with pytest.raises(UserError, match="guarded claims one job per attempt"):
         RaceParameters("guarded", 2, batch=5)
@@ -164,7 +210,6 @@ def test_a_sweep_is_a_list_of_trials_and_reads_back_from_them():
     trials = sweep.trials()
     assert len(trials) == 2 * 2 * 2 and all(isinstance(t, RaceParameters) for t in trials)
     assert [t.repeat for t in trials] == [0] * 4 + [1] * 4, "repeats outermost"
-    assert sweep_of([dataclasses.asdict(t) for t in trials]) == sweep
     assert registry.parameter_sets("race", sweep) == trials == registry.parameter_sets("race", trials)
     assert registry.parameter_sets("race", trials[0]) == [trials[0]]
     with pytest.raises(TypeError):
@@ -178,14 +223,13 @@ def test_a_sweep_of_round_trips_stores_one_round_trip_per_trial_and_finds_runs_s
     assert [(t.strategy, t.rtt_ms, t.proxy_at_zero) for t in trials] == [
         (s, r, p) for s in ("naive", "guarded") for r, p in ((0, False), (0, True), (1, False), (5, False), (20, False))]
     assert all(isinstance(dataclasses.asdict(t)["rtt_ms"], float) for t in trials), "each run keeps a scalar"
-    assert sweep_of([dataclasses.asdict(t) for t in trials]) == sweep
     assert RaceSweep(rtt_ms=5) == RaceSweep(rtt_ms=[5.0]), "one number is a sweep of one"
     assert RaceSweep().rtt_ms == (0.0,)
     # a trial stored before the round trip existed (no rtt_ms in its parameters) is the sweep's 0 ms point
     old = {key: value for key, value in dataclasses.asdict(trials[0]).items() if key != "rtt_ms"}
     before = store(tmp_path, kind="race", parameters=old)
     assert registry.find("race", sweep, tmp_path, 16)[0] == [before] + [None] * 9
-    assert sweep_of([old]).rtt_ms == (0.0,)
+    assert storage.Run(before).parameters == trials[0], "read back with the round trip's default"
     for bad in ([], [0, -1], [1001], [float("nan")]):
         with pytest.raises(UserError, match="round trip|rtt must be between 0 and 1000 ms"):
             RaceSweep(rtt_ms=bad)
@@ -197,7 +241,6 @@ def test_a_sweep_races_with_and_without_the_partial_index_and_each_trial_keeps_o
     sweep = RaceSweep(strategies=["guarded"], worker_counts=[1, 8], job_count=40, partial_index=[False, True])
     trials = sweep.trials()
     assert [(t.worker_count, t.partial_index) for t in trials] == [(1, False), (1, True), (8, False), (8, True)]
-    assert sweep_of([dataclasses.asdict(t) for t in trials]) == sweep
     assert RaceSweep(partial_index=True).partial_index == (True,) and RaceSweep().partial_index == (False,)
     unindexed = RaceSweep(strategies=["guarded"], worker_counts=[1, 8], job_count=40)
     assert [t for t in trials if not t.partial_index] == unindexed.trials(), "the same runs as an unindexed sweep"
@@ -229,10 +272,11 @@ def test_a_section_may_name_its_own_server_version_and_is_found_by_it(tmp_path):
     on_18 = store(tmp_path, kind="race", parameters=dataclasses.asdict(trial), major=18)
     params["latency"]["pg_version"] = 18
     found = registry.stored_sections({**params, **{s: {} for s in registry.SECTIONS if s != "latency"}}, tmp_path)
-    assert found["latency"] == [on_18]
+    assert found["latency"].paths == [on_18]
+    assert found["latency"].request == registry.section_request(params, "latency")
     params["latency"]["pg_version"] = 16
     found = registry.stored_sections({**params, **{s: {} for s in registry.SECTIONS if s != "latency"}}, tmp_path)
-    assert found["latency"] == [], "a run on another major version is not this section's"
+    assert found["latency"].runs == (), "a run on another major version is not this section's"
 
 
 def test_a_section_on_its_own_version_is_refused_on_a_database_url_server_before_it_runs(tmp_path, monkeypatch):
@@ -445,6 +489,6 @@ def test_ensure_reuses_a_stored_run_without_starting_a_server(tmp_path, capsys):
     stored = store(tmp_path, kind="plans", parameters=dataclasses.asdict(asked))
     assert registry.ensure("plans", asked, tmp_path, db="docker") == [stored]  # docker is never reached
     assert f"plans: found the stored run for these parameters in {tmp_path}" in capsys.readouterr().out
-    assert registry.request_of("plans", [stored]) == asked
+    assert storage.Run(stored).parameters == asked
     assert registry.find("plans", plans.PlansParameters(job_counts=[501]), tmp_path) == ([None], [
         plans.PlansParameters(job_counts=[501])])

@@ -13,15 +13,14 @@ from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
 from harness.server import schema
 from harness.server.database import connect
-from harness.stats import load_attempts, load_claims, summarise_run
-from harness.storage import read_manifest
+from harness.storage import Run, read_manifest
 from harness.strategies import ABORTED, EMPTY, STRATEGIES, WON, AttemptNotes
 
 
 def race(db, tmp_path, strategy, worker_count, job_count, **options):
     asked = RaceSweep(strategies=[strategy], worker_counts=[worker_count], job_count=job_count, **options)
     [run_dir] = registry.measure("race", asked, tmp_path, db=db, progress=False)  # stored only if checks passed
-    return run_dir, summarise_run(run_dir), load_claims(run_dir), load_attempts(run_dir)
+    return run_dir, Run(run_dir).summary, Run(run_dir).table("claims"), Run(run_dir).table("attempts")
 
 
 def claimed_once_each(claims, job_count) -> bool:

@@ -8,7 +8,7 @@ import json
 import pandas as pd
 import pytest
 
-from conftest import forked_workers, run_cli, survivors_of_sigkill
+from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
 from harness.article import contents
 from harness.article.sections import wakeups as wake_section
 from harness.errors import UserError
@@ -54,7 +54,7 @@ def test_listening_workers_pick_a_job_up_sooner_than_polling_ones(tmp_path):
     listen = max(row["pickup_max_ms"] for row in runs if row["wake"] == "listen")
     assert listen < 1000 and min(row["pickup_max_ms"] for row in runs if row["wake"] == "poll") > listen, runs
     # the article reads the stored runs: one point, two runs a side, where LISTEN was sooner
-    mine = contents.load({"wakeups": sorted((tmp_path / "wakeups").iterdir())})[wake_section.NAME]
+    mine = contents.load(handed("wakeups", sorted((tmp_path / "wakeups").iterdir())))[wake_section.NAME]
     assert "Of 1 point, `LISTEN` picked jobs up sooner than polling at 1." in \
         wake_section.values({wake_section.NAME: mine}, {})["wk_setup"]
     assert "<td>sooner</td>" in wake_section.wakeup_table({wake_section.NAME: mine}).replace(' class=""', "")

@@ -20,10 +20,9 @@ from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, I
                                     WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
 from harness.article.prose import join
 from harness.experiments.plans import TABLE_STATES
-from harness.experiments.production import load_summary
-from harness.stats import (load_attempts, load_claims, polls_met_interval, spread_by_point, summarise_runs,
+from harness.stats import (polls_met_interval, spread_by_point, summarise_runs,
                            time_to_job_ns)
-from harness.storage import read_json, read_manifest
+from harness.storage import open_runs
 
 # Figures that get a median and a min-max spread over repeats.
 REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims", "distinct_jobs_claimed",
@@ -33,9 +32,15 @@ REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims"
                     "wasted_ms_per_win", "extra_claims_per_job")
 
 
-def race_summary(paths: list[Path]) -> pd.DataFrame:
-    """One row per stored run (harness.stats.summarise_run), in strategy order."""
-    frame = summarise_runs(run_paths=[Path(p) for p in paths])
+def runs_of(asked: dict, section: str) -> list:
+    """The stored runs of a params-file section as the article is handed it ({section: registry.Asked}); none
+    where the section is absent."""
+    return list(asked[section].runs) if section in asked else []
+
+
+def race_summary(paths) -> pd.DataFrame:
+    """One row per stored run (its Run.summary: harness.stats.summarise_run), in strategy order."""
+    frame = summarise_runs(run_paths=list(paths))
     if not len(frame):
         return frame
     frame["extra_claims_per_job"] = frame["extra_claims"] / frame["job_count"]  # claims beyond each job's first
@@ -78,14 +83,13 @@ def wait_times(paths: list[Path], strategy: str | tuple[str, ...] = WAIT_STRATEG
     (C4), in ms."""
     wanted = {strategy} if isinstance(strategy, str) else set(strategy)
     rows = []
-    for path in paths:
-        attempts = load_attempts(path)
+    for run in open_runs(paths):
+        attempts = run.table("attempts")
         if not len(attempts) or attempts["strategy"].iloc[0] not in wanted:
             continue
         won = attempts["outcome"] == "won"
-        manifest = read_json(Path(path) / "manifest.json")
-        base = {"strategy": attempts["strategy"].iloc[0], "worker_count": int(manifest["parameters"]["worker_count"]),
-                "repeat": int(manifest["parameters"]["repeat"])}
+        base = {"strategy": attempts["strategy"].iloc[0], "worker_count": int(run.asked["worker_count"]),
+                "repeat": int(run.asked["repeat"])}
         rows.append(pd.DataFrame({**base, "measure": WINNING_CLAIM_LATENCY,
                                   "ms": attempts.loc[won, "latency_ns"].to_numpy() / 1e6}))
         rows.append(pd.DataFrame({**base, "measure": TIME_TO_GET_A_JOB, "ms": time_to_job_ns(attempts) / 1e6}))
@@ -135,9 +139,9 @@ def timeline(paths: list[Path]) -> pd.DataFrame:
     A duplicate is a job the server's audit shows flipped to 'running' more than once.
     """
     parts = []
-    for path in paths:
-        attempts = load_attempts(path)
-        claims = load_claims(path)
+    for run in open_runs(paths):
+        attempts = run.table("attempts")
+        claims = run.table("claims")
         claims_per_job = claims.groupby("job_id").size()
         frame = attempts.loc[attempts["outcome"] != "empty"].copy()
         frame["worker"] = "worker " + (frame["worker_index"] + 1).astype(str)
@@ -176,7 +180,7 @@ def timeline_counts(frame: pd.DataFrame) -> pd.DataFrame:
 
 def machine(paths: list[Path]) -> dict:
     """The machine and server the runs report in their manifests (first run; ranges where they vary)."""
-    manifests = [read_json(Path(p) / "manifest.json") for p in paths]
+    manifests = [run.manifest for run in open_runs(paths)]
     manifests = [m for m in manifests if m]
     if not manifests:
         return {}
@@ -416,8 +420,8 @@ def sampler_facts(paths: list[Path], summary: pd.DataFrame | None = None) -> dic
     """The wait-event sampler as it ran: median achieved interval and median query time over the races, and the
     lowest and highest race's median interval inside the workers' windows (from summary, where given)."""
     intervals, queries = [], []
-    for path in paths:
-        stats = read_json(Path(path) / "manifest.json")["results"].get("activity", {}).get("sampler") or {}
+    for run in open_runs(paths):
+        stats = run.results.get("activity", {}).get("sampler") or {}
         if stats.get("interval_ms_median") is not None:
             intervals.append(stats["interval_ms_median"])
             queries.append(stats.get("query_ms_median", np.nan))
@@ -727,8 +731,8 @@ def claim_sections(runs: dict, sweep: pd.DataFrame, others: pd.DataFrame | None,
     """The frames and facts of the sections on how to claim, from the report's runs, reusing the summaries
     already loaded: the sweep's races, the other strategies' and the ones behind a round trip."""
     latency = by_round_trip(latency) if latency is not None else pd.DataFrame()
-    indexed = race_summary(runs.get("indexed_race", []))
-    newer = race_summary(runs.get("pg18_race", []))
+    indexed = race_summary(runs_of(runs, "indexed_race"))
+    newer = race_summary(runs_of(runs, "pg18_race"))
     index_points = conditions(indexed)
     unindexed, newer_unindexed = (frame[~frame["partial_index"].astype(bool)] if len(frame) else frame
                                   for frame in (indexed, newer))
@@ -737,7 +741,7 @@ def claim_sections(runs: dict, sweep: pd.DataFrame, others: pd.DataFrame | None,
         if len(unindexed) or len(newer_unindexed) else pd.DataFrame()
     server_points = conditions(both_servers)
     others = others if others is not None else pd.DataFrame()
-    other_conditions = race_summary([*runs.get("others_indexed", []), *runs.get("pg18_others", [])])
+    other_conditions = race_summary([*runs_of(runs, "others_indexed"), *runs_of(runs, "pg18_others")])
     frames = [frame for frame in (others, other_conditions, indexed, newer) if len(frame)]
     every = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     table, low, high = which_claim(every)
@@ -803,7 +807,7 @@ def comparison_facts(indexed: pd.DataFrame, newer: pd.DataFrame, every: pd.DataF
 
 def production_summary(paths: list[Path]) -> pd.DataFrame:
     """One row per production run: its parameters and figures, recomputed from its stored rows."""
-    frame = pd.DataFrame([load_summary(Path(path)) for path in paths])
+    frame = pd.DataFrame([run.summary for run in open_runs(paths)])
     if len(frame):
         bounds = [polls_met_interval(int(c), int(p), [rounds]) for c, p, rounds
                   in zip(frame["polls_with_a_conflict"], frame["listing_polls"], frame["conflict_rounds"])]
@@ -944,12 +948,11 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
 def production_timeline(paths: list[Path]) -> pd.DataFrame:
     """The burst runs' timelines (runs pending and 409s per second), one row per run and second, long form."""
     rows = []
-    for path in paths:
-        manifest = read_json(Path(path) / "manifest.json")
-        if not manifest["parameters"]["burst"]:
+    for run in open_runs(paths):
+        if not run.asked["burst"]:
             continue
-        frame = pd.read_parquet(Path(path) / "timeline.parquet")
-        frame["endpoint_label"] = PRODUCTION_ENDPOINT_LABELS[manifest["parameters"]["endpoint"]]
+        frame = run.table("timeline")
+        frame["endpoint_label"] = PRODUCTION_ENDPOINT_LABELS[run.asked["endpoint"]]
         rows.append(frame)
     if not rows:
         return pd.DataFrame(columns=["second", "endpoint_label", "measure", "value"])
@@ -962,8 +965,8 @@ def machine_minutes(run_folders) -> float:
     """Minutes of machine time the given stored runs took, from their manifests (started to finished): what
     making this page's data costs on the machine it ran on, whatever was stored before the build."""
     total = 0.0
-    for folder in run_folders:
-        manifest = read_manifest(Path(folder))
+    for run in open_runs(run_folders):
+        manifest = run.manifest
         started, finished = manifest.get("started_at"), manifest.get("finished_at")
         if started and finished:
             total += (pd.Timestamp(finished) - pd.Timestamp(started)).total_seconds()

@@ -1,15 +1,17 @@
 """The article's sections in page order, and the findings they decide.
 
-Each section module under harness/article/sections/ loads its stored runs once
-(`load(runs, loaded)`, where `loaded` holds the sections before it), decides its
+Each section module under harness/article/sections/ declares the params-file
+sections it reads (`READS`), is handed those sections' requests with their
+stored runs (registry.Asked, read through storage.Run) and loads them once
+(`load(reads, loaded)`, where `loaded` holds the sections before it), decides its
 findings (`findings(loaded)`), may add a note to every finding
 (`annotate(found, loaded)`), and formats the figures its prose names
 (`values(loaded, found)`: placeholder -> text). Each placeholder has exactly one
 producing section: a second one fails the build. Adding a section touches its
 module, this list and the article's markdown.
 
-    page(runs) -> Page                   # the loaded sections, the findings, every placeholder's value
-    from_runs(runs) -> list[Finding]     # runs: report section -> run folders
+    page(asked) -> Page                  # the loaded sections, the findings, every placeholder's value
+    from_runs(asked) -> list[Finding]    # asked: params-file section -> registry.Asked
     evaluate(loaded) -> list[Finding]    # the same rules on sections already loaded (the tests build them)
     python -m harness findings [--json]  # the same, from the runs stored for a params file
 """
@@ -35,12 +37,12 @@ SECTIONS = (summary, races, plans, production, strategies, faults, churn, bench,
             machine)
 
 
-def load(runs: dict[str, list[Path]]) -> dict:
-    """Every section's stored runs, loaded once: {section name: its Loaded, or None where it has no runs}."""
-    runs = {section: [Path(p) for p in paths if p is not None] for section, paths in runs.items()}
+def load(asked: dict[str, registry.Asked]) -> dict:
+    """Every section's stored runs, loaded once: {section name: its Loaded, or None where it has no runs}. Each
+    section is handed only the params-file sections it READS."""
     loaded: dict = {}
     for section in SECTIONS:
-        loaded[section.NAME] = section.load(runs, loaded)
+        loaded[section.NAME] = section.load({name: asked[name] for name in section.READS if name in asked}, loaded)
     return loaded
 
 
@@ -54,10 +56,10 @@ def evaluate(loaded: dict) -> list[Finding]:
     return sorted(found, key=lambda f: order(f.id))
 
 
-def from_runs(runs: dict[str, list[Path]]) -> list[Finding]:
-    """Every finding from the run folders of each report section; a section without runs (or with None for its
-    run) leaves its findings not measured."""
-    return evaluate(load(runs))
+def from_runs(asked: dict[str, registry.Asked]) -> list[Finding]:
+    """Every finding from the requests and stored runs of each params-file section; a section without runs leaves
+    its findings not measured."""
+    return evaluate(load(asked))
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,9 @@ class Page:
         return self.loaded[section]
 
 
-def page(runs: dict[str, list[Path]]) -> Page:
+def page(asked: dict[str, registry.Asked]) -> Page:
     """Every section loaded once, every finding decided once, every placeholder's value produced once."""
-    loaded = load(runs)
+    loaded = load(asked)
     found = evaluate(loaded)
     values, producers, decided = {}, {}, by_id(found)
     for section in SECTIONS:
@@ -98,7 +100,7 @@ def _print_text(findings: list[Finding]) -> None:
 
 def _command(args) -> int:
     runs = registry.stored_sections(registry.load_params(args.params), Path(args.data_dir))
-    empty = [section for section in registry.SECTIONS if not runs.get(section)]
+    empty = [section for section in registry.SECTIONS if not runs[section].runs]
     if len(empty) == len(registry.SECTIONS):
         make = "make report" if Path(args.params).resolve() == config.PARAMS_FILE.resolve() else \
             f"make report PARAMS={args.params}"

@@ -15,8 +15,8 @@ import pandas as pd
 
 from harness.article.formats import count, number, percent
 from harness.article.prose import counted, join, table
-from harness.experiments.faults import PAUSE_LEASES, load_timeline
-from harness.storage import read_manifest
+from harness.experiments.faults import PAUSE_LEASES
+from harness.storage import open_runs
 
 LEDGER_COLUMNS = {"completed_once": "completed once", "completed_twice": "completed twice",
                   "executed_twice": "ran twice", "stale_completion": "completed by a stale holder",
@@ -36,11 +36,10 @@ FAULT_WORDS = {"kill": "runner killed after its claim", "pause": "runner paused 
 def fault_summary(paths) -> pd.DataFrame:
     """One row per faults run: parameters, ledger counts, reaps, heartbeats, counters, whether each rule held."""
     rows = []
-    for path in paths:
-        manifest = read_manifest(Path(path))
-        results, parameters = manifest["results"], manifest["parameters"]
+    for run in open_runs(paths):
+        results, parameters = run.results, run.asked
         row = {**parameters, **{k: v for k, v in results.items() if not isinstance(v, dict)},
-               "run_dir": str(path)}
+               "run_dir": str(run.path)}
         # runs stored before the ledger had the class counted a run still worked on at the bound as lost
         row.setdefault("in_progress_at_timeout", 0)
         effects = results.get("fault_effects")
@@ -97,11 +96,10 @@ def cost_html(paths) -> str:
 
 def timeline(paths, protocol: str = "lease", fault: str = "pause") -> pd.DataFrame:
     """The events of the run the fault hit (every runner's and the reaper's), and the fault itself."""
-    for path in paths:
-        manifest = read_manifest(Path(path))
-        if manifest["parameters"]["protocol"] == protocol and manifest["parameters"]["fault"] == fault:
-            events = load_timeline(path)
-            run = manifest["results"]["hit"].get("run")
+    for stored in open_runs(paths):
+        if stored.asked["protocol"] == protocol and stored.asked["fault"] == fault:
+            events = stored.table("timeline")
+            run = stored.results["hit"].get("run")
             hit = events[(events["run"] == run) | (events["source"] == "fault")].copy()
             hit = hit[hit["event"] != "poll"]
             hit["protocol"], hit["fault"], hit["hit_run"] = protocol, fault, run

@@ -51,7 +51,7 @@ from harness.experiments.pgbench import QueueDrained, check_scriptable, pgbench_
 from harness.experiments.race import CLIENT_LAYOUT_TEXT, run_race
 from harness.server import database, schema
 from harness.server.activity import ActivitySampler, server_cpu_ns
-from harness.storage import read_manifest, utc_now
+from harness.storage import Run, utc_now
 from harness.strategies import EMPTY, ERROR, LOST, ORIGINAL_STRATEGIES, STRATEGIES, WON, get_strategy, parse_strategies
 
 BENCH_WORKER_COUNTS = (1, 8, 32, 64, 100)
@@ -465,15 +465,6 @@ def measure_bench(db: database.Database, parameters: BenchParameters, run_id: st
 # --------------------------------------------------------------------------- reading
 
 
-def load_pairs(run_dir: Path) -> pd.DataFrame:
-    """The raw measurements, one row per client run."""
-    return pd.read_parquet(Path(run_dir) / "pairs.parquet")
-
-
-def load_client_cost(run_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(Path(run_dir) / "client_cost.parquet")
-
-
 def pair_ratios(pairs: pd.DataFrame) -> pd.DataFrame:
     """One row per pair: every client's rates side by side and the harness's ratios to each reference."""
     wide = pairs.pivot_table(index=["strategy", "worker_count", "pair_index"], columns="client",
@@ -561,9 +552,10 @@ def in_band(ratio: float, band: tuple[float, float] = TARGET_BAND) -> bool:
     return bool(band[0] <= ratio <= band[1])
 
 
-def load_bench(run_dir: Path) -> pd.DataFrame:
-    """Per strategy and worker count: medians over the pairs, the median ratios and their spread."""
-    pairs = load_pairs(run_dir)
+def summarise(run: Run) -> pd.DataFrame:
+    """Per strategy and worker count: medians over the pairs (the `pairs` table: the raw measurements, one row per
+    client run), the median ratios and their spread."""
+    pairs = run.table("pairs")
     wide = pair_ratios(pairs)
     harness = pairs[pairs["client"] == "harness"]
     gaps = harness.groupby(["strategy", "worker_count"]).agg(
@@ -614,7 +606,7 @@ def load_bench(run_dir: Path) -> pd.DataFrame:
     order = {name: i for i, name in enumerate(STRATEGIES)}
     summary = summary.reset_index()
     if "server_cpu_us_per_win" in pairs:  # runs stored before the gates had no server CPU: no verdict
-        cpu_count = (read_manifest(Path(run_dir)).get("client") or {}).get("cpu_count")
+        cpu_count = (run.manifest.get("client") or {}).get("cpu_count")
         verdicts = point_verdicts(pairs, cpu_count)
         summary = summary.merge(verdicts, on=["strategy", "worker_count"], how="left")
         summary["lost_per_win_envelope"] = summary["envelope"]
@@ -631,15 +623,15 @@ TABLE_COLUMNS = ("strategy", "worker_count", "pairs", "harness_processes", "pgbe
                  "harness_cpu_us_per_attempt", "pgbench_cpu_us_per_attempt")
 
 
-def _print(run_dir: Path, as_json: bool) -> None:
-    summary = load_bench(run_dir)
+def _print(run: Run, as_json: bool) -> None:
+    summary = run.summary
     if as_json:
         for record in summary.to_dict(orient="records"):
             print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in record.items()},
                              default=lambda v: v.item() if hasattr(v, "item") else str(v)))
         return
     print(summary.loc[:, [c for c in TABLE_COLUMNS if c in summary]].to_string(index=False, float_format=lambda v: f"{v:,.2f}"))
-    cost = load_client_cost(run_dir)
+    cost = run.table("client_cost")
     print("\nharness client time per attempt outside libpq (one instrumented worker):")
     print(cost.loc[:, ["strategy", "attempts", "outside_p50_ns", "outside_p99_ns", "round_trip_p50_ns",
                        "outside_share"]].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
@@ -652,12 +644,12 @@ def _print(run_dir: Path, as_json: bool) -> None:
         failed = summary[summary["verdict"] != "pass"]
         print(f"\n{len(summary) - len(failed)} of {len(summary)} settings pass; the claims/s ratio to pgbench (one "
               f"thread per client) is reported, not gated; layout_effect = pgbench -j 2 / pgbench one thread per "
-              f"client; stored in {run_dir}")
+              f"client; stored in {run.path}")
     else:
-        print(f"\nstored before the gates existed: no verdict; stored in {run_dir}")
+        print(f"\nstored before the gates existed: no verdict; stored in {run.path}")
 
 
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness bench` prints: per strategy and worker count, the ratios and the target's verdict."""
     for path in paths:
-        _print(path, as_json)
+        _print(Run(path), as_json)

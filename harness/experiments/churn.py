@@ -39,8 +39,8 @@ Public API::
                     updates=1000, race_worker_counts=(4, 16), bulk=True, pruning=True, pruning_job_count=10_000,
                     pruning_claims=5_002, settle_seconds=75, quiet_seconds=5)
     measure_churn(db, parameters, run_id, progress) -> Measured   # through harness.experiments.registry
-    load_churn(run_dir) -> DataFrame      # one row per setup and mode (sequential, race x N, bulk)
-    load_pruning(run_dir) -> DataFrame    # one row per autovacuum arm and phase
+    Run(run_dir).summary -> DataFrame                 # one row per setup and mode (sequential, race x N, bulk)
+    Run(run_dir).table("pruning", absent_ok=True)   # one row per autovacuum arm and phase
 
 Stored as data/churn/<run_id>/{matrix,pruning}.parquet and manifest.json.
 """
@@ -52,11 +52,9 @@ import json
 import time
 from contextlib import closing
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from harness.errors import UserError
@@ -65,6 +63,7 @@ from harness.experiments.contract import (Measured, Option, check_each, Paramete
 from harness.experiments.limits import check_race_size
 from harness.experiments.race import run_race
 from harness.server import database, pgstats, schema
+from harness.storage import Run
 from harness.strategies import EMPTY, ERROR, WON, get_strategy
 
 STRATEGY = "skip_locked"
@@ -425,17 +424,10 @@ def measure_churn(db: database.Database, parameters: ChurnParameters, run_id: st
 # --------------------------------------------------------------------------- reading runs back
 
 
-def load_churn(run_dir: Path) -> pd.DataFrame:
-    """One row per table setup and mode: updates, HOT and new-page updates, dead and live tuples, pages."""
-    return pq.read_table(Path(run_dir) / "matrix.parquet").to_pandas()
-
-
-def load_pruning(run_dir: Path) -> pd.DataFrame:
-    """One row per autovacuum arm (on, off) and phase (immediate, settled, after_read); empty if not run."""
-    path = Path(run_dir) / "pruning.parquet"
-    if not path.exists():
-        return pd.DataFrame()
-    return pq.read_table(path).to_pandas()
+def summarise(run: Run) -> pd.DataFrame:
+    """The `matrix` table: one row per table setup and mode: updates, HOT and new-page updates, dead and live
+    tuples, pages. (The `pruning` table, one row per autovacuum arm and phase, is absent where it was not run.)"""
+    return run.table("matrix")
 
 
 # --------------------------------------------------------------------------- command line
@@ -474,10 +466,11 @@ def _print(matrix: pd.DataFrame, pruning: pd.DataFrame, as_json: bool) -> None:
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness churn` prints: the matrix and the pruning phases, or one JSON object per point."""
     for path in paths:
-        _print(load_churn(path), load_pruning(path), as_json)
+        run = Run(path)
+        _print(run.summary, run.table("pruning", absent_ok=True), as_json)
         if not as_json:
             print(f"stored in {path}")
 
 
-__all__ = ["ChurnParameters", "measure_churn", "churn_checks", "load_churn", "load_pruning", "measure_setup",
+__all__ = ["ChurnParameters", "measure_churn", "churn_checks", "summarise", "measure_setup",
            "measure_pruning", "claim_sequentially", "TableSetup"]

@@ -37,9 +37,9 @@ Public API::
     FaultSweep(protocols, faults, ...)             # what a params section or the command line asks
     measure_faults(db, parameters, run_id, progress) -> Measured     # through harness.experiments.registry
     expectations(protocol, fault, totals) -> {rule: True/False/None}   # what each protocol must show
-    load_ledger(run_dir), load_timeline(run_dir), load_faults(run_dir)
+    summarise(Run(run_dir)) -> dict                 # the ledger's counts, as --json prints them
 
-Stored as data/faults/<run_id>/{ledger,timeline,faults}.parquet and manifest.json.
+Stored as data/faults/<run_id>/{ledger,timeline,faults}.parquet and manifest.json, read with storage.Run.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 from psycopg import conninfo
 import psycopg
 from tqdm.auto import tqdm
@@ -72,7 +71,7 @@ from harness.service.process import running_service
 from harness.service.reaper import REAP_SQL, Reaper
 from harness.service.runner import RunnerGroup, RunnerSettings, log_path
 from harness.service.schema import create_run_queue
-from harness.storage import read_manifest
+from harness.storage import Run
 
 PROTOCOLS = ("none", "lease", "lease_holder", "lease_fenced")
 FAULTS = ("kill", "pause", "terminate", "restart", "service", "service_mid_claim", "restart_mid_finish", "none")
@@ -187,15 +186,6 @@ class FaultSweep(Parameters):
         return [FaultParameters(protocol, fault, self.runner_count, self.job_count, self.lease_s, self.job_s)
                 for fault in self.faults for protocol in self.protocols]
 
-
-def sweep_of(runs: list[dict]) -> FaultSweep:
-    """The sweep a list of stored runs' parameters came from."""
-    if not runs:
-        raise ValueError("no runs")
-    first = runs[0]
-    return FaultSweep(protocols=tuple(dict.fromkeys(r["protocol"] for r in runs)),
-                      faults=tuple(dict.fromkeys(r["fault"] for r in runs)), runner_count=first["runner_count"],
-                      job_count=first["job_count"], lease_s=first["lease_s"], job_s=first["job_s"])
 
 
 def workers_needed(parameters: FaultParameters) -> int:
@@ -629,18 +619,6 @@ def measure_faults(db: database.Database, parameters: FaultParameters, run_id: s
 # --------------------------------------------------------------------------- reading runs back
 
 
-def load_ledger(run_dir: Path) -> pd.DataFrame:
-    return pq.read_table(Path(run_dir) / "ledger.parquet").to_pandas()
-
-
-def load_timeline(run_dir: Path) -> pd.DataFrame:
-    return pq.read_table(Path(run_dir) / "timeline.parquet").to_pandas()
-
-
-def load_faults(run_dir: Path) -> pd.DataFrame:
-    return pq.read_table(Path(run_dir) / "faults.parquet").to_pandas()
-
-
 JSON_KEYS = ("protocol", "fault", "faults_injected", "fault_landed", "fault_effects", *ledger.CLASSES, *ledger.MARKS,
              "reaps",
              "reaps_of_healthy_holders",
@@ -648,16 +626,14 @@ JSON_KEYS = ("protocol", "fault", "faults_injected", "fault_landed", "fault_effe
              "drained")
 
 
-def summary(run_dir: Path) -> dict:
-    """What `--json` prints for one run."""
-    manifest = read_manifest(run_dir)
-    results = manifest["results"]
-    return {**{key: results.get(key) for key in JSON_KEYS}, "run_id": manifest["run_id"]}
+def summarise(run: Run) -> dict:
+    """What `--json` prints for one run (its tables: ledger, timeline, faults)."""
+    return {**{key: run.results.get(key) for key in JSON_KEYS}, "run_id": run.run_id}
 
 
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness faults` prints: the ledger counts per run, or one JSON object per run."""
-    rows = [summary(path) for path in paths]
+    rows = [Run(path).summary for path in paths]
     if as_json:
         for row in rows:
             print(json.dumps(row))
@@ -669,5 +645,4 @@ def show_runs(paths, as_json: bool) -> None:
         print(f"stored in {path}")
 
 
-__all__ = ["FaultParameters", "FaultSweep", "measure_faults", "expectations", "load_ledger", "load_timeline",
-           "load_faults", "summary", "PROTOCOLS", "FAULTS"]
+__all__ = ["FaultParameters", "FaultSweep", "measure_faults", "expectations", "summarise", "PROTOCOLS", "FAULTS"]

@@ -56,6 +56,7 @@ from harness.experiments.contract import (Measured, Option, Parameters, as_int, 
 from harness.experiments.limits import check_race_size
 from harness.experiments.race_trials import as_pooler_mode, as_poolers, client_list
 from harness.server import activity, database, pgstats, pooler
+from harness.storage import Run
 
 DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it
 MAX_WORKERS = 64
@@ -209,14 +210,6 @@ class LibrarySweep(Parameters):
                 for mode in self.poolers for fault in self.faults for library in installed
                 for workers in self.worker_counts for repeat in range(self.repeats)]
 
-
-def sweep_of(asked: list[dict]) -> LibrarySweep:
-    """The sweep a list of stored runs' parameters came from (expand's inverse)."""
-    return LibrarySweep(libraries=tuple(dict.fromkeys(a["library"] for a in asked)),
-                        worker_counts=tuple(dict.fromkeys(a["worker_count"] for a in asked)),
-                        job_count=max(a["job_count"] for a in asked), repeats=len({a["repeat"] for a in asked}),
-                        faults=tuple(dict.fromkeys(a.get("fault", "none") for a in asked)),
-                        poolers=tuple(dict.fromkeys(a.get("pooler", "none") for a in asked)))
 
 
 def connections_per_worker(name: str) -> int:
@@ -645,14 +638,15 @@ SHOWN = ("library", "version", "level", "pooler", "worker_count", "jobs", "execu
          "advisory_locks_left", "not_executed", "workers_with_errors")
 
 
-def load_summary(run_dir: Path) -> dict:
-    return json.loads((Path(run_dir) / "manifest.json").read_text())["results"]["summary"]
+def stored_summary(run: Run) -> dict:
+    """A libraries or wake-ups run's figures: what the run summarised from its rows when it was stored."""
+    return run.results["summary"]
 
 
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness libraries` prints: one line (or JSON object) per run."""
     for path in paths:
-        summary = load_summary(path)
+        summary = Run(path).summary
         if as_json:
             # a run stored before the pooler was one ran directly
             print(json.dumps({key: summary.get(key, "none" if key == "pooler" else None) for key in SHOWN}))

@@ -49,6 +49,7 @@ from psycopg import sql
 from harness import libraries
 from harness.experiments import libraries as library_runs
 from harness.experiments.contract import Measured
+from harness.storage import Run
 from harness.server import database, faults, pooler
 
 FAULTS = library_runs.FAULTS
@@ -381,7 +382,7 @@ def measure_run(db: database.Database, p, run_id: str, progress: bool = False) -
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness libraries` prints: one line (or JSON object) per run, a drain's or a fault run's."""
     for path in paths:
-        summary = library_runs.load_summary(path)
+        summary = Run(path).summary
         if "fault" in summary:
             show(summary, as_json)
         else:

@@ -69,9 +69,9 @@ Public API (what the notebooks call)::
 
     PlansParameters(job_counts=(10_000, 100_000), consumed_fractions=(0, .25, .5, .75, .99), repetitions=5)
     measure_plans(db, parameters, run_id, progress) -> Measured   # through harness.experiments.registry
-    load_plans(run_dir) -> DataFrame        # one row per point and statement (medians)
-    load_repetitions(run_dir) -> DataFrame  # one row per EXPLAIN ANALYZE
-    load_plan_texts(run_dir) -> dict[str, str]
+    Run(run_dir).summary -> DataFrame                # one row per point and statement (medians)
+    Run(run_dir).table("repetitions") -> DataFrame   # one row per EXPLAIN ANALYZE
+    plan_texts(Run(run_dir)) -> dict[str, str]
     explain(conn, sql, params=(), fmt="json")   # one rolled-back EXPLAIN (ANALYZE, BUFFERS)
     TABLE_STATES                            # (name, label, description) of each table state, in order
 
@@ -86,10 +86,8 @@ import threading
 import time
 from contextlib import closing
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import psycopg
 from psycopg import pq as libpq
 from tqdm.auto import tqdm
@@ -100,7 +98,7 @@ from harness.experiments.contract import Measured, Option, check_each, Parameter
 from harness.server import database, schema
 from harness.server.activity import read_schedstat, server_is_local
 from harness.server.pgstats import relation_pages, table_counters
-from harness.storage import read_manifest
+from harness.storage import Run
 from harness.strategies import ORIGINAL_STRATEGIES, STRATEGIES
 
 
@@ -653,26 +651,18 @@ def measure_plans(db: database.Database, parameters: PlansParameters, run_id: st
 # --------------------------------------------------------------------------- reading runs back
 
 
-def load_plans(run_dir: Path) -> pd.DataFrame:
-    """One row per point and statement: medians of execution and planning time, buffer counts, index used."""
-    return pq.read_table(Path(run_dir) / "points.parquet").to_pandas()
-
-
-def load_repetitions(run_dir: Path) -> pd.DataFrame:
-    """One row per EXPLAIN ANALYZE (the raw values behind load_plans)."""
-    return pq.read_table(Path(run_dir) / "repetitions.parquet").to_pandas()
-
-
-def load_explains(run_dir: Path) -> pd.DataFrame:
-    """Every captured plan, JSON and text, with its point."""
-    return pq.read_table(Path(run_dir) / "explains.parquet").to_pandas()
+def summarise(run: Run) -> pd.DataFrame:
+    """The `points` table: one row per point and statement, medians of execution and planning time, buffer counts,
+    index used. (`repetitions`: one row per EXPLAIN ANALYZE, the raw values behind them; `explains`: every
+    captured plan, JSON and text, with its point.)"""
+    return run.table("points")
 
 
 def plan_key(strategy: str, statement: str, partial_index: bool, table_state: str) -> str:
     return f"{strategy}.{statement}/{'partial_index' if partial_index else 'no_index'}/{table_state}"
 
 
-def load_plan_texts(run_dir: Path) -> dict[str, str]:
+def plan_texts(run: Run) -> dict[str, str]:
     """The text plans at the reference point (10,000 jobs, half drained), by name.
 
     Keys: 'half_drained_without_index' and 'half_drained_with_index' (the
@@ -682,8 +672,8 @@ def load_plan_texts(run_dir: Path) -> dict[str, str]:
     Filter, first scan), and one '<strategy>.<statement>/<index>/<state>' key
     for every statement explained there.
     """
-    reference = read_manifest(run_dir)["results"]["reference_point"]
-    explains = load_explains(run_dir)
+    reference = run.results["reference_point"]
+    explains = run.table("explains")
     texts = explains[(explains["format"] == "text") & (explains["job_count"] == reference["job_count"])
                      & (explains["consumed_fraction"] == reference["consumed_fraction"])]
     found = {plan_key(r.strategy, r.statement, bool(r.partial_index), r.table_state): r.plan
@@ -731,11 +721,11 @@ def _plain(value):
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness plans` prints: the skip_locked claim's figures per point, or every point as JSON."""
     for path in paths:
-        _print_points(load_plans(path), as_json)
+        _print_points(Run(path).summary, as_json)
         if not as_json:
             print(f"stored in {path}")
 
 
-__all__ = ["TABLE_STATES", "TABLE_STATE_NAMES", "PlansParameters", "measure_plans", "plan_checks", "load_plans",
-           "load_repetitions", "load_explains", "load_plan_texts", "explain", "explain_on_cpu", "plan_metrics",
+__all__ = ["TABLE_STATES", "TABLE_STATE_NAMES", "PlansParameters", "measure_plans", "plan_checks", "summarise",
+           "plan_texts", "explain", "explain_on_cpu", "plan_metrics",
            "strategy_statements"]

@@ -31,7 +31,7 @@ import pandas as pd
 import psutil
 from tqdm.auto import tqdm
 
-from harness import storage
+from harness.storage import Run
 
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, as_ints,
@@ -190,23 +190,6 @@ def _rate(utilisation: float, runner_count: int, service_time_s: float) -> float
     return round(utilisation * runner_count / max(service_time_s, 1e-3), 6)
 
 
-def sweep_of(asked: list[dict]) -> ProductionSweep:
-    """The sweep a list of stored runs' parameters came from (expand's inverse)."""
-    plain = [p for p in asked if p["burst"] == 0]
-    bursts = [p for p in asked if p["burst"] > 0]
-    first = (plain or bursts)[0]
-    polls = list(dict.fromkeys(p["poll_s"] for p in plain))
-    seconds = [next(p["seconds"] for p in plain if p["poll_s"] == poll) for poll in polls]
-    utilisation = first["arrival_rate"] * first["service_time_s"] / first["runner_count"]
-    sweep = dict(runner_counts=tuple(dict.fromkeys(p["runner_count"] for p in plain)),
-                 poll_intervals_s=tuple(polls), seconds_per_poll=tuple(seconds),
-                 endpoints=tuple(dict.fromkeys(p["endpoint"] for p in asked)), service_time_s=first["service_time_s"],
-                 utilisation=round(utilisation, 6), claims_listed=first.get("claims_listed", "in_order"))
-    if bursts:
-        sweep.update(burst=bursts[0]["burst"], burst_runner_count=bursts[0]["runner_count"],
-                     burst_poll_s=bursts[0]["poll_s"], burst_seconds=bursts[0]["seconds"])
-    return ProductionSweep(**sweep)
-
 
 def workers_needed(parameters: ProductionParameters) -> int:
     return parameters.pool_size + 1  # the service's pool and the producer's connection
@@ -292,7 +275,7 @@ def measure_production(db: database.Database, parameters: ProductionParameters, 
         "drain_limit_s": drain_limit,
         "accepted_finishes": len(finishes),
     }
-    summary = summarise(runs, flips, events, resources)
+    summary = figures(runs, flips, events, resources)
     # against the schedule, not against what the producer reports sent: a push it never made must show
     checks = production_checks(runs, flips, events, pd.DataFrame([asdict(push) for push in pushes]))
     return Measured(
@@ -467,7 +450,7 @@ def pickups_counted_ms(runs: pd.DataFrame, resources: dict) -> list[float]:
     return [float(v) for v in np.concatenate([pickup, censored])]
 
 
-def summarise(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, resources: dict) -> dict:
+def figures(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFrame, resources: dict) -> dict:
     """A run's figures, from its stored rows."""
     kinds = events["event"].value_counts()
     polls = int(kinds.get("poll", 0))
@@ -562,14 +545,14 @@ def production_checks(runs: pd.DataFrame, flips: pd.DataFrame, events: pd.DataFr
 # --------------------------------------------------------------------------- reading stored runs
 
 
-def load_summary(run_dir: Path) -> dict:
+def summarise(run: Run) -> dict:
     """A stored run's parameters and figures, recomputed from its stored rows."""
-    manifest = storage.read_manifest(Path(run_dir))
-    tables = {name: pd.read_parquet(Path(run_dir) / f"{name}.parquet") for name in ("runs", "flips", "events")}
-    return {**manifest["parameters"], "run_id": manifest["run_id"],
-            **summarise(tables["runs"], tables["flips"], tables["events"], manifest["results"]["resources"]),
-            "conflict_rounds": conflict_rounds(tables["events"], manifest["parameters"]["poll_s"]),
-            "pickups_ms": pickups_counted_ms(tables["runs"], manifest["results"]["resources"])}
+    tables = {name: run.table(name) for name in ("runs", "flips", "events")}
+    resources = run.results["resources"]
+    return {**run.asked, "run_id": run.run_id,
+            **figures(tables["runs"], tables["flips"], tables["events"], resources),
+            "conflict_rounds": conflict_rounds(tables["events"], run.asked["poll_s"]),
+            "pickups_ms": pickups_counted_ms(tables["runs"], resources)}
 
 
 RAW_ROWS = ("conflict_rounds", "pickups_ms")  # what the article resamples; not printed per run
@@ -581,7 +564,7 @@ SHOWN = ("endpoint", "runner_count", "poll_s", "seconds", "arrival_rate", "burst
 
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness production` prints: one line (or JSON object) per run."""
-    rows = [{key: value for key, value in load_summary(path).items() if key not in RAW_ROWS}
+    rows = [{key: value for key, value in Run(path).summary.items() if key not in RAW_ROWS}
             for path in paths]
     if as_json:
         for row in rows:

@@ -243,24 +243,6 @@ class RaceSweep(Parameters):
                 for rtt_ms, proxy_at_zero in self.networks() for client in self.clients for mode in self.poolers]
 
 
-def sweep_of(trials: list[dict]) -> RaceSweep:
-    """The sweep a list of stored trials' parameters came from (strategies and worker counts in sweep order)."""
-    if not trials:
-        raise ValueError("no trials")
-    first = trials[0]
-    batches = [t.get("batch", 1) for t in trials if get_strategy(t["strategy"]).batch]
-    return RaceSweep(strategies=tuple(dict.fromkeys(t["strategy"] for t in trials)),
-                     worker_counts=tuple(dict.fromkeys(t["worker_count"] for t in trials)),
-                     job_count=first["job_count"], repeats=len({t["repeat"] for t in trials}),
-                     partial_index=tuple(dict.fromkeys(bool(t["partial_index"]) for t in trials)),
-                     fillfactor=first["fillfactor"],
-                     pause_ms=first["pause_ms"], jitter_ms=first["jitter_ms"], autovacuum=first["autovacuum"],
-                     audit=first["audit"], batch=batches[0] if batches else DEFAULT_BATCH,
-                     rtt_ms=tuple(dict.fromkeys(float(t.get("rtt_ms", 0.0)) for t in trials)),
-                     sampler=first.get("sampler", True), cpus=first.get("cpus", "shared"),
-                     clients=tuple(dict.fromkeys(t.get("client", "processes") for t in trials)),
-                     poolers=tuple(dict.fromkeys(t.get("pooler", "none") for t in trials)))
-
 
 def workers_needed(parameters: RaceParameters) -> int:
     return parameters.worker_count
@@ -548,4 +530,4 @@ def show_runs(paths, as_json: bool) -> None:
     print_summary(summarise_runs(run_paths=paths), as_json)
 
 
-__all__ = ["RaceParameters", "RaceSweep", "measure_race", "sweep_of", "conservation_checks", "print_summary"]
+__all__ = ["RaceParameters", "RaceSweep", "measure_race", "conservation_checks", "print_summary"]

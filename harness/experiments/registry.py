@@ -28,7 +28,7 @@ from typing import Callable
 import yaml
 from tqdm.auto import tqdm
 
-from harness import config, storage
+from harness import config, stats, storage
 from harness.errors import UserError
 from harness import libraries as library_names
 from harness.experiments import (bench, churn, faults, libraries, library_faults, plans, production, race_trials,
@@ -45,12 +45,12 @@ class Kind:
     name: str  # the manifest's kind, the run folder, the subcommand
     parameters: type  # one run's frozen parameters dataclass (contract.Parameters)
     measure: Callable  # (db, parameters, run_id, progress) -> contract.Measured
+    summarise: Callable  # (storage.Run) -> the run's summary: what Run.summary returns
     help: str  # the subcommand's help: what it measures and what it drops
     show: Callable  # (run folders, as_json) -> None: what the subcommand prints
     sections: tuple[str, ...]  # the report's params-file sections of this kind
     request: type | None = None  # what a section or the command line fills in, when not one run's parameters
     expand: Callable | None = None  # request -> [parameters, ...], one run each
-    gather: Callable | None = None  # [stored parameters, ...] -> the request they came from (expand's inverse)
     workers: Callable = lambda parameters: 0  # connections a run opens besides the harness's own
     check_size: Callable | None = None  # (parameter sets, server on this machine, pg_version): before any server
     label: Callable | None = None  # parameters -> a few words for the progress bar of a sweep
@@ -72,7 +72,7 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {entry.name: entry for entry in (
-    Kind("race", race_trials.RaceParameters, race_trials.measure_race,
+    Kind("race", race_trials.RaceParameters, race_trials.measure_race, stats.summarise_run,
          help="race claim strategies over a fresh queue (drops and recreates claimrace.jobs and claimrace.claims "
               "before every trial)",
          show=race_trials.show_runs,
@@ -80,50 +80,53 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
                    "others_indexed", "pg18_others", "split_cpus", "no_sampler", "client_layouts",
                    "library_claims", "pooler_claims"),
          request=race_trials.RaceSweep,
-         expand=race_trials.RaceSweep.trials, gather=race_trials.sweep_of, workers=race_trials.workers_needed,
+         expand=race_trials.RaceSweep.trials, workers=race_trials.workers_needed,
          check_size=lambda sets, local, pg_version: race_trials.check_size(sets, local),
          label=race_trials.trial_label),
-    Kind("plans", plans.PlansParameters, plans.measure_plans,
+    Kind("plans", plans.PlansParameters, plans.measure_plans, plans.summarise,
          help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the partial index "
               "(drops and recreates claimrace.jobs and claimrace.claims several times for every point)",
          show=plans.show_runs, sections=("plans",),
          workers=lambda parameters: 1),  # the session that holds a snapshot
-    Kind("churn", churn.ChurnParameters, churn.measure_churn,
+    Kind("churn", churn.ChurnParameters, churn.measure_churn, churn.summarise,
          help="HOT updates, dead tuples and pruning under the claims, per fillfactor, row width and partial index "
               "(drops and recreates claimrace.jobs and claimrace.claims for every drain)",
          show=churn.show_runs, sections=("churn",), workers=churn.workers_needed,
          check_size=lambda sets, local, pg_version: churn.check_size(sets, local)),
-    Kind("bench", bench.BenchParameters, bench.measure_bench,
+    Kind("bench", bench.BenchParameters, bench.measure_bench, bench.summarise,
          help="the harness against pgbench on the same SQL and server, interleaved (drops and recreates "
               "claimrace.jobs and claimrace.claims before every run)",
          show=bench.show_runs, sections=("bench",), workers=bench.workers_needed, check_size=bench.check_size),
-    Kind("production", production.ProductionParameters, production.measure_production,
+    Kind("production", production.ProductionParameters, production.measure_production, production.summarise,
          help="a claim service over HTTP, runner processes polling it and runs arriving over time (drops and "
               "recreates claimrace.runs, claimrace.run_flips and claimrace.finishes before every run)",
          show=production.show_runs, sections=("production",), request=production.ProductionSweep,
-         expand=production.ProductionSweep.points, gather=production.sweep_of, workers=production.workers_needed,
+         expand=production.ProductionSweep.points, workers=production.workers_needed,
          label=production.label, command=production.ProductionParameters),
-    Kind("faults", faults.FaultParameters, faults.measure_faults,
+    Kind("faults", faults.FaultParameters, faults.measure_faults, faults.summarise,
          help="protocols none, lease and lease_fenced under injected faults (a killed, paused or cut-off runner, "
               "a restarted server or service), then the final ledger of every run (drops and recreates "
               "claimrace.runs, run_flips and finishes before every run)",
          show=faults.show_runs, sections=("faults",), request=faults.FaultSweep, expand=faults.FaultSweep.runs,
-         gather=faults.sweep_of, workers=faults.workers_needed, check_size=faults.check_size,
+         workers=faults.workers_needed, check_size=faults.check_size,
          label=faults.run_label),
-    Kind("libraries", libraries.LibraryParameters, library_faults.measure_run,
+    Kind("libraries", libraries.LibraryParameters, library_faults.measure_run, libraries.stored_summary,
          help=f"job libraries ({', '.join(library_names.NAMES)}) draining the same queue with their own workers, audited "
               "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
               "and drops the database claimrace_libraries for every run)",
          show=library_faults.show_runs, sections=("libraries", "library_faults", "library_poolers"), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
-         gather=libraries.sweep_of, workers=libraries.workers_needed, check_size=libraries.check_size,
+         workers=libraries.workers_needed, check_size=libraries.check_size,
          label=libraries.label),
-    Kind("wakeups", wakeups.WakeupParameters, wakeups.measure,
+    Kind("wakeups", wakeups.WakeupParameters, wakeups.measure, libraries.stored_summary,
          help=f"pickup of jobs arriving one at a time for idle workers woken by LISTEN/NOTIFY or by polling only, "
               f"for the libraries that offer both ({', '.join(wakeups.offering())}) (creates and drops the database "
               "claimrace_libraries for every run)",
          show=wakeups.show_runs, sections=("wakeups",), request=wakeups.WakeupSweep, expand=wakeups.WakeupSweep.runs,
-         gather=wakeups.sweep_of, workers=wakeups.workers_needed, label=wakeups.label),
+         workers=wakeups.workers_needed, label=wakeups.label),
 )}
+
+for _entry in KINDS.values():  # the store reads every kind's runs back through these
+    storage.declare_kind(_entry.name, _entry.parameters, _entry.summarise)
 
 # The report's params-file sections, each with the kind whose runs it asks for.
 SECTIONS: dict[str, str] = {section: entry.name for entry in KINDS.values() for section in entry.sections}
@@ -239,15 +242,23 @@ def _ensure(kind_name, parameters, data_dir, db, pg_version, progress) -> tuple[
     return [path if path is not None else next(made) for path in found], len(missing)
 
 
-def request_of(kind_name: str, run_folders: list) -> Parameters:
-    """What a list of stored runs was asked for, as the dataclass a params section fills in (a race sweep)."""
-    entry = kind(kind_name)
-    asked = [storage.read_manifest(path)["parameters"] for path in run_folders]
-    if entry.gather is not None:
-        return entry.gather(asked)
-    if len(asked) != 1:
-        raise ValueError(f"{kind_name} sections read one run, not {len(asked)}")
-    return entry.parameters(**asked[0])
+@dataclass(frozen=True)
+class Asked:
+    """One params-file section as the article reads it: what it asked for, and the stored runs that answer it (in
+    the request's order; a run that could not be made, e.g. without pgbouncer, is absent)."""
+
+    section: str
+    request: Parameters  # the section's dataclass: a sweep, or one run's parameters
+    runs: tuple  # storage.Run, one per stored run
+
+    @property
+    def paths(self) -> list[Path]:
+        return [run.path for run in self.runs]
+
+
+def asked(section: str, request: Parameters, paths) -> Asked:
+    """A section's request with its stored runs (folders or Runs)."""
+    return Asked(section, request, tuple(storage.open_runs(path for path in paths if path is not None)))
 
 
 # --------------------------------------------------------------------------- the report's params file
@@ -325,21 +336,31 @@ def ensure_section(params: dict, section: str, data_dir: Path = config.DATA_DIR,
 
 
 def notebook_runs(runs: dict | None, params_file, data_dir, sections=None,
-                  changes: dict[str, dict] | None = None) -> dict[str, list[str]]:
-    """What a notebook reads: the run folders handed to it (make report), else its params file's sections with
-    its parameters' changes (registry.overrides), found or made."""
+                  changes: dict[str, dict] | None = None) -> dict[str, Asked]:
+    """What a notebook reads, {section: Asked}: the run folders handed to it (make report), else its params file's
+    sections with its parameters' changes (registry.overrides), found or made."""
     if runs and changes:
         raise UserError("give either the run folders (runs) or sweep values, not both: the runs were made for "
                         "the params file's values")
-    return runs or ensure_sections(params_file, data_dir, sections, changes=changes)
+    return asked_sections(runs or ensure_sections(params_file, data_dir, sections, changes=changes), params_file,
+                          changes)
 
 
-def stored_sections(params: dict, data_dir: Path = config.DATA_DIR) -> dict[str, list[Path]]:
-    """{section: [stored run folder, ...]} for a params file's sections, nothing made: a section with a run
-    missing lists only the runs it has."""
-    return {section: [path for path in find(SECTIONS[section], section_request(params, section), Path(data_dir),
-                                            section_pg_version(params, section))[0] if path is not None]
+def stored_sections(params: dict, data_dir: Path = config.DATA_DIR) -> dict[str, Asked]:
+    """Every section of a params file with its stored runs, nothing made: a section with a run missing has only
+    the runs it has."""
+    return {section: asked(section, section_request(params, section),
+                           find(SECTIONS[section], section_request(params, section), Path(data_dir),
+                                section_pg_version(params, section))[0])
             for section in SECTIONS}
+
+
+def asked_sections(runs: dict, params_file=None, changes: dict[str, dict] | None = None) -> dict[str, Asked]:
+    """{section: Asked} from the run folders of each section (as `make report` hands a notebook) and the params
+    file's requests, with `changes` (registry.overrides) in place of the file's values."""
+    path = Path(params_file or config.PARAMS_FILE)
+    params = with_overrides(load_params(path if path.is_absolute() else config.PROJECT_ROOT / path), changes)
+    return {section: asked(section, section_request(params, section), paths) for section, paths in runs.items()}
 
 
 def overrides(section: str, **values) -> dict[str, dict]:

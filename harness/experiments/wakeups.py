@@ -36,6 +36,7 @@ from harness.experiments import libraries as library_runs
 from harness.experiments import library_faults
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, check_each,
                                           int_list, number_list, one_of, setting)
+from harness.storage import Run
 from harness.server import activity, database, pgstats
 
 WAKES = ("listen", "poll")
@@ -121,15 +122,6 @@ class WakeupSweep(Parameters):
                 for library in self.libraries for interval in self.intervals_s for wake in self.wakes
                 for workers in self.worker_counts for repeat in range(self.repeats)]
 
-
-def sweep_of(asked: list[dict]) -> WakeupSweep:
-    return WakeupSweep(libraries=tuple(dict.fromkeys(a["library"] for a in asked)),
-                       wakes=tuple(dict.fromkeys(a["wake"] for a in asked)),
-                       intervals_s=tuple(dict.fromkeys(a["interval_s"] for a in asked)),
-                       job_count=max(a["job_count"] for a in asked) if len({a["job_count"] for a in asked}) == 1
-                       else None,
-                       worker_counts=tuple(dict.fromkeys(a["worker_count"] for a in asked)),
-                       repeats=len({a["repeat"] for a in asked}))
 
 
 def workers_needed(parameters: WakeupParameters) -> int:
@@ -263,7 +255,7 @@ SHOWN = ("library", "version", "wake", "setting", "poll_s", "interval_s", "jobs"
 
 def show_runs(paths, as_json: bool) -> None:
     for path in paths:
-        summary = library_runs.load_summary(path)
+        summary = Run(path).summary
         if as_json:
             print(json.dumps({key: summary.get(key) for key in SHOWN}))
             continue

@@ -12,9 +12,11 @@ from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding
 from harness.article.formats import DASH, MISSING, count, missing, number, percent, span, spread as spread_text
 from harness.article.prose import counted, join, table, workers_phrase
 from harness.article.wording import Sentences
-from harness.experiments import bench as bench_module, registry
+from harness.experiments import bench as bench_module
+from harness.storage import Run
 
 NAME = "bench"
+READS = ("bench",)
 say = Sentences(NAME)
 
 
@@ -108,20 +110,22 @@ class Loaded:
     """The bench run's points, the band A3 is judged on, and the fixed-fill latency F8 reads (at the most workers
     the race sweep raced without being CPU-bound)."""
 
-    run: Path | None
+    run: Run | None
+    request: object | None  # what the params file's bench section asked (bench.BenchParameters)
     summary: pd.DataFrame | None
     band: tuple[float, float] | None = None  # bench.TARGET_BAND unless a test sets one
     fixed_fill: dict | None = None
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
-    if not runs.get("bench"):
+def load(reads: dict, loaded: dict) -> Loaded | None:
+    asked = reads.get("bench")
+    if asked is None or not asked.runs:
         return None
-    path = Path(runs["bench"][0])
-    summary = bench_module.load_bench(path)
+    run = asked.runs[0]
+    summary = run.summary
     races = loaded.get("races")
     most = most_cpu_free_workers(races.summary) if races is not None else None
-    return Loaded(path, summary, bench_module.TARGET_BAND, fixed_fill_latency(summary, most))
+    return Loaded(run, asked.request, summary, bench_module.TARGET_BAND, fixed_fill_latency(summary, most))
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -142,7 +146,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     """The bench's setup and the spread it measured: the layout's effect alone, and the audit's cost."""
     mine = loaded[NAME]
     summary = mine.summary
-    request = registry.request_of("bench", [mine.run])
+    request = mine.request
     single = summary[summary["worker_count"] == 1]
     guarded = summary[summary["strategy"] == "guarded"]
     worst = guarded.loc[(guarded["layout_effect"] - 1).abs().idxmax()] if len(guarded) else None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -16,9 +15,10 @@ from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE
 from harness.article.formats import count, percent
 from harness.article.prose import numbered, table, times
 from harness.article.wording import Sentences
-from harness.experiments import churn as churn_module, registry
+from harness.storage import Run
 
 NAME = "churn"
+READS = ("churn",)
 say = Sentences(NAME)
 
 
@@ -174,18 +174,20 @@ def unmeasured_claims() -> list[Finding]:
 class Loaded:
     """The churn run: the fillfactor-by-index matrix, the pruning arms, and the facts F11-F13 and A4 read."""
 
-    run: Path
+    run: Run
+    request: object  # what the params file's churn section asked (churn.ChurnParameters)
     matrix: pd.DataFrame
     pruning: pd.DataFrame
     facts: dict  # churn_facts()
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
-    if not runs.get("churn"):
+def load(reads: dict, loaded: dict) -> Loaded | None:
+    asked = reads.get("churn")
+    if asked is None or not asked.runs:
         return None
-    path = Path(runs["churn"][0])
-    matrix, pruning = churn_module.load_churn(path), churn_module.load_pruning(path)
-    return Loaded(path, matrix, pruning, churn_facts(matrix, pruning))
+    run = asked.runs[0]
+    matrix, pruning = run.summary, run.table("pruning", absent_ok=True)
+    return Loaded(run, asked.request, matrix, pruning, churn_facts(matrix, pruning))
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -207,7 +209,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
             "pruning_off_immediate": count(facts.get("pruning_off_immediate_dead")),
             "pruning_off_settled": count(facts.get("pruning_off_settled_dead")),
             "pruning_off_after_read": count(facts.get("pruning_off_after_read_dead")),
-            "churn_updates": count(registry.request_of("churn", [mine.run]).updates)}
+            "churn_updates": count(mine.request.updates)}
 
 
 # the columns of analysis.no_hot_updates_table that hold counts

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -15,6 +14,7 @@ from harness.article.reliability import fault_facts, fault_summary
 from harness.article.wording import Sentences
 
 NAME = "faults"
+READS = ("faults",)
 say = Sentences(NAME)
 
 
@@ -74,12 +74,12 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
 
 @dataclass(frozen=True)
 class Loaded:
-    runs: tuple  # the fault run folders
+    runs: tuple  # the fault runs (storage.Run)
     summary: pd.DataFrame  # reliability.fault_summary
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
-    paths = tuple(Path(p) for p in runs.get("faults", []))
+def load(reads: dict, loaded: dict) -> Loaded | None:
+    paths = reads["faults"].runs if "faults" in reads else ()
     return Loaded(paths, fault_summary(list(paths))) if paths else None
 
 

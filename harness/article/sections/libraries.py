@@ -4,7 +4,6 @@ job costs the server, and every library's claim protocol raced in the tight loop
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -15,14 +14,12 @@ from harness.article.formats import DASH, MISSING, count, missing, ms, number, s
 from harness.article.labels import CANNOT_LOSE
 from harness.article.prose import counted, join, table
 from harness.article.wording import Sentences
-from harness.experiments import registry
-from harness.experiments.libraries import load_summary
 from harness.library_claims import DROPPED, LIBRARY_NAMES, LIBRARY_STATEMENTS, SOURCES
-from harness.storage import read_manifest
 from harness.strategies import (CHECK, LIBRARY_STRATEGIES, LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES,
                                 RACED_LIBRARY_STRATEGIES, STRATEGIES)
 
 NAME = "libraries"
+READS = ("libraries", "library_claims")
 say = Sentences(NAME)
 
 # the figures the section's table and chart read, each with its median, min and max over repeats
@@ -36,20 +33,22 @@ TABLE_COLUMNS = {"library": "library", "worker_count": "workers", "jobs_per_s": 
 
 @dataclass(frozen=True)
 class Loaded:
-    runs: tuple  # the libraries' run folders (their own workers)
+    runs: tuple  # the libraries' runs (their own workers), storage.Run
     summary: pd.DataFrame  # one row per run: the run's summary, with its settings
     points: pd.DataFrame  # per library and worker count: each figure's median, min and max over repeats
     claim_runs: tuple = ()  # the races of the libraries' claim protocols (report section library_claims)
+    request: object = None  # what the params file's libraries section asked (a LibrarySweep)
+    claim_request: object = None  # what its library_claims section asked (a RaceSweep)
     claims: pd.DataFrame | None = None  # analysis.race_summary of those races
     claims_by_workers: pd.DataFrame | None = None  # analysis.over_repeats of it
 
 
-def library_summary(paths) -> pd.DataFrame:
+def library_summary(runs) -> pd.DataFrame:
     rows = []
-    for path in paths:
-        manifest = read_manifest(path)
-        rows.append({**load_summary(path), "settings": manifest["procedure"]["settings"],
-                     "source": manifest["procedure"]["source"], "run_id": manifest["run_id"]})
+    for run in runs:
+        procedure = run.manifest["procedure"]
+        rows.append({**run.summary, "settings": procedure["settings"], "source": procedure["source"],
+                     "run_id": run.run_id})
     return pd.DataFrame(rows)
 
 
@@ -71,14 +70,16 @@ def library_points(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
-    paths = tuple(Path(p) for p in runs.get("libraries", []))
-    claim_paths = tuple(Path(p) for p in runs.get("library_claims", []))
-    if not paths and not claim_paths:
+def load(reads: dict, loaded: dict) -> Loaded | None:
+    own, claimed = reads.get("libraries"), reads.get("library_claims")
+    runs = own.runs if own is not None else ()
+    claim_runs = claimed.runs if claimed is not None else ()
+    if not runs and not claim_runs:
         return None
-    summary = library_summary(paths) if paths else pd.DataFrame()
-    claims = race_summary(list(claim_paths)) if claim_paths else None
-    return Loaded(paths, summary, library_points(summary) if paths else pd.DataFrame(), claim_paths, claims,
+    summary = library_summary(runs) if runs else pd.DataFrame()
+    claims = race_summary(list(claim_runs)) if claim_runs else None
+    return Loaded(runs, summary, library_points(summary) if runs else pd.DataFrame(), claim_runs,
+                  own.request if own is not None else None, claimed.request if claimed is not None else None, claims,
                   over_repeats(claims) if claims is not None and len(claims) else None)
 
 
@@ -178,7 +179,7 @@ def _claim_values(mine: Loaded) -> dict[str, str]:
     """The claim protocols' races: their size, and per library one sentence on its protocol and its figures."""
     if mine.claims_by_workers is None:
         return {}
-    request = registry.request_of("race", list(mine.claim_runs))
+    request = mine.claim_request
     points = mine.claims_by_workers.assign(strategy=mine.claims_by_workers["strategy"].astype(str))
     out = {"library_claims_modelled": join([LIBRARY_NAMES[name] for name in MODELLED_LIBRARY_STRATEGIES]),
            "library_claims_raced": join([LIBRARY_NAMES[name] for name in RACED_LIBRARY_STRATEGIES]),
@@ -217,7 +218,7 @@ def _without_recheck(claims: pd.DataFrame) -> str:
 def _own_worker_values(mine: Loaded) -> dict[str, str]:
     if not mine.runs:
         return {}
-    request = registry.request_of("libraries", list(mine.runs))
+    request = mine.request
     raced = list(dict.fromkeys(mine.summary["library"]))
     return {"libraries_list": join(raced),
             "libraries_not_installed": _not_installed(raced),

@@ -7,7 +7,6 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -19,11 +18,9 @@ from harness.article.formats import DASH, count, missing, number, span
 from harness.article.prose import join, numbered, table
 from harness.article.sections.libraries import jobs_per_run
 from harness.article.wording import Sentences
-from harness.experiments import registry
-from harness.experiments.libraries import load_summary
-from harness.storage import read_manifest
 
 NAME = "library_faults"
+READS = ("library_faults", "library_poolers", "pooler_claims")
 say = Sentences(NAME)
 
 # What a fault can do wrong to a job, as the ledger marks it (harness.experiments.library_faults); running a job
@@ -40,19 +37,18 @@ class Loaded:
     pooled: pd.DataFrame | None = None  # one row per drain: its summary
     claim_runs: tuple = ()  # races of the advisory-lock claims through PgBouncer (report section pooler_claims)
     claims: pd.DataFrame | None = None  # analysis.race_summary of those races
+    requests: dict | None = None  # what each of those params-file sections asked: {section: its dataclass}
 
 
 def _summaries(paths) -> pd.DataFrame:
     """One row per run: its summary, its recovery settings and, for a fault run, the pause, the job's length, the
     supervisor's restart delay and its stuck jobs that never started (from its ledger)."""
     rows = []
-    for path in paths:
-        manifest = read_manifest(path)
-        procedure = manifest["procedure"]
-        row = {**load_summary(path), "run_id": manifest["run_id"], "recovery": procedure.get("recovery") or {}}
-        ledger = Path(path) / "ledger.parquet"
-        if ledger.exists():
-            jobs = pd.read_parquet(ledger)
+    for run in paths:
+        procedure = run.manifest["procedure"]
+        row = {**run.summary, "run_id": run.run_id, "recovery": procedure.get("recovery") or {}}
+        if run.has_table("ledger"):
+            jobs = run.table("ledger")
             row |= {"stuck_unstarted": int(((jobs["state"] == "stuck") & (jobs["starts"] == 0)).sum()),
                     "pause_s": (procedure.get("fault") or {}).get("pause_s"), "job_s": procedure.get("job_s"),
                     "restart_delay_s": (procedure.get("supervisor") or {}).get("restart_delay_s")}
@@ -60,15 +56,14 @@ def _summaries(paths) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
-    fault_paths = tuple(Path(p) for p in runs.get("library_faults", []))
-    pooled_paths = tuple(Path(p) for p in runs.get("library_poolers", []))
-    claim_paths = tuple(Path(p) for p in runs.get("pooler_claims", []))
+def load(reads: dict, loaded: dict) -> Loaded | None:
+    fault_paths, pooled_paths, claim_paths = (reads[name].runs if name in reads else () for name in READS)
     if not (fault_paths or pooled_paths or claim_paths):
         return None
     return Loaded(fault_paths, _summaries(fault_paths), pooled_paths,
                   _summaries(pooled_paths) if pooled_paths else None, claim_paths,
-                  race_summary(list(claim_paths)) if claim_paths else None)
+                  race_summary(list(claim_paths)) if claim_paths else None,
+                  {name: asked.request for name, asked in reads.items()})
 
 
 # --------------------------------------------------------------------------- A9
@@ -320,7 +315,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     if not len(faults):
         return {"lf_setup": say("setup.no_faults"), "lp_setup": _pooler_setup(mine),
                 "lf_models_caveat": _models_caveat(faults)}
-    request = registry.request_of("libraries", list(mine.fault_runs))
+    request = mine.requests["library_faults"]
     paused = faults["pause_s"].dropna() if "pause_s" in faults else pd.Series(dtype=float)
     described = {"kill": say("fault.kill"), "terminate": say("fault.terminate"), "restart": say("fault.restart"),
                  "pause": say("fault.pause", pause=span(paused.min(), paused.max(), lambda v: number(v, 0)))
@@ -340,8 +335,8 @@ def _models_caveat(faults: pd.DataFrame) -> str:
 
 def _pgbouncer_version(mine: Loaded) -> str:
     """PgBouncer's version as the runs recorded it (a drain's procedure, a race's results)."""
-    for path in (*mine.pooled_runs, *mine.claim_runs):
-        manifest = read_manifest(path)
+    for run in (*mine.pooled_runs, *mine.claim_runs):
+        manifest = run.manifest
         described = manifest["procedure"].get("pooler") or manifest["results"].get("pooler") or {}
         if described.get("pgbouncer"):
             return described["pgbouncer"]
@@ -352,12 +347,12 @@ def _pooler_setup(mine: Loaded | None) -> str:
     """Which PgBouncer, and what went through it; or that nothing did."""
     said = []
     if mine is not None and mine.pooled is not None and len(mine.pooled):
-        request = registry.request_of("libraries", list(mine.pooled_runs))
+        request = mine.requests["library_poolers"]
         jobs, fewer = jobs_per_run(mine.pooled)
         said.append(say("setup.libraries", jobs=jobs, fewer=fewer,
                         workers=join([str(w) for w in request.worker_counts])))
     if mine is not None and mine.claims is not None and len(mine.claims):
-        request = registry.request_of("race", list(mine.claim_runs))
+        request = mine.requests["pooler_claims"]
         said.append(say("setup.claims", claims=join([f"`{s}`" for s in request.strategies]),
                         jobs=count(request.job_count), workers=join([str(w) for w in request.worker_counts]),
                         repeats=count(request.repeats)))

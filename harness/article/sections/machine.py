@@ -3,17 +3,16 @@ the races."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from harness.article.analysis import autovacuum_runs
 from harness.article.findings import Finding
 from harness.article.formats import count, span
 
 NAME = "machine"
+READS = ()  # it reads the races' runs, loaded by their section
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> None:
-    return None  # it reads the races' runs, loaded by their section
+def load(reads: dict, loaded: dict) -> None:
+    return None
 
 
 def findings(loaded: dict) -> list[Finding]:

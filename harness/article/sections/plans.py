@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
@@ -19,10 +18,11 @@ from harness.article.prose import counted
 from harness.article.wording import Sentences
 from harness.experiments.plans import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES,
                                        UNHELD_STATES, VACUUMED)
-from harness.storage import read_json
-from harness.experiments import plans as plans_module, registry
+from harness.storage import Run
+from harness.experiments import plans as plans_module
 
 NAME = "plans"
+READS = ("plans",)
 say = Sentences(NAME)
 
 
@@ -203,19 +203,20 @@ def f10_guarded_filter(plans: dict | None) -> Finding:
 class Loaded:
     """The plans run: every EXPLAIN point, the plans' texts, and the facts F9 and F10 read at the reference point."""
 
-    run: Path
+    run: Run
+    request: object  # what the params file's plans section asked (plans.PlansParameters)
     points: pd.DataFrame
     texts: dict
     facts: dict  # plan_facts()
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
-    if not runs.get("plans"):
+def load(reads: dict, loaded: dict) -> Loaded | None:
+    asked = reads.get("plans")
+    if asked is None or not asked.runs:
         return None
-    path = Path(runs["plans"][0])
-    points, texts = plans_module.load_plans(path), plans_module.load_plan_texts(path)
-    return Loaded(path, points, texts,
-                  plan_facts(points, read_json(path / "manifest.json")["results"]["reference_point"], texts))
+    run = asked.runs[0]
+    points, texts = run.summary, plans_module.plan_texts(run)
+    return Loaded(run, asked.request, points, texts, plan_facts(points, run.results["reference_point"], texts))
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -232,13 +233,13 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
            "guarded_filter_phrase": (say("guarded_filter", filter=f10["filter"], node=f10["node"], index=f10["index"])
                                      if f10.get("filter") else say("guarded_filter_none")),
            "guarded_claim_ms": f10.get("ms", MISSING),
-           "plan_repetitions": counted(registry.request_of("plans", [mine.run]).repetitions, "run")}
+           "plan_repetitions": counted(mine.request.repetitions, "run")}
     growth = relation_growth(mine.points, int(mine.facts["job_count"]))
     out |= {f"growth_{name}": DASH if value is None else count(value)
             for name, value in growth.items() if not name.endswith("consumed")}
     out |= {"growth_top": percent(growth["top_consumed"], 0), "growth_claimed": percent(growth["claimed_consumed"], 0),
             "growth_partial": span(growth["partial_min"], growth["partial_max"], count)}
-    drains = pd.DataFrame(read_json(mine.run / "manifest.json")["results"].get("drain_counters", []))
+    drains = pd.DataFrame(mine.run.results.get("drain_counters", []))
 
     def drained(kind, column):
         rows = drains[(drains["drain"] == kind) & ~drains["partial_index"]] if len(drains) else drains

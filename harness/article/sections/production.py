@@ -16,6 +16,7 @@ from harness.article.wording import Sentences
 from harness.stats import percentile_ratio_interval, polls_met_interval
 
 NAME = "production"
+READS = ("production",)
 say = Sentences(NAME)
 
 
@@ -121,12 +122,12 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
 
 @dataclass(frozen=True)
 class Loaded:
-    runs: tuple  # the production run folders
+    runs: tuple  # the production runs (storage.Run)
     summary: pd.DataFrame  # one row per run (analysis.production_summary)
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
-    paths = tuple(Path(p) for p in runs.get("production", []))
+def load(reads: dict, loaded: dict) -> Loaded | None:
+    paths = reads["production"].runs if "production" in reads else ()
     return Loaded(paths, production_summary(list(paths))) if paths else None
 
 

@@ -4,14 +4,14 @@ layouts' notes on F1, F2, F5 and F7."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from harness.article.analysis import (at_workers, cpu_bound_facts, machine, over_repeats, race_summary, sampler_facts,
+from harness.article.analysis import (at_workers, cpu_bound_facts, machine, over_repeats, race_summary, runs_of, sampler_facts,
                                       setup_comparison,
                                       shares_at, timeline, timeline_counts, wait_share_table)
 from harness.article.compare import (NO_FIGURE, direction_beyond_noise, Figure, OriginalFigure, Races, scaled,
@@ -27,13 +27,13 @@ from harness.article.labels import LOCK_WAIT
 from harness.article.prose import (counted, cpu_bound_note, cpu_bound_shown, join, listing, strategy_sql, table,
                                    workers_phrase)
 from harness.article.wording import Sentences
-from harness.stats import censored_percentile, censored_waits_ns, load_attempts, time_to_job_ns
-from harness.storage import read_json
-from harness.experiments import registry
+from harness.stats import censored_percentile, censored_waits_ns, time_to_job_ns
+from harness.storage import open_runs
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
 from harness.strategies import STRATEGIES
 
 NAME = "races"
+READS = ("races", "client_layouts", "slow_race", "split_cpus", "indexed_race", "no_sampler")
 say = Sentences(NAME)
 
 CPU_FREE_FINDINGS = ("F5", "F6", "F7", "F8", "C4", "A1")
@@ -660,14 +660,14 @@ def layout_note(table: pd.DataFrame, finding_id: str) -> str:
             + (" " + say("layout.cpu_bound") if bound else ""))
 
 
-def attempt_figures(paths: list[Path]) -> pd.DataFrame:
+def attempt_figures(paths) -> pd.DataFrame:
     """Per race, from its attempts: the winning claim's and the time to get a job's p50 and p99 (ms), and the
     attempts that came back empty while jobs remained."""
 
     rows = []
-    for path in paths:
-        attempts = load_attempts(path)
-        manifest = read_json(Path(path) / "manifest.json")
+    for run in open_runs(paths):
+        attempts = run.table("attempts")
+        manifest = run.manifest
         config = manifest["parameters"]
         wins = attempts.loc[attempts["outcome"] == "won", "latency_ns"].to_numpy() / 1e6
         waits = time_to_job_ns(attempts) / 1e6
@@ -694,9 +694,11 @@ class Loaded:
     summary: pd.DataFrame  # one row per race (analysis.race_summary), with empty_while_jobs_remained
     job_waits: pd.DataFrame | None = None  # attempt_figures(): per race, winning claim's and wait's p50/p99
     layouts: pd.DataFrame | None = None  # analysis.race_summary of the client-layout races (notes on F1, F2, F5, F7)
-    runs: tuple = ()  # the race run folders
-    slow_runs: tuple = ()  # the slowed-down race's run folders
+    runs: tuple = ()  # the race runs (storage.Run)
+    slow_runs: tuple = ()  # the slowed-down race's runs
     split_runs: tuple = ()  # the races with client and server on separate CPUs
+    slow_request: object = None  # what the params file's slow_race section asked (a RaceSweep)
+    setup_runs: dict = field(default_factory=dict)  # the sweep's setup and its variants: {section: [Run, ...]}
 
     # derived once, on first use: the rules, the prose's figures, the tables and the notebook's charts share them
 
@@ -722,17 +724,18 @@ class Loaded:
         return sampler_facts(list(self.runs), self.summary)
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded:
-    paths = [Path(p) for p in runs.get("races", [])]
+def load(reads: dict, loaded: dict) -> Loaded:
+    paths = runs_of(reads, "races")
     summary = race_summary(paths) if paths else pd.DataFrame()
     job_waits = attempt_figures(paths) if paths else None
     if job_waits is not None and len(summary):
         summary = summary.merge(job_waits[["run_id", "empty_while_jobs_remained"]], on="run_id", how="left")
         if "cpu_bound" in summary:
             job_waits = job_waits.merge(summary[["run_id", "cpu_bound"]], on="run_id", how="left")
-    layouts = race_summary([Path(p) for p in runs["client_layouts"]]) if runs.get("client_layouts") else None
-    return Loaded(summary, job_waits, layouts, tuple(paths), tuple(runs.get("slow_race", [])),
-                  tuple(runs.get("split_cpus", [])))
+    layouts = race_summary(runs_of(reads, "client_layouts")) if runs_of(reads, "client_layouts") else None
+    return Loaded(summary, job_waits, layouts, tuple(paths), tuple(runs_of(reads, "slow_race")),
+                  tuple(runs_of(reads, "split_cpus")), reads["slow_race"].request if "slow_race" in reads else None,
+                  {name: runs_of(reads, name) for name in ("indexed_race", "split_cpus", "no_sampler")})
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -789,7 +792,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
             "naive_duplicates_high": at("naive", high, "duplicate_jobs", count),
             "naive_extra_claims_high": at("naive", high, "extra_claims", count),
             "naive_max_claims_per_job": count(facts["naive_max_claims_per_job"])}
-    slow = registry.request_of("race", list(mine.slow_runs))
+    slow = mine.slow_request
     slow_counts = timeline_counts(timeline(list(mine.slow_runs))).set_index("strategy")
     out |= {"slow_workers": slow.worker_counts[0], "slow_jobs": count(slow.job_count), "slow_pause": ms(slow.pause_ms),
             "slow_jitter": ms(slow.jitter_ms), "slow_naive_wins": count(slow_counts.loc["naive", "wins"]),
@@ -879,9 +882,10 @@ SETUP_FORMATS = {"claims/s": lambda v: number(v, 0),
                  "workers waiting for a CPU": percent, "backends waiting for a CPU": percent}
 
 
-def setup_table(runs: dict[str, list[Path]]) -> str:
+def setup_table(loaded: dict) -> str:
     """The sweep's setup against its variants (CPUs split between client and server, no sampler), at the indexed
     race's points."""
+    runs = loaded[NAME].setup_runs
     frame = setup_comparison(race_summary(runs.get("indexed_race", [])),
                              {"CPUs split": race_summary(runs.get("split_cpus", [])),
                               "no sampler": race_summary(runs.get("no_sampler", []))})

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from harness.article.analysis import (by_round_trip, claim_comparison, claim_sections, ClaimSections, over_repeats,
-                                      race_summary, shares_at, wait_share_table)
+                                      race_summary, runs_of, shares_at, wait_share_table)
 from harness.article.compare import Races
-from harness.experiments import registry
 from harness.strategies import STRATEGIES
 from harness.article.findings import (ADDED, CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, Finding,
                                       make_finding, not_measured)
@@ -22,6 +20,7 @@ from harness.article.prose import counted, join, listing, numbered, strategy_sql
 from harness.article.wording import Sentences
 
 NAME = "strategies"
+READS = ("other_strategies", "latency", "indexed_race", "pg18_race", "others_indexed", "pg18_others")
 say = Sentences(NAME)
 
 
@@ -258,17 +257,18 @@ class Loaded:
     latency: pd.DataFrame | None = None  # analysis.race_summary of the races behind a round trip
     other_runs: tuple = ()
     claims: ClaimSections | None = None  # the round trip, the partial index, both servers, which claim to use
+    other_request: object = None  # what the params file's other_strategies section asked (a RaceSweep)
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded:
-    others = [Path(p) for p in runs.get("other_strategies", [])]
-    latency = [Path(p) for p in runs.get("latency", [])]
+def load(reads: dict, loaded: dict) -> Loaded:
+    others, latency = runs_of(reads, "other_strategies"), runs_of(reads, "latency")
     other_summary = race_summary(others) if others else None
     latency_summary = race_summary(latency) if latency else None
     races = loaded.get("races")
     sweep = races.summary if races is not None else pd.DataFrame()
     return Loaded(other_summary, latency_summary, tuple(others),
-                  claim_sections(runs, sweep, other_summary, latency_summary))
+                  claim_sections(reads, sweep, other_summary, latency_summary),
+                  reads["other_strategies"].request if "other_strategies" in reads else None)
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -286,7 +286,7 @@ OTHER_STRATEGIES = ("naive_transaction", "naive_serializable", "for_update", "sk
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     """The other strategies' SQL and setup, and the sections on how to claim (round trip, index, servers)."""
     mine = loaded[NAME]
-    other = registry.request_of("race", list(mine.other_runs))
+    other = mine.other_request
     out = {}
     for name in OTHER_STRATEGIES:
         strategy = STRATEGIES[name]
@@ -310,7 +310,7 @@ MOST_ROWS = "most rows in one attempt"
 def other_table(loaded: dict) -> str:
     """One row per other strategy and worker count: duplicates, losses, aborts, rate, wait and lock figures."""
     mine = loaded[NAME]
-    other = registry.request_of("race", list(mine.other_runs))
+    other = mine.other_request
     return table(claim_comparison(over_repeats(mine.others), wait_share_table(mine.others)),
                  caption=say("other_table.caption", jobs=count(other.job_count)),
                  formats={"jobs claimed twice+": count, "lost per win": _dash_or(lambda v: number(v, 2)),

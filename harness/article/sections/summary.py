@@ -4,23 +4,24 @@ findings (corrections first), how many got each verdict, and how long the runs t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from harness.article.analysis import machine_minutes
 from harness.article.findings import Finding, summary_table, table as findings_table, verdict_counts
 from harness.article.formats import count, number
 from harness.article.prose import table
+from harness.experiments import registry
 
 NAME = "summary"
+READS = tuple(registry.SECTIONS)  # every run the page reads
 
 
 @dataclass(frozen=True)
 class Loaded:
-    runs: tuple  # every run folder the page reads
+    runs: tuple  # every run the page reads (storage.Run)
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded:
-    return Loaded(tuple(p for paths in runs.values() for p in paths))
+def load(reads: dict, loaded: dict) -> Loaded:
+    return Loaded(tuple(run for asked in reads.values() for run in asked.runs))
 
 
 def findings(loaded: dict) -> list[Finding]:

@@ -5,16 +5,15 @@ poll, woken by LISTEN/NOTIFY against polling only, jobs arriving one at a time a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from harness.article.formats import DASH, count, number, span
 from harness.article.prose import join, numbered, table
 from harness.article.wording import Sentences
-from harness.experiments.libraries import load_summary
 
 NAME = "wakeups"
+READS = ("wakeups",)
 say = Sentences(NAME)
 
 SOONER, LATER, OVERLAP, CENSORED, ONE_RUN = "sooner", "later", "overlap", "censored", "one run"
@@ -27,11 +26,11 @@ class Loaded:
     summaries: pd.DataFrame  # one row per run: its summary (harness.experiments.wakeups.summarise)
 
 
-def load(runs: dict[str, list[Path]], loaded: dict) -> Loaded | None:
-    paths = tuple(Path(p) for p in runs.get("wakeups", []))
-    if not paths:
+def load(reads: dict, loaded: dict) -> Loaded | None:
+    runs = reads["wakeups"].runs if "wakeups" in reads else ()
+    if not runs:
         return None
-    return Loaded(paths, pd.DataFrame([load_summary(p) for p in paths]))
+    return Loaded(runs, pd.DataFrame([run.summary for run in runs]))
 
 
 def findings(loaded: dict) -> list:
