@@ -226,7 +226,7 @@ def test_lost_races_per_win_draws_only_who_can_lose_against_the_rivals(frames):
 
 
 def test_bench_ratio_draws_parity_and_the_target_band_on_an_uncut_axis(frames):
-    spec = charts.bench_ratio_chart(frames["bench"]).to_dict()  # the band defaults to bench.TARGET_BAND
+    spec = charts.bench_ratio_chart(frames["bench"], bench.TARGET_BAND).to_dict()
     views = list(_views(spec))
     [parity] = [v for v in views if _mark(v) == "rule" and v["encoding"]["y"]["field"] == "y"]
     assert [row["y"] for row in _rows(spec, parity)] == [1.0]

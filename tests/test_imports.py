@@ -1,4 +1,5 @@
-"""The import graph of harness/ has no circles, imports inside functions included."""
+"""The import graph of harness/ has no circles, imports inside functions included; the article reads runs only
+through the store, and the store is the only reader of a run's files."""
 
 from __future__ import annotations
 
@@ -54,6 +55,67 @@ def test_nothing_imports_the_cli_and_lower_floors_do_not_import_higher_ones():
                             if name.startswith("harness.experiments")
                             for target in imported if target.startswith(("harness.article", "harness.report")))
     assert experiments_up == []
+
+
+# What reads a run's files: the store's Run is the only caller of these outside harness/storage.py.
+FILE_READERS = {"read_parquet", "read_table", "ParquetFile", "read_json", "read_manifest"}
+
+
+def file_reads(source: str) -> list[str]:
+    """Every call of a file reader in the source, and every path built from a run's file name
+    (`folder / "manifest.json"`, `folder / "x.parquet"`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in FILE_READERS:
+                found.append(f"line {node.lineno}: {name}()")
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.right, ast.Constant) \
+                and isinstance(node.right.value, str) and node.right.value.endswith((".parquet", "manifest.json")):
+            found.append(f"line {node.lineno}: / {node.right.value!r}")
+    return found
+
+
+def test_the_store_is_the_only_reader_of_a_runs_files():
+    readers = {str(path.relative_to(HARNESS)): found for path in HARNESS.rglob("*.py")
+               if path.name != "storage.py" and (found := file_reads(path.read_text()))}
+    assert readers == {}
+
+
+def test_the_file_read_check_finds_each_way_of_reading():
+    source = ("import pandas as pd\nimport pyarrow.parquet as pq\nfrom harness.storage import read_manifest\n"
+              "pd.read_parquet(folder / 'attempts.parquet')\npq.read_table(p)\nread_manifest(folder)\n"
+              "open(folder / 'manifest.json')\nRun(folder).table('attempts')\n")
+    assert sorted(file_reads(source)) == ["line 4: / 'attempts.parquet'", "line 4: read_parquet()",
+                                          "line 5: read_table()", "line 6: read_manifest()",
+                                          "line 7: / 'manifest.json'"]
+
+
+def article_kind_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from harness/article/ of harness/experiments/ modules other than the registry, which hands the
+    article its runs."""
+    return sorted(f"{name} -> {target}" for name, imported in graph.items() if name.startswith("harness.article")
+                  for target in imported
+                  if target.startswith("harness.experiments.") and target != "harness.experiments.registry")
+
+
+def test_nothing_in_the_article_imports_an_experiment_kinds_module():
+    """A section is handed its requests and runs by the build and reads them through storage.Run."""
+    graph = import_graph()
+    assert article_kind_imports(graph) == []
+    assert article_kind_imports({"harness.article.sections.bench": {"harness.experiments.bench",
+                                                                     "harness.experiments.registry"}}) == [
+        "harness.article.sections.bench -> harness.experiments.bench"], "the check sees an import that breaks it"
+
+
+def test_every_section_declares_the_params_sections_it_reads():
+    from harness.article import contents
+    from harness.experiments import registry
+
+    for section in contents.SECTIONS:
+        assert isinstance(section.READS, tuple) and set(section.READS) <= set(registry.SECTIONS), section.NAME
+    read = {name for section in contents.SECTIONS for name in section.READS if section.NAME != "summary"}
+    assert read == set(registry.SECTIONS), "every params-file section is read by a section of the page"
 
 
 def test_the_readme_tree_names_every_module_where_it_is():

@@ -10,6 +10,7 @@ import pytest
 from conftest import run_cli
 from harness import storage
 from harness.article.analysis import relation_growth
+from harness.article.sections import plans as plan_section
 from harness.experiments import plans, registry
 from harness.server import schema
 from harness.storage import Run, read_json
@@ -114,7 +115,7 @@ def test_nothing_held_a_snapshot_during_the_first_and_later_scans(plan_run):
 
 
 def test_plan_texts_and_manifest(plan_run):
-    texts = plans.plan_texts(Run(plan_run))
+    texts = plan_section.plan_texts(Run(plan_run))
     assert "Rows Removed by Filter: 5000" in texts["half_drained_without_index"]
     assert texts["half_drained_without_index"] == texts["skip_locked.claim/no_index/first_scan"]
     assert "jobs_pending_idx" in texts["half_drained_with_index"]

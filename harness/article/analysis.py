@@ -19,10 +19,10 @@ from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, I
                                     SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
                                     WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
 from harness.article.prose import join
-from harness.experiments.plans import TABLE_STATES
 from harness.stats import (polls_met_interval, spread_by_point, summarise_runs,
                            time_to_job_ns)
 from harness.storage import open_runs
+from harness.table_states import TABLE_STATES
 
 # Figures that get a median and a min-max spread over repeats.
 REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims", "distinct_jobs_claimed",
@@ -214,7 +214,7 @@ def machine(paths: list[Path]) -> dict:
 
 
 def table_states() -> pd.DataFrame:
-    """The table states the plans are measured in, as harness.experiments.plans describes them, in their order."""
+    """The table states the plans are measured in, as harness.table_states describes them, in their order."""
     return pd.DataFrame([{"table_state": s.name, "table": s.label, "what it is": s.description}
                          for s in TABLE_STATES])
 
@@ -222,7 +222,7 @@ def table_states() -> pd.DataFrame:
 def claim_plan_points(points: pd.DataFrame, strategy: str = "skip_locked", statement: str = "claim") -> pd.DataFrame:
     """One strategy statement's EXPLAIN figures at every fill level, ready for charting.
 
-    `table` is the table state's label from harness.experiments.plans.TABLE_STATES, and rows
+    `table` is the table state's label from harness.table_states.TABLE_STATES, and rows
     come in that order within each queue size and index setup.
     """
     order = {name: i for i, name in enumerate(TABLE_STATE_LABELS)}

@@ -21,7 +21,6 @@ from harness.article.labels import (ENDPOINT_COLOURS, RUNNER_COUNT_TONES, FAULT_
                                     SIDE_BY_SIDE_MEASURES, STRATEGY_COLOURS, WINDOW_COLOUR,
                                     TABLE_STATE_DASHES, TABLE_STATE_LABELS, TABLE_STATE_SHAPES, TARGET_BAND_COLOUR, WAIT_GROUP_COLOURS, WAIT_GROUPS,
                                     WAIT_MEASURE_ORDER, in_order, strategies_in)
-from harness.experiments.bench import TARGET_BAND
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
 
 WIDTH = 560
@@ -719,7 +718,7 @@ def pruning_chart(pruning: pd.DataFrame) -> alt.Chart:
 # --------------------------------------------------------------------------- bench
 
 
-def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float] = TARGET_BAND) -> alt.LayerChart:
+def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float]) -> alt.LayerChart:
     """Harness claims/s over pgbench's (one thread per client) on the same SQL, per strategy and worker count,
     the spread over pairs as rules, parity (1.0) and the target band drawn.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from harness.experiments.plans import TABLE_STATES
+from harness.table_states import TABLE_STATES
 
 # --------------------------------------------------------------------------- strategies
 
@@ -106,7 +106,7 @@ PROCESS_COLOURS = {"backend": NEUTRAL["charcoal"], "worker process": NEUTRAL["oc
 INDEX_LABELS = {False: "without partial index", True: "with partial index"}
 INDEX_COLOURS = {"without partial index": NEUTRAL["ochre"], "with partial index": NEUTRAL["charcoal"]}
 
-# The table states the plans are measured in; harness.experiments.plans defines them.
+# The table states the plans are measured in; harness.table_states defines them.
 TABLE_STATE_LABELS = {state.name: state.label for state in TABLE_STATES}
 # How each state is drawn against fill level: states measured at every fill are lines, each with its own dash;
 # the drains by claims and by a race are measured at one fill, so they are points with a shape of their own.

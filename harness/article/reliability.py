@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.article.formats import count, number, percent
+from harness.article.formats import DASH, count, number, percent, span
 from harness.article.prose import counted, join, table
-from harness.experiments.faults import PAUSE_LEASES
 from harness.storage import open_runs
 
 LEDGER_COLUMNS = {"completed_once": "completed once", "completed_twice": "completed twice",
@@ -39,7 +38,7 @@ def fault_summary(paths) -> pd.DataFrame:
     for run in open_runs(paths):
         results, parameters = run.results, run.asked
         row = {**parameters, **{k: v for k, v in results.items() if not isinstance(v, dict)},
-               "run_dir": str(run.path)}
+               "run_dir": str(run.path), "pause_s": (run.manifest["procedure"].get("fault") or {}).get("pause_s")}
         # runs stored before the ledger had the class counted a run still worked on at the bound as lost
         row.setdefault("in_progress_at_timeout", 0)
         effects = results.get("fault_effects")
@@ -132,7 +131,8 @@ def fault_facts(paths) -> dict:
         "faults_runs": count(len(summary)), "faults_jobs": count(first["job_count"]),
         "faults_runners": count(first["runner_count"]), "faults_lease": number(first["lease_s"], 1),
         "faults_heartbeat_every": number(first["lease_s"] / 3, 2), "faults_job_s": number(first["job_s"], 1),
-        "faults_pause": number(first["lease_s"] * PAUSE_LEASES, 1),
+        "faults_pause": span(summary["pause_s"].min(), summary["pause_s"].max(), lambda v: number(v, 1))
+        if summary["pause_s"].notna().any() else DASH,
         "faults_list": join([FAULT_WORDS[f] for f in faults]),
         "faults_count": counted(len(faults), "fault"),
         "none_kill_stuck": cell("none", "kill", "stuck"),

@@ -528,7 +528,7 @@ def point_verdicts(pairs: pd.DataFrame, cpu_count: int | None = None) -> pd.Data
         tolerance = max(SERVER_CPU_TOLERANCE, 2 * cv)
         measured = not (math.isnan(h_cpu) or math.isnan(p_cpu) or not p_cpu)
         row.update(harness_server_cpu_us_per_win=h_cpu, pgbench_server_cpu_us_per_win=p_cpu,
-                   server_cpu_tolerance=tolerance,
+                   server_cpu_tolerance_floor=SERVER_CPU_TOLERANCE, server_cpu_tolerance=tolerance,
                    server_cpu_ok=bool(abs(h_cpu / p_cpu - 1) <= tolerance) if measured else None)
         saturated = bool(len(harness) and len(reference) and harness["cpu_share"].median() >= SATURATED_CPU_SHARE
                          and reference["cpu_share"].median() >= SATURATED_CPU_SHARE)
@@ -539,6 +539,7 @@ def point_verdicts(pairs: pd.DataFrame, cpu_count: int | None = None) -> pd.Data
         ratio = (harness["claims_per_second"].median() / reference["claims_per_second"].median()
                  if len(harness) and len(reference) else math.nan)
         row.update(cpu_saturated=saturated, predicted_ratio=predicted, measured_ratio=ratio,
+                   predicted_tolerance=PREDICTED_RATIO_TOLERANCE,
                    predicted_ok=bool(abs(ratio / predicted - 1) <= PREDICTED_RATIO_TOLERANCE)
                    if saturated and measured else None)
         gates = [row["envelope_ok"], row["server_cpu_ok"], row["predicted_ok"]]

@@ -71,7 +71,7 @@ Public API (what the notebooks call)::
     measure_plans(db, parameters, run_id, progress) -> Measured   # through harness.experiments.registry
     Run(run_dir).summary -> DataFrame                # one row per point and statement (medians)
     Run(run_dir).table("repetitions") -> DataFrame   # one row per EXPLAIN ANALYZE
-    plan_texts(Run(run_dir)) -> dict[str, str]
+    sections.plans.plan_texts(Run(run_dir)) -> dict[str, str]   # the article's reader of the plans' texts
     explain(conn, sql, params=(), fmt="json")   # one rolled-back EXPLAIN (ANALYZE, BUFFERS)
     TABLE_STATES                            # (name, label, description) of each table state, in order
 
@@ -99,51 +99,16 @@ from harness.server import database, schema
 from harness.server.activity import read_schedstat, server_is_local
 from harness.server.pgstats import relation_pages, table_counters
 from harness.storage import Run
+from harness.table_states import (AFTER_CLAIMS, AFTER_RACE, EVERY_POINT_STATES, FIRST_SCAN, HELD_SNAPSHOT,
+                                  RACE_DRAIN_WORKERS, REFERENCE_ONLY_STATES, STEADY, TABLE_STATE_NAMES, TABLE_STATES,
+                                  UNHELD_STATES, VACUUMED)
 from harness.strategies import ORIGINAL_STRATEGIES, STRATEGIES
 
 
-@dataclass(frozen=True)
-class TableState:
-    """One state of the drained table in which the claims are explained."""
-
-    name: str  # the table_state column's value
-    label: str  # a few words for legends and tables
-    description: str
-
-
-RACE_DRAIN_WORKERS = 4  # the connections that drain after_race's prefix
-
-# The table states in the order they are shown; notebooks and charts read them from here.
-TABLE_STATES = (
-    TableState("first_scan", "first scan after the drain",
-               "the first EXPLAIN ANALYZE after the prefix flip, no other session holding a snapshot; "
-               "a fresh table for every repetition"),
-    TableState("steady", "later scans after the drain",
-               "the scans after the first one on the same table, no other session holding a snapshot, "
-               "before any VACUUM"),
-    TableState("held_snapshot", "while a transaction older than the drain is open",
-               "a second session holds a REPEATABLE READ snapshot taken before the prefix flip, so no scan "
-               "may mark the consumed rows' index entries dead or prune their old versions"),
-    TableState("vacuumed", "after VACUUM",
-               "the held_snapshot table after the snapshot was released and VACUUM (ANALYZE) ran"),
-    TableState("after_claims", "after a drain by claims",
-               "a fresh table whose prefix was claimed one job at a time by the skip_locked claim on one "
-               "connection, each claim committed, then ANALYZE (the reference point only)"),
-    TableState("after_race", "after a drain by a race",
-               f"a fresh table whose prefix was claimed by {RACE_DRAIN_WORKERS} connections racing with the skip_locked claim, "
-               "each claim committed, then ANALYZE (the reference point only)"),
-)
-TABLE_STATE_NAMES = tuple(state.name for state in TABLE_STATES)
-FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED, AFTER_CLAIMS, AFTER_RACE = TABLE_STATE_NAMES
-# The states measured at every point; the drains by claims only at the reference point (they are slow).
-EVERY_POINT_STATES = (FIRST_SCAN, STEADY, HELD_SNAPSHOT, VACUUMED)
-REFERENCE_ONLY_STATES = (AFTER_CLAIMS, AFTER_RACE)
 # What `plans --json` calls each state: the bulk UPDATE's states say how their prefix was consumed.
 JSON_STATE_NAMES = {FIRST_SCAN: "after_bulk_update", STEADY: "after_bulk_update_later_scans",
                     HELD_SNAPSHOT: "after_bulk_update_held_snapshot", VACUUMED: "after_bulk_update_vacuumed",
                     AFTER_CLAIMS: "after_claims", AFTER_RACE: "after_race"}
-# The states measured right after a real drain, with no other session holding a snapshot.
-UNHELD_STATES = (FIRST_SCAN, STEADY)
 CONSUMED_STATUS = "done"
 DEFAULT_JOB_COUNTS = (10_000, 100_000)
 DEFAULT_CONSUMED_FRACTIONS = (0, 0.25, 0.5, 0.75, 0.99)
@@ -658,36 +623,6 @@ def summarise(run: Run) -> pd.DataFrame:
     return run.table("points")
 
 
-def plan_key(strategy: str, statement: str, partial_index: bool, table_state: str) -> str:
-    return f"{strategy}.{statement}/{'partial_index' if partial_index else 'no_index'}/{table_state}"
-
-
-def plan_texts(run: Run) -> dict[str, str]:
-    """The text plans at the reference point (10,000 jobs, half drained), by name.
-
-    Keys: 'half_drained_without_index' and 'half_drained_with_index' (the
-    skip_locked claim's first scan right after the drain), the same with a
-    '_<state>' suffix for every other table state (for example
-    'half_drained_with_index_vacuumed'), 'guarded_claim' (shows the status
-    Filter, first scan), and one '<strategy>.<statement>/<index>/<state>' key
-    for every statement explained there.
-    """
-    reference = run.results["reference_point"]
-    explains = run.table("explains")
-    texts = explains[(explains["format"] == "text") & (explains["job_count"] == reference["job_count"])
-                     & (explains["consumed_fraction"] == reference["consumed_fraction"])]
-    found = {plan_key(r.strategy, r.statement, bool(r.partial_index), r.table_state): r.plan
-             for r in texts.itertuples()}
-    headline = FIRST_SCAN
-    aliases = {"guarded_claim": plan_key("guarded", "claim", False, headline)}
-    for state in TABLE_STATE_NAMES:
-        suffix = "" if state == headline else f"_{state}"
-        aliases[f"half_drained_without_index{suffix}"] = plan_key("skip_locked", "claim", False, state)
-        aliases[f"half_drained_with_index{suffix}"] = plan_key("skip_locked", "claim", True, state)
-    named = {alias: found[key] for alias, key in aliases.items() if key in found}
-    return {**named, **found}
-
-
 # --------------------------------------------------------------------------- command line
 
 JSON_COLUMNS = ("job_count", "consumed_fraction", "consumed_jobs", "partial_index", "table_state", "strategy",
@@ -727,5 +662,5 @@ def show_runs(paths, as_json: bool) -> None:
 
 
 __all__ = ["TABLE_STATES", "TABLE_STATE_NAMES", "PlansParameters", "measure_plans", "plan_checks", "summarise",
-           "plan_texts", "explain", "explain_on_cpu", "plan_metrics",
+           "explain", "explain_on_cpu", "plan_metrics",
            "strategy_statements"]

@@ -12,7 +12,6 @@ from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding
 from harness.article.formats import DASH, MISSING, count, missing, number, percent, span, spread as spread_text
 from harness.article.prose import counted, join, table, workers_phrase
 from harness.article.wording import Sentences
-from harness.experiments import bench as bench_module
 from harness.storage import Run
 
 NAME = "bench"
@@ -49,10 +48,8 @@ def a3_harness_against_pgbench(bench: pd.DataFrame | None, band: tuple[float, fl
     """A3 is confirmed only where every point the bench covers passes its gates on what the server did
     (bench.point_verdicts: the lost-race or empty-answer envelope, the server's CPU per win, the CPU-predicted
     ratio); the claims/s ratio to pgbench is reported beside them, not gated."""
-    if bench is None or not len(bench) or "ratio" not in bench:
+    if bench is None or not len(bench) or "ratio" not in bench or band is None:
         return not_measured("A3", say("A3.no_run"))
-    if band is None:
-        band = bench_module.TARGET_BAND
     inside = int(((bench["ratio"] >= band[0]) & (bench["ratio"] <= band[1])).sum())
     lowest, highest = bench.loc[bench["ratio"].idxmin()], bench.loc[bench["ratio"].idxmax()]
     ours = say("A3.ours", points=", ".join(
@@ -113,7 +110,7 @@ class Loaded:
     run: Run | None
     request: object | None  # what the params file's bench section asked (bench.BenchParameters)
     summary: pd.DataFrame | None
-    band: tuple[float, float] | None = None  # bench.TARGET_BAND unless a test sets one
+    band: tuple[float, float] | None = None  # the claims/s ratio's target band, as the run stored it
     fixed_fill: dict | None = None
 
 
@@ -125,7 +122,7 @@ def load(reads: dict, loaded: dict) -> Loaded | None:
     summary = run.summary
     races = loaded.get("races")
     most = most_cpu_free_workers(races.summary) if races is not None else None
-    return Loaded(run, asked.request, summary, bench_module.TARGET_BAND, fixed_fill_latency(summary, most))
+    return Loaded(run, asked.request, summary, tuple(run.results["target_band"]), fixed_fill_latency(summary, most))
 
 
 def findings(loaded: dict) -> list[Finding]:
@@ -152,8 +149,8 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     worst = guarded.loc[(guarded["layout_effect"] - 1).abs().idxmax()] if len(guarded) else None
     costs = summary["audit_cost"].dropna() if "audit_cost" in summary else summary.iloc[0:0]
     return {
-        "bench_cpu_tolerance": percent(bench_module.SERVER_CPU_TOLERANCE, 0),
-        "bench_predicted_tolerance": percent(bench_module.PREDICTED_RATIO_TOLERANCE, 0),
+        "bench_cpu_tolerance": _gate(summary, "server_cpu_tolerance_floor"),
+        "bench_predicted_tolerance": _gate(summary, "predicted_tolerance"),
         "bench_windows": f"{counted(request.pairs, 'pair')} of {request.seconds} s windows",
         "bench_noise": span(single["layout_effect"].min(), single["layout_effect"].max(), _two_digits)
         if len(single) else say("bench_noise_unmeasured"),
@@ -162,6 +159,11 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
         "audit_cost": join([f"{strategy} {span(rows['audit_cost'].min(), rows['audit_cost'].max(), percent)}"
                             for strategy, rows in summary.dropna(subset=["audit_cost"]).groupby("strategy", sort=False)])
         if len(costs) else MISSING}
+
+
+def _gate(summary: pd.DataFrame, column: str) -> str:
+    """A gate's tolerance as the bench's summary applied it."""
+    return percent(summary[column].iloc[0], 0) if column in summary and len(summary) else MISSING
 
 
 def _two_digits(value) -> str:

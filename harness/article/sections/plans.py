@@ -16,10 +16,9 @@ from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRE
 from harness.article.formats import DASH, MISSING, count, missing, ms, percent, ratio, span
 from harness.article.prose import counted
 from harness.article.wording import Sentences
-from harness.experiments.plans import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES,
-                                       UNHELD_STATES, VACUUMED)
 from harness.storage import Run
-from harness.experiments import plans as plans_module
+from harness.table_states import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES,
+                                  UNHELD_STATES, VACUUMED)
 
 NAME = "plans"
 READS = ("plans",)
@@ -38,11 +37,42 @@ def _plan_buffers(point: dict) -> float:
     return float(point["shared_hit_blocks"]) + float(point["shared_read_blocks"]) if point else math.nan
 
 
+def plan_key(strategy: str, statement: str, partial_index: bool, table_state: str) -> str:
+    return f"{strategy}.{statement}/{'partial_index' if partial_index else 'no_index'}/{table_state}"
+
+
+def plan_texts(run: Run) -> dict[str, str]:
+    """The text plans at the reference point (10,000 jobs, half drained), by name.
+
+    Keys: 'half_drained_without_index' and 'half_drained_with_index' (the
+    skip_locked claim's first scan right after the drain), the same with a
+    '_<state>' suffix for every other table state (for example
+    'half_drained_with_index_vacuumed'), 'guarded_claim' (shows the status
+    Filter, first scan), and one '<strategy>.<statement>/<index>/<state>' key
+    for every statement explained there.
+    """
+    reference = run.results["reference_point"]
+    explains = run.table("explains")
+    texts = explains[(explains["format"] == "text") & (explains["job_count"] == reference["job_count"])
+                     & (explains["consumed_fraction"] == reference["consumed_fraction"])]
+    found = {plan_key(r.strategy, r.statement, bool(r.partial_index), r.table_state): r.plan
+             for r in texts.itertuples()}
+    headline = FIRST_SCAN
+    aliases = {"guarded_claim": plan_key("guarded", "claim", False, headline)}
+    for state in TABLE_STATE_NAMES:
+        suffix = "" if state == headline else f"_{state}"
+        aliases[f"half_drained_without_index{suffix}"] = plan_key("skip_locked", "claim", False, state)
+        aliases[f"half_drained_with_index{suffix}"] = plan_key("skip_locked", "claim", True, state)
+    named = {alias: found[key] for alias, key in aliases.items() if key in found}
+    return {**named, **found}
+
+
+
 def plan_facts(points: pd.DataFrame, reference: dict, plan_texts: dict) -> dict:
     """F9, F10 at the reference point (the fill level nearest half drained), from a stored plans run.
 
     Keys '<without|with>_<state>_<buffers|removed|ms|index>' for every state in
-    plans.TABLE_STATES; the ratios compare without and with the partial index
+    table_states.TABLE_STATES; the ratios compare without and with the partial index
     right after the drain (first scan and later scans), where no other session
     held a snapshot.
     """
@@ -215,7 +245,7 @@ def load(reads: dict, loaded: dict) -> Loaded | None:
     if asked is None or not asked.runs:
         return None
     run = asked.runs[0]
-    points, texts = run.summary, plans_module.plan_texts(run)
+    points, texts = run.summary, plan_texts(run)
     return Loaded(run, asked.request, points, texts, plan_facts(points, run.results["reference_point"], texts))
 
 
