@@ -118,10 +118,10 @@ def test_every_section_declares_the_params_sections_it_reads():
     assert read == set(registry.SECTIONS), "every params-file section is read by a section of the page"
 
 
-def test_the_readme_tree_names_every_module_where_it_is():
-    """Each module of harness/ appears in the README's tree under its own folder."""
-    lines = (HARNESS.parent / "README.md").read_text().splitlines()
-    start = lines.index("harness/           the package")
+def tree_under_harness(markdown: Path) -> set[str]:
+    """The paths a page's layout tree names under `harness/`, folders with a trailing slash."""
+    lines = markdown.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("harness/ "))
     tree, folder = set(), []
     for line in lines[start + 1:]:
         if not line.startswith("  "):
@@ -130,9 +130,23 @@ def test_the_readme_tree_names_every_module_where_it_is():
         name = line.split()[0]
         folder = folder[:depth - 1]
         if name.endswith("/"):
+            tree.add("/".join([*folder, name]))
             folder.append(name.rstrip("/"))
         else:
             tree.add("/".join([*folder, name]))
+    return tree
+
+
+def test_the_layout_tree_names_every_module_where_it_is():
+    """Each module of harness/ appears in docs/layout.md's tree under its own folder."""
+    tree = tree_under_harness(HARNESS.parent / "docs" / "layout.md")
     modules = {str(path.relative_to(HARNESS)) for path in HARNESS.rglob("*.py")
                if path.name != "__init__.py"}
     assert sorted(modules - tree) == [] and sorted(m for m in tree - modules if m.endswith(".py")) == []
+
+
+def test_the_readme_tree_names_every_package_of_harness():
+    """The README's short tree names each package directly under harness/, and no folder that is not one."""
+    named = {entry for entry in tree_under_harness(HARNESS.parent / "README.md") if entry.count("/") == 1}
+    packages = {f"{path.parent.name}/" for path in HARNESS.glob("*/__init__.py")}
+    assert sorted(named) == sorted(packages)

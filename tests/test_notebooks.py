@@ -156,7 +156,7 @@ def test_notebook_runs_under_papermill_with_tiny_parameters(tiny, name):
 
 @pytest.mark.slow
 def test_papermill_command_line_takes_yaml_parameters(tiny, tmp_path):
-    """The README's command: a notebook on its own finds its runs from a params file, reusing the tiny build's."""
+    """docs/report.md's command: a notebook on its own finds its runs from a params file, reusing the tiny build's."""
     output = tmp_path / "races.ipynb"
     result = subprocess.run(
         [str(Path(sys.executable).with_name("papermill")), str(config.NOTEBOOK_DIR / "01-races.ipynb"), str(output),
