@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.claim_steps import (AUTOCOMMIT, EMPTY, IDLE, LOST, OK, TUPLES_OK, WON, AttemptNotes, Strategy,
+                                 abandon_transaction, failed_statement, one_statement_stepwise)
 from harness.config import SCHEMA
 
 JOBS = f"{SCHEMA}.jobs"
@@ -229,3 +231,221 @@ LIBRARY_NAMES = {"procrastinate": "procrastinate", "pgqueuer": "PgQueuer", "chan
                  "pgboss": "pg-boss", "graphile_worker": "graphile-worker",
                  "river": "River (Go)", "oban": "Oban (Elixir)", "que": "Que (Ruby)", "good_job": "good_job (Ruby)",
                  "solid_queue": "Solid Queue (Ruby)"}
+
+
+# --------------------------------------------------------------------------- job libraries' protocols
+
+# What a statement of a library's protocol (harness.library_claims) does with its answer:
+PLAIN = "plain"  # nothing to read (BEGIN, COMMIT, a completion, a read the library makes and ignores)
+PICK = "pick"  # the job's id, or no row: nothing left for this worker (EMPTY)
+CLAIM = "claim"  # a pick that also writes the claim: a row is a won job
+CHECK = "check"  # a re-check of the picked job: no row means another worker has it (LOST)
+WRITE = "write"  # the job's start, the write the audit records: a row written is a won job
+RELEASE = "release"  # runs once a job was picked, whatever came after; the last one counts the locks still held
+_COMMIT = b"COMMIT"
+
+
+_UNLOCK_ALL = b"SELECT pg_advisory_unlock_all()"
+
+
+def _protocol_steps(protocol: tuple[tuple[str, str], ...], sql: dict[str, str], counts_stray_locks: bool):
+    """One attempt of a library's protocol: its statements in order, each given the picked job's id where its SQL
+    takes one ($1), ended early by an empty pick or a failed check (an open transaction is committed, as the
+    library's would be), its release statements run once a job was picked.
+
+    A claim once written stays won: a statement that fails after it (a completion, an unlock) ends the attempt but
+    does not undo what the audit recorded. Where the protocol takes advisory locks, its last release counts the
+    locks the session still holds and releases them (a measurement and a clean-up of this harness, not the
+    library's), so each attempt's note is its own; an attempt that failed before it picked a job releases them
+    too, and notes none (its pick's locks are not known)."""
+    steps = tuple((name.encode(), role, "$1" in sql[name]) for name, role in protocol if role != RELEASE)
+    releases = tuple((name.encode(), "$1" in sql[name]) for name, role in protocol if role == RELEASE)
+
+    def noted_steps(notes: AttemptNotes, batch: int):
+        add_stray = notes.stray_locks.append
+
+        def claim(pgconn) -> tuple[int, int]:
+            job_id, outcome = None, None
+            for name, role, with_job in steps:
+                result = pgconn.exec_prepared(name, (job_id,) if with_job else None)
+                if result.status not in OK:
+                    if pgconn.transaction_status == IDLE:
+                        failed = failed_statement(pgconn, job_id)[0]
+                    else:
+                        failed = abandon_transaction(pgconn, result, job_id)[0]
+                    outcome = WON if outcome == WON else failed
+                    break
+                if role in (PICK, CLAIM):
+                    if result.ntuples == 0:
+                        outcome = EMPTY
+                        break
+                    job_id = result.get_value(0, 0)
+                    outcome = WON if role == CLAIM else outcome
+                elif role == CHECK and result.ntuples == 0:
+                    outcome = LOST
+                    break
+                elif role == WRITE:
+                    outcome = WON if (result.command_tuples or 0) >= 1 else LOST
+                    if outcome == LOST:
+                        break
+            if outcome in (EMPTY, LOST) and pgconn.transaction_status != IDLE:
+                pgconn.exec_(_COMMIT)
+            if job_id is None or not releases:
+                if counts_stray_locks:  # one note per attempt
+                    if outcome != EMPTY:
+                        pgconn.exec_(_UNLOCK_ALL)
+                    add_stray(0)
+                return outcome, int(job_id or 0)
+            for name, with_job in releases:
+                released = pgconn.exec_prepared(name, (job_id,) if with_job else None)
+                if released.status != TUPLES_OK:
+                    if counts_stray_locks:
+                        pgconn.exec_(_UNLOCK_ALL)
+                        add_stray(0)
+                    return (WON if outcome == WON else failed_statement(pgconn, job_id)[0]), int(job_id)
+            if counts_stray_locks:
+                add_stray(int(released.get_value(0, 0)))
+            return outcome, int(job_id)
+
+        return claim, one_statement_stepwise(claim)
+
+    return noted_steps
+
+
+def library_strategy(name: str, title: str, summary: str, protocol: tuple[tuple[str, str], ...],
+                      sql: dict[str, str], isolation: str, counts_stray_locks: bool = False,
+                      library_name: str | None = None) -> "Strategy":
+    """A job library's protocol as a strategy the race runs: its statements prepared once each, its sequence kept.
+    library_name: the library a variant of its protocol comes from (its name otherwise)."""
+    source = SOURCES[library_name or name]
+    roles = [role for _, role in protocol]
+    # one step wins the job; the releases come last
+    assert sum(role in (CLAIM, WRITE) for role in roles) == 1, name
+    assert RELEASE not in roles or roles[roles.index(RELEASE):] == [RELEASE] * roles.count(RELEASE), name
+    return Strategy(
+        name=name, title=title, summary=summary,
+        statements=tuple(sql.items()), protocol=protocol,
+        noted_steps=_protocol_steps(protocol, sql, counts_stray_locks),
+        counts_stray_locks=counts_stray_locks, isolation=isolation, library_source=str(source),
+        not_benched="a library's protocol hands the picked id from statement to statement and may end early; "
+                    "the bench's scripts run a fixed list",
+    )
+
+
+# Which of a SKIP LOCKED library's two statements it wraps in a BEGIN and COMMIT of its own.
+NEITHER, CLAIM_ONLY, CLAIM_AND_COMPLETION = "neither", "claim only", "claim and completion"
+
+
+def _skip_locked_library(name: str, title: str, summary: str, complete: str, in_transactions: str,
+                         isolation: str) -> "Strategy":
+    """A library whose claim is the shared SKIP LOCKED CTE (library_claims.SKIP_LOCKED_CLAIM) followed by its
+    completion: what sets one apart is which of the two it sends inside a transaction of its own."""
+    claim = (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN)) if in_transactions != NEITHER else \
+        (("claim", CLAIM),)
+    completion = (("begin", PLAIN), ("complete", PLAIN), ("commit", PLAIN)) \
+        if in_transactions == CLAIM_AND_COMPLETION else (("complete", PLAIN),)
+    protocol = claim + completion
+    used = {step for step, _ in protocol}
+    sql = {step: text for step, text in (("begin", BEGIN), ("claim", SKIP_LOCKED_CLAIM),
+                                         ("commit", COMMIT), ("complete", complete)) if step in used}
+    return library_strategy(name, title, summary, protocol, sql, isolation)
+
+
+# The job libraries' protocols (harness.library_claims), raced beside the strategies above on the same table.
+# Those of libraries this project does not run (Go, Elixir, Ruby), read from their sources at a commit ...
+MODELLED_LIBRARY_STRATEGIES = ("river", "oban", "que", "good_job", "solid_queue")
+# ... and those of the libraries also raced with their own workers (harness.libraries), read from their releases.
+RACED_LIBRARY_STRATEGIES = ("procrastinate", "pgqueuer", "chancy", "pgmq", "pgboss", "graphile_worker")
+LIBRARY_STRATEGIES = MODELLED_LIBRARY_STRATEGIES + RACED_LIBRARY_STRATEGIES
+# A library's protocol with one of its safeguards taken out, to show what the safeguard prevents: protocol -> 
+LIBRARY_VARIANTS = {"que_without_recheck": "que"}
+PROTOCOLS: dict[str, Strategy] = {s.name: s for s in (
+    library_strategy(
+        "river", "River's fetch",
+        "One statement: a CTE locks the next available job FOR UPDATE SKIP LOCKED, the UPDATE sets it running.",
+        (("claim", CLAIM),), {"claim": RIVER_CLAIM}, AUTOCOMMIT),
+    library_strategy(
+        "oban", "Oban's fetch and completion",
+        "BEGIN, the SKIP LOCKED CTE UPDATE, COMMIT; then the job's completion, an UPDATE by id.",
+        (("begin", PLAIN), ("claim", CLAIM), ("commit", PLAIN), ("complete", PLAIN)),
+        {"begin": BEGIN, "claim": OBAN_CLAIM, "commit": COMMIT,
+         "complete": COMPLETE},
+        "the claim in one READ COMMITTED transaction (BEGIN, UPDATE, COMMIT), the completion in autocommit"),
+    library_strategy(
+        "que", "Que's advisory-lock poll",
+        "A recursive CTE tries a session advisory lock on one pending job after another until it holds one; "
+        "a new statement re-checks it, another checks it exists, the job runs and is resolved, then it is "
+        "unlocked. Nothing is written at claim.",
+        (("poll", PICK), ("verify", CHECK), ("exists", CHECK), ("resolve", WRITE), ("unlock", RELEASE)),
+        {"poll": QUE_POLL, "verify": QUE_VERIFY, "exists": QUE_EXISTS,
+         "resolve": QUE_RESOLVE, "unlock": QUE_UNLOCK},
+        "read committed, autocommit, one statement per round trip; session advisory locks",
+        counts_stray_locks=True),
+    library_strategy(
+        "good_job", "good_job's advisory lock over candidates",
+        "A SELECT materialises up to 1,000 candidates and keeps the first whose advisory lock (an md5 key) it "
+        "gets; a reload re-checks it; the start and the finish are transactions of their own; the lock is "
+        "released with a pg_locks check before and after.",
+        (("pick", PICK), ("reload", CHECK), ("begin", PLAIN), ("start", WRITE), ("commit", PLAIN),
+         ("begin", PLAIN), ("finish", PLAIN), ("commit", PLAIN), ("held", RELEASE), ("unlock", RELEASE),
+         ("held_after", RELEASE)),
+        {"pick": GOOD_JOB_PICK, "reload": GOOD_JOB_RELOAD, "begin": BEGIN,
+         "start": GOOD_JOB_START, "commit": COMMIT, "finish": COMPLETE,
+         "held": GOOD_JOB_LOCK_HELD, "unlock": GOOD_JOB_UNLOCK,
+         "held_after": GOOD_JOB_HELD_AFTER},
+        "the pick, the reload and the unlock in autocommit, the start and the finish each in a READ COMMITTED "
+        "transaction; a session advisory lock from the pick to the unlock",
+        counts_stray_locks=True),
+    library_strategy(
+        "solid_queue", "Solid Queue's claim and completion",
+        "BEGIN, SELECT the next job FOR UPDATE SKIP LOCKED, claim it, re-select it, COMMIT; load the job; then "
+        "BEGIN, lock it FOR UPDATE, finish it, COMMIT.",
+        (("begin", PLAIN), ("pick", PICK), ("claim", WRITE), ("reselect", PLAIN), ("commit", PLAIN),
+         ("load", PLAIN), ("begin", PLAIN), ("lock", PLAIN), ("finish", PLAIN), ("commit", PLAIN)),
+        {"begin": BEGIN, "pick": SOLID_QUEUE_PICK, "claim": SOLID_QUEUE_CLAIM,
+         "reselect": SOLID_QUEUE_RESELECT, "commit": COMMIT, "load": SOLID_QUEUE_LOAD,
+         "lock": SOLID_QUEUE_LOCK, "finish": COMPLETE},
+        "the claim and the completion each one READ COMMITTED transaction; the SKIP LOCKED row lock held across "
+        "the claim's statements"),
+    _skip_locked_library(
+        "procrastinate", "procrastinate's fetch and finish",
+        "BEGIN, the SKIP LOCKED CTE UPDATE (its fetch function's body), COMMIT; then BEGIN, the finish, COMMIT.",
+        COMPLETE, CLAIM_AND_COMPLETION, "the fetch and the finish each one READ COMMITTED transaction"),
+    _skip_locked_library(
+        "pgqueuer", "PgQueuer's dequeue and log",
+        "The SKIP LOCKED CTE UPDATE, then the completion, each one statement in autocommit.",
+        COMPLETE, NEITHER, AUTOCOMMIT),
+    _skip_locked_library(
+        "chancy", "chancy's fetch and completion",
+        "BEGIN, the SKIP LOCKED CTE UPDATE, COMMIT; then the completion, an UPDATE that checks the job is "
+        "still the worker's (chancy sends a second's completions in one transaction).",
+        GUARDED_COMPLETE, CLAIM_ONLY,
+        "the fetch in one READ COMMITTED transaction, the completion in autocommit"),
+    _skip_locked_library(
+        "pgmq", "pgmq's read and archive",
+        "BEGIN, the SKIP LOCKED CTE UPDATE (its read function's body), COMMIT; then BEGIN, the archive, COMMIT.",
+        COMPLETE, CLAIM_AND_COMPLETION, "the read and the archive each one READ COMMITTED transaction"),
+    _skip_locked_library(
+        "pgboss", "pg-boss's fetch and completion",
+        "The SKIP LOCKED CTE UPDATE, then the completion of the job if it is still active, each in autocommit.",
+        GUARDED_COMPLETE, NEITHER, AUTOCOMMIT),
+    _skip_locked_library(
+        "graphile_worker", "graphile-worker's get_job and completion",
+        "The SKIP LOCKED CTE UPDATE, then the completion, each one statement in autocommit.",
+        COMPLETE, NEITHER, AUTOCOMMIT),
+)}
+
+
+
+def _without_step(name: str, of: str, step: str, title: str, summary: str) -> Strategy:
+    """A library's protocol with one step taken out (a safeguard), to show what that step prevents."""
+    strategy = PROTOCOLS[of]
+    protocol = tuple(s for s in strategy.protocol if s[0] != step)
+    sql = {n: text for n, text in strategy.statements if n != step}
+    return library_strategy(name, title, summary, protocol, sql, strategy.isolation,
+                             strategy.counts_stray_locks, library_name=of)
+
+
+PROTOCOLS["que_without_recheck"] = _without_step(
+    "que_without_recheck", "que", "verify", "Que's poll without its re-check",
+    "Que's protocol with the re-check under the lock taken out: the job runs once the poll holds its lock.")

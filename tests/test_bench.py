@@ -18,7 +18,8 @@ from harness.server import schema
 from harness.experiments.pgbench import pgbench_script, run_pgbench
 from harness.experiments.race import run_race
 from harness.storage import Run, read_json
-from harness.strategies import STRATEGIES, WON
+from harness.strategies import STRATEGIES
+from harness.claim_steps import WON
 
 from conftest import run_cli
 

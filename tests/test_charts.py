@@ -12,7 +12,7 @@ import pytest
 from harness.article import analysis, charts, labels, reliability, vega
 from harness.storage import Run
 from harness.article.sections import libraries as library_section
-from harness.experiments import bench, churn, plans, registry
+from harness.experiments import bench, registry
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 

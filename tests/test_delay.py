@@ -26,7 +26,7 @@ from harness.experiments.race_trials import RaceSweep
 from harness.server import database, schema
 from harness.server.delay import DelayProxy, network_delay
 from harness.storage import Run, read_json
-from harness.strategies import LOST, WON
+from harness.claim_steps import LOST, WON
 
 from conftest import PROJECT_ROOT, run_cli
 

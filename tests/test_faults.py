@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness import storage
+from harness.storage import Run
 from harness.errors import UserError
 from harness.experiments import faults
 from harness.service import ledger

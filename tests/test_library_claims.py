@@ -19,8 +19,9 @@ from harness.server import schema
 from harness.server.database import connect
 from harness.storage import Run, read_manifest
 from harness import libraries
-from harness.strategies import (CHECK, LIBRARY_STRATEGIES, MODELLED_LIBRARY_STRATEGIES, PICK,
-                                RACED_LIBRARY_STRATEGIES, RELEASE, STRATEGIES, WRITE)
+from harness.strategies import STRATEGIES
+from harness.library_claims import (CHECK, LIBRARY_STRATEGIES, MODELLED_LIBRARY_STRATEGIES, PICK,
+                                    RACED_LIBRARY_STRATEGIES, RELEASE, WRITE)
 
 
 def pgmq_sql_version() -> str:

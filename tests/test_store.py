@@ -20,7 +20,8 @@ from harness.errors import ConservationError, UserError
 from harness.experiments import bench, churn, contract, plans, registry
 from harness.experiments.race_trials import RaceParameters, RaceSweep, conservation_checks
 from harness.stats import summarise_runs
-from harness.strategies import ABORTED, EMPTY, LOST, ORIGINAL_STRATEGIES, WON, parse_strategies
+from harness.strategies import ORIGINAL_STRATEGIES, parse_strategies
+from harness.claim_steps import ABORTED, EMPTY, LOST, WON
 
 SERVER = {"source": "embedded", "version": "PostgreSQL 16.0", "major": 16, "settings": {}}
 

@@ -14,7 +14,8 @@ from harness.experiments.race_trials import RaceSweep
 from harness.server import schema
 from harness.server.database import connect
 from harness.storage import Run, read_manifest
-from harness.strategies import ABORTED, EMPTY, STRATEGIES, WON, AttemptNotes
+from harness.strategies import STRATEGIES
+from harness.claim_steps import ABORTED, EMPTY, WON, AttemptNotes
 
 
 def race(db, tmp_path, strategy, worker_count, job_count, **options):
@@ -198,6 +199,6 @@ def test_an_empty_answer_is_the_end_of_the_queue_for_every_claim_without_stray_l
 
 
 def test_outcome_codes_are_the_stored_names():
-    from harness.strategies import OUTCOME_NAMES
+    from harness.claim_steps import OUTCOME_NAMES
 
     assert OUTCOME_NAMES[WON] == "won" and OUTCOME_NAMES[EMPTY] == "empty" and OUTCOME_NAMES[ABORTED] == "aborted"

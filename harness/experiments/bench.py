@@ -35,7 +35,6 @@ import os
 import re
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -52,7 +51,8 @@ from harness.experiments.race import CLIENT_LAYOUT_TEXT, run_race
 from harness.server import database, schema
 from harness.server.activity import ActivitySampler, server_cpu_ns
 from harness.storage import Run, utc_now
-from harness.strategies import EMPTY, ERROR, LOST, ORIGINAL_STRATEGIES, STRATEGIES, WON, get_strategy, parse_strategies
+from harness.strategies import ORIGINAL_STRATEGIES, STRATEGIES, get_strategy, parse_strategies
+from harness.claim_steps import EMPTY, ERROR, LOST, WON
 
 BENCH_WORKER_COUNTS = (1, 8, 32, 64, 100)
 DEFAULT_PAIRS = 5  # make bench: at least 5 pairs of at least 10 s

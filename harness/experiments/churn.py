@@ -64,7 +64,8 @@ from harness.experiments.limits import check_race_size
 from harness.experiments.race import run_race
 from harness.server import database, pgstats, schema
 from harness.storage import Run
-from harness.strategies import EMPTY, ERROR, WON, get_strategy
+from harness.strategies import get_strategy
+from harness.claim_steps import EMPTY, ERROR, WON
 
 STRATEGY = "skip_locked"
 DEFAULT_FILLFACTORS = (100, 90, 70, 50)

@@ -27,7 +27,7 @@ import numpy as np
 
 from harness.server import database
 from harness.errors import UserError
-from harness.strategies import Strategy
+from harness.claim_steps import Strategy
 
 # The pick statement selects the column `id`; \gset stores it in the pgbench variable of that name.
 PICKED_VARIABLE = "id"

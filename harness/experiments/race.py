@@ -24,7 +24,7 @@ records when each statement started and ended.
 
 Strategies that know more about an attempt than its outcome and job (the
 rows a batch claimed, the advisory locks an attempt left behind) note it in
-their own lists (strategies.AttemptNotes); the loop itself does not change.
+their own lists (claim_steps.AttemptNotes); the loop itself does not change.
 
 A process that dies fails the whole race within a bounded time; no worker
 outlives the race, nor the harness: each asks the kernel to kill it when its
@@ -53,7 +53,8 @@ from harness.children import die_with_parent
 from harness.server.activity import read_schedstat, schedstat_delta
 from harness.server.delay import DelayedStatements
 from harness.errors import RaceError
-from harness.strategies import EMPTY, ERROR, WON, AttemptNotes, get_strategy, without_cleanup
+from harness.strategies import get_strategy, without_cleanup
+from harness.claim_steps import EMPTY, ERROR, WON, AttemptNotes
 
 # fork: 100 workers start in well under a second and inherit the imported modules.
 _CONTEXT = mp.get_context("fork")

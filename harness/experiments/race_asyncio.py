@@ -34,7 +34,8 @@ from harness.errors import RaceError, UserError
 from harness.children import die_with_parent
 from harness.experiments.race import RaceResult, WorkerRecord
 from harness.server.activity import read_schedstat, schedstat_delta
-from harness.strategies import EMPTY, ERROR, ORIGINAL_STRATEGIES, failed_statement, get_strategy, settle_for
+from harness.strategies import ORIGINAL_STRATEGIES, get_strategy, settle_for
+from harness.claim_steps import EMPTY, ERROR, failed_statement
 
 _CONTEXT = mp.get_context("fork")
 _TUPLES_OK = 2  # pq.ExecStatus.TUPLES_OK

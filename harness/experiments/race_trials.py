@@ -26,8 +26,8 @@ from harness.experiments.race import CLIENT_LAYOUT, CLIENT_LAYOUT_TEXT, RaceResu
 from harness.server import activity, cpus, database, delay, pooler, schema
 from harness.stats import jsonable, spread_by_point, summarise_runs
 from harness.storage import ACTIVITY_SCHEMA, ATTEMPT_SCHEMA, CLAIM_SCHEMA, WORKER_SCHEMA
-from harness.strategies import (DEFAULT_BATCH, EMPTY, MAX_BATCH, ORIGINAL_STRATEGIES, OUTCOME_NAMES, STRATEGIES,
-                                 WON, get_strategy, parse_strategies, without_cleanup)
+from harness.strategies import ORIGINAL_STRATEGIES, STRATEGIES, get_strategy, parse_strategies, without_cleanup
+from harness.claim_steps import DEFAULT_BATCH, EMPTY, MAX_BATCH, OUTCOME_NAMES, WON
 
 CLIENT_LAYOUTS = (CLIENT_LAYOUT, race_asyncio.CLIENT_LAYOUT)
 MAX_PAUSE_MS = 10_000.0  # a slowed-down race is for watching; longer pauses only make it last for ever
