@@ -1,0 +1,85 @@
+"""Every job library module (harness.libraries) and every model (harness.libraries.models) declares the interface the
+library kinds run it through, and agrees with the other lists that name the libraries."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import pytest
+
+from harness import libraries, library_claims
+from harness.strategies import STRATEGIES
+
+# What every module declares (harness/libraries/__init__.py and harness/libraries/models/__init__.py say what each is).
+TEXT = str
+COMMON = {"NAME": TEXT, "SOURCE": TEXT, "CLAIMED": TEXT, "COMPLETED": TEXT, "SETTINGS": dict, "RECOVERY": dict,
+          "JOBS_TABLE": TEXT, "ID_COLUMN": TEXT}
+RACED = {**COMMON, "PACKAGE": TEXT, "CLAIM_LOGGED": TEXT}
+MODELLED = {**COMMON, "CLAIM": TEXT, "CONNECTIONS": int, "PROTOCOL": object}
+OPTIONAL = {"JOBS_SCHEMA": TEXT, "STATS_TABLE": TEXT, "AUDIT_ID_SQL": TEXT, "JOB_CAP": int, "NOTIFIES_ON_CHANGE": bool,
+            "CONNECTIONS": int, "STOPS_ON_ITS_OWN": bool, "INSTALL_HINT": TEXT, "CLAIM_FUNCTION": TEXT, "WAKEUP": dict}
+RECOVERY_KEYS = {"mechanism", "setting", "default_s", "raced_s"}
+# name -> the parameters it takes, in order
+FUNCTIONS = {"install": ("url",), "enqueue": ("url", "n", "job_s"), "work": ("url", "log", "ready", "start", "job_s")}
+WAKE_FUNCTIONS = {"wake_install": ("url",), "wake_work": ("url", "log", "ready", "start", "listen"),
+                  "enqueue_paced": ("url", "n", "interval_s", "listen")}
+
+
+def interface_problems(module, name: str, declared: dict[str, type]) -> list[str]:
+    """What a library module lacks or declares wrongly, one line each (nothing where it holds)."""
+    problems = []
+    for attribute, kind in {**declared, **{k: v for k, v in OPTIONAL.items() if hasattr(module, k)}}.items():
+        if not hasattr(module, attribute):
+            problems.append(f"{name}: no {attribute}")
+        elif not isinstance(getattr(module, attribute), kind):
+            problems.append(f"{name}: {attribute} is {type(getattr(module, attribute)).__name__}, not {kind.__name__}")
+    if getattr(module, "NAME", name) != name:
+        problems.append(f"{name}: NAME is {module.NAME!r}")
+    missing = RECOVERY_KEYS - set(getattr(module, "RECOVERY", None) or {})
+    if isinstance(getattr(module, "RECOVERY", None), dict) and missing:
+        problems.append(f"{name}: RECOVERY lacks {', '.join(sorted(missing))}")
+    functions = {**FUNCTIONS, **(WAKE_FUNCTIONS if hasattr(module, "WAKEUP") else {})}
+    for function, parameters in functions.items():
+        found = getattr(module, function, None)
+        if not callable(found):
+            problems.append(f"{name}: no {function}()")
+        elif tuple(inspect.signature(found).parameters) != parameters:
+            problems.append(f"{name}: {function}{inspect.signature(found)} does not take ({', '.join(parameters)})")
+    return problems
+
+
+@pytest.mark.parametrize("name", libraries.NAMES)
+def test_every_raced_library_declares_the_shared_interface(name):
+    module = libraries.get(name)
+    assert interface_problems(module, name, RACED) == []
+    assert name in library_claims.SOURCES and name in library_claims.LIBRARY_NAMES
+    assert name in STRATEGIES and STRATEGIES[name].protocol, "its claim protocol races in the tight loop"
+
+
+@pytest.mark.parametrize("name", libraries.MODELS)
+def test_every_model_declares_the_shared_interface(name):
+    module = libraries.get(name)
+    assert interface_problems(module, name, MODELLED) == []
+    assert libraries.is_model(name) and name in library_claims.SOURCES
+    assert module.CLAIM in STRATEGIES, "its claim races in the tight loop under this name"
+
+
+def test_the_lists_that_name_the_libraries_agree():
+    assert set(library_claims.RACED_LIBRARY_STRATEGIES) == set(libraries.NAMES)
+    assert set(library_claims.MODELLED_LIBRARY_STRATEGIES) == set(libraries.MODELS)
+    assert set(library_claims.SOURCES) == set(libraries.NAMES) | set(libraries.MODELS)
+
+
+def test_the_interface_check_names_what_a_module_gets_wrong():
+    def work(url, log, ready):  # one parameter short
+        pass
+
+    broken = types.SimpleNamespace(NAME="other", SOURCE="x", CLAIMED="true", COMPLETED="DELETE", SETTINGS={},
+                                   RECOVERY={"mechanism": "none"}, JOBS_TABLE="jobs", ID_COLUMN="id", PACKAGE="x",
+                                   JOB_CAP="40", install=lambda url: None, work=work, WAKEUP={})
+    assert interface_problems(broken, "broken", RACED) == [
+        "broken: no CLAIM_LOGGED", "broken: JOB_CAP is str, not int", "broken: NAME is 'other'",
+        "broken: RECOVERY lacks default_s, raced_s, setting", "broken: no enqueue()",
+        "broken: work(url, log, ready) does not take (url, log, ready, start, job_s)", "broken: no wake_install()",
+        "broken: no wake_work()", "broken: no enqueue_paced()"]
