@@ -15,6 +15,7 @@ from harness import libraries
 from harness.errors import UserError
 from harness.experiments import libraries as library_runs
 from harness.experiments import registry
+from harness.libraries import runtime
 from harness.server import database, pgstats
 from harness.storage import read_json
 from harness.strategies import STRATEGIES
@@ -50,7 +51,7 @@ def test_a_library_drains_a_small_queue_with_its_own_workers_each_job_once(db, t
     assert set(executions["worker"]) <= {0, 1}
     with db.connect() as conn:  # the run's database is gone, and none of its workers' sessions is left
         assert conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s",
-                            (library_runs.DATABASE,)).fetchone()[0] == 0
+                            (runtime.DATABASE,)).fetchone()[0] == 0
     if not (run / "statements.parquet").exists():
         pytest.skip("the server is not one started here: it logs no statements to find the claim among")
     _its_model_is_its_logged_claim(db, name, pd.read_parquet(run / "statements.parquet"), summary)
@@ -76,7 +77,7 @@ def _function_body(db, module) -> str:
         admin.execute("DROP DATABASE IF EXISTS claimrace_claim_function WITH (FORCE)")
         admin.execute("CREATE DATABASE claimrace_claim_function")
     try:
-        url = library_runs.database_url(db.url, "claimrace_claim_function")
+        url = runtime.database_url(db.url, "claimrace_claim_function")
         module.install(url)
         with database.connect(url) as conn:
             return " ".join(row[0] for row in conn.execute(

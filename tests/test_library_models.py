@@ -16,7 +16,7 @@ from harness.article.sections import library_faults as worker_dies
 from harness.config import SCHEMA
 from harness.errors import UserError
 from harness.experiments import libraries as library_runs
-from harness.libraries import models
+from harness.libraries import models, runtime
 from harness.libraries.models import good_job, oban, que, river, solid_queue
 from harness.server import faults
 
@@ -25,8 +25,8 @@ from harness.server import faults
 def model_db(db):
     """A fresh database with a model's table and 3 jobs; a function that opens a worker's connection to it."""
     with db.connect() as admin:
-        library_runs.fresh_database(admin)
-    url = library_runs.database_url(db.url)
+        runtime.fresh_database(admin)
+    url = runtime.database_url(db.url)
     models.install(url)
     models.enqueue(url, 3)
     opened = []
@@ -39,7 +39,7 @@ def model_db(db):
     for conn in opened:
         conn.close()
     with db.connect() as admin:
-        library_runs.drop_database(admin)
+        runtime.drop_database(admin)
 
 
 def _status(conn, job):

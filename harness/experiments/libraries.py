@@ -36,7 +36,6 @@ import multiprocessing as mp
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -45,27 +44,24 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from psycopg import conninfo, sql
+from psycopg import sql
 
 from harness import libraries
 from harness.libraries import models
-from harness.children import die_with_parent
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list,
                                          setting)
 from harness.experiments.limits import check_race_size
 from harness.experiments.race_trials import as_pooler_mode, as_poolers, client_list
 from harness.server import activity, database, pgstats, pooler
+from harness.libraries import runtime
 from harness.storage import Run
 
-DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it
 MAX_WORKERS = 64
 MAX_JOBS = 100_000
-READY_TIMEOUT_S = 120.0
 # a run's bound: a library that has not drained by then is stopped, and its unexecuted jobs are counted as such
 MIN_BOUND_S = 60.0
 BOUND_S_PER_JOB = 0.05
-AUDIT = "claimrace_audit"
 LOG_ENTRY = re.compile(r"^\S+ \S+ \S+ \[\d+\] ")  # a new entry of the server's log (its default line prefix)
 LOG_LINE = re.compile(LOG_ENTRY.pattern + r"(?:\S+ )?LOG:  (?:statement|execute [^:]*):")
 # a literal, as ?: a quoted string or a number, not a placeholder's ($1)
@@ -211,15 +207,8 @@ class LibrarySweep(Parameters):
                 for workers in self.worker_counts for repeat in range(self.repeats)]
 
 
-
-def connections_per_worker(name: str) -> int:
-    """The server connections one of a library's workers may hold (its CONNECTIONS, else 2: one to claim, one to
-    LISTEN): what a run needs of the server, and the pooler's server connections per worker."""
-    return getattr(libraries.get(name), "CONNECTIONS", 2)
-
-
 def workers_needed(parameters: LibraryParameters) -> int:
-    return connections_per_worker(parameters.library) * parameters.worker_count
+    return runtime.connections_per_worker(parameters.library) * parameters.worker_count
 
 
 def check_size(sets: list[LibraryParameters], local: bool, pg_version: int) -> None:
@@ -234,39 +223,7 @@ def label(parameters: LibraryParameters) -> str:
     return f"{parameters.library} x{parameters.worker_count}{fault}{through}"
 
 
-
 # --------------------------------------------------------------------------- a worker process
-
-
-class _Release:
-    """The start barrier as a library's worker sees it: waiting on it records when this worker was released."""
-
-    def __init__(self, event):
-        self.event, self.released_ns, self.at_release = event, None, None
-
-    def wait(self, timeout=None):
-        released = self.event.wait(timeout)
-        self.released_ns, self.at_release = time.time_ns(), activity.read_schedstat(os.getpid())
-        return released
-
-
-def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
-                   job_s: float | None = None) -> None:
-    """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
-    execution log. job_s: a fault run's (harness.experiments.library_faults) job length. Its error output (and its
-    node process's) goes to a file beside its log, kept with the run (error_output)."""
-    die_with_parent(parent_pid)
-    os.dup2(os.open(f"{log}.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 2)
-    release = _Release(start)
-    work = libraries.get(name).work
-    # a library whose worker is another process (Node) returns that process's scheduler readings
-    readings = (work(url, Path(log), ready, release) if job_s is None
-                else work(url, Path(log), ready, release, job_s)) or {}
-    at_release = readings.get("at_release", release.at_release)
-    ended = readings.get("at_end") or activity.read_schedstat(os.getpid())
-    Path(f"{log}.json").write_text(json.dumps({"pid": os.getpid(), "released_ns": release.released_ns,
-                                               "ended_ns": time.time_ns(), "at_release": at_release,
-                                               "at_end": ended}))
 
 
 # --------------------------------------------------------------------------- measuring
@@ -274,99 +231,6 @@ def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
 
 # What a drain and a fault run (harness.experiments.library_faults) share: the run's database, the audit on the
 # library's table, its worker processes.
-
-
-def database_url(url: str, name: str = DATABASE) -> str:
-    return conninfo.make_conninfo(url, dbname=name)
-
-
-def fresh_database(conn, name: str = DATABASE) -> None:
-    drop_database(conn, name)
-    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-
-
-def drop_database(conn, name: str = DATABASE) -> None:
-    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-
-
-def audit_id_sql(library, row: str = "NEW") -> str:
-    """The job's id as the workers log it, on `row` (NEW, OLD or a table alias): its id column, or AUDIT_ID_SQL
-    where the id is not a number (pg-boss, chancy)."""
-    expression = getattr(library, "AUDIT_ID_SQL", None) or f'NEW."{library.ID_COLUMN}"'
-    return expression.replace("NEW.", f"{row}.")
-
-
-def read_audit(conn) -> pd.DataFrame:
-    """The audit as the server wrote it, in order: job_id, event, at_ns, txid, pid."""
-    return pd.DataFrame(conn.execute(
-        f"SELECT job_id, event, (extract(epoch FROM at) * 1e9)::bigint AS at_ns, txid, pid FROM {AUDIT} "
-        "ORDER BY seq").fetchall(), columns=["job_id", "event", "at_ns", "txid", "pid"])
-
-
-def wait_until_ready(name: str, readies) -> None:
-    """Every worker connected (its ready event set), within READY_TIMEOUT_S in all."""
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    for ready in readies:
-        if not ready.wait(max(0.0, deadline - time.monotonic())):
-            raise RuntimeError(f"{name}: a worker was not ready after {READY_TIMEOUT_S:.0f} s")
-
-
-ERROR_TAIL_CHARS = 4000
-
-
-def error_output(logs: Path) -> pd.DataFrame:
-    """What each worker (and its node process) wrote to its error output: worker, the last ERROR_TAIL_CHARS."""
-    rows = [(int(path.name.split(".")[0]), path.read_text(errors="replace")[-ERROR_TAIL_CHARS:])
-            for path in sorted(logs.glob("*.log.stderr"))]
-    return pd.DataFrame(rows, columns=["worker", "text"])
-
-
-# What marks an error in a worker's error output: a Python traceback, a Node error or its stack, an ERROR log line;
-# a warning or a deprecation notice is not one
-ERROR_MARK = re.compile(r"Traceback \(most recent call last\)|\b\w*(Error|Exception)\b[:(]|^\s+at .+:\d+:\d+\)?$"
-                        r"|\bERROR\b", re.MULTILINE)
-
-
-def workers_with_errors(errors: pd.DataFrame) -> int:
-    """The workers whose error output holds an error (ERROR_MARK)."""
-    return int(errors["text"].map(lambda text: bool(ERROR_MARK.search(text or ""))).sum())
-
-
-def jobs_table(library) -> sql.Identifier:
-    """The library's jobs table, in its own schema where it has one (JOBS_SCHEMA)."""
-    schema = getattr(library, "JOBS_SCHEMA", None)
-    return sql.Identifier(schema, library.JOBS_TABLE) if schema else sql.Identifier(library.JOBS_TABLE)
-
-
-def install_audit(conn, library, completions: bool = False) -> None:
-    """Every enqueue and every claim of the library's jobs table, as the server saw it; with completions (a fault
-    run), every completion too: its COMPLETED transition, or the row's DELETE where finishing deletes it."""
-    table = jobs_table(library)
-    job_id = sql.SQL(audit_id_sql(library))
-    conn.execute(sql.SQL("CREATE TABLE {} (seq bigserial PRIMARY KEY, job_id bigint NOT NULL, event text NOT NULL, "
-                         "at timestamptz NOT NULL DEFAULT clock_timestamp(), "
-                         "txid bigint NOT NULL DEFAULT txid_current(), "
-                         "pid int NOT NULL DEFAULT pg_backend_pid())").format(sql.Identifier(AUDIT)))
-    completed = getattr(library, "COMPLETED", None) if completions else None
-    on_delete = sql.SQL("ELSIF TG_OP = 'DELETE' THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'completed'); ")\
-        .format(audit=sql.Identifier(AUDIT), id=sql.SQL(audit_id_sql(library, "OLD"))) \
-        if completed == "DELETE" else sql.SQL("")
-    on_update = sql.SQL("ELSIF TG_OP = 'UPDATE' AND {completed} THEN INSERT INTO {audit} (job_id, event) "
-                        "VALUES ({id}, 'completed'); ").format(
-        audit=sql.Identifier(AUDIT), id=job_id, completed=sql.SQL(completed)) \
-        if completed not in (None, "DELETE") else sql.SQL("")
-    body = sql.SQL(
-        "BEGIN IF TG_OP = 'INSERT' THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'enqueued'); "
-        "{on_delete}"
-        "ELSIF TG_OP = 'UPDATE' AND {claimed} THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'claimed'); "
-        "{on_update}END IF; "
-        "RETURN NULL; END").format(audit=sql.Identifier(AUDIT), id=job_id, claimed=sql.SQL(library.CLAIMED),
-                                   on_delete=on_delete, on_update=on_update)
-    conn.execute(sql.SQL("CREATE FUNCTION claimrace_audit() RETURNS trigger LANGUAGE plpgsql AS {}").format(
-        sql.Literal(body.as_string(conn))))
-    events = sql.SQL("INSERT OR UPDATE OR DELETE" if completed == "DELETE" else "INSERT OR UPDATE")
-    conn.execute(sql.SQL("CREATE TRIGGER claimrace_audit AFTER {} ON {} FOR EACH ROW "
-                         "EXECUTE FUNCTION claimrace_audit()").format(events, table))
 
 
 def _counters(conn, library) -> dict:
@@ -415,19 +279,20 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
     p = parameters
     library = libraries.get(p.library)
     server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
-    url = database_url(db.url)
+    url = runtime.database_url(db.url)
     logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
     with db.connect() as admin:
-        fresh_database(admin)
+        runtime.fresh_database(admin)
         if server_log is not None:
-            admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(sql.Identifier(DATABASE)))
+            admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(
+                sql.Identifier(runtime.DATABASE)))
     through = contextlib.ExitStack()
     try:
         library.install(url)
         # the workers through PgBouncer where asked; the harness's own statements go to the server directly
         via = through.enter_context(pooler.pooled(url, p.pooler, workers_needed(p)))
         with database.connect(url) as conn:
-            install_audit(conn, library)
+            runtime.install_audit(conn, library)
             local = activity.server_is_local(conn)
             library.enqueue(url, p.job_count)
             context = mp.get_context("fork")  # as the race's workers: no resource tracker outlives the run
@@ -435,13 +300,13 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
             workers, readies = [], []
             for i in range(p.worker_count):
                 ready = context.Event()
-                process = context.Process(target=worker_process, args=(p.library, via.url, str(logs / f"{i}.log"), ready,
-                                                                start, os.getpid()), daemon=True)
+                process = context.Process(target=runtime.worker_process, daemon=True, args=(
+                    p.library, via.url, str(logs / f"{i}.log"), ready, start, os.getpid()))
                 process.start()
                 workers.append(process)
                 readies.append(ready)
             try:
-                wait_until_ready(p.library, readies)
+                runtime.wait_until_ready(p.library, readies)
                 backends = [int(r[0]) for r in conn.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
                 before = _counters(conn, library)
@@ -474,12 +339,12 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                         process.kill()
                         process.join(10)
             wal_bytes = int(conn.execute("SELECT pg_wal_lsn_diff(%s, %s)", (after["lsn"], before["lsn"])).fetchone()[0])
-            audit = read_audit(conn)
+            audit = runtime.read_audit(conn)
             advisory_locks = int(conn.execute(
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
                 "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()[0])
             left = int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
-                jobs_table(library))).fetchone()[0])
+                runtime.jobs_table(library))).fetchone()[0])
         # a library whose every change sends a NOTIFY to its listening workers: what those cost the server, apart
         probe = (pgstats.notification_transactions(url, p.worker_count, PROBE_NOTIFICATIONS)
                  if getattr(library, "NOTIFIES_ON_CHANGE", False) else None)
@@ -489,8 +354,8 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
     finally:
         through.close()
         with db.connect() as admin:
-            drop_database(admin)
-    errors = error_output(logs)
+            runtime.drop_database(admin)
+    errors = runtime.error_output(logs)
     executions, timings = _read_logs(logs)
     server_cpu_ms = ((server_cpu_after - server_cpu_before) / 1e6
                      if server_cpu_before is not None and server_cpu_after is not None else None)
@@ -499,7 +364,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                         server_cpu_ms, advisory_locks, len(stopped))
     summary |= {"probe_listeners": probe and probe["listeners"], "probe_notifications": probe and probe["notifications"],
                 "probe_transactions": probe and probe["transactions"], "pooler": p.pooler,
-                "workers_with_errors": workers_with_errors(errors)}
+                "workers_with_errors": runtime.workers_with_errors(errors)}
     # a worker stopped at the bound is censored, not refused: its jobs count as not executed
     checks = {"every_job_enqueued_once": int((audit["event"] == "enqueued").sum()) == p.job_count}
     checks["passed"] = all(checks.values())
@@ -515,22 +380,6 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                    "pooler": via.describe()},
         checks=checks,
         results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
-
-
-def stop_workers(workers: list, grace_s: float = 5.0) -> None:
-    """SIGCONT and SIGTERM to every worker still alive (its library's own stop, or the default's), then SIGKILL to
-    any still alive after grace_s: a paused worker is woken so it can stop."""
-    for process in workers:
-        if process.is_alive():
-            os.kill(process.pid, signal.SIGCONT)
-            process.terminate()
-    deadline = time.monotonic() + grace_s
-    for process in workers:
-        process.join(max(0.0, deadline - time.monotonic()))
-    for process in workers:
-        if process.is_alive():
-            process.kill()
-            process.join(10)
 
 
 STOP_GRACE_S = 10.0  # how long a worker asked to stop may take before it is killed (and counted as stopped)

@@ -17,8 +17,8 @@ Once a job has started, one fault is injected for real:
 
 A fault counts only where its effect was seen: the process gone, stopped for the pause, backends terminated, the
 server's start time moved. Then the run waits until every job has a completion, or its bound (bound_s), and
-stops the workers; meanwhile a worker process that exits is started again after RESTART_DELAY_S, as a supervisor
-would (_Supervisor). Every job is then exactly one of
+stops the workers; meanwhile a worker process that exits is started again after runtime.RESTART_DELAY_S, as a supervisor
+would (runtime.Supervisor). Every job is then exactly one of
 
     completed_once, completed_twice      one completion in the audit, or more;
     in_progress_at_timeout               no completion, and a start at the bound that is neither ended nor the
@@ -36,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
-import os
 import shutil
 import tempfile
 import time
@@ -49,6 +48,7 @@ from psycopg import sql
 from harness import libraries
 from harness.experiments import libraries as library_runs
 from harness.experiments.contract import Measured
+from harness.libraries import runtime
 from harness.storage import Run
 from harness.server import database, faults, pooler
 
@@ -89,23 +89,10 @@ def bound_s(parameters) -> float:
 # --------------------------------------------------------------------------- the workers' logs
 
 
-def read_lines(logs: Path) -> pd.DataFrame:
-    """Every start and end the workers logged: job, at_ns, pid, event ('start' or 'end'), worker. A line not yet
-    ended by its newline is left for the next read."""
-    rows = []
-    for log in sorted(logs.glob("*.log"), key=lambda path: int(path.stem)):
-        for line in log.read_text().split("\n")[:-1]:
-            fields = line.split()
-            if len(fields) >= 3:
-                rows.append((int(fields[0]), int(fields[1]), int(fields[2]),
-                             "end" if fields[-1] == "end" else "start", int(log.stem)))
-    return pd.DataFrame(rows, columns=["job_id", "at_ns", "pid", "event", "worker"])
-
-
 def _first_start(logs: Path, since_ns: int, timeout: float) -> dict | None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        lines = read_lines(logs)
+        lines = runtime.read_lines(logs)
         starts = lines[(lines["event"] == "start") & (lines["at_ns"] >= since_ns)]
         if len(starts):
             first = starts.sort_values("at_ns").iloc[0]
@@ -134,10 +121,10 @@ def inject(fault: str, p, db: database.Database, conn, trigger: dict, log: fault
     if fault == "terminate":
         terminated = []
         for _ in range(TERMINATE_ROUNDS):
-            rows = conn.execute(TERMINATE_SQL, [library_runs.DATABASE]).fetchall()
+            rows = conn.execute(TERMINATE_SQL, [runtime.DATABASE]).fetchall()
             terminated += [int(pid) for pid, signalled in rows if signalled]
             time.sleep(TERMINATE_GAP_S)
-        log.record("terminate", f"backends of {library_runs.DATABASE}", pids=terminated)
+        log.record("terminate", f"backends of {runtime.DATABASE}", pids=terminated)
         return {"backends_terminated": len(terminated)}
     if fault == "restart":
         before = conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
@@ -221,25 +208,25 @@ def landed(fault: str, effects: dict) -> bool:
 
 def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
     library = libraries.get(p.library)
-    url = library_runs.database_url(db.url)
+    url = runtime.database_url(db.url)
     logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
     log = faults.FaultLog()
     workers: list = []
     through = contextlib.ExitStack()
     try:
         with db.connect() as admin:
-            library_runs.fresh_database(admin)
+            runtime.fresh_database(admin)
         library.install(url)
         with database.connect(url) as conn:
-            library_runs.install_audit(conn, library, completions=True)
+            runtime.install_audit(conn, library, completions=True)
             library.enqueue(url, p.job_count, JOB_S)
         # the workers through PgBouncer where asked; the harness's own statements go to the server directly
         via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.workers_needed(p)))
         context = mp.get_context("fork")
         start = context.Event()
-        supervisor = _Supervisor(context, p, via.url, logs, start)
+        supervisor = runtime.Supervisor(context, p.library, p.worker_count, via.url, logs, start, JOB_S)
         workers = supervisor.processes  # every worker process started, restarted ones too (stopped in finally)
-        library_runs.wait_until_ready(p.library, supervisor.readies)
+        runtime.wait_until_ready(p.library, supervisor.readies)
         released_ns = time.time_ns()
         start.set()
         ends = time.monotonic() + bound_s(p)
@@ -253,14 +240,14 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         while time.monotonic() < ends and supervisor.tend() and not _all_completed(db.url, p.job_count):
             time.sleep(0.1)
         ended_ns = time.time_ns()
-        live_pids = {int(pid) for pid in read_lines(logs)["pid"].unique() if faults.alive(int(pid))}
+        live_pids = {int(pid) for pid in runtime.read_lines(logs)["pid"].unique() if faults.alive(int(pid))}
         supervisor.tend(restart=False)  # the exits up to the bound, none started again now
-        library_runs.stop_workers(workers, STOP_GRACE_S)
+        runtime.stop_workers(workers, STOP_GRACE_S)
         with database.connect(url) as conn:
-            audit = library_runs.read_audit(conn)
+            audit = runtime.read_audit(conn)
             in_table = _ids_in_table(conn, library)
-        lines = read_lines(logs)
-        errors = library_runs.error_output(logs)
+        lines = runtime.read_lines(logs)
+        errors = runtime.error_output(logs)
     finally:
         for process in workers:
             if process.is_alive():
@@ -269,7 +256,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         through.close()
         shutil.rmtree(logs, ignore_errors=True)
         with db.connect() as admin:
-            library_runs.drop_database(admin)
+            runtime.drop_database(admin)
     victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause") else None
     rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim)
     counts = totals(rows)
@@ -278,7 +265,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "worker_count": p.worker_count, "jobs": p.job_count, "fault_landed": landed(p.fault, effects),
                "fault_effects": effects, **counts, "worker_exits": len(supervisor.exits),
                "worker_restarts": supervisor.restarts,
-               "workers_with_errors": library_runs.workers_with_errors(errors),
+               "workers_with_errors": runtime.workers_with_errors(errors),
                "recovery_setting_s": settings["raced_s"], "recovery_default_s": settings["default_s"],
                "recovery_mechanism": settings["mechanism"], "bound_s": bound_s(p),
                "waited_s": (ended_ns - released_ns) / 1e9}
@@ -296,7 +283,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
                    "settings": library.SETTINGS, "recovery": settings, "claimed": library.CLAIMED,
                    "completed": library.COMPLETED, "job_s": JOB_S, "pooler": via.describe(),
-                   "supervisor": {"restart_delay_s": RESTART_DELAY_S, "max_restarts": MAX_RESTARTS,
+                   "supervisor": {"restart_delay_s": runtime.RESTART_DELAY_S, "max_restarts": runtime.MAX_RESTARTS,
                                   "exits": supervisor.exits},
                    "fault": {"kind": p.fault, "trigger": "the first job start any worker logged",
                              "pause_s": pause_s(p.library) if p.fault == "pause" else None,
@@ -309,8 +296,8 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
 
 def _all_completed(url: str, job_count: int) -> bool:
     try:
-        with database.connect(library_runs.database_url(url)) as conn:
-            done = conn.execute(f"SELECT count(DISTINCT job_id) FROM {library_runs.AUDIT} "
+        with database.connect(runtime.database_url(url)) as conn:
+            done = conn.execute(f"SELECT count(DISTINCT job_id) FROM {runtime.AUDIT} "
                                 "WHERE event = 'completed'").fetchone()[0]
         return int(done) >= job_count
     except Exception:  # the server restarting: not yet
@@ -319,51 +306,9 @@ def _all_completed(url: str, job_count: int) -> bool:
 
 def _ids_in_table(conn, library) -> set[int]:
     """The ids (as the audit counts them) of the jobs still in the library's table, in any state."""
-    rows = conn.execute(sql.SQL("SELECT {} FROM {} AS t").format(sql.SQL(library_runs.audit_id_sql(library, "t")),
-                                                                    library_runs.jobs_table(library)))
+    rows = conn.execute(sql.SQL("SELECT {} FROM {} AS t").format(sql.SQL(runtime.audit_id_sql(library, "t")),
+                                                                    runtime.jobs_table(library)))
     return {int(r[0]) for r in rows}
-
-
-RESTART_DELAY_S = 1.0  # how long an exited worker stays down before it is started again
-MAX_RESTARTS = 20  # per run: a worker that cannot start is not started for ever
-
-
-class _Supervisor:
-    """The run's worker processes, each started again RESTART_DELAY_S after it exits (as systemd's Restart= or a
-    Kubernetes pod would), up to MAX_RESTARTS in all: a library's worker that exits on a lost connection is part
-    of what a fault does, not the end of the run. Worker slot i's g-th process logs to (g * worker_count + i).log."""
-
-    def __init__(self, context, p, url: str, logs: Path, start):
-        self.context, self.p, self.url, self.logs, self.start = context, p, url, logs, start
-        self.processes, self.readies, self.exits, self.restarts = [], [], [], 0
-        self.slots = [self._start(i, 0) for i in range(p.worker_count)]
-        self.down_since: dict[int, float] = {}
-
-    def _start(self, slot: int, generation: int):
-        ready = self.context.Event()
-        process = self.context.Process(target=library_runs.worker_process, args=(
-            self.p.library, self.url, str(self.logs / f"{generation * self.p.worker_count + slot}.log"), ready,
-            self.start, os.getpid(), JOB_S), daemon=True)
-        process.start()
-        self.processes.append(process)
-        self.readies.append(ready)
-        return process, generation
-
-    def tend(self, restart: bool = True) -> bool:
-        """Note exits and start again what has been down long enough (unless not to restart); False once no worker
-        runs and none may start again."""
-        now = time.monotonic()
-        for slot, (process, generation) in enumerate(self.slots):
-            if process.is_alive():
-                continue
-            if slot not in self.down_since:
-                self.down_since[slot] = now
-                self.exits.append({"slot": slot, "pid": process.pid, "exitcode": process.exitcode})
-            elif restart and now - self.down_since[slot] >= RESTART_DELAY_S and self.restarts < MAX_RESTARTS:
-                del self.down_since[slot]
-                self.restarts += 1
-                self.slots[slot] = self._start(slot, generation + 1)
-        return any(process.is_alive() for process, _ in self.slots) or self.restarts < MAX_RESTARTS
 
 
 SHOWN = ("library", "version", "fault", "pooler", "fault_landed", "fault_effects", *CLASSES, *MARKS, "worker_exits",

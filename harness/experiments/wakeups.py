@@ -32,10 +32,9 @@ import pandas as pd
 from harness import libraries
 from harness.children import die_with_parent
 from harness.errors import UserError
-from harness.experiments import libraries as library_runs
-from harness.experiments import library_faults
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, check_each,
                                           int_list, number_list, one_of, setting)
+from harness.libraries import runtime
 from harness.storage import Run
 from harness.server import activity, database, pgstats
 
@@ -125,7 +124,7 @@ class WakeupSweep(Parameters):
 
 
 def workers_needed(parameters: WakeupParameters) -> int:
-    return library_runs.connections_per_worker(parameters.library) * parameters.worker_count + 2  # and the enqueuer
+    return runtime.connections_per_worker(parameters.library) * parameters.worker_count + 2  # and the enqueuer
 
 
 def label(parameters: WakeupParameters) -> str:
@@ -148,8 +147,8 @@ def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
 
 
 def _started(logs: Path) -> pd.DataFrame:
-    """Every start the workers logged (library_faults.read_lines: a wake-up's job logs its start only)."""
-    return library_faults.read_lines(logs)[["job_id", "at_ns", "worker"]]
+    """Every start the workers logged (runtime.read_lines: a wake-up's job logs its start only)."""
+    return runtime.read_lines(logs)[["job_id", "at_ns", "worker"]]
 
 
 def pickups(audit: pd.DataFrame, starts: pd.DataFrame, ended_ns: int) -> pd.DataFrame:
@@ -184,15 +183,15 @@ def summarise(p: WakeupParameters, jobs: pd.DataFrame, transactions: int, window
 
 def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: bool = False) -> Measured:
     library = libraries.get(p.library)
-    url = library_runs.database_url(db.url)
+    url = runtime.database_url(db.url)
     logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
     workers: list = []
     try:
         with db.connect() as admin:
-            library_runs.fresh_database(admin)
+            runtime.fresh_database(admin)
         library.wake_install(url)
         with database.connect(url) as conn:
-            library_runs.install_audit(conn, library)
+            runtime.install_audit(conn, library)
             local = activity.server_is_local(conn)
         context = mp.get_context("fork")
         start = context.Event()
@@ -204,7 +203,7 @@ def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: b
             process.start()
             workers.append(process)
             readies.append(ready)
-        library_runs.wait_until_ready(p.library, readies)
+        runtime.wait_until_ready(p.library, readies)
         start.set()
         time.sleep(SETTLE_S)
         with database.connect(url) as conn:
@@ -217,21 +216,21 @@ def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: b
             while time.monotonic() < ends and _started(logs)["job_id"].nunique() < p.job_count:
                 time.sleep(0.05)
             ended_ns = time.time_ns()
-            audit = library_runs.read_audit(conn)
-            library_runs.stop_workers(workers)
+            audit = runtime.read_audit(conn)
+            runtime.stop_workers(workers)
             # an idle backend publishes its counts late; one that exits, at once: the counts after every worker's
             pgstats.wait_for_backends_to_exit(conn, backends)
             after = pgstats.transactions(conn)
         starts = _started(logs)
-        errors = library_runs.error_output(logs)
+        errors = runtime.error_output(logs)
     finally:
-        library_runs.stop_workers(workers, grace_s=0.0)
+        runtime.stop_workers(workers, grace_s=0.0)
         shutil.rmtree(logs, ignore_errors=True)
         with db.connect() as admin:
-            library_runs.drop_database(admin)
+            runtime.drop_database(admin)
     jobs = pickups(audit, starts[starts["at_ns"] >= began_ns], ended_ns)
     summary = summarise(p, jobs, after - before, (ended_ns - began_ns) / 1e9, local)
-    summary["workers_with_errors"] = library_runs.workers_with_errors(errors)
+    summary["workers_with_errors"] = runtime.workers_with_errors(errors)
     checks = {"every_job_enqueued_once": len(jobs) == p.job_count and int((audit["event"] == "enqueued").sum())
               == p.job_count}
     checks["passed"] = all(checks.values())
