@@ -6,11 +6,14 @@ claim a test finds among the statements the server logged while the library itse
 
 Each protocol is the sequence of statements one of the library's workers sends for one job at concurrency 1:
 its claim, and, where the library sends them one job at a time, its job's start and completion, with a no-op job
-between. The statements are written here, from reading each library's source at the commit named in SOURCES; none
-is copied. What a model keeps: the order of the statements, the transaction boundaries, the locks and where they
-are held, the re-checks. What it drops, for every library: its queue, priority and schedule columns and their
-indexes, the extra columns and tables it writes (so a model may send fewer statements than its library:
-LIBRARY_STATEMENTS), its wake-ups. Each library's own lines in DROPPED say the rest.
+between. The statements are written here, from reading each library's source at the commit its declaration
+(LIBRARIES) names; none is copied. What a model keeps: the order of the statements, the transaction boundaries, the
+locks and where they are held, the re-checks. What it drops, for every library: its queue, priority and schedule
+columns and their indexes, the extra columns and tables it writes (so a model may send fewer statements than its
+library: its declaration's `statements`), its wake-ups. Each declaration's `dropped` says the rest.
+
+LIBRARIES declares every library once (name, title, source, what it drops, whether it also runs here); every list
+of libraries in the project is read off it.
 
 The table (harness.server.schema) has id, status and started_at. A job is 'pending', then 'running' once a worker
 has it (the write the audit records), then 'done' where the library writes a completion. A model's write that
@@ -177,60 +180,80 @@ class Source:
         return f"{self.repository} @ {at}: {', '.join(f.rsplit('/', 1)[-1] for f in self.files)}"
 
 
-SOURCES = {
-    "river": Source("riverqueue/river", ("riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql",),
-                    "fdf6cdf12567a5b70c003f5ff850273f09e7efcf", ""),  # its JobGetAvailable query
-    "oban": Source("oban-bg/oban", ("lib/oban/engines/basic.ex",), "2939e3134d0812195fbfcfe9a8e8d4bbd30bb23b",
+@dataclass(frozen=True)
+class Library:
+    """One job library, declared once: every list of libraries here is read off LIBRARIES."""
+
+    name: str  # its name everywhere here: its module, its protocol's strategy, its runs
+    title: str  # as the article names it (a model with the language it is written in)
+    source: Source  # where its claim was read
+    dropped: str  # what its protocol here leaves out beyond what every protocol drops
+    runs_here: bool  # True: raced with its own code too (harness.libraries); False: a model (harness.libraries.models)
+    # the statements the library itself sends per job at concurrency 1, read from its source, for a model; a library
+    # raced here has none typed: the article takes the statements the server logged per job while it ran
+    statements: int | None = None
+
+
+# Every model leaves out queues, priorities, schedules, their indexes and wake-ups; `dropped` says the rest.
+# River's completions are batched apart; Solid Queue adds a pause check, a DELETE at claim and one at completion;
+# good_job, its executions rows at start and finish.
+LIBRARIES = (
+    # not run here (Go, Elixir, Ruby): read from their sources at a commit
+    Library("river", "River (Go)",
+            Source("riverqueue/river", ("riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql",),
+                   "fdf6cdf12567a5b70c003f5ff850273f09e7efcf", ""),  # its JobGetAvailable query
+            "the batched completions; attempt, attempted_by and the wide row it returns", False, 1),
+    Library("oban", "Oban (Elixir)",
+            Source("oban-bg/oban", ("lib/oban/engines/basic.ex",), "2939e3134d0812195fbfcfe9a8e8d4bbd30bb23b",
                    ""),  # the Basic engine's fetch_jobs and complete_job
-    "que": Source("que-rb/que", ("lib/que/poller.rb", "lib/que/locker.rb", "lib/que/worker.rb"),
-                  "17fb2c3b75b37599bf17043dbb692555f582f249", "2.4.1"),
-    "good_job": Source("bensheldon/good_job", ("app/models/concerns/good_job/advisory_lockable.rb",
-                                               "app/models/good_job/job.rb"),
-                       "81db22b7cfde2579b2d735e076fa6eaacc65affa", "4.19.2"),
-    "solid_queue": Source("rails/solid_queue", ("app/models/solid_queue/ready_execution.rb",
-                                                "app/models/solid_queue/claimed_execution.rb"),
-                          "29e818d9c1181195736ffc5d7c1d1c03757b7752", "1.5.0"),
-    # read from the release installed here (requirements.lock, package-lock.json)
-    "procrastinate": Source("procrastinate-org/procrastinate", ("procrastinate/sql/schema.sql",), "", "3.10.0"),
-    "pgqueuer": Source("janbjorge/pgqueuer", ("pgqueuer/adapters/persistence/qb.py",), "", "1.6.0"),
-    "chancy": Source("TkTech/chancy", ("chancy/worker.py",), "", "0.26.0"),
-    "pgmq": Source("pgmq/pgmq", ("pgmq-extension/sql/pgmq.sql",), "", "SQL 1.13.0"),
-    "pgboss": Source("timgit/pg-boss", ("src/plans.js",), "", "10.4.2"),
-    "graphile_worker": Source("graphile/worker", ("src/sql/getJobs.ts", "src/sql/completeJobs.ts"), "", "0.17.3"),
-}
+            "attempt, attempted_by and the wide row it returns; Oban retries a failed transaction itself", False, 4),
+    Library("que", "Que (Ruby)",
+            Source("que-rb/que", ("lib/que/poller.rb", "lib/que/locker.rb", "lib/que/worker.rb"),
+                   "17fb2c3b75b37599bf17043dbb692555f582f249", "2.4.1"),
+            "its buffer of locked jobs and the separate connection that holds the locks; the resolve deletes the "
+            "row in Que", False, 5),
+    Library("good_job", "good_job (Ruby)",
+            Source("bensheldon/good_job", ("app/models/concerns/good_job/advisory_lockable.rb",
+                                           "app/models/good_job/job.rb"),
+                   "81db22b7cfde2579b2d735e076fa6eaacc65affa", "4.19.2"),
+            "the executions rows written at start and finish; running jobs stay candidates in good_job, skipped by "
+            "their locks", False, 13),
+    Library("solid_queue", "Solid Queue (Ruby)",
+            Source("rails/solid_queue", ("app/models/solid_queue/ready_execution.rb",
+                                         "app/models/solid_queue/claimed_execution.rb"),
+                   "29e818d9c1181195736ffc5d7c1d1c03757b7752", "1.5.0"),
+            "the ready and claimed tables (an INSERT and a DELETE at claim and at completion), the pause check",
+            False, 13),
+    # raced with their own code too: read from the release installed here (requirements.lock, package-lock.json)
+    Library("procrastinate", "procrastinate",
+            Source("procrastinate-org/procrastinate", ("procrastinate/sql/schema.sql",), "", "3.10.0"),
+            "its job locks (a job waits while another with its lock runs); the pool's empty query before each "
+            "transaction", True),
+    Library("pgqueuer", "PgQueuer", Source("janbjorge/pgqueuer", ("pgqueuer/adapters/persistence/qb.py",), "", "1.6.0"),
+            "the completion's DELETE and log row (one UPDATE here); its re-pick of jobs whose heartbeat is stale",
+            True),
+    Library("chancy", "chancy", Source("TkTech/chancy", ("chancy/worker.py",), "", "0.26.0"),
+            "the claim_id (its completion checks the status here); the transaction around each second's "
+            "completions", True),
+    Library("pgmq", "pgmq", Source("pgmq/pgmq", ("pgmq-extension/sql/pgmq.sql",), "", "SQL 1.13.0"),
+            "the visibility timeout and read count; the archive table (the archive is one UPDATE here)", True),
+    Library("pgboss", "pg-boss", Source("timgit/pg-boss", ("src/plans.js",), "", "10.4.2"),
+            "its singleton and group policies in the claim; the completion's output column", True),
+    Library("graphile_worker", "graphile-worker",
+            Source("graphile/worker", ("src/sql/getJobs.ts", "src/sql/completeJobs.ts"), "", "0.17.3"),
+            "its named queues and their locks; the completion deletes the row in graphile-worker", True),
+)
 
-# What each model leaves out beyond what every model drops (queues, priorities, schedules, their indexes, wake-ups).
-DROPPED = {
-    "river": "the batched completions; attempt, attempted_by and the wide row it returns",
-    "oban": "attempt, attempted_by and the wide row it returns; Oban retries a failed transaction itself",
-    "que": "its buffer of locked jobs and the separate connection that holds the locks; the resolve deletes the "
-           "row in Que",
-    "good_job": "the executions rows written at start and finish; running jobs stay candidates in good_job, "
-                "skipped by their locks",
-    "solid_queue": "the ready and claimed tables (an INSERT and a DELETE at claim and at completion), the pause "
-                   "check",
-    "procrastinate": "its job locks (a job waits while another with its lock runs); the pool's empty query before "
-                     "each transaction",
-    "pgqueuer": "the completion's DELETE and log row (one UPDATE here); its re-pick of jobs whose heartbeat is stale",
-    "chancy": "the claim_id (its completion checks the status here); the transaction around each second's "
-              "completions",
-    "pgmq": "the visibility timeout and read count; the archive table (the archive is one UPDATE here)",
-    "pgboss": "its singleton and group policies in the claim; the completion's output column",
-    "graphile_worker": "its named queues and their locks; the completion deletes the row in graphile-worker",
-}
-
-# The statements the library itself sends per job at concurrency 1, from its source (the model's count is the
-# length of its protocol): River's completions are batched apart; Solid Queue adds a pause check, a DELETE at
-# claim and one at completion; good_job, its executions rows at start and finish.
-# A library raced here with its own worker has no count typed here: the article takes the statements the server
-# logged per job while it ran.
-LIBRARY_STATEMENTS = {"river": 1, "oban": 4, "que": 5, "good_job": 13, "solid_queue": 13}
-
-# Each library's name and the language it is written in, for the article's list of the libraries modelled here.
-LIBRARY_NAMES = {"procrastinate": "procrastinate", "pgqueuer": "PgQueuer", "chancy": "chancy", "pgmq": "pgmq",
-                 "pgboss": "pg-boss", "graphile_worker": "graphile-worker",
-                 "river": "River (Go)", "oban": "Oban (Elixir)", "que": "Que (Ruby)", "good_job": "good_job (Ruby)",
-                 "solid_queue": "Solid Queue (Ruby)"}
+# The lists read off LIBRARIES, in its order.
+SOURCES = {library.name: library.source for library in LIBRARIES}
+DROPPED = {library.name: library.dropped for library in LIBRARIES}
+LIBRARY_STATEMENTS = {library.name: library.statements for library in LIBRARIES if library.statements is not None}
+LIBRARY_NAMES = {library.name: library.title for library in LIBRARIES}
+# Their protocols, raced beside the study's strategies on the same table: those of the libraries this project does
+# not run, read from their sources at a commit, and those also raced with their own workers, read from their releases.
+MODELLED_LIBRARY_STRATEGIES = tuple(library.name for library in LIBRARIES if not library.runs_here)
+RACED_LIBRARY_STRATEGIES = tuple(library.name for library in LIBRARIES if library.runs_here)
+LIBRARY_STRATEGIES = MODELLED_LIBRARY_STRATEGIES + RACED_LIBRARY_STRATEGIES
 
 
 # --------------------------------------------------------------------------- job libraries' protocols
@@ -351,12 +374,6 @@ def _skip_locked_library(name: str, title: str, summary: str, complete: str, in_
     return library_strategy(name, title, summary, protocol, sql, isolation)
 
 
-# The job libraries' protocols (harness.library_claims), raced beside the strategies above on the same table.
-# Those of libraries this project does not run (Go, Elixir, Ruby), read from their sources at a commit ...
-MODELLED_LIBRARY_STRATEGIES = ("river", "oban", "que", "good_job", "solid_queue")
-# ... and those of the libraries also raced with their own workers (harness.libraries), read from their releases.
-RACED_LIBRARY_STRATEGIES = ("procrastinate", "pgqueuer", "chancy", "pgmq", "pgboss", "graphile_worker")
-LIBRARY_STRATEGIES = MODELLED_LIBRARY_STRATEGIES + RACED_LIBRARY_STRATEGIES
 # A library's protocol with one of its safeguards taken out, to show what the safeguard prevents: protocol -> 
 LIBRARY_VARIANTS = {"que_without_recheck": "que"}
 PROTOCOLS: dict[str, Strategy] = {s.name: s for s in (

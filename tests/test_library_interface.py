@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import types
+from pathlib import Path
 
 import pytest
 
@@ -65,10 +66,18 @@ def test_every_model_declares_the_shared_interface(name):
     assert module.CLAIM in STRATEGIES, "its claim races in the tight loop under this name"
 
 
-def test_the_lists_that_name_the_libraries_agree():
-    assert set(library_claims.RACED_LIBRARY_STRATEGIES) == set(libraries.NAMES)
-    assert set(library_claims.MODELLED_LIBRARY_STRATEGIES) == set(libraries.MODELS)
-    assert set(library_claims.SOURCES) == set(libraries.NAMES) | set(libraries.MODELS)
+def test_every_library_module_is_declared_once_and_every_declaration_has_a_module():
+    """Adding a library takes its module and its declaration in harness.library_claims.LIBRARIES: a module without
+    a declaration, or a declaration without a module, fails here."""
+    declared = [library.name for library in library_claims.LIBRARIES]
+    assert len(declared) == len(set(declared))
+    root = Path(libraries.__file__).parent
+    own = {path.stem for path in root.glob("*.py")} - {"__init__", "node", "runtime"}
+    modelled = {path.stem for path in (root / "models").glob("*.py")} - {"__init__"}
+    assert own == {library.name for library in library_claims.LIBRARIES if library.runs_here}
+    assert modelled == {library.name for library in library_claims.LIBRARIES if not library.runs_here}
+    assert (libraries.NAMES, libraries.MODELS) == (library_claims.RACED_LIBRARY_STRATEGIES,
+                                                   library_claims.MODELLED_LIBRARY_STRATEGIES)
 
 
 def test_the_interface_check_names_what_a_module_gets_wrong():

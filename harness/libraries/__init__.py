@@ -57,9 +57,11 @@ from types import ModuleType
 
 from harness.errors import UserError
 from harness.libraries import models
+from harness.library_claims import MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES
 
-NAMES = ("procrastinate", "pgqueuer", "chancy", "pgmq", "pgboss", "graphile_worker")
-MODELS = ("river", "oban", "que", "good_job", "solid_queue")  # harness.libraries.models
+# Read off the one declaration per library (harness.library_claims.LIBRARIES).
+NAMES = RACED_LIBRARY_STRATEGIES  # a module each here
+MODELS = MODELLED_LIBRARY_STRATEGIES  # a module each in harness.libraries.models
 
 
 def get(name: str) -> ModuleType:
