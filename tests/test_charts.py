@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
+import pkgutil
 
 import altair as alt
 import pandas as pd
@@ -11,7 +13,9 @@ import pytest
 
 from harness.article import analysis, charts, labels, reliability, vega
 from harness.storage import Run
-from harness.article.sections import libraries as library_section
+from harness.article import sections
+from harness.article.sections import (bench_charts, churn_charts, fault_charts, libraries as library_section, library_charts,
+                                      plan_charts, production as production_section, production_charts)
 from harness.experiments import bench, registry
 from tiny_report import TINY_PARAMS, build_tiny_report
 
@@ -31,16 +35,16 @@ def frames():
         "race_runs": race_runs,
         "waits": waits,
         "timeline": analysis.timeline(slow_runs),
-        "plan_points": analysis.claim_plan_points(Run(plans_run).summary),
-        "churn": analysis.churn_modes(Run(churn_run).summary),
-        "pruning": analysis.pruning_phases(Run(churn_run).table("pruning", absent_ok=True)),
+        "plan_points": plan_charts.claim_plan_points(Run(plans_run).summary),
+        "churn": churn_charts.churn_modes(Run(churn_run).summary),
+        "pruning": churn_charts.pruning_phases(Run(churn_run).table("pruning", absent_ok=True)),
         "bench": Run(bench_run).summary,
         "top_workers": int(by_workers["worker_count"].max()),
         "latency": analysis.by_round_trip(analysis.race_summary(runs["latency"])),
         "indexed": analysis.conditions(analysis.race_summary(runs["indexed_race"])),
         "fault_events": reliability.timeline(runs["faults"], "lease", "pause"),
-        "production": analysis.production_summary(runs["production"]),
-        "production_timeline": analysis.production_timeline(runs["production"]),
+        "production": production_section.production_summary(runs["production"]),
+        "production_timeline": production_charts.production_timeline(runs["production"]),
         "libraries": library_section.library_points(library_section.library_summary(runs["libraries"])),
     }
 
@@ -55,11 +59,11 @@ def all_charts(f) -> dict:
         "wait_distribution_chart": charts.wait_distribution_chart(
             analysis.wait_distribution(f["waits"], f["top_workers"]), f["top_workers"]),
         "slow_race_chart": charts.slow_race_chart(f["timeline"]),
-        "plan_buffers_chart": charts.plan_buffers_chart(f["plan_points"]),
-        "plan_time_chart": charts.plan_time_chart(f["plan_points"]),
-        "hot_rate_chart": charts.hot_rate_chart(f["churn"]),
-        "pruning_chart": charts.pruning_chart(f["pruning"]),
-        "bench_ratio_chart": charts.bench_ratio_chart(f["bench"], bench.TARGET_BAND),
+        "plan_buffers_chart": plan_charts.plan_buffers_chart(f["plan_points"]),
+        "plan_time_chart": plan_charts.plan_time_chart(f["plan_points"]),
+        "hot_rate_chart": churn_charts.hot_rate_chart(f["churn"]),
+        "pruning_chart": churn_charts.pruning_chart(f["pruning"]),
+        "bench_ratio_chart": bench_charts.bench_ratio_chart(f["bench"], bench.TARGET_BAND),
         "wait_share_chart": charts.wait_share_chart(analysis.wait_share_long(analysis.wait_share_table(f["summary"]))),
         "cpu_split_chart": charts.cpu_split_chart(analysis.cpu_split_long(analysis.wait_share_table(f["summary"]))),
         "latency_by_fill_chart": charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
@@ -67,17 +71,22 @@ def all_charts(f) -> dict:
         "round_trip_chart": charts.round_trip_chart(analysis.round_trip_long(f["latency"])),
         "side_by_side_chart": charts.side_by_side_chart(analysis.side_by_side_long(f["indexed"], analysis.INDEX),
                                                         "With and without the partial index"),
-        "fault_timeline_chart": charts.fault_timeline_chart(f["fault_events"]),
-        "production_conflicts_chart": charts.production_conflicts_chart(f["production"]),
-        "production_pickup_chart": charts.production_pickup_chart(f["production"]),
-        "production_timeline_chart": charts.production_timeline_chart(f["production_timeline"]),
-        "libraries_chart": charts.libraries_chart(analysis.libraries_long(f["libraries"])),
+        "fault_timeline_chart": fault_charts.fault_timeline_chart(f["fault_events"]),
+        "production_conflicts_chart": production_charts.production_conflicts_chart(f["production"]),
+        "production_pickup_chart": production_charts.production_pickup_chart(f["production"]),
+        "production_timeline_chart": production_charts.production_timeline_chart(f["production_timeline"]),
+        "libraries_chart": library_charts.libraries_chart(library_charts.libraries_long(f["libraries"])),
     }
 
 
+# the shared chart grammar and every module of the sections, which draw their own charts
+CHART_MODULES = (charts, *(importlib.import_module(f"{sections.__name__}.{module.name}")
+                           for module in pkgutil.iter_modules(sections.__path__)))
+
+
 def test_every_chart_function_is_covered(frames):
-    defined = {name for name, fn in inspect.getmembers(charts, inspect.isfunction)
-               if name.endswith("_chart") and fn.__module__ == charts.__name__}
+    defined = {name for module in CHART_MODULES for name, fn in inspect.getmembers(module, inspect.isfunction)
+               if name.endswith("_chart") and fn.__module__ == module.__name__}
     assert defined == set(all_charts(frames))
 
 
@@ -226,7 +235,7 @@ def test_lost_races_per_win_draws_only_who_can_lose_against_the_rivals(frames):
 
 
 def test_bench_ratio_draws_parity_and_the_target_band_on_an_uncut_axis(frames):
-    spec = charts.bench_ratio_chart(frames["bench"], bench.TARGET_BAND).to_dict()
+    spec = bench_charts.bench_ratio_chart(frames["bench"], bench.TARGET_BAND).to_dict()
     views = list(_views(spec))
     [parity] = [v for v in views if _mark(v) == "rule" and v["encoding"]["y"]["field"] == "y"]
     assert [row["y"] for row in _rows(spec, parity)] == [1.0]
@@ -302,12 +311,12 @@ def test_the_wait_for_a_job_of_one_strategy_still_draws(frames):
 
 def test_the_hot_chart_leaves_the_all_zero_index_setup_to_a_table(frames):
     modes = frames["churn"]
-    assert analysis.index_setups_without_hot(modes) == ["with partial index"]
-    spec = charts.hot_rate_chart(modes).to_dict()
+    assert churn_charts.index_setups_without_hot(modes) == ["with partial index"]
+    spec = churn_charts.hot_rate_chart(modes).to_dict()
     assert _domain(spec, "color", "index") == ["without partial index"]
     assert {row["index"] for row in _rows(spec)} == {"without partial index"}
     assert "with partial index: no update was HOT" in _subtitle(spec)
-    table = analysis.no_hot_updates_table(modes)
+    table = churn_charts.no_hot_updates_table(modes)
     assert set(table["index"]) == {"with partial index"} and (table["HOT updates"] == 0).all()
     assert table["updates"].sum() == modes.loc[modes["partial_index"], "updates"].sum()
     assert list(table["drained by"]) == ["one connection", "race, 4 workers", "one bulk UPDATE"]

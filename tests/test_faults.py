@@ -285,7 +285,8 @@ def test_cli_json_contract(tmp_path):
 
 def test_the_article_reads_the_runs(real_runs):
     """The ledger and cost tables, the timeline chart and every glued figure, from the stored runs."""
-    from harness.article import charts, reliability
+    from harness.article import reliability
+    from harness.article.sections import fault_charts
 
     paths = real_runs["paths"]
     summary = reliability.fault_summary(paths)
@@ -295,7 +296,7 @@ def test_the_article_reads_the_runs(real_runs):
     assert "<table" in reliability.ledger_html(paths)
     events = reliability.timeline(paths, "lease", "pause")
     assert {"claimed", "reaped", "pause"} <= set(events["event"])
-    charts.fault_timeline_chart(events).to_dict()
+    fault_charts.fault_timeline_chart(events).to_dict()
     facts = reliability.fault_facts(paths)
     assert facts["none_kill_stuck"] != "0" and facts["lease_pause_stale"] != "0"
     assert all(isinstance(value, str) for value in facts.values())

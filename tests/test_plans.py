@@ -9,7 +9,6 @@ import pytest
 
 from conftest import run_cli
 from harness import storage
-from harness.article.analysis import relation_growth
 from harness.article.sections import plans as plan_section
 from harness.experiments import plans, registry
 from harness.server import schema
@@ -223,10 +222,10 @@ def test_relation_growth_reads_each_file_at_each_state_and_says_none_where_a_sta
     points = pd.DataFrame([point("first_scan", 0.0, False, 5, 3), point("first_scan", 0.5, False, 8, 5),
                            point("vacuumed", 0.5, False, 8, 5), point("after_claims", 0.5, False, 6, 3),
                            point("first_scan", 0.0, True, 5, 3, 2), point("vacuumed", 0.5, True, 8, 5, 2)])
-    growth = relation_growth(points, 100)
+    growth = plan_section.relation_growth(points, 100)
     assert (growth["heap_fresh"], growth["heap_drained"], growth["heap_vacuumed"]) == (5, 8, 8)
     assert (growth["pkey_fresh"], growth["pkey_drained"]) == (3, 5)
     assert (growth["partial_min"], growth["partial_max"]) == (2, 2)
     assert (growth["heap_after_claims"], growth["heap_after_bulk"]) == (6, 8)
-    none = relation_growth(points, 1_000)
+    none = plan_section.relation_growth(points, 1_000)
     assert set(none) == set(growth) and none["heap_fresh"] is None and none["top_consumed"] is None

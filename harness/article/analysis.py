@@ -12,17 +12,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness.article.formats import MISSING, count, missing, ms, number, percent, rate, round_trip
-from harness.article.labels import (CANNOT_LOSE, LOCK_WAIT, AUTOVACUUM_LABELS, INDEX_LABELS, LOST, PHASE_LABELS,
-                                    PRODUCTION_ENDPOINT_LABELS,
-                                    ROUND_TRIP_MEASURES, SCHEDSTAT_LABELS, SIDE_BY_SIDE_MEASURES,
-                                    SCHEDSTAT_PARTS, STRATEGY_ORDER, TABLE_STATE_LABELS, TIME_TO_GET_A_JOB,
-                                    WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED, drained_by)
-from harness.article.prose import join
-from harness.stats import (polls_met_interval, spread_by_point, summarise_runs,
-                           time_to_job_ns)
+from harness.article.formats import MISSING, count, missing, ms, rate, round_trip
+from harness.article.labels import (CANNOT_LOSE, INDEX_LABELS, LOCK_WAIT, LOST, ROUND_TRIP_MEASURES, SCHEDSTAT_LABELS,
+                                    SCHEDSTAT_PARTS, SIDE_BY_SIDE_MEASURES, STRATEGY_ORDER, TIME_TO_GET_A_JOB,
+                                    WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED)
+from harness.stats import spread_by_point, summarise_runs, time_to_job_ns
 from harness.storage import open_runs
-from harness.table_states import TABLE_STATES
 
 # Figures that get a median and a min-max spread over repeats.
 REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims", "distinct_jobs_claimed",
@@ -210,128 +205,6 @@ def machine(paths: list[Path]) -> dict:
     }
 
 
-# --------------------------------------------------------------------------- plans (harness.experiments.plans)
-
-
-def table_states() -> pd.DataFrame:
-    """The table states the plans are measured in, as harness.table_states describes them, in their order."""
-    return pd.DataFrame([{"table_state": s.name, "table": s.label, "what it is": s.description}
-                         for s in TABLE_STATES])
-
-
-def claim_plan_points(points: pd.DataFrame, strategy: str = "skip_locked", statement: str = "claim") -> pd.DataFrame:
-    """One strategy statement's EXPLAIN figures at every fill level, ready for charting.
-
-    `table` is the table state's label from harness.table_states.TABLE_STATES, and rows
-    come in that order within each queue size and index setup.
-    """
-    order = {name: i for i, name in enumerate(TABLE_STATE_LABELS)}
-    chosen = points[(points["strategy"] == strategy) & (points["statement"] == statement)].copy()
-    chosen["index"] = chosen["partial_index"].map(INDEX_LABELS)
-    chosen["table"] = chosen["table_state"].map(TABLE_STATE_LABELS).fillna(chosen["table_state"])
-    chosen["state_order"] = chosen["table_state"].map(order)
-    chosen["buffers"] = chosen["shared_hit_blocks"].astype(float) + chosen["shared_read_blocks"].astype(float)
-    chosen["consumed_percent"] = 100 * chosen["consumed_fraction"].astype(float)
-    return chosen.sort_values(["job_count", "partial_index", "state_order", "consumed_fraction"]).reset_index(drop=True)
-
-
-def relation_growth(points: pd.DataFrame, job_count: int) -> dict:
-    """Pages of the heap, the primary key and the partial index of one queue size as it drains, from the plans'
-    table states: fresh, after the bulk UPDATE of the largest prefix, after VACUUM, and after a drain by claims
-    against the bulk UPDATE of the same prefix. Every key is always there; None where that state was not measured."""
-    rows = points[(points["strategy"] == "skip_locked") & (points["statement"] == "claim")
-                  & (points["job_count"] == job_count)]
-
-    def pages(column, state, fraction, index=False):
-        pick = rows[(rows["table_state"] == state) & (rows["partial_index"] == index)
-                    & np.isclose(rows["consumed_fraction"].astype(float), fraction)]
-        value = pick[column].iloc[0] if len(pick) else None
-        return None if value is None or pd.isna(value) else int(value)
-
-    top = float(rows["consumed_fraction"].astype(float).max()) if len(rows) else None
-    claimed = rows[rows["table_state"] == "after_claims"]
-    claimed_fraction = float(claimed["consumed_fraction"].iloc[0]) if len(claimed) else None
-    partial = rows["partial_index_pages"].dropna().astype(int)
-    return {"job_count": job_count, "top_consumed": top, "claimed_consumed": claimed_fraction,
-            "heap_fresh": pages("heap_pages", "first_scan", 0.0),
-            "heap_drained": pages("heap_pages", "first_scan", top) if top is not None else None,
-            "heap_vacuumed": pages("heap_pages", "vacuumed", top) if top is not None else None,
-            "pkey_fresh": pages("pkey_pages", "first_scan", 0.0),
-            "pkey_drained": pages("pkey_pages", "first_scan", top) if top is not None else None,
-            "pkey_vacuumed": pages("pkey_pages", "vacuumed", top) if top is not None else None,
-            "partial_min": int(partial.min()) if len(partial) else None,
-            "partial_max": int(partial.max()) if len(partial) else None,
-            "heap_after_claims": pages("heap_pages", "after_claims", claimed_fraction) if claimed_fraction else None,
-            "heap_after_bulk": pages("heap_pages", "first_scan", claimed_fraction) if claimed_fraction else None}
-
-
-def plan_point(points: pd.DataFrame, strategy: str, statement: str, job_count: int, consumed_fraction: float,
-               partial_index: bool, table_state: str) -> dict:
-    """One EXPLAIN point as a dict (empty if it was not measured); table_state is one of plans.TABLE_STATE_NAMES."""
-    rows = points[(points["strategy"] == strategy) & (points["statement"] == statement)
-                  & (points["job_count"] == job_count) & (points["partial_index"] == partial_index)
-                  & (points["table_state"] == table_state)
-                  & np.isclose(points["consumed_fraction"].astype(float), consumed_fraction)]
-    return rows.iloc[0].to_dict() if len(rows) else {}
-
-
-# --------------------------------------------------------------------------- churn (harness.experiments.churn)
-
-def churn_modes(matrix: pd.DataFrame) -> pd.DataFrame:
-    """The churn matrix with readable labels for the index setting and the way the queue was drained."""
-    frame = matrix.copy()
-    frame["index"] = frame["partial_index"].map(INDEX_LABELS)
-    frame["drained_by"] = [drained_by(mode, workers) for mode, workers in zip(frame["mode"], frame["worker_count"])]
-    # one connection, then the races by worker count, then the bulk UPDATE
-    frame["drain_order"] = (frame["mode"].map({"sequential": 0, "race": 1, "bulk": 2}).fillna(1) * 10_000
-                            + pd.to_numeric(frame["worker_count"], errors="coerce").fillna(0))
-    frame["hot_fraction"] = frame["hot_fraction"].astype(float)
-    return frame
-
-
-def index_setups_without_hot(modes: pd.DataFrame) -> list[str]:
-    """The index setups (churn_modes' `index`) under which no update at all was HOT, whatever else varied."""
-    hot_by_index = modes.groupby("index")["hot_updates"].sum()
-    return [index for index, hot in hot_by_index.items() if hot == 0]
-
-
-def no_hot_updates_table(modes: pd.DataFrame) -> pd.DataFrame:
-    """The setups a HOT chart would draw as a flat zero, summed per payload and way of draining: the fillfactors
-    tried, the updates made, how many were HOT (none) and how many moved to another page."""
-    flat = modes[modes["index"].isin(index_setups_without_hot(modes))]
-    columns = ["index", "payload bytes", "drained by", "fillfactors", "updates", "HOT updates",
-               "moved to another page"]
-    if not len(flat):
-        return pd.DataFrame(columns=columns)
-    table = flat.groupby(["index", "payload_bytes", "drain_order", "drained_by"]).agg(
-        fillfactors=("fillfactor", lambda v: ", ".join(str(f) for f in sorted(set(v), reverse=True))),
-        updates=("updates", "sum"), hot_updates=("hot_updates", "sum"),
-        newpage_updates=("newpage_updates", "sum")).reset_index()
-    return table.rename(columns={"payload_bytes": "payload bytes", "drained_by": "drained by",
-                                 "hot_updates": "HOT updates", "newpage_updates": "moved to another page"}
-                        )[columns].reset_index(drop=True)
-
-
-def churn_point(matrix: pd.DataFrame, fillfactor: int, partial_index: bool, payload_bytes: int = 0,
-                mode: str = "sequential", worker_count: int | None = None) -> dict:
-    rows = matrix[(matrix["fillfactor"] == fillfactor) & (matrix["partial_index"] == partial_index)
-                  & (matrix["payload_bytes"] == payload_bytes) & (matrix["mode"] == mode)]
-    if worker_count is not None:
-        rows = rows[rows["worker_count"] == worker_count]
-    return rows.iloc[0].to_dict() if len(rows) else {}
-
-
-def pruning_phases(pruning: pd.DataFrame) -> pd.DataFrame:
-    """The pruning experiment, one row per autovacuum arm and phase, labelled."""
-    if not len(pruning):
-        return pruning
-    frame = pruning.copy()
-    frame["phase_label"] = frame["phase"].map(PHASE_LABELS).fillna(frame["phase"])
-    frame["autovacuum_label"] = frame["autovacuum"].map(AUTOVACUUM_LABELS)
-    frame["phase_order"] = frame["phase"].map({p: i for i, p in enumerate(PHASE_LABELS)})
-    return frame.sort_values(["autovacuum", "phase_order"], ascending=[False, True]).reset_index(drop=True)
-
-
 # --------------------------------------------------------------------------- where the backends' time went
 
 SCHEDSTAT_SHARES = tuple(SCHEDSTAT_LABELS)
@@ -371,7 +244,6 @@ def wait_share_table(summary: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-
 def shares_at(shares: pd.DataFrame | None, strategy: str, worker_count: int) -> dict:
     """One row of wait_share_table as a dict: {} where the strategy was not sampled at that worker count."""
     if shares is None or not len(shares):
@@ -405,15 +277,6 @@ def latency_by_fill(summary: pd.DataFrame) -> pd.DataFrame:
     out = out.join(grouped[["p50_ms", "p99_ms"]].max().add_suffix("_max"))
     out["repeats"] = grouped.size()
     return out.reset_index()
-
-
-def autovacuum_runs(summary: pd.DataFrame) -> dict:
-    """How many races saw autovacuum or autoanalyze run on their table, and whether any had it turned off."""
-    runs = summary.get("autovacuum_runs", pd.Series(dtype=float)).fillna(0)
-    analyses = summary.get("autoanalyze_runs", pd.Series(dtype=float)).fillna(0)
-    return {"races": int(len(summary)), "with_autovacuum": int((runs > 0).sum()),
-            "with_autoanalyze": int((analyses > 0).sum()), "autovacuum_total": int(runs.sum()),
-            "autovacuum_off": int((~summary.get("autovacuum", pd.Series(True, index=summary.index))).sum())}
 
 
 def sampler_facts(paths: list[Path], summary: pd.DataFrame | None = None) -> dict:
@@ -801,188 +664,3 @@ def comparison_facts(indexed: pd.DataFrame, newer: pd.DataFrame, every: pd.DataF
             "which_rate_workers": MISSING if not high else count(high) if low == high else
             f"{count(low)} and at {count(high)}",
             "which_job_counts": _list_text(job_counts, count) if job_counts else MISSING}
-# --------------------------------------------------------------------------- the production shape (C5, C8)
-
-
-
-def production_summary(paths: list[Path]) -> pd.DataFrame:
-    """One row per production run: its parameters and figures, recomputed from its stored rows."""
-    frame = pd.DataFrame([run.summary for run in open_runs(paths)])
-    if len(frame):
-        bounds = [polls_met_interval(int(c), int(p), [rounds]) for c, p, rounds
-                  in zip(frame["polls_with_a_conflict"], frame["listing_polls"], frame["conflict_rounds"])]
-        frame["share_of_polls_with_a_conflict_low"] = [low for low, _ in bounds]
-        frame["share_of_polls_with_a_conflict_high"] = [high for _, high in bounds]
-        frame["endpoint_label"] = frame["endpoint"].map(PRODUCTION_ENDPOINT_LABELS)
-    return frame
-
-
-def production_table(summary: pd.DataFrame) -> pd.DataFrame:
-    """The sweep as the article's table: one row per point, the burst scenario last."""
-    frame = summary.sort_values(["burst", "runner_count", "poll_s", "endpoint"],
-                                ascending=[True, True, False, False]).copy()
-    frame["scenario"] = ["burst of " + str(int(b)) if b else "steady" for b in frame["burst"]]
-    frame["pickup_tail"] = [pickup_tail_text(row) for _, row in frame.iterrows()]
-    # the columns that fit the page; `python -m harness production` prints every figure of a run
-    columns = {"scenario": "arrivals", "endpoint": "endpoint", "runner_count": "runners", "poll_s": "poll every (s)",
-               "polls": "polls", "conflicts": "409s",
-               "share_of_polls_with_a_conflict": "listing polls meeting a 409",
-               "loser_payload_bytes_per_claimed_job": "bytes to losers per job",
-               "pickup_p50_ms": "pickup p50", "pickup_tail": "pickup p99 (or max)",
-               "statements_per_claimed_job": "statements per job", "backend_cpu_ms_per_claimed_job":
-               "server CPU ms per job", "duplicate_jobs": "duplicates"}
-    return frame[list(columns)].rename(columns=columns)
-
-
-def pickup_tail_text(row) -> str:
-    """A point's pickup tail as the article prints it: its p99 where it has at least 100 runs, else its maximum,
-    labelled; "at least" where runs never picked up (counted at the window's end) reach it."""
-    shown = row.get("pickup_p99_shown")
-    if shown is None or pd.isna(shown):  # runs stored before the tail was judged
-        return ms(row.get("pickup_p99_ms"))
-    if bool(shown):
-        value, bound = row.get("pickup_p99_ms"), row.get("pickup_p99_is_lower_bound")
-        text = ms(value)
-    else:
-        value, bound = row.get("pickup_max_ms"), row.get("pickup_max_is_lower_bound")
-        text = f"max {ms(value)} of {count(row.get('pickups_observed'))}"
-    if value is None or pd.isna(value):
-        return MISSING
-    return f"at least {text}" if bool(bound) else text
-
-
-def production_table_formats() -> dict:
-    """How production_table's columns read in the article."""
-    def two(value):
-        return number(value, 2)
-
-    return {"runners": count, "poll every (s)": lambda v: number(v, 1), "polls": count, "409s": count,
-            "listing polls meeting a 409": percent, "bytes to losers per job": count,
-            "pickup p50": ms, "pickup p99 (or max)": str, "statements per job": lambda v: number(v, 1),
-            "server CPU ms per job": two, "duplicates": count}
-
-
-def production_facts(summary: pd.DataFrame | None) -> dict:
-    """Every figure the production section's prose names, formatted once (glued by the article's cell 04-03)."""
-    measured = summary is not None and len(summary) > 0
-    if not measured:
-        summary = pd.DataFrame(columns=["endpoint", "runner_count", "poll_s", "seconds", "burst", "service_time_s", "jitter",
-                                        "arrival_rate", "conflicts", "loser_payload_bytes", "loser_secrets",
-                                        "duplicate_jobs", "pending_at_end"])
-    steady = summary[summary["burst"] == 0]
-    if not len(steady):
-        steady = summary  # only burst runs: the steady figures read them
-    burst = summary[summary["burst"] > 0]
-
-    def point(endpoint: str, runner_count: int | None = None, poll_s: float | None = None, frame=steady):
-        if not len(frame):
-            return None
-        rows = frame[frame["endpoint"] == endpoint]
-        if runner_count is not None:
-            rows = rows[rows["runner_count"] == runner_count]
-        if poll_s is not None:
-            rows = rows[rows["poll_s"] == poll_s]
-        return rows.iloc[0] if len(rows) else None
-
-    def figure(row, column: str, fmt) -> str:
-        return MISSING if row is None else fmt(row[column])
-
-    if len(steady):
-        fewest, most = int(steady["runner_count"].min()), int(steady["runner_count"].max())
-        slowest, fastest = float(steady["poll_s"].max()), float(steady["poll_s"].min())
-        utilisation = float((steady["arrival_rate"] * steady["service_time_s"] / steady["runner_count"]).iloc[0])
-        service_time = float(steady["service_time_s"].iloc[0])
-    else:
-        fewest = most = slowest = fastest = utilisation = service_time = float("nan")
-    quiet, busy = point("pending", fewest, slowest), point("pending", most, fastest)
-    quiet_claim, busy_claim = point("claim", fewest, slowest), point("claim", most, fastest)
-    crowd = point("pending", most, slowest)  # many runners, slow polls
-    def tail(row) -> str:
-        return pickup_tail_text(row) if row is not None else MISSING
-
-    facts = {
-        "prod_confidence": "95%",  # the level of harness.stats.polls_met_interval
-        "prod_runner_list": join([str(int(n)) for n in sorted(steady["runner_count"].unique())]),
-        "prod_poll_list": join([number(p, 1 if p < 1 else 0) for p in sorted(steady["poll_s"].unique(),
-                                                                              reverse=True)]),
-        "prod_runs": count(len(summary)),
-        "prod_service_time": number(service_time, 1) + " s",
-        "prod_utilisation": percent(utilisation),
-        "prod_fewest": count(fewest), "prod_most": count(most),
-        "prod_slowest": number(slowest, 1 if slowest < 1 else 0),
-        "prod_fastest": number(fastest, 1 if fastest < 1 else 0),
-        "prod_jitter": percent(float(summary["jitter"].iloc[0])) if measured else MISSING,
-        "prod_quiet_loser_bytes": figure(quiet, "loser_payload_bytes_per_claimed_job", count),
-        "prod_quiet_loser_secrets": figure(quiet, "loser_secrets_per_claimed_job", lambda v: number(v, 1)),
-        "prod_quiet_window": figure(quiet, "first_claim_answer_p50_ms", ms),
-        "prod_quiet_p99": tail(quiet),
-        "prod_quiet_claim_p99": tail(quiet_claim),
-        "prod_crowd_share": figure(crowd, "share_of_polls_with_a_conflict", percent),
-        "prod_busy_p99": tail(busy), "prod_busy_claim_p99": tail(busy_claim),
-        "prod_busy_statements": figure(busy, "statements_per_claimed_job", lambda v: number(v, 1)),
-        "prod_busy_claim_statements": figure(busy_claim, "statements_per_claimed_job", lambda v: number(v, 1)),
-        "prod_busy_cpu": figure(busy, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
-        "prod_busy_claim_cpu": figure(busy_claim, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
-        "prod_duplicates": count(int(summary["duplicate_jobs"].sum())),
-        "prod_pending_at_end": count(int(summary["pending_at_end"].sum())),
-        "prod_loser_bytes_total": count(int(steady.loc[steady["endpoint"] == "pending", "loser_payload_bytes"].sum())),
-        "prod_loser_secrets_total": count(int(steady.loc[steady["endpoint"] == "pending", "loser_secrets"].sum())),
-    }
-    burst_pending, burst_claim = point("pending", frame=burst), point("claim", frame=burst)
-    if burst_pending is not None:
-        facts.update({
-            "prod_burst": count(int(burst_pending["burst"])), "prod_burst_runners": count(int(burst_pending["runner_count"])),
-            "prod_burst_poll": number(float(burst_pending["poll_s"]), 1),
-            "prod_burst_conflicts": count(int(burst_pending["conflicts"])),
-            "prod_burst_p99": tail(burst_pending),
-            "prod_burst_claim_conflicts": figure(burst_claim, "conflicts", count),
-            "prod_burst_claim_p99": tail(burst_claim),
-        })
-    else:
-        facts.update({name: MISSING for name in ("prod_burst", "prod_burst_runners", "prod_burst_poll",
-                                                 "prod_burst_conflicts", "prod_burst_p99",
-                                                 "prod_burst_claim_conflicts", "prod_burst_claim_p99")})
-    return facts
-
-
-def production_timeline(paths: list[Path]) -> pd.DataFrame:
-    """The burst runs' timelines (runs pending and 409s per second), one row per run and second, long form."""
-    rows = []
-    for run in open_runs(paths):
-        if not run.asked["burst"]:
-            continue
-        frame = run.table("timeline")
-        frame["endpoint_label"] = PRODUCTION_ENDPOINT_LABELS[run.asked["endpoint"]]
-        rows.append(frame)
-    if not rows:
-        return pd.DataFrame(columns=["second", "endpoint_label", "measure", "value"])
-    frame = pd.concat(rows, ignore_index=True).rename(columns={"pending": "runs pending", "conflicts": "409s"})
-    return frame.melt(id_vars=["second", "endpoint_label"], value_vars=["runs pending", "409s"],
-                      var_name="measure", value_name="value")
-
-
-def machine_minutes(run_folders) -> float:
-    """Minutes of machine time the given stored runs took, from their manifests (started to finished): what
-    making this page's data costs on the machine it ran on, whatever was stored before the build."""
-    total = 0.0
-    for run in open_runs(run_folders):
-        manifest = run.manifest
-        started, finished = manifest.get("started_at"), manifest.get("finished_at")
-        if started and finished:
-            total += (pd.Timestamp(finished) - pd.Timestamp(started)).total_seconds()
-    return total / 60
-
-
-# --------------------------------------------------------------------------- the job libraries
-
-LIBRARY_MEASURES = ("jobs per second", "pickup p99 (ms)")
-
-
-def libraries_long(points: pd.DataFrame) -> pd.DataFrame:
-    """sections.libraries' points as the chart draws them: one row per library, workers and measure."""
-    frames = [pd.DataFrame({"library": points["library"], "worker_count": points["worker_count"], "measure": measure,
-                            "value": points[column], "low": points[f"{column}_min"], "high": points[f"{column}_max"],
-                            "repeats": points["repeats"], "cpu_bound": points["cpu_bound"]})
-              for column, measure in zip(("jobs_per_s", "pickup_p99_ms"), LIBRARY_MEASURES)] if len(points) else []
-    columns = ["library", "worker_count", "measure", "value", "low", "high", "repeats", "cpu_bound"]
-    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)

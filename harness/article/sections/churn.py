@@ -7,13 +7,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.article.analysis import churn_modes, churn_point, no_hot_updates_table
 from harness.article.compare import same_size_count
 from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_REPRODUCED,
                                       ORIGINAL_F11_CLAIMS, ORIGINAL_F12_LOW_FILLFACTOR, ORIGINAL_F12_LOW_HOT_SHARE,
                                       ORIGINAL_F12_UPDATES, ORIGINAL_JOB_COUNT, Finding, make_finding, not_measured)
 from harness.article.formats import count, percent
 from harness.article.prose import numbered, table, times
+from harness.article.sections.churn_charts import churn_modes, no_hot_updates_table
 from harness.article.wording import Sentences
 from harness.storage import Run
 
@@ -220,3 +220,15 @@ def hot_with_index_table(loaded: dict) -> str:
     """Per drain mode, the updates with the partial index in place and how many were HOT."""
     mine = loaded[NAME]
     return table(no_hot_updates_table(churn_modes(mine.matrix)), formats=dict.fromkeys(HOT_TABLE_COUNTS, count))
+
+
+# --------------------------------------------------------------------------- one point of the churn matrix
+
+
+def churn_point(matrix: pd.DataFrame, fillfactor: int, partial_index: bool, payload_bytes: int = 0,
+                mode: str = "sequential", worker_count: int | None = None) -> dict:
+    rows = matrix[(matrix["fillfactor"] == fillfactor) & (matrix["partial_index"] == partial_index)
+                  & (matrix["payload_bytes"] == payload_bytes) & (matrix["mode"] == mode)]
+    if worker_count is not None:
+        rows = rows[rows["worker_count"] == worker_count]
+    return rows.iloc[0].to_dict() if len(rows) else {}

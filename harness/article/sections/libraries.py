@@ -14,6 +14,7 @@ from harness.article.formats import DASH, MISSING, count, missing, ms, number, s
 from harness.article.labels import CANNOT_LOSE
 from harness.article.prose import counted, join, table
 from harness.article.wording import Sentences
+from harness.storage import open_runs
 from harness.library_claims import DROPPED, LIBRARY_NAMES, LIBRARY_STATEMENTS, SOURCES
 from harness.strategies import STRATEGIES
 from harness.library_claims import (CHECK, LIBRARY_STRATEGIES, LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES,
@@ -45,8 +46,9 @@ class Loaded:
 
 
 def library_summary(runs) -> pd.DataFrame:
+    """One row per run (folders or storage.Run): its summary, its settings and its source."""
     rows = []
-    for run in runs:
+    for run in open_runs(runs):
         procedure = run.manifest["procedure"]
         rows.append({**run.summary, "settings": procedure["settings"], "source": procedure["source"],
                      "run_id": run.run_id})

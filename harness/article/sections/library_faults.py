@@ -18,6 +18,7 @@ from harness.article.formats import DASH, count, missing, number, span
 from harness.article.prose import join, numbered, table
 from harness.article.sections.libraries import jobs_per_run
 from harness.article.wording import Sentences
+from harness.storage import open_runs
 
 NAME = "library_faults"
 READS = ("library_faults", "library_poolers", "pooler_claims")
@@ -44,7 +45,7 @@ def _summaries(paths) -> pd.DataFrame:
     """One row per run: its summary, its recovery settings and, for a fault run, the pause, the job's length, the
     supervisor's restart delay and its stuck jobs that never started (from its ledger)."""
     rows = []
-    for run in paths:
+    for run in open_runs(paths):
         procedure = run.manifest["procedure"]
         row = {**run.summary, "run_id": run.run_id, "recovery": procedure.get("recovery") or {}}
         if run.has_table("ledger"):

@@ -3,7 +3,8 @@ the races."""
 
 from __future__ import annotations
 
-from harness.article.analysis import autovacuum_runs
+import pandas as pd
+
 from harness.article.findings import Finding
 from harness.article.formats import count, span
 
@@ -33,3 +34,12 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
             "last_started": site.get("last_started_at", "")[:19].replace("T", " "),
             "load_average": span(site.get("load_average_min"), site.get("load_average_max")),
             "race_count": count(vacuum["races"]), "with_autovacuum": count(vacuum["with_autovacuum"])}
+
+
+def autovacuum_runs(summary: pd.DataFrame) -> dict:
+    """How many races saw autovacuum or autoanalyze run on their table, and whether any had it turned off."""
+    runs = summary.get("autovacuum_runs", pd.Series(dtype=float)).fillna(0)
+    analyses = summary.get("autoanalyze_runs", pd.Series(dtype=float)).fillna(0)
+    return {"races": int(len(summary)), "with_autovacuum": int((runs > 0).sum()),
+            "with_autoanalyze": int((analyses > 0).sum()), "autovacuum_total": int(runs.sum()),
+            "autovacuum_off": int((~summary.get("autovacuum", pd.Series(True, index=summary.index))).sum())}

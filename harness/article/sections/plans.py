@@ -6,9 +6,9 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
-from harness.article.analysis import plan_point, relation_growth
 from harness.article.compare import same_size_count
 from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_MEASURED, NOT_REPRODUCED,
                                       ORIGINAL_F9_TIME_RATIO, ORIGINAL_F9_WITH_BUFFERS, ORIGINAL_F9_WITHOUT_BUFFERS,
@@ -279,3 +279,46 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
             "claims_hot": drained("claims", "n_tup_hot_upd"), "claims_updates": drained("claims", "n_tup_upd"),
             "claims_drained": drained("claims", "consumed_jobs")}
     return out
+
+
+# --------------------------------------------------------------------------- the growth of the relations, and one plan's figures
+
+
+def relation_growth(points: pd.DataFrame, job_count: int) -> dict:
+    """Pages of the heap, the primary key and the partial index of one queue size as it drains, from the plans'
+    table states: fresh, after the bulk UPDATE of the largest prefix, after VACUUM, and after a drain by claims
+    against the bulk UPDATE of the same prefix. Every key is always there; None where that state was not measured."""
+    rows = points[(points["strategy"] == "skip_locked") & (points["statement"] == "claim")
+                  & (points["job_count"] == job_count)]
+
+    def pages(column, state, fraction, index=False):
+        pick = rows[(rows["table_state"] == state) & (rows["partial_index"] == index)
+                    & np.isclose(rows["consumed_fraction"].astype(float), fraction)]
+        value = pick[column].iloc[0] if len(pick) else None
+        return None if value is None or pd.isna(value) else int(value)
+
+    top = float(rows["consumed_fraction"].astype(float).max()) if len(rows) else None
+    claimed = rows[rows["table_state"] == "after_claims"]
+    claimed_fraction = float(claimed["consumed_fraction"].iloc[0]) if len(claimed) else None
+    partial = rows["partial_index_pages"].dropna().astype(int)
+    return {"job_count": job_count, "top_consumed": top, "claimed_consumed": claimed_fraction,
+            "heap_fresh": pages("heap_pages", "first_scan", 0.0),
+            "heap_drained": pages("heap_pages", "first_scan", top) if top is not None else None,
+            "heap_vacuumed": pages("heap_pages", "vacuumed", top) if top is not None else None,
+            "pkey_fresh": pages("pkey_pages", "first_scan", 0.0),
+            "pkey_drained": pages("pkey_pages", "first_scan", top) if top is not None else None,
+            "pkey_vacuumed": pages("pkey_pages", "vacuumed", top) if top is not None else None,
+            "partial_min": int(partial.min()) if len(partial) else None,
+            "partial_max": int(partial.max()) if len(partial) else None,
+            "heap_after_claims": pages("heap_pages", "after_claims", claimed_fraction) if claimed_fraction else None,
+            "heap_after_bulk": pages("heap_pages", "first_scan", claimed_fraction) if claimed_fraction else None}
+
+
+def plan_point(points: pd.DataFrame, strategy: str, statement: str, job_count: int, consumed_fraction: float,
+               partial_index: bool, table_state: str) -> dict:
+    """One EXPLAIN point as a dict (empty if it was not measured); table_state is one of plans.TABLE_STATE_NAMES."""
+    rows = points[(points["strategy"] == strategy) & (points["statement"] == statement)
+                  & (points["job_count"] == job_count) & (points["partial_index"] == partial_index)
+                  & (points["table_state"] == table_state)
+                  & np.isclose(points["consumed_fraction"].astype(float), consumed_fraction)]
+    return rows.iloc[0].to_dict() if len(rows) else {}

@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.article.analysis import production_facts, production_summary
 from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_C5_HANDFUL,
                                       ORIGINAL_C5_POLL_S, Finding, make_finding, not_measured)
-from harness.article.formats import RANGE, count, number, percent
+from harness.article.formats import MISSING, RANGE, count, ms, number, percent
+from harness.article.labels import PRODUCTION_ENDPOINT_LABELS
 from harness.article.prose import join, numbered
+from harness.article.sections.production_charts import pickup_tail_text
 from harness.article.wording import Sentences
 from harness.stats import percentile_ratio_interval, polls_met_interval
+from harness.storage import open_runs
 
 NAME = "production"
 READS = ("production",)
@@ -141,3 +143,101 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     """The service's setup and the figures C5 and C8 read, as the prose names them."""
     mine = loaded[NAME]
     return production_facts(mine.summary if mine else None)
+
+
+# --------------------------------------------------------------------------- the runs, summarised once
+
+
+def production_summary(paths: list[Path]) -> pd.DataFrame:
+    """One row per production run: its parameters and figures, recomputed from its stored rows."""
+    frame = pd.DataFrame([run.summary for run in open_runs(paths)])
+    if len(frame):
+        bounds = [polls_met_interval(int(c), int(p), [rounds]) for c, p, rounds
+                  in zip(frame["polls_with_a_conflict"], frame["listing_polls"], frame["conflict_rounds"])]
+        frame["share_of_polls_with_a_conflict_low"] = [low for low, _ in bounds]
+        frame["share_of_polls_with_a_conflict_high"] = [high for _, high in bounds]
+        frame["endpoint_label"] = frame["endpoint"].map(PRODUCTION_ENDPOINT_LABELS)
+    return frame
+
+
+def production_facts(summary: pd.DataFrame | None) -> dict:
+    """Every figure the production section's prose names, formatted once (glued by the article's cell 04-03)."""
+    measured = summary is not None and len(summary) > 0
+    if not measured:
+        summary = pd.DataFrame(columns=["endpoint", "runner_count", "poll_s", "seconds", "burst", "service_time_s", "jitter",
+                                        "arrival_rate", "conflicts", "loser_payload_bytes", "loser_secrets",
+                                        "duplicate_jobs", "pending_at_end"])
+    steady = summary[summary["burst"] == 0]
+    if not len(steady):
+        steady = summary  # only burst runs: the steady figures read them
+    burst = summary[summary["burst"] > 0]
+
+    def point(endpoint: str, runner_count: int | None = None, poll_s: float | None = None, frame=steady):
+        if not len(frame):
+            return None
+        rows = frame[frame["endpoint"] == endpoint]
+        if runner_count is not None:
+            rows = rows[rows["runner_count"] == runner_count]
+        if poll_s is not None:
+            rows = rows[rows["poll_s"] == poll_s]
+        return rows.iloc[0] if len(rows) else None
+
+    def figure(row, column: str, fmt) -> str:
+        return MISSING if row is None else fmt(row[column])
+
+    if len(steady):
+        fewest, most = int(steady["runner_count"].min()), int(steady["runner_count"].max())
+        slowest, fastest = float(steady["poll_s"].max()), float(steady["poll_s"].min())
+        utilisation = float((steady["arrival_rate"] * steady["service_time_s"] / steady["runner_count"]).iloc[0])
+        service_time = float(steady["service_time_s"].iloc[0])
+    else:
+        fewest = most = slowest = fastest = utilisation = service_time = float("nan")
+    quiet, busy = point("pending", fewest, slowest), point("pending", most, fastest)
+    quiet_claim, busy_claim = point("claim", fewest, slowest), point("claim", most, fastest)
+    crowd = point("pending", most, slowest)  # many runners, slow polls
+    def tail(row) -> str:
+        return pickup_tail_text(row) if row is not None else MISSING
+
+    facts = {
+        "prod_confidence": "95%",  # the level of harness.stats.polls_met_interval
+        "prod_runner_list": join([str(int(n)) for n in sorted(steady["runner_count"].unique())]),
+        "prod_poll_list": join([number(p, 1 if p < 1 else 0) for p in sorted(steady["poll_s"].unique(),
+                                                                              reverse=True)]),
+        "prod_runs": count(len(summary)),
+        "prod_service_time": number(service_time, 1) + " s",
+        "prod_utilisation": percent(utilisation),
+        "prod_fewest": count(fewest), "prod_most": count(most),
+        "prod_slowest": number(slowest, 1 if slowest < 1 else 0),
+        "prod_fastest": number(fastest, 1 if fastest < 1 else 0),
+        "prod_jitter": percent(float(summary["jitter"].iloc[0])) if measured else MISSING,
+        "prod_quiet_loser_bytes": figure(quiet, "loser_payload_bytes_per_claimed_job", count),
+        "prod_quiet_loser_secrets": figure(quiet, "loser_secrets_per_claimed_job", lambda v: number(v, 1)),
+        "prod_quiet_window": figure(quiet, "first_claim_answer_p50_ms", ms),
+        "prod_quiet_p99": tail(quiet),
+        "prod_quiet_claim_p99": tail(quiet_claim),
+        "prod_crowd_share": figure(crowd, "share_of_polls_with_a_conflict", percent),
+        "prod_busy_p99": tail(busy), "prod_busy_claim_p99": tail(busy_claim),
+        "prod_busy_statements": figure(busy, "statements_per_claimed_job", lambda v: number(v, 1)),
+        "prod_busy_claim_statements": figure(busy_claim, "statements_per_claimed_job", lambda v: number(v, 1)),
+        "prod_busy_cpu": figure(busy, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
+        "prod_busy_claim_cpu": figure(busy_claim, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
+        "prod_duplicates": count(int(summary["duplicate_jobs"].sum())),
+        "prod_pending_at_end": count(int(summary["pending_at_end"].sum())),
+        "prod_loser_bytes_total": count(int(steady.loc[steady["endpoint"] == "pending", "loser_payload_bytes"].sum())),
+        "prod_loser_secrets_total": count(int(steady.loc[steady["endpoint"] == "pending", "loser_secrets"].sum())),
+    }
+    burst_pending, burst_claim = point("pending", frame=burst), point("claim", frame=burst)
+    if burst_pending is not None:
+        facts.update({
+            "prod_burst": count(int(burst_pending["burst"])), "prod_burst_runners": count(int(burst_pending["runner_count"])),
+            "prod_burst_poll": number(float(burst_pending["poll_s"]), 1),
+            "prod_burst_conflicts": count(int(burst_pending["conflicts"])),
+            "prod_burst_p99": tail(burst_pending),
+            "prod_burst_claim_conflicts": figure(burst_claim, "conflicts", count),
+            "prod_burst_claim_p99": tail(burst_claim),
+        })
+    else:
+        facts.update({name: MISSING for name in ("prod_burst", "prod_burst_runners", "prod_burst_poll",
+                                                 "prod_burst_conflicts", "prod_burst_p99",
+                                                 "prod_burst_claim_conflicts", "prod_burst_claim_p99")})
+    return facts

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.article.analysis import machine_minutes
+import pandas as pd
+
 from harness.article.findings import Finding, summary_table, table as findings_table, verdict_counts
 from harness.article.formats import count, number
 from harness.article.prose import table
 from harness.experiments import registry
+from harness.storage import open_runs
 
 NAME = "summary"
 READS = tuple(registry.SECTIONS)  # every run the page reads
@@ -47,3 +49,15 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
 def comparison_table(found: list[Finding]) -> str:
     """The closing table: every finding beside the original's claim and figure."""
     return table(findings_table(found), css_class="wide")
+
+
+def machine_minutes(run_folders) -> float:
+    """Minutes of machine time the given stored runs took, from their manifests (started to finished): what
+    making this page's data costs on the machine it ran on, whatever was stored before the build."""
+    total = 0.0
+    for run in open_runs(run_folders):
+        manifest = run.manifest
+        started, finished = manifest.get("started_at"), manifest.get("finished_at")
+        if started and finished:
+            total += (pd.Timestamp(finished) - pd.Timestamp(started)).total_seconds()
+    return total / 60
