@@ -1,11 +1,28 @@
-"""One real PostgreSQL for the whole test session: the embedded server, or DATABASE_URL if set."""
+"""One real PostgreSQL for the whole test session: the embedded server, or DATABASE_URL if set.
+
+`make test` runs the files in parallel worker processes (pytest-xdist, --dist loadgroup), each worker with its
+own embedded server from the session-scoped `db` fixture. Two kinds of tests are kept together:
+
+- tests marked `serial` measure CPU shares or timing (the sampler, the CPU-bound rule, the bench, the delay
+  proxy, wake-up latency): beside another test they would measure it. They form one group, which the scheduler
+  below hands out only once every other group is out, and each runs holding the machine alone (a file lock:
+  the other workers finish the test they are in and wait until the serial tests are done);
+- the modules that read the tiny report (tests/tiny_report.py) form one group, so the build runs once, in one
+  worker, while the other workers run everything else.
+
+Without xdist (`pytest tests/test_x.py`) all of this stays out of the way: one process runs the tests in order.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -16,6 +33,186 @@ import pytest
 from harness.server import database, schema
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+SERIAL_GROUP = "serial"  # the xdist group of the tests marked serial
+TINY_GROUP = "tiny_report"  # the xdist group of the modules that read the tiny build
+LOCK_DIR_VARIABLE = "CLAIMRACE_TEST_LOCKS"  # the folder of the workers' lock files, made by the controller
+
+
+# --------------------------------------------------------------------------- parallel workers, serial tests
+
+
+def _is_xdist_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return (not _is_xdist_worker(config) and config.pluginmanager.hasplugin("xdist")
+            and bool(config.getoption("numprocesses", None)) and config.getoption("dist", "no") != "no")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _is_xdist_controller(config):  # the workers inherit the variable: they start after this
+        os.environ[LOCK_DIR_VARIABLE] = tempfile.mkdtemp(prefix="claimrace-test-locks-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _is_xdist_controller(config) and os.environ.get(LOCK_DIR_VARIABLE):
+        shutil.rmtree(os.environ.pop(LOCK_DIR_VARIABLE), ignore_errors=True)
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    """The xdist group a test joins: serial, the tiny build's, its module's (a module- or class-scoped fixture is
+    set up once, in one worker), or none (the test goes to whichever worker is free)."""
+    if item.get_closest_marker("serial") is not None:
+        return SERIAL_GROUP
+    if getattr(item.module, "build_tiny_report", None) is not None:
+        return TINY_GROUP
+    fixtures = getattr(item, "_fixtureinfo", None)
+    if fixtures is not None and any(definition.scope in ("class", "module", "package")
+                                    for definitions in fixtures.name2fixturedefs.values()
+                                    for definition in definitions):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {}
+    for item in items:
+        mark = item.get_closest_marker("xdist_group")
+        group = (mark.args[0] if mark is not None and mark.args else None) or _group_of(item)
+        if group is None:
+            continue
+        groups[item.nodeid] = group
+        if mark is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    folder = os.environ.get(LOCK_DIR_VARIABLE)
+    if _is_xdist_worker(config) and folder:
+        # xdist 3.8 cannot add a group to a test id under pytest 9 (it sets an attribute pytest no longer reads),
+        # so the scheduler reads the groups from here: every worker writes the same file, each whole at once
+        mine = Path(folder) / f"groups-{config.workerinput['workerid']}.json"
+        mine.write_text(json.dumps(groups))
+        mine.replace(Path(folder) / "groups.json")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class SerialLast(LoadGroupScheduling):
+        """--dist loadgroup, with the groups read from the workers' file, the tiny build's group handed out first
+        (the longest chain) and the serial group held back until it is the last group not yet handed out."""
+
+        held: dict | None = None
+        groups: dict | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                try:
+                    self.groups = json.loads((Path(os.environ[LOCK_DIR_VARIABLE]) / "groups.json").read_text())
+                except (KeyError, OSError, ValueError):
+                    self.groups = {}
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+
+        def _arrange(self) -> None:
+            if SERIAL_GROUP in self.workqueue and len(self.workqueue) > 1:
+                self.held = self.workqueue.pop(SERIAL_GROUP)
+            elif self.held is not None and not self.workqueue:
+                self.workqueue[SERIAL_GROUP] = self.held
+                self.held = None
+            if TINY_GROUP in self.workqueue:
+                self.workqueue.move_to_end(TINY_GROUP, last=False)
+
+        def _assign_work_unit(self, node) -> None:
+            self._arrange()
+            super()._assign_work_unit(node)
+
+        def _reschedule(self, node) -> None:
+            self._arrange()
+            super()._reschedule(node)
+
+        def remove_node(self, node):
+            crashed = super().remove_node(node)
+            self._arrange()
+            return crashed
+
+        @property
+        def tests_finished(self) -> bool:
+            return self.held is None and super().tests_finished
+
+        @property
+        def has_pending(self) -> bool:
+            return self.held is not None or super().has_pending
+
+    return SerialLast(config, log)
+
+
+class _MachineLock:
+    """A readers-writer lock over the worker processes: every test holds it shared, a serial test alone.
+
+    A turnstile gives the writer priority: a serial test waiting for the lock keeps new tests from starting, so it
+    waits only for the tests already running. The flocks die with their process, SIGKILL included.
+    """
+
+    def __init__(self, folder: Path):
+        self.turnstile = os.open(folder / "turnstile", os.O_RDWR | os.O_CREAT, 0o600)
+        self.machine = os.open(folder / "machine", os.O_RDWR | os.O_CREAT, 0o600)
+        self.alone = False
+
+    def share(self) -> None:
+        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.machine, fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+
+    def take_alone(self) -> None:
+        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
+        fcntl.flock(self.machine, fcntl.LOCK_EX)
+        self.alone = True
+
+    def release(self) -> None:
+        fcntl.flock(self.machine, fcntl.LOCK_UN)
+        if self.alone:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+            self.alone = False
+
+
+_machine_lock: _MachineLock | None = None
+
+
+def _lock_for(config: pytest.Config) -> _MachineLock | None:
+    global _machine_lock
+    folder = os.environ.get(LOCK_DIR_VARIABLE)
+    if _machine_lock is None and _is_xdist_worker(config) and folder:
+        _machine_lock = _MachineLock(Path(folder))
+    return _machine_lock
+
+
+def _is_serial(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker("serial") is not None
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test's setup, call and teardown under the machine lock; consecutive serial tests keep it alone."""
+    lock = _lock_for(item.config)
+    if lock is None:
+        yield
+        return
+    if _is_serial(item):
+        if not lock.alone:
+            lock.take_alone()
+    else:
+        lock.share()
+    try:
+        yield
+    finally:
+        if not (_is_serial(item) and _is_serial(nextitem)):
+            lock.release()
 
 
 @pytest.fixture(scope="session")
