@@ -7,14 +7,19 @@ own embedded server from the session-scoped `db` fixture. Two kinds of tests are
   proxy, wake-up latency): beside another test they would measure it. They form one group, which the scheduler
   below hands out only once every other group is out, and each runs holding the machine alone (a file lock:
   the other workers finish the test they are in and wait until the serial tests are done);
-- the modules that read the tiny report (tests/tiny_report.py) form one group, so the build runs once, in one
-  worker, while the other workers run everything else.
+- the tiny report (tests/tiny_report.py) is built once, in the session's folder, by the first worker to need it:
+  the scheduler hands one module that reads it out first and the others last, so the build runs while the other
+  workers run everything else, and the tests that read it spread over every worker once it is there;
+- tests sharing a module-scoped fixture stay in one worker, which sets it up once.
 
 Without xdist (`pytest tests/test_x.py`) all of this stays out of the way: one process runs the tests in order.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import fcntl
 import json
 import os
@@ -35,8 +40,8 @@ from harness.server import database, schema
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 SERIAL_GROUP = "serial"  # the xdist group of the tests marked serial
-TINY_GROUP = "tiny_report"  # the xdist group of the modules that read the tiny build
 LOCK_DIR_VARIABLE = "CLAIMRACE_TEST_LOCKS"  # the folder of the workers' lock files, made by the controller
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 # --------------------------------------------------------------------------- parallel workers, serial tests
@@ -51,9 +56,21 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
             and bool(config.getoption("numprocesses", None)) and config.getoption("dist", "no") != "no")
 
 
+def _die_with_parent() -> None:
+    """A worker gets SIGKILL when the pytest that started it dies, however it dies; its embedded server's
+    watchdog then stops the server."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent died before the line above
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if _is_xdist_controller(config):  # the workers inherit the variable: they start after this
         os.environ[LOCK_DIR_VARIABLE] = tempfile.mkdtemp(prefix="claimrace-test-locks-")
+    if _is_xdist_worker(config) and sys.platform == "linux":
+        _die_with_parent()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -62,12 +79,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _group_of(item: pytest.Item) -> str | None:
-    """The xdist group a test joins: serial, the tiny build's, its module's (a module- or class-scoped fixture is
-    set up once, in one worker), or none (the test goes to whichever worker is free)."""
+    """The xdist group a test joins: serial, its module's (a module- or class-scoped fixture is set up once, in
+    one worker), or none (the test goes to whichever worker is free)."""
     if item.get_closest_marker("serial") is not None:
         return SERIAL_GROUP
-    if getattr(item.module, "build_tiny_report", None) is not None:
-        return TINY_GROUP
     fixtures = getattr(item, "_fixtureinfo", None)
     if fixtures is not None and any(definition.scope in ("class", "module", "package")
                                     for definitions in fixtures.name2fixturedefs.values()
@@ -78,10 +93,12 @@ def _group_of(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups = {}
+    groups, tiny = {}, []
     for item in items:
         mark = item.get_closest_marker("xdist_group")
         group = (mark.args[0] if mark is not None and mark.args else None) or _group_of(item)
+        if getattr(item.module, "build_tiny_report", None) is not None:
+            tiny.append(group or item.nodeid)
         if group is None:
             continue
         groups[item.nodeid] = group
@@ -92,7 +109,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # xdist 3.8 cannot add a group to a test id under pytest 9 (it sets an attribute pytest no longer reads),
         # so the scheduler reads the groups from here: every worker writes the same file, each whole at once
         mine = Path(folder) / f"groups-{config.workerinput['workerid']}.json"
-        mine.write_text(json.dumps(groups))
+        mine.write_text(json.dumps({"groups": groups, "tiny": tiny}))
         mine.replace(Path(folder) / "groups.json")
 
 
@@ -103,28 +120,39 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadGroupScheduling
 
     class SerialLast(LoadGroupScheduling):
-        """--dist loadgroup, with the groups read from the workers' file, the tiny build's group handed out first
-        (the longest chain) and the serial group held back until it is the last group not yet handed out."""
+        """--dist loadgroup, with the groups read from the workers' file; of the work that reads the tiny build,
+        the largest is handed out first (it builds, the longest chain) and the rest last; the serial group is held
+        back until it is the last group not yet handed out."""
 
         held: dict | None = None
-        groups: dict | None = None
+        found: dict | None = None
+        ordered = False
+
+        def _read_groups(self) -> dict:
+            if self.found is None:
+                try:
+                    self.found = json.loads((Path(os.environ[LOCK_DIR_VARIABLE]) / "groups.json").read_text())
+                except (KeyError, OSError, ValueError):
+                    self.found = {}
+            return self.found
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.groups is None:
-                try:
-                    self.groups = json.loads((Path(os.environ[LOCK_DIR_VARIABLE]) / "groups.json").read_text())
-                except (KeyError, OSError, ValueError):
-                    self.groups = {}
-            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+            return self._read_groups().get("groups", {}).get(nodeid) or super()._split_scope(nodeid)
 
         def _arrange(self) -> None:
+            if not self.ordered:
+                self.ordered = True
+                wanted = set(self._read_groups().get("tiny", []))
+                tiny = sorted((s for s in self.workqueue if s in wanted), key=lambda s: -len(self.workqueue[s]))
+                for scope in tiny[1:]:
+                    self.workqueue.move_to_end(scope)
+                if tiny:
+                    self.workqueue.move_to_end(tiny[0], last=False)
             if SERIAL_GROUP in self.workqueue and len(self.workqueue) > 1:
                 self.held = self.workqueue.pop(SERIAL_GROUP)
             elif self.held is not None and not self.workqueue:
                 self.workqueue[SERIAL_GROUP] = self.held
                 self.held = None
-            if TINY_GROUP in self.workqueue:
-                self.workqueue.move_to_end(TINY_GROUP, last=False)
 
         def _assign_work_unit(self, node) -> None:
             self._arrange()
