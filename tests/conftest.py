@@ -1,7 +1,7 @@
 """One real PostgreSQL for the whole test session: the embedded server, or DATABASE_URL if set.
 
 `make test` runs the files in parallel worker processes (pytest-xdist, --dist loadgroup), each worker with its
-own embedded server from the session-scoped `db` fixture. Two kinds of tests are kept together:
+own embedded server from the session-scoped `db` fixture. What keeps the workers from getting in each other's way:
 
 - tests marked `serial` measure CPU shares or timing (the sampler, the CPU-bound rule, the bench, the delay
   proxy, wake-up latency): beside another test they would measure it. They form one group, which the scheduler
