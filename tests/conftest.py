@@ -66,9 +66,26 @@ def _die_with_parent() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+LOCK_DIR_PREFIX = "claimrace-test-locks-"
+
+
+def _remove_folders_of_dead_sessions() -> None:
+    """A session killed with SIGKILL leaves its folder (and the tiny build in it); the next one removes it."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{LOCK_DIR_PREFIX}*"):
+        try:
+            owner = int((folder / "owner").read_text())
+        except (OSError, ValueError):
+            continue
+        if not psutil.pid_exists(owner):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if _is_xdist_controller(config):  # the workers inherit the variable: they start after this
-        os.environ[LOCK_DIR_VARIABLE] = tempfile.mkdtemp(prefix="claimrace-test-locks-")
+        _remove_folders_of_dead_sessions()
+        folder = tempfile.mkdtemp(prefix=LOCK_DIR_PREFIX)
+        (Path(folder) / "owner").write_text(f"{os.getpid()}\n")
+        os.environ[LOCK_DIR_VARIABLE] = folder
     if _is_xdist_worker(config) and sys.platform == "linux":
         _die_with_parent()
 
