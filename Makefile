@@ -42,8 +42,13 @@ lock: ## re-pin requirements.lock from pyproject.toml's ranges (newest versions 
 report: $(STAMP) $(NODE_STAMP) ## run the races, plans, churn and notebooks; write report/index.html (PARAMS=other.yml)
 	$(PY) -m harness.report $(if $(PARAMS),--params $(PARAMS))
 
-test: $(STAMP) $(NODE_STAMP) ## run the test suite against an embedded PostgreSQL 16
-	$(PY) -m pytest
+# Test files run in TEST_WORKERS processes, each with its own embedded server; most tests wait on servers, workers
+# and sleeps rather than on a CPU, so there are more workers than CPUs. Tests marked serial (CPU shares, timing)
+# still run with no other test beside them; tests/conftest.py sees to it. TEST_WORKERS=0 runs them in one process.
+TEST_WORKERS ?= 3
+
+test: $(STAMP) $(NODE_STAMP) ## run the test suite against an embedded PostgreSQL 16 (TEST_WORKERS=3 processes)
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 bench: $(STAMP) $(NODE_STAMP) ## harness vs pgbench on the same SQL at 1, 8, 32, 64, 100 workers, 5 pairs of 10 s (about an hour)
 	$(PY) -m harness bench

@@ -12,6 +12,9 @@ import pytest
 from harness.server import activity
 from harness.server.activity import ActivitySampler, SamplerError, classify, time_split, wait_shares
 
+# the sampler's interval and a backend's CPU share and schedstat are timed: another test beside them would be counted
+pytestmark = pytest.mark.serial
+
 PREFIX = "claimrace-test-activity-"  # not the workers' prefix: other tests' connections stay out
 
 

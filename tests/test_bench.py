@@ -23,6 +23,9 @@ from harness.claim_steps import WON
 
 from conftest import run_cli
 
+# the bench times the harness against pgbench and reads the server's CPU: another test beside it would be measured too
+pytestmark = pytest.mark.serial
+
 
 BENCHED = [name for name, strategy in STRATEGIES.items() if strategy.not_benched is None]
 

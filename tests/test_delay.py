@@ -30,6 +30,9 @@ from harness.claim_steps import LOST, WON
 
 from conftest import PROJECT_ROOT, run_cli
 
+# the proxy's round trips are timed against the workers' own delay: another test beside them would stretch them
+pytestmark = pytest.mark.serial
+
 
 def median_round_trip_ms(url: str, count: int = 40) -> float:
     with database.connect(url) as conn:

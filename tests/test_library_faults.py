@@ -168,6 +168,7 @@ def test_no_worker_outlives_the_command_killed_with_sigkill_while_one_is_paused(
 
 
 @pytest.mark.skipif(pooler.binary() is None, reason=f"pgbouncer not found: {pooler.INSTALL_HINT}")
+@pytest.mark.serial  # finds no pgbouncer left on the machine: another test's pooler would be counted
 def test_a_library_own_workers_run_through_pgbouncer_and_the_pooler_stops_after(tmp_path):
     """--pooler puts PgBouncer between a library's workers and the server, for a drain and for a fault run: each
     JSON object says which mode, the manifest says the pooler as it ran, and no pgbouncer is left after."""

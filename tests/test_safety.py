@@ -70,6 +70,7 @@ def test_a_schema_the_harness_did_not_create_is_refused(db, conn):
     assert config.SCHEMA == "claimrace"
 
 
+@pytest.mark.serial  # times the failure: another test beside it would slow it down
 def test_a_killed_worker_fails_the_race_quickly_and_leaves_nothing(db, conn):
     schema.create_queue(conn, 100_000)
     kill_a_worker_after(1.0)
@@ -86,6 +87,7 @@ def test_a_killed_worker_fails_the_race_quickly_and_leaves_nothing(db, conn):
     assert worker_backends_left(conn) == 0, "the killed worker's server backend is gone too (its socket closed)"
 
 
+@pytest.mark.serial  # times the refusal and finds no new server on the machine: another test's would be counted
 def test_a_worker_count_beyond_this_machine_is_refused_before_anything_starts(tmp_path):
     from harness.experiments import limits
 

@@ -42,6 +42,7 @@ def test_a_wakeup_run_refuses_what_it_cannot_run_in_one_line():
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "shout" in done.stderr
 
 
+@pytest.mark.serial  # pickup latencies: another test beside it would delay the pickups it times
 def test_listening_workers_pick_a_job_up_sooner_than_polling_ones(tmp_path):
     """procrastinate polls every 5 s by default: without LISTEN a job waits for the next poll, with it a worker is
     woken at once."""
