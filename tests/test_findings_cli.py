@@ -12,6 +12,9 @@ from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
 from harness.storage import read_json
 
+# Its verdicts read races at 1 and 2 workers that must not wait for a CPU: nothing runs beside them.
+pytestmark = pytest.mark.serial
+
 RACES = {"strategies": ["naive", "guarded", "skip_locked"], "worker_counts": [1, 2], "job_count": 60, "repeats": 1,
          "partial_index": False}
 
