@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness.article import analysis
-from harness.article.sections import client_layouts
+from harness.article.sections import client_layouts, strategy_charts
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
 from harness.storage import Run, read_json
@@ -83,5 +83,5 @@ def test_the_proxied_baseline_is_stored_as_proxied(db, tmp_path):
     runs = sweep(db, tmp_path, ["guarded"], [2], job_count=200, rtt_ms=(0, 1))
     by_network = {(Run(r).summary["rtt_ms"], Run(r).summary["proxy"]) for r in runs}
     assert by_network == {(0.0, False), (0.0, True), (1.0, True)}
-    points = analysis.by_round_trip(analysis.race_summary(runs))
+    points = strategy_charts.by_round_trip(analysis.race_summary(runs))
     assert list(points["rtt_ms"]) == [0.0, 1.0] and points["proxy"].all(), "the chart's 0 ms is the proxied one"
