@@ -21,8 +21,6 @@ say = Sentences(NAME)
 
 
 PROCESSES, ASYNCIO = "one process per worker", "one asyncio process"
-
-
 # (finding, figure, workers, the original's figure or None): what the layouts are compared on
 LAYOUT_FIGURES = (
     ("F1", "naive's share of the jobs claimed more than once", 2, ORIGINAL_F1_DUPLICATE_JOBS / ORIGINAL_JOB_COUNT),

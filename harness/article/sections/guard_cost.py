@@ -84,8 +84,6 @@ def f3_naive_looks_fastest(races: Races) -> Finding:
 # A guarded worker loses a given job at most once: after a loss its next read starts after the winner's
 # commit, and the job is no longer pending. So a job costs at most N-1 lost races, one per rival.
 ORIGINAL_F5_AT_TWO = OriginalFigure(1, 1)  # "about 1" lost race per win at 2 workers, read off the original's chart
-
-
 F5_PARTS = ("rise with workers", "size at 2 workers")
 
 

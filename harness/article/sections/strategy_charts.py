@@ -137,8 +137,6 @@ def latency_facts(latency: pd.DataFrame) -> dict:
 
 
 SERVER = "server"
-
-
 INDEX = "partial index"
 
 
