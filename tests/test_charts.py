@@ -15,7 +15,7 @@ from harness.article import analysis, charts, labels, reliability, vega
 from harness.storage import Run
 from harness.article import sections
 from harness.article.sections import (bench_charts, churn_charts, fault_charts, libraries as library_section, library_charts,
-                                      plan_charts, production as production_section, production_charts)
+                                      plan_charts, production as production_section, production_charts, strategy_charts)
 from harness.experiments import bench, registry
 from tiny_report import TINY_PARAMS, build_tiny_report
 
@@ -40,8 +40,8 @@ def frames():
         "pruning": churn_charts.pruning_phases(Run(churn_run).table("pruning", absent_ok=True)),
         "bench": Run(bench_run).summary,
         "top_workers": int(by_workers["worker_count"].max()),
-        "latency": analysis.by_round_trip(analysis.race_summary(runs["latency"])),
-        "indexed": analysis.conditions(analysis.race_summary(runs["indexed_race"])),
+        "latency": strategy_charts.by_round_trip(analysis.race_summary(runs["latency"])),
+        "indexed": strategy_charts.conditions(analysis.race_summary(runs["indexed_race"])),
         "fault_events": reliability.timeline(runs["faults"], "lease", "pause"),
         "production": production_section.production_summary(runs["production"]),
         "production_timeline": production_charts.production_timeline(runs["production"]),
@@ -68,9 +68,9 @@ def all_charts(f) -> dict:
         "cpu_split_chart": charts.cpu_split_chart(analysis.cpu_split_long(analysis.wait_share_table(f["summary"]))),
         "latency_by_fill_chart": charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
                                                               sorted(set(f["summary"]["worker_count"]))),
-        "round_trip_chart": charts.round_trip_chart(analysis.round_trip_long(f["latency"])),
-        "side_by_side_chart": charts.side_by_side_chart(analysis.side_by_side_long(f["indexed"], analysis.INDEX),
-                                                        "With and without the partial index"),
+        "round_trip_chart": strategy_charts.round_trip_chart(strategy_charts.round_trip_long(f["latency"])),
+        "side_by_side_chart": strategy_charts.side_by_side_chart(
+            strategy_charts.side_by_side_long(f["indexed"], strategy_charts.INDEX), "With and without the partial index"),
         "fault_timeline_chart": fault_charts.fault_timeline_chart(f["fault_events"]),
         "production_conflicts_chart": production_charts.production_conflicts_chart(f["production"]),
         "production_pickup_chart": production_charts.production_pickup_chart(f["production"]),
@@ -344,9 +344,11 @@ def test_the_side_by_side_chart_shades_cpu_bound_worker_counts_and_only_those(fr
     top = int(indexed["worker_count"].max())
     free = indexed.assign(cpu_bound=False)
     bound = indexed.assign(cpu_bound=indexed["worker_count"] == top)
-    free_spec = charts.side_by_side_chart(analysis.side_by_side_long(free, analysis.INDEX), "free").to_dict()
+    free_spec = strategy_charts.side_by_side_chart(strategy_charts.side_by_side_long(free, strategy_charts.INDEX),
+                                                   "free").to_dict()
     assert [v for v in _views(free_spec) if _mark(v) == "rect"] == []
-    spec = charts.side_by_side_chart(analysis.side_by_side_long(bound, analysis.INDEX), "bound").to_dict()
+    spec = strategy_charts.side_by_side_chart(strategy_charts.side_by_side_long(bound, strategy_charts.INDEX),
+                                              "bound").to_dict()
     [band] = [v for v in _views(spec) if _mark(v) == "rect"]
     assert {row["band_end"] for row in _rows(spec)} == {float(top)}
     assert "CPU-bound" in json.dumps(spec["title"])

@@ -6,8 +6,8 @@ import math
 
 import pandas as pd
 
-from harness.article import analysis, prose
 from harness.article.formats import DASH
+from harness.article.sections import strategy_charts
 
 
 def run(strategy: str, workers: int, version: str = "16.4", index: bool = False, **figures) -> dict:
@@ -27,41 +27,42 @@ def test_which_claim_lists_every_condition_and_leaves_a_dash_where_a_strategy_wa
         run("naive", 2, duplicate_jobs=700), run("naive", 8, duplicate_jobs=1500),
         run("for_update", 2), run("for_update", 8), run("for_update", 32),
     ])
-    table, low, high = analysis.which_claim(summary)
+    table, low, high = strategy_charts.which_claim(summary)
     assert (low, high) == (2, 8), "the worker counts every raced row shares"
     assert len(table) == 3 * 2 * 2, "every strategy on every server, with and without the index"
-    at = table.set_index(["strategy", analysis.SERVER, analysis.INDEX])
+    at = table.set_index(["strategy", strategy_charts.SERVER, strategy_charts.INDEX])
     guarded = at.loc[("guarded", "PostgreSQL 16", "without partial index")]
     assert guarded["claims/s, high"] == 500.0 and guarded["wasted attempts per win"] == 3.0
     assert guarded["lock waits"] == 0.25
     assert at.loc[("naive", "PostgreSQL 16", "without partial index"), "jobs claimed twice+"] == 2200
     not_raced = at.loc[("for_update", "PostgreSQL 18", "with partial index")]
     assert all(math.isnan(not_raced[c]) for c in ("claims/s, low", "time to get a job, p99", "lock waits"))
-    html = prose.which_claim_table(table, low, high)
+    html = strategy_charts.which_claim_table(table, low, high)
     assert DASH in html and "claims/s, 8 workers" in html and "500" in html
-    assert prose.which_claim_table(table, 8, 8).count("claims/s, 8 workers") == 1, "one column, not two alike"
+    assert strategy_charts.which_claim_table(table, 8, 8).count("claims/s, 8 workers") == 1, "one column, not two alike"
 
 
 def test_the_server_table_puts_the_servers_side_by_side_with_their_ratio():
-    points = analysis.conditions(pd.DataFrame([
+    points = strategy_charts.conditions(pd.DataFrame([
         run("guarded", 8, claims_per_second=400.0, losses_per_win=4.0),
         run("guarded", 8, version="18.1", claims_per_second=500.0, losses_per_win=3.0),
         run("skip_locked", 8, claims_per_second=3000.0)]))
-    table = analysis.server_comparison(points).set_index("strategy")
+    table = strategy_charts.server_comparison(points).set_index("strategy")
     assert table.loc["guarded", "18 / 16, claims/s"] == 1.25
     assert table.loc["guarded", "lost per win, PostgreSQL 18"] == 3.0
     assert math.isnan(table.loc["skip_locked", "claims/s, PostgreSQL 18"]), "not raced there: no figure"
     assert math.isnan(table.loc["skip_locked", "lost per win, PostgreSQL 16"]), "it cannot lose"
-    assert DASH in prose.server_table(table.reset_index())
+    assert DASH in strategy_charts.server_table(table.reset_index())
 
 
 def test_nothing_raced_is_an_empty_table_not_an_error():
-    table, low, high = analysis.which_claim(pd.DataFrame())
+    table, low, high = strategy_charts.which_claim(pd.DataFrame())
     assert table.empty and (low, high) == (0, 0)
-    assert analysis.server_comparison(pd.DataFrame()).empty
+    assert strategy_charts.server_comparison(pd.DataFrame()).empty
 
 
 def test_the_indexed_race_says_how_its_drains_compare_with_the_sweeps():
     indexed = pd.DataFrame([run("guarded", 8, job_count=2000)])
-    assert "shorter than the sweep's 10,000 jobs" in analysis.size_phrase(indexed, pd.DataFrame([{"job_count": 10_000}]))
-    assert "the sweep's own runs" in analysis.size_phrase(indexed, pd.DataFrame([{"job_count": 2000}]))
+    shorter = strategy_charts.size_phrase(indexed, pd.DataFrame([{"job_count": 10_000}]))
+    assert "shorter than the sweep's 10,000 jobs" in shorter
+    assert "the sweep's own runs" in strategy_charts.size_phrase(indexed, pd.DataFrame([{"job_count": 2000}]))

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness.article import analysis
-from harness.article.sections import races as race_rules
+from harness.article.sections import client_layouts, strategy_charts
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
 from harness.storage import Run, read_json
@@ -62,15 +62,15 @@ def test_the_layout_table_says_which_layout_lies_nearer_the_original():
                     asyncio_guarded_100={"losses_per_win": 40.0, "claims_per_second": 100.0},
                     processes_naive_2={"duplicate_jobs": 900, "extra_claims": 950},
                     asyncio_naive_2={"duplicate_jobs": 500, "extra_claims": 520})
-    table = race_rules.layout_table(frame)
+    table = client_layouts.layout_table(frame)
     f5 = table[(table["finding"] == "F5") & (table["workers"] == 100)].iloc[0]
-    assert f5["nearer the original"] == race_rules.ASYNCIO  # 22 lies nearer 40 than 9 on a log scale
+    assert f5["nearer the original"] == client_layouts.ASYNCIO  # 22 lies nearer 40 than 9 on a log scale
     f1 = table[table["finding"] == "F1"].iloc[0]
-    assert f1["nearer the original"] == race_rules.PROCESSES  # 97.6% lies nearer 90% than 50%
-    note = race_rules.layout_note(table, "F5")
+    assert f1["nearer the original"] == client_layouts.PROCESSES  # 97.6% lies nearer 90% than 50%
+    note = client_layouts.layout_note(table, "F5")
     assert "40.00 against 9.00 at 100 workers" in note and "nearer the asyncio layout" in note
     assert "CPU-bound" in note
-    assert race_rules.layout_note(table, "F7") == "", "no skip_locked race, no sentence"
+    assert client_layouts.layout_note(table, "F7") == "", "no skip_locked race, no sentence"
 
 
 def test_a_round_trip_sweep_races_0_ms_straight_and_through_the_proxy():
@@ -83,5 +83,5 @@ def test_the_proxied_baseline_is_stored_as_proxied(db, tmp_path):
     runs = sweep(db, tmp_path, ["guarded"], [2], job_count=200, rtt_ms=(0, 1))
     by_network = {(Run(r).summary["rtt_ms"], Run(r).summary["proxy"]) for r in runs}
     assert by_network == {(0.0, False), (0.0, True), (1.0, True)}
-    points = analysis.by_round_trip(analysis.race_summary(runs))
+    points = strategy_charts.by_round_trip(analysis.race_summary(runs))
     assert list(points["rtt_ms"]) == [0.0, 1.0] and points["proxy"].all(), "the chart's 0 ms is the proxied one"

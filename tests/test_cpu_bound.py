@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from harness.article import compare, contents
-from harness.article.sections import races as race_rules
+from harness.article.sections import should_switch
 from harness.article import analysis, charts, findings
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
@@ -134,10 +134,10 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
     frame = analysis.race_summary(free + bound)
     races = compare.Races(frame)
     assert races.workers("guarded", cpu_free=True) == [2] and races.cpu_bound_workers("guarded") == [32]
-    f7 = race_rules.f7_skip_locked_no_waste(races)
+    f7 = should_switch.f7_skip_locked_no_waste(races)
     assert f7.worker_counts_used == (2,) and "Not judged at 32 workers" in f7.note
     # only CPU-bound points: not measured, and the note says why
-    only_bound = race_rules.f7_skip_locked_no_waste(compare.Races(analysis.race_summary(bound)))
+    only_bound = should_switch.f7_skip_locked_no_waste(compare.Races(analysis.race_summary(bound)))
     assert only_bound.verdict == findings.NOT_MEASURED and "CPU-bound" in only_bound.note
     assert only_bound.worker_counts_used == ()
     # the charts shade the CPU-bound worker counts, and only those

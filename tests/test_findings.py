@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from harness.article import contents, findings
-from harness.article.sections import (bench as bench_rules, churn as churn_rules, faults as fault_rules,
-                                      library_faults as fault_section,
+from harness.article.sections import (backend_time, bench as bench_rules, churn as churn_rules, faults as fault_rules,
+                                      guard_cost, job_wait, library_faults as fault_section,
                                       libraries as library_rules, plans as plan_rules, production as production_rules,
-                                      races as race_rules, strategies as strategy_rules)
+                                      races as race_rules, should_switch, strategies as strategy_rules, without_guard)
 from harness.article.compare import Races
 from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
                                       NOT_MEASURED, NOT_REPRODUCED)
@@ -69,7 +69,7 @@ def repeated(strategy: str, per_worker: dict, column: str, **fixed) -> list[dict
     ({1: [0]}, NOT_MEASURED),
 ])
 def test_f1_needs_a_share_of_the_jobs_at_two_workers_in_every_repeat(per_worker, expected):
-    found = race_rules.f1_duplicates_at_two_workers(races(*repeated("naive", per_worker, "duplicate_jobs")))
+    found = without_guard.f1_duplicates_at_two_workers(races(*repeated("naive", per_worker, "duplicate_jobs")))
     assert verdict(found) == expected
     if expected != NOT_MEASURED:
         assert "jobs" in found.ours and found.values["job_count"] == "10,000"
@@ -85,7 +85,8 @@ def test_f1_needs_a_share_of_the_jobs_at_two_workers_in_every_repeat(per_worker,
     ({1: [0], 4: [3_000]}, NOT_MEASURED),  # one contended point is no trend
 ])
 def test_f2_extra_claims_per_job_must_rise_beyond_the_spread(per_worker, expected):
-    assert verdict(race_rules.f2_duplicates_compound(races(*repeated("naive", per_worker, "extra_claims")))) == expected
+    found = without_guard.f2_duplicates_compound(races(*repeated("naive", per_worker, "extra_claims")))
+    assert verdict(found) == expected
 
 
 # --------------------------------------------------------------------------- F3: naive's counted rate
@@ -96,7 +97,7 @@ def _f3(naive_rates, naive_distinct, skip_rates):
              for r, v in enumerate(naive_rates)]
             + [race("skip_locked", 4, r, claims_per_second=v, unique_jobs_per_second=v)
                for r, v in enumerate(skip_rates)])
-    return race_rules.f3_naive_looks_fastest(races(*rows))
+    return guard_cost.f3_naive_looks_fastest(races(*rows))
 
 
 @pytest.mark.parametrize("naive_rates, naive_distinct, skip_rates, expected, parts", [
@@ -115,7 +116,7 @@ def test_f3_is_judged_per_part_beyond_the_spread(naive_rates, naive_distinct, sk
 
 
 def test_f3_is_not_measured_without_naive():
-    assert verdict(race_rules.f3_naive_looks_fastest(races(*sweep("guarded", (1, 4))))) == NOT_MEASURED
+    assert verdict(guard_cost.f3_naive_looks_fastest(races(*sweep("guarded", (1, 4))))) == NOT_MEASURED
 
 
 # --------------------------------------------------------------------------- F4
@@ -124,8 +125,8 @@ def test_f3_is_not_measured_without_naive():
 @pytest.mark.parametrize("duplicates, expected", [(0, CONFIRMED), (3, NOT_REPRODUCED)])
 def test_f4_guarded_never_hands_a_job_out_twice(duplicates, expected):
     rows = sweep("guarded", (1, 4), duplicate_jobs=lambda w: duplicates if w == 4 else 0)
-    assert verdict(race_rules.f4_guarded_no_duplicates(races(*rows))) == expected
-    assert verdict(race_rules.f4_guarded_no_duplicates(races(*sweep("naive", (1, 4))))) == NOT_MEASURED
+    assert verdict(without_guard.f4_guarded_no_duplicates(races(*rows))) == expected
+    assert verdict(without_guard.f4_guarded_no_duplicates(races(*sweep("naive", (1, 4))))) == NOT_MEASURED
 
 
 # --------------------------------------------------------------------------- F5: against the N-1 ceiling
@@ -140,7 +141,8 @@ def test_f4_guarded_never_hands_a_job_out_twice(duplicates, expected):
     ({4: [1.4]}, NOT_MEASURED, ()),
 ])
 def test_f5_lost_races_per_win_rise_and_are_sized_against_the_ceiling(per_worker, expected, parts):
-    found = race_rules.f5_lost_races_per_win(races(race("guarded", 1), *repeated("guarded", per_worker, "losses_per_win")))
+    found = guard_cost.f5_lost_races_per_win(races(race("guarded", 1),
+                                                   *repeated("guarded", per_worker, "losses_per_win")))
     assert verdict(found) == expected
     assert tuple(v for _, v in found.parts) == parts
     if parts:
@@ -150,13 +152,13 @@ def test_f5_lost_races_per_win_rise_and_are_sized_against_the_ceiling(per_worker
 def test_f5_the_original_own_figures_are_not_corrected_by_the_rule():
     # about 1 at 2 workers, about 22 at 100, with the points between rising: confirmed, as the original says
     rows = repeated("guarded", {2: [1.0, 1.0], 8: [5.0, 5.2], 100: [22.0, 22.0]}, "losses_per_win")
-    assert verdict(race_rules.f5_lost_races_per_win(races(*rows))) == CONFIRMED
+    assert verdict(guard_cost.f5_lost_races_per_win(races(*rows))) == CONFIRMED
 
 
 def test_f5_uses_every_worker_count():
     # the ends alone would look like growth; the middle says otherwise
     rows = [race("guarded", w, losses_per_win=v) for w, v in {2: 1.0, 4: 9.0, 8: 2.0, 16: 1.5, 100: 1.2}.items()]
-    assert verdict(race_rules.f5_lost_races_per_win(races(*rows))) != CONFIRMED
+    assert verdict(guard_cost.f5_lost_races_per_win(races(*rows))) != CONFIRMED
 
 
 # --------------------------------------------------------------------------- F6: against the lower bound
@@ -171,7 +173,7 @@ def test_f5_uses_every_worker_count():
 ])
 def test_f6_guarded_falls_with_workers_from_at_least_1100_claims_per_second(rate, p99_at_one, expected):
     rows = sweep("guarded", WORKERS, claims_per_second=rate, p99_ms=lambda w: p99_at_one if w == 1 else 10.0)
-    assert verdict(race_rules.f6_guarded_slows_down(races(*rows))) == expected
+    assert verdict(guard_cost.f6_guarded_slows_down(races(*rows))) == expected
 
 
 def test_f6_judges_each_part_beyond_the_spread():
@@ -180,24 +182,25 @@ def test_f6_judges_each_part_beyond_the_spread():
             + [race("guarded", 1, 0, claims_per_second=1_500, p99_ms=2.05)][:0]
             + repeated("guarded", {8: [500, 600, 550]}, "claims_per_second"))
     rows[0]["p99_ms"], rows[1]["p99_ms"], rows[2]["p99_ms"] = 2.05, 2.25, 4.20
-    found = race_rules.f6_guarded_slows_down(races(*rows))
+    found = guard_cost.f6_guarded_slows_down(races(*rows))
     assert dict(found.parts) == {"falls with workers": CONFIRMED, "1,100+ claims/s at 1 worker": CONFIRMED,
                                  "p99 under 2 ms at 1 worker": CONFIRMED_DIFFERENT_SIZE}
     assert verdict(found) == CONFIRMED_DIFFERENT_SIZE
     rows[0]["p99_ms"] = 1.5  # the repeats now span 2 ms
-    assert dict(race_rules.f6_guarded_slows_down(races(*rows)).parts)["p99 under 2 ms at 1 worker"] == NOT_DISTINGUISHABLE
+    parts = dict(guard_cost.f6_guarded_slows_down(races(*rows)).parts)
+    assert parts["p99 under 2 ms at 1 worker"] == NOT_DISTINGUISHABLE
     overlapping = repeated("guarded", {1: [1_500, 1_600], 8: [1_400, 1_650]}, "claims_per_second", p99_ms=1.0)
-    assert verdict(race_rules.f6_guarded_slows_down(races(*overlapping))) == NOT_DISTINGUISHABLE
+    assert verdict(guard_cost.f6_guarded_slows_down(races(*overlapping))) == NOT_DISTINGUISHABLE
 
 
 def test_f6_falls_when_most_steps_fall_not_only_the_ends():
     rates = {1: 1_500, 2: 1_400, 4: 1_450, 8: 1_300, 16: 1_200, 32: 1_000, 100: 900}
     rows = [race("guarded", w, claims_per_second=r, p99_ms=1.0) for w, r in rates.items()]
-    assert verdict(race_rules.f6_guarded_slows_down(races(*rows))) == CONFIRMED
+    assert verdict(guard_cost.f6_guarded_slows_down(races(*rows))) == CONFIRMED
     rows = [race("guarded", w, claims_per_second=r, p99_ms=1.0)
             for w, r in {1: 1_500, 2: 2_000, 4: 2_100, 8: 2_200, 16: 2_000, 32: 1_900, 100: 1_400}.items()]
-    assert verdict(race_rules.f6_guarded_slows_down(races(*rows))) != CONFIRMED
-    assert verdict(race_rules.f6_guarded_slows_down(races(race("guarded", 1)))) == NOT_MEASURED
+    assert verdict(guard_cost.f6_guarded_slows_down(races(*rows))) != CONFIRMED
+    assert verdict(guard_cost.f6_guarded_slows_down(races(race("guarded", 1)))) == NOT_MEASURED
 
 
 @pytest.mark.parametrize("lock, runnable, cause, reading", [
@@ -208,10 +211,10 @@ def test_f6_states_a_cause_only_when_the_activity_sampling_measured_it(lock, run
     rows = sweep("guarded", (1, 4, 100), claims_per_second=lambda w: 2_000 / w, p99_ms=lambda w: 1.0)
     shares = pd.DataFrame([{"strategy": "guarded", "worker_count": 100, "row or transaction lock": lock,
                             "runnable_share": runnable, "running_share": 0.3}])
-    found = race_rules.f6_guarded_slows_down(races(*rows), shares)
+    found = guard_cost.f6_guarded_slows_down(races(*rows), shares)
     assert cause in found.note
     assert ("One reading is" in found.note) == reading
-    assert "CPUs" not in race_rules.f6_guarded_slows_down(races(*rows)).note, "no fixed explanation without data"
+    assert "CPUs" not in guard_cost.f6_guarded_slows_down(races(*rows)).note, "no fixed explanation without data"
 
 
 # --------------------------------------------------------------------------- F7: waste is attempts without a job
@@ -220,7 +223,7 @@ def test_f6_states_a_cause_only_when_the_activity_sampling_measured_it(lock, run
 def _f7(skip_rate=2_000.0, guarded_rate=100.0, top=100, **skip_figures):
     rows = (sweep("guarded", (1, 4, top), claims_per_second=lambda w: guarded_rate)
             + [race("skip_locked", w, claims_per_second=skip_rate, **skip_figures) for w in (1, 4, top)])
-    return race_rules.f7_skip_locked_no_waste(races(*rows))
+    return should_switch.f7_skip_locked_no_waste(races(*rows))
 
 
 @pytest.mark.parametrize("kwargs, expected", [
@@ -239,18 +242,19 @@ def test_f7_judges_no_wasted_attempts_by_empty_looks_while_jobs_remained(kwargs,
 
 
 def test_f7_is_not_measured_without_skip_locked_or_without_contention():
-    assert verdict(race_rules.f7_skip_locked_no_waste(races(race("guarded", 4)))) == NOT_MEASURED
-    assert verdict(race_rules.f7_skip_locked_no_waste(races(race("guarded", 1), race("skip_locked", 1)))) == NOT_MEASURED
+    assert verdict(should_switch.f7_skip_locked_no_waste(races(race("guarded", 4)))) == NOT_MEASURED
+    one_worker = races(race("guarded", 1), race("skip_locked", 1))
+    assert verdict(should_switch.f7_skip_locked_no_waste(one_worker)) == NOT_MEASURED
 
 
 def test_f7_pairs_repeats_for_its_spread():
     rows = [race("guarded", 4, r, claims_per_second=100.0) for r in range(3)] + \
            [race("skip_locked", 4, r, claims_per_second=v) for r, v in enumerate((1_500.0, 2_000.0, 2_500.0))]
-    found = race_rules.f7_skip_locked_no_waste(races(*rows))
+    found = should_switch.f7_skip_locked_no_waste(races(*rows))
     assert found.values["speedup"] == "20x [15\u201325]"
     rows = [race("guarded", 4, r, claims_per_second=100.0) for r in range(3)] + \
            [race("skip_locked", 4, r, claims_per_second=v) for r, v in enumerate((90.0, 150.0, 200.0))]
-    assert verdict(race_rules.f7_skip_locked_no_waste(races(*rows))) == NOT_DISTINGUISHABLE
+    assert verdict(should_switch.f7_skip_locked_no_waste(races(*rows))) == NOT_DISTINGUISHABLE
 
 
 def attempts(rows) -> pd.DataFrame:
@@ -291,7 +295,7 @@ def _f8_races(skip_p99, guarded_p99):
 ])
 def test_f8_is_decided_per_statement_with_the_job_as_a_part_of_its_own(statement, per_job, expected):
     job_waits = waits(skip_locked_8=(statement[0], per_job[0]), guarded_8=(statement[1], per_job[1]))
-    found = race_rules.f8_tail_latency(_f8_races(*statement), job_waits)
+    found = should_switch.f8_tail_latency(_f8_races(*statement), job_waits)
     assert verdict(found) == expected
     assert "time to get a job" in found.ours
     assert dict(found.parts)["per job"] == ADDED
@@ -302,20 +306,20 @@ def test_f8_is_decided_per_statement_with_the_job_as_a_part_of_its_own(statement
 def test_f8_overlapping_statement_p99s_are_not_distinguishable():
     rows = [race("guarded", 8, r, p99_ms=v) for r, v in enumerate((3.0, 9.0))] + \
            [race("skip_locked", 8, r, p99_ms=v) for r, v in enumerate((5.0, 12.0))]
-    assert verdict(race_rules.f8_tail_latency(races(*rows))) == NOT_DISTINGUISHABLE
+    assert verdict(should_switch.f8_tail_latency(races(*rows))) == NOT_DISTINGUISHABLE
 
 
 @pytest.mark.parametrize("skip, guarded, expected", [(9.0, 3.0, CONFIRMED), (2.0, 3.0, NOT_REPRODUCED)])
 def test_f8_per_statement_reads_the_fixed_fill_when_the_bench_measured_it(skip, guarded, expected):
     # the whole drains point the other way on purpose: the fixed fill decides
-    found = race_rules.f8_tail_latency(_f8_races(guarded, skip), None,
+    found = should_switch.f8_tail_latency(_f8_races(guarded, skip), None,
                                      {"worker_count": 8, "skip_locked_p99_ms": skip, "guarded_p99_ms": guarded})
     assert verdict(found) == expected
     assert "fixed fill" in found.ours
 
 
 def test_f8_is_not_measured_without_both_strategies_under_contention():
-    assert verdict(race_rules.f8_tail_latency(races(race("guarded", 100)))) == NOT_MEASURED
+    assert verdict(should_switch.f8_tail_latency(races(race("guarded", 100)))) == NOT_MEASURED
 
 
 @pytest.mark.parametrize("claim, wait, expected", [
@@ -324,44 +328,44 @@ def test_f8_is_not_measured_without_both_strategies_under_contention():
     ([(2.0, 3.0), (2.1, 9.0)], None, NOT_DISTINGUISHABLE),  # the repeats span twice the winning claim's p99
 ])
 def test_c4_the_wait_for_a_job_must_be_clearly_fatter_in_every_repeat(claim, wait, expected):
-    found = race_rules.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0), guarded_100=claim))
+    found = job_wait.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0), guarded_100=claim))
     assert verdict(found) == expected
     assert found.values["workers"] == "100"
-    assert verdict(race_rules.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0)))) == NOT_MEASURED
-    assert verdict(race_rules.c4_wait_for_a_job(None)) == NOT_MEASURED
+    assert verdict(job_wait.c4_wait_for_a_job(waits(guarded_1=(1.0, 1.0)))) == NOT_MEASURED
+    assert verdict(job_wait.c4_wait_for_a_job(None)) == NOT_MEASURED
 
 
 def test_a1_compares_the_wait_for_a_job_across_strategies():
-    found = race_rules.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5_857.0), skip_locked_100=(9.0, 484.0)))
+    found = job_wait.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5_857.0), skip_locked_100=(9.0, 484.0)))
     assert verdict(found) == ADDED
     assert found.values["ratio"] == "12x" and "lower than guarded's in every repeat" in found.note
-    overlapping = race_rules.a1_time_to_get_a_job(waits(guarded_100=[(3.0, 400.0), (3.0, 600.0)],
+    overlapping = job_wait.a1_time_to_get_a_job(waits(guarded_100=[(3.0, 400.0), (3.0, 600.0)],
                                                       skip_locked_100=[(9.0, 450.0), (9.0, 500.0)]))
     assert "not distinguishable" in overlapping.note
-    assert verdict(race_rules.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5.0)))) == NOT_MEASURED
+    assert verdict(job_wait.a1_time_to_get_a_job(waits(guarded_100=(3.0, 5.0)))) == NOT_MEASURED
 
 
 def test_cpu_bound_points_are_left_out_of_the_contention_verdicts():
     rows = [race("guarded", w, losses_per_win=v, cpu_bound=w >= 32) for w, v in {2: 1.0, 4: 2.4, 8: 4.3, 32: 8.0}.items()]
-    found = race_rules.f5_lost_races_per_win(races(*rows))
+    found = guard_cost.f5_lost_races_per_win(races(*rows))
     assert found.worker_counts_used == (2, 4, 8) and "Not judged at 32 workers" in found.note
     only_bound = [race("guarded", w, losses_per_win=v, cpu_bound=True) for w, v in {16: 5.0, 32: 8.0}.items()]
-    assert verdict(race_rules.f5_lost_races_per_win(races(*only_bound))) == NOT_MEASURED
+    assert verdict(guard_cost.f5_lost_races_per_win(races(*only_bound))) == NOT_MEASURED
 
 
 def test_a2_reports_where_the_time_went_only_when_sampled():
     rows = races(race("guarded", 1), race("guarded", 100))
     shares = pd.DataFrame([{"strategy": "guarded", "worker_count": 100, "row or transaction lock": 0.02,
                             "runnable_share": 0.5, "running_share": 0.4}])
-    found = race_rules.a2_where_the_time_goes(rows, shares)
+    found = backend_time.a2_where_the_time_goes(rows, shares)
     assert verdict(found) == ADDED and found.values["bottleneck"] == "cpu"
-    assert verdict(race_rules.a2_where_the_time_goes(rows, None)) == NOT_MEASURED
+    assert verdict(backend_time.a2_where_the_time_goes(rows, None)) == NOT_MEASURED
 
 
 @pytest.mark.parametrize("lock, runnable, result", [(0.4, 0.1, "locks"), (0.01, 0.3, "cpu"),
                                                     (0.2, None, "unmeasured"), (0.2, float("nan"), "unmeasured")])
 def test_the_bottleneck_is_whichever_wait_was_measured_longer(lock, runnable, result):
-    assert race_rules.bottleneck(lock, runnable) == result
+    assert backend_time.bottleneck(lock, runnable) == result
 
 
 def test_fixed_fill_latency_reads_the_bench_at_its_most_workers():
@@ -525,7 +529,7 @@ def test_a3_is_confirmed_only_when_every_point_passes_its_gates():
 def test_a_finding_decided_at_a_failing_bench_point_says_so():
     failed = bench_rules.bench_failures(_bench(("pass", "fail")))
     assert failed == {32: ["skip_locked"]}
-    f5 = race_rules.f5_lost_races_per_win(races(*[race("guarded", w, losses_per_win=v)
+    f5 = guard_cost.f5_lost_races_per_win(races(*[race("guarded", w, losses_per_win=v)
                                                 for w, v in {2: 1.0, 8: 4.0, 32: 8.0}.items()]))
     assert "skip_locked at 32 workers" in bench_rules.bench_note(f5, failed)
     assert bench_rules.bench_note(f5, {}) == ""
@@ -651,7 +655,7 @@ def test_c3_for_update_is_correct_and_queues_on_the_lock(rows, lock, expected):
 
 
 def test_a_finding_is_a_value_with_a_fixed_vocabulary():
-    found = race_rules.f4_guarded_no_duplicates(races(race("guarded", 4)))
+    found = without_guard.f4_guarded_no_duplicates(races(race("guarded", 4)))
     with pytest.raises(AttributeError):
         found.verdict = CORRECTED
     with pytest.raises(ValueError):

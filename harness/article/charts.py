@@ -16,9 +16,8 @@ import pandas as pd
 
 from harness.article.labels import (CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_BOUND_COLOUR, CPU_STATE_ORDER,
                                     DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PROCESS_COLOURS,
-                                    READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, ROUND_TRIP_MEASURES,
-                                    SIDE_BY_SIDE_MEASURES, STRATEGY_COLOURS, WAIT_GROUPS, WAIT_GROUP_COLOURS,
-                                    WAIT_MEASURE_ORDER, WINDOW_COLOUR, in_order, strategies_in)
+                                    READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, STRATEGY_COLOURS, WAIT_GROUPS,
+                                    WAIT_GROUP_COLOURS, WAIT_MEASURE_ORDER, WINDOW_COLOUR, in_order, strategies_in)
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
 
 WIDTH = 560
@@ -430,60 +429,6 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
             "A few workers, one small queue, slowed down",
             "pale bar: an attempt from its read to its write's answer, the window in which another worker can take "
             "the same job; tick: the write's answer, by result"))
-
-
-def round_trip_chart(long: pd.DataFrame) -> alt.FacetChart:
-    """C6: against the network round trip, naive's claims beyond each job's first, guarded's lost races per win,
-    and every strategy's claims per second (analysis.round_trip_long), one panel each with its own scale."""
-    data = plain_frame(long)
-    measures = in_order(data["measure"], ROUND_TRIP_MEASURES)
-    ticks = sorted({float(v) for v in data["rtt_ms"]})
-    base = alt.Chart().encode(
-        x=alt.X("rtt_ms:Q", title="round trip (ms)", scale=alt.Scale(type="symlog", nice=False),
-                axis=alt.Axis(values=ticks, grid=False)),
-        color=strategy_colour(data["strategy"]))
-    tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("measure:N"), alt.Tooltip("rtt_ms:Q", title="round trip, ms"),
-               alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("value:Q", format=",.2f"),
-               REPEATS_TOOLTIP]
-    y = alt.Y("value:Q", title=None)
-    layers = [base.mark_line().encode(y=y, detail="worker_count:N"),
-              base.mark_point(filled=True, size=40, opacity=1).encode(
-                  y=y, tooltip=tooltip, shape=alt.Shape("worker_count:N", title="workers"))]
-    if has_repeats(data):
-        layers.insert(0, spread_rules(base, "low", "high", detail="worker_count:N"))
-    workers = sorted({int(w) for w in data["worker_count"]})
-    return alt.layer(*layers, data=data).properties(width=WIDTH // 3 - 10, height=HEIGHT - 80).facet(
-        column=alt.Column("measure:N", title=None, sort=measures, header=alt.Header(labelFontSize=12,
-                                                                                    labelLimit=WIDTH // 3 + 40)),
-    ).resolve_scale(y="independent").properties(title=chart_title(
-        "Behind a network round trip",
-        f"{listed_names(workers)} workers; the round trip is added by a delay proxy between each worker and the server; "
-        "extra claims: the audit's claims beyond each job's first", spread_note(data)))
-
-
-def side_by_side_chart(long: pd.DataFrame, title: str) -> alt.FacetChart:
-    """The same races under two conditions (analysis.side_by_side_long: with and without the partial index, or one
-    server against another): claims per second and a win's p99 against workers, the condition as the dash."""
-    data = plain_frame(long)
-    conditions = sorted(data["condition"].unique(), key=str)
-    base = alt.Chart().encode(x=workers_axis(data["worker_count"]), color=strategy_colour(data["strategy"]))
-    tooltip = [alt.Tooltip("strategy:N"), alt.Tooltip("condition:N", title="raced"),
-               alt.Tooltip("worker_count:Q", title="workers"), alt.Tooltip("measure:N"),
-               alt.Tooltip("value:Q", format=",.2f"), REPEATS_TOOLTIP]
-    y = alt.Y("value:Q", title=None, scale=alt.Scale(type="log"))
-    layers = [dashed_lines(base, y, alt.StrokeDash("condition:N", title=None, sort=conditions,
-                                                    legend=dash_legend(orient="bottom", direction="vertical")),
-                            tooltip)]
-    if has_repeats(data):
-        layers.insert(0, spread_rules(base, "low", "high", detail="condition:N"))
-    bound = sorted({int(w) for w in data.loc[data["cpu_bound"].fillna(False).astype(bool), "worker_count"]}) \
-        if "cpu_bound" in data else []
-    data, edges = facet_band(base, data, bound, layers)
-    measures = in_order(data["measure"], SIDE_BY_SIDE_MEASURES)
-    return alt.layer(*layers, data=data).properties(width=WIDTH // 2 - 20, height=HEIGHT - 60).facet(
-        column=alt.Column("measure:N", title=None, sort=measures, header=alt.Header(labelFontSize=13)),
-    ).resolve_scale(y="independent").properties(title=chart_title(title, spread_note(data),
-                                                             CPU_BOUND_NOTE if edges is not None else ""))
 
 
 def wait_share_chart(long: pd.DataFrame, achieved_ms: tuple[float, float] | None = None) -> alt.FacetChart:

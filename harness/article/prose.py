@@ -13,7 +13,7 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 # The notebooks import the number formats from here; they are written once, in formats.
-from harness.article.formats import DASH, count, missing, ms, number, percent, ratio  # noqa: F401
+from harness.article.formats import count, missing, ms, number, percent, ratio  # noqa: F401
 from harness.strategies import STRATEGIES
 
 
@@ -92,39 +92,6 @@ def change(before: float, after: float, slower: str, faster: str) -> str:
     return (slower if after < before else faster).format(factor=ratio(max(before, after) / min(before, after)))
 
 
-def _dash_or(fmt):
-    """fmt for a measured value; the dash where the figure does not exist or was not raced."""
-    return lambda value: DASH if missing(value) else fmt(value)
-
-
-def server_table(frame: pd.DataFrame, caption: str | None = None) -> str:
-    """analysis.server_comparison() as HTML: claims/s, lost per win and p99 per server, and the ratio."""
-    formats = {}
-    for column in frame.columns:
-        if column.startswith("claims/s,"):
-            formats[column] = _dash_or(lambda v: number(v, 0))
-        elif column.startswith("lost per win,") or column.endswith(", claims/s"):
-            formats[column] = _dash_or(lambda v: number(v, 2))
-        elif column.startswith("p99,"):
-            formats[column] = _dash_or(ms)
-    return table(frame, caption=caption, formats=formats, css_class="wide")
-
-
-def which_claim_table(frame: pd.DataFrame, low: int, high: int, caption: str | None = None) -> str:
-    """analysis.which_claim() as HTML, its low and high worker counts named in the headers; a dash wherever a
-    strategy was not raced under that condition."""
-    two = _dash_or(lambda v: number(v, 2))
-    formats = {"jobs claimed twice+": _dash_or(count), "claims/s, low": _dash_or(lambda v: number(v, 0)),
-               "claims/s, high": _dash_or(lambda v: number(v, 0)), "time to get a job, p50": _dash_or(ms),
-               "time to get a job, p99": _dash_or(ms), "wasted attempts per win": two,
-               "lock waits": _dash_or(percent)}
-    if low == high:  # one worker count shared by every row: one column
-        frame = frame.drop(columns=["claims/s, high"])
-    named = {"claims/s, low": f"claims/s, {low} workers", "claims/s, high": f"claims/s, {high} workers"}
-    formats = {named.get(column, column): fmt for column, fmt in formats.items()}
-    return table(frame.rename(columns=named), caption=caption, formats=formats, css_class="wide")
-
-
 # --------------------------------------------------------------------------- figures in sentences
 
 def listing(pairs, fmt) -> str:
@@ -161,4 +128,3 @@ def cpu_bound_note(bound) -> str:
     if not bound:
         return ""
     return f"Not judged at {worker_list(bound)} workers: CPU-bound here."
-

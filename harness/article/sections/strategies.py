@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.article.analysis import (by_round_trip, claim_comparison, claim_sections, ClaimSections, over_repeats,
-                                      race_summary, runs_of, shares_at, wait_share_table)
+from harness.article.analysis import over_repeats, race_summary, runs_of, shares_at, wait_share_table
 from harness.article.compare import Races
 from harness.strategies import STRATEGIES
 from harness.article.findings import (ADDED, CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, Finding,
@@ -17,6 +16,7 @@ from harness.article.formats import (DASH, MISSING, count, missing, ms, number, 
                                      spread_text)
 from harness.article.labels import LOCK_WAIT
 from harness.article.prose import counted, join, listing, numbered, strategy_sql, table, workers_phrase
+from harness.article.sections.strategy_charts import ClaimSections, by_round_trip, claim_comparison, claim_sections
 from harness.article.wording import Sentences
 
 NAME = "strategies"
@@ -302,7 +302,7 @@ def _dash_or(fmt):
     return lambda value: DASH if missing(value) else fmt(value)
 
 
-# the columns of analysis.claim_comparison whose names run to four words or more
+# the columns of strategy_charts.claim_comparison whose names run to four words or more
 TIME_TO_JOB_P99 = "time to get a job, p99"
 MOST_ROWS = "most rows in one attempt"
 

@@ -1,0 +1,211 @@
+"""What the guard costs: naive looks fastest (F3), guarded's lost races per win (F5) and its slowdown (F6)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.article.analysis import shares_at
+from harness.article.compare import Figure, OriginalFigure, Races, direction_beyond_noise, scaled, separated
+from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, Finding, NOT_DISTINGUISHABLE,
+                                      NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_F3_PEAK, ORIGINAL_F5_LOSSES_PER_WIN,
+                                      ORIGINAL_F6_MAX_P99_MS, ORIGINAL_F6_MIN_RATE, ORIGINAL_HIGH_WORKERS, make_finding,
+                                      not_measured)
+from harness.article.formats import count, missing, ms, number, percent, rate, ratio
+from harness.article.prose import cpu_bound_note, cpu_bound_shown, listing, workers_phrase
+from harness.article.sections.backend_time import time_spent_sentence
+from harness.article.sections.races import NAME as RACES, at_point, race_data, whole
+from harness.article.wording import Sentences
+
+NAME = "guard_cost"
+READS = ()  # it reads the races section's loaded sweep (loaded["races"])
+say = Sentences(NAME)
+
+
+F3_PARTS = ("looks fastest", "because duplicates count")
+
+
+def f3_naive_looks_fastest(races: Races) -> Finding:
+    others = [s for s in ("guarded", "skip_locked") if races.has(s)]
+    if not races.has("naive") or not others:
+        return not_measured("F3", say("F3.too_few", strategies=", ".join(
+            s for s in ("naive", "guarded", "skip_locked") if races.has(s))))
+
+    def peak(strategy, column="claims_per_second"):
+        pairs = [(w, races.figure(strategy, w, column)) for w in races.workers(strategy)]
+        return max(pairs, key=lambda p: p[1].median)
+
+    naive_w, naive_peak = peak("naive")
+    best_other = max(others, key=lambda s: peak(s)[1].median)
+    other_w, other_peak = peak(best_other)
+    naive_distinct = races.figure("naive", naive_w, "unique_jobs_per_second")
+    fastest_at = [w for w in races.workers("naive")
+                  if all(separated(races.figure("naive", w, "claims_per_second"),
+                                   races.figure(s, w, "claims_per_second")) > 0
+                         for s in others if w in races.workers(s))]
+    values = {"naive_peak": naive_peak.text(rate), "naive_peak_workers": count(naive_w),
+              "naive_distinct_peak": naive_distinct.text(rate), "other_peak": other_peak.text(rate),
+              "other_strategy": best_other, "fastest_at": count(len(fastest_at)),
+              "worker_counts": count(len(races.workers("naive")))}
+    ours = say("F3.ours", naive_peak=naive_peak.text(rate), naive_workers=workers_phrase(naive_w),
+               naive_distinct=naive_distinct.text(rate), other=best_other, other_peak=other_peak.text(rate),
+               other_workers=workers_phrase(other_w), fastest_at=len(fastest_at),
+               worker_counts=len(races.workers("naive")))
+    # two parts: naive's counted rate looks best, and its lead is duplicate work counted as work
+    looks_best = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[separated(naive_peak, other_peak)]
+    inflated = separated(naive_peak, naive_distinct)
+    lead_without = separated(naive_distinct, other_peak)
+    if lead_without > 0:
+        because = CORRECTED  # naive leads even counting each job once
+    else:
+        because = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[inflated]
+    parts = tuple(zip(F3_PARTS, (looks_best, because)))
+    peaks_bound = set(races.cpu_bound_workers("naive")) | set(races.cpu_bound_workers(best_other))
+    notes = [cpu_bound_shown([w for w in {naive_w, other_w} if w in peaks_bound])]
+    if looks_best == NOT_REPRODUCED:
+        notes.append(say("F3.below", other=best_other))
+    elif looks_best == NOT_DISTINGUISHABLE:
+        notes.append(say("F3.overlap", other=best_other))
+    if because == CORRECTED:
+        notes.append(say("F3.leads_anyway"))
+    elif because == CONFIRMED:
+        notes.append(say("F3.distinct", naive_distinct=naive_distinct.text(rate)))
+    if looks_best != CONFIRMED:
+        return make_finding("F3", looks_best, ours, notes, values, parts=parts)
+    if because != CONFIRMED:
+        return make_finding("F3", because, ours, notes, values, parts=parts)
+    original = OriginalFigure(ORIGINAL_F3_PEAK, 1_000)
+    if original.met_by(naive_peak):
+        return make_finding("F3", CONFIRMED, ours, notes, values, parts=parts)
+    notes.append(say("F3.different_size", ratio=ratio(naive_peak.median / ORIGINAL_F3_PEAK),
+                     original_peak=count(ORIGINAL_F3_PEAK)))
+    return make_finding("F3", CONFIRMED_DIFFERENT_SIZE, ours, notes, values, parts=parts)
+
+
+# A guarded worker loses a given job at most once: after a loss its next read starts after the winner's
+# commit, and the job is no longer pending. So a job costs at most N-1 lost races, one per rival.
+ORIGINAL_F5_AT_TWO = OriginalFigure(1, 1)  # "about 1" lost race per win at 2 workers, read off the original's chart
+F5_PARTS = ("rise with workers", "size at 2 workers")
+
+
+def f5_lost_races_per_win(races: Races) -> Finding:
+    """Against the N-1 ceiling: a guarded worker loses a given job at most once, so a win costs at most N-1 lost
+    races. Lost races per win cannot grow "much faster than workers" for long, and the original's own figures
+    (about 1 at 2 workers, about 22 at 100) grow slower than the rivals too; what both can show is that they rise,
+    and how much of the ceiling they reach. Two parts: the rise (beyond the spread, on points that are not
+    CPU-bound), and the size at 2 workers against the original's about 1."""
+    contended = races.workers("guarded", least=2, cpu_free=True)
+    bound = races.cpu_bound_workers("guarded", least=2)
+    skipped = cpu_bound_note(bound)
+    if len(contended) < 2:
+        single = (" " + say("F5.single", workers=contended[0], lost_per_win=races.figure(
+            "guarded", contended[0], "losses_per_win").text(lambda v: number(v, 2))) if contended else "")
+        return not_measured("F5", say("F5.too_few", worker_counts=len(contended), single=single, skipped=skipped))
+    lost = [(w, races.figure("guarded", w, "losses_per_win")) for w in contended]
+    of_ceiling = [(w, scaled(f, 1 / (w - 1))) for w, f in lost]
+    ours = say("F5.ours", lost_per_win=listing(lost, lambda f: f.text(lambda v: number(v, 2))),
+               ceiling_shares=listing(of_ceiling, lambda f: f.text(percent)))
+    values = {"lost_per_win_low": lost[0][1].text(lambda v: number(v, 2)), "workers_low": count(lost[0][0]),
+              "lost_per_win_high": lost[-1][1].text(lambda v: number(v, 2)), "workers_high": count(lost[-1][0]),
+              "ceiling_share_low": of_ceiling[0][1].text(percent), "ceiling_share_high": of_ceiling[-1][1].text(percent)}
+    rise = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[direction_beyond_noise(lost)]
+    notes = [say("F5.ceiling", share_low=of_ceiling[0][1].text(percent), workers_low=lost[0][0],
+                 share_high=of_ceiling[-1][1].text(percent), workers_high=lost[-1][0],
+                 original_at_two=format(ORIGINAL_F5_AT_TWO.value, "g"), original_high=ORIGINAL_F5_LOSSES_PER_WIN,
+                 original_workers=ORIGINAL_HIGH_WORKERS,
+                 original_share=percent(ORIGINAL_F5_LOSSES_PER_WIN / (ORIGINAL_HIGH_WORKERS - 1), 0))]
+    if 2 in contended:
+        size = CONFIRMED if ORIGINAL_F5_AT_TWO.met_by(races.figure("guarded", 2, "losses_per_win")) \
+            else CONFIRMED_DIFFERENT_SIZE
+    else:
+        size = NOT_MEASURED
+        notes.append(say("F5.no_two_workers"))
+    notes.append(skipped)
+    parts = tuple(zip(F5_PARTS, (rise, size)))
+    if rise != CONFIRMED:
+        if rise == NOT_DISTINGUISHABLE:
+            notes.insert(0, say("F5.overlap", workers_high=lost[-1][0], workers_low=lost[0][0]))
+        return make_finding("F5", rise, ours, notes, values, contended, parts)
+    verdict = CONFIRMED if size == CONFIRMED else CONFIRMED_DIFFERENT_SIZE
+    return make_finding("F5", verdict, ours, notes, values, contended, parts)
+
+
+F6_PARTS = ("falls with workers", "1,100+ claims/s at 1 worker", "p99 under 2 ms at 1 worker")
+
+
+def f6_guarded_slows_down(races: Races, shares: pd.DataFrame | None = None) -> Finding:
+    """Three parts: the rate falls with workers (beyond the spread, on points that are not CPU-bound); at one
+    worker it is 1,100 claims/s or more; and its p99 is under 2 ms."""
+    workers = races.workers("guarded", cpu_free=True)
+    skipped = cpu_bound_note(races.cpu_bound_workers("guarded"))
+    if len(workers) < 2:
+        return not_measured("F6", say("F6.too_few", worker_counts=len(workers), skipped=skipped))
+    rates = [(w, races.figure("guarded", w, "claims_per_second")) for w in workers]
+    falls = sum(b.median < a.median for (_, a), (_, b) in zip(rates, rates[1:]))
+    low = workers[0]
+    low_rate, low_p99 = rates[0][1], races.figure("guarded", low, "p99_ms")
+    ours = say("F6.ours", rates=listing(rates, lambda f: f.text(rate)), p99_low=low_p99.text(ms),
+               workers_low=workers_phrase(low), falls=falls, steps=len(rates) - 1)
+    values = {"rate_low": low_rate.text(rate), "p99_low": low_p99.text(ms), "workers_low": count(low),
+              "rate_high": rates[-1][1].text(rate), "workers_high": count(workers[-1]),
+              "slowdown": ratio(low_rate.median / rates[-1][1].median), "falls": count(falls),
+              "steps": count(len(rates) - 1)}
+    fall = {-1: CONFIRMED, 1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[direction_beyond_noise(rates)]
+    # the original's low-concurrency figures are bounds: "1,100+" claims/s and "sub-2 ms" p99
+    rate_part = {1: CONFIRMED, -1: CONFIRMED_DIFFERENT_SIZE, 0: NOT_DISTINGUISHABLE}[
+        separated(low_rate, Figure(*[ORIGINAL_F6_MIN_RATE - 0.5] * 3))]
+    p99_part = {-1: CONFIRMED, 1: CONFIRMED_DIFFERENT_SIZE, 0: NOT_DISTINGUISHABLE}[
+        separated(low_p99, Figure(*[ORIGINAL_F6_MAX_P99_MS] * 3))]
+    if low != 1:
+        rate_part = p99_part = NOT_MEASURED
+    parts = tuple(zip(F6_PARTS, (fall, rate_part, p99_part)))
+    notes = []
+    if fall == NOT_REPRODUCED:
+        notes.append(say("F6.rises"))
+    elif fall == NOT_DISTINGUISHABLE:
+        notes.append(say("F6.overlap", workers_high=workers[-1], workers_low=low))
+    if low != 1:
+        notes.append(say("F6.fewest", workers_low=low))
+    if rate_part == CONFIRMED_DIFFERENT_SIZE:
+        notes.append(say("F6.rate_below", workers_low=workers_phrase(low), original_rate=count(ORIGINAL_F6_MIN_RATE)))
+    if p99_part == CONFIRMED_DIFFERENT_SIZE:
+        note = say("F6.p99_above", workers_low=workers_phrase(low), p99_low=low_p99.text(ms),
+                   original_p99=ms(ORIGINAL_F6_MAX_P99_MS))
+        runnable = shares_at(shares, "guarded", low).get("runnable_share")
+        if not missing(runnable):
+            note += " " + say("F6.runnable", runnable_share=percent(runnable))
+        notes.append(note)
+    notes.append(time_spent_sentence(shares, workers[-1]))
+    notes.append(skipped)
+    if fall != CONFIRMED:
+        return make_finding("F6", fall, ours, notes, values, workers, parts)
+    same = rate_part == CONFIRMED and p99_part == CONFIRMED
+    return make_finding("F6", CONFIRMED if same else CONFIRMED_DIFFERENT_SIZE, ours, notes, values, workers, parts)
+
+
+# --------------------------------------------------------------------------- the section
+
+
+def load(reads: dict, loaded: dict) -> None:
+    """Nothing of its own: it reads the sweep the races section loaded."""
+    return None
+
+
+def findings(loaded: dict) -> list[Finding]:
+    """F3, F5 and F6 from the sweep (F6 with where guarded's backends' time went)."""
+    mine = race_data(loaded)
+    races = Races(mine.summary)
+    return [f3_naive_looks_fastest(races), f5_lost_races_per_win(races), f6_guarded_slows_down(races, mine.shares)]
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    """guarded's lost races and naive's peak the prose names."""
+    mine = loaded[RACES]
+    by_workers, facts = mine.by_workers, mine.facts
+    low, high = facts["low"], facts["high"]
+    return {"guarded_total_lost": count(facts["guarded_total_lost"]),
+            "guarded_total_wins": count(facts["guarded_total_wins"]),
+            "naive_peak": whole(facts["naive_peak_claims_per_second"]), "naive_peak_workers": facts["naive_peak_workers"],
+            "naive_unique_high": at_point(by_workers, "naive", high, "unique_jobs_per_second", whole),
+            "naive_claims_high": at_point(by_workers, "naive", high, "claims_per_second", whole),
+            "guarded_rate_low": at_point(by_workers, "guarded", low, "claims_per_second", whole),
+            "guarded_p99_low": at_point(by_workers, "guarded", low, "p99_ms", ms)}
