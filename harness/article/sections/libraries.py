@@ -291,7 +291,9 @@ def _not_installed(raced: list[str]) -> str:
 
 def _claim_text() -> dict[str, str]:
     """How each library installed here claims, as its source shows."""
-    return {name: say(f"claim.{name}") for name in RACED_LIBRARY_STRATEGIES}
+    return {"procrastinate": say("claim.procrastinate"), "pgqueuer": say("claim.pgqueuer"), "chancy": say("claim.chancy"),
+            "pgmq": say("claim.pgmq"),
+            "pgboss": say("claim.pgboss"), "graphile_worker": say("claim.graphile_worker")}
 
 
 DEFAULT_SUFFIX = "_default_s"
