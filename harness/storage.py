@@ -292,7 +292,8 @@ def _usable(manifest, kind: str) -> bool:
             and manifest["checks"].get("passed") is True)
 
 
-# Run folders are immutable once in place, so each manifest is read once per process (None: not usable).
+# Run folders are immutable once in place, so each manifest is read once per process, by the lookup and by Run alike
+# (None: unreadable).
 _manifests: dict[Path, dict | None] = {}
 
 
@@ -302,11 +303,10 @@ def stored_runs(kind: str, data_dir: Path) -> list[tuple[dict, Path]]:
     for run_dir in run_dirs(kind_dir(data_dir, kind).resolve()):
         if run_dir not in _manifests:
             try:
-                manifest = read_manifest(run_dir)
+                _manifests[run_dir] = read_manifest(run_dir)
             except (OSError, ValueError):
-                manifest = None  # unreadable: not a match
-            _manifests[run_dir] = manifest if _usable(manifest, kind) else None
-        if _manifests[run_dir] is not None:
+                _manifests[run_dir] = None  # unreadable: not a match
+        if _usable(_manifests[run_dir], kind):
             found.append((_manifests[run_dir], run_dir))
     found.sort(key=lambda item: (str(item[0]["started_at"]), item[1].name))
     return found
@@ -351,9 +351,9 @@ TEXT_COLUMNS = {"attempts": ("run_id", "strategy", "outcome")}
 # Tables read in this process, newest last, up to TABLE_CACHE_BYTES in all: a build reads each race's attempts in
 # several sections, and a run folder never changes once in place.
 TABLE_CACHE_BYTES = 2 * 2**30
-_tables: OrderedDict[tuple[Path, str], pd.DataFrame] = OrderedDict()
+_tables: OrderedDict[tuple[Path, str], tuple[pd.DataFrame, int]] = OrderedDict()  # the frame and its bytes
+_table_bytes = 0
 _summaries: dict[Path, object] = {}
-_run_manifests: dict[Path, dict] = {}
 
 
 class Run:
@@ -376,8 +376,7 @@ class Run:
     def __fspath__(self) -> str:
         return str(self.path)
 
-    def __str__(self) -> str:
-        return str(self.path)
+    __str__ = __fspath__
 
     @property
     def name(self) -> str:
@@ -385,9 +384,9 @@ class Run:
 
     @property
     def manifest(self) -> dict:
-        if self.path not in _run_manifests:
-            _run_manifests[self.path] = read_manifest(self.path)
-        return _run_manifests[self.path]
+        if _manifests.get(self.path) is None:  # not read yet, or unreadable then: read it (and say why not)
+            _manifests[self.path] = read_manifest(self.path)
+        return _manifests[self.path]
 
     @property
     def kind(self) -> str:
@@ -434,17 +433,20 @@ class Run:
         where the run was stored before the table existed."""
         if absent_ok and not self.has_table(name):
             return pd.DataFrame()
+        global _table_bytes
         key = (self.path, name)
         if key in _tables:
             _tables.move_to_end(key)
-            return _tables[key].copy()
+            return _tables[key][0].copy()
         frame = pq.read_table(self.path / f"{name}.parquet").to_pandas()
         for column in TEXT_COLUMNS.get(name, ()):
             if column in frame:
                 frame[column] = frame[column].astype(str)
-        _tables[key] = frame
-        while len(_tables) > 1 and sum(f.memory_usage(deep=False).sum() for f in _tables.values()) > TABLE_CACHE_BYTES:
-            _tables.popitem(last=False)
+        size = int(frame.memory_usage(deep=False).sum())
+        _tables[key] = (frame, size)
+        _table_bytes += size
+        while len(_tables) > 1 and _table_bytes > TABLE_CACHE_BYTES:
+            _table_bytes -= _tables.popitem(last=False)[1][1]
         return frame.copy()
 
 

@@ -54,7 +54,6 @@ def interface_problems(module, name: str, declared: dict[str, type]) -> list[str
 def test_every_raced_library_declares_the_shared_interface(name):
     module = libraries.get(name)
     assert interface_problems(module, name, RACED) == []
-    assert name in library_claims.SOURCES and name in library_claims.LIBRARY_NAMES
     assert name in STRATEGIES and STRATEGIES[name].protocol, "its claim protocol races in the tight loop"
 
 
@@ -62,7 +61,6 @@ def test_every_raced_library_declares_the_shared_interface(name):
 def test_every_model_declares_the_shared_interface(name):
     module = libraries.get(name)
     assert interface_problems(module, name, MODELLED) == []
-    assert libraries.is_model(name) and name in library_claims.SOURCES
     assert module.CLAIM in STRATEGIES, "its claim races in the tight loop under this name"
 
 
@@ -76,8 +74,6 @@ def test_every_library_module_is_declared_once_and_every_declaration_has_a_modul
     modelled = {path.stem for path in (root / "models").glob("*.py")} - {"__init__"}
     assert own == {library.name for library in library_claims.LIBRARIES if library.runs_here}
     assert modelled == {library.name for library in library_claims.LIBRARIES if not library.runs_here}
-    assert (libraries.NAMES, libraries.MODELS) == (library_claims.RACED_LIBRARY_STRATEGIES,
-                                                   library_claims.MODELLED_LIBRARY_STRATEGIES)
 
 
 def test_the_interface_check_names_what_a_module_gets_wrong():

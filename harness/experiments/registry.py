@@ -349,18 +349,23 @@ def notebook_runs(runs: dict | None, params_file, data_dir, sections=None,
 def stored_sections(params: dict, data_dir: Path = config.DATA_DIR) -> dict[str, Asked]:
     """Every section of a params file with its stored runs, nothing made: a section with a run missing has only
     the runs it has."""
-    return {section: asked(section, section_request(params, section),
-                           find(SECTIONS[section], section_request(params, section), Path(data_dir),
-                                section_pg_version(params, section))[0])
-            for section in SECTIONS}
+    requests = {section: section_request(params, section) for section in SECTIONS}
+    return {section: asked(section, request, find(SECTIONS[section], request, Path(data_dir),
+                                                  section_pg_version(params, section))[0])
+            for section, request in requests.items()}
 
 
 def asked_sections(runs: dict, params_file=None, changes: dict[str, dict] | None = None) -> dict[str, Asked]:
     """{section: Asked} from the run folders of each section (as `make report` hands a notebook) and the params
     file's requests, with `changes` (registry.overrides) in place of the file's values."""
-    path = Path(params_file or config.PARAMS_FILE)
-    params = with_overrides(load_params(path if path.is_absolute() else config.PROJECT_ROOT / path), changes)
+    params = _params_with(params_file, changes)
     return {section: asked(section, section_request(params, section), paths) for section, paths in runs.items()}
+
+
+def _params_with(params_file, changes: dict[str, dict] | None) -> dict:
+    """A params file (relative: to the project folder, wherever the kernel runs) with a notebook's changes."""
+    path = Path(params_file or config.PARAMS_FILE)
+    return with_overrides(load_params(path if path.is_absolute() else config.PROJECT_ROOT / path), changes)
 
 
 def overrides(section: str, **values) -> dict[str, dict]:
@@ -404,8 +409,7 @@ def ensure_sections(params_file: Path | str = config.PARAMS_FILE, data_dir: Path
     own finds (or makes) through this same function. A relative params_file is
     taken from the project folder, wherever the kernel runs.
     """
-    path = Path(params_file or config.PARAMS_FILE)
-    params = with_overrides(load_params(path if path.is_absolute() else config.PROJECT_ROOT / path), changes)
+    params = _params_with(params_file, changes)
     return {section: [str(path) for path in ensure_section(params, section, Path(data_dir or config.DATA_DIR), db,
                                                            progress)[0]]
             for section in (sections or SECTIONS)}
