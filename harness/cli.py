@@ -69,6 +69,13 @@ def _summary(args) -> int:
     return 0
 
 
+def _findings(args) -> int:
+    # the article's side (altair, every section) takes seconds to import: only the command that reads it pays
+    from harness.article.contents import findings_command
+
+    return findings_command(args)
+
+
 def _runners(args) -> int:
     from harness.service.runner import run_runners_command
 
@@ -104,9 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="one line per run (default: one per point, median and min-max over its repeats)")
     summary.set_defaults(handler=_summary)
 
-    from harness.article import contents  # the one command that reads the article's side of the store
-
-    contents.register_cli(sub)
+    findings = sub.add_parser("findings", help="the original's findings beside ours, with a verdict each, "
+                                               "from the runs stored for a params file")
+    findings.add_argument("--json", action="store_true", help="a JSON array, one object per finding")
+    findings.add_argument("--data-dir", type=Path, default=config.DATA_DIR,
+                          help="where runs are stored (default data/)")
+    findings.add_argument("--params", type=Path, default=config.PARAMS_FILE,
+                          help="the sweeps whose runs are read (default notebooks/params/report.yml)")
+    findings.set_defaults(handler=_findings)
 
     from harness.service.runner import add_runner_options
 

@@ -100,7 +100,8 @@ def _print_text(findings: list[Finding]) -> None:
         print()
 
 
-def _command(args) -> int:
+def findings_command(args) -> int:
+    """`python -m harness findings`: the verdicts for a params file's stored runs, as text or JSON."""
     runs = registry.stored_sections(registry.load_params(args.params), Path(args.data_dir))
     empty = [section for section in registry.SECTIONS if not runs[section].runs]
     if len(empty) == len(registry.SECTIONS):
@@ -116,13 +117,3 @@ def _command(args) -> int:
     else:
         _print_text(findings)
     return 0
-
-
-def register_cli(subparsers) -> None:
-    parser = subparsers.add_parser("findings", help="the original's findings beside ours, with a verdict each, "
-                                                    "from the runs stored for a params file")
-    parser.add_argument("--json", action="store_true", help="a JSON array, one object per finding")
-    parser.add_argument("--data-dir", type=Path, default=config.DATA_DIR, help="where runs are stored (default data/)")
-    parser.add_argument("--params", type=Path, default=config.PARAMS_FILE,
-                        help="the sweeps whose runs are read (default notebooks/params/report.yml)")
-    parser.set_defaults(handler=_command)
