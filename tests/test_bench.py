@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from harness import storage
-from harness.experiments import bench, registry
+from harness.experiments import bench, bench_runs, registry
 from harness.server import schema
 from harness.experiments.pgbench import pgbench_script, run_pgbench
 from harness.experiments.race import run_race
@@ -47,16 +47,16 @@ def test_pgbench_scripts_are_the_strategies_own_statements(name):
 
 def test_the_bench_queue_has_history_so_the_pick_reads_the_partial_index(conn):
     schema.create_queue(conn, 147_723, partial_index=True)  # pending rows alone: this size plans on the primary key
-    assert not bench.claim_plan_index(conn, "skip_locked").startswith("jobs_pending_idx")
+    assert not bench_runs.claim_plan_index(conn, "skip_locked").startswith("jobs_pending_idx")
     for name in BENCHED:
-        assert bench.create_bench_queue(conn, 147_723, name).startswith("jobs_pending_idx")
+        assert bench_runs.create_bench_queue(conn, 147_723, name).startswith("jobs_pending_idx")
         counts = schema.status_counts(conn)
         assert counts["pending"] == 147_723 and counts["done"] >= 147_723 // 4
-        assert bench.claim_plan_index(conn, name).startswith("jobs_pending_idx")
+        assert bench_runs.claim_plan_index(conn, name).startswith("jobs_pending_idx")
 
 
 def test_pgbench_claims_what_the_audit_records(db, conn):
-    bench.create_bench_queue(conn, 20_000)
+    bench_runs.create_bench_queue(conn, 20_000)
     run = run_pgbench(db.url, STRATEGIES["guarded"], 2, 1)
     wins = conn.execute("SELECT count(*) FROM claimrace.claims").fetchone()[0]
     running = conn.execute("SELECT count(*) FROM claimrace.jobs WHERE status = 'running'").fetchone()[0]
@@ -67,7 +67,7 @@ def test_pgbench_claims_what_the_audit_records(db, conn):
 
 
 def test_a_timed_race_stops_at_its_deadline_and_keeps_every_attempt(db, conn):
-    bench.create_bench_queue(conn, 20_000)
+    bench_runs.create_bench_queue(conn, 20_000)
     result = run_race(db.url, "skip_locked", 2, duration_seconds=0.5, timeout_seconds=60)
     assert result.duration_seconds == 0.5
     assert 0.5 <= result.wall_seconds < 5

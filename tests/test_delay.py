@@ -132,7 +132,7 @@ def _alive(pid: int) -> bool:
 
 def test_the_proxy_is_stopped_when_the_race_fails(db):
     with pytest.raises(RuntimeError), network_delay(db.url, 5) as network:
-        [proxy] = [p for p in psutil.Process().children() if "harness.server.delay" in " ".join(p.cmdline())]
+        [proxy] = [p for p in psutil.Process().children() if "harness.server.delay_proxy" in " ".join(p.cmdline())]
         assert network.url != db.url
         raise RuntimeError("the race failed")
     assert not _alive(proxy.pid)

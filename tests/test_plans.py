@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 from harness import storage
 from harness.article.sections import plans as plan_section
-from harness.experiments import plans, registry
+from harness.experiments import explain, plan_drains, plans, registry
 from harness.server import schema
 from harness.storage import Run, read_json
 from harness.strategies import PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
@@ -160,20 +160,20 @@ def test_a_queue_drained_by_claims_is_not_the_bulk_update_one(plan_run):
 
 def test_plan_capture_leaves_the_table_as_it_found_it(conn):
     schema.create_queue(conn, 500)  # with the audit trigger: a claim that stuck would leave an audit row
-    conn.execute(plans.CONSUME_PREFIX_SQL, [200])
+    conn.execute(plan_drains.CONSUME_PREFIX_SQL, [200])
     snapshot = "SELECT id, status, started_at FROM claimrace.jobs ORDER BY id"
     rows_before = conn.execute(snapshot).fetchall()
     counts_before = schema.status_counts(conn)
     first_pending = conn.execute(PICK_OLDEST_PENDING).fetchone()[0]
 
-    for planned in plans.strategy_statements():
+    for planned in explain.strategy_statements():
         params = (first_pending,) if planned.needs_job_id else ()
-        document = plans.explain(conn, planned.sql, params, "json")
-        assert plans.inner_scan(document["Plan"])["Actual Rows"] == 1, planned.label
+        document = explain.explain(conn, planned.sql, params, "json")
+        assert explain.inner_scan(document["Plan"])["Actual Rows"] == 1, planned.label
         if planned.sql.startswith("UPDATE"):  # it really flipped the job: the audit trigger fired, then rolled back
             fired = {t["Trigger Name"]: t["Calls"] for t in document.get("Triggers", [])}
             assert fired == {"jobs_claim_audit": 1}, (planned.label, fired)
-        assert plans.explain(conn, planned.sql, params, "text")
+        assert explain.explain(conn, planned.sql, params, "text")
 
     assert schema.status_counts(conn) == counts_before == {"done": 200, "pending": 300}
     assert conn.execute(snapshot).fetchall() == rows_before

@@ -72,7 +72,7 @@ Public API (what the notebooks call)::
     Run(run_dir).summary -> DataFrame                # one row per point and statement (medians)
     Run(run_dir).table("repetitions") -> DataFrame   # one row per EXPLAIN ANALYZE
     sections.plans.plan_texts(Run(run_dir)) -> dict[str, str]   # the article's reader of the plans' texts
-    explain(conn, sql, params=(), fmt="json")   # one rolled-back EXPLAIN (ANALYZE, BUFFERS)
+    explain.explain(conn, sql, params=(), fmt="json")   # one rolled-back EXPLAIN (ANALYZE, BUFFERS)
     TABLE_STATES                            # (name, label, description) of each table state, in order
 
 Stored as data/plans/<run_id>/{points,repetitions,explains}.parquet and manifest.json.
@@ -82,163 +82,37 @@ from __future__ import annotations
 
 import json
 import statistics
-import threading
 import time
 from contextlib import closing
 from dataclasses import dataclass
 
 import pandas as pd
-import psycopg
-from psycopg import pq as libpq
 from tqdm.auto import tqdm
 
 from harness.errors import UserError
+from harness.experiments import plan_drains
 from harness.experiments.contract import Measured, Option, check_each, Parameters, as_floats, as_int, as_ints, fraction_list, \
     int_list, setting
+from harness.experiments.explain import SKIP_LOCKED, PlannedStatement, explain, explain_on_cpu, plan_metrics, \
+    strategy_statements
 from harness.server import database, schema
-from harness.server.activity import read_schedstat, server_is_local
-from harness.server.pgstats import relation_pages, table_counters
+from harness.server.activity import server_is_local
+from harness.server.pgstats import relation_pages
 from harness.storage import Run
 from harness.table_states import (AFTER_CLAIMS, AFTER_RACE, EVERY_POINT_STATES, FIRST_SCAN, HELD_SNAPSHOT,
                                   RACE_DRAIN_WORKERS, REFERENCE_ONLY_STATES, STEADY, TABLE_STATE_NAMES, TABLE_STATES,
                                   UNHELD_STATES, VACUUMED)
-from harness.strategies import ORIGINAL_STRATEGIES, STRATEGIES
 
 
 # What `plans --json` calls each state: the bulk UPDATE's states say how their prefix was consumed.
 JSON_STATE_NAMES = {FIRST_SCAN: "after_bulk_update", STEADY: "after_bulk_update_later_scans",
                     HELD_SNAPSHOT: "after_bulk_update_held_snapshot", VACUUMED: "after_bulk_update_vacuumed",
                     AFTER_CLAIMS: "after_claims", AFTER_RACE: "after_race"}
-CONSUMED_STATUS = "done"
 DEFAULT_JOB_COUNTS = (10_000, 100_000)
 DEFAULT_CONSUMED_FRACTIONS = (0, 0.25, 0.5, 0.75, 0.99)
 DEFAULT_REPETITIONS = 5
 REFERENCE_JOB_COUNT = 10_000
 MAX_JOB_COUNT = 10_000_000
-
-# The setup step that stands for the jobs a drain has already consumed (not a claim: nothing races it).
-CONSUME_PREFIX_SQL = f"UPDATE {schema.SCHEMA}.jobs SET status = '{CONSUMED_STATUS}', started_at = now() WHERE id <= %s"
-
-
-@dataclass(frozen=True)
-class PlannedStatement:
-    """One statement of one strategy, as strategies.py holds it."""
-
-    strategy: str
-    statement: str  # the prepared name the race uses: 'pick' or 'claim'
-    sql: str
-
-    @property
-    def needs_job_id(self) -> bool:
-        return "$1" in self.sql
-
-    @property
-    def label(self) -> str:
-        return f"{self.strategy}.{self.statement}"
-
-
-SKIP_LOCKED = PlannedStatement("skip_locked", "claim", dict(STRATEGIES["skip_locked"].statements)["claim"])
-
-
-def strategy_statements() -> list[PlannedStatement]:
-    """Every statement of the original three strategies, skip_locked's claim first."""
-    found = [SKIP_LOCKED]
-    for strategy in (STRATEGIES[name] for name in ORIGINAL_STRATEGIES):
-        for name, text in strategy.statements:
-            planned = PlannedStatement(strategy.name, name, text)
-            if planned not in found:
-                found.append(planned)
-    return found
-
-
-# --------------------------------------------------------------------------- one EXPLAIN
-
-
-def explain(conn: psycopg.Connection, sql: str, params: tuple = (), fmt: str = "json"):
-    """EXPLAIN (ANALYZE, BUFFERS) of one statement, inside a transaction that is rolled back.
-
-    params bind $1.. through the extended protocol, so the statement text is
-    exactly the one in strategies.py. Returns the parsed JSON document
-    (fmt="json") or the text a reader would see (fmt="text").
-    """
-    return explain_on_cpu(conn, sql, params, fmt)[0]
-
-
-def explain_on_cpu(conn: psycopg.Connection, sql: str, params: tuple = (), fmt: str = "json",
-                   local_backend: bool = False):
-    """explain(), plus the backend's CPU time and run-queue wait during the EXPLAIN (ns, or None).
-
-    EXPLAIN's times are wall-clock: on a busy machine a backend that waits for
-    a CPU looks slow. When the server runs on this host, /proc/<pid>/schedstat
-    says how long the backend actually ran and how long it waited to run.
-    """
-    if fmt not in ("json", "text"):
-        raise ValueError(f"fmt must be json or text, not {fmt!r}")
-    options = "ANALYZE, BUFFERS, FORMAT JSON" if fmt == "json" else "ANALYZE, BUFFERS"
-    pgconn = conn.pgconn
-    _run(pgconn, b"BEGIN")
-    try:
-        before = read_schedstat(pgconn.backend_pid) if local_backend else None
-        result = pgconn.exec_params(f"EXPLAIN ({options}) {sql}".encode(),
-                                    [str(p).encode() for p in params] or None)
-        after = read_schedstat(pgconn.backend_pid) if before is not None else None
-        if result.status != libpq.ExecStatus.TUPLES_OK:
-            raise RuntimeError(f"EXPLAIN failed: {result.error_message.decode(errors='replace').strip()}")
-        lines = [result.get_value(i, 0).decode() for i in range(result.ntuples)]
-    finally:
-        _run(pgconn, b"ROLLBACK")  # the claim ran for real; undo it
-    cpu_ns = wait_ns = None
-    if before is not None and after is not None:
-        cpu_ns, wait_ns = after[0] - before[0], after[1] - before[1]
-    plan = json.loads(lines[0])[0] if fmt == "json" else "\n".join(lines)
-    return plan, cpu_ns, wait_ns
-
-
-def _run(pgconn, command: bytes) -> None:
-    result = pgconn.exec_(command)
-    if result.status != libpq.ExecStatus.COMMAND_OK:
-        raise RuntimeError(f"{command.decode()} failed: {result.error_message.decode(errors='replace').strip()}")
-
-
-def _walk(node: dict, in_subplan: bool = False):
-    """Every plan node in order, with whether it runs inside an InitPlan or SubPlan."""
-    inside = in_subplan or node.get("Parent Relationship") in ("InitPlan", "SubPlan")
-    yield node, inside
-    for child in node.get("Plans", ()):
-        yield from _walk(child, inside)
-
-
-def inner_scan(root: dict) -> dict | None:
-    """The scan that looks for a pending row: the one in the subquery if there is one, else the first scan."""
-    scans = [(node, inside) for node, inside in _walk(root) if node["Node Type"].endswith("Scan")]
-    for node, inside in scans:
-        if inside:
-            return node
-    return scans[0][0] if scans else None
-
-
-def plan_metrics(document: dict) -> dict:
-    """The figures of one EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) document."""
-    root = document["Plan"]
-    inner = inner_scan(root) or {}
-    planning = document.get("Planning", {})
-    return {
-        "shared_hit_blocks": int(root.get("Shared Hit Blocks", 0)),
-        "shared_read_blocks": int(root.get("Shared Read Blocks", 0)),
-        "shared_dirtied_blocks": int(root.get("Shared Dirtied Blocks", 0)),
-        "inner_node": inner.get("Node Type"),
-        "index_used": inner.get("Index Name"),
-        "inner_filter": inner.get("Filter"),
-        "inner_shared_hit_blocks": int(inner.get("Shared Hit Blocks", 0)),
-        "inner_shared_read_blocks": int(inner.get("Shared Read Blocks", 0)),
-        "rows_removed_by_filter": int(inner.get("Rows Removed by Filter", 0)),
-        "rows_returned": int(root.get("Actual Rows", 0)),
-        "planning_ms": float(document.get("Planning Time", float("nan"))),
-        "execution_ms": float(document.get("Execution Time", float("nan"))),
-        "planning_shared_hit_blocks": int(planning.get("Shared Hit Blocks", 0)),
-        "top_node": root.get("Node Type"),
-        "estimated_total_cost": float(root.get("Total Cost", float("nan"))),
-    }
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -283,86 +157,6 @@ OTHER_SNAPSHOTS_SQL = "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_bac
 def other_snapshot_backends(conn) -> int:
     """How many other backends hold a snapshot now (each autocommit statement reads pg_stat_activity afresh)."""
     return int(conn.execute(OTHER_SNAPSHOTS_SQL).fetchone()[0])
-
-
-def _fresh_table(conn, job_count: int, partial_index: bool) -> None:
-    """A fresh table of pending jobs that autovacuum leaves alone, so the states change only by our hand."""
-    schema.create_queue(conn, job_count, partial_index=partial_index, audit=False)
-    conn.execute(f"ALTER TABLE {schema.SCHEMA}.jobs SET (autovacuum_enabled = false)")
-
-
-def _flip_prefix(conn, consumed: int) -> None:
-    """The drain: one committed UPDATE of the first `consumed` ids, then what autoanalyze would do first."""
-    conn.execute(CONSUME_PREFIX_SQL, [consumed])
-    conn.execute(f"ANALYZE {schema.SCHEMA}.jobs")
-
-
-def _drained_table(conn, job_count: int, consumed: int, partial_index: bool) -> None:
-    _fresh_table(conn, job_count, partial_index)
-    _flip_prefix(conn, consumed)
-
-
-def _claim_prefix(conn, consumed: int) -> int:
-    """The drain by claims: the skip_locked claim, prepared and run `consumed` times on this connection, each in
-    its own transaction, then what autoanalyze would do first. Returns the jobs claimed."""
-    claimed = 0
-    for _ in range(consumed):
-        row = conn.execute(SKIP_LOCKED.sql, prepare=True).fetchone()
-        if row is None:
-            break
-        claimed += 1
-    conn.execute(f"ANALYZE {schema.SCHEMA}.jobs")
-    return claimed
-
-
-def _race_prefix(db: database.Database, consumed: int, workers: int = RACE_DRAIN_WORKERS) -> int:
-    """The drain by a race: `workers` connections, each in its own thread, run the skip_locked claim (each claim
-    committed) until `consumed` claims are taken between them, then ANALYZE. A claim is only made on a ticket
-    below `consumed`, so the race takes exactly the prefix: a claim takes the lowest pending id nobody holds, and
-    every lower id is held by a claim that commits. Returns the jobs claimed."""
-    tickets = iter(range(consumed))
-    handing_out = threading.Lock()
-    claimed: list[int] = []
-    failures: list[BaseException] = []
-
-    def claimer() -> None:
-        try:
-            with closing(db.connect()) as own:
-                own.autocommit = True
-                while True:
-                    with handing_out:
-                        if next(tickets, None) is None:
-                            return
-                    row = own.execute(SKIP_LOCKED.sql, prepare=True).fetchone()
-                    if row is not None:
-                        claimed.append(int(row[0]))
-        except BaseException as exc:  # reported below: a drain that stopped short is not the state described
-            failures.append(exc)
-
-    threads = [threading.Thread(target=claimer, name=f"race-drain-{n}") for n in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
-    with closing(db.connect()) as conn:
-        conn.execute(f"ANALYZE {schema.SCHEMA}.jobs")
-    return len(claimed)
-
-
-def first_pending(conn) -> int | None:
-    row = conn.execute(f"SELECT min(id) FROM {schema.SCHEMA}.jobs WHERE status = 'pending'").fetchone()
-    return None if row is None or row[0] is None else int(row[0])
-
-
-def drain_counters(conn, drain: str, partial_index: bool, consumed: int) -> dict:
-    """The server's account of a drain: the table's updates, HOT updates and dead tuples, and its pages."""
-    counters = table_counters(conn)
-    return {"drain": drain, "partial_index": partial_index, "consumed_jobs": consumed,
-            **{name: None if counters.get(name) is None else int(counters[name])
-               for name in ("n_tup_upd", "n_tup_hot_upd", "n_dead_tup")},
-            **relation_pages(conn)}
 
 
 class _Recorder:
@@ -421,9 +215,9 @@ def _measure_after_drain(conn, point: dict, job_id: int | None, statements: list
             continue
         params = (job_id,) if planned.needs_job_id else ()
         for repetition in range(repetitions):
-            _drained_table(conn, job_count, consumed, partial_index)
+            plan_drains.drained_table(conn, job_count, consumed, partial_index)
             recorder.json_plan(conn, _keys(point, FIRST_SCAN, conn, planned, job_id), planned, params, repetition)
-        _drained_table(conn, job_count, consumed, partial_index)
+        plan_drains.drained_table(conn, job_count, consumed, partial_index)
         recorder.text_plan(conn, _keys(point, FIRST_SCAN, conn, planned, job_id), planned, params, repetitions)
         keys = _keys(point, STEADY, conn, planned, job_id)
         for repetition in range(repetitions):
@@ -436,14 +230,14 @@ def _measure_after_claims(conn, db: database.Database, point: dict, statements, 
     """after_claims and after_race: the prefix consumed by real claims, on one connection and by a race; and the
     server's counters after each kind of drain, with the first pending id each left (the prefix's end)."""
     job_count, consumed, partial_index = point["job_count"], point["consumed_jobs"], point["partial_index"]
-    _drained_table(conn, job_count, consumed, partial_index)
-    counters = [drain_counters(conn, "bulk_update", partial_index, consumed)]
-    for state, drain, claim_prefix in ((AFTER_CLAIMS, "claims", lambda: _claim_prefix(conn, consumed)),
-                                       (AFTER_RACE, "race", lambda: _race_prefix(db, consumed))):
-        _fresh_table(conn, job_count, partial_index)
+    plan_drains.drained_table(conn, job_count, consumed, partial_index)
+    counters = [plan_drains.drain_counters(conn, "bulk_update", partial_index, consumed)]
+    for state, drain, claim_prefix in ((AFTER_CLAIMS, "claims", lambda: plan_drains.claim_prefix(conn, consumed)),
+                                       (AFTER_RACE, "race", lambda: plan_drains.race_prefix(db, consumed))):
+        plan_drains.fresh_table(conn, job_count, partial_index)
         claimed = claim_prefix()
-        first = first_pending(conn)
-        counters.append({**drain_counters(conn, drain, partial_index, claimed), "first_pending_id": first})
+        first = plan_drains.first_pending(conn)
+        counters.append({**plan_drains.drain_counters(conn, drain, partial_index, claimed), "first_pending_id": first})
         # the claims took the lowest ids, as the bulk UPDATE did: the first pending id is the same
         _measure_state(conn, point, state, first, statements, repetitions, recorder)
     counters[0]["first_pending_id"] = first_pending_id(job_count, consumed)
@@ -460,12 +254,12 @@ def _measure_point(conn, db: database.Database, job_count: int, fraction: float,
     _measure_after_drain(conn, point, job_id, statements, repetitions, recorder)
 
     # held_snapshot: the holder connects for this state only, so it is no other state's neighbour
-    _fresh_table(conn, job_count, partial_index)
+    plan_drains.fresh_table(conn, job_count, partial_index)
     with closing(db.connect(application_name="claimrace-snapshot")) as holder:
         holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         holder.execute("SELECT 1")  # takes the snapshot that keeps the prefix's old versions in place
         try:
-            _flip_prefix(conn, consumed)
+            plan_drains.flip_prefix(conn, consumed)
             _measure_state(conn, point, HELD_SNAPSHOT, job_id, statements, repetitions, recorder)
         finally:
             holder.execute("ROLLBACK")
@@ -585,8 +379,8 @@ def measure_plans(db: database.Database, parameters: PlansParameters, run_id: st
         procedure={
             "statements": {p.label: p.sql for p in every_statement},
             "partial_index": [False, True],
-            "consumed_status": CONSUMED_STATUS,
-            "consume_prefix_sql": CONSUME_PREFIX_SQL,
+            "consumed_status": plan_drains.CONSUMED_STATUS,
+            "consume_prefix_sql": plan_drains.CONSUME_PREFIX_SQL,
             "drain": "a fresh table (autovacuum off for it), the prefix flipped by one committed UPDATE, then ANALYZE; "
                      "after_claims: the prefix claimed by the skip_locked claim one job at a time, then ANALYZE; "
                      f"after_race: the same claim by {RACE_DRAIN_WORKERS} connections racing, then ANALYZE",
@@ -661,6 +455,4 @@ def show_runs(paths, as_json: bool) -> None:
             print(f"stored in {path}")
 
 
-__all__ = ["TABLE_STATES", "TABLE_STATE_NAMES", "PlansParameters", "measure_plans", "plan_checks", "summarise",
-           "explain", "explain_on_cpu", "plan_metrics",
-           "strategy_statements"]
+__all__ = ["TABLE_STATES", "TABLE_STATE_NAMES", "PlansParameters", "measure_plans", "plan_checks", "summarise"]
