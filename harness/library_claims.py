@@ -374,8 +374,13 @@ def _skip_locked_library(name: str, title: str, summary: str, complete: str, in_
     return library_strategy(name, title, summary, protocol, sql, isolation)
 
 
-# A library's protocol with one of its safeguards taken out, to show what the safeguard prevents: protocol -> 
+# A library's protocol with one of its safeguards taken out, to show what the safeguard prevents: variant -> the
+# library whose protocol it changes
 LIBRARY_VARIANTS = {"que_without_recheck": "que"}
+# Every library's protocol in LIBRARIES' order, each followed by its variants: the order the article shows them in
+# (harness.article.labels), and what `libraries` stands for among a race's strategies (harness.strategies)
+LIBRARY_PROTOCOL_ORDER = tuple(name for library in LIBRARY_STRATEGIES for name in (
+    library, *(variant for variant, of in LIBRARY_VARIANTS.items() if of == library)))
 PROTOCOLS: dict[str, Strategy] = {s.name: s for s in (
     library_strategy(
         "river", "River's fetch",

@@ -16,12 +16,16 @@ import time
 from harness import library_claims as library
 from harness.claim_steps import (BATCH, COMMAND_OK, EMPTY, ERROR, LOST, OK, TUPLES_OK, WON, AttemptNotes, Strategy,
                                  abandon_transaction, failed_statement, one_statement_stepwise)
-from harness.library_claims import LIBRARY_VARIANTS, PROTOCOLS, library_strategy
+from harness.library_claims import LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS, PROTOCOLS, library_strategy
 from harness.config import SCHEMA
 from harness.errors import UserError
 
 # What `--strategy all` means: the study's three, the sweep the report races.
 ORIGINAL_STRATEGIES = ("naive", "guarded", "skip_locked")
+# A word that stands for several strategies in a list of them (`--strategy skip_locked,libraries`, a params section's
+# `strategies: [skip_locked, libraries]`): every job library's protocol, each followed by its variants, in the
+# libraries' declaration's order (harness.library_claims.LIBRARIES), so a library declared there is raced too.
+STRATEGY_GROUPS = {"libraries": LIBRARY_PROTOCOL_ORDER}
 PICK_OLDEST_PENDING = f"SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
 
 NAIVE_CLAIM = f"UPDATE {SCHEMA}.jobs SET status = 'running', started_at = now() WHERE id = $1"
@@ -445,12 +449,20 @@ def get_strategy(name: str) -> Strategy:
         return STRATEGIES[name]
     except KeyError:
         raise UserError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGIES)} or all "
-                        f"(the original three: {', '.join(ORIGINAL_STRATEGIES)})") from None
+                        f"(the original three: {', '.join(ORIGINAL_STRATEGIES)}); libraries stands for every job "
+                        "library's protocol") from None
+
+
+def expand_strategies(names) -> list[str]:
+    """The names in order, a word of STRATEGY_GROUPS (`libraries`) replaced by the strategies it stands for."""
+    return [one for name in names for one in STRATEGY_GROUPS.get(name, (name,))]
 
 
 def parse_strategies(text: str) -> list[str]:
-    """'all' (the original three), one name, or a comma-separated list."""
-    names = list(ORIGINAL_STRATEGIES) if text.strip() == "all" else [t.strip() for t in text.split(",") if t.strip()]
+    """'all' (the original three), one name, or a comma-separated list, where `libraries` stands for every job
+    library's protocol (STRATEGY_GROUPS)."""
+    names = list(ORIGINAL_STRATEGIES) if text.strip() == "all" else \
+        expand_strategies(t.strip() for t in text.split(",") if t.strip())
     if not names:
         raise UserError("no strategy given")
     for name in names:

@@ -8,8 +8,10 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 from harness import libraries, library_claims
+from harness.experiments import registry, wakeups
 from harness.strategies import STRATEGIES
 
 # What every module declares (harness/libraries/__init__.py and harness/libraries/models/__init__.py say what each is).
@@ -74,6 +76,23 @@ def test_every_library_module_is_declared_once_and_every_declaration_has_a_modul
     modelled = {path.stem for path in (root / "models").glob("*.py")} - {"__init__"}
     assert own == {library.name for library in library_claims.LIBRARIES if library.runs_here}
     assert modelled == {library.name for library in library_claims.LIBRARIES if not library.runs_here}
+
+
+def test_no_params_file_names_every_library_one_by_one():
+    """A params section that runs every library says so in one word (`all`, `models`, `libraries` among strategies),
+    which its kind reads off the declaration: a list naming each of them would need a new library added to it."""
+    groups = {"raced here": libraries.NAMES, "modelled": libraries.MODELS,
+              "whose protocol races": library_claims.LIBRARY_STRATEGIES}
+    spelled = []
+    for path in sorted((Path(__file__).resolve().parent.parent / "notebooks" / "params").glob("*.yml")):
+        for section, settings in yaml.safe_load(path.read_text()).items():
+            woken = {"that can both listen and poll": wakeups.offering()} if registry.SECTIONS.get(section) == \
+                "wakeups" else {}
+            for key, listed in (settings.items() if isinstance(settings, dict) else ()):
+                spelled += [f"{path.name}: {section}.{key} names every library {group}"
+                            for group, names in {**groups, **woken}.items()
+                            if isinstance(listed, list) and set(names) <= set(listed)]
+    assert spelled == []
 
 
 def test_the_interface_check_names_what_a_module_gets_wrong():

@@ -121,7 +121,9 @@ def test_solid_queue_fails_a_silent_process_claims_and_its_late_completion_does_
 def test_models_are_named_apart_run_only_under_a_fault_and_say_what_they_stand_for():
     assert library_runs.parse_libraries("models") == libraries.MODELS
     assert library_runs.parse_libraries("pgmq,models,que") == ("pgmq", *libraries.MODELS)
-    assert not set(libraries.MODELS) & set(libraries.available())  # `all` is the libraries that run here
+    assert library_runs.parse_libraries("all") == libraries.NAMES  # `all` is the libraries that run here
+    assert library_runs.parse_libraries("all, models") == (*libraries.NAMES, *libraries.MODELS)
+    assert not set(libraries.MODELS) & set(libraries.NAMES)
     for name in libraries.MODELS:
         module = libraries.get(name)
         assert module.NAME == name and libraries.version(name).startswith("model of ")

@@ -183,6 +183,19 @@ def test_all_means_the_original_three_and_a_batch_belongs_to_the_batch_strategie
     assert [(t.strategy, t.batch) for t in sweep.trials()] == [
         ("skip_locked_batch", 3), ("guarded", 1), ("skip_locked_batch_in", 3)]
     assert RaceSweep(strategies=["guarded"], batch=3).trials()[0].batch == 1
+
+
+def test_libraries_among_the_strategies_stands_for_every_job_library_s_protocol():
+    """A params section (a list) and --strategy (text) say `libraries` for every protocol the libraries' declaration
+    holds, each followed by its variants: a library declared there is raced without editing the list."""
+    from harness.library_claims import LIBRARY_PROTOCOL_ORDER, LIBRARY_STRATEGIES, LIBRARY_VARIANTS
+
+    assert set(LIBRARY_PROTOCOL_ORDER) == {*LIBRARY_STRATEGIES, *LIBRARY_VARIANTS}
+    for variant, library in LIBRARY_VARIANTS.items():
+        assert LIBRARY_PROTOCOL_ORDER.index(variant) == LIBRARY_PROTOCOL_ORDER.index(library) + 1
+    assert RaceSweep(strategies=["skip_locked", "libraries"]).strategies == ("skip_locked", *LIBRARY_PROTOCOL_ORDER)
+    assert parse_strategies("skip_locked,libraries") == ["skip_locked", *LIBRARY_PROTOCOL_ORDER]
+    assert parse_strategies("libraries,naive") == [*LIBRARY_PROTOCOL_ORDER, "naive"]
     with pytest.raises(UserError, match="guarded claims one job per attempt"):
         RaceParameters("guarded", 2, batch=5)
     for bad in (0, 1001):

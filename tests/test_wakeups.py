@@ -42,6 +42,14 @@ def test_a_wakeup_run_refuses_what_it_cannot_run_in_one_line():
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "shout" in done.stderr
 
 
+def test_all_is_every_library_that_can_both_listen_and_poll_in_a_params_file_as_on_the_command_line():
+    assert wakeups.WakeupSweep().libraries == wakeups.WakeupSweep(libraries="all").libraries == wakeups.offering()
+    assert wakeups.WakeupSweep(libraries=["chancy"]).libraries == wakeups.WakeupSweep(libraries="chancy").libraries \
+        == ("chancy",)
+    with pytest.raises(UserError, match="must be one of"):
+        wakeups.WakeupSweep(libraries="pgboss")
+
+
 @pytest.mark.serial  # pickup latencies: another test beside it would delay the pickups it times
 def test_listening_workers_pick_a_job_up_sooner_than_polling_ones(tmp_path):
     """procrastinate polls every 5 s by default: without LISTEN a job waits for the next poll, with it a worker is

@@ -13,26 +13,45 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from harness.library_claims import (LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES,
+                                    RACED_LIBRARY_STRATEGIES)
 from harness.table_states import TABLE_STATES
+
+
+def by_position(names: tuple[str, ...], palette: tuple, what: str) -> dict:
+    """Each name (a library or a variant of its protocol, in their declaration's order: harness.library_claims) with
+    the palette's value at its position. More names than values fails at import, in one line saying what to add:
+    a value drawn twice would make two libraries one on a chart."""
+    if len(names) > len(palette):
+        raise ValueError(f"{', '.join(names[len(palette):])}: no value left in {what} (harness/article/labels.py "
+                         f"has {len(palette)} for {len(names)} names); add one there")
+    return dict(zip(names, palette))
+
 
 # --------------------------------------------------------------------------- strategies
 
-# The original three first, then the other claims, each family beside its relative.
-STRATEGY_ORDER = ("naive", "guarded", "skip_locked", "naive_transaction", "naive_serializable", "for_update",
-                  "skip_locked_batch", "skip_locked_batch_in", "advisory_lock",
-                  "river", "oban", "que", "que_without_recheck", "good_job", "solid_queue",
-                  "procrastinate", "pgqueuer", "chancy", "pgmq", "pgboss", "graphile_worker")
-STRATEGY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2e8b57",
-                    "naive_transaction": "#e67e22", "naive_serializable": "#8e44ad", "for_update": "#7f8c8d",
-                    "skip_locked_batch": "#16a085", "skip_locked_batch_in": "#b7950b", "advisory_lock": "#d35493",
-                    # the job libraries' protocols: the SKIP LOCKED ones in cool and yellow hues, the advisory-lock
-                    # ones beside advisory_lock's pink
-                    "river": "#17becf", "oban": "#5e35b1", "que": "#f48fb1", "good_job": "#ad1457",
-                    "solid_queue": "#f1c40f",
-                    "que_without_recheck": "#e57373",  # a safeguard taken out: naive's red family
-                    # the libraries also raced with their own workers: every one SKIP LOCKED, in hues of their own
-                    "procrastinate": "#8d6e63", "pgqueuer": "#00897b", "chancy": "#9ccc65", "pgmq": "#3949ab",
-                    "pgboss": "#ff7043", "graphile_worker": "#546e7a"}
+# The study's claims: the original three first, then the other claims, each family beside its relative.
+STUDY_ORDER = ("naive", "guarded", "skip_locked", "naive_transaction", "naive_serializable", "for_update",
+               "skip_locked_batch", "skip_locked_batch_in", "advisory_lock")
+# Then the job libraries' protocols, each followed by its variants, in their declaration's order.
+STRATEGY_ORDER = STUDY_ORDER + LIBRARY_PROTOCOL_ORDER
+STUDY_COLOURS = {"naive": "#c0392b", "guarded": "#2a6fb0", "skip_locked": "#2e8b57",
+                 "naive_transaction": "#e67e22", "naive_serializable": "#8e44ad", "for_update": "#7f8c8d",
+                 "skip_locked_batch": "#16a085", "skip_locked_batch_in": "#b7950b", "advisory_lock": "#d35493"}
+# The job libraries' protocols, by position in their declaration's order (a new library takes the next unused
+# value, after the last of its kind; one declared between two others would move every later one's colour).
+# Those modelled from their sources: the SKIP LOCKED ones in cool and yellow hues, the advisory-lock ones (que,
+# good_job) beside advisory_lock's pink; the last two are not drawn yet.
+MODELLED_HUES = ("#17becf", "#5e35b1", "#f48fb1", "#ad1457", "#f1c40f", "#304ffe", "#cddc39")
+# The libraries also raced with their own workers: every one SKIP LOCKED, in hues of their own; the last two are
+# not drawn yet.
+RACED_HUES = ("#8d6e63", "#00897b", "#9ccc65", "#3949ab", "#ff7043", "#546e7a", "#aa00ff", "#004d40")
+# A protocol with a safeguard taken out (LIBRARY_VARIANTS): naive's red family.
+VARIANT_HUES = ("#e57373",)
+STRATEGY_COLOURS = {**STUDY_COLOURS,
+                    **by_position(MODELLED_LIBRARY_STRATEGIES, MODELLED_HUES, "MODELLED_HUES"),
+                    **by_position(tuple(LIBRARY_VARIANTS), VARIANT_HUES, "VARIANT_HUES"),
+                    **by_position(RACED_LIBRARY_STRATEGIES, RACED_HUES, "RACED_HUES")}
 # Why a strategy has no lost races to count, from its SQL (harness.strategies).
 CANNOT_LOSE = {
     "naive": "its UPDATE does not check the status, so it never sees a loss",
@@ -177,11 +196,15 @@ ENDPOINT_COLOURS = {PRODUCTION_ENDPOINT_LABELS["pending"]: STRATEGY_COLOURS["gua
 # Runner counts are ordered: light to dark as they grow.
 RUNNER_COUNT_TONES = (NEUTRAL["sand"], NEUTRAL["ochre"], NEUTRAL["brown"], NEUTRAL["charcoal"])
 
-# The job libraries: not strategies, so neutral tones of their own.
-LIBRARY_COLOURS = {"procrastinate": NEUTRAL["charcoal"], "pgqueuer": NEUTRAL["ochre"], "chancy": NEUTRAL["olive"],
-                   "pgmq": NEUTRAL["brown"], "pgboss": NEUTRAL["sand"], "graphile_worker": NEUTRAL["grey"]}
-# neutral tones alone are hard to tell apart: each library also has its own point shape and line dash
-LIBRARY_SHAPES = {"procrastinate": "circle", "pgqueuer": "square", "chancy": "triangle-up", "pgmq": "diamond",
-                  "pgboss": "cross", "graphile_worker": "triangle-down"}
-LIBRARY_DASHES = {"procrastinate": [1, 0], "pgqueuer": [6, 3], "chancy": [2, 2], "pgmq": [8, 3, 2, 3],
-                  "pgboss": [4, 4], "graphile_worker": [1, 3]}
+# The job libraries raced with their own workers: not strategies, so neutral tones of their own, by position in their
+# declaration's order (as their hues above); the last one is not drawn yet.
+LIBRARY_TONES = (NEUTRAL["charcoal"], NEUTRAL["ochre"], NEUTRAL["olive"], NEUTRAL["brown"], NEUTRAL["sand"],
+                 NEUTRAL["grey"], NEUTRAL["light grey"])
+# neutral tones alone are hard to tell apart: each library also has its own point shape and line dash (the last two
+# of each not drawn yet)
+LIBRARY_SHAPE_CYCLE = ("circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "triangle-left",
+                       "triangle-right")
+LIBRARY_DASH_CYCLE = ([1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [4, 4], [1, 3], [12, 4], [6, 2, 1, 2])
+LIBRARY_COLOURS = by_position(RACED_LIBRARY_STRATEGIES, LIBRARY_TONES, "LIBRARY_TONES")
+LIBRARY_SHAPES = by_position(RACED_LIBRARY_STRATEGIES, LIBRARY_SHAPE_CYCLE, "LIBRARY_SHAPE_CYCLE")
+LIBRARY_DASHES = by_position(RACED_LIBRARY_STRATEGIES, LIBRARY_DASH_CYCLE, "LIBRARY_DASH_CYCLE")

@@ -7,9 +7,16 @@ the rule fills with figures it has already formatted:
     say = Sentences("races")
     say("F1.ours", duplicate_jobs="9,763", job_count="10,000", share="97.6%", workers="2")
 
+A sentence per library (or per any declared name) is one template per name under
+one prefix (`claim.procrastinate`, `claim.pgmq`, ...), said for every name at once:
+
+    say.each("claim", RACED_LIBRARY_STRATEGIES)  # {name: its claim.<name> sentence}
+
 A key the file lacks, or a field the call does not fill, fails at once, naming
 both; tests/test_wording.py checks every key a section says exists and every key
-its file holds is said.
+its file holds is said: for `say.each`, with its literal prefix and its names (a
+literal list, or a tuple the section imports by name, such as the libraries'
+declaration in harness.library_claims), every `<prefix>.<name>`.
 """
 
 from __future__ import annotations
@@ -51,3 +58,8 @@ class Sentences:
         if unfilled:
             raise KeyError(f"sentence {self.section}:{key} needs {', '.join(sorted(unfilled))}")
         return template.format(**values)
+
+    def each(self, prefix: str, names, **values) -> dict[str, str]:
+        """{name: the template `<prefix>.<name>` filled}, for each name in order. Every template fills what it names
+        of `values`: one library's sentence may name a default that another's has no use for."""
+        return {name: self(f"{prefix}.{name}", **values) for name in names}

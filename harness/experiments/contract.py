@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.errors import UserError
-from harness.strategies import get_strategy
+from harness.strategies import expand_strategies, get_strategy
 
 
 @dataclass
@@ -174,7 +174,8 @@ def as_strategy(name: str, value) -> str:
 
 
 def as_strategies(name: str, values) -> tuple[str, ...]:
-    names = tuple(as_strategy(name, v) for v in _sequence(name, values))
+    """A list of strategies, where `libraries` stands for every job library's protocol (strategies.STRATEGY_GROUPS)."""
+    names = tuple(as_strategy(name, v) for v in expand_strategies(_sequence(name, values)))
     if not names:
         raise UserError("give at least one strategy")
     return names

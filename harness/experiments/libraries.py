@@ -83,11 +83,12 @@ def as_libraries(name: str, values) -> tuple[str, ...]:
 
 
 def parse_libraries(text: str) -> tuple[str, ...]:
-    """One name or a comma-separated list, where 'all' stands for every library installed here and 'models' for
-    every library modelled for a fault run."""
+    """One name or a comma-separated list, where 'all' stands for every library raced here with its own workers
+    (a sweep leaves out those not installed, with one line each) and 'models' for every library modelled for a
+    fault run: the command's --library, and a params section's `libraries` given as text (`libraries: all`)."""
     names = []
     for token in (t.strip() for t in text.split(",") if t.strip()):
-        names += libraries.available() if token == "all" else libraries.MODELS if token == "models" else [token]
+        names += libraries.NAMES if token == "all" else libraries.MODELS if token == "models" else [token]
     names = list(dict.fromkeys(names))
     for name in names:
         libraries.get(name)
@@ -157,7 +158,8 @@ class LibrarySweep(Parameters):
     section ask."""
 
     libraries: tuple = setting(libraries.NAMES, as_libraries, Option(
-        "--library", f"one of {', '.join(libraries.NAMES)}; a comma list; or all (every one installed here); with a "
+        "--library", f"one of {', '.join(libraries.NAMES)}; a comma list; or all (every one; one not installed here "
+                     "is left out, with a line saying what to install); with a "
                      f"fault also {', '.join(libraries.MODELS)} or models (modelled from their sources)",
         parse_libraries, default_text="all"))
     worker_counts: tuple | None = setting(None, lambda name, v: None if v is None else as_ints(name, v), Option(

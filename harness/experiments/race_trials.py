@@ -153,8 +153,9 @@ class RaceSweep(Parameters):
     """Every strategy at every worker count, `repeats` times: what `python -m harness race` and a params section ask."""
 
     strategies: tuple = setting(ORIGINAL_STRATEGIES, as_strategies, Option(
-        "--strategy", f"one of {', '.join(STRATEGIES)}; a comma list; or all (the original three: "
-                      f"{', '.join(ORIGINAL_STRATEGIES)})", parse_strategies, default_text="all"))
+        "--strategy", f"one of {', '.join(STRATEGIES)}; a comma list, where libraries stands for every job library's "
+                      f"protocol; or all (the original three: {', '.join(ORIGINAL_STRATEGIES)})", parse_strategies,
+        default_text="all"))
     worker_counts: tuple = setting(config.DEFAULT_WORKER_COUNTS, as_ints, Option(
         "--workers", "worker counts, comma-separated: a sweep", int_list))
     job_count: int = _as_in_a_trial("job_count", Option("--jobs", "jobs queued per trial", int))

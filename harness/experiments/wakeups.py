@@ -84,16 +84,21 @@ class WakeupParameters(Parameters):
 
 
 def _names(text: str) -> tuple[str, ...]:
+    """One name or a comma-separated list, or 'all': every library that can both listen and poll (offering())."""
     return offering() if text.strip() == "all" else tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def as_wake_libraries(name: str, values) -> tuple[str, ...]:
+    """A list of libraries that can both listen and poll, or text as the command line takes it (`all`: every one)."""
+    return tuple(as_wake_library(name, x) for x in (_names(values) if isinstance(values, str) else values))
 
 
 @dataclass(frozen=True)
 class WakeupSweep(Parameters):
     """Every library, wake-up and arrival interval: what `python -m harness wakeups` asks."""
 
-    libraries: tuple = setting(("procrastinate", "chancy"), lambda name, v: tuple(
-        as_wake_library(name, x) for x in ((v,) if isinstance(v, str) else v)), Option(
-        "--library", "procrastinate or chancy (the libraries that can both listen and poll); a comma list; or all",
+    libraries: tuple = setting("all", as_wake_libraries, Option(
+        "--library", f"{' or '.join(offering())} (the libraries that can both listen and poll); a comma list; or all",
         _names, default_text="all"))
     wakes: tuple = setting(WAKES, lambda name, v: tuple(as_wake(name, x) for x in ((v,) if isinstance(v, str) else v)),
                            Option("--wake", "listen (LISTEN/NOTIFY, then polls) or poll (polls only); a comma list",

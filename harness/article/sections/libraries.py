@@ -291,9 +291,7 @@ def _not_installed(raced: list[str]) -> str:
 
 def _claim_text() -> dict[str, str]:
     """How each library installed here claims, as its source shows."""
-    return {"procrastinate": say("claim.procrastinate"), "pgqueuer": say("claim.pgqueuer"), "chancy": say("claim.chancy"),
-            "pgmq": say("claim.pgmq"),
-            "pgboss": say("claim.pgboss"), "graphile_worker": say("claim.graphile_worker")}
+    return say.each("claim", RACED_LIBRARY_STRATEGIES)
 
 
 DEFAULT_SUFFIX = "_default_s"

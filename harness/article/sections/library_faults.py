@@ -18,6 +18,7 @@ from harness.article.formats import DASH, count, missing, number, span
 from harness.article.prose import join, numbered, table
 from harness.article.sections.libraries import jobs_per_run
 from harness.article.wording import Sentences
+from harness.library_claims import LIBRARY_STRATEGIES
 from harness.storage import open_runs
 
 NAME = "library_faults"
@@ -402,13 +403,7 @@ def _configure_text(recovery: dict) -> dict[str, str]:
     for a recovery off by default, its setting's default once turned on) the sentence names."""
     default = duration(recovery.get("enabled_default_s") if recovery.get("off_by_default")
                        else recovery.get("default_s"))
-    return {"procrastinate": say("configure.procrastinate"), "pgqueuer": say("configure.pgqueuer", default=default),
-            "chancy": say("configure.chancy", default=default), "pgmq": say("configure.pgmq", default=default),
-            "pgboss": say("configure.pgboss", default=default),
-            "graphile_worker": say("configure.graphile_worker", default=default),
-            "river": say("configure.river", default=default), "oban": say("configure.oban", default=default),
-            "que": say("configure.que"), "good_job": say("configure.good_job"),
-            "solid_queue": say("configure.solid_queue", default=default)}
+    return say.each("configure", LIBRARY_STRATEGIES, default=default)
 
 
 def _default(runs: pd.DataFrame) -> str:
@@ -509,16 +504,8 @@ DOCS_COLUMNS = ("library", "what its documentation says about poolers", "read at
 
 def _docs() -> dict[str, tuple[str, str]]:
     """Per library, what its own documentation says about PgBouncer and poolers, and where that was read."""
-    return {"procrastinate": (say("docs.procrastinate"), say("docs_where.procrastinate")),
-            "pgqueuer": (say("docs.pgqueuer"), say("docs_where.pgqueuer")),
-            "chancy": (say("docs.chancy"), say("docs_where.chancy")),
-            "pgmq": (say("docs.pgmq"), say("docs_where.pgmq")),
-            "pgboss": (say("docs.pgboss"), say("docs_where.pgboss")),
-            "graphile_worker": (say("docs.graphile_worker"), say("docs_where.graphile_worker")),
-            "river": (say("docs.river"), say("docs_where.river")), "oban": (say("docs.oban"), say("docs_where.oban")),
-            "que": (say("docs.que"), say("docs_where.que")),
-            "good_job": (say("docs.good_job"), say("docs_where.good_job")),
-            "solid_queue": (say("docs.solid_queue"), say("docs_where.solid_queue"))}
+    docs, where = say.each("docs", LIBRARY_STRATEGIES), say.each("docs_where", LIBRARY_STRATEGIES)
+    return {name: (docs[name], where[name]) for name in LIBRARY_STRATEGIES}
 
 
 def pooler_docs_table(loaded: dict) -> str:
