@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from harness import config
-from harness.server.activity import (achieved_interval_ms, cpu_bound, event_share, samples_frame, share_split,
-                                     wait_shares, within_windows)
+from harness.server.activity import (achieved_interval_ms, cpu_bound, cpu_bound_side, event_share, samples_frame,
+                                     share_split, wait_shares, within_windows)
 from harness.storage import Run, open_runs, stored_runs
 
 CLIENT_LAYOUTS = ("processes", "asyncio")
@@ -227,7 +227,10 @@ def summarise_run(run: Run) -> dict:
         **cpu,
         # the backends' sampled time waiting for their client, and whether the clients' wait for a CPU set the pace
         "waiting_for_client_share": shares.get("Client") if shares else None,
-        "cpu_bound": cpu_bound(cpu.get("client_runnable_share"), cpu.get("client_running_share")),
+        "cpu_bound": cpu_bound(cpu.get("client_runnable_share"), cpu.get("client_running_share"),
+                               cpu.get("backend_runnable_share")),
+        "cpu_bound_side": cpu_bound_side(cpu.get("client_runnable_share"), cpu.get("client_running_share"),
+                                         cpu.get("backend_runnable_share")),
         "sampler": bool(cfg.get("sampler", True)),
         "cpus": cfg.get("cpus", "shared"),  # runs stored before the layout could change shared every CPU
         "sampler_interval_ms": achieved_interval_ms(samples) if cfg.get("sampler", True) else None,

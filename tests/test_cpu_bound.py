@@ -1,8 +1,9 @@
 """The CPU-bound rule, the sampler's windows and the CPU layouts, on real races stored and summarised.
 
-A point is CPU-bound when its worker processes waited for a CPU at least half of
-their window (harness.server.activity.cpu_bound). Both outcomes are made for real:
-two workers on a quiet machine, and 32 niced workers sharing one CPU with a spinning process.
+A point is CPU-bound when its worker processes, or their backends, waited for a CPU at least half of
+their window (harness.server.activity.cpu_bound). Every outcome is made for real: two workers on a quiet
+machine (neither side), 32 niced workers sharing one CPU with a spinning process (the clients), and a niced
+server pinned to one CPU beside a spinner while its workers have the other (the server).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from harness.article.sections import should_switch
 from harness.article import analysis, charts, findings
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceSweep
-from harness.server import activity
+from harness.server import activity, cpus, database
 from harness.storage import Run, read_json
 from conftest import handed
 
@@ -103,6 +104,15 @@ def test_a_client_that_is_never_idle_is_cpu_bound_too(runnable, running, expecte
     assert activity.cpu_bound(runnable, running) is expected
 
 
+@pytest.mark.parametrize("client, running, backend, side", [
+    (0.1, 0.3, 0.2, ""), (0.1, 0.3, 0.49, ""), (0.1, 0.3, 0.5, activity.SERVER), (0.6, 0.1, 0.2, activity.CLIENTS),
+    (0.05, 0.9, 0.1, activity.CLIENTS), (0.6, None, 0.7, activity.BOTH), (None, None, 0.7, activity.SERVER),
+    (0.2, None, None, ""), (None, None, None, None), (float("nan"), None, float("nan"), None)])
+def test_either_side_waiting_for_a_cpu_half_its_window_marks_the_point(client, running, backend, side):
+    assert activity.cpu_bound_side(client, running, backend) == side
+    assert activity.cpu_bound(client, running, backend) is (None if side is None else side != "")
+
+
 def test_only_samples_inside_their_workers_window_are_kept():
     samples = activity.samples_frame(seqs=[0, 0, 1, 1, 2], times=[5, 5, 15, 15, 30], pids=[1, 2, 1, 2, 1],
                                      states=["active"] * 5, types=[None] * 5, events=[None] * 5)
@@ -126,9 +136,11 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
         summary = Run(run_dir).summary
         assert summary["cpu_bound"] is False, summary["client_runnable_share"]
         assert summary["client_runnable_share"] < activity.CPU_BOUND_CLIENT_RUNNABLE_SHARE
+        assert summary["backend_runnable_share"] < activity.CPU_BOUND_BACKEND_RUNNABLE_SHARE
     for run_dir in bound:
         summary = Run(run_dir).summary
         assert summary["cpu_bound"] is True, summary["client_runnable_share"]
+        assert summary["cpu_bound_side"] in (activity.CLIENTS, activity.BOTH)
         # the server waited for its clients, not the other way round
         assert summary["waiting_for_client_share"] > 0.5
     frame = analysis.race_summary(free + bound)
@@ -147,6 +159,42 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
     assert '"rect"' in spec and "CPU-bound" in spec
     free_only = analysis.over_repeats(analysis.race_summary(free))
     assert '"rect"' not in json.dumps(charts.throughput_chart(free_only).to_dict())
+
+
+SERVER_SPINNERS = 2  # on the server's one CPU at normal priority, beside a niced postmaster's backends
+
+
+def test_a_race_whose_backends_wait_for_a_cpu_is_cpu_bound_by_the_server(tmp_path):
+    """The server starved, its clients not: a throwaway server niced to the lowest priority, pinned (with the
+    race's cpus="split") to one CPU where spinners run at normal priority, its four workers alone on the other CPUs."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs: one for the starved server, one for its workers")
+    server_cpus, _ = cpus.split_cpus()
+    context = mp.get_context("fork")
+    with database.open_database("embedded") as server:
+        with database.connect(server.url) as conn:
+            postmaster = psutil.Process(conn.pgconn.backend_pid).parent()
+        postmaster.nice(19)  # the race's backends are forked from it, and inherit its priority
+        hogs = [context.Process(target=_spin, daemon=True) for _ in range(SERVER_SPINNERS)]
+        own = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, server_cpus)
+        try:
+            for hog in hogs:
+                hog.start()
+        finally:
+            os.sched_setaffinity(0, own)
+        try:
+            runs = sweep(server, tmp_path, ["guarded"], [4], job_count=BUSY_JOBS, cpus="split")
+        finally:
+            for hog in hogs:
+                hog.kill()
+                hog.join(5)
+    summary = Run(runs[0]).summary
+    assert summary["backend_runnable_share"] >= activity.CPU_BOUND_BACKEND_RUNNABLE_SHARE, summary
+    assert summary["client_runnable_share"] < activity.CPU_BOUND_CLIENT_RUNNABLE_SHARE, summary
+    assert summary["cpu_bound"] is True and summary["cpu_bound_side"] == activity.SERVER
+    races = compare.Races(analysis.race_summary(runs))
+    assert races.cpu_bound_workers("guarded") == [4] and races.workers("guarded", cpu_free=True) == []
 
 
 def test_findings_json_names_the_worker_counts_each_verdict_used(db, tmp_path):

@@ -16,7 +16,7 @@ from harness.errors import UserError
 from harness.experiments import libraries as library_runs
 from harness.experiments import registry
 from harness.libraries import runtime
-from harness.server import database, pgstats
+from harness.server import activity, database, pgstats
 from harness.storage import read_json
 from harness.strategies import STRATEGIES
 
@@ -44,6 +44,14 @@ def test_a_library_drains_a_small_queue_with_its_own_workers_each_job_once(db, t
     assert summary["jobs_per_s"] > 0 and summary["pickup_p99_ms"] >= summary["pickup_p50_ms"] >= 0
     assert summary["wal_bytes_per_job"] > 0 and summary["transactions_per_job"] > 0
     assert summary["statements_per_job"] is None or summary["statements_per_job"] > 0
+    # both sides of the CPU-bound rule were read: the workers' and their backends' wait for a CPU
+    assert 0 <= summary["client_runnable_share"] < 1
+    backend = summary["backend_runnable_share"]
+    # read every 0.1 s: a drain of a few tenths may end before the backends are read twice
+    assert (0 <= backend < 1) if summary["drain_s"] >= 0.5 else (backend is None or 0 <= backend < 1), summary
+    assert summary["cpu_bound"] is activity.cpu_bound(summary["client_runnable_share"],
+                                                      summary["client_running_share"],
+                                                      summary["backend_runnable_share"])
     audit = pd.read_parquet(run / "audit.parquet")
     assert (audit["event"] == "enqueued").sum() == 120 and audit.loc[audit["event"] == "claimed", "job_id"].is_unique
     executions = pd.read_parquet(run / "executions.parquet")

@@ -301,7 +301,8 @@ def sampler_facts(paths: list[Path], summary: pd.DataFrame | None = None) -> dic
 
 def cpu_bound_facts(summary: pd.DataFrame) -> dict:
     """What the CPU-bound rule (harness.server.activity.cpu_bound) marks in a sweep: the worker counts, and the
-    worker processes' share of time waiting for a CPU on either side of the line (each point's highest repeat)."""
+    share of time the workers and their backends waited for a CPU on either side of the line (each point's highest
+    repeat)."""
     if not len(summary) or "client_runnable_share" not in summary:
         return {}
     # per point its highest repeat: a point is CPU-bound when any repeat crossed the line, so that repeat says why
@@ -309,10 +310,12 @@ def cpu_bound_facts(summary: pd.DataFrame) -> dict:
         share=("client_runnable_share", "max"), backend=("backend_runnable_share", "max"),
         bound=("cpu_bound", lambda v: bool(v.fillna(False).astype(bool).any()))).reset_index()
     free, bound = points[~points["bound"]], points[points["bound"]]
+    # a bound point crossed the line on its clients' side or its backends': the larger of the two says how far
+    crossed = bound[["share", "backend"]].max(axis=1)
     return {"bound_workers": sorted({int(w) for w in bound["worker_count"]}),
             "free_workers": sorted({int(w) for w in free["worker_count"]} - {int(w) for w in bound["worker_count"]}),
             "free_share_max": float(free["share"].max()) if len(free) else np.nan,
-            "bound_share_min": float(bound["share"].min()) if len(bound) else np.nan,
+            "bound_share_min": float(crossed.min()) if len(bound) else np.nan,
             "free_backend_max": float(free["backend"].max()) if len(free) else np.nan}
 
 

@@ -293,7 +293,8 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         library.install(url)
         # the workers through PgBouncer where asked; the harness's own statements go to the server directly
         via = through.enter_context(pooler.pooled(url, p.pooler, workers_needed(p)))
-        with database.connect(url) as conn:
+        # the watch reads pg_stat_activity from another database: the library's logs every statement sent to it
+        with database.connect(url) as conn, db.connect() as watching:
             runtime.install_audit(conn, library)
             local = activity.server_is_local(conn)
             library.enqueue(url, p.job_count)
@@ -309,11 +310,13 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 readies.append(ready)
             try:
                 runtime.wait_until_ready(p.library, readies)
-                backends = [int(r[0]) for r in conn.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")]
+                list_backends = _backends_of(watching, {conn.pgconn.backend_pid, watching.pgconn.backend_pid})
+                backends = list_backends()
                 before = _counters(conn, library)
                 server_cpu_before = activity.server_cpu_ns(conn)
                 log_from = _log_size(server_log)  # after the harness's own statements on this database
+                # the backends' wait for a CPU, beside the workers' own (their timings): either side marks a run
+                watch = activity.BackendWatch(list_backends).start() if local else None
                 released_ns = time.time_ns()
                 start.set()
                 bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
@@ -330,6 +333,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                     process.kill()
                     process.join(10)
                 ended_ns = time.time_ns()
+                backend_shares = watch.stop() if watch else {}
                 through.close()  # a pooler's server sessions end with it, once every worker has gone
                 statements = _statements_logged(server_log, log_from)
                 pgstats.wait_for_backends_to_exit(conn, backends)
@@ -363,7 +367,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                      if server_cpu_before is not None and server_cpu_after is not None else None)
     summary = summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after,
                         None if statements is None else int(statements["calls"].sum()),
-                        server_cpu_ms, advisory_locks, len(stopped))
+                        server_cpu_ms, advisory_locks, len(stopped), backend_shares)
     summary |= {"probe_listeners": probe and probe["listeners"], "probe_notifications": probe and probe["notifications"],
                 "probe_transactions": probe and probe["transactions"], "pooler": p.pooler,
                 "workers_with_errors": runtime.workers_with_errors(errors)}
@@ -382,6 +386,15 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                    "pooler": via.describe()},
         checks=checks,
         results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
+
+
+def _backends_of(watching, harness_own: set[int]):
+    """Lists the backends on the library's database (runtime.DATABASE), but the harness's own."""
+    def listed() -> list[int]:
+        return [int(r[0]) for r in watching.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", (runtime.DATABASE,)) if int(r[0]) not in harness_own]
+
+    return listed
 
 
 STOP_GRACE_S = 10.0  # how long a worker asked to stop may take before it is killed (and counted as stopped)
@@ -438,7 +451,7 @@ def _read_logs(logs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def summarise(p: LibraryParameters, audit: pd.DataFrame, executions: pd.DataFrame, timings: pd.DataFrame,
               released_ns: int, ended_ns: int, wal_bytes: int, before: dict, after: dict, statements: int | None,
-              server_cpu_ms: float | None, advisory_locks: int, stopped: int) -> dict:
+              server_cpu_ms: float | None, advisory_locks: int, stopped: int, backend_shares: dict) -> dict:
     """One run's figures, per job where the name says so."""
     claims = audit[audit["event"] == "claimed"]
     per_job = claims.groupby("job_id").size()
@@ -477,7 +490,9 @@ def summarise(p: LibraryParameters, audit: pd.DataFrame, executions: pd.DataFram
         "dead_tuples_per_job": per(after["dead_tuples"] - before["dead_tuples"]),
         "server_cpu_ms_per_job": per(server_cpu_ms),
         "client_runnable_share": runnable, "client_running_share": running,
-        "cpu_bound": activity.cpu_bound(runnable, running),
+        "backend_runnable_share": backend_shares.get("runnable_share"),
+        "backend_running_share": backend_shares.get("running_share"),
+        "cpu_bound": activity.cpu_bound(runnable, running, backend_shares.get("runnable_share")),
         "advisory_locks_left": advisory_locks, "workers_stopped_at_bound": stopped,
     }
 
@@ -490,8 +505,14 @@ SHOWN = ("library", "version", "level", "pooler", "worker_count", "jobs", "execu
 
 
 def stored_summary(run: Run) -> dict:
-    """A libraries or wake-ups run's figures: what the run summarised from its rows when it was stored."""
-    return run.results["summary"]
+    """A libraries or wake-ups run's figures: what the run summarised from its rows when it was stored, with the
+    CPU-bound mark from today's rule (a run stored before the backends were watched is judged on its workers)."""
+    summary = run.results["summary"]
+    if "client_runnable_share" not in summary:  # a wake-ups run
+        return summary
+    shares = (summary.get("client_runnable_share"), summary.get("client_running_share"),
+              summary.get("backend_runnable_share"))
+    return summary | {"cpu_bound": activity.cpu_bound(*shares), "cpu_bound_side": activity.cpu_bound_side(*shares)}
 
 
 def show_runs(paths, as_json: bool) -> None:

@@ -30,10 +30,12 @@ Public API::
     schedstat_delta(start, end) -> (cpu_ns, run_delay_ns, timeslices) | None
     share_split(deltas) -> dict                                   # over per-process windows
     time_split(before, after, wall_ns) -> dict
+    BackendWatch(list_pids).start(); .stop() -> share_split of backends a harness does not drive
     samples_frame(...) -> DataFrame                                 # no arguments: no samples
     within_windows(samples, windows) -> DataFrame                 # only samples inside each backend's window
     achieved_interval_ms(samples) -> float | None                 # median time between the sampler's ticks
-    cpu_bound(client_runnable_share) -> bool | None               # the rule that marks a point CPU-bound
+    cpu_bound(client_runnable_share, client_running_share, backend_runnable_share) -> bool | None  # the rule
+    cpu_bound_side(...) -> 'clients' | 'server' | 'both' | '' | None   # which side crossed the line
 """
 
 from __future__ import annotations
@@ -367,6 +369,58 @@ def schedstat_snapshot(pids) -> dict[int, tuple[int, int, int] | None]:
     return {pid: read_schedstat(pid) for pid in pids}
 
 
+class BackendWatch:
+    """The run-queue share of backends a harness does not drive itself (a job library's workers open them, some only
+    once they start): list_pids() names them, and their schedstat is read at start() and then every interval until
+    stop(), keeping each backend's first and last reading, so one that connects late or exits early counts over the
+    time it was seen. Each backend's window is from its first reading to its last."""
+
+    def __init__(self, list_pids, interval_seconds: float = 0.1):
+        self.list_pids = list_pids
+        self.interval_seconds = interval_seconds
+        self.first: dict = {}
+        self.last: dict = {}
+        self.error: BaseException | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="claimrace-backend-watch", daemon=True)
+
+    def _read(self) -> None:
+        now = time.monotonic_ns()
+        pids = set(self.list_pids()) | set(self.first)
+        for pid, reading in schedstat_snapshot(pids).items():
+            if reading is None:
+                continue
+            self.first.setdefault(pid, (reading, now))
+            self.last[pid] = (reading, now)
+
+    def _poll(self) -> None:
+        while not self._stopping.wait(self.interval_seconds):
+            try:
+                self._read()
+            except Exception as error:  # the shares then cover what was read; stop() says so
+                self.error = error
+                return
+
+    def start(self) -> BackendWatch:
+        self._read()
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict:
+        """share_split over the backends watched: running_share and runnable_share (None where none was read)."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        if self.error is None:
+            self._read()
+        deltas = []
+        for pid, (start, began_ns) in self.first.items():
+            end, ended_ns = self.last.get(pid, (None, began_ns))
+            delta = schedstat_delta(start, end)
+            deltas.append(None if delta is None or ended_ns <= began_ns else (*delta, ended_ns - began_ns))
+        return share_split(deltas)
+
+
 def schedstat_delta(start, end) -> tuple[int, int, int] | None:
     """(CPU ns, run-queue delay ns, timeslices) between two readings of one process; None if either is missing
     or the pid now names a new process (its counters went backwards)."""
@@ -432,24 +486,42 @@ def achieved_interval_ms(samples: pd.DataFrame) -> float | None:
     return float(np.median(np.diff(ticks)) / 1e6) if len(ticks) > 1 else None
 
 
-# A point is CPU-bound when its worker processes spent at least half of their windows runnable, waiting for a
-# CPU. A worker's window is its time on a CPU, its time waiting for the server and its time waiting for a CPU;
-# at half, the wait for a CPU is at least as long as everything else together, and its backend mostly sits
-# idle waiting for it ("waiting for the client"), so the race's figures say how this machine schedules the
-# clients, not what the server's locks do. The threshold is a fixed half for that reason. Most points on this
-# machine fall far either side of it (the article shows every point's share); a point whose repeats straddle it
-# counts as CPU-bound if any repeat is (analysis.over_repeats), so it is left out rather than judged.
+# A point is CPU-bound when its worker processes, or their backends, spent at least half of their windows runnable,
+# waiting for a CPU. A process's window is its time on a CPU, its time waiting on the other side (the server, or
+# the client) and its time waiting for a CPU; at half, the wait for a CPU is at least as long as everything else
+# together, so the race's figures say how this machine schedules its processes, not what the server's locks do.
+# Either side counts: starved clients leave their backends idle ("waiting for the client"), and starved backends
+# time-slice the CPUs while holding row locks, which lengthens every lock wait and every lost race. The threshold is
+# a fixed half for that reason. A point whose repeats straddle it counts as CPU-bound if any repeat is
+# (analysis.over_repeats), so it is left out rather than judged.
 CPU_BOUND_CLIENT_RUNNABLE_SHARE = 0.5
+CPU_BOUND_BACKEND_RUNNABLE_SHARE = CPU_BOUND_CLIENT_RUNNABLE_SHARE  # the same line, on the server's side
 # A client process that drives many connections (the asyncio layout) is CPU-bound when it is never idle: on a
 # CPU or waiting for one at least this share of its window, so the server waits for it, not it for the server.
 CPU_BOUND_CLIENT_BUSY_SHARE = 0.9
+# Which side crossed the line: the values of cpu_bound_side
+CLIENTS, SERVER, BOTH = "clients", "server", "both"
 
 
-def cpu_bound(client_runnable_share, client_running_share=None) -> bool | None:
-    """Whether a race was CPU-bound: its clients waited for a CPU CPU_BOUND_CLIENT_RUNNABLE_SHARE of their window,
-    or were busy (on a CPU or waiting for one) CPU_BOUND_CLIENT_BUSY_SHARE of it; None when not measured."""
-    if client_runnable_share is None or pd.isna(client_runnable_share):
+def _measured(share) -> bool:
+    return share is not None and not pd.isna(share)
+
+
+def cpu_bound_side(client_runnable_share, client_running_share=None, backend_runnable_share=None) -> str | None:
+    """Which side of a race was CPU-bound: CLIENTS (they waited for a CPU CPU_BOUND_CLIENT_RUNNABLE_SHARE of their
+    window, or were busy CPU_BOUND_CLIENT_BUSY_SHARE of it), SERVER (the backends waited for a CPU
+    CPU_BOUND_BACKEND_RUNNABLE_SHARE of theirs), BOTH, or "" for neither; None when neither side was measured."""
+    if not _measured(client_runnable_share) and not _measured(backend_runnable_share):
         return None
-    busy = client_runnable_share + (0.0 if client_running_share is None or pd.isna(client_running_share)
-                                    else client_running_share)
-    return bool(client_runnable_share >= CPU_BOUND_CLIENT_RUNNABLE_SHARE or busy >= CPU_BOUND_CLIENT_BUSY_SHARE)
+    clients = False
+    if _measured(client_runnable_share):
+        busy = client_runnable_share + (client_running_share if _measured(client_running_share) else 0.0)
+        clients = client_runnable_share >= CPU_BOUND_CLIENT_RUNNABLE_SHARE or busy >= CPU_BOUND_CLIENT_BUSY_SHARE
+    server = _measured(backend_runnable_share) and backend_runnable_share >= CPU_BOUND_BACKEND_RUNNABLE_SHARE
+    return BOTH if clients and server else CLIENTS if clients else SERVER if server else ""
+
+
+def cpu_bound(client_runnable_share, client_running_share=None, backend_runnable_share=None) -> bool | None:
+    """Whether a race was CPU-bound on either side (cpu_bound_side); None when neither side was measured."""
+    side = cpu_bound_side(client_runnable_share, client_running_share, backend_runnable_share)
+    return None if side is None else bool(side)
