@@ -10,8 +10,9 @@ The process is forked, asks to die with the harness (SIGKILL included), opens
 and prepares every connection, waits at the same kind of barrier, then starts
 every task at once. Each task runs one statement at a time on its connection,
 through libpq's non-blocking calls and psycopg's waiting functions, and keeps
-the same raw records as a worker process (`WorkerRecord`); its CPU and run-queue
-figures are the one process's, since every task shares it. Only the original
+the same raw records as a worker process, noted by the same bookkeeping and
+stopped by the same rule (`claim_records.ClaimRecords`, then a `WorkerRecord`);
+its CPU and run-queue figures are the one process's, since every task shares it. Only the original
 three strategies are raced this way: their attempts are one or two statements
 whose outcome the same settle functions decide.
 """
