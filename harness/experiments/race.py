@@ -54,12 +54,11 @@ from harness.server.activity import read_schedstat, schedstat_delta
 from harness.server.delay import DelayedStatements
 from harness.errors import RaceError
 from harness.strategies import get_strategy, without_cleanup
-from harness.claim_steps import EMPTY, ERROR, WON, AttemptNotes
+from harness.claim_steps import AttemptNotes
+from harness.experiments.claim_records import NO_DEADLINE, ClaimRecords
 
 # fork: 100 workers start in well under a second and inherit the imported modules.
 _CONTEXT = mp.get_context("fork")
-_MAX_CONSECUTIVE_ERRORS = 1000  # a worker that only errors is broken, not racing
-_NO_DEADLINE = 2**63 - 1  # a drain race: the loop's deadline test never fires
 CLIENT_LAYOUT = "processes"  # the name a manifest and summary --json give this layout
 CLIENT_LAYOUT_TEXT = "one process per worker, one connection each, blocking calls"
 
@@ -118,64 +117,30 @@ class RaceResult:
         return self.pause_ms > 0 or self.jitter_ms > 0
 
 
-def _claim_loop(pgconn, claim, deadline_ns: int, starts: list, ends: list, outcomes: list, jobs: list,
+def _claim_loop(pgconn, claim, records: ClaimRecords, deadline_ns: int = NO_DEADLINE,
                 stop_when_empty: bool = True) -> None:
-    """One connection, blocking calls: two clock reads, one claim, four list appends per attempt.
-
-    list.append costs half a numpy item store and never needs a capacity
-    check; the lists become arrays after the race. The end time is stored, not
-    the latency, to keep the subtraction out of the loop.
-    """
-    clock = time.monotonic_ns
-    add_start, add_end, add_outcome, add_job = starts.append, ends.append, outcomes.append, jobs.append
-    consecutive_errors = 0
-    ended = 0
-    while ended < deadline_ns:
-        began = clock()
+    """One connection, blocking calls: one claim per attempt, the bookkeeping in records (claim_records)."""
+    began, note = records.start(pgconn, deadline_ns, stop_when_empty)
+    while began:
         outcome, job_id = claim(pgconn)
-        ended = clock()
-        add_start(began)
-        add_end(ended)
-        add_outcome(outcome)
-        add_job(job_id)
-        if outcome > WON:  # rare paths only: lost, empty, error
-            if outcome == EMPTY and stop_when_empty:
-                return
-            if outcome == ERROR:
-                consecutive_errors += 1
-                if consecutive_errors >= _MAX_CONSECUTIVE_ERRORS:
-                    raise RuntimeError(f"{consecutive_errors} consecutive failed claims: "
-                                       f"{pgconn.get_error_message().decode(errors='replace').strip()}")
-            else:
-                consecutive_errors = 0
-        else:
-            consecutive_errors = 0
+        began = note(began, outcome, job_id)
 
 
-def _slow_loop(pgconn, claim_stepwise, pause_seconds: float, jitter_seconds: float, seed: int, records: tuple,
-               reads: list, writes: list) -> None:
+def _slow_loop(pgconn, claim_stepwise, pause_seconds: float, jitter_seconds: float, seed: int,
+               records: ClaimRecords, reads: list, writes: list) -> None:
     """The slowed-down race: a pause between the read and the write, a random pause between attempts."""
     clock = time.monotonic_ns
-    starts, ends, outcomes, jobs = records
     jitter = random.Random(seed)
-    consecutive_errors = 0
+    _, note = records.start(pgconn)  # an attempt begins after its pause, so the loop reads its own start
     while True:
         time.sleep(jitter.uniform(0.0, jitter_seconds))
         began = clock()
         outcome, job_id, read_end, write_start = claim_stepwise(pgconn, pause_seconds, clock)
-        ended = clock()
-        starts.append(began)
-        ends.append(ended)
-        outcomes.append(outcome)
-        jobs.append(job_id)
+        going_on = note(began, outcome, job_id)
         reads.append(read_end)
         writes.append(write_start)
-        if outcome == EMPTY:
+        if not going_on:
             return
-        consecutive_errors = consecutive_errors + 1 if outcome == ERROR else 0
-        if consecutive_errors >= _MAX_CONSECUTIVE_ERRORS:
-            raise RuntimeError(f"{consecutive_errors} consecutive failed claims: "
-                               f"{pgconn.get_error_message().decode(errors='replace').strip()}")
 
 
 class _TimedConnection:
@@ -267,7 +232,7 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
             strategy.prepare(pgconn, batch)
             # the worker's own connection, or one that sleeps a round trip per statement (the cross-check)
             claims_conn = DelayedStatements(pgconn, client_rtt_ms) if client_rtt_ms else pgconn
-        starts, ends, outcomes, jobs = records = ([], [], [], [])
+        records = ClaimRecords()
         reads: list[int] = []
         writes: list[int] = []
         round_trips: list[int] = []
@@ -287,19 +252,16 @@ def _process_main(worker_index: int, parent_pid: int, url: str, strategy_name: s
         if slowed:
             _slow_loop(claims_conn, claim_stepwise, pause_seconds, jitter_seconds, worker_index, records, reads, writes)
         else:
-            deadline = _NO_DEADLINE if duration_seconds is None else released + int(duration_seconds * 1e9)
+            deadline = NO_DEADLINE if duration_seconds is None else released + int(duration_seconds * 1e9)
             # a drain race ends a worker at its first empty answer; a timed one keeps asking, as pgbench does
-            _claim_loop(target, claim, deadline, *records, stop_when_empty=duration_seconds is None)
+            _claim_loop(target, claim, records, deadline, stop_when_empty=duration_seconds is None)
         schedstat_end = read_schedstat(backend_pid)
         own_end = read_schedstat(os.getpid())
         ended = time.monotonic_ns()
         cpu = _cpu_ns() - cpu_at_release
-        start = np.array(starts, dtype=np.int64)
         own = schedstat_delta(own_start, own_end)
         record = WorkerRecord(
-            worker_index=worker_index, released_ns=released, start_ns=start,
-            latency_ns=np.array(ends, dtype=np.int64) - start, outcome=np.array(outcomes, dtype=np.int8),
-            job_id=np.array(jobs, dtype=np.int64), backend_pid=backend_pid, cpu_ns=cpu,
+            worker_index=worker_index, released_ns=released, **records.arrays(), backend_pid=backend_pid, cpu_ns=cpu,
             max_rss_bytes=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,  # KiB on Linux
             private_bytes=_private_bytes(),
             round_trip_ns=np.array(round_trips, dtype=np.int64) if instrument else None,

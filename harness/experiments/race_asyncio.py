@@ -10,8 +10,9 @@ The process is forked, asks to die with the harness (SIGKILL included), opens
 and prepares every connection, waits at the same kind of barrier, then starts
 every task at once. Each task runs one statement at a time on its connection,
 through libpq's non-blocking calls and psycopg's waiting functions, and keeps
-the same raw records as a worker process (`WorkerRecord`); its CPU and run-queue
-figures are the one process's, since every task shares it. Only the original
+the same raw records as a worker process, noted by the same bookkeeping and
+stopped by the same rule (`claim_records.ClaimRecords`, then a `WorkerRecord`);
+its CPU and run-queue figures are the one process's, since every task shares it. Only the original
 three strategies are raced this way: their attempts are one or two statements
 whose outcome the same settle functions decide.
 """
@@ -26,7 +27,6 @@ import queue
 import time
 import traceback
 
-import numpy as np
 from psycopg import generators, waiting
 
 from harness import config
@@ -35,12 +35,12 @@ from harness.children import die_with_parent
 from harness.experiments.race import RaceResult, WorkerRecord
 from harness.server.activity import read_schedstat, schedstat_delta
 from harness.strategies import ORIGINAL_STRATEGIES, get_strategy, settle_for
-from harness.claim_steps import EMPTY, ERROR, failed_statement
+from harness.claim_steps import EMPTY, failed_statement
+from harness.experiments.claim_records import ClaimRecords
 
 _CONTEXT = mp.get_context("fork")
 _TUPLES_OK = 2  # pq.ExecStatus.TUPLES_OK
 _OK = (1, 2)  # COMMAND_OK, TUPLES_OK
-_MAX_CONSECUTIVE_ERRORS = 1000
 CLIENT_LAYOUT = "asyncio"
 CLIENT_LAYOUT_TEXT = "one process, one asyncio loop, every connection a task of its own"
 
@@ -83,28 +83,16 @@ def _claim_for(strategy_name: str):
 
 
 async def _task(index: int, pgconn, claim, released: list, records: dict) -> None:
-    clock = time.monotonic_ns
-    starts, ends, outcomes, jobs = [], [], [], []
+    """One connection's loop: one awaited claim per attempt, the bookkeeping in ClaimRecords (claim_records)."""
+    attempts = ClaimRecords()
     backend_pid = pgconn.backend_pid
-    released[index] = clock()
+    released[index] = time.monotonic_ns()
     schedstat_start = read_schedstat(backend_pid)
-    errors = 0
-    while True:
-        began = clock()
+    began, note = attempts.start(pgconn)
+    while began:
         outcome, job_id = await claim(pgconn)
-        ended = clock()
-        starts.append(began)
-        ends.append(ended)
-        outcomes.append(outcome)
-        jobs.append(job_id)
-        if outcome == EMPTY:
-            break
-        errors = errors + 1 if outcome == ERROR else 0
-        if errors >= _MAX_CONSECUTIVE_ERRORS:
-            raise RuntimeError(f"{errors} consecutive failed claims: "
-                               f"{pgconn.get_error_message().decode(errors='replace').strip()}")
-    records[index] = (starts, ends, outcomes, jobs, backend_pid, schedstat_start, read_schedstat(backend_pid),
-                      clock())
+        began = note(began, outcome, job_id)
+    records[index] = (attempts, backend_pid, schedstat_start, read_schedstat(backend_pid), time.monotonic_ns())
 
 
 def _client_main(parent_pid: int, url: str, strategy_name: str, worker_count: int, barrier, results) -> None:
@@ -133,12 +121,9 @@ def _client_main(parent_pid: int, url: str, strategy_name: str, worker_count: in
         cpu = time.process_time_ns() - cpu_start
         workers = []
         for i in range(worker_count):
-            starts, ends, outcomes, jobs, backend_pid, schedstat_start, schedstat_end, ended = records[i]
-            start = np.array(starts, dtype=np.int64)
+            attempts, backend_pid, schedstat_start, schedstat_end, ended = records[i]
             workers.append(WorkerRecord(
-                worker_index=i, released_ns=released[i], start_ns=start,
-                latency_ns=np.array(ends, dtype=np.int64) - start, outcome=np.array(outcomes, dtype=np.int8),
-                job_id=np.array(jobs, dtype=np.int64), backend_pid=backend_pid,
+                worker_index=i, released_ns=released[i], **attempts.arrays(), backend_pid=backend_pid,
                 # every task shares the one process: its CPU and its wait for a CPU are each task's too
                 cpu_ns=cpu, backend_schedstat_start=schedstat_start, backend_schedstat_end=schedstat_end,
                 ended_ns=ended, client_run_delay_ns=own[1] if own else None))
