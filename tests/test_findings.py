@@ -133,26 +133,50 @@ def test_f4_guarded_never_hands_a_job_out_twice(duplicates, expected):
 
 
 @pytest.mark.parametrize("per_worker, expected, parts", [
-    ({2: [0.9, 1.1], 4: [2.2, 2.5], 8: [4.0, 4.6]}, CONFIRMED, (CONFIRMED, CONFIRMED)),
-    ({2: [0.2, 0.4], 4: [2.2, 2.5], 8: [4.0, 4.6]}, CONFIRMED_DIFFERENT_SIZE, (CONFIRMED, CONFIRMED_DIFFERENT_SIZE)),
-    ({4: [2.2, 2.5], 8: [4.0, 4.6]}, CONFIRMED_DIFFERENT_SIZE, (CONFIRMED, NOT_MEASURED)),  # no 2-worker point
-    ({2: [0.9, 3.0], 4: [2.2, 2.5], 8: [2.8, 4.6]}, NOT_DISTINGUISHABLE, (NOT_DISTINGUISHABLE, CONFIRMED)),
-    ({2: [3.0, 3.1], 4: [2.0, 2.1], 8: [1.0, 1.1]}, NOT_REPRODUCED, (NOT_REPRODUCED, CONFIRMED_DIFFERENT_SIZE)),
+    # the share of the N-1 ceiling rises (0.14 -> 0.16 -> 0.22): faster than workers, and about 22 at 100
+    ({4: [0.4, 0.45], 8: [1.1, 1.2], 100: [21.8, 22.3]}, CONFIRMED, (CONFIRMED, NOT_MEASURED, CONFIRMED)),
+    ({4: [0.4, 0.45], 8: [1.1, 1.2], 100: [40.0, 41.0]}, CONFIRMED_DIFFERENT_SIZE,
+     (CONFIRMED, NOT_MEASURED, CONFIRMED_DIFFERENT_SIZE)),
+    # (0.5 -> 0.8 -> 0.9), half the original's about 1 at 2 workers: at 2 the share is at most 100%, so about 1
+    # there leaves no room to rise
+    ({2: [0.45, 0.5], 4: [2.4, 2.5], 8: [6.3, 6.4]}, CONFIRMED_DIFFERENT_SIZE,
+     (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, NOT_MEASURED)),
+    ({4: [2.2, 2.5], 8: [6.0, 6.6]}, CONFIRMED, (CONFIRMED, NOT_MEASURED, NOT_MEASURED)),  # no size to compare
+    # the share falls (0.95 -> 0.6 -> 0.45): lost races rise, but slower than workers
+    ({2: [0.9, 1.0], 4: [1.7, 1.9], 8: [3.0, 3.3]}, CORRECTED, (CORRECTED, CONFIRMED, NOT_MEASURED)),
+    ({2: [0.3, 1.0], 4: [1.0, 2.5], 8: [2.0, 6.0]}, NOT_DISTINGUISHABLE,
+     (NOT_DISTINGUISHABLE, CONFIRMED, NOT_MEASURED)),
     ({4: [1.4]}, NOT_MEASURED, ()),
 ])
-def test_f5_lost_races_per_win_rise_and_are_sized_against_the_ceiling(per_worker, expected, parts):
+def test_f5_growth_against_workers_and_both_sizes_each_part_with_each_outcome(per_worker, expected, parts):
     found = guard_cost.f5_lost_races_per_win(races(race("guarded", 1),
                                                    *repeated("guarded", per_worker, "losses_per_win")))
     assert verdict(found) == expected
     assert tuple(v for _, v in found.parts) == parts
     if parts:
-        assert "ceiling" in found.note and found.values["ceiling_share_high"]
+        assert "ceiling" in found.note and found.values["ceiling_share_high"] and found.values["growth"] in found.note
 
 
-def test_f5_the_original_own_figures_are_not_corrected_by_the_rule():
-    # about 1 at 2 workers, about 22 at 100, with the points between rising: confirmed, as the original says
+def test_f5_the_original_own_figures_grow_slower_than_workers():
+    # about 1 at 2 workers (100% of the ceiling) and about 22 at 100 (22%): the original's words do not hold
     rows = repeated("guarded", {2: [1.0, 1.0], 8: [5.0, 5.2], 100: [22.0, 22.0]}, "losses_per_win")
-    assert verdict(guard_cost.f5_lost_races_per_win(races(*rows))) == CONFIRMED
+    found = guard_cost.f5_lost_races_per_win(races(*rows))
+    assert verdict(found) == CORRECTED
+    assert tuple(v for _, v in found.parts) == (CORRECTED, CONFIRMED, CONFIRMED)
+
+
+def test_f5_reads_100_workers_from_the_split_arm_where_the_sweep_was_cpu_bound():
+    sweep_rows = [*repeated("guarded", {2: [0.95, 1.0], 4: [2.4, 2.5]}, "losses_per_win"),
+                  *repeated("guarded", {100: [5.0, 6.0]}, "losses_per_win", cpu_bound=True)]
+    split = races(*repeated("guarded", {100: [13.0, 13.5]}, "losses_per_win", cpu_bound=False))
+    found = guard_cost.f5_lost_races_per_win(races(*sweep_rows), split)
+    assert dict(found.parts)["about 22 at 100 workers"] == CONFIRMED_DIFFERENT_SIZE
+    assert "separate CPUs" in found.note and "13" in found.note
+    bound_split = races(*repeated("guarded", {100: [13.0, 13.5]}, "losses_per_win", cpu_bound=True))
+    found = guard_cost.f5_lost_races_per_win(races(*sweep_rows), bound_split)
+    assert dict(found.parts)["about 22 at 100 workers"] == NOT_MEASURED and "was CPU-bound" in found.note
+    found = guard_cost.f5_lost_races_per_win(races(*sweep_rows[:4]))
+    assert dict(found.parts)["about 22 at 100 workers"] == NOT_MEASURED and "No race at 100" in found.note
 
 
 def test_f5_uses_every_worker_count():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.article.analysis import shares_at
+from harness.article.analysis import race_summary, shares_at
 from harness.article.compare import Figure, OriginalFigure, Races, direction_beyond_noise, scaled, separated
 from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, Finding, NOT_DISTINGUISHABLE,
                                       NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_F3_PEAK, ORIGINAL_F5_LOSSES_PER_WIN,
@@ -82,17 +82,41 @@ def f3_naive_looks_fastest(races: Races) -> Finding:
 
 
 # A guarded worker loses a given job at most once: after a loss its next read starts after the winner's
-# commit, and the job is no longer pending. So a job costs at most N-1 lost races, one per rival.
-ORIGINAL_F5_AT_TWO = OriginalFigure(1, 1)  # "about 1" lost race per win at 2 workers, read off the original's chart
-F5_PARTS = ("rise with workers", "size at 2 workers")
+# commit, and the job is no longer pending. So a job costs at most N-1 lost races, one per rival, and that ceiling
+# grows as fast as workers do.
+ORIGINAL_F5_AT_TWO = OriginalFigure(1, 0.2)  # "about 1" at 2 workers, read off the original's chart to a tenth
+ORIGINAL_F5_HIGH = OriginalFigure(ORIGINAL_F5_LOSSES_PER_WIN, 1)  # "about 22" at 100 workers
+F5_PARTS = ("much faster than workers", "about 1 at 2 workers", f"about {ORIGINAL_F5_LOSSES_PER_WIN} at "
+            f"{ORIGINAL_HIGH_WORKERS} workers")
+_GROWTH = {1: CONFIRMED, -1: CORRECTED, 0: NOT_DISTINGUISHABLE}
 
 
-def f5_lost_races_per_win(races: Races) -> Finding:
-    """Against the N-1 ceiling: a guarded worker loses a given job at most once, so a win costs at most N-1 lost
-    races. Lost races per win cannot grow "much faster than workers" for long, and the original's own figures
-    (about 1 at 2 workers, about 22 at 100) grow slower than the rivals too; what both can show is that they rise,
-    and how much of the ceiling they reach. Two parts: the rise (beyond the spread, on points that are not
-    CPU-bound), and the size at 2 workers against the original's about 1."""
+def _size_at(figure: Figure, original: OriginalFigure) -> str:
+    return CONFIRMED if original.met_by(figure) else CONFIRMED_DIFFERENT_SIZE
+
+
+def _high_point(races: Races, split: Races | None) -> tuple[Figure | None, str, int]:
+    """guarded at the original's 100 workers, where not CPU-bound: the sweep's point, else the split-CPU arm's.
+    Returns (figure, where, jobs), figure None where no such point was raced or every one was CPU-bound."""
+    for where, source in (("sweep", races), ("split", split)):
+        if source is not None and ORIGINAL_HIGH_WORKERS in source.workers("guarded", cpu_free=True):
+            return source.figure("guarded", ORIGINAL_HIGH_WORKERS, "losses_per_win"), where, source.job_count
+    return None, "", 0
+
+
+def f5_lost_races_per_win(races: Races, split: Races | None = None) -> Finding:
+    """The original: lost races per win grow "much faster than workers", about 1 at 2 workers and about 22 at 100.
+    Three parts, each on points that were not CPU-bound:
+
+    - the growth against workers: N-1 lost races per win is the ceiling and grows as fast as workers do, so lost
+      races per win grow faster than workers when their share of the ceiling rises beyond the spread (confirmed),
+      slower when it falls beyond it (corrected), and are not distinguishable otherwise. The original's own figures
+      fall from 100% of the ceiling to 22%;
+    - about 1 at 2 workers: the range over repeats meets 1 +- 0.1;
+    - about 22 at 100 workers: the sweep's 100-worker point, else the split-CPU arm's (split), where not
+      CPU-bound; not measured here where none is.
+
+    The verdict is the growth's; a confirmed growth with a size that differs is confirmed at a different size."""
     contended = races.workers("guarded", least=2, cpu_free=True)
     bound = races.cpu_bound_workers("guarded", least=2)
     skipped = cpu_bound_note(bound)
@@ -102,30 +126,42 @@ def f5_lost_races_per_win(races: Races) -> Finding:
         return not_measured("F5", say("F5.too_few", worker_counts=len(contended), single=single, skipped=skipped))
     lost = [(w, races.figure("guarded", w, "losses_per_win")) for w in contended]
     of_ceiling = [(w, scaled(f, 1 / (w - 1))) for w, f in lost]
+    growth = _GROWTH[direction_beyond_noise(of_ceiling)]
     ours = say("F5.ours", lost_per_win=listing(lost, lambda f: f.text(lambda v: number(v, 2))),
                ceiling_shares=listing(of_ceiling, lambda f: f.text(percent)))
     values = {"lost_per_win_low": lost[0][1].text(lambda v: number(v, 2)), "workers_low": count(lost[0][0]),
               "lost_per_win_high": lost[-1][1].text(lambda v: number(v, 2)), "workers_high": count(lost[-1][0]),
-              "ceiling_share_low": of_ceiling[0][1].text(percent), "ceiling_share_high": of_ceiling[-1][1].text(percent)}
-    rise = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[direction_beyond_noise(lost)]
+              "ceiling_share_low": of_ceiling[0][1].text(percent), "ceiling_share_high": of_ceiling[-1][1].text(percent),
+              "growth": {CONFIRMED: say("F5.growth_faster"), CORRECTED: say("F5.growth_slower"),
+                         NOT_DISTINGUISHABLE: say("F5.growth_overlap")}[growth]}
     notes = [say("F5.ceiling", share_low=of_ceiling[0][1].text(percent), workers_low=lost[0][0],
                  share_high=of_ceiling[-1][1].text(percent), workers_high=lost[-1][0],
                  original_at_two=format(ORIGINAL_F5_AT_TWO.value, "g"), original_high=ORIGINAL_F5_LOSSES_PER_WIN,
                  original_workers=ORIGINAL_HIGH_WORKERS,
-                 original_share=percent(ORIGINAL_F5_LOSSES_PER_WIN / (ORIGINAL_HIGH_WORKERS - 1), 0))]
+                 original_share=percent(ORIGINAL_F5_LOSSES_PER_WIN / (ORIGINAL_HIGH_WORKERS - 1), 0)),
+             values["growth"]]
     if 2 in contended:
-        size = CONFIRMED if ORIGINAL_F5_AT_TWO.met_by(races.figure("guarded", 2, "losses_per_win")) \
-            else CONFIRMED_DIFFERENT_SIZE
+        at_two = _size_at(races.figure("guarded", 2, "losses_per_win"), ORIGINAL_F5_AT_TWO)
     else:
-        size = NOT_MEASURED
+        at_two = NOT_MEASURED
         notes.append(say("F5.no_two_workers"))
+    high, where, jobs = _high_point(races, split)
+    if high is not None:
+        at_high = _size_at(high, ORIGINAL_F5_HIGH)
+        notes.append(say("F5.high", workers=ORIGINAL_HIGH_WORKERS, lost_per_win=high.text(lambda v: number(v, 2)),
+                         where=say("F5.where_sweep") if where == "sweep" else say("F5.where_split"),
+                         jobs=count(jobs), original_high=ORIGINAL_F5_LOSSES_PER_WIN))
+    else:
+        at_high = NOT_MEASURED
+        raced = any(source is not None and ORIGINAL_HIGH_WORKERS in source.workers("guarded")
+                    for source in (races, split))
+        notes.append(say("F5.high_bound", workers=ORIGINAL_HIGH_WORKERS) if raced
+                     else say("F5.high_not_raced", workers=ORIGINAL_HIGH_WORKERS))
     notes.append(skipped)
-    parts = tuple(zip(F5_PARTS, (rise, size)))
-    if rise != CONFIRMED:
-        if rise == NOT_DISTINGUISHABLE:
-            notes.insert(0, say("F5.overlap", workers_high=lost[-1][0], workers_low=lost[0][0]))
-        return make_finding("F5", rise, ours, notes, values, contended, parts)
-    verdict = CONFIRMED if size == CONFIRMED else CONFIRMED_DIFFERENT_SIZE
+    parts = tuple(zip(F5_PARTS, (growth, at_two, at_high)))
+    if growth != CONFIRMED:
+        return make_finding("F5", growth, ours, notes, values, contended, parts)
+    verdict = CONFIRMED_DIFFERENT_SIZE if CONFIRMED_DIFFERENT_SIZE in (at_two, at_high) else CONFIRMED
     return make_finding("F5", verdict, ours, notes, values, contended, parts)
 
 
@@ -194,7 +230,9 @@ def findings(loaded: dict) -> list[Finding]:
     """F3, F5 and F6 from the sweep (F6 with where guarded's backends' time went)."""
     mine = race_data(loaded)
     races = Races(mine.summary)
-    return [f3_naive_looks_fastest(races), f5_lost_races_per_win(races), f6_guarded_slows_down(races, mine.shares)]
+    split = Races(race_summary(list(mine.split_runs))) if mine.split_runs else None
+    return [f3_naive_looks_fastest(races), f5_lost_races_per_win(races, split),
+            f6_guarded_slows_down(races, mine.shares)]
 
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
