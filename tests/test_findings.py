@@ -591,27 +591,32 @@ HEALTHY_LEASES = [fault_run("lease", "kill", executed_twice=1), fault_run("lease
                   fault_run("lease_fenced", "pause", executed_twice=1)]
 
 
-@pytest.mark.parametrize("rows, expected", [
+@pytest.mark.parametrize("rows, expected, parts", [
+    # both of the original's statements hold, and a lease alone let a stale holder complete: confirmed, with that added
     ([fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
-      fault_run("lease", "pause", stale_completion=1, executed_twice=1)], CORRECTED),
+      fault_run("lease", "pause", stale_completion=1, executed_twice=1)], CONFIRMED, (CONFIRMED, CONFIRMED, ADDED)),
     ([fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
-      fault_run("lease", "pause", executed_twice=1)], CONFIRMED),
-    ([fault_run("none", "kill", stuck=1, completed_once=11), fault_run("lease", "kill", stuck=1)], NOT_REPRODUCED),
-    ([fault_run("none", "kill", stuck=1, completed_once=11)], CONFIRMED_DIFFERENT_SIZE),
-    ([fault_run("none", "kill"), *HEALTHY_LEASES], NOT_REPRODUCED),  # the negative control saw nothing
-    ([fault_run("lease", "kill")], NOT_MEASURED),
-    ([], NOT_MEASURED),
+      fault_run("lease", "pause", executed_twice=1)], CONFIRMED, (CONFIRMED, CONFIRMED, NOT_MEASURED)),
+    ([fault_run("none", "kill", stuck=1, completed_once=11), fault_run("lease", "kill", stuck=1)], NOT_REPRODUCED,
+     (CONFIRMED, NOT_REPRODUCED, NOT_MEASURED)),
+    ([fault_run("none", "kill", stuck=1, completed_once=11)], NOT_MEASURED, (CONFIRMED, NOT_MEASURED, NOT_MEASURED)),
+    ([fault_run("none", "kill"), *HEALTHY_LEASES], NOT_REPRODUCED,  # the negative control saw nothing
+     (NOT_REPRODUCED, CONFIRMED, NOT_MEASURED)),
+    ([fault_run("lease", "kill")], NOT_MEASURED, ()),
+    ([], NOT_MEASURED, ()),
 ])
-def test_c7_a_claim_is_not_a_completion(rows, expected):
+def test_c7_a_claim_is_not_a_completion(rows, expected, parts):
     faults = pd.DataFrame(rows) if rows else None
-    assert verdict(fault_rules.c7_claim_is_not_completion(faults)) == expected
+    found = fault_rules.c7_claim_is_not_completion(faults)
+    assert verdict(found) == expected
+    assert tuple(v for _, v in found.parts) == parts
 
 
 def test_c7_says_when_even_the_fence_lost_a_run():
     rows = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
             fault_run("lease_fenced", "restart", lost=1, completed_once=11)]
     found = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows))
-    assert verdict(found) == CORRECTED and "Even with the fencing token" in found.note
+    assert verdict(found) == CONFIRMED and "Even with the fencing token" in found.note
     assert found.values["fenced_bad"] == "1"
 
 
@@ -619,7 +624,8 @@ def test_c7_counts_only_faults_seen_to_land_and_not_a_run_still_worked_on_at_the
     # the kill under none left nothing stuck, but it was not seen to land: the rule must not read it
     missed = {**fault_run("none", "kill"), "fault_landed": False}
     rows = [missed, {**fault_run("none", "kill", stuck=1, completed_once=11), "fault_landed": True}]
-    assert verdict(fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows))) == CONFIRMED_DIFFERENT_SIZE
+    assert dict(fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows)).parts)[
+        "a dead runner's run stays running"] == CONFIRMED
     assert verdict(fault_rules.c7_claim_is_not_completion(pd.DataFrame([missed]))) == NOT_MEASURED
     # a fenced run still in progress when the drain's bound came is not a run the fence lost
     at_bound = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_REPRODUCED, Finding,
-                                      make_finding, not_measured)
+from harness.article.findings import (ADDED, CONFIRMED, NOT_MEASURED, NOT_REPRODUCED, Finding, make_finding,
+                                      not_measured)
 from harness.article.formats import count
 from harness.article.prose import numbered
 from harness.article.reliability import fault_facts, fault_summary
@@ -23,10 +23,18 @@ def _fault_cell(faults: pd.DataFrame, protocol: str, fault: str) -> pd.Series | 
     return rows.iloc[0] if len(rows) else None
 
 
+C7_PARTS = ("a dead runner's run stays running", "a lease hands it on",
+            "added: a lease alone lets a stale holder complete")
+
+
 def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
     """C7: a killed runner leaves its run running under the original's protocol; a lease hands it on; without a
     fencing token a runner that lost its lease still completes a run another runner holds. Only runs whose fault
-    was seen to land (fault_effects) count; a run still worked on when the drain's bound came is not lost."""
+    was seen to land (fault_effects) count; a run still worked on when the drain's bound came is not lost.
+
+    Parts: the original's two statements (a dead runner's run stays running, a lease hands it on), and the addition
+    (a runner paused past its lease completes a run another holds); the verdict is the original's two, confirmed with
+    the addition where both hold."""
     if faults is not None and len(faults) and "fault_landed" in faults:
         faults = faults[faults["fault_landed"].fillna(True).astype(bool)]
     killed = _fault_cell(faults, "none", "kill") if faults is not None and len(faults) else None
@@ -57,16 +65,22 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
         counter = (say("C7.holder_as_counter") if holder_bad == fenced_bad == 0 else
                    say("C7.holder_against_counter", holder_bad=numbered(holder_bad, "run"),
                        fenced_bad=count(fenced_bad)))
-    if int(killed["stuck"]) == 0:
-        return make_finding("C7", NOT_REPRODUCED, ours, say("C7.not_left_running"), values)
-    if not leased or any(int(r["stuck"]) + int(r["lost"]) > 0 for r in leased):
-        return make_finding("C7", NOT_REPRODUCED if leased else CONFIRMED_DIFFERENT_SIZE, ours,
-                            say("C7.lease_missed_some") if leased else say("C7.no_lease_raced"), values)
-    if stale > 0 or fenced_bad > 0:
-        fencing = (say("C7.fencing_refused") if fenced_bad == 0
-                   else say("C7.fencing_failed", fenced_bad=count(fenced_bad)))
-        return make_finding("C7", CORRECTED, ours, [say("C7.lease_alone", fencing=fencing), counter], values)
-    return make_finding("C7", CONFIRMED, ours, [say("C7.handed_on"), counter], values)
+    # the original's two statements, then what this study adds: what a lease alone lets through
+    left_running = CONFIRMED if int(killed["stuck"]) > 0 else NOT_REPRODUCED
+    handed_on = (NOT_MEASURED if not leased else
+                 NOT_REPRODUCED if any(int(r["stuck"]) + int(r["lost"]) > 0 for r in leased) else CONFIRMED)
+    stale_holder = ADDED if stale > 0 else NOT_MEASURED
+    parts = tuple(zip(C7_PARTS, (left_running, handed_on, stale_holder)))
+    if left_running != CONFIRMED:
+        return make_finding("C7", NOT_REPRODUCED, ours, say("C7.not_left_running"), values, parts=parts)
+    if handed_on != CONFIRMED:
+        return make_finding("C7", handed_on, ours,
+                            say("C7.lease_missed_some") if leased else say("C7.no_lease_raced"), values, parts=parts)
+    fencing = (say("C7.fencing_refused") if fenced_bad == 0
+               else say("C7.fencing_failed", fenced_bad=count(fenced_bad)))
+    addition = (say("C7.lease_alone", fencing=fencing) if stale > 0
+                else say("C7.no_stale_holder") + (" " + fencing if fenced_bad else ""))
+    return make_finding("C7", CONFIRMED, ours, [say("C7.handed_on"), addition, counter], values, parts=parts)
 
 
 # --------------------------------------------------------------------------- the section

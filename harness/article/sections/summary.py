@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.article.findings import Finding, summary_table, table as findings_table, verdict_counts
+from harness.article.findings import ORIGINAL, Finding, summary_table, table as findings_table, verdict_counts
 from harness.article.formats import count, number
 from harness.article.prose import table
 from harness.experiments import registry
@@ -37,11 +37,14 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
         out |= {f"{key}_ours": finding.ours, f"{key}_note": finding.note, f"{key}_verdict": finding.verdict_label,
                 f"{key}_original": finding.original, f"{key}_statement": finding.statement}
         out |= {f"{key}_{name}": value for name, value in finding.values.items()}
-    verdicts = verdict_counts(list(found.values()))
+    # the headline counts the original's findings and claims only: what this study adds is not a correction of it
+    verdicts = verdict_counts([finding for finding in found.values() if finding.id in ORIGINAL])
     return out | {
         "summary_table": table(summary_table(list(found.values())), escape=False),
+        "original_count": count(sum(verdicts.values())),
         "corrected_count": count(verdicts["corrected"] + verdicts["not_reproduced"]),
-        "undecided_count": count(verdicts["not_distinguishable"] + verdicts["not_measured"]),
+        "undecided_count": count(verdicts["not_distinguishable"]),
+        "unmeasured_count": count(verdicts["not_measured"]),
         "confirmed_count": count(verdicts["confirmed"] + verdicts["confirmed_different_size"]),
         "machine_minutes": number(machine_minutes(list(loaded[NAME].runs)), 0)}
 
