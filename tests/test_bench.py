@@ -113,6 +113,9 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     assert len(guarded_envelope) == 2 and guarded_envelope[0] <= guarded_envelope[1]
     assert (summary["pairs"] == 2).all()
     assert (summary["ratio"] > 0).all() and (summary["ratio_min"] <= summary["ratio_max"]).all()
+    # the winning claims' p99 over the pairs, with its spread (F8 compares two strategies' on it)
+    assert (summary["harness_win_p99_us_min"] <= summary["harness_win_p99_us"]).all()
+    assert (summary["harness_win_p99_us"] <= summary["harness_win_p99_us_max"]).all()
 
     cost = Run(run_dir).table("client_cost")
     assert list(cost["strategy"]) == ["guarded", "skip_locked"]

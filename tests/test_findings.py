@@ -333,13 +333,28 @@ def test_f8_overlapping_statement_p99s_are_not_distinguishable():
     assert verdict(should_switch.f8_tail_latency(races(*rows))) == NOT_DISTINGUISHABLE
 
 
-@pytest.mark.parametrize("skip, guarded, expected", [(9.0, 3.0, CONFIRMED), (2.0, 3.0, NOT_REPRODUCED)])
+def _fixed_fill(skip: tuple, guarded: tuple) -> dict:
+    """The bench's p99s at a fixed fill as (median, lowest, highest) over its pairs."""
+    return {"worker_count": 8, **{f"{name}_p99_ms{end}": value for name, figure in (("skip_locked", skip),
+                                                                                  ("guarded", guarded))
+                                  for end, value in zip(("", "_min", "_max"), figure)}}
+
+
+@pytest.mark.parametrize("skip, guarded, expected", [((9.0, 8.0, 10.0), (3.0, 2.5, 3.5), CONFIRMED),
+                                                     ((2.0, 1.5, 2.2), (3.0, 2.5, 3.5), NOT_REPRODUCED),
+                                                     ((3.2, 2.0, 4.0), (3.0, 2.5, 3.5), NOT_DISTINGUISHABLE)])
 def test_f8_per_statement_reads_the_fixed_fill_when_the_bench_measured_it(skip, guarded, expected):
-    # the whole drains point the other way on purpose: the fixed fill decides
-    found = should_switch.f8_tail_latency(_f8_races(guarded, skip), None,
-                                     {"worker_count": 8, "skip_locked_p99_ms": skip, "guarded_p99_ms": guarded})
+    # the whole drains point the other way on purpose: the fixed fill decides, on its pairs' spread
+    found = should_switch.f8_tail_latency(_f8_races(guarded[0], skip[0]), None, _fixed_fill(skip, guarded))
     assert verdict(found) == expected
     assert "fixed fill" in found.ours
+
+
+def test_f8_without_the_bench_pairs_spread_says_so_rather_than_every_repeat():
+    medians_only = {"worker_count": 8, "skip_locked_p99_ms": 9.0, "guarded_p99_ms": 3.0}
+    found = should_switch.f8_tail_latency(_f8_races(3.0, 9.0), None, medians_only)
+    assert verdict(found) == NOT_DISTINGUISHABLE
+    assert "no spread" in found.note and "every repeat" not in found.note
 
 
 def test_f8_is_not_measured_without_both_strategies_under_contention():
@@ -395,8 +410,11 @@ def test_the_bottleneck_is_whichever_wait_was_measured_longer(lock, runnable, re
 def test_fixed_fill_latency_reads_the_bench_at_its_most_workers():
     bench = pd.DataFrame({"strategy": ["guarded", "skip_locked", "guarded", "skip_locked"],
                           "worker_count": [8, 8, 100, 100], "harness_win_p99_us": [1.0, 2.0, 3000.0, 9000.0]})
-    assert bench_rules.fixed_fill_latency(bench) == {"worker_count": 100, "skip_locked_p99_ms": 9.0,
-                                                  "guarded_p99_ms": 3.0}
+    bench = bench.assign(harness_win_p99_us_min=bench["harness_win_p99_us"] * 0.9,
+                         harness_win_p99_us_max=bench["harness_win_p99_us"] * 1.2)
+    assert bench_rules.fixed_fill_latency(bench) == pytest.approx({
+        "worker_count": 100, "skip_locked_p99_ms": 9.0, "guarded_p99_ms": 3.0, "skip_locked_p99_ms_min": 8.1,
+        "skip_locked_p99_ms_max": 10.8, "guarded_p99_ms_min": 2.7, "guarded_p99_ms_max": 3.6})
     assert bench_rules.fixed_fill_latency(None) is None
     assert bench_rules.fixed_fill_latency(bench[bench["strategy"] == "guarded"]) is None
 

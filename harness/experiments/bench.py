@@ -382,6 +382,10 @@ def summarise(run: Run) -> pd.DataFrame:
                                 aggfunc="median")
     latency.columns = [f"{client}_{value}" for value, client in latency.columns]
     latency = latency.dropna(axis=1, how="all")
+    # the winning claims' p99 over the pairs: its spread, for a verdict that compares two strategies' p99s
+    harness_wins = harness.groupby(["strategy", "worker_count"])["win_p99_us"]
+    latency = latency.join(harness_wins.min().rename("harness_win_p99_us_min")).join(
+        harness_wins.max().rename("harness_win_p99_us_max"))
     summary = wide.groupby(["strategy", "worker_count"]).agg(**aggregations).join(gaps).join(memory).join(latency)
     summary["meets_target"] = summary["ratio"].map(in_band)
     lost_ok = summary["lost_per_win_ratio"].map(lambda r: math.isnan(r) or in_band(r))

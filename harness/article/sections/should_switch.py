@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from harness.article.compare import Figure, NO_FIGURE, OriginalFigure, Races, separated
 from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, Finding,
                                       NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_F7_RATIO,
                                       ORIGINAL_HIGH_WORKERS, make_finding, not_measured)
-from harness.article.formats import DASH, count, ms, ratio
+from harness.article.formats import DASH, count, missing, ms, ratio
 from harness.article.prose import cpu_bound_note
 from harness.article.sections.job_wait import job_wait_figures, waits_workers
 from harness.article.sections.races import race_data
@@ -106,8 +108,10 @@ def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_f
                                     | set(races.cpu_bound_workers("guarded", least=2))))
     if fixed_fill is not None:
         statement_w = fixed_fill["worker_count"]
-        skip_stmt = Figure(*[fixed_fill["skip_locked_p99_ms"]] * 3)
-        guarded_stmt = Figure(*[fixed_fill["guarded_p99_ms"]] * 3)
+        skip_stmt, guarded_stmt = (Figure(fixed_fill[f"{strategy}_p99_ms"], fixed_fill.get(f"{strategy}_p99_ms_min",
+                                                                                           math.nan),
+                                          fixed_fill.get(f"{strategy}_p99_ms_max", math.nan))
+                                   for strategy in ("skip_locked", "guarded"))
         where = say("F8.at_fixed_fill", workers=statement_w)
     elif both:
         statement_w = both[-1]
@@ -125,9 +129,12 @@ def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_f
     ours = say("F8.ours", where=where, skip_locked_p99=skip_stmt.text(ms), guarded_p99=guarded_stmt.text(ms))
     values = {"statement_skip_p99": skip_stmt.text(ms), "statement_guarded_p99": guarded_stmt.text(ms),
               "statement_workers": count(statement_w), "statement_where": where}
+    # no spread (a bench stored before it kept one): the p99s cannot be compared beyond the noise
+    no_spread = any(missing(f.low) or missing(f.high) for f in (skip_stmt, guarded_stmt))
     statement = {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[separated(skip_stmt, guarded_stmt)]
-    notes = [{CONFIRMED: say("F8.higher"), NOT_REPRODUCED: say("F8.lower"),
-              NOT_DISTINGUISHABLE: say("F8.overlap")}[statement]]
+    notes = [say("F8.no_spread") if no_spread else
+             {CONFIRMED: say("F8.higher"), NOT_REPRODUCED: say("F8.lower"), NOT_DISTINGUISHABLE: say("F8.overlap")}[
+                 statement]]
     job_part = NOT_MEASURED
     if per_job:
         w, skip_job, guarded_job = per_job
