@@ -397,8 +397,21 @@ def test_a2_reports_where_the_time_went_only_when_sampled():
     shares = pd.DataFrame([{"strategy": "guarded", "worker_count": 100, "row or transaction lock": 0.02,
                             "runnable_share": 0.5, "running_share": 0.4}])
     found = backend_time.a2_where_the_time_goes(rows, shares)
-    assert verdict(found) == ADDED and found.values["bottleneck"] == "cpu"
+    assert verdict(found) == ADDED and found.values["bottleneck"] == "cpu" and found.worker_counts_used == (100,)
     assert verdict(backend_time.a2_where_the_time_goes(rows, None)) == NOT_MEASURED
+
+
+def test_a2_is_read_at_the_most_workers_that_were_not_cpu_bound():
+    rows = races(race("guarded", 1), race("guarded", 4, cpu_bound=False), race("guarded", 100, cpu_bound=True))
+    shares = pd.DataFrame([{"strategy": "guarded", "worker_count": w, "row or transaction lock": lock,
+                            "runnable_share": runnable, "running_share": 0.3}
+                           for w, lock, runnable in ((4, 0.3, 0.1), (100, 0.02, 0.7))])
+    found = backend_time.a2_where_the_time_goes(rows, shares)
+    assert found.values["workers"] == "4" and found.values["bottleneck"] == "locks"
+    assert "Not judged at 100 workers" in found.note
+    only_bound = races(race("guarded", 1), race("guarded", 100, cpu_bound=True))
+    found = backend_time.a2_where_the_time_goes(only_bound, shares)
+    assert verdict(found) == NOT_MEASURED and "CPU-bound here (100 workers)" in found.note
 
 
 @pytest.mark.parametrize("lock, runnable, result", [(0.4, 0.1, "locks"), (0.01, 0.3, "cpu"),
