@@ -34,12 +34,31 @@ def test_which_claim_lists_every_condition_and_leaves_a_dash_where_a_strategy_wa
     guarded = at.loc[("guarded", "PostgreSQL 16", "without partial index")]
     assert guarded["claims/s, high"] == 500.0 and guarded["wasted attempts per win"] == 3.0
     assert guarded["lock waits"] == 0.25
-    assert at.loc[("naive", "PostgreSQL 16", "without partial index"), "jobs claimed twice+"] == 2200
+    naive = at.loc[("naive", "PostgreSQL 16", "without partial index")]
+    assert naive[strategy_charts.DUPLICATES_PER_RACE] == 1500 and naive["races"] == 2, "the most in one race"
+    assert guarded[strategy_charts.CPU_BOUND_AT] == "", "nothing was CPU-bound"
     not_raced = at.loc[("for_update", "PostgreSQL 18", "with partial index")]
     assert all(math.isnan(not_raced[c]) for c in ("claims/s, low", "time to get a job, p99", "lock waits"))
     html = strategy_charts.which_claim_table(table, low, high)
     assert DASH in html and "claims/s, 8 workers" in html and "500" in html
     assert strategy_charts.which_claim_table(table, 8, 8).count("claims/s, 8 workers") == 1, "one column, not two alike"
+
+
+def test_which_claim_reads_at_the_most_shared_workers_no_row_was_cpu_bound_at_and_marks_the_rest():
+    summary = pd.DataFrame([
+        run("guarded", 2), run("guarded", 4), run("guarded", 8, cpu_bound=True),
+        run("skip_locked", 2), run("skip_locked", 4), run("skip_locked", 8)])
+    table, low, high = strategy_charts.which_claim(summary)
+    assert (low, high) == (2, 4), "8 workers were CPU-bound for guarded"
+    assert set(table[strategy_charts.CPU_BOUND_AT].dropna()) == {""}
+    every_bound = pd.DataFrame([run("guarded", 2), run("guarded", 8, cpu_bound=True),
+                                run("skip_locked", 2, cpu_bound=True), run("skip_locked", 8, cpu_bound=True)])
+    table, low, high = strategy_charts.which_claim(every_bound)
+    assert (low, high) == (2, 8), "no shared count free of the mark: the most shared, marked"
+    at = table.set_index("strategy")
+    assert at.loc["guarded", strategy_charts.CPU_BOUND_AT].iloc[0] == "8"
+    assert at.loc["skip_locked", strategy_charts.CPU_BOUND_AT].iloc[0] == "2, 8"
+    assert "CPU-bound at" in strategy_charts.which_claim_table(table, low, high)
 
 
 def test_the_server_table_puts_the_servers_side_by_side_with_their_ratio():

@@ -202,18 +202,23 @@ def server_comparison(points: pd.DataFrame) -> pd.DataFrame:
                                           "strategy" else c).reset_index(drop=True)
 
 
-WHICH_CLAIM_COLUMNS = ("strategy", SERVER, INDEX, "jobs claimed twice+", "claims/s, low", "claims/s, high",
-                       "time to get a job, p50", "time to get a job, p99", "wasted attempts per win", "lock waits")
+DUPLICATES_PER_RACE = "jobs claimed twice+, most in a race"
+CPU_BOUND_AT = "CPU-bound at"
+WHICH_CLAIM_COLUMNS = ("strategy", SERVER, INDEX, "races", DUPLICATES_PER_RACE, "claims/s, low", "claims/s, high",
+                       "time to get a job, p50", "time to get a job, p99", "wasted attempts per win", "lock waits",
+                       CPU_BOUND_AT)
 
 
 def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     """"Which claim should I use": for every strategy, on every server and with and without the partial index
     raced for any strategy, its correctness and costs; NaN (a dash) where it was not raced under that condition.
 
-    Jobs claimed twice+ is summed over every race of the strategy under that condition; claims per second at
-    the fewest and the most workers above one that every raced row shares (low, high); the time to get a job,
-    the attempts wasted per win (lost races and aborted transactions) and the share of samples waiting on a row
-    or transaction lock at high. Returns (table, low, high).
+    Jobs claimed twice+ is the most in one race of the strategy under that condition (a sum would grow with the
+    number of races a row has), beside that number; claims per second at the fewest and the most workers above one
+    that every raced row shares (low, high), high being the most at which no row was CPU-bound where there is
+    one; the time to get a job, the attempts wasted per win (lost races and aborted transactions) and the share of
+    samples waiting on a row or transaction lock at high; and the worker counts of the row's figures whose point was
+    CPU-bound (harness.server.activity.cpu_bound), which measure this machine's scheduler. Returns (table, low, high).
     """
     columns = list(WHICH_CLAIM_COLUMNS)
     if not len(summary):
@@ -226,7 +231,11 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
               for key, frame in points.groupby(["strategy", SERVER, INDEX])}
     shared = set.intersection(*groups.values()) if groups else set()
     everything = set.union(*groups.values()) if groups else set()
-    low, high = (min(shared), max(shared)) if shared else (min(everything or {0}), max(everything or {0}))
+    bound = (points["cpu_bound"].fillna(False).astype(bool) if "cpu_bound" in points
+             else pd.Series(False, index=points.index))
+    free_shared = shared - {int(w) for w in points.loc[bound, "worker_count"]}
+    low, high = (min(shared), max(free_shared or shared)) if shared else (min(everything or {0}),
+                                                                          max(everything or {0}))
     servers = sorted(runs[SERVER].unique(), key=lambda label: int(label.split()[-1]))
     indexes = [label for label in INDEX_LABELS.values()]
     strategies = [name for name in STRATEGY_ORDER if name in set(runs["strategy"])]
@@ -248,7 +257,10 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
                 wasted = np.nansum([figure("losses_per_win", high), figure("aborts_per_win", high)])
                 shares = wait_share_table(raced)
                 lock = shares[(shares["worker_count"] == high)][LOCK_WAIT] if len(shares) else pd.Series(dtype=float)
-                row.update({"jobs claimed twice+": int(raced["duplicate_jobs"].sum()),
+                bound_here = [w for w in sorted({low, high}) if len(at[(at["worker_count"] == w)])
+                              and bool(bound[at.index[at["worker_count"] == w]].any())]
+                row.update({"races": int(len(raced)), DUPLICATES_PER_RACE: int(raced["duplicate_jobs"].max()),
+                            CPU_BOUND_AT: ", ".join(str(w) for w in bound_here),
                             "claims/s, low": figure("claims_per_second", low),
                             "claims/s, high": figure("claims_per_second", high),
                             "time to get a job, p50": figure("time_to_job_p50_ms", high),
@@ -420,7 +432,8 @@ def which_claim_table(frame: pd.DataFrame, low: int, high: int, caption: str | N
     """which_claim() as HTML, its low and high worker counts named in the headers; a dash wherever a
     strategy was not raced under that condition."""
     two = _dash_or(lambda v: number(v, 2))
-    formats = {"jobs claimed twice+": _dash_or(count), "claims/s, low": _dash_or(lambda v: number(v, 0)),
+    formats = {"races": _dash_or(count), DUPLICATES_PER_RACE: _dash_or(count),
+               "claims/s, low": _dash_or(lambda v: number(v, 0)),
                "claims/s, high": _dash_or(lambda v: number(v, 0)), "time to get a job, p50": _dash_or(ms),
                "time to get a job, p99": _dash_or(ms), "wasted attempts per win": two,
                "lock waits": _dash_or(percent)}
