@@ -63,10 +63,12 @@ def test_which_claim_reads_at_the_most_shared_workers_no_row_was_cpu_bound_at_an
 
 def test_the_server_table_puts_the_servers_side_by_side_with_their_ratio():
     points = strategy_charts.conditions(pd.DataFrame([
-        run("guarded", 8, claims_per_second=400.0, losses_per_win=4.0),
-        run("guarded", 8, version="18.1", claims_per_second=500.0, losses_per_win=3.0),
-        run("skip_locked", 8, claims_per_second=3000.0)]))
+        run("guarded", 8, claims_per_second=400.0, losses_per_win=4.0, cpu_bound=False),
+        run("guarded", 8, version="18.1", claims_per_second=500.0, losses_per_win=3.0, cpu_bound=True),
+        run("skip_locked", 8, claims_per_second=3000.0, cpu_bound=False)]))
     table = strategy_charts.server_comparison(points).set_index("strategy")
+    assert table.loc["guarded", strategy_charts.CPU_BOUND_ON] == "18"
+    assert table.loc["skip_locked", strategy_charts.CPU_BOUND_ON] == ""
     assert table.loc["guarded", "18 / 16, claims/s"] == 1.25
     assert table.loc["guarded", "lost per win, PostgreSQL 18"] == 3.0
     assert math.isnan(table.loc["skip_locked", "claims/s, PostgreSQL 18"]), "not raced there: no figure"

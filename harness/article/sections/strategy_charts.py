@@ -176,9 +176,13 @@ def side_by_side_long(points: pd.DataFrame, condition: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
+CPU_BOUND_ON = "CPU-bound on"
+
+
 def server_comparison(points: pd.DataFrame) -> pd.DataFrame:
     """Per strategy and worker count, one column per server for claims per second, lost races per win and a
-    win's p99, and the ratio of the newer server's claims per second to the older's."""
+    win's p99, the ratio of the newer server's claims per second to the older's, and the servers whose race there
+    was CPU-bound (their major versions)."""
     if not len(points):
         return pd.DataFrame()
     servers = sorted(points[SERVER].unique(), key=lambda label: int(label.split()[-1]))
@@ -196,6 +200,10 @@ def server_comparison(points: pd.DataFrame) -> pd.DataFrame:
         if len(servers) >= 2:
             row[f"{servers[-1].split()[-1]} / {servers[0].split()[-1]}, claims/s"] = (
                 row[f"claims/s, {servers[-1]}"] / row[f"claims/s, {servers[0]}"])
+        # the servers whose race at this point was CPU-bound: those figures are this machine's scheduler
+        row[CPU_BOUND_ON] = ", ".join(server.split()[-1] for server in servers  # == 1: an unmarked NaN is not
+                                      if (strategy, worker_count, server) in keyed.index and "cpu_bound" in keyed
+                                      and keyed.loc[(strategy, worker_count, server), "cpu_bound"] == 1)
         rows.append(row)
     order = {name: i for i, name in enumerate(STRATEGY_ORDER)}
     return pd.DataFrame(rows).sort_values(["strategy", "workers"], key=lambda c: c.map(order) if c.name ==
