@@ -352,3 +352,33 @@ def test_the_side_by_side_chart_shades_cpu_bound_worker_counts_and_only_those(fr
     [band] = [v for v in _views(spec) if _mark(v) == "rect"]
     assert {row["band_end"] for row in _rows(spec)} == {float(top)}
     assert "CPU-bound" in json.dumps(spec["title"])
+
+
+def test_the_pickup_chart_draws_a_highest_pickup_where_a_point_had_too_few_for_a_p99():
+    summary = pd.DataFrame([
+        {"burst": 0, "endpoint_label": "/pending", "runner_count": 3, "poll_s": 1.0, "pickup_p50_ms": 400.0,
+         "pickup_p99_ms": 900.0, "pickup_p99_shown": True, "pickup_max_ms": 950.0},
+        {"burst": 0, "endpoint_label": "/pending", "runner_count": 3, "poll_s": 5.0, "pickup_p50_ms": 2000.0,
+         "pickup_p99_ms": 4800.0, "pickup_p99_shown": False, "pickup_max_ms": 4800.0}])
+    spec = production_charts.production_pickup_chart(summary).to_dict()
+    rows = next(iter(spec["datasets"].values()))
+    tails = {(row["poll_s"], row["percentile"]): row["seconds"] for row in rows}
+    assert tails == {(1.0, "p50"): 0.4, (1.0, "p99"): 0.9, (5.0, "p50"): 2.0, (5.0, "highest"): 4.8}
+
+
+def test_charts_that_draw_worker_counts_as_categories_or_panels_label_the_cpu_bound_ones():
+    """Where no band can be drawn (bars per worker count, a panel per worker count, one worker count), the CPU-bound
+    counts are said on their label or in the title, and the others are not."""
+    shares = pd.DataFrame([{"strategy": "guarded", "worker_count": w, "wait": "CPU", "share": 0.5, "order": 0}
+                           for w in (2, 32)])
+    spec = json.dumps(charts.wait_share_chart(shares, bound=[32]).to_dict())
+    assert "\"32 (CPU-bound)\"" in spec and "\"2 (CPU-bound)\"" not in spec and "waited for a CPU" in spec
+    assert "(CPU-bound)" not in json.dumps(charts.wait_share_chart(shares).to_dict())
+    fills = pd.DataFrame([{"strategy": "guarded", "worker_count": w, "drained_to": d, "p50_ms": 1.0, "p99_ms": 2.0}
+                          for w in (2, 32) for d in (0.5, 1.0)])
+    spec = json.dumps(charts.latency_by_fill_chart(fills, [2, 32], bound=[32]).to_dict())
+    assert "\"32 (CPU-bound)\"" in spec and "\"2 (CPU-bound)\"" not in spec
+    distribution = pd.DataFrame([{"strategy": "guarded", "measure": m, "fraction": f, "ms": 1.0 + f}
+                                 for m in ("winning claim", "time to get a job") for f in (0.5, 1.0)])
+    assert "CPU-bound at 32" in json.dumps(charts.wait_distribution_chart(distribution, 32, bound=[32]).to_dict())
+    assert "CPU-bound" not in json.dumps(charts.wait_distribution_chart(distribution, 32, bound=[8]).to_dict())

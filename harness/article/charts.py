@@ -114,8 +114,13 @@ def plain_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 REPEATS_TOOLTIP = alt.Tooltip("repeats:Q", title="repeats (median shown)")
 
-CPU_BOUND_NOTE = (f"grey band: CPU-bound points (the worker processes waited for a CPU at least "
+CPU_BOUND_NOTE = (f"grey band: CPU-bound points (the worker processes or their backends waited for a CPU at least "
                   f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their time): this machine's scheduler, not the server")
+# where worker counts are categories or panels, the CPU-bound ones carry this after their number instead of a band
+CPU_BOUND_LABEL = " (CPU-bound)"
+CPU_BOUND_LABEL_NOTE = ("(CPU-bound): the worker processes or their backends waited for a CPU at least "
+                        f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their time, so those figures are this machine's "
+                        "scheduler")
 
 
 def cpu_bound_workers(by_workers: pd.DataFrame) -> list[int]:
@@ -164,10 +169,24 @@ def facet_band(base: alt.Chart, data: pd.DataFrame, cpu_bound, layers: list) -> 
     return data, edges
 
 
+def workers_labelled(data: pd.DataFrame, bound) -> tuple[pd.DataFrame, list[str]]:
+    """data with a `workers` label per worker count, CPU_BOUND_LABEL appended where that count was CPU-bound (for
+    a chart that draws worker counts as categories or panels, where no band can be drawn), and the labels in order."""
+    counts = sorted({int(w) for w in data["worker_count"]})
+    bound = {int(w) for w in bound}
+    labels = {w: f"{w}{CPU_BOUND_LABEL}" if w in bound else str(w) for w in counts}
+    return data.assign(workers=data["worker_count"].astype(int).map(labels)), [labels[w] for w in counts]
+
+
 def with_band(layers: list, worker_counts, bound) -> list:
     """layers with the CPU-bound band underneath, when there is one."""
     band = _cpu_bound_band(worker_counts, bound)
     return ([band] if band is not None else []) + list(layers)
+
+
+def band_label_note(labels) -> str:
+    """What CPU_BOUND_LABEL means, where a chart's labels carry it."""
+    return CPU_BOUND_LABEL_NOTE if any(label.endswith(CPU_BOUND_LABEL) for label in labels) else ""
 
 
 def band_note(worker_counts, bound) -> str:
@@ -212,7 +231,8 @@ def duplicates_chart(by_workers: pd.DataFrame) -> alt.HConcatChart:
     panels = []
     for column, title, scale in (("duplicate_jobs", "jobs claimed more than once", alt.Scale()),
                                  ("extra_claims", "claims beyond each job's first", alt.Scale(type="symlog"))):
-        y = alt.Y(f"{column}:Q", title=title, scale=scale)
+        # a linear axis over thousands draws only its ends at this height unless asked for more ticks
+        y = alt.Y(f"{column}:Q", title=title, scale=scale, axis=alt.Axis(tickCount=5, format=","))
         layers = [base.mark_line().encode(y=y),
                   base.mark_point(filled=True, size=30, opacity=1).encode(y=y, tooltip=tooltip)]
         if has_repeats(data):
@@ -379,11 +399,14 @@ def _same_measure_notes(pairs: list[tuple]) -> list[str]:
             for (strategy,), hidden, shown in pairs]
 
 
-def wait_distribution_chart(distribution: pd.DataFrame, worker_count: int) -> alt.Chart:
-    """C4: each strategy's two distributions at one worker count, as cumulative curves."""
+def wait_distribution_chart(distribution: pd.DataFrame, worker_count: int, bound=()) -> alt.Chart:
+    """C4: each strategy's two distributions at one worker count, as cumulative curves; its title says so where
+    that worker count was CPU-bound (bound)."""
     data = plain_frame(distribution)[["strategy", "measure", "fraction", "ms"]]
     strategies = strategies_in(data["strategy"])
     same = coinciding(data, "measure", WAIT_MEASURE_ORDER, ["fraction"], "ms", ["strategy"])
+    bound_note = [f"CPU-bound at {worker_count} workers: this machine's scheduler, not the server"] \
+        if int(worker_count) in {int(w) for w in bound} else []
     return alt.Chart(data).mark_line(interpolate="step-after").encode(
         x=alt.X("ms:Q", title="ms", scale=alt.Scale(type="log")),
         y=alt.Y("fraction:Q", title="share of wins at or below", axis=alt.Axis(format="%")),
@@ -394,7 +417,7 @@ def wait_distribution_chart(distribution: pd.DataFrame, worker_count: int) -> al
                  alt.Tooltip("fraction:Q", title="quantile", format=".1%"), alt.Tooltip("ms:Q", format=",.3f")],
     ).properties(width=WIDTH, height=HEIGHT, title=chart_title(
         f"{listed_names(strategies)} at {worker_count} workers: cumulative distribution", "pooled over repeats",
-        *_same_measure_notes(same)))
+        *bound_note, *_same_measure_notes(same)))
 
 
 def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
@@ -431,15 +454,18 @@ def slow_race_chart(timeline: pd.DataFrame) -> alt.LayerChart:
             "the same job; tick: the write's answer, by result"))
 
 
-def wait_share_chart(long: pd.DataFrame, achieved_ms: tuple[float, float] | None = None) -> alt.FacetChart:
+def wait_share_chart(long: pd.DataFrame, achieved_ms: tuple[float, float] | None = None,
+                     bound=()) -> alt.FacetChart:
     """Where the worker backends' time went, per worker count: shares of pg_stat_activity samples, stacked.
 
-    achieved_ms: the lowest and highest of the races' median sampling intervals (the title says them)."""
+    achieved_ms: the lowest and highest of the races' median sampling intervals (the title says them); bound: the
+    CPU-bound worker counts, labelled so on the axis."""
     data = plain_frame(long)
     data = data[data["share"] > 0]
+    data, order = workers_labelled(data, bound)
     drawn = in_order(data["wait"], WAIT_GROUPS)
     return alt.Chart(data).mark_bar().encode(
-        x=alt.X("worker_count:O", title="workers", axis=alt.Axis(labelAngle=0)),
+        x=alt.X("workers:O", title="workers", sort=order, axis=alt.Axis(labelAngle=0)),
         y=alt.Y("share:Q", title="share of sampled backend time", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("wait:N", scale=fixed_scale(drawn, WAIT_GROUP_COLOURS), title=None, sort=drawn,
@@ -450,7 +476,8 @@ def wait_share_chart(long: pd.DataFrame, achieved_ms: tuple[float, float] | None
     ).properties(width=170, height=220).facet(
         column=alt.Column("strategy:N", sort=strategies_in(data["strategy"]), title=None)
     ).properties(title=chart_title("Where the worker backends' time went (pg_stat_activity samples)",
-                              _interval_note(achieved_ms)))
+                                   "; ".join(note for note in (_interval_note(achieved_ms),
+                                                               band_label_note(order)) if note)))
 
 
 def _interval_note(achieved_ms) -> str:
@@ -462,10 +489,12 @@ def _interval_note(achieved_ms) -> str:
             "asked), inside each worker's window only")
 
 
-def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int]) -> alt.FacetChart:
-    """Wins' p99 by how far the queue had drained, at a few worker counts: a drain's p99 mixes these."""
+def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int], bound=()) -> alt.FacetChart:
+    """Wins' p99 by how far the queue had drained, at a few worker counts: a drain's p99 mixes these. bound: the
+    CPU-bound worker counts, labelled so on their panels."""
     data = plain_frame(by_fill)
     data = data[data["worker_count"].isin(worker_counts)]
+    data, order = workers_labelled(data, bound)
     base = alt.Chart().encode(
         x=alt.X("drained_to:Q", title="queue drained to", axis=alt.Axis(format="%")),
         color=strategy_colour(data["strategy"]))
@@ -478,8 +507,9 @@ def latency_by_fill_chart(by_fill: pd.DataFrame, worker_counts: list[int]) -> al
     if has_repeats(data) and "p99_ms_min" in data:
         layers.insert(0, spread_rules(base, "p99_ms_min", "p99_ms_max"))
     return alt.layer(*layers, data=data).properties(width=170, height=200).facet(
-        column=alt.Column("worker_count:O", title="workers")
-    ).properties(title=chart_title("p99 of winning claims by how far the queue had drained", spread_note(data)))
+        column=alt.Column("workers:O", title="workers", sort=order)
+    ).properties(title=chart_title("p99 of winning claims by how far the queue had drained",
+                                   "; ".join(note for note in (spread_note(data), band_label_note(order)) if note)))
 
 
 def cpu_split_chart(long: pd.DataFrame) -> alt.FacetChart:
