@@ -92,27 +92,45 @@ def test_f2_extra_claims_per_job_must_rise_beyond_the_spread(per_worker, expecte
 # --------------------------------------------------------------------------- F3: naive's counted rate
 
 
-def _f3(naive_rates, naive_distinct, skip_rates):
-    rows = ([race("naive", 4, r, claims_per_second=v, unique_jobs_per_second=naive_distinct)
-             for r, v in enumerate(naive_rates)]
-            + [race("skip_locked", 4, r, claims_per_second=v, unique_jobs_per_second=v)
-               for r, v in enumerate(skip_rates)])
+def _f3(naive_rates, naive_distinct, skip_rates, workers=(4,)):
+    """naive against skip_locked at each worker count: one race per rate given."""
+    rows = ([race("naive", w, r, claims_per_second=v, unique_jobs_per_second=naive_distinct)
+             for w in workers for r, v in enumerate(naive_rates)]
+            + [race("skip_locked", w, r, claims_per_second=v, unique_jobs_per_second=v)
+               for w in workers for r, v in enumerate(skip_rates)])
     return guard_cost.f3_naive_looks_fastest(races(*rows))
 
 
 @pytest.mark.parametrize("naive_rates, naive_distinct, skip_rates, expected, parts", [
-    ((5_900, 6_100), 2_000, (4_000, 4_200), CONFIRMED, (CONFIRMED, CONFIRMED)),
-    ((12_000, 12_500), 2_000, (4_000, 4_200), CONFIRMED_DIFFERENT_SIZE, (CONFIRMED, CONFIRMED)),
-    ((6_100, 6_300), 5_000, (4_000, 4_200), CORRECTED, (CONFIRMED, CORRECTED)),  # ahead counting each job once
-    ((3_000, 3_200), 2_000, (4_000, 4_200), NOT_REPRODUCED, (NOT_REPRODUCED, CONFIRMED)),
-    ((3_000, 5_000), 2_000, (4_000, 4_200), NOT_DISTINGUISHABLE, (NOT_DISTINGUISHABLE, CONFIRMED)),
+    ((5_900, 6_000, 6_100), 2_000, (4_000, 4_100, 4_200), CONFIRMED, (CONFIRMED, CONFIRMED)),
+    ((12_000, 12_200, 12_500), 2_000, (4_000, 4_100, 4_200), CONFIRMED_DIFFERENT_SIZE, (CONFIRMED, CONFIRMED)),
+    ((6_100, 6_200, 6_300), 5_000, (4_000, 4_100, 4_200), CORRECTED, (CONFIRMED, CORRECTED)),  # ahead, once each
+    ((3_000, 3_100, 3_200), 2_000, (4_000, 4_100, 4_200), NOT_REPRODUCED, (NOT_REPRODUCED, CONFIRMED)),
+    ((3_000, 4_000, 5_000), 2_000, (4_000, 4_100, 4_200), NOT_DISTINGUISHABLE, (NOT_DISTINGUISHABLE, CONFIRMED)),
+    ((5_900, 6_100), 2_000, (4_000, 4_200), NOT_MEASURED, ()),  # two races a side decide nothing
 ])
 def test_f3_is_judged_per_part_beyond_the_spread(naive_rates, naive_distinct, skip_rates, expected, parts):
     found = _f3(naive_rates, naive_distinct, skip_rates)
     assert verdict(found) == expected
     assert tuple(v for _, v in found.parts) == parts
-    # the label names every part, so it agrees with the figures beside it
-    assert "looks fastest: " in found.verdict_label and "because duplicates count: " in found.verdict_label
+    if parts:  # the label names every part, so it agrees with the figures beside it
+        assert "looks fastest: " in found.verdict_label and "because duplicates count: " in found.verdict_label
+
+
+def test_f3_needs_a_lead_at_most_worker_counts_not_at_one():
+    # ahead beyond the spread at 1 worker only, overlapping at 2 and 4: not distinguishable
+    rows = ([race("naive", 1, r, claims_per_second=v, unique_jobs_per_second=v * 0.9)
+             for r, v in enumerate((5_000, 5_050, 5_100))]
+            + [race("skip_locked", 1, r, claims_per_second=v, unique_jobs_per_second=v)
+               for r, v in enumerate((4_900, 4_920, 4_950))]
+            + [race(s, w, r, claims_per_second=v, unique_jobs_per_second=v) for s in ("naive", "skip_locked")
+               for w in (2, 4) for r, v in enumerate((4_000, 4_500, 5_000))])
+    found = guard_cost.f3_naive_looks_fastest(races(*rows))
+    assert dict(found.parts)["looks fastest"] == NOT_DISTINGUISHABLE and found.values["fastest_at"] == "1"
+    # CPU-bound points are not among the compared ones
+    bound = [{**row, "cpu_bound": row["worker_count"] != 1} for row in rows]
+    found = guard_cost.f3_naive_looks_fastest(races(*bound))
+    assert found.worker_counts_used == (1,) and dict(found.parts)["looks fastest"] == CONFIRMED
 
 
 def test_f3_is_not_measured_without_naive():

@@ -114,6 +114,11 @@ class Races:
         free = set(self.workers(strategy, least, cpu_free=True))
         return [w for w in self.workers(strategy, least) if w not in free]
 
+    def repeats(self, strategy: str, worker_count: int) -> int:
+        """How many races the point had (0 where it was not raced)."""
+        rows = self.points[(self.points["strategy"] == strategy) & (self.points["worker_count"] == worker_count)]
+        return int(rows["repeats"].iloc[0]) if len(rows) and "repeats" in rows else 0
+
     def figure(self, strategy: str, worker_count: int, column: str) -> Figure:
         if column not in self.points:
             return NO_FIGURE
