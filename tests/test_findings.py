@@ -271,7 +271,7 @@ def _f7(skip_rate=2_000.0, guarded_rate=100.0, top=100, **skip_figures):
 @pytest.mark.parametrize("kwargs, expected", [
     ({}, CONFIRMED),
     ({"skip_rate": 500.0}, CONFIRMED_DIFFERENT_SIZE),
-    ({"top": 32}, CONFIRMED_DIFFERENT_SIZE),  # 20x, but not at the original's high concurrency
+    ({"top": 32}, CONFIRMED),  # 20x, but not at the original's high concurrency: that part is not measured
     ({"empty_while_jobs_remained": 2}, CORRECTED),  # empty looks while jobs remained are wasted attempts
     ({"errors": 1}, CORRECTED),
     ({"duplicate_jobs": 1}, NOT_REPRODUCED),
@@ -280,7 +280,26 @@ def _f7(skip_rate=2_000.0, guarded_rate=100.0, top=100, **skip_figures):
 def test_f7_judges_no_wasted_attempts_by_empty_looks_while_jobs_remained(kwargs, expected):
     found = _f7(**kwargs)
     assert verdict(found) == expected
-    assert [p for p, _ in found.parts] == ["no duplicates", "no wasted attempts", "faster under contention"]
+    assert [p for p, _ in found.parts] == ["no duplicates", "no wasted attempts", "faster under contention",
+                                           "about 20x at 100 workers"]
+    if kwargs == {"top": 32}:
+        assert dict(found.parts)["about 20x at 100 workers"] == NOT_MEASURED and "not raced at 100" in found.note
+
+
+def test_f7_reads_100_workers_from_the_split_arm_where_the_sweep_was_cpu_bound():
+    sweep_rows = ([race(s, w, r, claims_per_second=rate) for s, rate in (("guarded", 100.0), ("skip_locked", 900.0))
+                   for w in (1, 4) for r in range(3)]
+                  + [race(s, 100, r, claims_per_second=rate, cpu_bound=True)
+                     for s, rate in (("guarded", 100.0), ("skip_locked", 2_000.0)) for r in range(3)])
+    split = races(*[race(s, 100, r, claims_per_second=rate) for s, rate in (("guarded", 100.0), ("skip_locked", 960.0))
+                    for r in range(3)])
+    found = should_switch.f7_skip_locked_no_waste(races(*sweep_rows), split)
+    assert dict(found.parts)["about 20x at 100 workers"] == CONFIRMED_DIFFERENT_SIZE
+    assert verdict(found) == CONFIRMED_DIFFERENT_SIZE and "separate CPUs" in found.note and "9.6x" in found.note
+    bound_split = races(*[{**row, "cpu_bound": True} for row in split.summary.to_dict("records")])
+    found = should_switch.f7_skip_locked_no_waste(races(*sweep_rows), bound_split)
+    assert dict(found.parts)["about 20x at 100 workers"] == NOT_MEASURED and verdict(found) == CONFIRMED
+    assert "was CPU-bound" in found.note
 
 
 def test_f7_is_not_measured_without_skip_locked_or_without_contention():
@@ -749,7 +768,9 @@ def test_the_table_has_one_row_per_finding_in_order():
     found = contents.evaluate({"races": race_rules.Loaded(pd.DataFrame([race("guarded", 1), race("guarded", 4)]))})
     frame = findings.table(found)
     assert list(frame["finding"])[:3] == ["F1", "F2", "F3"] and list(frame["finding"])[-1] == "A10"
-    labels = {label.rsplit(": ", 1)[-1] for cell in frame["verdict"] for label in cell.split("; ")}
+    # "overall (part: verdict; part: verdict)" where a finding has parts, else its verdict
+    labels = {label.rsplit(": ", 1)[-1] for cell in frame["verdict"]
+              for label in cell.replace(" (", "; ").rstrip(")").split("; ")}
     assert labels <= set(findings.VERDICT_LABELS.values())
     assert frame.columns[1].startswith("the original's") and frame.columns[2].startswith("the original's")
 

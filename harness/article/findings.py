@@ -222,8 +222,10 @@ class Finding:
 
     @property
     def verdict_label(self) -> str:
+        """The verdict, and each part's where there are several: the page says what findings --json says."""
         if len(self.parts) > 1:
-            return "; ".join(f"{part}: {VERDICT_LABELS[verdict]}" for part, verdict in self.parts)
+            parts = "; ".join(f"{part}: {VERDICT_LABELS[verdict]}" for part, verdict in self.parts)
+            return f"{VERDICT_LABELS[self.verdict]} ({parts})"
         return VERDICT_LABELS[self.verdict]
 
     @property
