@@ -20,7 +20,7 @@ READS = ()  # it reads the races section's loaded sweep (loaded["races"])
 say = Sentences(NAME)
 
 
-CPU_FREE_FINDINGS = ("F5", "F6", "F7", "F8", "C4", "A1")
+CPU_FREE_FINDINGS = ("F3", "F5", "F6", "F7", "F8", "C4", "A1", "A2")
 
 
 def bottleneck(lock_share: float, runnable_share: float | None) -> str:
