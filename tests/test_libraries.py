@@ -141,7 +141,7 @@ def summarised(audit_rows, execution_rows, jobs=3):
                                                            "run_delay_ns"])
     counters = {"transactions": 0, "updates": 0, "hot_updates": 0, "dead_tuples": 0}
     return library_runs.summarise(library_runs.LibraryParameters("procrastinate", 2, jobs), audit, executions,
-                                  timings, 0, 5_000_000, 100, counters, counters, None, None, 0, 0)
+                                  timings, 0, 5_000_000, 100, counters, counters, None, None, 0, 0, {})
 
 
 def test_a_job_run_twice_or_claimed_twice_is_counted_and_a_clean_drain_counts_none():
