@@ -465,6 +465,8 @@ def test_fixed_fill_latency_reads_the_bench_at_its_most_workers():
     assert bench_rules.fixed_fill_latency(bench) == pytest.approx({
         "worker_count": 100, "skip_locked_p99_ms": 9.0, "guarded_p99_ms": 3.0, "skip_locked_p99_ms_min": 8.1,
         "skip_locked_p99_ms_max": 10.8, "guarded_p99_ms_min": 2.7, "guarded_p99_ms_max": 3.6})
+    assert bench_rules.fixed_fill_latency(bench, most_workers=4) is None, "8 is beyond, and 1 worker has no rival"
+    assert bench_rules.fixed_fill_latency(bench[bench["worker_count"] == 8].assign(worker_count=1)) is None
     assert bench_rules.fixed_fill_latency(None) is None
     assert bench_rules.fixed_fill_latency(bench[bench["strategy"] == "guarded"]) is None
 

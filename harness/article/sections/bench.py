@@ -19,11 +19,13 @@ say = Sentences(NAME)
 
 
 def fixed_fill_latency(bench_summary: pd.DataFrame | None, most_workers: int | None = None) -> dict | None:
-    """Winning claims' p99 at a fixed fill (the bench's never-draining queue), at its most workers up to
-    most_workers (the most the race sweep raced without being CPU-bound; None: no bound)."""
+    """Winning claims' p99 at a fixed fill (the bench's never-draining queue), at its most workers from 2 up to
+    most_workers (the most the race sweep raced without being CPU-bound; None: no bound); None where the bench has
+    no such point."""
     if bench_summary is None or "harness_win_p99_us" not in bench_summary:
         return None
     counts = bench_summary["worker_count"]
+    counts = counts[counts >= 2]  # one worker has no rival: its tail says nothing about contention
     if most_workers is not None:
         counts = counts[counts <= most_workers]
     if not len(counts):
