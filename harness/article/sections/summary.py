@@ -42,11 +42,16 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     return out | {
         "summary_table": table(summary_table(list(found.values())), escape=False),
         "original_count": count(sum(verdicts.values())),
-        "corrected_count": count(verdicts["corrected"] + verdicts["not_reproduced"]),
+        # each count with its verb, which agrees with it
+        "corrected_are": _with_verb(verdicts["corrected"] + verdicts["not_reproduced"], "is", "are"),
         "undecided_count": count(verdicts["not_distinguishable"]),
-        "unmeasured_count": count(verdicts["not_measured"]),
-        "confirmed_count": count(verdicts["confirmed"] + verdicts["confirmed_different_size"]),
+        "unmeasured_are": _with_verb(verdicts["not_measured"], "is", "are"),
+        "confirmed_hold": _with_verb(verdicts["confirmed"] + verdicts["confirmed_different_size"], "holds", "hold"),
         "machine_minutes": number(machine_minutes(list(loaded[NAME].runs)), 0)}
+
+
+def _with_verb(number: int, one: str, many: str) -> str:
+    return f"{count(number)} {one if number == 1 else many}"
 
 
 def comparison_table(found: list[Finding]) -> str:
