@@ -62,15 +62,27 @@ def test_the_layout_table_says_which_layout_lies_nearer_the_original():
                     asyncio_guarded_100={"losses_per_win": 40.0, "claims_per_second": 100.0},
                     processes_naive_2={"duplicate_jobs": 900, "extra_claims": 950},
                     asyncio_naive_2={"duplicate_jobs": 500, "extra_claims": 520})
-    table = client_layouts.layout_table(frame)
+    free = frame.assign(cpu_bound=False)
+    table = client_layouts.layout_table(free)
     f5 = table[(table["finding"] == "F5") & (table["workers"] == 100)].iloc[0]
     assert f5["nearer the original"] == client_layouts.ASYNCIO  # 22 lies nearer 40 than 9 on a log scale
     f1 = table[table["finding"] == "F1"].iloc[0]
     assert f1["nearer the original"] == client_layouts.PROCESSES  # 97.6% lies nearer 90% than 50%
     note = client_layouts.layout_note(table, "F5")
     assert "40.00 against 9.00 at 100 workers" in note and "nearer the asyncio layout" in note
-    assert "CPU-bound" in note
+    assert "CPU-bound" not in note
     assert client_layouts.layout_note(table, "F7") == "", "no skip_locked race, no sentence"
+
+
+def test_no_layout_is_read_against_the_original_where_either_was_cpu_bound():
+    frame = layouts(processes_guarded_100={"losses_per_win": 9.0, "claims_per_second": 500.0},
+                    asyncio_guarded_100={"losses_per_win": 40.0, "claims_per_second": 100.0})  # asyncio CPU-bound
+    table = client_layouts.layout_table(frame)
+    f5 = table[(table["finding"] == "F5") & (table["workers"] == 100)].iloc[0]
+    assert f5["nearer the original"] is None and f5["asyncio CPU-bound"] and not f5["processes CPU-bound"]
+    note = client_layouts.layout_note(table, "F5")
+    assert "nearer" not in note and "CPU-bound throughout" in note
+    assert "At 100 workers a layout was CPU-bound, so neither is read against the original" in note
 
 
 def test_a_round_trip_sweep_races_0_ms_straight_and_through_the_proxy():

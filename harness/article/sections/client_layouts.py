@@ -11,7 +11,7 @@ import pandas as pd
 from harness.article.findings import (Finding, ORIGINAL_F1_DUPLICATE_JOBS, ORIGINAL_F5_LOSSES_PER_WIN,
                                       ORIGINAL_F7_RATIO, ORIGINAL_HIGH_WORKERS, ORIGINAL_JOB_COUNT)
 from harness.article.formats import DASH, count, missing, number, percent, ratio
-from harness.article.prose import join, table
+from harness.article.prose import join, table, worker_list
 from harness.article.sections.races import NAME as RACES, race_data
 from harness.article.wording import Sentences
 
@@ -53,24 +53,25 @@ def layout_table(summary: pd.DataFrame) -> pd.DataFrame:
     over repeats), the original's where it gives one, and which layout lies nearer it (on a log scale)."""
     rows = []
     for finding_id, figure, workers, original in LAYOUT_FIGURES:
-        values = {}
+        values, bound = {}, {}
         for layout, label in (("processes", PROCESSES), ("asyncio", ASYNCIO)):
             picked = summary[summary["client_layout"] == layout] if "client_layout" in summary else summary.iloc[0:0]
             values[label] = _layout_value(picked, figure, workers)
-            if layout == "asyncio":
-                at_point = picked[picked["worker_count"] == workers]
-                bound = bool(len(at_point) and "cpu_bound" in at_point
-                             and at_point["cpu_bound"].fillna(False).astype(bool).all())
+            at_point = picked[picked["worker_count"] == workers]
+            # one CPU-bound race marks the point, as everywhere (analysis.over_repeats)
+            bound[label] = bool(len(at_point) and "cpu_bound" in at_point
+                                and at_point["cpu_bound"].fillna(False).astype(bool).any())
         if all(missing(v) for v in values.values()):
             continue
         nearer = None
-        if original and all(not missing(v) and v > 0 for v in values.values()):
+        # which layout lies nearer the original is read only where neither was CPU-bound: else it is the scheduler's
+        if original and not any(bound.values()) and all(not missing(v) and v > 0 for v in values.values()):
             nearer = min(values, key=lambda label: abs(math.log(values[label] / original)))
         rows.append({"finding": finding_id, "figure": figure, "workers": workers, **values,
                      "the original": original if original is not None else math.nan, "nearer the original": nearer,
-                     "asyncio CPU-bound": bound})
+                     "asyncio CPU-bound": bound[ASYNCIO], "processes CPU-bound": bound[PROCESSES]})
     return pd.DataFrame(rows, columns=["finding", "figure", "workers", PROCESSES, ASYNCIO, "the original",
-                                       "nearer the original", "asyncio CPU-bound"])
+                                       "nearer the original", "asyncio CPU-bound", "processes CPU-bound"])
 
 
 def layout_note(table: pd.DataFrame, finding_id: str) -> str:
@@ -87,9 +88,13 @@ def layout_note(table: pd.DataFrame, finding_id: str) -> str:
                   else say("layout.nearer_processes"))
               for _, row in rows.iterrows() if isinstance(row["nearer the original"], str)]
     bound = bool(rows["asyncio CPU-bound"].all())
+    # an original figure beside a point where either layout was CPU-bound: said, and not read against it
+    unread = [row["workers"] for _, row in rows.iterrows() if not missing(row["the original"])
+              and (row["asyncio CPU-bound"] or row["processes CPU-bound"])]
     return (say("layout.note", figure=rows.iloc[0]["figure"], figures=listed,
                 nearer="; " + "; ".join(nearer) if nearer else "")
-            + (" " + say("layout.cpu_bound") if bound else ""))
+            + (" " + say("layout.cpu_bound") if bound else "")
+            + (" " + say("layout.not_read", workers=worker_list(unread)) if unread else ""))
 
 
 def layouts_html(loaded: dict) -> str:
@@ -109,7 +114,10 @@ def layouts_html(loaded: dict) -> str:
         "finding": frame["finding"], "figure": frame["figure"], "workers": frame["workers"],
         PROCESSES: [shown(r, PROCESSES) for _, r in frame.iterrows()],
         ASYNCIO: [shown(r, ASYNCIO) for _, r in frame.iterrows()],
-        "the original": [shown(r, "the original") for _, r in frame.iterrows()]}))
+        "the original": [shown(r, "the original") for _, r in frame.iterrows()],
+        "CPU-bound": [", ".join(label for label, column in ((PROCESSES, "processes CPU-bound"),
+                                                            (ASYNCIO, "asyncio CPU-bound")) if r[column])
+                      for _, r in frame.iterrows()]}))
 
 
 # --------------------------------------------------------------------------- the section
