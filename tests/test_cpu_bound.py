@@ -113,6 +113,33 @@ def test_either_side_waiting_for_a_cpu_half_its_window_marks_the_point(client, r
     assert activity.cpu_bound(client, running, backend) is (None if side is None else side != "")
 
 
+def test_the_backend_watch_reads_processes_that_come_and_go_and_says_none_once_it_failed():
+    import time as clock
+
+    spinner = mp.get_context("fork").Process(target=_spin, daemon=True)
+    spinner.start()
+    try:
+        appears = iter([[], [spinner.pid]])  # a backend that connects after the start is read from when it is seen
+        watch = activity.BackendWatch(lambda: next(appears, [spinner.pid]), interval_seconds=0.02).start()
+        clock.sleep(0.3)
+        shares = watch.stop()
+        assert shares["backends"] == 1 and shares["running_share"] > 0.3
+        calls = []
+
+        def breaks_after_the_start():
+            calls.append(1)
+            if len(calls) > 1:
+                raise RuntimeError("the watching connection went away")
+            return [spinner.pid]
+
+        failed = activity.BackendWatch(breaks_after_the_start, interval_seconds=0.02).start()
+        clock.sleep(0.1)
+        assert failed.stop()["runnable_share"] is None and failed.error is not None
+    finally:
+        spinner.kill()
+        spinner.join(5)
+
+
 def test_only_samples_inside_their_workers_window_are_kept():
     samples = activity.samples_frame(seqs=[0, 0, 1, 1, 2], times=[5, 5, 15, 15, 30], pids=[1, 2, 1, 2, 1],
                                      states=["active"] * 5, types=[None] * 5, events=[None] * 5)

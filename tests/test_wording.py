@@ -125,19 +125,27 @@ def test_the_sections_code_holds_no_sentence(path):
     assert sentences == []
 
 
-def test_a_missing_key_or_field_fails_naming_it(tmp_path, monkeypatch):
-    (tmp_path / "demo.yml").write_text("greeting: 'hello {name}, {count} jobs'\n")
+@pytest.fixture
+def demo_sentences(tmp_path, monkeypatch):
+    """Sentences("demo") over a made-up templates file: call it with the file's text."""
     monkeypatch.setattr(wording, "SENTENCES_DIR", tmp_path)
-    wording.sentences.cache_clear()
-    say = wording.Sentences("demo")
-    try:
-        assert say("greeting", name="guarded", count="3") == "hello guarded, 3 jobs"
-        with pytest.raises(KeyError, match="needs count"):
-            say("greeting", name="guarded")
-        with pytest.raises(KeyError, match="no sentence 'farewell'"):
-            say("farewell")
-    finally:
+
+    def written(text: str) -> wording.Sentences:
+        (tmp_path / "demo.yml").write_text(text)
         wording.sentences.cache_clear()
+        return wording.Sentences("demo")
+
+    yield written
+    wording.sentences.cache_clear()
+
+
+def test_a_missing_key_or_field_fails_naming_it(demo_sentences):
+    say = demo_sentences("greeting: 'hello {name}, {count} jobs'\n")
+    assert say("greeting", name="guarded", count="3") == "hello guarded, 3 jobs"
+    with pytest.raises(KeyError, match="needs count"):
+        say("greeting", name="guarded")
+    with pytest.raises(KeyError, match="no sentence 'farewell'"):
+        say("farewell")
 
 
 # A section said through say.each, on made-up templates: the check finds each thing the per-name call can get wrong.
@@ -200,16 +208,10 @@ def test_say_each_fails_on_names_the_check_cannot_read():
         "section imports by name)"]
 
 
-def test_say_each_fills_each_name_s_template(tmp_path, monkeypatch):
-    (tmp_path / "demo.yml").write_text("advice.a: 'set it to {default}'\nadvice.b: nothing to set\n")
-    monkeypatch.setattr(wording, "SENTENCES_DIR", tmp_path)
-    wording.sentences.cache_clear()
-    say = wording.Sentences("demo")
-    try:
-        assert say.each("advice", ("a", "b"), default="5 s") == {"a": "set it to 5 s", "b": "nothing to set"}
-        with pytest.raises(KeyError, match="needs default"):
-            say.each("advice", ("a", "b"))
-        with pytest.raises(KeyError, match="no sentence 'advice.c'"):
-            say.each("advice", ("a", "c"), default="5 s")
-    finally:
-        wording.sentences.cache_clear()
+def test_say_each_fills_each_name_s_template(demo_sentences):
+    say = demo_sentences("advice.a: 'set it to {default}'\nadvice.b: nothing to set\n")
+    assert say.each("advice", ("a", "b"), default="5 s") == {"a": "set it to 5 s", "b": "nothing to set"}
+    with pytest.raises(KeyError, match="needs default"):
+        say.each("advice", ("a", "b"))
+    with pytest.raises(KeyError, match="no sentence 'advice.c'"):
+        say.each("advice", ("a", "c"), default="5 s")

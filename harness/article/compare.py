@@ -130,6 +130,20 @@ class Races:
 
 
 
+def free_at(sources: dict, strategies, worker_count: int) -> tuple[str | None, Races | None, bool]:
+    """The first of sources (name -> Races, or None where that arm was not raced) in which every strategy was raced
+    at worker_count without being CPU-bound, as (name, races, raced); (None, None, raced) where none was. raced:
+    whether any source raced them all there, CPU-bound or not, so a note can tell "CPU-bound" from "not raced"."""
+    raced = False
+    for name, source in sources.items():
+        if source is None:
+            continue
+        raced |= all(worker_count in source.workers(s) for s in strategies)
+        if all(worker_count in source.workers(s, cpu_free=True) for s in strategies):
+            return name, source, True
+    return None, None, raced
+
+
 def most_cpu_free_workers(summary: pd.DataFrame) -> int | None:
     """The most workers guarded and skip_locked both raced without being CPU-bound; None without races."""
     if not len(summary):

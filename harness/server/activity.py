@@ -397,7 +397,7 @@ class BackendWatch:
         while not self._stopping.wait(self.interval_seconds):
             try:
                 self._read()
-            except Exception as error:  # the shares then cover what was read; stop() says so
+            except Exception as error:  # a watch that lost its readings measured nothing: stop() says None
                 self.error = error
                 return
 
@@ -411,8 +411,9 @@ class BackendWatch:
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join(5)
-        if self.error is None:
-            self._read()
+        if self.error is not None:
+            return share_split([])
+        self._read()
         deltas = []
         for pid, (start, began_ns) in self.first.items():
             end, ended_ns = self.last.get(pid, (None, began_ns))
@@ -490,9 +491,9 @@ def achieved_interval_ms(samples: pd.DataFrame) -> float | None:
 # waiting for a CPU. A process's window is its time on a CPU, its time waiting on the other side (the server, or
 # the client) and its time waiting for a CPU; at half, the wait for a CPU is at least as long as everything else
 # together, so the race's figures say how this machine schedules its processes, not what the server's locks do.
-# Either side counts: starved clients leave their backends idle ("waiting for the client"), and starved backends
-# time-slice the CPUs while holding row locks, which lengthens every lock wait and every lost race. The threshold is
-# a fixed half for that reason. A point whose repeats straddle it counts as CPU-bound if any repeat is
+# Either side counts: starved clients leave their backends waiting for them (the sampler's "waiting for the
+# client"), and a starved backend waits for a CPU, possibly holding a row lock another backend waits on. The
+# threshold is a fixed half for that reason. A point whose repeats straddle it counts as CPU-bound if any repeat is
 # (analysis.over_repeats), so it is left out rather than judged.
 CPU_BOUND_CLIENT_RUNNABLE_SHARE = 0.5
 CPU_BOUND_BACKEND_RUNNABLE_SHARE = CPU_BOUND_CLIENT_RUNNABLE_SHARE  # the same line, on the server's side

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.article.analysis import race_summary, shares_at
-from harness.article.compare import Figure, OriginalFigure, Races, direction_beyond_noise, scaled, separated
+from harness.article.compare import (Figure, OriginalFigure, Races, direction_beyond_noise, free_at, scaled,
+                                     separated)
 from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, Finding, NOT_DISTINGUISHABLE,
                                       NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_F3_PEAK, ORIGINAL_F5_LOSSES_PER_WIN,
                                       ORIGINAL_F6_MAX_P99_MS, ORIGINAL_F6_MIN_RATE, ORIGINAL_HIGH_WORKERS, make_finding,
@@ -116,15 +117,6 @@ def _size_at(figure: Figure, original: OriginalFigure) -> str:
     return CONFIRMED if original.met_by(figure) else CONFIRMED_DIFFERENT_SIZE
 
 
-def _high_point(races: Races, split: Races | None) -> tuple[Figure | None, str, int]:
-    """guarded at the original's 100 workers, where not CPU-bound: the sweep's point, else the split-CPU arm's.
-    Returns (figure, where, jobs), figure None where no such point was raced or every one was CPU-bound."""
-    for where, source in (("sweep", races), ("split", split)):
-        if source is not None and ORIGINAL_HIGH_WORKERS in source.workers("guarded", cpu_free=True):
-            return source.figure("guarded", ORIGINAL_HIGH_WORKERS, "losses_per_win"), where, source.job_count
-    return None, "", 0
-
-
 def f5_lost_races_per_win(races: Races, split: Races | None = None) -> Finding:
     """The original: lost races per win grow "much faster than workers", about 1 at 2 workers and about 22 at 100.
     Three parts, each on points that were not CPU-bound:
@@ -166,16 +158,16 @@ def f5_lost_races_per_win(races: Races, split: Races | None = None) -> Finding:
     else:
         at_two = NOT_MEASURED
         notes.append(say("F5.no_two_workers"))
-    high, where, jobs = _high_point(races, split)
-    if high is not None:
+    # the original's 100 workers: the sweep's point, else the split-CPU arm's, where not CPU-bound
+    where, source, raced = free_at({"sweep": races, "split": split}, ("guarded",), ORIGINAL_HIGH_WORKERS)
+    if source is not None:
+        high = source.figure("guarded", ORIGINAL_HIGH_WORKERS, "losses_per_win")
         at_high = _size_at(high, ORIGINAL_F5_HIGH)
         notes.append(say("F5.high", workers=ORIGINAL_HIGH_WORKERS, lost_per_win=high.text(lambda v: number(v, 2)),
                          where=say("F5.where_sweep") if where == "sweep" else say("F5.where_split"),
-                         jobs=count(jobs), original_high=ORIGINAL_F5_LOSSES_PER_WIN))
+                         jobs=count(source.job_count), original_high=ORIGINAL_F5_LOSSES_PER_WIN))
     else:
         at_high = NOT_MEASURED
-        raced = any(source is not None and ORIGINAL_HIGH_WORKERS in source.workers("guarded")
-                    for source in (races, split))
         notes.append(say("F5.high_bound", workers=ORIGINAL_HIGH_WORKERS) if raced
                      else say("F5.high_not_raced", workers=ORIGINAL_HIGH_WORKERS))
     notes.append(skipped)

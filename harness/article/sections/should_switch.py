@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from harness.article.analysis import race_summary
-from harness.article.compare import Figure, NO_FIGURE, OriginalFigure, Races, separated
+from harness.article.compare import Figure, NO_FIGURE, OriginalFigure, Races, free_at, separated
 from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, Finding,
                                       NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_F7_RATIO,
                                       ORIGINAL_HIGH_WORKERS, make_finding, not_measured)
@@ -37,21 +37,6 @@ def _paired_ratio(races: Races, numerator: str, denominator: str, worker_count: 
 
 F7_PARTS = ("no duplicates", "no wasted attempts", "faster under contention",
             f"about {ORIGINAL_F7_RATIO}x at {ORIGINAL_HIGH_WORKERS} workers")
-
-
-def _speedup_at_high(races: Races, split: Races | None) -> tuple[Figure | None, str, int, bool]:
-    """skip_locked's claims/s over guarded's at the original's 100 workers, per repeat, where both were raced there
-    without being CPU-bound: the sweep's point, else the split-CPU arm's. Returns (figure, where, jobs, raced):
-    figure None where no such point was free of the mark, raced whether any race there was run at all."""
-    raced = False
-    for where, source in (("sweep", races), ("split", split)):
-        if source is None:
-            continue
-        raced |= all(ORIGINAL_HIGH_WORKERS in source.workers(s) for s in ("skip_locked", "guarded"))
-        if all(ORIGINAL_HIGH_WORKERS in source.workers(s, cpu_free=True) for s in ("skip_locked", "guarded")):
-            return (_paired_ratio(source, "skip_locked", "guarded", ORIGINAL_HIGH_WORKERS, "claims_per_second"),
-                    where, source.job_count, True)
-    return None, "", 0, raced
 
 
 def f7_skip_locked_no_waste(races: Races, split: Races | None = None) -> Finding:
@@ -104,16 +89,19 @@ def f7_skip_locked_no_waste(races: Races, split: Races | None = None) -> Finding
         notes.append(say("F7.slower", workers=top))
     elif faster == NOT_DISTINGUISHABLE:
         notes.append(say("F7.spans", workers=top))
-    high, where, jobs, raced_high = _speedup_at_high(races, split)
-    if high is None:
+    # the original's 100 workers: the sweep's point, else the split-CPU arm's, where neither was CPU-bound
+    where, source, raced = free_at({"sweep": races, "split": split}, ("skip_locked", "guarded"),
+                                   ORIGINAL_HIGH_WORKERS)
+    if source is None:
         size = NOT_MEASURED
-        notes.append(say("F7.high_bound", workers=ORIGINAL_HIGH_WORKERS) if raced_high
+        notes.append(say("F7.high_bound", workers=ORIGINAL_HIGH_WORKERS) if raced
                      else say("F7.high_not_raced", workers=ORIGINAL_HIGH_WORKERS))
     else:
+        high = _paired_ratio(source, "skip_locked", "guarded", ORIGINAL_HIGH_WORKERS, "claims_per_second")
         size = CONFIRMED if OriginalFigure(ORIGINAL_F7_RATIO, 10).met_by(high) else CONFIRMED_DIFFERENT_SIZE
-        notes.append(say("F7.high", workers=ORIGINAL_HIGH_WORKERS, speedup=high.text(ratio), jobs=count(jobs),
-                         where=say("F7.where_sweep") if where == "sweep" else say("F7.where_split"),
-                         original_ratio=ORIGINAL_F7_RATIO))
+        notes.append(say("F7.high", workers=ORIGINAL_HIGH_WORKERS, speedup=high.text(ratio),
+                         jobs=count(source.job_count), original_ratio=ORIGINAL_F7_RATIO,
+                         where=say("F7.where_sweep") if where == "sweep" else say("F7.where_split")))
     parts = (*parts, (F7_PARTS[3], size))
     notes.append(skipped)
     for part_verdict in (no_duplicates, no_waste, faster):
@@ -135,10 +123,10 @@ def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_f
                                     | set(races.cpu_bound_workers("guarded", least=2))))
     if fixed_fill is not None:
         statement_w = fixed_fill["worker_count"]
-        skip_stmt, guarded_stmt = (Figure(fixed_fill[f"{strategy}_p99_ms"], fixed_fill.get(f"{strategy}_p99_ms_min",
-                                                                                           math.nan),
-                                          fixed_fill.get(f"{strategy}_p99_ms_max", math.nan))
-                                   for strategy in ("skip_locked", "guarded"))
+        def over_pairs(strategy):  # median, lowest, highest over the bench's pairs; no spread: NaN ends
+            return Figure(*(fixed_fill.get(f"{strategy}_p99_ms{end}", math.nan) for end in ("", "_min", "_max")))
+
+        skip_stmt, guarded_stmt = over_pairs("skip_locked"), over_pairs("guarded")
         where = say("F8.at_fixed_fill", workers=statement_w)
     elif both:
         statement_w = both[-1]

@@ -265,8 +265,7 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
                 wasted = np.nansum([figure("losses_per_win", high), figure("aborts_per_win", high)])
                 shares = wait_share_table(raced)
                 lock = shares[(shares["worker_count"] == high)][LOCK_WAIT] if len(shares) else pd.Series(dtype=float)
-                bound_here = [w for w in sorted({low, high}) if len(at[(at["worker_count"] == w)])
-                              and bool(bound[at.index[at["worker_count"] == w]].any())]
+                bound_here = [w for w in sorted({low, high}) if bound[at.index[at["worker_count"] == w]].any()]
                 row.update({"races": int(len(raced)), DUPLICATES_PER_RACE: int(raced["duplicate_jobs"].max()),
                             CPU_BOUND_AT: ", ".join(str(w) for w in bound_here),
                             "claims/s, low": figure("claims_per_second", low),
