@@ -101,10 +101,12 @@ def test_the_articles_sql_is_the_packages(page):
 
 
 @pytest.mark.slow
-def test_comparison_table_covers_every_finding(page):
+def test_comparison_tables_cover_every_finding_the_original_s_in_the_main_article(page):
     tables = [t for t in page.find_all("table") if "the original's figure" in t.get_text()]
-    assert len(tables) == 1
-    rows = tables[0].select("tbody tr")
+    assert len(tables) == 2
+    original, added = tables
+    assert original.find_parent("details") is None and added.find_parent("details") is not None
+    rows = [r for t in tables for r in t.select("tbody tr")]
     assert [r.find("td").get_text(strip=True) for r in rows] == [
         *(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)), *(f"A{i}" for i in range(1, 11))]
     # a finding with several parts leads with its verdict, then each part's: "verdict (part: verdict; part: verdict)"
@@ -193,8 +195,11 @@ window.addEventListener("load", function () {
         wide.push(el.tagName + " " + Math.round(r.width) + " px: " + (el.innerText || "").slice(0, 50));
       }
     });
+    var decision = document.querySelector("table.decision");
     document.body.setAttribute("data-layout", JSON.stringify({column: Math.round(right - left), wide: wide.slice(0, 20),
-      page: document.documentElement.scrollWidth, window: window.innerWidth}));
+      page: document.documentElement.scrollWidth, window: window.innerWidth,
+      height: document.documentElement.scrollHeight, screen: window.innerHeight,
+      decision_bottom: decision ? decision.getBoundingClientRect().bottom + window.scrollY : null}));
   }, 3000);
 });
 </script>"""
@@ -203,7 +208,8 @@ window.addEventListener("load", function () {
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium); "
                                              "the browser check needs it")
-def test_every_table_code_block_and_chart_fits_the_text_column_at_1280_px(tiny, tmp_path):
+def test_every_table_code_block_and_chart_fits_the_text_column_at_1280_px_and_the_decision_is_on_the_first_screen(
+        tiny, tmp_path):
     page = tmp_path / "index.html"
     before, end, after = tiny.html.read_text().rpartition("</body>")  # the page's own, not one inside a script
     page.write_text(before + MEASURE_LAYOUT + end + after)
@@ -214,15 +220,28 @@ def test_every_table_code_block_and_chart_fits_the_text_column_at_1280_px(tiny, 
     assert layout["window"] == 1280
     assert layout["wide"] == [], f"wider than the {layout['column']} px column: {layout['wide']}"
     assert layout["page"] <= layout["window"], "the page scrolls sideways"
+    assert layout["decision_bottom"] is not None and layout["decision_bottom"] <= layout["screen"], \
+        f"the decision table ends at {layout['decision_bottom']} px, below the first {layout['screen']} px screen"
+    screens = layout["height"] / layout["screen"]
+    assert screens <= SCREENS_AT_MOST, f"{screens:.1f} screens with the deep dives collapsed"
 
 
-PROSE_WORDS_AT_MOST = 6_500  # about 2.5x the original's post; every finding is stated once, in its section
+PROSE_WORDS_AT_MOST = 4_000  # the main article; the deep dives are one click away
+SCREENS_AT_MOST = 25  # at 1,280 x 900, deep dives collapsed
+
+
+def main_article(html: str) -> BeautifulSoup:
+    """The page as a reader meets it: the deep dives (collapsed <details>) left out."""
+    soup = BeautifulSoup(html, "html.parser")
+    for element in soup.select("details, script, style"):
+        element.decompose()
+    return soup
 
 
 def prose_words(html: str) -> int:
-    """Words a reader reads as prose: the page's text outside tables, code, charts and the contents list."""
-    soup = BeautifulSoup(html, "html.parser")
-    for element in soup.select("table, pre, code, svg, script, style, nav, .claimrace-chart, .vega-embed"):
+    """Words a reader reads as prose: the main article's text outside tables, code, charts and the contents list."""
+    soup = main_article(html)
+    for element in soup.select("table, pre, code, svg, nav, .claimrace-chart, .vega-embed"):
         element.decompose()
     text = (soup.find("main") or soup.body).get_text(" ")
     return sum(1 for token in text.split() if re.search(r"[A-Za-z0-9]", token))
@@ -231,12 +250,38 @@ def prose_words(html: str) -> int:
 def test_the_word_count_reads_prose_only():
     html = ("<body><main><h2>Two words</h2><p>Three more words, <code>not this</code>.</p>"
             "<table><tr><td>nor these</td></tr></table><pre>nor this</pre><nav><li>nor the contents</li></nav>"
-            "<div class='claimrace-chart'>nor a chart</div><p>– 12 ms</p></main></body>")
+            "<div class='claimrace-chart'>nor a chart</div><p>– 12 ms</p>"
+            "<details><summary>nor a deep dive</summary><p>nor what it holds</p></details></main></body>")
     assert prose_words(html) == 2 + 3 + 2
 
 
+# A measured figure as the page prints it: a number, its unit, and its range over repeats.
+FIGURE = re.compile(r"\d[\d,.]*\s?(?:ms|µs|s|%|x|claims/s)?\s\[[^\]\[]{1,40}\]")
+
+
+def figures_printed_more_than_twice(html: str) -> dict[str, int]:
+    """{figure: times} for the measured figures (with their range) the main article prints three times or more."""
+    text = main_article(html).get_text(" ")
+    counts: dict[str, int] = {}
+    for found in FIGURE.finditer(text):
+        counts[found.group(0)] = counts.get(found.group(0), 0) + 1
+    return {figure: times for figure, times in counts.items() if times > 2}
+
+
+def test_a_figure_counts_each_time_it_is_printed_outside_the_deep_dives():
+    html = ("<main><p>68.1 ms [63.8–72.5] and 68.1 ms [63.8–72.5]</p><table><tr><td>68.1 ms [63.8–72.5]</td></tr>"
+            "</table><details><p>68.1 ms [63.8–72.5]</p></details><p>3.6x [2.9–3.6]</p></main>")
+    assert figures_printed_more_than_twice(html) == {"68.1 ms [63.8–72.5]": 3}
+    assert figures_printed_more_than_twice(html.replace("<td>68.1 ms [63.8–72.5]</td>", "<td></td>")) == {}
+
+
 @pytest.mark.slow
-def test_the_page_reads_in_at_most_6500_words_of_prose(tiny):
+def test_no_figure_is_printed_more_than_twice(tiny):
+    assert figures_printed_more_than_twice(tiny.html.read_text()) == {}
+
+
+@pytest.mark.slow
+def test_the_page_reads_in_at_most_4000_words_of_prose(tiny):
     words = prose_words(tiny.html.read_text())
     assert words <= PROSE_WORDS_AT_MOST, f"{words:,} words of prose; the page promises at most {PROSE_WORDS_AT_MOST:,}"
 

@@ -28,8 +28,7 @@ The rules that decide each verdict live with their section of the article
 (harness/article/sections/); harness/article/contents.py runs them in page order.
 
     make_finding(id, verdict, ours, notes, values)   # a rule's result
-    table(findings) -> DataFrame                     # the comparison table
-    summary_table(findings) -> DataFrame             # the page's first table
+    table(findings) -> DataFrame                     # the comparison table (HTML cells)
 """
 
 from __future__ import annotations
@@ -260,30 +259,29 @@ def by_id(findings: list[Finding]) -> dict[str, Finding]:
     return {f.id: f for f in findings}
 
 
+TABLE_COLUMNS = ["finding", "the original's claim", "the original's figure", "this reproduction", "verdict",
+                 "decided at"]
+
+
+def decided_at(finding: Finding) -> str:
+    """The table's short note: the worker counts a verdict that reads the race sweep was decided at."""
+    used = sorted(finding.worker_counts_used)
+    if not used:
+        return ""
+    counts = ", ".join(str(w) for w in used[:-1]) + (" and " if len(used) > 1 else "") + str(used[-1])
+    return f"{counts} worker{'' if used == [1] else 's'}"
+
+
 def table(findings: list[Finding]) -> pd.DataFrame:
-    """The comparison table: one row per finding, the original's columns labelled as the original's."""
-    rows = [{"finding": f.id, "the original's claim": f.claim, "the original's figure": f.original,
-             "this reproduction": f.ours, "verdict": f.verdict_label, "note": f.note}
+    """The comparison table: one row per finding in id order, the original's columns labelled as the original's,
+    each finding linked to the section that states it in full with its note (cells are HTML: render with
+    escape=False)."""
+    rows = [{"finding": f'<a href="#{html_text.escape(f.section)}">{f.id}</a>',
+             "the original's claim": html_text.escape(f.claim), "the original's figure": html_text.escape(f.original),
+             "this reproduction": html_text.escape(f.ours), "verdict": html_text.escape(f.verdict_label),
+             "decided at": decided_at(f)}
             for f in sorted(findings, key=lambda f: order(f.id))]
-    return pd.DataFrame(rows, columns=["finding", "the original's claim", "the original's figure",
-                                       "this reproduction", "verdict", "note"])
-
-
-# The summary table's order: what the reproduction changes first, then what it cannot tell, then what holds.
-SUMMARY_ORDER = ("corrected", "not_reproduced", "not_distinguishable", "confirmed_different_size", "confirmed",
-                 "added", "not_measured")
-
-
-def summary_table(findings: list[Finding]) -> pd.DataFrame:
-    """The page's first table: one row per finding, corrections first, each linked to the section that states it
-    in full (the finding cell is HTML: render with escape=False)."""
-
-    rows = []
-    for f in sorted(findings, key=lambda f: (SUMMARY_ORDER.index(f.verdict), order(f.id))):
-        rows.append({"finding": f'<a href="#{html_text.escape(f.section)}">{f.id}</a>',
-                     "the original's claim": html_text.escape(f.claim),
-                     "verdict here": html_text.escape(f.verdict_label)})
-    return pd.DataFrame(rows, columns=["finding", "the original's claim", "verdict here"])
+    return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
 
 def verdict_counts(findings: list[Finding]) -> dict:

@@ -335,7 +335,7 @@ def _models_caveat(faults: pd.DataFrame) -> str:
     return say("models_caveat", models=join(models)) if models else say("no_models_caveat")
 
 
-def _pgbouncer_version(mine: Loaded) -> str:
+def pgbouncer_version(mine: Loaded) -> str:
     """PgBouncer's version as the runs recorded it (a drain's procedure, a race's results)."""
     for run in (*mine.pooled_runs, *mine.claim_runs):
         manifest = run.manifest
@@ -360,7 +360,7 @@ def _pooler_setup(mine: Loaded | None) -> str:
                         repeats=count(request.repeats)))
     if not said:
         return say("setup.no_pooler")
-    return say("setup.pooler", version=_pgbouncer_version(mine), what=join(said))
+    return say("setup.pooler", version=pgbouncer_version(mine), what=join(said))
 
 
 ADVICE_COLUMNS = ("library", "to run a dead worker's job again", "seen here", "behind PgBouncer")

@@ -153,8 +153,6 @@ def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_f
     job_part = NOT_MEASURED
     if per_job:
         w, skip_job, guarded_job = per_job
-        ours += "; " + say("F8.ours_per_job", workers=w, skip_locked_p99=skip_job.text(ms),
-                           guarded_p99=guarded_job.text(ms))
         values.update(job_skip_p99=skip_job.text(ms), job_guarded_p99=guarded_job.text(ms), job_workers=count(w),
                       job_ratio=ratio(guarded_job.median / skip_job.median))
         order = separated(skip_job, guarded_job)

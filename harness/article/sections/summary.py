@@ -1,5 +1,6 @@
-"""The page's opening: every finding's verdict, figure and note under its placeholders, the short table of the
-findings (corrections first), how many got each verdict, and how long the runs took."""
+"""The page's opening: every finding's verdict, figure and note under its placeholders, the table of the original's
+findings and claims beside ours (and of what this study adds), how many got each verdict, and how long the runs
+took."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.article.findings import ORIGINAL, Finding, summary_table, table as findings_table, verdict_counts
+from harness.article.findings import ADDED_CLAIMS, ORIGINAL, Finding, table as findings_table, verdict_counts
 from harness.article.formats import count, number
 from harness.article.prose import table
 from harness.experiments import registry
@@ -40,7 +41,8 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     # the headline counts the original's findings and claims only: what this study adds is not a correction of it
     verdicts = verdict_counts([finding for finding in found.values() if finding.id in ORIGINAL])
     return out | {
-        "summary_table": table(summary_table(list(found.values())), escape=False),
+        "original_table": comparison_table([f for f in found.values() if f.id in ORIGINAL]),
+        "added_table": comparison_table([f for f in found.values() if f.id in ADDED_CLAIMS]),
         "original_count": count(sum(verdicts.values())),
         # each count with its verb, which agrees with it
         "corrected_are": _with_verb(verdicts["corrected"] + verdicts["not_reproduced"], "is", "are"),
@@ -55,8 +57,8 @@ def _with_verb(number: int, one: str, many: str) -> str:
 
 
 def comparison_table(found: list[Finding]) -> str:
-    """The closing table: every finding beside the original's claim and figure."""
-    return table(findings_table(found), css_class="wide")
+    """Findings beside the original's claim and figure, ours, the verdict and where it was decided."""
+    return table(findings_table(found), css_class="wide", escape=False)
 
 
 def machine_minutes(run_folders) -> float:

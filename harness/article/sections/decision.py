@@ -1,0 +1,137 @@
+"""The decision the page opens with: if you ..., use ..., because ..., each row read off the verdicts and figures
+of the findings it rests on, and the point they were measured at. A row whose findings do not bear the advice out
+says so instead of giving it."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_MEASURED, VERDICT_LABELS,
+                                      Finding)
+from harness.article.formats import count
+from harness.article.prose import counted, join, table
+from harness.article.sections.library_faults import pgbouncer_version
+from harness.article.wording import Sentences
+
+NAME = "decision"
+READS = ()  # it reads the findings, the race sweep's size and PgBouncer's version (loaded: races, library_faults)
+say = Sentences(NAME)
+
+HOLDS = (CONFIRMED, CONFIRMED_DIFFERENT_SIZE)
+COLUMNS = ("If you", "use", "because", "measured at")
+
+
+def load(reads: dict, loaded: dict):
+    return None
+
+
+def findings(loaded: dict) -> list[Finding]:
+    return []
+
+
+def _int(text: str) -> int:
+    """A count as the findings format it ('1,234')."""
+    return int(str(text).replace(",", ""))
+
+
+def _parts(finding: Finding) -> dict[str, str]:
+    return dict(finding.parts)
+
+
+def _undecided(if_you: str, *rested_on: Finding) -> dict:
+    """A row whose findings do not bear its advice out: it names them and their verdicts."""
+    verdicts = join([f"{f.id} {VERDICT_LABELS[f.verdict]}" for f in rested_on]) or say("undecided.none")
+    return {"If you": if_you, "use": say("undecided.use"), "because": say("undecided.because", verdicts=verdicts),
+            "measured at": ""}
+
+
+def claim_row(found: dict[str, Finding], sweep: dict) -> dict:
+    """SKIP LOCKED in the pick: where F7's first three parts (no duplicates, no waste, faster than guarded) hold."""
+    f7 = found.get("F7")
+    parts = _parts(f7) if f7 else {}
+    needed = ("no duplicates", "no wasted attempts", "faster under contention")
+    if f7 is None or any(parts.get(part) != CONFIRMED for part in needed):
+        return _undecided(say("claim.if"), *([f7] if f7 else []))
+    v = f7.values
+    return {"If you": say("claim.if"), "use": say("claim.use"),
+            "because": say("claim.because", duplicates=v["duplicate_jobs"], wasted=v["wasted"],
+                           attempts=v["attempts"], speedup=v["speedup"]),
+            "measured at": say("claim.at", workers=v["workers"], **sweep)}
+
+
+def guard_row(found: dict[str, Finding], sweep: dict) -> dict:
+    """The status re-check in the UPDATE: where naive shared jobs (F1) and guarded never did (F4)."""
+    f1, f4 = found.get("F1"), found.get("F4")
+    if f1 is None or f4 is None or f1.verdict not in HOLDS or f4.verdict != CONFIRMED:
+        return _undecided(say("guard.if"), *[f for f in (f1, f4) if f])
+    return {"If you": say("guard.if"), "use": say("guard.use"),
+            "because": say("guard.because", share=f1.values["share"],
+                           duplicates=f4.values["duplicate_jobs"], attempts=f4.values["attempts"]),
+            "measured at": say("guard.at", workers=f1.values["workers"], job_count=f1.values["job_count"],
+                               runs=f4.values["runs"])}
+
+
+def index_row(found: dict[str, Finding]) -> dict:
+    """The partial index on pending rows: where F9 holds (a half-drained claim walks the taken rows without it)."""
+    f9 = found.get("F9")
+    if f9 is None or f9.verdict not in HOLDS:
+        return _undecided(say("index.if"), *([f9] if f9 else []))
+    v = f9.values
+    return {"If you": say("index.if"), "use": say("index.use"),
+            "because": say("index.because", without=v["without_first_scan_buffers"],
+                           with_index=v["with_first_scan_buffers"], cut=v["first_scan_cut"]),
+            "measured at": say("index.at", job_count=v["job_count"], consumed=v["consumed"])}
+
+
+def lease_row(found: dict[str, Finding]) -> dict:
+    """A lease, and a finish that checks the holder or a fencing token: where C7's parts hold (a dead runner's run
+    stays running; a lease hands it on) and the checked finishes let no stale holder through. A check that did let
+    one through is left out of the advice; with neither clean, the row is undecided."""
+    c7 = found.get("C7")
+    if c7 is None or c7.verdict != CONFIRMED:
+        return _undecided(say("lease.if"), *([c7] if c7 else []))
+    v = c7.values
+    checks = say.each("lease", ("holder", "fenced"))
+    clean = [checks[check] for check in checks if _int(v[f"{check}_runs"]) > 0 and _int(v[f"{check}_bad"]) == 0]
+    if not clean:
+        return _undecided(say("lease.if"), c7)
+    return {"If you": say("lease.if"), "use": say("lease.use", checks=" or ".join(clean)),
+            "because": say("lease.because", stuck=v["stuck"], stale=v["stale"], holder_bad=v["holder_bad"],
+                           holder_runs=v["holder_runs"], fenced_bad=v["fenced_bad"], fenced_runs=v["fenced_runs"]),
+            "measured at": say("lease.at")}
+
+
+def pooler_row(found: dict[str, Finding], version: str) -> dict:
+    """Session mode (or no pooler) for a job library: where some library or claim went wrong through the
+    transaction pooler (A10's parts) and the control ran clean. Where none went wrong, the row says transaction
+    mode ran clean here."""
+    a10 = found.get("A10")
+    if a10 is None or a10.verdict == NOT_MEASURED or not a10.parts:
+        return _undecided(say("pooler.if"), *([a10] if a10 else []))
+    wrong = [part for part, verdict in a10.parts if verdict == CORRECTED]
+    decided = [part for part, verdict in a10.parts if verdict in (CONFIRMED, CORRECTED)]
+    at = say("pooler.at", version=version)
+    if not wrong:
+        return {"If you": say("pooler.if"), "use": say("pooler.use_either"),
+                "because": say("pooler.because_clean", names=count(len(decided))),
+                "measured at": at}
+    a9 = found.get("A9")
+    stuck = [part for part, verdict in (a9.parts if a9 else ()) if verdict == CORRECTED]
+    faults = say("pooler.faults", bad=count(len(stuck)), libraries=count(len(a9.parts))) if a9 and a9.parts else ""
+    return {"If you": say("pooler.if"), "use": say("pooler.use_session"),
+            "because": say("pooler.because", wrong=count(len(wrong)), names=count(len(decided)), faults=faults),
+            "measured at": at}
+
+
+def rows(found: dict[str, Finding], sweep: dict, version: str) -> pd.DataFrame:
+    return pd.DataFrame([claim_row(found, sweep), guard_row(found, sweep), index_row(found), lease_row(found),
+                         pooler_row(found, version)], columns=list(COLUMNS))
+
+
+def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
+    races = loaded.get("races")
+    facts = races.facts if races is not None else {"job_count": 0, "repeats": 0}
+    sweep = {"job_count": count(facts["job_count"]), "races": counted(facts["repeats"], "race")}
+    faults = loaded.get("library_faults")
+    version = pgbouncer_version(faults) if faults is not None else ""
+    return {"decision_table": table(rows(found, sweep, version), css_class="decision", escape=False)}

@@ -1,0 +1,75 @@
+"""The decision the page opens with: each row gives its advice only where the findings it rests on bear it out."""
+
+from __future__ import annotations
+
+from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
+                                      NOT_MEASURED, make_finding)
+from harness.article.sections import decision
+
+SWEEP = {"job_count": "5,000", "races": "three races"}
+UNDECIDED = "not decided here"
+
+
+def f7(faster=CONFIRMED, duplicates=CONFIRMED):
+    return make_finding("F7", CONFIRMED, values={"duplicate_jobs": "0", "wasted": "0", "attempts": "90,441",
+                                                 "speedup": "3.6x [2.9–3.6]", "workers": "4"},
+                        parts=(("no duplicates", duplicates), ("no wasted attempts", CONFIRMED),
+                               ("faster under contention", faster), ("about 20x at 100 workers", NOT_MEASURED)))
+
+
+def test_the_claim_row_advises_skip_locked_only_where_it_was_clean_and_faster():
+    row = decision.claim_row({"F7": f7()}, SWEEP)
+    assert "SKIP LOCKED" in row["use"] and "3.6x [2.9–3.6]" in row["because"] and "4 workers" in row["measured at"]
+    for finding in (f7(faster=NOT_DISTINGUISHABLE), f7(duplicates=CORRECTED)):
+        row = decision.claim_row({"F7": finding}, SWEEP)
+        assert row["use"] == UNDECIDED and "F7 confirmed" in row["because"]
+    assert decision.claim_row({}, SWEEP)["use"] == UNDECIDED
+
+
+def test_the_guard_row_needs_naive_to_share_jobs_and_guarded_never_to():
+    f1 = make_finding("F1", CONFIRMED_DIFFERENT_SIZE, values={"share": "84.9%", "workers": "2", "job_count": "5,000"})
+    f4 = make_finding("F4", CONFIRMED, values={"duplicate_jobs": "0", "attempts": "496,377", "runs": "18"})
+    row = decision.guard_row({"F1": f1, "F4": f4}, SWEEP)
+    assert "status = 'pending'" in row["use"] and "84.9%" in row["because"] and "18 races" in row["measured at"]
+    broken = make_finding("F4", CORRECTED, values=f4.values)
+    row = decision.guard_row({"F1": f1, "F4": broken}, SWEEP)
+    assert row["use"] == UNDECIDED and "F4 corrected" in row["because"]
+
+
+def test_the_index_row_follows_f9():
+    values = {"without_first_scan_buffers": "10,063", "with_first_scan_buffers": "65", "first_scan_cut": "155x",
+              "job_count": "10,000", "consumed": "50%"}
+    assert "10,063" in decision.index_row({"F9": make_finding("F9", CONFIRMED, values=values)})["because"]
+    row = decision.index_row({"F9": make_finding("F9", NOT_MEASURED)})
+    assert row["use"] == UNDECIDED and "F9 not measured" in row["because"]
+
+
+def c7(holder_bad="0", fenced_bad="0", verdict=CONFIRMED):
+    return make_finding("C7", verdict, values={"stuck": "1", "leased_stuck": "0", "stale": "1", "fenced_runs": "8",
+                                               "fenced_bad": fenced_bad, "holder_runs": "8",
+                                               "holder_bad": holder_bad})
+
+
+def test_the_lease_row_advises_only_the_checks_that_let_no_stale_holder_through():
+    assert "the holder or a fencing token" in decision.lease_row({"C7": c7()})["use"]
+    assert decision.lease_row({"C7": c7(holder_bad="1")})["use"].endswith("checks a fencing token")
+    assert decision.lease_row({"C7": c7(fenced_bad="2")})["use"].endswith("checks the holder")
+    assert decision.lease_row({"C7": c7(holder_bad="1", fenced_bad="1")})["use"] == UNDECIDED
+    assert decision.lease_row({"C7": c7(verdict=CORRECTED)})["use"] == UNDECIDED
+
+
+def test_the_pooler_row_advises_session_mode_only_where_transaction_mode_went_wrong():
+    wrong = make_finding("A10", CORRECTED, parts=(("procrastinate", CORRECTED), ("pgmq", CONFIRMED)))
+    a9 = make_finding("A9", CORRECTED, parts=(("procrastinate", CORRECTED), ("pgmq", CONFIRMED), ("chancy", ADDED)))
+    row = decision.pooler_row({"A10": wrong, "A9": a9}, "1.18.0")
+    assert row["use"] == "session mode, or no pooler" and row["because"].startswith("1 of 2")
+    assert "1 of 3 left a job stuck" in row["because"] and "PgBouncer 1.18.0" in row["measured at"]
+    clean = make_finding("A10", CONFIRMED, parts=(("procrastinate", CONFIRMED), ("pgmq", CONFIRMED)))
+    assert decision.pooler_row({"A10": clean}, "1.18.0")["use"] == "session or transaction mode"
+    assert decision.pooler_row({"A10": make_finding("A10", NOT_MEASURED)}, "")["use"] == UNDECIDED
+
+
+def test_the_table_has_a_row_per_choice_with_its_columns():
+    frame = decision.rows({"F7": f7(), "C7": c7()}, SWEEP, "1.18.0")
+    assert list(frame.columns) == list(decision.COLUMNS) and len(frame) == 5
+    assert list(frame["use"]).count(UNDECIDED) == 3
