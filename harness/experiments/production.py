@@ -31,6 +31,7 @@ import pandas as pd
 import psutil
 from tqdm.auto import tqdm
 
+from harness.article.findings import ORIGINAL_C5_HANDFUL, ORIGINAL_C5_POLL_S
 from harness.storage import Run
 
 from harness.errors import UserError
@@ -227,8 +228,8 @@ class ProductionSweep(Parameters):
 
 # --------------------------------------------------------------------------- C5: run until decided
 
-C5_POLL_S = 5.0  # the original's production polling: every 5 s ...
-C5_HANDFUL = 10  # ... with a handful of runners: at most this many
+C5_POLL_S = ORIGINAL_C5_POLL_S  # the original's production polling: every 5 s ...
+C5_HANDFUL = ORIGINAL_C5_HANDFUL  # ... with a handful of runners: at most this many
 RARE_CONFLICTS_PER_POLL = 0.1  # rare: fewer than one listing poll in ten meets a 409 (one poll can meet up to five)
 C5_ROUND_RUNNERS = C5_HANDFUL  # a round polls with the most runners a handful allows: the most polls per second
 C5_ROUND_POLL_S = C5_POLL_S
