@@ -1035,9 +1035,9 @@ def test_c8_counts_a_later_pickup_only_beyond_the_spread_of_its_points_pickups(c
 def test_c8_says_what_the_single_claim_shows_and_whether_capacity_made_the_gap():
     gap = production_rules.c8_skip_locked_endpoint(production(*c8_rows(single_p99=3000.0)))
     assert "The single claim, one run per poll where a /pending runner takes up to 5, was later at 2 of 2" in gap.note
-    assert "capacity made it" in gap.note
+    assert "capacity made that gap" in gap.note
     no_gap = production_rules.c8_skip_locked_endpoint(production(*c8_rows(single_p99=700.0)))
-    assert "was later at 0 of 2" in no_gap.note and "capacity made it" not in no_gap.note
+    assert "was later at 0 of 2" in no_gap.note and "capacity made that gap" not in no_gap.note
 
 
 def test_c5_and_c8_read_the_production_section():

@@ -123,14 +123,17 @@ def _where(frame: pd.DataFrame) -> str:
 
 def c8_single_claim_beside(production: pd.DataFrame | None, batch_later: int | None = None) -> str:
     """What the single claim (one run per poll, where a /pending runner takes up to CLAIM_BATCH) shows beside the
-    pair; where it was later at more points than the batch claim (batch_later), that the capacity made the gap."""
+    pair; where it was later at most points and the batch claim (later at batch_later) was not, that the capacity
+    made the gap."""
     single = _paired(production, "claim")
     if not len(single):
         return ""
     later = int((c8_tail_comparison(single, "claim") == LATER).sum())
     said = say("C8.single", later=count(later), points=count(len(single)), batch=count(CLAIM_BATCH),
                conflicts=count(int(single["conflicts_claim"].sum())))
-    return said + (" " + say("C8.single_gap") if batch_later is not None and later > batch_later else "")
+    # the capacity made the gap only where the single claim was later at most points and the batch claim was not
+    gap = batch_later is not None and later * 2 > len(single) and batch_later * 2 <= len(single)
+    return said + (" " + say("C8.single_gap") if gap else "")
 
 
 def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
