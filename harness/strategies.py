@@ -56,9 +56,15 @@ FOR_UPDATE_CLAIM = (
 
 # Up to {batch} jobs per statement. The server does not inline a CTE that locks rows into the UPDATE: the plan
 # keeps it as "CTE picked", run once per statement whatever the join above it does (the race stores the plan).
+def skip_locked_pick(table: str, limit: str = BATCH) -> str:
+    """The batch claim's pick: up to `limit` of the oldest pending rows of `table` nobody else holds, locked. The
+    claim service's POST /claim runs it on its runs table (harness.service.queries), in the CTE form below."""
+    return (f"SELECT id FROM {SCHEMA}.{table} WHERE status = 'pending' "
+            f"ORDER BY id LIMIT {limit} FOR UPDATE SKIP LOCKED")
+
+
 BATCH_CLAIM_CTE = (
-    f"WITH picked AS (SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' "
-    f"ORDER BY id LIMIT {BATCH} FOR UPDATE SKIP LOCKED) "
+    f"WITH picked AS ({skip_locked_pick('jobs')}) "
     f"UPDATE {SCHEMA}.jobs AS j SET status = 'running', started_at = now() "
     "FROM picked WHERE j.id = picked.id RETURNING j.id"
 )

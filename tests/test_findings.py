@@ -18,6 +18,7 @@ from harness.article.sections import (backend_time, bench as bench_rules, churn 
                                       libraries as library_rules, plans as plan_rules, production as production_rules,
                                       races as race_rules, should_switch, strategies as strategy_rules, without_guard)
 from harness.article.compare import Races
+from harness.errors import UserError
 from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
                                       NOT_MEASURED, NOT_REPRODUCED)
 
@@ -923,6 +924,58 @@ def test_c5_conflicts_at_production_polling_are_judged_by_their_interval(rows, e
     assert found.note
 
 
+def c5_round(number: int, polls: int, met: int) -> dict:
+    return {**production_run("pending", 10, 5, polls, met), "seed": number}
+
+
+# the sweep's points at 5 s: 2 of 60 listing polls met a 409, an interval that holds 10 %
+UNDECIDED = [production_run("pending", 3, 5, 20, 0), production_run("pending", 10, 5, 40, 2)]
+
+
+@pytest.mark.parametrize("rounds, max_rounds, expected, said", [
+    # the rounds the build ran on for pool with the sweep's points and decide the interval: below 10 %
+    ([c5_round(1, 60, 1)], 2, CONFIRMED, "ran on for 1 round of 36 s"),
+    # ... or above it
+    ([c5_round(1, 60, 20), c5_round(2, 60, 20)], 2, CORRECTED, "ran on for 2 rounds"),
+    # the bound reached with the interval still holding the line: not measured, and the note says so
+    ([c5_round(1, 10, 3)], 1, NOT_MEASURED, "its bound of 36 s, and stopped with the interval undecided"),
+    # no rounds allowed by the params
+    ([], 0, NOT_MEASURED, "allowed no more rounds"),
+    # fewer rounds stored than the bound allows (a build cut short): not measured, not "bound reached"
+    ([], 2, NOT_MEASURED, "not all stored"),
+])
+def test_c5_runs_on_until_decided_and_says_where_the_bound_left_it_undecided(rounds, max_rounds, expected, said):
+    found = production_rules.c5_conflicts_at_production_polling(production(*UNDECIDED),
+                                                                 production(*rounds) if rounds else None, max_rounds)
+    assert found.verdict == expected
+    assert said in found.note
+    assert found.values["rounds"] == str(len(rounds))
+
+
+def test_the_sweep_asks_for_a_c5_round_only_while_the_interval_is_undecided_and_within_its_bound():
+    from harness.experiments.production import ProductionSweep
+
+    sweep = ProductionSweep(c5_extra_seconds=72)  # two rounds of 36 s
+    assert sweep.c5_max_rounds == 2
+    [first] = sweep.follow_up(UNDECIDED)
+    assert (first.runner_count, first.poll_s, first.endpoint, first.seed, first.seconds) == (10, 5.0, "pending", 1, 36)
+    assert sweep.follow_up(UNDECIDED + [c5_round(1, 10, 1)])[0].seed == 2
+    assert sweep.follow_up(UNDECIDED + [c5_round(1, 10, 1), c5_round(2, 10, 1)]) == [], "the bound is reached"
+    assert sweep.follow_up(UNDECIDED + [c5_round(1, 60, 1)]) == [], "decided below the line"
+    assert sweep.follow_up([production_run("pending", 3, 5, 200, 60)]) == [], "decided above it"
+    assert ProductionSweep(c5_extra_seconds=0).follow_up(UNDECIDED) == []
+    assert sweep.follow_up([]) and sweep.follow_up([])[0].seed == 1, "no run at the point yet: undecided"
+
+
+@pytest.mark.parametrize("seconds", [-1, 10, 5000, float("nan")])
+def test_a_bad_c5_bound_is_refused_in_one_line(seconds):
+    from harness.experiments.production import ProductionSweep
+
+    with pytest.raises(UserError) as refused:
+        ProductionSweep(c5_extra_seconds=seconds)
+    assert "c5_extra_seconds" in str(refused.value) and len(str(refused.value).splitlines()) == 1
+
+
 def test_c5_pools_the_production_points_and_names_the_busiest():
     found = production_rules.c5_conflicts_at_production_polling(production(
         production_run("pending", 3, 5, 100, 0), production_run("pending", 10, 5, 100, 2),
@@ -932,12 +985,15 @@ def test_c5_pools_the_production_points_and_names_the_busiest():
     assert "50 runners every 0.2 s" in found.note
 
 
-def c8_rows(claim_conflicts=0, claim_duplicates=0, claim_p99=1000.0, pickups=200):
+def c8_rows(claim_conflicts=0, claim_duplicates=0, claim_p99=1000.0, pickups=200, single_p99=3000.0):
+    """/pending and the batch claim (equal capacity) at two points, the single claim beside them."""
     return [production_run("pending", 3, 5, 100, 5, p99_ms=1000.0, loser_bytes=5000, pickups=pickups),
-            production_run("claim", 3, 5, 100, claim_conflicts, duplicates=claim_duplicates, p99_ms=claim_p99,
+            production_run("claim_batch", 3, 5, 100, claim_conflicts, duplicates=claim_duplicates, p99_ms=claim_p99,
                            pickups=pickups),
             production_run("pending", 10, 1, 300, 40, p99_ms=800.0, loser_bytes=9000, pickups=pickups),
-            production_run("claim", 10, 1, 300, 0, p99_ms=claim_p99 * 0.7, pickups=pickups)]
+            production_run("claim_batch", 10, 1, 300, 0, p99_ms=claim_p99 * 0.7, pickups=pickups),
+            production_run("claim", 3, 5, 100, 0, p99_ms=single_p99, pickups=pickups),
+            production_run("claim", 10, 1, 300, 0, p99_ms=single_p99, pickups=pickups)]
 
 
 @pytest.mark.parametrize("rows, expected", [
@@ -946,11 +1002,13 @@ def c8_rows(claim_conflicts=0, claim_duplicates=0, claim_p99=1000.0, pickups=200
     (c8_rows(claim_duplicates=1), NOT_REPRODUCED),
     (c8_rows(claim_p99=2000.0), CORRECTED),  # runners would see a later pickup at most points
     (c8_rows()[:2] + [production_run("pending", 10, 1, 300, 40, p99_ms=800.0),
-                      production_run("claim", 10, 1, 300, 0, p99_ms=5000.0),
+                      production_run("claim_batch", 10, 1, 300, 0, p99_ms=5000.0),
                       production_run("pending", 50, 1, 300, 40, p99_ms=800.0),
-                      production_run("claim", 50, 1, 300, 0, p99_ms=700.0)], CONFIRMED),  # one point of three
+                      production_run("claim_batch", 50, 1, 300, 0, p99_ms=700.0)], CONFIRMED),  # one point of three
     (c8_rows()[:1] + c8_rows()[2:3], NOT_MEASURED),  # no point with both endpoints
-    ([production_run("pending", 3, 5, 100, 5, burst=40), production_run("claim", 3, 5, 100, 0, burst=40)],
+    # only the single claim beside /pending: runners of unequal capacity decide nothing
+    ([row for row in c8_rows() if row["endpoint"] != "claim_batch"], NOT_MEASURED),
+    ([production_run("pending", 3, 5, 100, 5, burst=40), production_run("claim_batch", 3, 5, 100, 0, burst=40)],
      NOT_MEASURED),  # bursts are not the steady comparison
 ])
 def test_c8_the_skip_locked_endpoint_must_remove_409s_without_a_later_pickup(rows, expected):
@@ -959,12 +1017,27 @@ def test_c8_the_skip_locked_endpoint_must_remove_409s_without_a_later_pickup(row
     assert found.note
 
 
-@pytest.mark.parametrize("pickups, worse", [(200, "1"), (12, "0")])
-def test_c8_counts_a_later_pickup_only_beyond_the_spread_of_its_points_pickups(pickups, worse):
-    # /claim's tail 15 % later at the first point: beyond the spread on 200 pickups each, within it on 12
-    found = production_rules.c8_skip_locked_endpoint(production(*c8_rows(claim_p99=1150.0, pickups=pickups)))
-    assert found.verdict == CONFIRMED and found.values["worse_points"] == worse
-    assert ("3 runners every 5.0 s" in found.note) is (worse == "1")
+@pytest.mark.parametrize("claim_p99, pickups, later, earlier, unclear", [
+    # the batch claim's tail 15 % later at the first point, about /pending's at the second (805 against 800 ms)
+    (1150.0, 200, "1", "0", "1"),  # later beyond the spread on 200 pickups each
+    (1150.0, 12, "0", "0", "2"),  # within it on 12: not distinguishable
+    (500.0, 200, "0", "2", "0"),  # half /pending's: earlier at both
+])
+def test_c8_counts_a_later_pickup_only_beyond_the_spread_of_its_points_pickups(claim_p99, pickups, later, earlier,
+                                                                            unclear):
+    found = production_rules.c8_skip_locked_endpoint(production(*c8_rows(claim_p99=claim_p99, pickups=pickups)))
+    assert found.verdict == CONFIRMED
+    assert (found.values["later_points"], found.values["earlier_points"], found.values["unclear_points"]) == \
+        (later, earlier, unclear)
+    assert ("Later at: 3 runners every 5.0 s" in found.note) is (later == "1")
+
+
+def test_c8_says_what_the_single_claim_shows_and_whether_capacity_made_the_gap():
+    gap = production_rules.c8_skip_locked_endpoint(production(*c8_rows(single_p99=3000.0)))
+    assert "The single claim, one run per poll where a /pending runner takes up to 5, was later at 2 of 2" in gap.note
+    assert "capacity made that gap" in gap.note
+    no_gap = production_rules.c8_skip_locked_endpoint(production(*c8_rows(single_p99=700.0)))
+    assert "was later at 0 of 2" in no_gap.note and "capacity made that gap" not in no_gap.note
 
 
 def test_c5_and_c8_read_the_production_section():

@@ -249,3 +249,63 @@ def test_runs_never_picked_up_count_at_the_end_of_the_window():
     assert summary["pickup_p99_shown"] is False, "three runs: the tail is their maximum"
     picked_all = figures(runs.iloc[:2], flips, events, {"ended_s": 12.0})
     assert picked_all["never_picked"] == 0 and not picked_all["pickup_p99_is_lower_bound"]
+
+
+def test_a_batch_runner_wins_several_runs_per_poll_in_one_claim_and_sends_no_loser_payload(db, tmp_path):
+    path = run(db, tmp_path, runner_count=2, poll_s=0.2, seconds=3, endpoint="claim_batch", arrival_rate=2.0,
+               burst=10, service_time_s=0.3)
+    events = pd.read_parquet(path / "events.parquet").sort_values("t_s")
+    wins_per_poll = []
+    for _, runner in events.groupby("runner"):
+        poll_number = (runner["event"] == "poll").cumsum()
+        claimed = runner[runner["event"] == "claimed"]
+        wins_per_poll += list(claimed.groupby(poll_number[claimed.index]).size())
+    assert max(wins_per_poll) > 1, "a poll handed its runner several runs (the burst)"
+    assert max(wins_per_poll) <= 5, "never more than the batch"
+    summary = json.loads((path / "manifest.json").read_text())["results"]["summary"]
+    assert summary["conflicts"] == 0 and summary["duplicate_jobs"] == 0 and summary["loser_payload_bytes"] == 0
+    assert summary["enqueued"] == summary["claimed"] + summary["pending_at_end"]
+
+
+def test_the_sweep_races_the_batch_claim_and_gives_the_single_claim_its_own_windows():
+    sweep = ProductionSweep(runner_counts=(3,), poll_intervals_s=(5, 1), seconds_per_poll=(36, 8),
+                            single_claim_seconds_per_poll=(6, 4))
+    windows = {(p.endpoint, p.poll_s): p.seconds for p in sweep.points()}
+    assert windows == {("pending", 5): 36, ("claim_batch", 5): 36, ("claim", 5): 6,
+                       ("pending", 1): 8, ("claim_batch", 1): 8, ("claim", 1): 4}
+    with pytest.raises(UserError, match="single-claim window"):
+        ProductionSweep(poll_intervals_s=(5, 1), seconds_per_poll=(36, 8), single_claim_seconds_per_poll=(6,))
+
+
+def test_follow_up_runs_are_found_or_made_until_the_kind_asks_for_none(monkeypatch, tmp_path):
+    from harness.experiments import production, registry
+
+    class Stored:
+        def __init__(self, path):
+            self.path, self.summary = path, {"seed": int(path.name)}
+
+    asked = []
+
+    def follow_up(self, summaries):  # one more round while fewer than three are stored
+        rounds = sum(1 for row in summaries if row["seed"] > 0)
+        asked.append(rounds)
+        return [self.c5_round(rounds + 1)] if rounds < 3 else []
+
+    stored = {1: tmp_path / "1"}  # round 1 is stored, rounds 2 and 3 are not
+    monkeypatch.setattr(production.ProductionSweep, "follow_up", follow_up)
+    monkeypatch.setattr(registry.storage, "open_runs", lambda paths: [Stored(p) for p in paths])
+    monkeypatch.setattr(registry, "find", lambda kind, sets, *rest: (
+        [stored.get(sets[0].seed)], [] if sets[0].seed in stored else list(sets)))
+    made = []
+
+    def make(sets):
+        made.extend(one.seed for one in sets)
+        return [tmp_path / str(one.seed) for one in sets]
+
+    sweep = production.ProductionSweep(c5_extra_seconds=108)
+    paths, count = registry._follow_ups("production", sweep, [tmp_path / "0"], tmp_path, 16, make)
+    assert [p.name for p in paths] == ["1", "2", "3"] and count == 2 and made == [2, 3]
+    assert asked == [0, 1, 2, 3]
+    # reading what is stored, nothing made: the loop stops at the first round missing
+    paths, count = registry._follow_ups("production", sweep, [tmp_path / "0"], tmp_path, 16)
+    assert [p.name for p in paths] == ["1"] and count == 0

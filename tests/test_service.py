@@ -115,6 +115,55 @@ def test_claim_never_hands_out_a_run_twice_under_concurrent_runners(queue, servi
     assert schema.status_counts(queue) == {"pending": 0, "running": 300, "done": 0}
 
 
+def test_a_batch_claim_hands_out_up_to_k_runs_in_one_statement_oldest_first(queue, service, client):
+    ids = enqueue(queue, service, 7)
+    first = client.post("/claim", json={"runner": "a", "batch": 5})
+    assert first.status_code == 200
+    assert [claimed["run"]["id"] for claimed in first.json()["runs"]] == ids[:5]
+    assert [claimed["token"] for claimed in first.json()["runs"]] == [1] * 5
+    rest = client.post("/claim", json={"runner": "b", "batch": 5}).json()["runs"]
+    assert [claimed["run"]["id"] for claimed in rest] == ids[5:], "only what is left, never more than asked"
+    assert client.post("/claim", json={"runner": "c", "batch": 5}).status_code == 204
+    assert sorted(run_id for run_id, _, new, _, _ in flips(queue) if new == "running") == ids
+    assert schema.duplicate_claims(queue) == []
+
+
+def test_concurrent_batch_claims_never_hand_out_a_run_twice(queue, service):
+    ids = enqueue(queue, service, 300)
+    won: list[int] = []
+
+    def claim_until_empty(name: str) -> None:
+        with httpx.Client(base_url=service.url, timeout=10) as http:
+            while (answer := http.post("/claim", json={"runner": name, "batch": 5})).status_code == 200:
+                runs = answer.json()["runs"]
+                assert 1 <= len(runs) <= 5
+                won.extend(claimed["run"]["id"] for claimed in runs)
+            assert answer.status_code == 204
+
+    threads = [threading.Thread(target=claim_until_empty, args=(f"r{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(won) == ids
+    assert schema.duplicate_claims(queue) == []
+
+
+@pytest.mark.parametrize("batch", [0, 101, -1, "5", 1.5, True, None])
+def test_a_bad_batch_gets_a_400_with_one_line(client, batch):
+    answer = client.post("/claim", json={"runner": "a", "batch": batch})
+    assert answer.status_code == 400 and len(answer.text.splitlines()) == 1 and "batch" in answer.text
+
+
+def test_the_service_claims_a_batch_with_skip_locked_batch_s_pick():
+    from harness import strategies
+    from harness.service.queries import queries_for
+
+    statement = queries_for("none").claim_next_for(5)
+    assert strategies.skip_locked_pick("runs", "5") in statement
+    assert strategies.skip_locked_pick("jobs") in strategies.BATCH_CLAIM_CTE
+
+
 @pytest.mark.parametrize("path", ["/runs/abc/claim", "/runs/0/claim", "/runs/-1/claim", "/runs/1.5/claim",
                                   "/runs/99999999999999999999/claim", "/runs/%20/finish", "/runs/x/heartbeat"])
 def test_malformed_ids_get_a_4xx_with_one_line(client, path):

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from harness.library_claims import (LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES,
                                     RACED_LIBRARY_STRATEGIES)
 from harness.table_states import TABLE_STATES
+from harness.service.queries import PENDING_LIMIT
 
 
 def by_position(names: tuple[str, ...], palette: tuple, what: str) -> dict:
@@ -190,9 +191,11 @@ FAULT_EVENT_ORDER = tuple(FAULT_EVENT_COLOURS)
 # --------------------------------------------------------------------------- at production polling rates
 
 # The two claim endpoints, in the colour of the strategy each runs.
-PRODUCTION_ENDPOINT_LABELS = {"pending": "GET /pending + claim by id", "claim": "POST /claim (SKIP LOCKED)"}
+PRODUCTION_ENDPOINT_LABELS = {"pending": "GET /pending + claim by id", "claim": "POST /claim (SKIP LOCKED)",
+                              "claim_batch": f"POST /claim, up to {PENDING_LIMIT} (SKIP LOCKED)"}
 ENDPOINT_COLOURS = {PRODUCTION_ENDPOINT_LABELS["pending"]: STRATEGY_COLOURS["guarded"],
-                    PRODUCTION_ENDPOINT_LABELS["claim"]: STRATEGY_COLOURS["skip_locked"]}
+                    PRODUCTION_ENDPOINT_LABELS["claim"]: STRATEGY_COLOURS["skip_locked"],
+                    PRODUCTION_ENDPOINT_LABELS["claim_batch"]: STRATEGY_COLOURS["skip_locked_batch"]}
 # Runner counts are ordered: light to dark as they grow.
 RUNNER_COUNT_TONES = (NEUTRAL["sand"], NEUTRAL["ochre"], NEUTRAL["brown"], NEUTRAL["charcoal"])
 

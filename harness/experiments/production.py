@@ -31,6 +31,7 @@ import pandas as pd
 import psutil
 from tqdm.auto import tqdm
 
+from harness.article.findings import ORIGINAL_C5_HANDFUL, ORIGINAL_C5_POLL_S
 from harness.storage import Run
 
 from harness.errors import UserError
@@ -38,7 +39,7 @@ from harness.experiments.contract import (Measured, Option, Parameters, as_float
                                           check_each, setting)
 from harness.experiments.contract import one_of
 from harness.server import activity, database, pgstats
-from harness.stats import censored_percentile
+from harness.stats import censored_percentile, polls_met_interval
 from harness.service import producer as producer_module
 from harness.service import runner as runner_module
 from harness.service import schema as service_schema
@@ -148,7 +149,7 @@ class ProductionSweep(Parameters):
     runner_counts: tuple = setting((3, 10, 50), as_ints)
     poll_intervals_s: tuple = setting((5.0, 1.0, 0.2), as_floats)
     seconds_per_poll: tuple = setting((16.0, 8.0, 4.0), as_floats)
-    endpoints: tuple = setting(("pending", "claim"), as_endpoints)
+    endpoints: tuple = setting(("pending", "claim_batch", "claim"), as_endpoints)
     service_time_s: float = setting(2.0, as_float)
     utilisation: float = setting(0.5, as_float)
     burst: int = setting(0, as_int)  # 0: no burst scenario
@@ -156,6 +157,12 @@ class ProductionSweep(Parameters):
     burst_poll_s: float = setting(1.0, as_float)
     burst_seconds: float = setting(8.0, as_float)
     claims_listed: str = setting("at_once", as_claims_listed)
+    # the single claim's window per poll interval (empty: seconds_per_poll): the single claim is shown beside the
+    # equal-capacity pair (pending, claim_batch), which no verdict reads at a shorter window
+    single_claim_seconds_per_poll: tuple = setting((), as_floats)
+    # C5 runs on until its interval is decided: rounds of C5_ROUND_SECONDS with C5_ROUND_RUNNERS runners polling
+    # /pending every C5_ROUND_POLL_S, while the interval straddles the line, at most this many seconds of rounds
+    c5_extra_seconds: float = setting(0.0, as_float)
 
     def check(self) -> None:
         check_each(self.runner_counts, "runner count", 1, MAX_RUNNERS)
@@ -164,6 +171,14 @@ class ProductionSweep(Parameters):
         if len(self.seconds_per_poll) != len(self.poll_intervals_s):
             raise UserError(f"give one window length per poll interval ({len(self.poll_intervals_s)}), "
                             f"not {len(self.seconds_per_poll)}")
+        if self.single_claim_seconds_per_poll:
+            check_each(self.single_claim_seconds_per_poll, "seconds", 1, MAX_SECONDS)
+            if len(self.single_claim_seconds_per_poll) != len(self.poll_intervals_s):
+                raise UserError(f"give one single-claim window length per poll interval "
+                                f"({len(self.poll_intervals_s)}), not {len(self.single_claim_seconds_per_poll)}")
+        if not (self.c5_extra_seconds == 0 or C5_ROUND_SECONDS <= self.c5_extra_seconds <= MAX_C5_EXTRA_SECONDS):
+            raise UserError(f"c5_extra_seconds must be 0 (no rounds) or between {C5_ROUND_SECONDS:g} (one round) "
+                            f"and {MAX_C5_EXTRA_SECONDS:g} s, not {self.c5_extra_seconds!r}")
         if not self.endpoints:
             raise UserError("give at least one endpoint")
         _bounded("utilisation", self.utilisation, 0.01, 1.0)
@@ -171,12 +186,18 @@ class ProductionSweep(Parameters):
         for point in self.points():
             point.check()
 
+    def window(self, endpoint: str, index: int) -> float:
+        """The arrival window of one poll interval (by its position) for one endpoint."""
+        if endpoint == "claim" and self.single_claim_seconds_per_poll:
+            return self.single_claim_seconds_per_poll[index]
+        return self.seconds_per_poll[index]
+
     def points(self) -> list[ProductionParameters]:
-        points = [ProductionParameters(runner_count, poll_s, seconds, endpoint,
+        points = [ProductionParameters(runner_count, poll_s, self.window(endpoint, index), endpoint,
                                        _rate(self.utilisation, runner_count, self.service_time_s), 0,
                                        self.service_time_s, claims_listed=self.claims_listed)
                   for runner_count in self.runner_counts
-                  for poll_s, seconds in zip(self.poll_intervals_s, self.seconds_per_poll)
+                  for index, poll_s in enumerate(self.poll_intervals_s)
                   for endpoint in self.endpoints]
         if self.burst:
             points += [ProductionParameters(self.burst_runner_count, self.burst_poll_s, self.burst_seconds, endpoint,
@@ -184,6 +205,68 @@ class ProductionSweep(Parameters):
                                             self.burst, self.service_time_s, claims_listed=self.claims_listed)
                        for endpoint in self.endpoints]
         return points
+
+
+    @property
+    def c5_max_rounds(self) -> int:
+        return int(self.c5_extra_seconds // C5_ROUND_SECONDS)
+
+    def c5_round(self, number: int) -> ProductionParameters:
+        """The C5 round `number` (1, 2, ...): the production point once more, its own arrivals (seed = number)."""
+        return ProductionParameters(C5_ROUND_RUNNERS, C5_ROUND_POLL_S, C5_ROUND_SECONDS, "pending",
+                                    _rate(self.utilisation, C5_ROUND_RUNNERS, self.service_time_s), 0,
+                                    self.service_time_s, seed=number, claims_listed=self.claims_listed)
+
+    def follow_up(self, summaries: list[dict]) -> list[ProductionParameters]:
+        """The next C5 round while the stored runs leave C5's interval undecided and the bound allows one more;
+        none once it is decided (checked after every round: the build stops as soon as it can say)."""
+        rounds = sum(1 for row in summaries if is_c5_round(row))
+        if rounds >= self.c5_max_rounds or c5_decided(c5_interval(summaries)):
+            return []
+        return [self.c5_round(rounds + 1)]
+
+
+# --------------------------------------------------------------------------- C5: run until decided
+
+C5_POLL_S = ORIGINAL_C5_POLL_S  # the original's production polling: every 5 s ...
+C5_HANDFUL = ORIGINAL_C5_HANDFUL  # ... with a handful of runners: at most this many
+RARE_CONFLICTS_PER_POLL = 0.1  # rare: fewer than one listing poll in ten meets a 409 (one poll can meet up to five)
+C5_ROUND_RUNNERS = C5_HANDFUL  # a round polls with the most runners a handful allows: the most polls per second
+C5_ROUND_POLL_S = C5_POLL_S
+C5_ROUND_SECONDS = 36.0  # one round's arrival window (about 90 polls, half of them listing a run)
+MAX_C5_EXTRA_SECONDS = 1800.0
+
+
+def is_c5_round(row) -> bool:
+    """A run made to extend C5 (its seed numbers the round), not a point of the sweep."""
+    return int(row.get("seed", 0) or 0) > 0
+
+
+def at_c5_point(row) -> bool:
+    """A steady /pending run at production polling: every C5_POLL_S or slower, a handful of runners at most."""
+    return (row.get("endpoint") == "pending" and not row.get("burst") and float(row.get("poll_s")) >= C5_POLL_S
+            and int(row.get("runner_count")) <= C5_HANDFUL)
+
+
+def c5_interval(summaries: list[dict]) -> dict | None:
+    """C5's pooled figures over the runs at its point: listing polls, those that met a 409, and the 95 % interval
+    of their share (stats.polls_met_interval over whole poll rounds); None where no run is at the point."""
+    rows = [row for row in summaries if at_c5_point(row)]
+    if not rows:
+        return None
+    listing = sum(int(row["listing_polls"]) for row in rows)
+    met = sum(int(row["polls_with_a_conflict"]) for row in rows)
+    low, high = polls_met_interval(met, listing, [row["conflict_rounds"] for row in rows]) if listing \
+        else (math.nan, math.nan)
+    return {"listing": listing, "met": met, "low": low, "high": high, "runs": len(rows),
+            "rounds": sum(1 for row in rows if is_c5_round(row))}
+
+
+def c5_decided(interval: dict | None) -> bool:
+    """Whether the interval lies wholly below or wholly above RARE_CONFLICTS_PER_POLL."""
+    if interval is None or not interval["listing"] or math.isnan(interval["high"]):
+        return False
+    return interval["high"] <= RARE_CONFLICTS_PER_POLL or interval["low"] > RARE_CONFLICTS_PER_POLL
 
 
 def _rate(utilisation: float, runner_count: int, service_time_s: float) -> float:
@@ -352,9 +435,11 @@ def _events_frame(events: list[dict], zero_wall: float) -> pd.DataFrame:
             row["lost_bytes"], row["lost_secrets"] = row["listed_bytes"], row["listed_secrets"]
             last_poll[event["runner"]] = (row, event)
         elif event["event"] == "claimed" and event["runner"] in last_poll:
-            poll_row, poll = last_poll.pop(event["runner"])
+            # every run a poll led its runner to win is not a loser's payload: a /pending runner claiming at once,
+            # or a batch claim, can win several of the runs one poll showed
+            poll_row, poll = last_poll[event["runner"]]
             for run, size, secrets in zip(poll.get("runs", []), poll.get("run_bytes", []), poll.get("secrets", [])):
-                if run == event.get("run"):  # the run it got is not a loser's payload
+                if run == event.get("run"):
                     poll_row["lost_bytes"] -= size
                     poll_row["lost_secrets"] -= secrets
         rows.append(row)

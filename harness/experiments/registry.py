@@ -55,6 +55,10 @@ class Kind:
     check_size: Callable | None = None  # (parameter sets, server on this machine, pg_version): before any server
     label: Callable | None = None  # parameters -> a few words for the progress bar of a sweep
     command: type | None = None  # what the subcommand's flags fill in, when not what a params section asks
+    # (request, [stored run summaries]) -> the parameter sets to run next, [] once none is needed: runs whose need
+    # depends on what the runs before them measured (production: C5's rounds until its interval is decided). Each
+    # call must ask for sets not yet among the summaries, so the loop ends.
+    follow_up: Callable | None = None
 
     @property
     def command_asks(self) -> type:
@@ -102,7 +106,8 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
               "recreates claimrace.runs, claimrace.run_flips and claimrace.finishes before every run)",
          show=production.show_runs, sections=("production",), request=production.ProductionSweep,
          expand=production.ProductionSweep.points, workers=production.workers_needed,
-         label=production.label, command=production.ProductionParameters),
+         label=production.label, command=production.ProductionParameters,
+         follow_up=lambda request, summaries: request.follow_up(summaries)),
     Kind("faults", faults.FaultParameters, faults.measure_faults, faults.summarise,
          help="protocols none, lease and lease_fenced under injected faults (a killed, paused or cut-off runner, "
               "a restarted server or service), then the final ledger of every run (drops and recreates "
@@ -236,10 +241,44 @@ def _ensure(kind_name, parameters, data_dir, db, pg_version, progress) -> tuple[
     else:
         _say(f"{kind_name}: {len(found) - len(missing)} of {len(found)} runs found in {data_dir}; "
              f"running the other {len(missing)}", progress)
-    if not missing:
-        return found, 0
-    made = iter(measure(kind_name, missing, data_dir, db, pg_version, progress))
-    return [path if path is not None else next(made) for path in found], len(missing)
+    made_now = 0
+    if missing:
+        made = iter(measure(kind_name, missing, data_dir, db, pg_version, progress))
+        found = [path if path is not None else next(made) for path in found]
+        made_now = len(missing)
+    followed, made_later = _follow_ups(kind_name, parameters, found, data_dir, pg_version,
+                                       lambda sets: measure(kind_name, sets, data_dir, db, pg_version, progress))
+    return found + followed, made_now + made_later
+
+
+MAX_FOLLOW_UPS = 1000  # a guard: a follow_up that keeps asking is a bug, not a long build
+
+
+def _follow_ups(kind_name: str, request, paths: list, data_dir: Path, pg_version: int,
+                make=None) -> tuple[list[Path], int]:
+    """The runs a kind's follow_up asks for after `paths` (found stored, else made with `make`, or the loop stops
+    at the first one missing when `make` is None), and how many were made."""
+    entry = kind(kind_name)
+    if entry.follow_up is None or entry.request is None or not isinstance(request, entry.request):
+        return [], 0
+    summaries = [run.summary for run in storage.open_runs(path for path in paths if path is not None)]
+    followed, made = [], 0
+    for _ in range(MAX_FOLLOW_UPS):
+        wanted = entry.follow_up(request, summaries)
+        if not wanted:
+            break
+        found, missing = find(kind_name, wanted, data_dir, pg_version)
+        if missing:
+            if make is None:
+                break
+            fresh = iter(make(missing))
+            found = [path if path is not None else next(fresh) for path in found]
+            made += len(missing)
+        followed += found
+        summaries += [run.summary for run in storage.open_runs(found)]
+    else:
+        raise RuntimeError(f"{kind_name}: follow-up runs kept being asked for after {MAX_FOLLOW_UPS}")
+    return followed, made
 
 
 @dataclass(frozen=True)
@@ -350,9 +389,13 @@ def stored_sections(params: dict, data_dir: Path = config.DATA_DIR) -> dict[str,
     """Every section of a params file with its stored runs, nothing made: a section with a run missing has only
     the runs it has."""
     requests = {section: section_request(params, section) for section in SECTIONS}
-    return {section: asked(section, request, find(SECTIONS[section], request, Path(data_dir),
-                                                  section_pg_version(params, section))[0])
-            for section, request in requests.items()}
+    stored = {}
+    for section, request in requests.items():
+        version = section_pg_version(params, section)
+        found = find(SECTIONS[section], request, Path(data_dir), version)[0]
+        followed = _follow_ups(SECTIONS[section], request, found, Path(data_dir), version)[0]
+        stored[section] = asked(section, request, found + followed)
+    return stored
 
 
 def asked_sections(runs: dict, params_file=None, changes: dict[str, dict] | None = None) -> dict[str, Asked]:

@@ -4,6 +4,8 @@
     GET  /pending                  up to 5 pending runs, oldest first, nothing reserved, secrets decrypted
     POST /runs/{id}/claim          {"runner"} -> 200 {"run", "token"} | 409 another runner won
     POST /claim                    {"runner"} -> 200 {"run", "token"} | 204 nothing pending (SKIP LOCKED pick)
+                                   {"runner", "batch": k} -> 200 {"runs": [{"run", "token"}, ...]} (up to k
+                                   runs, one statement) | 204
     POST /runs/{id}/heartbeat      {"runner", "token"} -> 200 | 409
     POST /runs/{id}/finish         {"runner", "token"} -> 200 | 409
 
@@ -33,7 +35,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from harness.service import cipher
-from harness.service.queries import check_protocol, queries_for
+from harness.service.queries import MAX_CLAIM_BATCH, check_protocol, queries_for
 
 APPLICATION_NAME = "claimrace-service"
 MAX_RUNNER_NAME = 200
@@ -63,7 +65,7 @@ def _run_id(request: Request) -> int:
     return int(text)
 
 
-async def _body(request: Request, token: bool) -> dict:
+async def _body(request: Request, token: bool, batch: bool = False) -> dict:
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
         raise BadRequest(f"the body is larger than {MAX_BODY_BYTES} bytes", 413)
@@ -82,6 +84,11 @@ async def _body(request: Request, token: bool) -> dict:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN:
             raise BadRequest(f"token must be a whole number from 0 to {MAX_TOKEN}")
         given["token"] = value
+    if batch and "batch" in body:
+        value = body["batch"]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CLAIM_BATCH:
+            raise BadRequest(f"batch must be a whole number from 1 to {MAX_CLAIM_BATCH}")
+        given["batch"] = value
     return given
 
 
@@ -165,7 +172,15 @@ def create_app(dsn: str, protocol: str = "none", lease_s: float = 30.0, pool_siz
                        409)
 
     async def claim_next(request: Request) -> Response:
-        body = await _body(request, token=False)
+        body = await _body(request, token=False, batch=True)
+        if "batch" in body:  # up to k runs in one statement, each with its own token
+            async with pool.connection() as conn:
+                rows = await (await conn.execute(queries.claim_next_for(body["batch"]),
+                                                 {"runner": body["runner"], "lease_s": lease_s})).fetchall()
+            if not rows:
+                return Response(status_code=204)
+            rows.sort(key=lambda row: row["id"])
+            return JSONResponse({"runs": [{"run": shown(row), "token": row["attempt"]} for row in rows]})
         row = await one(queries.claim_next, {"runner": body["runner"], "lease_s": lease_s})
         if row is not None and holds.armed("claim"):
             await holds.hold("claim", row["id"], body["runner"])  # committed, not yet answered

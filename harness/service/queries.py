@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harness.claim_steps import BATCH
 from harness.config import SCHEMA
 from harness.errors import UserError
+from harness.strategies import skip_locked_pick
 
 PROTOCOLS = ("none", "lease", "lease_holder", "lease_fenced")
 PENDING_LIMIT = 5  # GET /pending lists at most this many runs, oldest first, reserving nothing
+MAX_CLAIM_BATCH = 100  # POST /claim hands out at most this many runs per request
 MAX_LEASE_SECONDS = 3600.0
 
 RUN_COLUMNS = "id, status, spec, secrets, enqueued_at, claimed_at, claimed_by, attempt"
@@ -54,11 +57,21 @@ class Queries:
 
     protocol: str
     claim_by_id: str
-    claim_next: str
+    claim_batch: str  # POST /claim: up to BATCH runs in one statement (claim_next_for fills the number in)
     heartbeat: str
     finish: str
     pending: str = PENDING
     enqueue: str = ENQUEUE
+
+    def claim_next_for(self, batch: int) -> str:
+        """The claim of up to `batch` runs in one statement (1: the single claim)."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_CLAIM_BATCH:
+            raise ValueError(f"a claim takes 1 to {MAX_CLAIM_BATCH} runs, not {batch!r}")
+        return self.claim_batch.replace(BATCH, str(batch))
+
+    @property
+    def claim_next(self) -> str:
+        return self.claim_next_for(1)
 
 
 def queries_for(protocol: str) -> Queries:
@@ -68,13 +81,10 @@ def queries_for(protocol: str) -> Queries:
 SET status = 'running', claimed_by = %(runner)s, claimed_at = now(), attempt = attempt + 1{lease}
 WHERE id = %(id)s AND status = 'pending'
 RETURNING {RUN_COLUMNS}"""
-    claim_next = f"""WITH pick AS (
-    SELECT id FROM {SCHEMA}.runs
-    WHERE status = 'pending'
-    ORDER BY id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
-)
+    # skip_locked_batch's statement (harness.strategies.BATCH_CLAIM_CTE) on the runs table: the pick runs once
+    # in its CTE, so one statement never hands out more than the batch. Its WHERE id IN form can claim more
+    # when the planner reruns the subquery per outer row (strategies.BATCH_CLAIM_IN), so it is not used here.
+    claim_batch = f"""WITH pick AS ({skip_locked_pick('runs')})
 UPDATE {SCHEMA}.runs AS r
 SET status = 'running', claimed_by = %(runner)s, claimed_at = now(), attempt = r.attempt + 1{lease}
 FROM pick
@@ -99,4 +109,4 @@ RETURNING id"""
 INSERT INTO {SCHEMA}.finishes (run_id, runner, attempt, finished_at)
 SELECT id, %(runner)s, %(token)s, now() FROM done
 RETURNING run_id"""
-    return Queries(protocol, claim_by_id, claim_next, heartbeat, finish)
+    return Queries(protocol, claim_by_id, claim_batch, heartbeat, finish)

@@ -9,7 +9,8 @@ Each runner:
 - polls: `pending` = GET /pending, then POST /runs/{id}/claim for the listed runs: all at once (`claims_listed`
   = at_once, the original's runner: one goroutine per listed run), running every run it wins side by side, or in
   order until one claim wins (in_order); a 409 is a conflict: another runner won. `claim` = POST /claim, the
-  server picks with SKIP LOCKED;
+  server picks one run with SKIP LOCKED; `claim_batch` = POST /claim for up to CLAIM_BATCH runs in one statement
+  (as many as GET /pending lists), run side by side like the runs a /pending runner wins at once;
 - with a run: runs the job for a service time drawn from the distribution (exponential or fixed, with the
   given mean); if /health says the protocol is lease or lease_fenced, heartbeats every lease_s / 3 meanwhile;
   then finishes it, and polls again at once;
@@ -42,8 +43,10 @@ import httpx
 
 from harness.errors import UserError
 from harness.children import die_with_parent
+from harness.service.queries import PENDING_LIMIT
 
-ENDPOINTS = ("pending", "claim")
+ENDPOINTS = ("pending", "claim", "claim_batch")
+CLAIM_BATCH = PENDING_LIMIT  # claim_batch asks for as many runs per poll as GET /pending lists: equal capacity
 CLAIMS_LISTED = ("at_once", "in_order")  # how a /pending runner claims the runs it was shown
 DISTRIBUTIONS = ("exponential", "fixed")
 MAX_RUNNERS = 200
@@ -183,6 +186,18 @@ class _Runner:
     def poll(self) -> list[tuple[int, int]]:
         """One poll; the (run id, token) of every claim it won."""
         try:
+            if self.settings.endpoint == "claim_batch":
+                answer = self.post("/claim", {"runner": self.name, "batch": CLAIM_BATCH})
+                handed = answer.json()["runs"] if answer.status_code == 200 else []
+                self.event("poll", bytes=len(answer.content), runs=[one["run"]["id"] for one in handed],
+                           run_bytes=[len(json.dumps(one, separators=(",", ":"), ensure_ascii=False).encode())
+                                      for one in handed],
+                           secrets=[len(one["run"]["secrets"]) for one in handed], status=answer.status_code)
+                for one in handed:
+                    self.event("claimed", one["run"]["id"], one["token"])
+                if answer.status_code == 409:  # the endpoint never should; counted so C8 can see it if it does
+                    self.event("conflict", bytes=len(answer.content))
+                return [(one["run"]["id"], one["token"]) for one in handed]
             if self.settings.endpoint == "claim":
                 answer = self.post("/claim", {"runner": self.name})
                 if answer.status_code == 200:
@@ -415,7 +430,8 @@ def add_runner_options(parser) -> None:
     parser.add_argument("--count", type=int, default=1, help=f"runner processes to start (1-{MAX_RUNNERS}, default 1)")
     parser.add_argument("--poll-s", type=float, default=5.0, help="seconds between idle polls (default 5)")
     parser.add_argument("--endpoint", choices=ENDPOINTS, default="pending",
-                        help="pending: GET /pending then claim by id; claim: POST /claim (default pending)")
+                        help="pending: GET /pending then claim by id; claim: POST /claim; claim_batch: POST /claim for "
+                             f"up to {CLAIM_BATCH} runs (default pending)")
     parser.add_argument("--service-time-s", type=float, default=1.0, help="mean seconds a job runs (default 1)")
     parser.add_argument("--service-time-distribution", choices=DISTRIBUTIONS, default="exponential",
                         help="how job times are drawn (default exponential)")

@@ -14,6 +14,8 @@ from harness.article.labels import PRODUCTION_ENDPOINT_LABELS
 from harness.article.prose import join, numbered
 from harness.article.sections.production_charts import pickup_tail_text
 from harness.article.wording import Sentences
+from harness.experiments import production as production_experiment
+from harness.service.runner import CLAIM_BATCH
 from harness.stats import percentile_ratio_interval, polls_met_interval
 from harness.storage import open_runs
 
@@ -22,8 +24,8 @@ READS = ("production",)
 say = Sentences(NAME)
 
 
-# C5: the original's production polling, and what "rare" means here
-RARE_CONFLICTS_PER_POLL = 0.1  # rare: fewer than one poll in ten meets a 409 (one poll can meet up to five)
+# C5: the original's production polling, and what "rare" means here (the experiment runs on until it can say)
+RARE_CONFLICTS_PER_POLL = production_experiment.RARE_CONFLICTS_PER_POLL
 
 
 def _production_points(production: pd.DataFrame | None, endpoint: str) -> pd.DataFrame:
@@ -33,33 +35,44 @@ def _production_points(production: pd.DataFrame | None, endpoint: str) -> pd.Dat
     return production[(production["endpoint"] == endpoint) & (production["burst"] == 0)]
 
 
-def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Finding:
+def _rows(frame: pd.DataFrame | None) -> list[dict]:
+    return [] if frame is None or not len(frame) else frame.to_dict("records")
+
+
+def c5_conflicts_at_production_polling(production: pd.DataFrame | None, rounds: pd.DataFrame | None = None,
+                                       max_rounds: int | None = None) -> Finding:
     """C5: with a handful of runners polling /pending every 5 s, 409s are rare: the 95 % interval of the share
-    of polls that listed a run and met a 409 (stats.polls_met_interval, pooled over those points) against
-    RARE_CONFLICTS_PER_POLL. Polls that listed no run cannot meet a 409 and are not counted."""
+    of polls that listed a run and met a 409 (production.c5_interval, pooled over the sweep's points there and
+    the rounds the build ran on while it straddled the line) against RARE_CONFLICTS_PER_POLL. Polls that listed
+    no run cannot meet a 409 and are not counted. An interval that still straddles the line is not distinguishable
+    from it: "not measured", saying whether the bound on rounds (max_rounds; None: not known) was reached."""
     pending = _production_points(production, "pending")
-    at_production = pending[(pending["poll_s"] >= ORIGINAL_C5_POLL_S)
-                             & (pending["runner_count"] <= ORIGINAL_C5_HANDFUL)]
-    if not len(at_production):
+    rows = _rows(production) + _rows(rounds)
+    pooled = production_experiment.c5_interval(rows)
+    if pooled is None:
         return not_measured("C5", say("C5.no_run", poll_s=number(ORIGINAL_C5_POLL_S, 0),
                                       handful=count(ORIGINAL_C5_HANDFUL)))
-    polls, conflicts = int(at_production["polls"].sum()), int(at_production["conflicts"].sum())
-    listing = int(at_production["listing_polls"].sum())
-    met = int(at_production["polls_with_a_conflict"].sum())
-    counts = [count(int(n)) for n in sorted(at_production["runner_count"].unique())]
-    runners = join(counts)
+    at_point = [row for row in rows if production_experiment.at_c5_point(row)]
+    polls = sum(int(row["polls"]) for row in at_point)
+    conflicts = sum(int(row["conflicts"]) for row in at_point)
+    listing, met, done = pooled["listing"], pooled["met"], pooled["rounds"]
+    runners = join([count(n) for n in sorted({int(row["runner_count"]) for row in at_point})])
+    rare = percent(RARE_CONFLICTS_PER_POLL)
     values = {"conflicts": count(conflicts), "polls": count(polls), "listing": count(listing), "met": count(met),
-              "rare": percent(RARE_CONFLICTS_PER_POLL)}
+              "rare": rare, "rounds": count(done)}
     if not listing:
         return make_finding("C5", NOT_MEASURED, say("C5.none_listed_ours", polls=count(polls), runners=runners,
                                                     poll_s=number(ORIGINAL_C5_POLL_S, 0)),
                             say("C5.none_listed"), values)
-    low, high = polls_met_interval(met, listing, list(at_production["conflict_rounds"]))
+    low, high = pooled["low"], pooled["high"]
     values.update(low=percent(low), high=percent(high))
     ours = say("C5.ours", met=count(met), listing=count(listing), share=percent(met / listing),
                interval=f"{percent(low)}{RANGE}{percent(high)}", conflicts=count(conflicts),
                unlisted=count(polls - listing), polls=count(polls), runners=runners,
                poll_s=number(ORIGINAL_C5_POLL_S, 0))
+    ran_on = say("C5.ran_on", rounds=numbered(done, "round"), seconds=number(production_experiment.C5_ROUND_SECONDS, 0),
+                 runners=count(production_experiment.C5_ROUND_RUNNERS),
+                 poll_s=number(production_experiment.C5_ROUND_POLL_S, 0)) if done else ""
     busiest = pending.sort_values(["runner_count", "poll_s"], ascending=[False, True]).head(1)
     contrast = ""
     if len(busiest):
@@ -67,56 +80,94 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None) -> Findi
         contrast = say("C5.busiest", runners=count(int(row["runner_count"])), poll_s=number(float(row["poll_s"]), 1),
                        conflicts=count(int(row["conflicts"])), polls=count(int(row["polls"])))
     if high <= RARE_CONFLICTS_PER_POLL:
-        return make_finding("C5", CONFIRMED, ours, [say("C5.rare", rare=percent(RARE_CONFLICTS_PER_POLL)), contrast],
-                            values)
+        return make_finding("C5", CONFIRMED, ours, [say("C5.rare", rare=rare), ran_on, contrast], values)
     if low > RARE_CONFLICTS_PER_POLL:
-        return make_finding("C5", CORRECTED, ours, [say("C5.not_rare", rare=percent(RARE_CONFLICTS_PER_POLL)),
-                                                    contrast], values)
-    return make_finding("C5", NOT_MEASURED, ours, [say("C5.too_few", rare=percent(RARE_CONFLICTS_PER_POLL)),
-                                                   contrast], values)
+        return make_finding("C5", CORRECTED, ours, [say("C5.not_rare", rare=rare), ran_on, contrast], values)
+    if max_rounds is not None and done >= max_rounds:
+        bound = say("C5.bound_reached", rounds=numbered(done, "round"),
+                    seconds=number(max_rounds * production_experiment.C5_ROUND_SECONDS, 0),
+                    poll_s=number(production_experiment.C5_ROUND_POLL_S, 0)) if max_rounds \
+            else say("C5.no_rounds")
+    else:
+        bound = say("C5.rounds_missing")
+    return make_finding("C5", NOT_MEASURED, ours, [say("C5.too_few", rare=rare), bound, contrast], values)
 
 
-def c8_later_pickup(paired: pd.DataFrame) -> pd.Series:
-    """Per paired point: whether POST /claim's pickup p99 is beyond /pending's, i.e. the 95 % bootstrap interval
-    of their ratio (stats.percentile_ratio_interval, each endpoint's pickups resampled) lies wholly above 1. A
-    point with a few dozen pickups has a wide interval and is then not distinguishable either way."""
+# C8: the pick inside the endpoint, against /pending at equal capacity (both take up to five runs per poll)
+LATER, EARLIER, UNCLEAR = "later", "earlier", "not distinguishable"
 
-    lows = [percentile_ratio_interval(claim, pending)[0]
-            for claim, pending in zip(paired["pickups_ms_claim"], paired["pickups_ms_pending"])]
-    return pd.Series([bool(low > 1) for low in lows], index=paired.index)
+
+def c8_tail_comparison(paired: pd.DataFrame, suffix: str) -> pd.Series:
+    """Per paired point: the pickup p99 of the claim endpoint (columns `pickups_ms_<suffix>`) against /pending's,
+    decided beyond the noise: LATER where the 95 % bootstrap interval of their ratio (stats.percentile_ratio_interval,
+    each endpoint's pickups resampled) lies wholly above 1, EARLIER wholly below, UNCLEAR where it holds 1 (a point
+    with a few dozen pickups has a wide interval, and is then not distinguishable either way)."""
+    outcomes = []
+    for claim, pending in zip(paired[f"pickups_ms_{suffix}"], paired["pickups_ms_pending"]):
+        low, high = percentile_ratio_interval(claim, pending)
+        outcomes.append(LATER if low > 1 else EARLIER if high < 1 else UNCLEAR)
+    return pd.Series(outcomes, index=paired.index, dtype=object)
+
+
+def _paired(production: pd.DataFrame | None, endpoint: str) -> pd.DataFrame:
+    pending, claim = _production_points(production, "pending"), _production_points(production, endpoint)
+    if not len(pending) or not len(claim):
+        return pd.DataFrame()
+    return pending.merge(claim, on=["runner_count", "poll_s"], suffixes=("_pending", f"_{endpoint}"))
+
+
+def _where(frame: pd.DataFrame) -> str:
+    return ", ".join(say("C8.point", runners=count(int(r.runner_count)), poll_s=number(float(r.poll_s), 1))
+                     for r in frame.itertuples())
+
+
+def c8_single_claim_beside(production: pd.DataFrame | None, batch_later: int | None = None) -> str:
+    """What the single claim (one run per poll, where a /pending runner takes up to CLAIM_BATCH) shows beside the
+    pair; where it was later at most points and the batch claim (later at batch_later) was not, that the capacity
+    made the gap."""
+    single = _paired(production, "claim")
+    if not len(single):
+        return ""
+    later = int((c8_tail_comparison(single, "claim") == LATER).sum())
+    said = say("C8.single", later=count(later), points=count(len(single)), batch=count(CLAIM_BATCH),
+               conflicts=count(int(single["conflicts_claim"].sum())))
+    # the capacity made the gap only where the single claim was later at most points and the batch claim was not
+    gap = batch_later is not None and later * 2 > len(single) and batch_later * 2 <= len(single)
+    return said + (" " + say("C8.single_gap") if gap else "")
 
 
 def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
     """C8: POST /claim (the pick inside the endpoint, SKIP LOCKED) against GET /pending + claim by id at the same
-    runner counts and poll intervals: no 409, no duplicate, and a pickup p99 not beyond /pending's (c8_later_pickup:
-    the interval of their ratio, from each point's own pickups, wholly above 1) at most of the points."""
-    pending, claim = _production_points(production, "pending"), _production_points(production, "claim")
-    keys = ["runner_count", "poll_s"]
-    paired = pending.merge(claim, on=keys, suffixes=("_pending", "_claim")) if len(pending) and len(claim) \
-        else pd.DataFrame()
+    runner counts and poll intervals, at equal capacity: the batch claim hands a runner up to as many runs per poll
+    as /pending lists it, and both run them side by side. Confirmed: no 409, no duplicate, and a pickup p99 later
+    beyond the noise (c8_tail_comparison) at no more than half of the points; corrected where it was later at most
+    points. The single claim, one run per poll, is shown beside it and decides nothing."""
+    paired = _paired(production, "claim_batch")
     if not len(paired):
-        return not_measured("C8", say("C8.no_pairs"))
-    conflicts = int(paired["conflicts_claim"].sum())
-    duplicates = int(paired["duplicate_jobs_claim"].sum())
+        single = c8_single_claim_beside(production)
+        return not_measured("C8", " ".join(filter(None, [say("C8.no_pairs"), single])))
+    conflicts = int(paired["conflicts_claim_batch"].sum())
+    duplicates = int(paired["duplicate_jobs_claim_batch"].sum())
     pending_conflicts = int(paired["conflicts_pending"].sum())
-    worse = paired[c8_later_pickup(paired)]
-    ours = say("C8.ours", conflicts=count(conflicts), duplicates=count(duplicates),
+    outcome = c8_tail_comparison(paired, "claim_batch")
+    later, earlier, unclear = (paired[outcome == kind] for kind in (LATER, EARLIER, UNCLEAR))
+    single = c8_single_claim_beside(production, len(later))
+    ours = say("C8.ours", batch=count(CLAIM_BATCH), conflicts=count(conflicts), duplicates=count(duplicates),
                points=numbered(len(paired), "point"), pending_conflicts=count(pending_conflicts),
                payload_bytes=count(int(paired["loser_payload_bytes_pending"].sum())))
     values = {"conflicts": count(conflicts), "pending_conflicts": count(pending_conflicts),
-              "points": count(len(paired)), "worse_points": count(len(worse))}
+              "points": count(len(paired)), "later_points": count(len(later)), "earlier_points": count(len(earlier)),
+              "unclear_points": count(len(unclear))}
     change = say("C8.change")
     if conflicts or duplicates:
-        return make_finding("C8", NOT_REPRODUCED, ours, [say("C8.still_conflicts"), change], values)
-    where = ", ".join(say("C8.point", runners=count(int(r.runner_count)), poll_s=number(float(r.poll_s), 1))
-                      for r in worse.itertuples())
-    beyond = say("C8.beyond")
-    if len(worse) * 2 > len(paired):
-        return make_finding("C8", CORRECTED, ours, [say("C8.later", beyond=beyond, where=where), change], values)
-    not_later = [say("C8.not_later", beyond=beyond)]
-    if len(worse):
-        not_later.append(say("C8.exceptions", worse=count(len(worse)), points=count(len(paired)), where=where))
-    return make_finding("C8", CONFIRMED, ours, [" ".join(not_later), change], values)
+        return make_finding("C8", NOT_REPRODUCED, ours, [say("C8.still_conflicts"), single, change], values)
+    tally = say("C8.tally", batch=count(CLAIM_BATCH), later=count(len(later)), earlier=count(len(earlier)), unclear=count(len(unclear)),
+                points=count(len(paired)))
+    if len(later) * 2 > len(paired):
+        return make_finding("C8", CORRECTED, ours, [say("C8.later", where=_where(later)), tally, single, change],
+                            values)
+    exceptions = say("C8.exceptions", where=_where(later)) if len(later) else ""
+    return make_finding("C8", CONFIRMED, ours, [say("C8.not_later"), tally, exceptions, single, change], values)
 
 
 # --------------------------------------------------------------------------- the section
@@ -125,18 +176,28 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
 @dataclass(frozen=True)
 class Loaded:
     runs: tuple  # the production runs (storage.Run)
-    summary: pd.DataFrame  # one row per run (analysis.production_summary)
+    summary: pd.DataFrame  # one row per run of the sweep (production_summary), C5's extra rounds left out
+    c5_rounds: pd.DataFrame | None = None  # one row per extra round C5 ran while its interval was undecided
+    c5_max_rounds: int | None = None  # the bound on those rounds the params set (None: not known)
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
-    paths = reads["production"].runs if "production" in reads else ()
-    return Loaded(paths, production_summary(list(paths))) if paths else None
+    asked = reads.get("production")
+    paths = asked.runs if asked is not None else ()
+    if not paths:
+        return None
+    frame = production_summary(list(paths))
+    rounds = frame["seed"].fillna(0).astype(int) > 0 if "seed" in frame else pd.Series(False, index=frame.index)
+    max_rounds = getattr(asked.request, "c5_max_rounds", None)
+    return Loaded(paths, frame[~rounds].reset_index(drop=True), frame[rounds].reset_index(drop=True), max_rounds)
 
 
 def findings(loaded: dict) -> list[Finding]:
     mine = loaded.get(NAME)
     summary = mine.summary if mine else None
-    return [c5_conflicts_at_production_polling(summary), c8_skip_locked_endpoint(summary)]
+    return [c5_conflicts_at_production_polling(summary, mine.c5_rounds if mine else None,
+                                               mine.c5_max_rounds if mine else None),
+            c8_skip_locked_endpoint(summary)]
 
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
@@ -194,6 +255,7 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
         fewest = most = slowest = fastest = utilisation = service_time = float("nan")
     quiet, busy = point("pending", fewest, slowest), point("pending", most, fastest)
     quiet_claim, busy_claim = point("claim", fewest, slowest), point("claim", most, fastest)
+    quiet_batch, busy_batch = point("claim_batch", fewest, slowest), point("claim_batch", most, fastest)
     crowd = point("pending", most, slowest)  # many runners, slow polls
     def tail(row) -> str:
         return pickup_tail_text(row) if row is not None else MISSING
@@ -215,18 +277,23 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
         "prod_quiet_window": figure(quiet, "first_claim_answer_p50_ms", ms),
         "prod_quiet_p99": tail(quiet),
         "prod_quiet_claim_p99": tail(quiet_claim),
+        "prod_quiet_batch_p99": tail(quiet_batch),
+        "prod_batch": count(CLAIM_BATCH),
         "prod_crowd_share": figure(crowd, "share_of_polls_with_a_conflict", percent),
-        "prod_busy_p99": tail(busy), "prod_busy_claim_p99": tail(busy_claim),
+        "prod_busy_p99": tail(busy), "prod_busy_claim_p99": tail(busy_claim), "prod_busy_batch_p99": tail(busy_batch),
         "prod_busy_statements": figure(busy, "statements_per_claimed_job", lambda v: number(v, 1)),
         "prod_busy_claim_statements": figure(busy_claim, "statements_per_claimed_job", lambda v: number(v, 1)),
+        "prod_busy_batch_statements": figure(busy_batch, "statements_per_claimed_job", lambda v: number(v, 1)),
         "prod_busy_cpu": figure(busy, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
         "prod_busy_claim_cpu": figure(busy_claim, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
+        "prod_busy_batch_cpu": figure(busy_batch, "backend_cpu_ms_per_claimed_job", lambda v: number(v, 2)),
         "prod_duplicates": count(int(summary["duplicate_jobs"].sum())),
         "prod_pending_at_end": count(int(summary["pending_at_end"].sum())),
         "prod_loser_bytes_total": count(int(steady.loc[steady["endpoint"] == "pending", "loser_payload_bytes"].sum())),
         "prod_loser_secrets_total": count(int(steady.loc[steady["endpoint"] == "pending", "loser_secrets"].sum())),
     }
     burst_pending, burst_claim = point("pending", frame=burst), point("claim", frame=burst)
+    burst_batch = point("claim_batch", frame=burst)
     if burst_pending is not None:
         facts.update({
             "prod_burst": count(int(burst_pending["burst"])), "prod_burst_runners": count(int(burst_pending["runner_count"])),
@@ -235,9 +302,12 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
             "prod_burst_p99": tail(burst_pending),
             "prod_burst_claim_conflicts": figure(burst_claim, "conflicts", count),
             "prod_burst_claim_p99": tail(burst_claim),
+            "prod_burst_batch_conflicts": figure(burst_batch, "conflicts", count),
+            "prod_burst_batch_p99": tail(burst_batch),
         })
     else:
         facts.update({name: MISSING for name in ("prod_burst", "prod_burst_runners", "prod_burst_poll",
                                                  "prod_burst_conflicts", "prod_burst_p99",
-                                                 "prod_burst_claim_conflicts", "prod_burst_claim_p99")})
+                                                 "prod_burst_claim_conflicts", "prod_burst_claim_p99",
+                                                 "prod_burst_batch_conflicts", "prod_burst_batch_p99")})
     return facts
