@@ -75,6 +75,28 @@ def test_f1_needs_a_share_of_the_jobs_at_two_workers_in_every_repeat(per_worker,
         assert "jobs" in found.ours and found.values["job_count"] == "10,000"
 
 
+@pytest.mark.parametrize("arm, sweep_rows, expected, note", [
+    # the arm at the original's 10,000 jobs decides, whatever the sweep of 5,000 shows
+    ([9_700, 9_763, 9_800], [4_000], CONFIRMED, "on 10,000 jobs"),
+    ([7_792, 8_854, 9_074], [4_880], CONFIRMED_DIFFERENT_SIZE, "rather than the original's 97.6%"),
+    ([10, 30, 20], [4_880], NOT_REPRODUCED, "rare accident"),
+    (None, [4_880, 4_881, 4_882], CONFIRMED_DIFFERENT_SIZE, "not the original's 10,000"),  # no arm: the sweep's share
+])
+def test_f1_is_judged_on_the_original_size_arm_where_it_was_raced(arm, sweep_rows, expected, note):
+    sweep = races(*repeated("naive", {1: [0], 2: sweep_rows}, "duplicate_jobs", jobs=5_000))
+    original = races(*repeated("naive", {2: arm}, "duplicate_jobs")) if arm else None
+    found = without_guard.f1_duplicates_at_two_workers(sweep, original)
+    assert verdict(found) == expected and note in found.note + found.ours
+    assert found.values["job_count"] == ("10,000" if arm else "5,000")
+
+
+def test_f1_confirms_only_on_the_original_queue_length():
+    # 97.6% of a 300-job queue is the original's share, not its figure of 9,763 of 10,000
+    short = races(*repeated("naive", {2: [293]}, "duplicate_jobs", jobs=300))
+    found = without_guard.f1_duplicates_at_two_workers(races(), short)
+    assert verdict(found) == CONFIRMED_DIFFERENT_SIZE and "not the original's 10,000" in found.note
+
+
 # --------------------------------------------------------------------------- F2: compounding
 
 
