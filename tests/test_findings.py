@@ -585,6 +585,18 @@ def test_f11_is_decided_by_the_arm_with_autovacuum_off(facts, expected):
     assert verdict(churn_rules.f11_pruning_alone(facts)) == expected
 
 
+@pytest.mark.parametrize("off, wording", [
+    (2_135, "pruning reclaimed 2,867 of the 5,002 dead versions"),  # the cold build's: more than half, not all
+    (5_002, "pruning reclaimed none of the 5,002 dead versions"),
+    (0, "pruning alone brought n_dead_tup to zero"),
+])
+def test_f11_says_how_much_pruning_reclaimed_without_autovacuum(off, wording):
+    found = churn_rules.f11_pruning_alone(churn(pruning_off_after_read_dead=off, pruning_off_updates=5_002))
+    assert wording in found.note
+    assert "does not reclaim" not in found.note
+    assert verdict(found) == (CONFIRMED if off == 0 else CORRECTED)
+
+
 def test_f11_names_autovacuum_as_the_cause_only_when_it_ran():
     ran = churn_rules.f11_pruning_alone(churn())
     assert "the zero was theirs" in ran.note
