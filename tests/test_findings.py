@@ -749,6 +749,18 @@ def test_c7_says_what_the_attempt_counter_adds_over_checking_the_holder():
         pd.DataFrame(rows)).note
 
 
+def test_c7_ledger_says_why_one_protocol_counts_fewer_faults():
+    rows = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
+            fault_run("lease_holder", "kill"), fault_run("lease_holder", "pause")]
+    every = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows)).values["ledger"]
+    assert every == ("Runs lost, stuck or completed by a stale holder: 0 over the 2 faults raced checking the holder "
+                     "by name, 0 over the 2 faults raced with the fence.")
+    rows[3] = {**rows[3], "fault_landed": False}  # the fenced pause missed its window
+    missed = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows)).values["ledger"]
+    assert "0 over the 1 fault raced with the fence" in missed
+    assert "Not counted: `pause` with the fence, where the fault missed its window" in missed
+
+
 # --------------------------------------------------------------------------- C1-C3: the other strategies
 
 
@@ -894,7 +906,7 @@ def test_c6_is_judged_against_a_baseline_through_the_proxy_and_says_what_the_pro
     assert found.verdict == CONFIRMED
     # against the proxied baseline: 1.4 -> 1.8 and 1.5 -> 2.5, not against the straight 1.0 and 0.5
     assert found.values["naive_extra_low"] == "1.40"
-    assert "50% of the step to 1 ms" in found.note and "guarded" in found.note  # (1.4-1.0)/(1.8-1.0), (1.5-.5)/2
+    assert "went 50% of the way to the figure at a 1 ms round trip" in found.note and "guarded" in found.note  # (1.4-1.0)/(1.8-1.0), (1.5-.5)/2
     # a proxied baseline as high as a real round trip: a network adds nothing beyond the proxy
     flat = straight + via(behind(0, 1.8, 2.5), True) + via(behind(1, 1.8, 2.5), True)
     assert strategy_rules.c6_network_round_trip(pd.DataFrame(flat)).verdict == NOT_REPRODUCED

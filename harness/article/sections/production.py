@@ -12,7 +12,7 @@ from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, NOT_RE
 from harness.article.formats import MISSING, RANGE, count, ms, number, percent
 from harness.article.labels import PRODUCTION_ENDPOINT_LABELS
 from harness.article.prose import join, numbered
-from harness.article.sections.production_charts import pickup_tail_text
+from harness.article.sections.production_charts import pickup_tail
 from harness.article.wording import Sentences
 from harness.stats import percentile_ratio_interval, polls_met_interval
 from harness.storage import open_runs
@@ -139,6 +139,16 @@ def findings(loaded: dict) -> list[Finding]:
     return [c5_conflicts_at_production_polling(summary), c8_skip_locked_endpoint(summary)]
 
 
+def tail_phrase(row) -> str:
+    """A point's pickup tail in words: the p99, or the slowest of so many pickups; "at least" where a run never
+    picked up (counted at the window's end) reaches it."""
+    value, bound, pickups = pickup_tail(row) if row is not None else (None, False, None)
+    if value is None or pd.isna(value):
+        return MISSING
+    text = ms(value) if pickups is None else say("tail_slowest", value=ms(value), pickups=count(pickups))
+    return say("tail_at_least", tail=text) if bound else text
+
+
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     """The service's setup and the figures C5 and C8 read, as the prose names them."""
     mine = loaded[NAME]
@@ -195,8 +205,7 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
     quiet, busy = point("pending", fewest, slowest), point("pending", most, fastest)
     quiet_claim, busy_claim = point("claim", fewest, slowest), point("claim", most, fastest)
     crowd = point("pending", most, slowest)  # many runners, slow polls
-    def tail(row) -> str:
-        return pickup_tail_text(row) if row is not None else MISSING
+    tail = tail_phrase
 
     facts = {
         "prod_confidence": "95%",  # the level of harness.stats.polls_met_interval
