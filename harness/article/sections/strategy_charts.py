@@ -225,7 +225,7 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     Jobs claimed twice+ is the most in one race of the strategy under that condition (a sum would grow with the
     number of races a row has), beside that number; claims per second at the fewest and the most workers above one
     that every raced row shares (low, high), high being the most at which no row was CPU-bound where there is
-    one; the time to get a job, the attempts wasted per win (lost races and aborted transactions) and the share of
+    one, else the one at which the fewest rows were; the time to get a job, the attempts wasted per win (lost races and aborted transactions) and the share of
     samples waiting on a row or transaction lock at high; and the worker counts of the row's figures whose point was
     CPU-bound (harness.server.activity.cpu_bound), which measure this machine's scheduler. Returns (table, low, high).
     """
@@ -242,9 +242,13 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     everything = set.union(*groups.values()) if groups else set()
     bound = (points["cpu_bound"].fillna(False).astype(bool) if "cpu_bound" in points
              else pd.Series(False, index=points.index))
-    free_shared = shared - {int(w) for w in points.loc[bound, "worker_count"]}
-    low, high = (min(shared), max(free_shared or shared)) if shared else (min(everything or {0}),
-                                                                          max(everything or {0}))
+    # per shared worker count, how many rows were CPU-bound there: where none is free of the mark, the figures are
+    # read where the fewest are (the most workers among those), not where the most are
+    bound_rows = {w: int((bound & (points["worker_count"] == w)).sum()) for w in shared}
+    free_shared = {w for w in shared if not bound_rows[w]}
+    least_bound = min(shared, key=lambda w: (bound_rows[w], -w)) if shared else 0
+    low, high = (min(shared), max(free_shared) if free_shared else least_bound) if shared else (
+        min(everything or {0}), max(everything or {0}))
     servers = sorted(runs[SERVER].unique(), key=lambda label: int(label.split()[-1]))
     indexes = [label for label in INDEX_LABELS.values()]
     strategies = [name for name in STRATEGY_ORDER if name in set(runs["strategy"])]
