@@ -102,6 +102,10 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     assert pairs["plan_index"].str.startswith("jobs_pending_idx").all(), "every pick read the partial index"
     harness = pairs[pairs["client"] == "harness"]
     assert harness["gap_p50_ns"].notna().all() and (harness["max_rss_bytes"] > 0).all()
+    # what the race's CPU-bound rule reads, for the harness's workers and (a server on this host) their backends
+    for column in ("client_runnable_share", "client_running_share", "backend_runnable_share"):
+        assert harness[column].between(0, 1).all(), column
+    assert pairs.loc[pairs["client"] != "harness", "client_runnable_share"].isna().all()
 
     summary = Run(run_dir).summary
     assert len(summary) == 4
@@ -112,6 +116,7 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     guarded_envelope = summary.loc[summary["strategy"] == "guarded", "lost_per_win_envelope"].iloc[0]
     assert len(guarded_envelope) == 2 and guarded_envelope[0] <= guarded_envelope[1]
     assert (summary["pairs"] == 2).all()
+    assert summary["cpu_bound"].map(lambda v: v in (True, False)).all(), "every point read, bound or not"
     assert (summary["ratio"] > 0).all() and (summary["ratio_min"] <= summary["ratio_max"]).all()
     # the winning claims' p99 over the pairs, with its spread (F8 compares two strategies' on it)
     assert (summary["harness_win_p99_us_min"] <= summary["harness_win_p99_us"]).all()
@@ -200,3 +205,15 @@ def test_where_both_saturate_the_ratio_must_match_what_their_cpu_predicts():
     assert row["cpu_saturated"] and row["predicted_ok"] is False and row["verdict"] == "fail"
     frame["claims_per_second"] = 333.0
     assert bool(bench.point_verdicts(frame, cpu_count=2).iloc[0]["predicted_ok"])
+
+
+def test_a_bench_point_is_cpu_bound_where_any_harness_run_was_and_unread_where_none_was_read():
+    def run(client, workers, client_share, backend_share):
+        return {"client": client, "strategy": "guarded", "worker_count": workers, "client_runnable_share": client_share,
+                "client_running_share": 0.1 if client_share is not None else None,
+                "backend_runnable_share": backend_share}
+    pairs = pd.DataFrame([run("harness", 1, 0.05, 0.1), run("harness", 1, 0.1, 0.2),     # free
+                          run("harness", 8, 0.1, 0.7), run("harness", 8, 0.1, 0.2),      # one run's backends waited
+                          run("harness", 32, None, None), run("pgbench", 32, 0.9, 0.9)])  # only pgbench's: unread
+    marks = bench.cpu_bound_points(pairs).set_index("worker_count")["cpu_bound"]
+    assert marks[1] is False and marks[8] is True and marks[32] is None

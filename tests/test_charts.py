@@ -382,3 +382,120 @@ def test_charts_that_draw_worker_counts_as_categories_or_panels_label_the_cpu_bo
                                  for m in ("winning claim", "time to get a job") for f in (0.5, 1.0)])
     assert "CPU-bound at 32" in json.dumps(charts.wait_distribution_chart(distribution, 32, bound=[32]).to_dict())
     assert "CPU-bound" not in json.dumps(charts.wait_distribution_chart(distribution, 32, bound=[8]).to_dict())
+
+
+# --------------------------------------------------------------------------- every chart of CPU-boundable points
+
+
+def _summary(bound_at: int | None, **extra) -> pd.DataFrame:
+    """Two races a point of naive, guarded and skip_locked at 2 and 32 workers; bound_at: the worker count whose
+    races were CPU-bound (None: none was, though every race was read)."""
+    rows = []
+    for strategy in ("naive", "guarded", "skip_locked"):
+        for workers in (2, 32):
+            for repeat in (0, 1):
+                rows.append({"run_id": f"{strategy}-{workers}-{repeat}", "strategy": strategy, "worker_count": workers,
+                             "repeat": repeat, "job_count": 1000, "attempts": 1200 + repeat, "wins": 1000,
+                             "lost": 200 * (strategy == "guarded"), "duplicate_jobs": 300 * (strategy == "naive"),
+                             "extra_claims": 400 * (strategy == "naive"), "losses_per_win": 0.2 + repeat / 10,
+                             "claims_per_second": 900.0 + 10 * repeat + workers,
+                             "unique_jobs_per_second": 800.0 + repeat, "attempts_per_second": 1000.0 + repeat,
+                             "extra_claims_per_job": 0.4 * (strategy == "naive"), "p50_ms": 0.5 + repeat,
+                             "p99_ms": 2.0 + repeat, "cpu_bound": workers == bound_at, **extra})
+    return pd.DataFrame(rows)
+
+
+def _cpu_boundable_charts() -> dict:
+    """Every chart that draws points a race can be CPU-bound at, as name -> draw(bound_at): the chart with the
+    32-worker points CPU-bound (bound_at=32), or with none bound (None)."""
+    def by_workers(bound_at):
+        return analysis.over_repeats(_summary(bound_at))
+
+    def bound_list(bound_at):
+        return [] if bound_at is None else [bound_at]
+
+    def waits(bound_at):
+        rows = [{"strategy": s, "worker_count": w, "measure": m, "repeat": r, "ms": 1.0 + i + r}
+                for s in ("guarded", "skip_locked") for w in (2, 32) for m in labels.WAIT_MEASURE_ORDER
+                for r in (0, 1) for i in range(3)]
+        return pd.DataFrame(rows)
+
+    shares = pd.DataFrame([{"strategy": "guarded", "worker_count": w, "wait": "CPU", "share": 0.5, "order": 0}
+                           for w in (2, 32)])
+    fills = pd.DataFrame([{"strategy": "guarded", "worker_count": w, "drained_to": d, "p50_ms": 1.0, "p99_ms": 2.0}
+                          for w in (2, 32) for d in (0.5, 1.0)])
+
+    def round_trip(bound_at):
+        rows = [dict(row, rtt_ms=rtt, proxy=True, run_id=f"{row['run_id']}-{rtt}",
+                     cpu_bound=bool(bound_at) and rtt == 0 and row["worker_count"] == bound_at)
+                for row in _summary(None).to_dict("records") for rtt in (0.0, 5.0)]
+        return strategy_charts.round_trip_chart(strategy_charts.round_trip_long(
+            strategy_charts.by_round_trip(pd.DataFrame(rows))))
+
+    def side_by_side(bound_at):
+        summary = pd.concat([_summary(bound_at, pg_version="16.4", partial_index=index) for index in (False, True)],
+                            ignore_index=True)
+        return strategy_charts.side_by_side_chart(strategy_charts.side_by_side_long(
+            strategy_charts.conditions(summary), strategy_charts.INDEX), "with and without")
+
+    def bench_points(bound_at):
+        return pd.DataFrame([{"strategy": s, "worker_count": w, "pairs": 2, "ratio": 0.95, "ratio_min": 0.9,
+                              "ratio_max": 1.0, "harness_claims_per_second": 950.0,
+                              "pgbench_claims_per_second": 1000.0, "cpu_bound": w == bound_at}
+                             for s in ("guarded", "skip_locked") for w in (1, 8, 32)])
+
+    def library_points(bound_at):
+        return pd.DataFrame([{"library": lib, "worker_count": w, "repeats": 2, "cpu_bound": w == bound_at,
+                              **{f"{c}{end}": v for c, v in (("jobs_per_s", 500.0), ("pickup_p99_ms", 9.0))
+                                 for end in ("", "_min", "_max")}}
+                             for lib in ("river", "oban") for w in (2, 32)])
+
+    return {
+        "duplicates_chart": lambda b: charts.duplicates_chart(by_workers(b)),
+        "throughput_chart": lambda b: charts.throughput_chart(by_workers(b)),
+        "losses_chart": lambda b: charts.losses_chart(by_workers(b)),
+        "latency_chart": lambda b: charts.latency_chart(by_workers(b)),
+        "wait_quantiles_chart": lambda b: charts.wait_quantiles_chart(analysis.wait_quantiles(waits(b)),
+                                                                      charts.cpu_bound_workers(by_workers(b))),
+        "wait_distribution_chart": lambda b: charts.wait_distribution_chart(
+            analysis.wait_distribution(waits(b), 32), 32, charts.cpu_bound_workers(by_workers(b))),
+        "wait_share_chart": lambda b: charts.wait_share_chart(shares, bound=charts.cpu_bound_workers(by_workers(b))),
+        "latency_by_fill_chart": lambda b: charts.latency_by_fill_chart(fills, [2, 32], bound_list(b)),
+        "round_trip_chart": round_trip,
+        "side_by_side_chart": side_by_side,
+        "bench_ratio_chart": lambda b: bench_charts.bench_ratio_chart(bench_points(b), bench.TARGET_BAND),
+        "libraries_chart": lambda b: library_charts.libraries_chart(library_charts.libraries_long(library_points(b))),
+    }
+
+
+# the charts whose points no CPU-bound reading belongs to, and why
+NO_CPU_BOUND_POINTS = {
+    "slow_race_chart": "one slowed-down race drawn attempt by attempt, paused on purpose",
+    "cpu_split_chart": "draws the CPU readings the mark is made from, with the line they are read against",
+    "plan_buffers_chart": "EXPLAIN of one statement in one session", "plan_time_chart": "EXPLAIN of one statement",
+    "hot_rate_chart": "counts of the table's tuples, not rates", "pruning_chart": "counts of the table's tuples",
+    "fault_timeline_chart": "when each event happened to a handful of runners",
+    "production_conflicts_chart": "runners polling every 0.2-5 s: idle, not racing for a CPU",
+    "production_pickup_chart": "runners polling every 0.2-5 s", "production_timeline_chart": "runners polling",
+}
+
+
+def test_every_chart_of_points_that_can_be_cpu_bound_marks_those_points_and_only_those():
+    """Each chart function is either listed as drawing CPU-boundable points or as drawing none (with why); each of
+    the first kind, given a CPU-bound point, says "CPU-bound" on the chart (a band, a label, a disc or its title),
+    and given only free points, does not."""
+    defined = {name for module in CHART_MODULES for name, fn in inspect.getmembers(module, inspect.isfunction)
+               if name.endswith("_chart") and fn.__module__ == module.__name__}
+    boundable = _cpu_boundable_charts()
+    assert not set(boundable) & set(NO_CPU_BOUND_POINTS)
+    assert defined == set(boundable) | set(NO_CPU_BOUND_POINTS), "a new chart: does it draw CPU-boundable points?"
+    for name, draw in boundable.items():
+        marked, free = json.dumps(draw(32).to_dict()), json.dumps(draw(None).to_dict())
+        assert "CPU-bound" in marked, f"{name} leaves its CPU-bound point unmarked"
+        assert "CPU-bound" not in free, f"{name} marks a point that was not CPU-bound"
+    # a bench stored before it read who waited for a CPU says it cannot mark, rather than drawing every point free
+    points = pd.DataFrame([{"strategy": "guarded", "worker_count": 8, "pairs": 1, "ratio": 1.0, "ratio_min": 1.0,
+                            "ratio_max": 1.0, "harness_claims_per_second": 1.0, "pgbench_claims_per_second": 1.0,
+                            "cpu_bound": None}])
+    assert charts.CPU_BOUND_UNREAD_NOTE in json.dumps(bench_charts.bench_ratio_chart(points, bench.TARGET_BAND)
+                                                      .to_dict())

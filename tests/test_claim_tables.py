@@ -54,11 +54,17 @@ def test_which_claim_reads_at_the_most_shared_workers_no_row_was_cpu_bound_at_an
     every_bound = pd.DataFrame([run("guarded", 2), run("guarded", 8, cpu_bound=True),
                                 run("skip_locked", 2, cpu_bound=True), run("skip_locked", 8, cpu_bound=True)])
     table, low, high = strategy_charts.which_claim(every_bound)
-    assert (low, high) == (2, 8), "no shared count free of the mark: the most shared, marked"
+    assert (low, high) == (2, 2), "no shared count free of the mark: the one fewest rows were bound at, marked"
     at = table.set_index("strategy")
-    assert at.loc["guarded", strategy_charts.CPU_BOUND_AT].iloc[0] == "8"
-    assert at.loc["skip_locked", strategy_charts.CPU_BOUND_AT].iloc[0] == "2, 8"
+    assert at.loc["guarded", strategy_charts.CPU_BOUND_AT].iloc[0] == ""
+    assert at.loc["skip_locked", strategy_charts.CPU_BOUND_AT].iloc[0] == "2"
     assert "CPU-bound at" in strategy_charts.which_claim_table(table, low, high)
+    # where the indexed and PostgreSQL 18 arms lacked 2 and 4 workers, the only shared counts were bound ones
+    arms = pd.DataFrame([run(s, w, version=v, index=i, cpu_bound=w >= 8) for s in ("guarded", "for_update")
+                         for v in ("16.4", "18.1") for i in (False, True) for w in (2, 8, 32)])
+    assert strategy_charts.which_claim(arms)[1:] == (2, 2), "2 workers shared and free: read there"
+    gap = arms[~((arms["strategy"] == "guarded") & (arms["partial_index"]) & (arms["worker_count"] == 2))]
+    assert strategy_charts.which_claim(gap)[1:] == (8, 32), "no free count shared, all bound alike: the most workers"
 
 
 def test_the_server_table_puts_the_servers_side_by_side_with_their_ratio():

@@ -76,6 +76,28 @@ def test_f1_needs_a_share_of_the_jobs_at_two_workers_in_every_repeat(per_worker,
         assert "jobs" in found.ours and found.values["job_count"] == "10,000"
 
 
+@pytest.mark.parametrize("arm, sweep_rows, expected, note", [
+    # the arm at the original's 10,000 jobs decides, whatever the sweep of 5,000 shows
+    ([9_700, 9_763, 9_800], [4_000], CONFIRMED, "on 10,000 jobs"),
+    ([7_792, 8_854, 9_074], [4_880], CONFIRMED_DIFFERENT_SIZE, "rather than the original's 97.6%"),
+    ([10, 30, 20], [4_880], NOT_REPRODUCED, "rare accident"),
+    (None, [4_880, 4_881, 4_882], CONFIRMED_DIFFERENT_SIZE, "not the original's 10,000"),  # no arm: the sweep's share
+])
+def test_f1_is_judged_on_the_original_size_arm_where_it_was_raced(arm, sweep_rows, expected, note):
+    sweep = races(*repeated("naive", {1: [0], 2: sweep_rows}, "duplicate_jobs", jobs=5_000))
+    original = races(*repeated("naive", {2: arm}, "duplicate_jobs")) if arm else None
+    found = without_guard.f1_duplicates_at_two_workers(sweep, original)
+    assert verdict(found) == expected and note in found.note + found.ours
+    assert found.values["job_count"] == ("10,000" if arm else "5,000")
+
+
+def test_f1_confirms_only_on_the_original_queue_length():
+    # 97.6% of a 300-job queue is the original's share, not its figure of 9,763 of 10,000
+    short = races(*repeated("naive", {2: [293]}, "duplicate_jobs", jobs=300))
+    found = without_guard.f1_duplicates_at_two_workers(races(), short)
+    assert verdict(found) == CONFIRMED_DIFFERENT_SIZE and "not the original's 10,000" in found.note
+
+
 # --------------------------------------------------------------------------- F2: compounding
 
 
@@ -564,6 +586,18 @@ def test_f11_is_decided_by_the_arm_with_autovacuum_off(facts, expected):
     assert verdict(churn_rules.f11_pruning_alone(facts)) == expected
 
 
+@pytest.mark.parametrize("off, wording", [
+    (2_135, "pruning reclaimed 2,867 of the 5,002 dead versions"),  # the cold build's: more than half, not all
+    (5_002, "pruning reclaimed none of the 5,002 dead versions"),
+    (0, "pruning alone brought n_dead_tup to zero"),
+])
+def test_f11_says_how_much_pruning_reclaimed_without_autovacuum(off, wording):
+    found = churn_rules.f11_pruning_alone(churn(pruning_off_after_read_dead=off, pruning_off_updates=5_002))
+    assert wording in found.note
+    assert "does not reclaim" not in found.note
+    assert verdict(found) == (CONFIRMED if off == 0 else CORRECTED)
+
+
 def test_f11_names_autovacuum_as_the_cause_only_when_it_ran():
     ran = churn_rules.f11_pruning_alone(churn())
     assert "the zero was theirs" in ran.note
@@ -716,6 +750,18 @@ def test_c7_says_what_the_attempt_counter_adds_over_checking_the_holder():
         pd.DataFrame(rows)).note
 
 
+def test_c7_ledger_says_why_one_protocol_counts_fewer_faults():
+    rows = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
+            fault_run("lease_holder", "kill"), fault_run("lease_holder", "pause")]
+    every = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows)).values["ledger"]
+    assert every == ("Runs lost, stuck or completed by a stale holder: 0 over the 2 faults raced checking the holder "
+                     "by name, 0 over the 2 faults raced with the fence.")
+    rows[3] = {**rows[3], "fault_landed": False}  # the fenced pause missed its window
+    missed = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows)).values["ledger"]
+    assert "0 over the 1 fault raced with the fence" in missed
+    assert "Not counted: `pause` with the fence, where the fault missed its window" in missed
+
+
 # --------------------------------------------------------------------------- C1-C3: the other strategies
 
 
@@ -861,7 +907,7 @@ def test_c6_is_judged_against_a_baseline_through_the_proxy_and_says_what_the_pro
     assert found.verdict == CONFIRMED
     # against the proxied baseline: 1.4 -> 1.8 and 1.5 -> 2.5, not against the straight 1.0 and 0.5
     assert found.values["naive_extra_low"] == "1.40"
-    assert "50% of the step to 1 ms" in found.note and "guarded" in found.note  # (1.4-1.0)/(1.8-1.0), (1.5-.5)/2
+    assert "went 50% of the way to the figure at a 1 ms round trip" in found.note and "guarded" in found.note  # (1.4-1.0)/(1.8-1.0), (1.5-.5)/2
     # a proxied baseline as high as a real round trip: a network adds nothing beyond the proxy
     flat = straight + via(behind(0, 1.8, 2.5), True) + via(behind(1, 1.8, 2.5), True)
     assert strategy_rules.c6_network_round_trip(pd.DataFrame(flat)).verdict == NOT_REPRODUCED

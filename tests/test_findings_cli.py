@@ -24,6 +24,7 @@ def params_file(tmp_path, pg_version: int):
     params = {"pg_version": pg_version, "races": RACES,
               "slow_race": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8, "pause_ms": 1,
                             "jitter_ms": 1},
+              "original_size": {"strategies": ["naive"], "worker_counts": [2], "job_count": 8},
               "other_strategies": {"strategies": ["for_update"], "worker_counts": [2], "job_count": 8},
               "latency": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8, "rtt_ms": [0, 1]},
               "indexed_race": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8,

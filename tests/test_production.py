@@ -309,3 +309,17 @@ def test_follow_up_runs_are_found_or_made_until_the_kind_asks_for_none(monkeypat
     # reading what is stored, nothing made: the loop stops at the first round missing
     paths, count = registry._follow_ups("production", sweep, [tmp_path / "0"], tmp_path, 16)
     assert [p.name for p in paths] == ["1"] and count == 0
+
+
+def test_the_pickup_tail_reads_as_a_p99_or_the_slowest_pickup_in_words():
+    from harness.article.sections import production as production_section
+    from harness.article.sections.production_charts import pickup_tail_text
+    p99 = {"pickup_p99_shown": True, "pickup_p99_ms": 900.0, "pickup_p99_is_lower_bound": False}
+    slowest = {"pickup_p99_shown": False, "pickup_max_ms": 1752.0, "pickup_max_is_lower_bound": False,
+               "pickups_observed": 54}
+    waiting = {**slowest, "pickup_max_ms": 7742.0, "pickup_max_is_lower_bound": True}
+    assert [pickup_tail_text(row) for row in (p99, slowest, waiting)] == [
+        "900 ms", "max 1,752 ms of 54", "at least max 7,742 ms of 54"]  # the table's compact cells
+    said = production_section.tail_phrase
+    assert [said(row) for row in (p99, slowest, waiting)] == [
+        "900 ms", "1,752 ms (the slowest of 54 pickups)", "at least 7,742 ms (the slowest of 54 pickups)"]

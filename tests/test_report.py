@@ -391,3 +391,11 @@ def prose_words_in_code(source: str) -> int:
         found = WORD.findall(token.string) if token.type in kinds else []
         words += len(found) if len(found) >= 4 else 0
     return words
+
+
+def test_the_colophon_counts_a_run_two_sections_share_once(tmp_path):
+    shared, own = tmp_path / "race-shared", tmp_path / "race-own"
+    runs = {"indexed_race": [shared, own], "client_layouts": [shared], "plans": [tmp_path / "plans-one"]}
+    assert report.stored_run_count(runs) == 3
+    assert "reading 3 stored runs" in report._colophon(runs)
+    assert report.stored_run_count({"races": [own], "original_size": []}) == 1

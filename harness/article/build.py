@@ -204,9 +204,15 @@ def add_table_of_contents(html: str, soup_class) -> str:
     return str(soup)
 
 
+def stored_run_count(runs: dict[str, list[Path]]) -> int:
+    """The stored runs the page reads, each folder once: sections may share runs (the unindexed indexed_race drains
+    are client_layouts' processes runs, full.yml's original_size is the sweep's own)."""
+    return len({Path(path).resolve() for paths in runs.values() for path in paths})
+
+
 def _colophon(runs: dict[str, list[Path]]) -> str:
     commit = git_commit()
-    total = sum(len(v) for v in runs.values())
+    total = stored_run_count(runs)
     where = f"git commit {commit['commit'][:10]}{' with local changes' if commit['dirty'] else ''}" \
         if commit.get("commit") else "a tree outside git"
     return (f"Built {utc_now()[:16].replace('T', ' ')} UTC by <code>make report</code> from {where}, "

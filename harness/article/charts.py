@@ -116,11 +116,23 @@ REPEATS_TOOLTIP = alt.Tooltip("repeats:Q", title="repeats (median shown)")
 
 CPU_BOUND_NOTE = (f"grey band: CPU-bound points (the worker processes or their backends waited for a CPU at least "
                   f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their time): this machine's scheduler, not the server")
+# where the axis is not the worker count (a round trip), each CPU-bound point sits on a grey disc instead
+CPU_BOUND_DISC_NOTE = ("grey disc behind a point: CPU-bound (the worker processes or their backends waited for a CPU at least "
+                       f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their time): this machine's scheduler, not the server")
 # where worker counts are categories or panels, the CPU-bound ones carry this after their number instead of a band
 CPU_BOUND_LABEL = " (CPU-bound)"
 CPU_BOUND_LABEL_NOTE = ("(CPU-bound): the worker processes or their backends waited for a CPU at least "
                         f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their time, so those figures are this machine's "
                         "scheduler")
+
+
+# where a chart's points carry no CPU readings (runs stored before they were kept), nothing can be marked
+CPU_BOUND_UNREAD_NOTE = "CPU-bound points are not marked: these runs stored no reading of who waited for a CPU"
+
+
+def cpu_bound_read(points: pd.DataFrame) -> bool:
+    """Whether any point carries a CPU-bound reading (True or False, not None), so an unmarked point is free."""
+    return "cpu_bound" in points and bool(points["cpu_bound"].notna().any())
 
 
 def cpu_bound_workers(by_workers: pd.DataFrame) -> list[int]:

@@ -48,7 +48,7 @@ from harness.experiments.contract import (Measured, Option, Parameters, as_bool,
 from harness.experiments.limits import check_race_size
 from harness.experiments.pgbench import QueueDrained, check_scriptable, pgbench_script, pgbench_version
 from harness.experiments.race import CLIENT_LAYOUT_TEXT, run_race
-from harness.server import database
+from harness.server import activity, database
 from harness.storage import Run
 from harness.strategies import ORIGINAL_STRATEGIES, STRATEGIES, get_strategy, parse_strategies
 
@@ -82,7 +82,8 @@ PAIR_COLUMNS = ("client", "strategy", "worker_count", "pair_index", "position", 
                 "attempts", "empty_attempts", "lost_attempts", "lost_per_win", "attempt_p50_us", "attempt_p99_us",
                 "win_p50_us", "win_p99_us", "seconds", "claims_per_second", "attempts_per_second", "cpu_seconds",
                 "cpu_us_per_attempt", "max_rss_bytes", "private_bytes_per_worker", "gap_p50_ns", "gap_p99_ns",
-                "server_cpu_seconds", "server_cpu_us_per_win", "threads", "pending_after", "plan_index", "started_at", "load_average")
+                "server_cpu_seconds", "server_cpu_us_per_win", "threads", "pending_after", "plan_index", "started_at", "load_average",
+                "client_runnable_share", "client_running_share", "backend_runnable_share")
 
 
 def measure_client_cost(db: database.Database, conn, strategy: str, seconds: float = CLIENT_COST_SECONDS) -> dict:
@@ -397,9 +398,25 @@ def summarise(run: Run) -> pd.DataFrame:
         verdicts = point_verdicts(pairs, cpu_count)
         summary = summary.merge(verdicts, on=["strategy", "worker_count"], how="left")
         summary["lost_per_win_envelope"] = summary["envelope"]
+    summary = summary.merge(cpu_bound_points(pairs), on=["strategy", "worker_count"], how="left")
     summary = summary.sort_values(["strategy", "worker_count"], key=lambda c: c.map(order) if c.name == "strategy"
                                   else c).reset_index(drop=True)
     return summary
+
+
+def cpu_bound_points(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per strategy and worker count, whether any of the harness's runs (with the audit, as the ratio reads) was
+    CPU-bound by the race's rule (activity.cpu_bound); None where no run was measured (a run stored before the
+    bench kept the shares, or a server on another host)."""
+    columns = ("client_runnable_share", "client_running_share", "backend_runnable_share")
+    harness = pairs[pairs["client"] == "harness"]
+    rows = []
+    for (strategy, worker_count), runs in harness.groupby(["strategy", "worker_count"]):
+        marks = [activity.cpu_bound(*(getattr(r, c, None) for c in columns)) for r in runs.itertuples()]
+        measured = [m for m in marks if m is not None]
+        rows.append({"strategy": strategy, "worker_count": worker_count,
+                     "cpu_bound": any(measured) if measured else None})
+    return pd.DataFrame(rows, columns=["strategy", "worker_count", "cpu_bound"])
 
 
 # --------------------------------------------------------------------------- command line

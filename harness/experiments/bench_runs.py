@@ -16,6 +16,7 @@ from harness import config
 from harness.experiments.pgbench import QueueDrained, run_pgbench
 from harness.experiments.race import run_race
 from harness.server import database, schema
+from harness.server import activity
 from harness.server.activity import ActivitySampler, server_cpu_ns
 from harness.storage import utc_now
 from harness.strategies import get_strategy
@@ -63,6 +64,11 @@ class Measurement:
     plan_index: str  # the index the first statement's plan read on this run's queue
     started_at: str
     load_average: float
+    # the harness's worker processes and their backends over their windows (harness.server.activity.share_split):
+    # what the CPU-bound rule reads (activity.cpu_bound); None for pgbench, and where the server is not on this host
+    client_runnable_share: float | None = None
+    client_running_share: float | None = None
+    backend_runnable_share: float | None = None
 
 
 def server_counts(conn, client: str, strategy: str, worker_count: int, seconds: int) -> tuple[int, int]:
@@ -181,6 +187,7 @@ def measure_harness(db: database.Database, conn, strategy: str, worker_count: in
     gaps = _harness_gaps(result)
     attempts = int(len(outcomes))
     cpu_ns = sum(w.cpu_ns for w in result.workers)
+    shares = cpu_shares(result, activity.server_is_local(conn))
     return Measurement(
         client="harness" if audit else "harness_no_audit", strategy=strategy, worker_count=worker_count, pair_index=pair_index, position=position,
         job_count=job_count, wins=wins, attempts=attempts, empty_attempts=int((outcomes == EMPTY).sum()),
@@ -196,8 +203,23 @@ def measure_harness(db: database.Database, conn, strategy: str, worker_count: in
         gap_p99_ns=float(np.percentile(gaps, 99)) if len(gaps) else math.nan,
         server_cpu_seconds=server_seconds, server_cpu_us_per_win=server_seconds * 1e6 / max(wins, 1),
         threads=result.process_count, pending_after=pending, plan_index=plan_index, started_at=started_at,
-        load_average=_load(),
+        load_average=_load(), **shares,
     )
+
+
+def cpu_shares(result, local: bool) -> dict:
+    """The shares of their windows the harness's worker processes and (on a server on this host) their backends
+    waited for a CPU or ran on one, as the race stores them per worker (race_trials.workers_table)."""
+    def window(w):
+        return w.ended_ns - w.released_ns
+
+    client = activity.share_split(None if w.client_run_delay_ns is None else (w.cpu_ns, w.client_run_delay_ns, 0,
+                                                                               window(w)) for w in result.workers)
+    backend = activity.share_split(
+        None if not local or (delta := activity.schedstat_delta(w.backend_schedstat_start, w.backend_schedstat_end))
+        is None else (*delta, window(w)) for w in result.workers)
+    return {"client_runnable_share": client["runnable_share"], "client_running_share": client["running_share"],
+            "backend_runnable_share": backend["runnable_share"]}
 
 
 def measure_pgbench(db: database.Database, conn, strategy: str, worker_count: int, seconds: int, job_count: int,

@@ -80,7 +80,7 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          help="race claim strategies over a fresh queue (drops and recreates claimrace.jobs and claimrace.claims "
               "before every trial)",
          show=race_trials.show_runs,
-         sections=("races", "slow_race", "other_strategies", "latency", "indexed_race", "pg18_race",
+         sections=("races", "slow_race", "original_size", "other_strategies", "latency", "indexed_race", "pg18_race",
                    "others_indexed", "pg18_others", "split_cpus", "no_sampler", "client_layouts",
                    "library_claims", "pooler_claims"),
          request=race_trials.RaceSweep,

@@ -129,7 +129,8 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     out |= {"cpu_bound_threshold": percent(CPU_BOUND_CLIENT_RUNNABLE_SHARE, 0),
             "bound_clause": (say("bound_clause", bound_share=percent(bound["bound_share_min"]),
                                  bound_workers=join([str(w) for w in bound_workers]))
-                             if bound_workers else say("bound_clause_none")),
+                             if bound_workers else say("bound_clause_none",
+                                                           threshold=percent(CPU_BOUND_CLIENT_RUNNABLE_SHARE, 0))),
             "cpu_free_workers": join([str(w) for w in bound.get("free_workers", [])]) or "none",
             "bound_workers_phrase": f"{join([str(w) for w in bound_workers])} workers" if bound_workers else "none",
             # a figure read at the sweep's top worker count says so where that point is CPU-bound

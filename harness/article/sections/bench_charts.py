@@ -5,7 +5,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from harness.article.charts import HEIGHT, WIDTH, chart_title, plain_frame, strategy_colour
+from harness.article.charts import (CPU_BOUND_UNREAD_NOTE, HEIGHT, WIDTH, band_label_note, chart_title,
+                                    cpu_bound_read, cpu_bound_workers, plain_frame, strategy_colour, workers_labelled)
 from harness.article.labels import REFERENCE_COLOUR, TARGET_BAND_COLOUR, strategies_in
 
 
@@ -13,13 +14,16 @@ def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float]) -> alt.Lay
     """Harness claims/s over pgbench's (one thread per client) on the same SQL, per strategy and worker count,
     the spread over pairs as rules, parity (1.0) and the target band drawn.
 
-    The axis always reaches past the band and parity, so a ratio's distance from them is never cut away.
+    The axis always reaches past the band and parity, so a ratio's distance from them is never cut away. The
+    worker counts at which the harness's runs were CPU-bound (the bench's cpu_bound, by the race's rule) say so on
+    their label; a run stored without those readings says that instead.
     """
     data = plain_frame(bench)[["strategy", "worker_count", "pairs", "ratio", "ratio_min", "ratio_max",
                           "harness_claims_per_second", "pgbench_claims_per_second"]]
+    data, order = workers_labelled(data, cpu_bound_workers(bench))
     strategies = strategies_in(data["strategy"])
     base = alt.Chart(data).encode(
-        x=alt.X("worker_count:O", title="workers", axis=alt.Axis(labelAngle=0)),
+        x=alt.X("workers:O", title="workers", sort=order, axis=alt.Axis(labelAngle=0)),
         xOffset=alt.XOffset("strategy:N", sort=strategies),
         color=strategy_colour(strategies),
     )
@@ -48,4 +52,5 @@ def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float]) -> alt.Lay
         width=WIDTH, height=HEIGHT - 40, title=chart_title(
             "Is the harness the bottleneck? Its rate over pgbench's, same SQL",
             f"dashed: parity (1.0); shaded: the target band {band[0]:.2f}–{band[1]:.2f}",
-            f"median of {pairs} pairs; the vertical rules span the lowest to the highest" if pairs > 1 else ""))
+            f"median of {pairs} pairs; the vertical rules span the lowest to the highest" if pairs > 1 else "",
+            band_label_note(order) if cpu_bound_read(bench) else CPU_BOUND_UNREAD_NOTE))

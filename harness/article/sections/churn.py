@@ -78,8 +78,13 @@ def f11_pruning_alone(churn: dict | None) -> Finding:
     if on == 0:
         why = (say("F11.vacuum_ran", autovacuum_times=times(vacuums), autoanalyze_times=times(analyzes))
                if vacuums or analyzes else say("F11.no_vacuum_ran"))
-        return make_finding("F11", CORRECTED, ours,
-                        [say("F11.vacuum_needed", off_after_read_dead=count(off), why=why), size], values)
+        # each claim's flip leaves one dead version; what n_dead_tup lost of them with autovacuum off, pruning took
+        made = churn.get("pruning_off_updates") or claims
+        reclaimed = max(made - off, 0) if made else None
+        values["off_reclaimed"] = count(reclaimed)
+        pruned = (say("F11.pruned_none", dead=count(made), off_after_read_dead=count(off)) if not reclaimed else
+                  say("F11.pruned_some", reclaimed=count(reclaimed), dead=count(made), off_after_read_dead=count(off)))
+        return make_finding("F11", CORRECTED, ours, [pruned, say("F11.vacuum_needed", why=why), size], values)
     ran = say("F11.ran") if vacuums or analyzes else say("F11.not_ran")
     return make_finding("F11", NOT_REPRODUCED, ours,
                     [say("F11.never_zero", on_settled_dead=count(on), ran=ran), size], values)

@@ -9,7 +9,7 @@ import pandas as pd
 from harness.article.findings import (ADDED, CONFIRMED, NOT_MEASURED, NOT_REPRODUCED, Finding, make_finding,
                                       not_measured)
 from harness.article.formats import count
-from harness.article.prose import numbered
+from harness.article.prose import join, numbered
 from harness.article.reliability import fault_facts, fault_summary
 from harness.article.wording import Sentences
 
@@ -35,6 +35,7 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
     Parts: the original's two statements (a dead runner's run stays running, a lease hands it on), and the addition
     (a runner paused past its lease completes a run another holds); the verdict is the original's two, confirmed with
     the addition where both hold."""
+    raced = faults
     if faults is not None and len(faults) and "fault_landed" in faults:
         faults = faults[faults["fault_landed"].fillna(True).astype(bool)]
     killed = _fault_cell(faults, "none", "kill") if faults is not None and len(faults) else None
@@ -55,11 +56,12 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
                                                                          for r in leased)),
               "stale": count(stale), "fenced_runs": count(fenced_runs), "fenced_bad": count(fenced_bad),
               "holder_runs": count(holder_runs), "holder_bad": count(holder_bad)}
-    holder = (", " + say("C7.holder", holder_bad=count(holder_bad), holder_runs=numbered(holder_runs, "run"))
+    holder = (", " + say("C7.holder", holder_bad=count(holder_bad), holder_runs=numbered(holder_runs, "fault"))
               if holder_runs else "")
+    values["ledger"] = ledger(raced, holder_runs, holder_bad, fenced_runs, fenced_bad)
     ours = say("C7.ours", stuck=numbered(int(killed["stuck"]), "run"), leased_stuck=values["leased_stuck"],
                stale=numbered(stale, "run"), fenced_bad=numbered(fenced_bad, "run"),
-               fenced_runs=numbered(fenced_runs, "fenced run"), holder=holder)
+               fenced_runs=numbered(fenced_runs, "fault"), holder=holder)
     counter = ""
     if holder_runs and fenced_runs:
         counter = (say("C7.holder_as_counter") if holder_bad == fenced_bad == 0 else
@@ -81,6 +83,22 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
     addition = (say("C7.lease_alone", fencing=fencing) if stale > 0
                 else say("C7.no_stale_holder") + (" " + fencing if fenced_bad else ""))
     return make_finding("C7", CONFIRMED, ours, [say("C7.handed_on"), addition, counter], values, parts=parts)
+
+
+def ledger(raced: pd.DataFrame, holder_faults: int, holder_bad: int, fenced_faults: int, fenced_bad: int) -> str:
+    """The runs lost, stuck or completed by a stale holder under the holder check and under the fence, over the
+    faults raced with each whose fault landed; and the faults left out because theirs missed its window (so the two
+    counts of faults can differ, and the sentence says why)."""
+    parts = ([say("C7.ledger_holder", bad=count(holder_bad), faults=numbered(holder_faults, "fault"))]
+             if holder_faults else []) + [say("C7.ledger_fenced", bad=count(fenced_bad),
+                                              faults=numbered(fenced_faults, "fault"))]
+    missed = []
+    if raced is not None and len(raced) and "fault_landed" in raced:
+        for protocol, how in (("lease_holder", say("C7.missed_holder")), ("lease_fenced", say("C7.missed_fenced"))):
+            rows = raced[(raced["protocol"].astype(str) == protocol) & ~raced["fault_landed"].fillna(True).astype(bool)]
+            missed += [say("C7.missed_fault", fault=fault, how=how) for fault in rows["fault"].astype(str)]
+    text = say("C7.ledger", parts=", ".join(parts))
+    return text + (" " + say("C7.missed", missed=join(missed)) if missed else "")
 
 
 # --------------------------------------------------------------------------- the section

@@ -12,7 +12,7 @@ from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, NOT_RE
 from harness.article.formats import MISSING, RANGE, count, ms, number, percent
 from harness.article.labels import PRODUCTION_ENDPOINT_LABELS
 from harness.article.prose import join, numbered
-from harness.article.sections.production_charts import pickup_tail_text
+from harness.article.sections.production_charts import pickup_tail
 from harness.article.wording import Sentences
 from harness.experiments import production as production_experiment
 from harness.service.runner import CLAIM_BATCH
@@ -200,6 +200,16 @@ def findings(loaded: dict) -> list[Finding]:
             c8_skip_locked_endpoint(summary)]
 
 
+def tail_phrase(row) -> str:
+    """A point's pickup tail in words: the p99, or the slowest of so many pickups; "at least" where a run never
+    picked up (counted at the window's end) reaches it."""
+    value, bound, pickups = pickup_tail(row) if row is not None else (None, False, None)
+    if value is None or pd.isna(value):
+        return MISSING
+    text = ms(value) if pickups is None else say("tail_slowest", value=ms(value), pickups=count(pickups))
+    return say("tail_at_least", tail=text) if bound else text
+
+
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     """The service's setup and the figures C5 and C8 read, as the prose names them."""
     mine = loaded[NAME]
@@ -257,8 +267,7 @@ def production_facts(summary: pd.DataFrame | None) -> dict:
     quiet_claim, busy_claim = point("claim", fewest, slowest), point("claim", most, fastest)
     quiet_batch, busy_batch = point("claim_batch", fewest, slowest), point("claim_batch", most, fastest)
     crowd = point("pending", most, slowest)  # many runners, slow polls
-    def tail(row) -> str:
-        return pickup_tail_text(row) if row is not None else MISSING
+    tail = tail_phrase
 
     facts = {
         "prod_confidence": "95%",  # the level of harness.stats.polls_met_interval

@@ -30,21 +30,25 @@ def production_table(summary: pd.DataFrame) -> pd.DataFrame:
     return frame[list(columns)].rename(columns=columns)
 
 
-def pickup_tail_text(row) -> str:
-    """A point's pickup tail as the article prints it: its p99 where it has at least 100 runs, else its maximum,
-    labelled; "at least" where runs never picked up (counted at the window's end) reach it."""
+def pickup_tail(row) -> tuple[float, bool, int | None]:
+    """A point's pickup tail: its p99 where it has at least 100 runs, else its slowest pickup, as (ms, whether runs
+    never picked up, counted at the window's end, reach it, the pickups the slowest is one of: None for a p99)."""
     shown = row.get("pickup_p99_shown")
     if shown is None or pd.isna(shown):  # runs stored before the tail was judged
-        return ms(row.get("pickup_p99_ms"))
+        return row.get("pickup_p99_ms"), False, None
     if bool(shown):
-        value, bound = row.get("pickup_p99_ms"), row.get("pickup_p99_is_lower_bound")
-        text = ms(value)
-    else:
-        value, bound = row.get("pickup_max_ms"), row.get("pickup_max_is_lower_bound")
-        text = f"max {ms(value)} of {count(row.get('pickups_observed'))}"
+        return row.get("pickup_p99_ms"), bool(row.get("pickup_p99_is_lower_bound")), None
+    return row.get("pickup_max_ms"), bool(row.get("pickup_max_is_lower_bound")), row.get("pickups_observed")
+
+
+def pickup_tail_text(row) -> str:
+    """pickup_tail as the table's cell prints it: the p99, or "max" and of how many pickups; "at least" where runs
+    never picked up reach it (the prose says it in words: sections.production)."""
+    value, bound, pickups = pickup_tail(row)
     if value is None or pd.isna(value):
         return MISSING
-    return f"at least {text}" if bool(bound) else text
+    text = ms(value) if pickups is None else f"max {ms(value)} of {count(pickups)}"
+    return f"at least {text}" if bound else text
 
 
 def production_table_formats() -> dict:

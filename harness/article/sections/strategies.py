@@ -228,7 +228,7 @@ def proxy_share_note(straight: pd.DataFrame, naive: pd.DataFrame, guarded: pd.Da
     (proxied 0 ms - straight 0 ms) / (shortest round trip - straight 0 ms), per figure C6 reads."""
     parts = []
     for strategy, curve, column, label in (("naive", naive, "extra_claims_per_job", say("C6.proxy_naive_part")),
-                                           ("guarded", guarded, "wasted_ms_per_win", say("C6.guarded_part"))):
+                                           ("guarded", guarded, "wasted_ms_per_win", say("C6.proxy_guarded_part"))):
         base = straight[(straight["strategy"].astype(str) == strategy) & (straight["worker_count"] == worker_count)
                         & (straight["rtt_ms"] == 0)]
         longer = curve[curve["rtt_ms"] > 0].sort_values("rtt_ms")
@@ -243,7 +243,7 @@ def proxy_share_note(straight: pd.DataFrame, naive: pd.DataFrame, guarded: pd.Da
                          rtt=round_trip(float(longer["rtt_ms"].iloc[0]))))
     if not parts:
         return ""
-    return say("C6.proxy_share", parts=" and ".join(parts))
+    return say("C6.proxy_share", parts="; ".join(parts))
 
 
 # --------------------------------------------------------------------------- the section

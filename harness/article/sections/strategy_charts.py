@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 
 from harness.article.analysis import over_repeats, race_summary, runs_of, wait_share_table
-from harness.article.charts import (CPU_BOUND_NOTE, HEIGHT, REPEATS_TOOLTIP, WIDTH, chart_title, dash_legend,
+from harness.article.charts import (CPU_BOUND_NOTE, CPU_BOUND_DISC_NOTE, HEIGHT, REPEATS_TOOLTIP, WIDTH, chart_title, dash_legend,
                                     dashed_lines, facet_band, has_repeats, listed_names, plain_frame, spread_note,
                                     spread_rules, strategy_colour, workers_axis)
 from harness.article.formats import DASH, MISSING, count, missing, ms, number, percent, rate, round_trip
-from harness.article.labels import (CANNOT_LOSE, INDEX_LABELS, LOCK_WAIT, ROUND_TRIP_MEASURES, SIDE_BY_SIDE_MEASURES,
+from harness.article.labels import (CANNOT_LOSE, CPU_BOUND_COLOUR, INDEX_LABELS, LOCK_WAIT, ROUND_TRIP_MEASURES, SIDE_BY_SIDE_MEASURES,
                                     STRATEGY_ORDER, in_order)
 from harness.article.prose import table
 
@@ -63,7 +63,7 @@ def by_round_trip(summary: pd.DataFrame, keep_straight: bool = False) -> pd.Data
 def round_trip_long(points: pd.DataFrame) -> pd.DataFrame:
     """by_round_trip() as the latency chart draws it: one row per strategy, round trip and measure, with its
     min-max; naive's claims beyond each job's first and guarded's lost races per win, and every strategy's
-    claims per second."""
+    claims per second; cpu_bound where any repeat of the point was (None where none was read)."""
     measures = (("naive", "extra_claims_per_job", ROUND_TRIP_MEASURES[0]),
                 ("guarded", "losses_per_win", ROUND_TRIP_MEASURES[1]),
                 (None, "claims_per_second", ROUND_TRIP_MEASURES[2]))
@@ -75,8 +75,9 @@ def round_trip_long(points: pd.DataFrame) -> pd.DataFrame:
         frames.append(pd.DataFrame({
             "strategy": rows["strategy"].astype(str), "worker_count": rows["worker_count"],
             "rtt_ms": rows["rtt_ms"], "measure": measure, "value": rows[column],
-            "low": rows[f"{column}_min"], "high": rows[f"{column}_max"], "repeats": rows["repeats"]}))
-    columns = ["strategy", "worker_count", "rtt_ms", "measure", "value", "low", "high", "repeats"]
+            "low": rows[f"{column}_min"], "high": rows[f"{column}_max"], "repeats": rows["repeats"],
+            "cpu_bound": rows["cpu_bound"] if "cpu_bound" in rows else None}))
+    columns = ["strategy", "worker_count", "rtt_ms", "measure", "value", "low", "high", "repeats", "cpu_bound"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
@@ -224,7 +225,7 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     Jobs claimed twice+ is the most in one race of the strategy under that condition (a sum would grow with the
     number of races a row has), beside that number; claims per second at the fewest and the most workers above one
     that every raced row shares (low, high), high being the most at which no row was CPU-bound where there is
-    one; the time to get a job, the attempts wasted per win (lost races and aborted transactions) and the share of
+    one, else the one at which the fewest rows were; the time to get a job, the attempts wasted per win (lost races and aborted transactions) and the share of
     samples waiting on a row or transaction lock at high; and the worker counts of the row's figures whose point was
     CPU-bound (harness.server.activity.cpu_bound), which measure this machine's scheduler. Returns (table, low, high).
     """
@@ -241,9 +242,13 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     everything = set.union(*groups.values()) if groups else set()
     bound = (points["cpu_bound"].fillna(False).astype(bool) if "cpu_bound" in points
              else pd.Series(False, index=points.index))
-    free_shared = shared - {int(w) for w in points.loc[bound, "worker_count"]}
-    low, high = (min(shared), max(free_shared or shared)) if shared else (min(everything or {0}),
-                                                                          max(everything or {0}))
+    # per shared worker count, how many rows were CPU-bound there: where none is free of the mark, the figures are
+    # read where the fewest are (the most workers among those), not where the most are
+    bound_rows = {w: int((bound & (points["worker_count"] == w)).sum()) for w in shared}
+    free_shared = {w for w in shared if not bound_rows[w]}
+    least_bound = min(shared, key=lambda w: (bound_rows[w], -w)) if shared else 0
+    low, high = (min(shared), max(free_shared) if free_shared else least_bound) if shared else (
+        min(everything or {0}), max(everything or {0}))
     servers = sorted(runs[SERVER].unique(), key=lambda label: int(label.split()[-1]))
     indexes = [label for label in INDEX_LABELS.values()]
     strategies = [name for name in STRATEGY_ORDER if name in set(runs["strategy"])]
@@ -362,8 +367,14 @@ def comparison_facts(indexed: pd.DataFrame, newer: pd.DataFrame, every: pd.DataF
 
 def round_trip_chart(long: pd.DataFrame) -> alt.FacetChart:
     """C6: against the network round trip, naive's claims beyond each job's first, guarded's lost races per win,
-    and every strategy's claims per second (round_trip_long), one panel each with its own scale."""
+    and every strategy's claims per second (round_trip_long), one panel each with its own scale.
+
+    The round trip is the axis, so a CPU-bound point cannot sit in a band of worker counts: each one sits on a disc
+    of the CPU-bound grey instead, and the title says what the disc means."""
     data = plain_frame(long)
+    if "cpu_bound" not in data:
+        data = data.assign(cpu_bound=None)
+    data = data.assign(cpu_bound=data["cpu_bound"].map(lambda v: v is True or v == 1))
     measures = in_order(data["measure"], ROUND_TRIP_MEASURES)
     ticks = sorted({float(v) for v in data["rtt_ms"]})
     base = alt.Chart().encode(
@@ -379,6 +390,12 @@ def round_trip_chart(long: pd.DataFrame) -> alt.FacetChart:
                   y=y, tooltip=tooltip, shape=alt.Shape("worker_count:N", title="workers"))]
     if has_repeats(data):
         layers.insert(0, spread_rules(base, "low", "high", detail="worker_count:N"))
+    on_discs = bool(data["cpu_bound"].any())
+    if on_discs:  # underneath everything: a wide grey disc behind each CPU-bound point
+        layers.insert(0, base.transform_filter("datum.cpu_bound").mark_point(
+            filled=True, size=260, opacity=0.55, color=CPU_BOUND_COLOUR).encode(
+            y=y, color=alt.value(CPU_BOUND_COLOUR), tooltip=[alt.Tooltip("worker_count:Q", title="CPU-bound at workers"),
+                                                            alt.Tooltip("rtt_ms:Q", title="round trip, ms")]))
     workers = sorted({int(w) for w in data["worker_count"]})
     return alt.layer(*layers, data=data).properties(width=WIDTH // 3 - 10, height=HEIGHT - 80).facet(
         column=alt.Column("measure:N", title=None, sort=measures, header=alt.Header(labelFontSize=12,
@@ -386,7 +403,8 @@ def round_trip_chart(long: pd.DataFrame) -> alt.FacetChart:
     ).resolve_scale(y="independent").properties(title=chart_title(
         "Behind a network round trip",
         f"{listed_names(workers)} workers; the round trip is added by a delay proxy between each worker and the server; "
-        "extra claims: the audit's claims beyond each job's first", spread_note(data)))
+        "extra claims: the audit's claims beyond each job's first", spread_note(data),
+        CPU_BOUND_DISC_NOTE if on_discs else ""))
 
 
 def side_by_side_chart(long: pd.DataFrame, title: str) -> alt.FacetChart:

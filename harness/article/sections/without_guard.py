@@ -3,7 +3,7 @@ guarded's none (F4), and the slowed-down race that shows the window."""
 
 from __future__ import annotations
 
-from harness.article.analysis import timeline, timeline_counts
+from harness.article.analysis import race_summary, runs_of, timeline, timeline_counts
 from harness.article.compare import Figure, OriginalFigure, Races, direction_beyond_noise, scaled, separated
 from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, Finding, NOT_DISTINGUISHABLE, NOT_REPRODUCED,
                                       ORIGINAL_F1_DUPLICATE_JOBS, ORIGINAL_F4_ATTEMPTS, ORIGINAL_JOB_COUNT,
@@ -14,7 +14,9 @@ from harness.article.sections.races import NAME as RACES, at_point, race_data
 from harness.article.wording import Sentences
 
 NAME = "without_guard"
-READS = ()  # it reads the races section's loaded sweep (loaded["races"])
+# the sweep comes from the races section (loaded["races"]); original_size is naive at 2 workers on the original's
+# 10,000 jobs, which F1 is judged on where it was raced
+READS = ("original_size",)
 say = Sentences(NAME)
 
 
@@ -25,7 +27,13 @@ say = Sentences(NAME)
 F1_ROUTINE_SHARE = 0.01
 
 
-def f1_duplicates_at_two_workers(races: Races) -> Finding:
+def f1_duplicates_at_two_workers(races: Races, original_size: Races | None = None) -> Finding:
+    """naive's duplicates at 2 workers: on original_size (naive at 2 workers, raced for F1 on the original's
+    10,000 jobs) where it was raced, else on the sweep. Only a 2-worker point on 10,000 jobs can confirm the
+    original's 9,763; any other size is compared as a share."""
+    arm = original_size is not None and 2 in original_size.workers("naive")
+    if arm:
+        races = original_size
     contended = races.workers("naive", least=2)
     if not contended:
         return not_measured("F1", say("F1.not_raced"))
@@ -37,6 +45,10 @@ def f1_duplicates_at_two_workers(races: Races) -> Finding:
     ours = say("F1.ours", duplicate_jobs=duplicates.text(count), job_count=count(races.job_count),
                share=share.text(percent), workers=workers)
     notes = [] if workers == 2 else [say("F1.no_two_workers", workers=workers)]
+    if arm:
+        repeats = races.repeats("naive", 2)
+        notes.append(say("F1.original_size", races=f"{count(repeats)} race{'' if repeats == 1 else 's'}",
+                         job_count=count(races.job_count)))
     routine = separated(share, Figure(*[F1_ROUTINE_SHARE] * 3))
     if routine < 0:
         notes.append(say("F1.rare", routine_share=percent(F1_ROUTINE_SHARE, 0)))
@@ -45,8 +57,11 @@ def f1_duplicates_at_two_workers(races: Races) -> Finding:
         notes.append(say("F1.spans", routine_share=percent(F1_ROUTINE_SHARE, 0)))
         return make_finding("F1", NOT_DISTINGUISHABLE, ours, notes, values)
     original = OriginalFigure(ORIGINAL_F1_DUPLICATE_JOBS / ORIGINAL_JOB_COUNT, 1 / ORIGINAL_JOB_COUNT)
-    if workers == 2 and original.met_by(share):
+    if workers == 2 and races.job_count == ORIGINAL_JOB_COUNT and original.met_by(share):
         return make_finding("F1", CONFIRMED, ours, notes, values)
+    if races.job_count != ORIGINAL_JOB_COUNT:  # a share of a shorter or longer queue is not the original's figure
+        notes.append(say("F1.other_queue", job_count=count(races.job_count),
+                         original_job_count=count(ORIGINAL_JOB_COUNT)))
     notes.append(say("F1.different_size", share=share.text(percent), original_share=percent(original.value)))
     return make_finding("F1", CONFIRMED_DIFFERENT_SIZE, ours, notes, values)
 
@@ -93,15 +108,17 @@ def f4_guarded_no_duplicates(races: Races) -> Finding:
 # --------------------------------------------------------------------------- the section
 
 
-def load(reads: dict, loaded: dict) -> None:
-    """Nothing of its own: it reads the sweep the races section loaded."""
-    return None
+def load(reads: dict, loaded: dict) -> Races | None:
+    """The original-size arm F1 reads (None where it was not raced); the sweep is the races section's."""
+    paths = runs_of(reads, "original_size")
+    return Races(race_summary(paths)) if paths else None
 
 
 def findings(loaded: dict) -> list[Finding]:
-    """F1, F2 and F4 from the sweep."""
+    """F1 from the original-size arm where it was raced, else the sweep; F2 and F4 from the sweep."""
     races = Races(race_data(loaded).summary)
-    return [f1_duplicates_at_two_workers(races), f2_duplicates_compound(races), f4_guarded_no_duplicates(races)]
+    return [f1_duplicates_at_two_workers(races, loaded.get(NAME)), f2_duplicates_compound(races),
+            f4_guarded_no_duplicates(races)]
 
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
