@@ -198,7 +198,7 @@ window.addEventListener("load", function () {
     var decision = document.querySelector("table.decision");
     document.body.setAttribute("data-layout", JSON.stringify({column: Math.round(right - left), wide: wide.slice(0, 20),
       page: document.documentElement.scrollWidth, window: window.innerWidth,
-      height: document.documentElement.scrollHeight, screen: window.innerHeight,
+      height: document.documentElement.scrollHeight,
       decision_bottom: decision ? decision.getBoundingClientRect().bottom + window.scrollY : null}));
   }, 3000);
 });
@@ -220,14 +220,15 @@ def test_every_table_code_block_and_chart_fits_the_text_column_at_1280_px_and_th
     assert layout["window"] == 1280
     assert layout["wide"] == [], f"wider than the {layout['column']} px column: {layout['wide']}"
     assert layout["page"] <= layout["window"], "the page scrolls sideways"
-    assert layout["decision_bottom"] is not None and layout["decision_bottom"] <= layout["screen"], \
-        f"the decision table ends at {layout['decision_bottom']} px, below the first {layout['screen']} px screen"
-    screens = layout["height"] / layout["screen"]
+    assert layout["decision_bottom"] is not None and layout["decision_bottom"] <= SCREEN_PX, \
+        f"the decision table ends at {layout['decision_bottom']} px, below the first {SCREEN_PX} px screen"
+    screens = layout["height"] / SCREEN_PX
     assert screens <= SCREENS_AT_MOST, f"{screens:.1f} screens with the deep dives collapsed"
 
 
 PROSE_WORDS_AT_MOST = 4_000  # the main article; the deep dives are one click away
-SCREENS_AT_MOST = 25  # at 1,280 x 900, deep dives collapsed
+SCREENS_AT_MOST = 25  # of SCREEN_PX at 1,280 px wide, deep dives collapsed
+SCREEN_PX = 900  # a screen as the page is judged: a 1,280 x 900 window (headless Chromium's viewport is smaller)
 
 
 def main_article(html: str) -> BeautifulSoup:
