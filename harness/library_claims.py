@@ -175,7 +175,8 @@ class Credited:
     between the first `anchor` (the function or statement it belongs to) and the next `end` after it, whitespace
     runs read as one space in all three. `file` is the path under site-packages or node_modules (Source.installed)."""
 
-    role: str  # "claim" or "completion"
+    role: str  # "claim" or "completion"; a completion's fragment runs to the end of its WHERE clause, so a check
+    # added to it fails the test too
     file: str
     anchor: str
     fragment: str
@@ -256,7 +257,7 @@ LIBRARIES = (
                 Credited("claim", "procrastinate/sql/schema.sql", "CREATE FUNCTION procrastinate_fetch_job_v2(",
                          "FOR UPDATE OF jobs SKIP LOCKED", "$$;"),
                 Credited("completion", "procrastinate/sql/schema.sql", "CREATE FUNCTION procrastinate_finish_job_v1(",
-                         "WHERE id = job_id AND status IN ('todo', 'doing')", "$$;"))),
+                         "WHERE id = job_id AND status IN ('todo', 'doing') RETURNING id INTO _job_id", "$$;"))),
             "its job locks (a job waits while another with its lock runs); the pool's empty query before each "
             "transaction", True),
     Library("pgqueuer", "PgQueuer", Source(
@@ -267,7 +268,7 @@ LIBRARIES = (
                      "SET status = 'picked',", "def build_has_queued_work("),
             Credited("completion", "pgqueuer/adapters/persistence/qb.py", "def build_log_job_query(",
                      "DELETE FROM {self.qualified.queue_table} WHERE id = ANY(SELECT js.id FROM job_status js "
-                     "WHERE js.status != 'failed')", "def "))),
+                     "WHERE js.status != 'failed') RETURNING", "def "))),
             "the completion's DELETE and log row (one UPDATE here); its re-pick of jobs whose heartbeat is stale",
             True),
     Library("chancy", "chancy", Source(
@@ -275,7 +276,7 @@ LIBRARIES = (
             Credited("claim", "chancy/worker.py", "async def fetch_jobs(", "FOR UPDATE OF {jobs} SKIP LOCKED", "def "),
             Credited("claim", "chancy/worker.py", "async def fetch_jobs(", "claim_id = gen_random_uuid(),", "def "),
             Credited("completion", "chancy/worker.py", "async def flush(",
-                     "WHERE id = %(id)s AND claim_id IS NOT DISTINCT FROM %(claim_id)s", "def "))),
+                     "WHERE id = %(id)s AND claim_id IS NOT DISTINCT FROM %(claim_id)s RETURNING id", "def "))),
             "the claim_id (its completion checks the status here); the transaction around each second's "
             "completions", True),
     Library("pgmq", "pgmq", Source(
@@ -293,7 +294,7 @@ LIBRARIES = (
             Credited("claim", "pg-boss/src/plans.js", "function fetchNextJob (schema)",
                      "UPDATE ${schema}.job j SET state = '${JOB_STATES.active}',", "} function "),
             Credited("completion", "pg-boss/src/plans.js", "function completeJobs (schema)",
-                     "AND id IN (SELECT UNNEST($2::uuid[])) AND state = '${JOB_STATES.active}'", "} function "))),
+                     "AND id IN (SELECT UNNEST($2::uuid[])) AND state = '${JOB_STATES.active}' RETURNING *", "} function "))),
             "its singleton and group policies in the claim; the completion's output column", True),
     Library("graphile_worker", "graphile-worker",
             Source("graphile/worker", ("src/sql/getJobs.ts", "src/sql/completeJobs.ts"), "", "0.17.3", "node_modules", (
