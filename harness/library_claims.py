@@ -50,12 +50,17 @@ SKIP_LOCKED_CLAIM = (
     f"WITH next AS (SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) "
     f"UPDATE {JOBS} AS j SET status = 'running', started_at = now() FROM next WHERE j.id = next.id RETURNING j.id"
 )
-# a completion that checks the job is still the worker's (pg-boss, chancy)
+# a completion that checks the job's status before it writes. pg-boss's completeJobs checks `state = 'active'` and
+# nothing more (src/plans.js:552 in 10.4.2): not that the job is still this worker's, so a stale holder's
+# completion lands on a job another worker now runs. chancy's checks the claim_id its fetch set (chancy/worker.py:697
+# in 0.26.0), which is the worker's own claim; the model stands for it with the status. River's model sends it too:
+# River's JobSetStateIfRunningMany checks `state = 'running'` alone (river_job.sql:620-660 in v0.43.0).
 GUARDED_COMPLETE = f"UPDATE {JOBS} SET status = 'done' WHERE id = $1 AND status = 'running'"
 
 # --------------------------------------------------------------------------- River
 
-# riverqueue/river, riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql (JobGetAvailable): one statement per
+# riverqueue/river, riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql (JobGetAvailable, lines 200-216 at its latest
+# release, v0.43.0; the unreleased main read before, fdf6cdf, does not change the file): one statement per
 # fetch, no explicit transaction; a CTE locks up to "free slots" available jobs FOR UPDATE SKIP LOCKED, in
 # (priority, scheduled_at, id) order, and the UPDATE sets them running (attempt + 1, attempted_at, attempted_by).
 # Completions are held by the client and written in batches (every 250 ms, or at 100 waiting), so they add a small
@@ -67,7 +72,7 @@ RIVER_CLAIM = SKIP_LOCKED_CLAIM
 # oban-bg/oban, lib/oban/engines/basic.ex (fetch_jobs): a transaction around one UPDATE that takes its rows from a
 # CTE "subset" (LIMIT demand, FOR UPDATE SKIP LOCKED; the CTE fences the LIMIT from the planner), setting state
 # 'executing'; BEGIN and COMMIT are round trips of their own. Completion (complete_job) is one autocommit UPDATE by
-# id per job, with no check of the job's state.
+# id per job, with no check of the job's state (lines 94-130 and 216-224 at the latest release, v2.23.1).
 OBAN_CLAIM = SKIP_LOCKED_CLAIM
 
 # --------------------------------------------------------------------------- Que
@@ -144,7 +149,8 @@ SOLID_QUEUE_LOCK = f"SELECT id FROM {JOBS} WHERE id = $1 FOR UPDATE"
 # --------------------------------------------------------------------------- the libraries raced here too
 
 # procrastinate, procrastinate/sql/schema.sql: procrastinate_fetch_job_v2 (the SKIP LOCKED CTE, 'todo' to 'doing',
-# passing over a job whose lock has an earlier or running job) and procrastinate_finish_job_v1; its psycopg
+# passing over a job whose lock has an earlier or running job) and procrastinate_finish_job_v1 (an UPDATE of a job
+# still 'todo' or 'doing', or it raises; nothing names the worker); its psycopg
 # connector sends each in a transaction of its own, after an empty query that checks the pooled connection.
 # pgmq, pgmq/sql/pgmq.sql: pgmq.read (the SKIP LOCKED CTE; the UPDATE moves vt and counts the read) and
 # pgmq.archive (the row moves to the archive table); its client sends each call in a transaction of its own.
@@ -154,9 +160,28 @@ SOLID_QUEUE_LOCK = f"SELECT id FROM {JOBS} WHERE id = $1 FOR UPDATE"
 # PgQueuer, pgqueuer/adapters/persistence/qb.py: the dequeue statement (the SKIP LOCKED CTE, 'queued' to
 # 'picked') and the log statement (deletes the job, inserts its log row), each in autocommit.
 # pg-boss, src/plans.js: fetchNextJob (the SKIP LOCKED CTE, to 'active') and completeJobs (an UPDATE of the jobs
-# still 'active').
-# graphile-worker, src/sql/getJobs.ts and src/sql/completeJobs.ts (as built into its npm package): get_job (the SKIP LOCKED CTE, setting locked_at and
-# locked_by, also locking the job's named queue if it has one) and the completion, a DELETE by id.
+# still 'active', whichever worker now holds them).
+# graphile-worker, src/sql/getJobs.ts and src/sql/completeJobs.ts (as built into its npm package, dist/sql/*.js):
+# get_job (the SKIP LOCKED CTE, setting locked_at and locked_by, also locking the job's named queue if it has one)
+# and the completion, a DELETE by id.
+#
+# Each of the six names, in its declaration (Source.credited), the statements credited to it here as fragments of
+# its installed package's own files; tests/test_library_sources.py finds every one, so an upgrade that changes one
+# fails loudly.
+
+@dataclass(frozen=True)
+class Credited:
+    """A statement credited to a library installed here, as its installed package's file holds it: `fragment` lies
+    between the first `anchor` (the function or statement it belongs to) and the next `end` after it, whitespace
+    runs read as one space in all three. `file` is the path under site-packages or node_modules (Source.installed)."""
+
+    role: str  # "claim" or "completion"; a completion's fragment runs to the end of its WHERE clause, so a check
+    # added to it fails the test too
+    file: str
+    anchor: str
+    fragment: str
+    end: str
+
 
 @dataclass(frozen=True)
 class Source:
@@ -166,6 +191,8 @@ class Source:
     files: tuple[str, ...]
     commit: str  # empty for a library read from the release installed here
     release: str  # the release that commit carries, where the notes name one
+    installed: str = ""  # for a library installed here: "site-packages" or "node_modules"
+    credited: tuple[Credited, ...] = ()  # its claim and completion, found in the installed files by a test
 
     def __str__(self) -> str:
         if not self.commit:
@@ -201,11 +228,11 @@ LIBRARIES = (
     # not run here (Go, Elixir, Ruby): read from their sources at a commit
     Library("river", "River (Go)",
             Source("riverqueue/river", ("riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql",),
-                   "fdf6cdf12567a5b70c003f5ff850273f09e7efcf", ""),  # its JobGetAvailable query
+                   "60435dc2c58e3d3dfbde6a00f08bc98a3f13c37e", "v0.43.0"),  # its JobGetAvailable query
             "the batched completions; attempt, attempted_by and the wide row it returns", False, 1),
     Library("oban", "Oban (Elixir)",
-            Source("oban-bg/oban", ("lib/oban/engines/basic.ex",), "2939e3134d0812195fbfcfe9a8e8d4bbd30bb23b",
-                   ""),  # the Basic engine's fetch_jobs and complete_job
+            Source("oban-bg/oban", ("lib/oban/engines/basic.ex",), "f86cc924cb8f1b60c8ed499a9135f715fc921ef7",
+                   "v2.23.1"),  # the Basic engine's fetch_jobs and complete_job
             "attempt, attempted_by and the wide row it returns; Oban retries a failed transaction itself", False, 4),
     Library("que", "Que (Ruby)",
             Source("que-rb/que", ("lib/que/poller.rb", "lib/que/locker.rb", "lib/que/worker.rb"),
@@ -226,21 +253,58 @@ LIBRARIES = (
             False, 13),
     # raced with their own code too: read from the release installed here (requirements.lock, package-lock.json)
     Library("procrastinate", "procrastinate",
-            Source("procrastinate-org/procrastinate", ("procrastinate/sql/schema.sql",), "", "3.10.0"),
+            Source("procrastinate-org/procrastinate", ("procrastinate/sql/schema.sql",), "", "3.10.0", "site-packages", (
+                Credited("claim", "procrastinate/sql/schema.sql", "CREATE FUNCTION procrastinate_fetch_job_v2(",
+                         "FOR UPDATE OF jobs SKIP LOCKED", "$$;"),
+                Credited("completion", "procrastinate/sql/schema.sql", "CREATE FUNCTION procrastinate_finish_job_v1(",
+                         "WHERE id = job_id AND status IN ('todo', 'doing') RETURNING id INTO _job_id", "$$;"))),
             "its job locks (a job waits while another with its lock runs); the pool's empty query before each "
             "transaction", True),
-    Library("pgqueuer", "PgQueuer", Source("janbjorge/pgqueuer", ("pgqueuer/adapters/persistence/qb.py",), "", "1.6.0"),
+    Library("pgqueuer", "PgQueuer", Source(
+        "janbjorge/pgqueuer", ("pgqueuer/adapters/persistence/qb.py",), "", "1.6.0", "site-packages", (
+            Credited("claim", "pgqueuer/adapters/persistence/qb.py", "def build_dequeue_query(",
+                     "FOR UPDATE SKIP LOCKED", "def build_has_queued_work("),
+            Credited("claim", "pgqueuer/adapters/persistence/qb.py", "def build_dequeue_query(",
+                     "SET status = 'picked',", "def build_has_queued_work("),
+            Credited("completion", "pgqueuer/adapters/persistence/qb.py", "def build_log_job_query(",
+                     "DELETE FROM {self.qualified.queue_table} WHERE id = ANY(SELECT js.id FROM job_status js "
+                     "WHERE js.status != 'failed') RETURNING", "def "))),
             "the completion's DELETE and log row (one UPDATE here); its re-pick of jobs whose heartbeat is stale",
             True),
-    Library("chancy", "chancy", Source("TkTech/chancy", ("chancy/worker.py",), "", "0.26.0"),
+    Library("chancy", "chancy", Source(
+        "TkTech/chancy", ("chancy/worker.py",), "", "0.26.0", "site-packages", (
+            Credited("claim", "chancy/worker.py", "async def fetch_jobs(", "FOR UPDATE OF {jobs} SKIP LOCKED", "def "),
+            Credited("claim", "chancy/worker.py", "async def fetch_jobs(", "claim_id = gen_random_uuid(),", "def "),
+            Credited("completion", "chancy/worker.py", "async def flush(",
+                     "WHERE id = %(id)s AND claim_id IS NOT DISTINCT FROM %(claim_id)s RETURNING id", "def "))),
             "the claim_id (its completion checks the status here); the transaction around each second's "
             "completions", True),
-    Library("pgmq", "pgmq", Source("pgmq/pgmq", ("pgmq-extension/sql/pgmq.sql",), "", "SQL 1.13.0"),
+    Library("pgmq", "pgmq", Source(
+        "pgmq/pgmq", ("pgmq-extension/sql/pgmq.sql",), "", "SQL 1.13.0", "site-packages", (
+            # the copy of the SQL its Python client ships, which is what runs here
+            Credited("claim", "pgmq/sql/pgmq.sql", "CREATE FUNCTION pgmq.read(",
+                     "LIMIT $1 FOR UPDATE SKIP LOCKED ) UPDATE pgmq.%I m", "$$ LANGUAGE plpgsql;"),
+            Credited("completion", "pgmq/sql/pgmq.sql", "CREATE FUNCTION pgmq.archive( queue_name TEXT, msg_id BIGINT )",
+                     "DELETE FROM pgmq.%I WHERE msg_id = $1 RETURNING", "$$ LANGUAGE plpgsql;"))),
             "the visibility timeout and read count; the archive table (the archive is one UPDATE here)", True),
-    Library("pgboss", "pg-boss", Source("timgit/pg-boss", ("src/plans.js",), "", "10.4.2"),
+    Library("pgboss", "pg-boss", Source(
+        "timgit/pg-boss", ("src/plans.js",), "", "10.4.2", "node_modules", (
+            Credited("claim", "pg-boss/src/plans.js", "function fetchNextJob (schema)", "FOR UPDATE SKIP LOCKED",
+                     "} function "),
+            Credited("claim", "pg-boss/src/plans.js", "function fetchNextJob (schema)",
+                     "UPDATE ${schema}.job j SET state = '${JOB_STATES.active}',", "} function "),
+            Credited("completion", "pg-boss/src/plans.js", "function completeJobs (schema)",
+                     "AND id IN (SELECT UNNEST($2::uuid[])) AND state = '${JOB_STATES.active}' RETURNING *", "} function "))),
             "its singleton and group policies in the claim; the completion's output column", True),
     Library("graphile_worker", "graphile-worker",
-            Source("graphile/worker", ("src/sql/getJobs.ts", "src/sql/completeJobs.ts"), "", "0.17.3"),
+            Source("graphile/worker", ("src/sql/getJobs.ts", "src/sql/completeJobs.ts"), "", "0.17.3", "node_modules", (
+                Credited("claim", "graphile-worker/dist/sql/getJobs.js", "async function batchGetJobs(",
+                         "limit ${batchSize} for update skip locked )", "exports."),
+                Credited("claim", "graphile-worker/dist/sql/getJobs.js", "async function batchGetJobs(",
+                         "locked_by = $1::text,", "exports."),
+                Credited("completion", "graphile-worker/dist/sql/completeJobs.js", "async function batchCompleteJobs(",
+                         "delete from ${escapedWorkerSchema}._private_jobs as jobs where id = $1::bigint`",
+                         "exports."))),
             "its named queues and their locks; the completion deletes the row in graphile-worker", True),
 )
 

@@ -10,7 +10,12 @@ worker never stops on an empty queue: the harness sends it SIGTERM, its own grac
 Recovery: the Recovery plugin (on by default) runs on the cluster's leader (the Leadership plugin) every
 poll_interval (60 s) and sets back to 'pending' every running job whose worker has not been seen for
 heartbeat_timeout (90 s; a worker's heartbeat every 30 s), with a new claim: the old holder's completion is
-refused.
+refused. The Leadership and Recovery plugins are among its default plugins (chancy/app.py:236-242), so a user
+adds neither, and chancy 0.26.0 takes no advisory locks.
+
+A lost connection: the worker's loops retry a database error with a backoff, without limit by default
+(backoff_max_retries None, chancy/worker.py:135-137 and 153, chancy/retry.py:51), so nothing in the loops seen
+here ends the process on one; the exits its workers showed in fault runs are not explained here.
 """
 
 from __future__ import annotations

@@ -5,8 +5,10 @@ worker knows `FOR UPDATE SKIP LOCKED` (and its named queue, if it has one, `FOR 
 UPDATE sets locked_by and locked_at and counts the attempt; a finished job is deleted. The worker is runOnce at
 concurrency 1 (harness/libraries/node/graphile_worker.cjs): it takes jobs until none is left, then returns.
 
-Recovery: a job locked for more than 4 hours is unlocked (src/sql/resetLockedAt.ts, run by a worker every few
-minutes); the 4 hours are written into the statement, not a setting. A worker stopped gracefully unlocks its own.
+Recovery: a job locked for more than 4 hours is unlocked (src/sql/resetLockedAt.ts:24, run by a worker every 8 to
+10 minutes, at random between minResetLockedInterval and maxResetLockedInterval: src/config.ts:33-34 and
+src/main.ts:318-322 at v0.17.3); the 4 hours are written into the statement, not a setting.
+A worker stopped gracefully unlocks its own.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 resolves 10.x on Node 20).
 
 Its claim is fetchNextJob in src/plans.js: a CTE takes the next jobs of the queue whose state is before 'active'
-`FOR UPDATE SKIP LOCKED`, and an UPDATE sets them 'active'; complete() sets a job 'completed' if it is still
-active. Jobs live in a partition of pgboss.job per queue. The worker is boss.work() with batchSize 1
+`FOR UPDATE SKIP LOCKED`, and an UPDATE sets them 'active'; complete() (completeJobs) sets a job 'completed' if
+its state is still 'active', and checks nothing more: not which worker holds it, so a worker that lost the job
+completes it while another runs it (src/plans.js:543-557 as installed).
+Jobs live in a partition of pgboss.job per queue. The worker is boss.work() with batchSize 1
 (harness/libraries/node/pgboss.cjs): its loop fetches, runs the job, completes it, then waits out the rest of
 the polling interval before it fetches again, whether or not it found a job. It never stops on an empty queue:
 the harness stops it (SIGTERM, and pg-boss's graceful stop) once every job has run.

@@ -10,6 +10,11 @@ an UPDATE by id guarded by nothing) and unlocks it.
 Recovery: the session's end. A started job whose worker's session ends is a candidate again at once, as it never
 left (good_job records an InterruptedError on the earlier execution and runs it again); one whose process is paused
 stays locked. Its process records and their cleanup only inform the other lock strategies.
+
+A worker whose session was lost mid-job: the model sends its finish again on a new connection (as every model's
+statements are, harness.libraries.models), so the job another worker runs since is completed twice. good_job does
+so only where ActiveRecord reconnects inside the finish, as Rails 7.1 and later do (rails/rails#44591, read from
+its notes, not its source); on an earlier Rails the finish fails and only the new holder completes the job.
 """
 
 from __future__ import annotations

@@ -3,11 +3,14 @@ harness.library_claims.SOURCES["oban"] names.
 
 Worker loop: the Basic engine's fetch_jobs (lib/oban/engines/basic.ex) sets the next available job 'executing'
 with attempted_at (here started_at) now, in a transaction; its complete_job is an UPDATE by id alone, with no
-check of the job's state or holder, retried without end on a database error (lib/oban/queues/executor.ex): a
+check of the job's state or holder, retried without end on a database error (lib/oban/queue/executor.ex:89): a
 worker that lost its job completes it whatever has become of it.
 
-Recovery: Lifeline (lib/oban/lifeline.ex; off unless configured), once a minute on the leader: Basic.rescue_jobs
-makes jobs 'executing' with attempted_at older than rescue_after (60 minutes by default) available again, at once.
+Recovery: Lifeline (lib/oban/plugins/lifeline.ex), once a minute on the leader: Basic.rescue_jobs makes jobs
+'executing' with attempted_at older than rescue_after (60 minutes by default, lifeline.ex:70) available again, at
+once. In the latest release, v2.23.1, Lifeline is off unless configured: Oban.Config's plugins default to none
+(lib/oban/config.ex:41). On main, not yet released, `mix oban.install` (lib/mix/tasks/oban.install.ex:83) and the
+installation guide (guides/introduction/installation.md:106) set `lifeline: [rescue_after: {2, :hours}]`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from harness.library_claims import BEGIN, COMMIT, COMPLETE, OBAN_CLAIM
 
 NAME = "oban"
 CLAIM = "oban"
-SOURCE = str(models.SOURCES[NAME]) + "; lib/oban/lifeline.ex (Lifeline)"
+SOURCE = str(models.SOURCES[NAME]) + "; lib/oban/plugins/lifeline.ex (Lifeline)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion: Oban's is unguarded
 CONNECTIONS = models.CONNECTIONS
