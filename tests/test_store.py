@@ -506,3 +506,24 @@ def test_ensure_reuses_a_stored_run_without_starting_a_server(tmp_path, capsys):
     assert storage.Run(stored).parameters == asked
     assert registry.find("plans", plans.PlansParameters(job_counts=[501]), tmp_path) == ([None], [
         plans.PlansParameters(job_counts=[501])])
+
+
+def test_worker_counts_from_once_from_workers_up_are_raced_once_and_the_rest_repeats_times():
+    from harness.experiments.race_trials import RaceSweep
+
+    sweep = RaceSweep(strategies=("naive",), worker_counts=(2, 8, 32, 100), job_count=100, repeats=3,
+                      once_from_workers=32)
+    assert sorted((t.worker_count, t.repeat) for t in sweep.trials()) == [
+        (2, 0), (2, 1), (2, 2), (8, 0), (8, 1), (8, 2), (32, 0), (100, 0)]
+    every = RaceSweep(strategies=("naive",), worker_counts=(2, 100), job_count=100, repeats=2)
+    assert len(every.trials()) == 4, "0, the default, races every count `repeats` times"
+    with pytest.raises(UserError, match="once from workers"):
+        RaceSweep(strategies=("naive",), worker_counts=(2,), job_count=100, once_from_workers=-1).check()
+
+
+def test_the_prose_names_the_worker_counts_raced_fewer_times():
+    from harness.article.sections.races import fewer_repeats
+
+    assert fewer_repeats({}) == ""
+    assert fewer_repeats({32: 1, 100: 1}) == " (one race at 32 and 100 workers)"
+    assert fewer_repeats({8: 2, 100: 1}) == " (one race at 100 workers; two races at 8 workers)"

@@ -160,6 +160,11 @@ class RaceSweep(Parameters):
         "--workers", "worker counts, comma-separated: a sweep", int_list))
     job_count: int = _as_in_a_trial("job_count", Option("--jobs", "jobs queued per trial", int))
     repeats: int = setting(1, as_int, Option("--repeat", "trials per strategy and worker count", int))
+    # worker counts from this one up are raced once whatever `repeats` says: on a small machine they are
+    # CPU-bound, decide nothing, and cost most of a sweep's time (0: every count is raced `repeats` times)
+    once_from_workers: int = setting(0, as_int, Option(
+        "--once-from-workers", "race worker counts at or above this once, whatever --repeat says (0: never)", int),
+        added_later=True)
     # with and without the partial index, a sweep like the round trips: `partial_index: [false, true]` races
     # every point both ways; each trial stores one
     partial_index: tuple = setting((False,), as_bools_or_one, Option(
@@ -210,6 +215,8 @@ class RaceSweep(Parameters):
             raise UserError("give at least one worker count")
         if self.repeats < 1:
             raise UserError(f"repeat must be at least 1, not {self.repeats}")
+        if self.once_from_workers < 0:
+            raise UserError(f"once from workers must be 0 (never) or a worker count, not {self.once_from_workers}")
         for count in self.worker_counts:
             _check_trial(count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
         if "asyncio" in self.clients:
@@ -232,6 +239,10 @@ class RaceSweep(Parameters):
                 networks.append((0.0, True))
         return networks
 
+    def repeats_at(self, worker_count: int) -> int:
+        """Trials per strategy at one worker count: once from `once_from_workers` up, else `repeats`."""
+        return 1 if 0 < self.once_from_workers <= worker_count else self.repeats
+
     def trials(self) -> list[RaceParameters]:
         # repeats outermost: a slow drift of the machine spreads over every point instead of biasing one
         return [RaceParameters(strategy, worker_count, self.job_count, repeat, partial_index, self.fillfactor,
@@ -240,7 +251,8 @@ class RaceSweep(Parameters):
                                proxy_at_zero=proxy_at_zero, sampler=self.sampler, cpus=self.cpus,
                                client=client, pooler=mode)
                 for repeat in range(self.repeats) for strategy in self.strategies
-                for worker_count in self.worker_counts for partial_index in self.partial_index
+                for worker_count in self.worker_counts if repeat < self.repeats_at(worker_count)
+                for partial_index in self.partial_index
                 for rtt_ms, proxy_at_zero in self.networks() for client in self.clients for mode in self.poolers]
 
 

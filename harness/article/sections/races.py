@@ -40,6 +40,9 @@ def race_facts(summary: pd.DataFrame, by_workers: pd.DataFrame) -> dict:
     f: dict = {"workers": workers, "low": low, "high": high, "two": two,
                "job_count": int(summary["job_count"].iloc[0]), "repeats": int(by_workers["repeats"].max()),
                "strategies": [s for s in ("naive", "guarded", "skip_locked") if s in strategies]}
+    # the worker counts raced fewer times than the rest (a sweep's once_from_workers), by their fewest races
+    fewest = by_workers.groupby("worker_count")["repeats"].min()
+    f["fewer_repeats"] = {int(w): int(n) for w, n in fewest.items() if n < f["repeats"]}
 
     def get(strategy, worker_count, column):
         return at_workers(by_workers, strategy, worker_count, column)
@@ -204,6 +207,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     out = {"job_count": count(facts["job_count"]), "worker_list": join([str(w) for w in facts["workers"]]),
            "repeats_phrase": counted(facts["repeats"], "race"),
            "repeats_phrase_capital": counted(facts["repeats"], "race").capitalize(),
+           "repeats_fewer": fewer_repeats(facts["fewer_repeats"]),
            "server_version": site["server_version"], "low": low, "two": two, "high": high}
     for name in ("naive", "guarded", "skip_locked"):
         strategy = STRATEGIES[name]
@@ -211,6 +215,17 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
                 f"{name}_total_duplicates": count(facts[f"{name}_total_duplicates"]),
                 f"{name}_total_attempts": count(facts[f"{name}_total_attempts"])}
     return out
+
+
+def fewer_repeats(fewer: dict[int, int]) -> str:
+    """' (one race at 32 and 100 workers)' for the worker counts raced fewer times than the rest; '' where none."""
+    if not fewer:
+        return ""
+    by_count: dict[int, list[int]] = {}
+    for workers, races in sorted(fewer.items()):
+        by_count.setdefault(races, []).append(workers)
+    return " (" + "; ".join(say("fewer_repeats", races=counted(races, "race"), workers=join([str(w) for w in ws]))
+                            for races, ws in sorted(by_count.items())) + ")"
 
 
 def ends_table(loaded: dict) -> str:
@@ -225,5 +240,6 @@ def ends_table(loaded: dict) -> str:
               "lost per win", "p50_ms", "p99_ms"]].rename(columns={
             "worker_count": "workers", "claims_per_second": "claims/s", "unique_jobs_per_second": "distinct jobs/s",
             "duplicate_jobs": "jobs claimed twice+", "p50_ms": "p50", "p99_ms": "p99"}),
-        caption=say("ends_caption", job_count=count(facts["job_count"]), races=counted(facts["repeats"], "race")),
+        caption=say("ends_caption", job_count=count(facts["job_count"]), races=counted(facts["repeats"], "race"),
+                    fewer=fewer_repeats(facts["fewer_repeats"])),
         formats={"claims/s": whole, "distinct jobs/s": whole, "jobs claimed twice+": count, "p50": ms, "p99": ms})
