@@ -73,3 +73,15 @@ def test_db_up_without_compose_says_why_in_one_line(tmp_path, docker_script, say
     ours = [line for line in result.stderr.splitlines() if line.startswith("make db-up:")]
     assert len(ours) == 1 and says in ours[0], result.stderr
     assert "Usage" not in result.stderr and "unknown command" not in result.stderr
+
+
+def test_nothing_npm_installs_is_tracked():
+    """node_modules is made by `make install`; a tracked copy or symlink (one pointed at a checkout's own
+    node_modules, a loop on every clone) hides the installed libraries, which are then not raced."""
+    if not (PROJECT_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files", "--", "harness/libraries/node/node_modules"], cwd=PROJECT_ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert tracked == []
+    # without a trailing slash: a pattern ending in / matches a folder only, and a symlink slips past it
+    assert "harness/libraries/node/node_modules" in (PROJECT_ROOT / ".gitignore").read_text().splitlines()
