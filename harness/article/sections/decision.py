@@ -117,7 +117,8 @@ def pooler_row(found: dict[str, Finding], version: str) -> dict:
                 "measured at": at}
     a9 = found.get("A9")
     stuck = [part for part, verdict in (a9.parts if a9 else ()) if verdict == CORRECTED]
-    faults = say("pooler.faults", bad=count(len(stuck)), libraries=count(len(a9.parts))) if a9 and a9.parts else ""
+    judged = [part for part, verdict in (a9.parts if a9 else ()) if verdict in (CONFIRMED, CORRECTED)]
+    faults = say("pooler.faults", bad=count(len(stuck)), libraries=count(len(judged))) if judged else ""
     return {"If you": say("pooler.if"), "use": say("pooler.use_session"),
             "because": say("pooler.because", wrong=count(len(wrong)), names=count(len(decided)), faults=faults),
             "measured at": at}
