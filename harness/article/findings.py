@@ -183,8 +183,6 @@ ORIGINAL_F11_CLAIMS = 5_002
 ORIGINAL_F12_LOW_FILLFACTOR = 70
 ORIGINAL_F12_LOW_HOT_SHARE = 448 / 1_000
 ORIGINAL_F12_UPDATES = 1_000
-ORIGINAL_C5_POLL_S = 5.0
-ORIGINAL_C5_HANDFUL = 10  # "a handful of runners": at most this many
 
 # Lost races per win exist only for guarded: naive's UPDATE always finds its row and skip_locked's picks a row
 # no one else holds; neither has a lost outcome in a drain.

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_C5_HANDFUL,
-                                      ORIGINAL_C5_POLL_S, Finding, make_finding, not_measured)
+from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, Finding, make_finding,
+                                      not_measured)
 from harness.article.formats import MISSING, RANGE, count, ms, number, percent
 from harness.article.labels import PRODUCTION_ENDPOINT_LABELS
 from harness.article.prose import join, numbered
 from harness.article.sections.production_charts import pickup_tail
 from harness.article.wording import Sentences
-from harness.experiments import production as production_experiment
+from harness import polling_conflicts
+from harness.polling_conflicts import ORIGINAL_C5_HANDFUL, ORIGINAL_C5_POLL_S
 from harness.service.runner import CLAIM_BATCH
 from harness.stats import percentile_ratio_interval, polls_met_interval
 from harness.storage import open_runs
@@ -25,7 +26,7 @@ say = Sentences(NAME)
 
 
 # C5: the original's production polling, and what "rare" means here (the experiment runs on until it can say)
-RARE_CONFLICTS_PER_POLL = production_experiment.RARE_CONFLICTS_PER_POLL
+RARE_CONFLICTS_PER_POLL = polling_conflicts.RARE_CONFLICTS_PER_POLL
 
 
 def _production_points(production: pd.DataFrame | None, endpoint: str) -> pd.DataFrame:
@@ -42,17 +43,17 @@ def _rows(frame: pd.DataFrame | None) -> list[dict]:
 def c5_conflicts_at_production_polling(production: pd.DataFrame | None, rounds: pd.DataFrame | None = None,
                                        max_rounds: int | None = None) -> Finding:
     """C5: with a handful of runners polling /pending every 5 s, 409s are rare: the 95 % interval of the share
-    of polls that listed a run and met a 409 (production.c5_interval, pooled over the sweep's points there and
+    of polls that listed a run and met a 409 (polling_conflicts.c5_interval, pooled over the sweep's points there and
     the rounds the build ran on while it straddled the line) against RARE_CONFLICTS_PER_POLL. Polls that listed
     no run cannot meet a 409 and are not counted. An interval that still straddles the line is not distinguishable
     from it: "not measured", saying whether the bound on rounds (max_rounds; None: not known) was reached."""
     pending = _production_points(production, "pending")
     rows = _rows(production) + _rows(rounds)
-    pooled = production_experiment.c5_interval(rows)
+    pooled = polling_conflicts.c5_interval(rows)
     if pooled is None:
         return not_measured("C5", say("C5.no_run", poll_s=number(ORIGINAL_C5_POLL_S, 0),
                                       handful=count(ORIGINAL_C5_HANDFUL)))
-    at_point = [row for row in rows if production_experiment.at_c5_point(row)]
+    at_point = [row for row in rows if polling_conflicts.at_c5_point(row)]
     polls = sum(int(row["polls"]) for row in at_point)
     conflicts = sum(int(row["conflicts"]) for row in at_point)
     listing, met, done = pooled["listing"], pooled["met"], pooled["rounds"]
@@ -70,9 +71,9 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None, rounds: 
                interval=f"{percent(low)}{RANGE}{percent(high)}", conflicts=count(conflicts),
                unlisted=count(polls - listing), polls=count(polls), runners=runners,
                poll_s=number(ORIGINAL_C5_POLL_S, 0))
-    ran_on = say("C5.ran_on", rounds=numbered(done, "round"), seconds=number(production_experiment.C5_ROUND_SECONDS, 0),
-                 runners=count(production_experiment.C5_ROUND_RUNNERS),
-                 poll_s=number(production_experiment.C5_ROUND_POLL_S, 0)) if done else ""
+    ran_on = say("C5.ran_on", rounds=numbered(done, "round"), seconds=number(polling_conflicts.C5_ROUND_SECONDS, 0),
+                 runners=count(polling_conflicts.C5_ROUND_RUNNERS),
+                 poll_s=number(polling_conflicts.C5_ROUND_POLL_S, 0)) if done else ""
     busiest = pending.sort_values(["runner_count", "poll_s"], ascending=[False, True]).head(1)
     contrast = ""
     if len(busiest):
@@ -85,8 +86,8 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None, rounds: 
         return make_finding("C5", CORRECTED, ours, [say("C5.not_rare", rare=rare), ran_on, contrast], values)
     if max_rounds is not None and done >= max_rounds:
         bound = say("C5.bound_reached", rounds=numbered(done, "round"),
-                    seconds=number(max_rounds * production_experiment.C5_ROUND_SECONDS, 0),
-                    poll_s=number(production_experiment.C5_ROUND_POLL_S, 0)) if max_rounds \
+                    seconds=number(max_rounds * polling_conflicts.C5_ROUND_SECONDS, 0),
+                    poll_s=number(polling_conflicts.C5_ROUND_POLL_S, 0)) if max_rounds \
             else say("C5.no_rounds")
     else:
         bound = say("C5.rounds_missing")
