@@ -213,24 +213,25 @@ def test_the_round_bootstrap_widens_where_runners_fail_together_and_the_wilson_f
     assert all(math.isnan(v) for v in round_bootstrap_interval([[]]))
 
 
+def wins_per_poll(path) -> list[int]:
+    """Per runner and poll, how many runs the runner won between that poll and its next."""
+    events = pd.read_parquet(path / "events.parquet").sort_values("t_s")
+    wins = []
+    for _, runner in events.groupby("runner"):
+        poll_number = (runner["event"] == "poll").cumsum()
+        claimed = runner[runner["event"] == "claimed"]
+        wins += list(claimed.groupby(poll_number[claimed.index]).size())
+    return wins
+
+
 def test_a_pending_runner_claims_every_listed_run_at_once_as_the_original_does(db, tmp_path):
     path = run(db, tmp_path, runner_count=2, poll_s=0.2, seconds=3, endpoint="pending", arrival_rate=2.0, burst=10,
                service_time_s=0.3)
-    events = pd.read_parquet(path / "events.parquet").sort_values("t_s")
     # between two of a runner's polls, the runs it won: with a burst listed five at a time, some poll wins several
-    wins_per_poll = []
-    for _, runner in events.groupby("runner"):
-        poll_number = (runner["event"] == "poll").cumsum()
-        claimed = runner[runner["event"] == "claimed"]
-        wins_per_poll += list(claimed.groupby(poll_number[claimed.index]).size())
-    assert max(wins_per_poll) > 1, "a runner ran more than one run won in one poll"
+    assert max(wins_per_poll(path)) > 1, "a runner ran more than one run won in one poll"
     in_order = run(db, tmp_path / "in_order", runner_count=2, poll_s=0.2, seconds=3, endpoint="pending",
                    arrival_rate=2.0, burst=10, service_time_s=0.3, claims_listed="in_order")
-    events = pd.read_parquet(in_order / "events.parquet").sort_values("t_s")
-    for _, runner in events.groupby("runner"):
-        poll_number = (runner["event"] == "poll").cumsum()
-        claimed = runner[runner["event"] == "claimed"]
-        assert claimed.groupby(poll_number[claimed.index]).size().max() == 1, "in order: one run per poll"
+    assert max(wins_per_poll(in_order)) == 1, "in order: one run per poll"
 
 
 def test_runs_never_picked_up_count_at_the_end_of_the_window():
@@ -254,14 +255,9 @@ def test_runs_never_picked_up_count_at_the_end_of_the_window():
 def test_a_batch_runner_wins_several_runs_per_poll_in_one_claim_and_sends_no_loser_payload(db, tmp_path):
     path = run(db, tmp_path, runner_count=2, poll_s=0.2, seconds=3, endpoint="claim_batch", arrival_rate=2.0,
                burst=10, service_time_s=0.3)
-    events = pd.read_parquet(path / "events.parquet").sort_values("t_s")
-    wins_per_poll = []
-    for _, runner in events.groupby("runner"):
-        poll_number = (runner["event"] == "poll").cumsum()
-        claimed = runner[runner["event"] == "claimed"]
-        wins_per_poll += list(claimed.groupby(poll_number[claimed.index]).size())
-    assert max(wins_per_poll) > 1, "a poll handed its runner several runs (the burst)"
-    assert max(wins_per_poll) <= 5, "never more than the batch"
+    wins = wins_per_poll(path)
+    assert max(wins) > 1, "a poll handed its runner several runs (the burst)"
+    assert max(wins) <= 5, "never more than the batch"
     summary = json.loads((path / "manifest.json").read_text())["results"]["summary"]
     assert summary["conflicts"] == 0 and summary["duplicate_jobs"] == 0 and summary["loser_payload_bytes"] == 0
     assert summary["enqueued"] == summary["claimed"] + summary["pending_at_end"]
