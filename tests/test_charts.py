@@ -499,3 +499,11 @@ def test_every_chart_of_points_that_can_be_cpu_bound_marks_those_points_and_only
                             "cpu_bound": None}])
     assert charts.CPU_BOUND_UNREAD_NOTE in json.dumps(bench_charts.bench_ratio_chart(points, bench.TARGET_BAND)
                                                       .to_dict())
+
+
+def test_a_chart_says_which_worker_counts_were_raced_fewer_times():
+    from harness.article.charts import repeats_said
+
+    assert repeats_said(pd.DataFrame({"worker_count": [1, 2, 32, 100], "repeats": [3, 3, 1, 1]})) == \
+        "3 repeats (1 at 32 and 100 workers)"
+    assert repeats_said(pd.DataFrame({"worker_count": [1, 2], "repeats": [3, 3]})) == "3 repeats"

@@ -77,11 +77,27 @@ def coinciding(data: pd.DataFrame, series: str, order, along: list[str], value: 
     return pairs
 
 
+def repeats_said(data: pd.DataFrame) -> str:
+    """'3 repeats', or '3 repeats (1 at 32 and 100 workers)' where some worker counts were raced fewer times."""
+    most = int(data["repeats"].max())
+    said = f"{most} repeats"
+    if "worker_count" in data:
+        fewest = data.groupby("worker_count")["repeats"].min()
+        fewer = {int(w): int(n) for w, n in fewest.items() if n < most}
+        by_count: dict[int, list[str]] = {}
+        for workers, repeats in sorted(fewer.items()):
+            by_count.setdefault(repeats, []).append(str(workers))
+        if by_count:
+            said += " (" + "; ".join(f"{n} at {', '.join(ws[:-1]) + ' and ' + ws[-1] if len(ws) > 1 else ws[0]} "
+                                     f"workers" for n, ws in sorted(by_count.items())) + ")"
+    return said
+
+
 def spread_note(data: pd.DataFrame) -> str:
     """The subtitle line that says what the spread rules are, when there are any."""
     if not has_repeats(data):
         return ""
-    return f"median of {int(data['repeats'].max())} repeats; the vertical rules span the lowest to the highest"
+    return f"median of {repeats_said(data)}; the vertical rules span the lowest to the highest"
 
 
 def workers_axis(values) -> alt.X:
@@ -369,7 +385,7 @@ def latency_chart(by_workers: pd.DataFrame) -> alt.LayerChart:
     note = ""
     if has_repeats(long):
         layers.insert(0, base.mark_area(opacity=0.15).encode(y="low:Q", y2="high:Q", detail="percentile:N"))
-        note = f"median of {int(long['repeats'].max())} repeats; the shaded band spans the lowest to the highest"
+        note = f"median of {repeats_said(long)}; the shaded band spans the lowest to the highest"
     bound = cpu_bound_workers(by_workers)
     return alt.layer(*with_band(layers, long["worker_count"], bound)).properties(
         width=WIDTH, height=HEIGHT,
@@ -401,7 +417,7 @@ def wait_quantiles_chart(quantiles: pd.DataFrame, cpu_bound: list[int] = ()) -> 
         "time to get a job: from a worker's first attempt after its previous win to the end of its next win, "
         "lost races included",
         *_same_measure_notes(same),
-        (f"pooled over {int(data['repeats'].max())} repeats; the vertical rules span the lowest to the highest "
+        (f"pooled over {repeats_said(data)}; the vertical rules span the lowest to the highest "
          "repeat's own percentile") if has_repeats(data) else "", CPU_BOUND_NOTE if edges is not None else ""))
 
 

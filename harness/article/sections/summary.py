@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.article.findings import ADDED_CLAIMS, ORIGINAL, Finding, table as findings_table, verdict_counts
+from harness.article.findings import ADDED_CLAIMS, ORIGINAL, Finding, order, table as findings_table, verdict_counts
 from harness.article.formats import count, number
 from harness.article.prose import table
 from harness.experiments import registry
@@ -43,6 +43,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     return out | {
         "original_table": comparison_table([f for f in found.values() if f.id in ORIGINAL]),
         "added_table": comparison_table([f for f in found.values() if f.id in ADDED_CLAIMS]),
+        "notes_table": notes_table(list(found.values())),
         "original_count": count(sum(verdicts.values())),
         # each count with its verb, which agrees with it
         "corrected_are": _with_verb(verdicts["corrected"] + verdicts["not_reproduced"], "is", "are"),
@@ -59,6 +60,13 @@ def _with_verb(number: int, one: str, many: str) -> str:
 def comparison_table(found: list[Finding]) -> str:
     """Findings beside the original's claim and figure, ours, the verdict and where it was decided."""
     return table(findings_table(found), css_class="wide", escape=False)
+
+
+def notes_table(found: list[Finding]) -> str:
+    """Every finding's note, in id order: what differs from the original, and why where a run shows it."""
+    rows = [{"finding": f.id, "verdict": f.verdict_label, "note": f.note}
+            for f in sorted(found, key=lambda f: order(f.id)) if f.note]
+    return table(pd.DataFrame(rows, columns=["finding", "verdict", "note"]), css_class="wide")
 
 
 def machine_minutes(run_folders) -> float:
