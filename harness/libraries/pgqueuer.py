@@ -24,6 +24,8 @@ from pgqueuer.adapters.persistence.queries import Queries
 from pgqueuer.core.qm import QueueManager
 from pgqueuer.domain.types import QueueExecutionMode
 
+from harness import libraries
+
 NAME = "pgqueuer"
 PACKAGE = "pgqueuer"
 SOURCE = "janbjorge/pgqueuer, pgqueuer/adapters/persistence/qb.py (the dequeue query), release 1.6.0"
@@ -43,8 +45,15 @@ RECOVERY = {"mechanism": "heartbeat: a worker's dequeue re-picks a picked job wh
             "max_concurrent_tasks": 2}
 
 
+# PgQueuer's docs name asyncpg's statement_cache_size=0 for PgBouncer; this harness runs it on its psycopg driver
+# (PsycopgDriver over a connection made here), where the same thing is psycopg's prepare_threshold=None
+POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs, advanced/prepare.html (PgQueuer's "
+                  "own advice, asyncpg's statement_cache_size=0, is for its asyncpg driver; it runs here on psycopg)"}
+
+
 async def _connect(url: str) -> psycopg.AsyncConnection:
-    return await psycopg.AsyncConnection.connect(url, autocommit=True)
+    documented = {"prepare_threshold": None} if libraries.pooler_setting() == "documented" else {}
+    return await psycopg.AsyncConnection.connect(url, autocommit=True, **documented)
 
 
 def install(url: str) -> None:
