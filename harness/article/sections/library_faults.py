@@ -409,6 +409,11 @@ def _pooler_setup(mine: Loaded | None) -> str:
         jobs, fewer = jobs_per_run(mine.pooled)
         said.append(say("setup.libraries", jobs=jobs, fewer=fewer,
                         workers=join([str(w) for w in request.worker_counts])))
+        documented = sorted(set(mine.pooled["library"][mine.pooled["pooler_setting"] == "documented"])
+                            if "pooler_setting" in mine.pooled else ())
+        if documented:
+            said.append(say("setup.documented", settings=join(
+                [f"{name}: `{libraries.documented_setting(name)['setting']}`" for name in documented])))
     if mine is not None and mine.claims is not None and len(mine.claims):
         request = mine.requests["pooler_claims"]
         said.append(say("setup.claims", claims=join([f"`{s}`" for s in request.strategies]),
