@@ -154,6 +154,8 @@ class LibraryParameters(Parameters):
         if self.pooler_setting == "documented":
             if self.pooler == "none":
                 raise UserError("the documented pooler setting is for a run through the pooler, not directly")
+            if self.fault != "none":
+                raise UserError("the documented pooler setting is raced in a drain, not a fault run")
             if libraries.documented_setting(self.library) is None:
                 raise UserError(f"{self.library} documents no setting for a pooler")
         check_each([self.job_count], "job count", 1, MAX_JOBS)
