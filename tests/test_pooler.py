@@ -122,7 +122,8 @@ def test_the_documented_pooler_setting_is_a_third_arm_in_transaction_mode_for_a_
     with pytest.raises(UserError, match="for a run through the pooler, not directly"):
         LibraryParameters("procrastinate", 2, 20, pooler_setting="documented").check()
     with pytest.raises(UserError, match="in a drain, not a fault run"):
-        LibraryParameters("procrastinate", 2, 6, fault="kill", pooler="transaction", pooler_setting="documented").check()
+        LibraryParameters("procrastinate", 2, 6, fault="kill", pooler="transaction",
+                          pooler_setting="documented").check()
     with pytest.raises(UserError, match="pooler setting must be one of default, documented"):
         LibrarySweep(libraries=("procrastinate",), pooler_settings=("off",)).check()
 

@@ -536,7 +536,8 @@ def summarise(p: LibraryParameters, audit: pd.DataFrame, executions: pd.DataFram
     }
 
 
-SHOWN = ("library", "version", "level", "pooler", "pooler_setting", "worker_count", "jobs", "executed", "executed_twice",
+SHOWN = ("library", "version", "level", "pooler", "pooler_setting",
+         "worker_count", "jobs", "executed", "executed_twice",
          "duplicate_claims",
          "jobs_per_s", "pickup_p50_ms", "pickup_p99_ms", "statements_per_job", "transactions_per_job",
          "wal_bytes_per_job", "hot_share", "dead_tuples_per_job", "server_cpu_ms_per_job", "cpu_bound",

@@ -47,7 +47,8 @@ run(async () => {
       }
     } };
     if (jobMs === null) {
-      await runOnce({ pgPool: pool, concurrency: 1, noHandleSignals: true, taskList, logger: quiet, noPreparedStatements });
+      await runOnce({ pgPool: pool, concurrency: 1, noHandleSignals: true, taskList, logger: quiet,
+                      noPreparedStatements });
     } else {
       const runner = await runWorker({ pgPool: pool, concurrency: 1, noHandleSignals: true, taskList, logger: quiet,
                                        pollInterval: 100, noPreparedStatements });
