@@ -45,10 +45,11 @@ RECOVERY = {"mechanism": "heartbeat: a worker's dequeue re-picks a picked job wh
             "max_concurrent_tasks": 2}
 
 
-# PgQueuer's docs name asyncpg's statement_cache_size=0 for PgBouncer; this harness runs it on its psycopg driver
-# (PsycopgDriver over a connection made here), where the same thing is psycopg's prepare_threshold=None
-POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs, advanced/prepare.html (PgQueuer's "
-                  "own advice, asyncpg's statement_cache_size=0, is for its asyncpg driver; it runs here on psycopg)"}
+# PgQueuer 1.6.0's package names no prepared-statement setting for poolers (its pooler advice is about LISTEN); it
+# runs here on its psycopg driver (PsycopgDriver over a connection made here), whose documented answer is psycopg's
+# prepare_threshold=None (asyncpg's statement_cache_size=0 is the same for its asyncpg driver)
+POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs, advanced/prepare.html (the driver's; "
+                  "asyncpg's statement_cache_size=0 for PgQueuer's asyncpg driver)"}
 
 
 async def _connect(url: str) -> psycopg.AsyncConnection:
