@@ -1327,3 +1327,19 @@ def test_the_pooler_table_and_advice_show_the_documented_setting_beside_the_defa
     advice = fault_section.advice_table(loaded)
     assert "transaction mode with prepare_threshold=None (its documented setting); with its defaults, session" in advice
     assert fault_section.libraries_fixed_by_their_setting(pooled) == {"procrastinate"}
+
+
+def test_the_pooler_setup_names_each_documented_setting_raced():
+    from harness.experiments.libraries import LibrarySweep
+    pooled = pd.DataFrame([drain("procrastinate", "session", setting="default"),
+                           drain("procrastinate", "transaction", setting="default"),
+                           drain("procrastinate", "transaction", setting="documented")])
+    asked = LibrarySweep(libraries=("procrastinate",), worker_counts=(4,), job_count=40,
+                         poolers=("session", "transaction"), pooler_settings=("default", "documented"))
+    mine = fault_section.Loaded((), pd.DataFrame(), (), pooled, requests={"library_poolers": asked})
+    said = fault_section._pooler_setup(mine)
+    assert ("drained them a third time, in transaction mode with it (procrastinate: `prepare_threshold=None`)"
+            in said)
+    old = fault_section.Loaded((), pd.DataFrame(), (), pooled.drop(columns="pooler_setting"),
+                               requests={"library_poolers": asked})
+    assert "third time" not in fault_section._pooler_setup(old)  # a build stored before the setting raced none
