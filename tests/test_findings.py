@@ -1171,10 +1171,12 @@ def test_a9_gives_each_library_its_part_and_counts_jobs_run_twice_apart():
 
 
 def drain(library: str, pooler: str, executed: int = 40, twice: int = 0, claimed: int = 0, errors: int = 0,
-          workers: int = 4) -> dict:
+          workers: int = 4, setting: str | None = None) -> dict:
+    """setting None: a drain stored before the pooler setting was (its defaults)."""
     return {"library": library, "pooler": pooler, "worker_count": workers, "jobs": 40, "executed": executed,
             "executed_twice": twice, "duplicate_claims": claimed, "advisory_locks_left": 0,
-            "workers_with_errors": errors, "jobs_per_s": 100.0}
+            "workers_with_errors": errors, "jobs_per_s": 100.0,
+            **({} if setting is None else {"pooler_setting": setting})}
 
 
 def pooled_race(strategy: str, pooler: str, twice: int = 0, unclaimed: int = 0, locks: int = 0) -> dict:
@@ -1275,3 +1277,69 @@ def test_a10_names_a_part_per_worker_count_and_a_claim_apart_from_a_library():
     assert found.parts == (("pgmq at 4 workers", CONFIRMED), ("pgmq at 16 workers", CONFIRMED),
                            ("pgmq (claim)", CORRECTED))
     assert fault_section.library_pooler_verdicts(pooled) == {"pgmq": CONFIRMED}  # the claim's is its own
+
+
+@pytest.mark.parametrize("transaction, documented, expected, reads", [
+    # defaults wrong, the documented setting clean: the library works as its documentation says to set it
+    ({"errors": 4, "executed": 10}, {}, CONFIRMED,
+     "defaults: went wrong (30 of 40 not run and 4 workers failed with an error); with the documented setting "
+     "(`prepare_threshold=None`): ran clean (the verdict is the documented setting's)."),
+    ({"errors": 4}, {"twice": 2}, CORRECTED,  # both wrong
+     "defaults: went wrong (4 workers failed with an error); with the documented setting (`prepare_threshold=None`): "
+     "went wrong (2 run twice) (the verdict is the documented setting's)."),
+    ({}, {}, CONFIRMED,  # both clean
+     "defaults: ran clean; with the documented setting (`prepare_threshold=None`): ran clean (the verdict is the "
+     "documented setting's)."),
+    ({"errors": 4}, None, CORRECTED,  # the documented setting not raced: the defaults decide
+     "defaults: went wrong (4 workers failed with an error); with the documented setting (`prepare_threshold=None`): "
+     "not raced (the verdict is the defaults')."),
+])
+def test_a10_reads_each_library_with_its_defaults_and_its_documented_setting(transaction, documented, expected, reads):
+    runs = [drain("procrastinate", "session", setting="default"),
+            drain("procrastinate", "transaction", setting="default", **transaction)]
+    if documented is not None:
+        runs.append(drain("procrastinate", "transaction", setting="documented", **documented))
+    found = fault_section.a10_through_a_transaction_pooler(pd.DataFrame(runs), None, "1.18.0")
+    assert found.verdict == expected and found.parts == (("procrastinate", expected),)
+    assert f"procrastinate: {reads}" in found.note
+    assert "PgBouncer 1.18.0; 1.21 and later carry prepared statements" in found.note
+    assert "`max_prepared_statements`), which was not available here" in found.note
+    # the defaults' count is said apart only where a documented arm ran
+    assert ("with their defaults, 1 went wrong" in found.ours) == (documented is not None and "errors" in transaction)
+
+
+def test_a10_reads_a_stored_drain_without_the_setting_as_defaults_and_names_a_library_without_one():
+    old = pd.DataFrame([drain("chancy", "session"), drain("chancy", "transaction", errors=4)])  # stored before it
+    found = fault_section.a10_through_a_transaction_pooler(old, None, "1.18.0")
+    assert found.parts == (("chancy", CORRECTED),)
+    assert ("chancy: defaults: went wrong (4 workers failed with an error); its documentation gives no setting for a "
+            "transaction pooler (the verdict is the defaults').") in found.note
+
+
+def test_the_pooler_table_and_advice_show_the_documented_setting_beside_the_defaults():
+    pooled = pd.DataFrame([drain("procrastinate", "session", setting="default"),
+                           drain("procrastinate", "transaction", setting="default", executed=10, errors=4),
+                           drain("procrastinate", "transaction", setting="documented")])
+    loaded = {fault_section.NAME: fault_section.Loaded((), pd.DataFrame(), (), pooled)}
+    shown = fault_section.pooler_table(loaded)
+    assert "went wrong with its documented setting" in shown and "jobs/s: session / transaction / documented" in shown
+    assert "30 of 40 not run and 4 workers failed with an error" in shown and "confirmed" in shown
+    advice = fault_section.advice_table(loaded)
+    assert "transaction mode with prepare_threshold=None (its documented setting); with its defaults, session" in advice
+    assert fault_section.libraries_fixed_by_their_setting(pooled) == {"procrastinate"}
+
+
+def test_the_pooler_setup_names_each_documented_setting_raced():
+    from harness.experiments.libraries import LibrarySweep
+    pooled = pd.DataFrame([drain("procrastinate", "session", setting="default"),
+                           drain("procrastinate", "transaction", setting="default"),
+                           drain("procrastinate", "transaction", setting="documented")])
+    asked = LibrarySweep(libraries=("procrastinate",), worker_counts=(4,), job_count=40,
+                         poolers=("session", "transaction"), pooler_settings=("default", "documented"))
+    mine = fault_section.Loaded((), pd.DataFrame(), (), pooled, requests={"library_poolers": asked})
+    said = fault_section._pooler_setup(mine)
+    assert ("drained them a third time, in transaction mode with it (procrastinate: `prepare_threshold=None`)"
+            in said)
+    old = fault_section.Loaded((), pd.DataFrame(), (), pooled.drop(columns="pooler_setting"),
+                               requests={"library_poolers": asked})
+    assert "third time" not in fault_section._pooler_setup(old)  # a build stored before the setting raced none

@@ -48,7 +48,8 @@ def test_without_pgbouncer_the_report_makes_no_pooled_run_and_says_so_in_one_lin
     assert registry.ensure_section(params, "library_poolers", tmp_path) == ([], 0)
     said = capsys.readouterr().err.strip().splitlines()
     assert said == [f"pooler_claims: 4 of 4 runs not made: pgbouncer not found ({pooler.INSTALL_HINT})",
-                    f"library_poolers: 4 of 4 runs not made: pgbouncer not found ({pooler.INSTALL_HINT})"]
+                    # two modes, and transaction mode again with each library's documented setting
+                    f"library_poolers: 6 of 6 runs not made: pgbouncer not found ({pooler.INSTALL_HINT})"]
 
 
 def test_through_a_pooler_the_library_protocols_drop_the_harness_clean_up():
@@ -107,3 +108,40 @@ def test_no_pgbouncer_outlives_the_command_killed_with_sigkill(tmp_path):
     pgbouncers = lambda harness: [p for p in harness.children(recursive=True) if p.name() == "pgbouncer"]  # noqa: E731
     assert survivors_of_sigkill(["race", "--strategy", "skip_locked", "--workers", "2", "--jobs", "300000",
                                  "--pooler", "session", "--quiet", "--data-dir", str(tmp_path)], pgbouncers, 120) == []
+
+
+def test_the_documented_pooler_setting_is_a_third_arm_in_transaction_mode_for_a_library_that_has_one():
+    from harness.experiments.libraries import LibraryParameters, LibrarySweep
+    asked = LibrarySweep(libraries=("procrastinate", "chancy", "pgboss"), worker_counts=(2,), job_count=20,
+                         poolers=("none", "session", "transaction"), pooler_settings=("default", "documented"))
+    documented = [(run.library, run.pooler) for run in asked.runs() if run.pooler_setting == "documented"]
+    # chancy and pg-boss document none; the setting is raced through the transaction pooler only
+    assert documented == [("procrastinate", "transaction")]
+    with pytest.raises(UserError, match="chancy documents no setting for a pooler"):
+        LibraryParameters("chancy", 2, 20, pooler="transaction", pooler_setting="documented").check()
+    with pytest.raises(UserError, match="for a run through the pooler, not directly"):
+        LibraryParameters("procrastinate", 2, 20, pooler_setting="documented").check()
+    with pytest.raises(UserError, match="in a drain, not a fault run"):
+        LibraryParameters("procrastinate", 2, 6, fault="kill", pooler="transaction",
+                          pooler_setting="documented").check()
+    with pytest.raises(UserError, match="pooler setting must be one of default, documented"):
+        LibrarySweep(libraries=("procrastinate",), pooler_settings=("off",)).check()
+
+
+@needs_pgbouncer
+def test_procrastinate_goes_wrong_through_the_transaction_pooler_with_defaults_and_not_with_its_setting(db, tmp_path):
+    """A10's new reading end to end: procrastinate's workers through PgBouncer in session mode, in transaction mode
+    with their defaults (psycopg prepares statements: they fail), and with prepare_threshold=None (they do not)."""
+    from harness.experiments.libraries import LibrarySweep
+    asked = LibrarySweep(libraries=("procrastinate",), worker_counts=(4,), job_count=100,
+                         poolers=("session", "transaction"), pooler_settings=("default", "documented"))
+    runs = registry.measure("libraries", asked, tmp_path, db=db, progress=False)
+    settings = sorted((Run(run).summary["pooler"], Run(run).summary["pooler_setting"]) for run in runs)
+    assert settings == [("session", "default"), ("transaction", "default"), ("transaction", "documented")]
+    mine = contents.load(handed("library_poolers", runs))[worker_dies.NAME]
+    found = worker_dies.a10_through_a_transaction_pooler(mine.pooled, mine.claims, worker_dies.pgbouncer_version(mine))
+    assert dict(found.parts) == {"procrastinate": CONFIRMED}
+    assert "procrastinate: defaults: went wrong (" in found.note
+    assert ("with the documented setting (`prepare_threshold=None`): ran clean (the verdict is the documented "
+            "setting's)") in found.note
+    assert f"PgBouncer {pooler.version()};" in found.note

@@ -102,6 +102,19 @@ FAULT_MAX_JOBS = 50  # each job lasts a second
 FAULT_WORKERS, FAULT_JOBS = (3,), 6  # a fault run's defaults
 
 
+def as_pooler_setting(name: str, value) -> str:
+    if value not in libraries.POOLER_SETTINGS:
+        raise UserError(f"pooler setting must be one of {', '.join(libraries.POOLER_SETTINGS)}, not {value!r}")
+    return str(value)
+
+
+def as_pooler_settings(name: str, values) -> tuple[str, ...]:
+    values = (values,) if isinstance(values, str) else tuple(values)
+    if not values:
+        raise UserError("give at least one pooler setting")
+    return tuple(as_pooler_setting(name, v) for v in values)
+
+
 def as_fault(name: str, value) -> str:
     if value not in ("none", *FAULTS):
         raise UserError(f"fault must be one of {', '.join(FAULTS)} (or none), not {value!r}")
@@ -132,9 +145,19 @@ class LibraryParameters(Parameters):
     fault: str = setting("none", as_fault, added_later=True)
     # PgBouncer between the workers and the server (harness.server.pooler); none before it
     pooler: str = setting("none", as_pooler_mode, added_later=True)
+    # through the pooler with the library's defaults, or with what it documents for a transaction pooler
+    # (harness.libraries: POOLER_SETTING); default before it
+    pooler_setting: str = setting("default", as_pooler_setting, added_later=True)
 
     def check(self) -> None:
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
+        if self.pooler_setting == "documented":
+            if self.pooler == "none":
+                raise UserError("the documented pooler setting is for a run through the pooler, not directly")
+            if self.fault != "none":
+                raise UserError("the documented pooler setting is raced in a drain, not a fault run")
+            if libraries.documented_setting(self.library) is None:
+                raise UserError(f"{self.library} documents no setting for a pooler")
         check_each([self.job_count], "job count", 1, MAX_JOBS)
         if self.fault == "none" and libraries.is_model(self.library):
             models.refuse_drain(self.library)
@@ -174,6 +197,11 @@ class LibrarySweep(Parameters):
     poolers: tuple = setting(("none",), as_poolers, Option(
         "--pooler", "PgBouncer between the workers and the server: transaction or session mode (none: directly); a "
                     "comma list runs each", client_list, default_text="none", metavar="{none,transaction,session}"))
+    pooler_settings: tuple = setting(("default",), as_pooler_settings, Option(
+        "--pooler-setting", "default: each library as it comes; documented: also in transaction mode with what the "
+                            "library documents for a transaction pooler (prepared statements off), for each library "
+                            "that documents one; a comma list runs each", client_list, default_text="default",
+        metavar="{default,documented}"))
 
     def check(self) -> None:
         faulted = self.faults != ("none",)
@@ -203,10 +231,15 @@ class LibrarySweep(Parameters):
                             f"{'; '.join(libraries.install_hint(n) for n in self.libraries)}")
         # a library whose worker paces itself (JOB_CAP) gets at most that many jobs, so a run ends in seconds
         # a fault run's jobs each last a second, so no cap
+        # the documented setting is raced in transaction mode only (session mode keeps prepared statements working),
+        # and only for a library that documents one
         return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
-                    self.job_count, getattr(libraries.get(library), "JOB_CAP", self.job_count)), repeat, fault, mode)
-                for mode in self.poolers for fault in self.faults for library in installed
-                for workers in self.worker_counts for repeat in range(self.repeats)]
+                    self.job_count, getattr(libraries.get(library), "JOB_CAP", self.job_count)), repeat, fault, mode,
+                    chosen)
+                for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
+                for library in installed for workers in self.worker_counts for repeat in range(self.repeats)
+                if chosen == "default" or (mode == "transaction" and fault == "none"
+                                           and libraries.documented_setting(library) is not None)]
 
 
 def workers_needed(parameters: LibraryParameters) -> int:
@@ -222,6 +255,8 @@ def check_size(sets: list[LibraryParameters], local: bool, pg_version: int) -> N
 def label(parameters: LibraryParameters) -> str:
     fault = "" if parameters.fault == "none" else f", {parameters.fault}"
     through = "" if parameters.pooler == "none" else f", via {parameters.pooler} pooler"
+    if parameters.pooler_setting == "documented":
+        through += " with its documented setting"
     return f"{parameters.library} x{parameters.worker_count}{fault}{through}"
 
 
@@ -304,7 +339,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
             for i in range(p.worker_count):
                 ready = context.Event()
                 process = context.Process(target=runtime.worker_process, daemon=True, args=(
-                    p.library, via.url, str(logs / f"{i}.log"), ready, start, os.getpid()))
+                    p.library, via.url, str(logs / f"{i}.log"), ready, start, os.getpid(), None, p.pooler_setting))
                 process.start()
                 workers.append(process)
                 readies.append(ready)
@@ -370,6 +405,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                         server_cpu_ms, advisory_locks, len(stopped), backend_shares)
     summary |= {"probe_listeners": probe and probe["listeners"], "probe_notifications": probe and probe["notifications"],
                 "probe_transactions": probe and probe["transactions"], "pooler": p.pooler,
+                "pooler_setting": p.pooler_setting,
                 "workers_with_errors": runtime.workers_with_errors(errors)}
     # a worker stopped at the bound is censored, not refused: its jobs count as not executed
     checks = {"every_job_enqueued_once": int((audit["event"] == "enqueued").sum()) == p.job_count}
@@ -383,7 +419,10 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                               "held at a start barrier until every worker was connected",
                    "bound_s": bound_s, "statements": "lines logged with log_statement = all for the library's "
                                                      "database" if server_log is not None else None,
-                   "pooler": via.describe()},
+                   "pooler": via.describe(),
+                   "pooler_setting": {"chosen": p.pooler_setting,
+                                      **((libraries.documented_setting(p.library) or {})
+                                         if p.pooler_setting == "documented" else {})}},
         checks=checks,
         results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
 
@@ -497,7 +536,8 @@ def summarise(p: LibraryParameters, audit: pd.DataFrame, executions: pd.DataFram
     }
 
 
-SHOWN = ("library", "version", "level", "pooler", "worker_count", "jobs", "executed", "executed_twice",
+SHOWN = ("library", "version", "level", "pooler", "pooler_setting",
+         "worker_count", "jobs", "executed", "executed_twice",
          "duplicate_claims",
          "jobs_per_s", "pickup_p50_ms", "pickup_p99_ms", "statements_per_job", "transactions_per_job",
          "wal_bytes_per_job", "hot_share", "dead_tuples_per_job", "server_cpu_ms_per_job", "cpu_bound",
@@ -520,10 +560,13 @@ def show_runs(paths, as_json: bool) -> None:
     for path in paths:
         summary = Run(path).summary
         if as_json:
-            # a run stored before the pooler was one ran directly
-            print(json.dumps({key: summary.get(key, "none" if key == "pooler" else None) for key in SHOWN}))
+            # a run stored before the pooler was one ran directly, and one stored before its setting, with defaults
+            print(json.dumps({key: summary.get(key, {"pooler": "none", "pooler_setting": "default"}.get(key))
+                              for key in SHOWN}))
             continue
         through = "" if summary.get("pooler", "none") == "none" else f" via {summary['pooler']}"
+        if summary.get("pooler_setting") == "documented":
+            through += " (documented setting)"
         print(f"{summary['library'] + through:<14} {summary['version']:<8} {summary['worker_count']:>3} workers  "
               f"{summary['executed']:>6}/{summary['jobs']} executed  {summary['executed_twice']} twice  "
               f"{summary['duplicate_claims']} claimed twice  {summary['jobs_per_s']:8.1f} jobs/s  "

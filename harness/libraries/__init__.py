@@ -23,6 +23,9 @@ A library module declares:
     COMPLETED              a finished job's transition, a condition on OLD and NEW, or "DELETE" where finishing a
                            job deletes its row (the audit of a fault run)
     SETTINGS               the worker's settings as raced (poll interval, concurrency, batch), each stated
+    POOLER_SETTING         what the library documents for a transaction pooler (prepared statements off), as
+                           {"setting": ..., "source": ...}, applied by its worker where pooler_setting() is
+                           "documented"; None where it documents none (the run is not made)
     RECOVERY               what brings back the job of a worker that died: its mechanism, the setting, its default
                            and the value a fault run races (seconds; None where the library has none)
     install(url)           the library's own schema, from its own migrations
@@ -53,6 +56,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
 from types import ModuleType
 
 from harness.errors import UserError
@@ -62,6 +66,22 @@ from harness.library_claims import MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_ST
 # Read off the one declaration per library (harness.library_claims.LIBRARIES).
 NAMES = RACED_LIBRARY_STRATEGIES  # a module each here
 MODELS = MODELLED_LIBRARY_STRATEGIES  # a module each in harness.libraries.models
+
+
+# a drain through PgBouncer with each library's defaults, or with what it documents for a transaction pooler
+POOLER_SETTINGS = ("default", "documented")
+# how a worker process (and the Node process it starts) is told which: set by harness.libraries.runtime.worker_process
+POOLER_SETTING_ENV = "CLAIMRACE_POOLER_SETTING"
+
+
+def pooler_setting() -> str:
+    """"documented" where this worker is to apply its library's POOLER_SETTING, else "default"."""
+    return os.environ.get(POOLER_SETTING_ENV, "default")
+
+
+def documented_setting(name: str) -> dict | None:
+    """A library's POOLER_SETTING: what it documents for a transaction pooler; None where it documents none."""
+    return getattr(get(name), "POOLER_SETTING", None)
 
 
 def get(name: str) -> ModuleType:

@@ -74,6 +74,11 @@ async def slow(n: int, job_s: float) -> None:
     _log.write(f"{n} {time.time_ns()} {os.getpid()} end\n")
 
 
+# chancy builds its pools itself (Chancy.pool, chancy/app.py) from the DSN and pool sizes alone: no connection
+# kwargs reach psycopg, so prepare_threshold cannot be set through it, and its docs name no setting for poolers
+POOLER_SETTING = None
+
+
 def _app(url: str, recovery: bool = False) -> Chancy:
     logger = logging.getLogger("claimrace.chancy")
     logger.setLevel(logging.WARNING)  # its default logger says every job it pulls, on stderr

@@ -26,6 +26,10 @@ CLAIMED = "NEW.locked_by IS NOT NULL AND OLD.locked_by IS NULL"
 COMPLETED = "DELETE"  # a finished job's row is deleted
 SCRIPT = "graphile_worker.cjs"
 SETTINGS = {"concurrency": 1, "mode": "runOnce", "prepared_statements": True}
+# its runner option for PgBouncer's transaction mode (dist/interfaces.d.ts, SharedOptions.noPreparedStatements);
+# the worker script sets it where the environment says "documented"
+POOLER_SETTING = {"setting": "noPreparedStatements: true", "source": "graphile-worker 0.17.3, dist/interfaces.d.ts "
+                  "(noPreparedStatements), its docs' PgBouncer note"}
 # a fault run keeps polling (run, not runOnce); nothing shortens the 4 hours
 RECOVERY = {"mechanism": "stale locks: a job locked for 4 hours is unlocked", "setting": "4 hours, in the statement",
             "default_s": 4 * 3600.0, "raced_s": 4 * 3600.0}

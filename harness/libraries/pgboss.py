@@ -33,6 +33,10 @@ CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statem
 CLAIMED = "NEW.state = 'active' AND OLD.state IS DISTINCT FROM 'active'"
 COMPLETED = "NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed'"
 STOPS_ON_ITS_OWN = False
+# pg-boss documents nothing for poolers (its README says nothing of PgBouncer or prepared statements) and needs
+# nothing: its Db.executeSql is node-postgres's pool.query(text, values) without a name (src/db.js), an unnamed
+# statement, which a transaction pooler carries
+POOLER_SETTING = None
 SCRIPT = "pgboss.cjs"
 POLL_S = 0.5  # the least pg-boss allows (attorney.js, MIN_POLLING_INTERVAL_MS)
 # its worker runs about two jobs a second at that interval: a sweep queues at most this many jobs for it

@@ -19,6 +19,9 @@ from pathlib import Path
 
 from pgmq import PGMQueue
 from pgmq.install import get_embedded_install_sql, get_embedded_sql_version, install_pgmq_sql
+from psycopg_pool import ConnectionPool
+
+from harness import libraries
 
 NAME = "pgmq"
 PACKAGE = "pgmq"
@@ -40,8 +43,18 @@ RECOVERY = {"mechanism": "visibility timeout: a message not archived within vt i
 IDLE_POLL_S = 0.1  # a fault run's worker, on an empty read, reads again after this
 
 
+# PGMQueue takes a pool of one's own (its `pool` field, pgmq/queue.py), which is where psycopg's connection
+# kwargs go: prepare_threshold=None is psycopg's answer to a transaction pooler; pgmq's docs say nothing of poolers
+POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs, advanced/prepare.html; passed "
+                  "as PGMQueue(pool=ConnectionPool(..., kwargs={'prepare_threshold': None}))"}
+
+
 def _client(url: str) -> PGMQueue:
-    queue = PGMQueue(conn_string=url, init_extension=False, pool_size=1)
+    if libraries.pooler_setting() == "documented":
+        pool = ConnectionPool(url, min_size=1, max_size=1, kwargs={"prepare_threshold": None}, open=True)
+        queue = PGMQueue(conn_string=url, init_extension=False, pool_size=1, pool=pool)
+    else:
+        queue = PGMQueue(conn_string=url, init_extension=False, pool_size=1)
     queue.pool.wait()  # connected before the worker says it is ready
     return queue
 

@@ -24,6 +24,8 @@ from pgqueuer.adapters.persistence.queries import Queries
 from pgqueuer.core.qm import QueueManager
 from pgqueuer.domain.types import QueueExecutionMode
 
+from harness import libraries
+
 NAME = "pgqueuer"
 PACKAGE = "pgqueuer"
 SOURCE = "janbjorge/pgqueuer, pgqueuer/adapters/persistence/qb.py (the dequeue query), release 1.6.0"
@@ -43,8 +45,16 @@ RECOVERY = {"mechanism": "heartbeat: a worker's dequeue re-picks a picked job wh
             "max_concurrent_tasks": 2}
 
 
+# PgQueuer 1.6.0's package names no prepared-statement setting for poolers (its pooler advice is about LISTEN); it
+# runs here on its psycopg driver (PsycopgDriver over a connection made here), whose documented answer is psycopg's
+# prepare_threshold=None (asyncpg's statement_cache_size=0 is the same for its asyncpg driver)
+POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs, advanced/prepare.html (the driver's; "
+                  "asyncpg's statement_cache_size=0 for PgQueuer's asyncpg driver)"}
+
+
 async def _connect(url: str) -> psycopg.AsyncConnection:
-    return await psycopg.AsyncConnection.connect(url, autocommit=True)
+    documented = {"prepare_threshold": None} if libraries.pooler_setting() == "documented" else {}
+    return await psycopg.AsyncConnection.connect(url, autocommit=True, **documented)
 
 
 def install(url: str) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import procrastinate
 
+from harness import libraries
+
 NAME = "procrastinate"
 PACKAGE = "procrastinate"
 SOURCE = "procrastinate-org/procrastinate, procrastinate/sql/schema.sql (procrastinate_fetch_job_v2), release 3.10.0"
@@ -36,8 +38,16 @@ RECOVERY = {"mechanism": "none built in: the user's code retries stalled jobs (g
             "setting": None, "default_s": None, "raced_s": None}
 
 
+# its connector passes its other arguments to psycopg_pool's AsyncConnectionPool, whose `kwargs` go to each connection
+# (procrastinate/psycopg_connector.py, PsycopgConnector.__init__); psycopg's own answer to a transaction pooler is
+# prepare_threshold=None (psycopg 3 docs, "Prepared statements": "disable prepared statements" with PgBouncer)
+POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs, advanced/prepare.html; passed "
+                  "as PsycopgConnector(kwargs={'prepare_threshold': None})"}
+
+
 def _app(url: str) -> procrastinate.App:
-    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+    documented = {"kwargs": {"prepare_threshold": None}} if libraries.pooler_setting() == "documented" else {}
+    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url, **documented))
 
 
 def install(url: str) -> None:

@@ -16,7 +16,7 @@ import pandas as pd
 from psycopg import conninfo, sql
 
 from harness.children import die_with_parent
-from harness.libraries import get
+from harness.libraries import POOLER_SETTING_ENV, get
 from harness.server import activity
 
 DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it
@@ -109,11 +109,14 @@ class _Release:
 
 
 def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
-                   job_s: float | None = None) -> None:
+                   job_s: float | None = None, pooler_setting: str = "default") -> None:
     """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
-    execution log. job_s: a fault run's (harness.experiments.library_faults) job length. Its error output (and its
-    node process's) goes to a file beside its log, kept with the run (error_output)."""
+    execution log. job_s: a fault run's (harness.experiments.library_faults) job length. pooler_setting
+    "documented": the library's worker applies its POOLER_SETTING (told through the environment, which its Node
+    process inherits). Its error output (and its node process's) goes to a file beside its log, kept with the run
+    (error_output)."""
     die_with_parent(parent_pid)
+    os.environ[POOLER_SETTING_ENV] = pooler_setting
     os.dup2(os.open(f"{log}.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 2)
     release = _Release(start)
     work = get(name).work

@@ -29,6 +29,9 @@ say = Sentences(NAME)
 # twice is not among them: it is what at-least-once execution costs, and is counted apart.
 WRONG = ("stuck", "lost", "completed_twice", "completed_by_stale_holder")
 MODES = ("session", "transaction")  # the control, then the mode under test
+# a library's drains in transaction mode with what it documents for a transaction pooler (its POOLER_SETTING), kept
+# apart from its defaults' as a mode of its own
+DOCUMENTED = "transaction, documented setting"
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,10 @@ def pooled_points(pooled: pd.DataFrame | None, claims: pd.DataFrame | None) -> l
     """Every library's drains and every claim's races through the pooler, per name, worker count and mode."""
     points = []
     if pooled is not None and len(pooled):
+        # a drain stored before the setting was one ran with the library's defaults
+        chosen = pooled["pooler_setting"].fillna("default") if "pooler_setting" in pooled else "default"
+        pooled = pooled.assign(pooler=pooled["pooler"].where(pd.Series(chosen, index=pooled.index) != "documented",
+                                                             DOCUMENTED))
         for (name, workers, mode), runs in pooled.groupby(["library", "worker_count", "pooler"], sort=False):
             errors = runs["workers_with_errors"] if "workers_with_errors" in runs else pd.Series(dtype=float)
             points.append(PooledPoint(
@@ -247,12 +254,38 @@ def _part_names(grouped: dict) -> dict[tuple[str, str, int], str]:
             + (f" at {workers} workers" if (kind, name) in several else "") for kind, name, workers in grouped}
 
 
-def pooler_verdict(modes: dict[str, PooledPoint]) -> str:
-    """Transaction mode against session mode for one library or claim: not measured without both, or where the
-    control itself went wrong; corrected where transaction mode went wrong; confirmed where it did not."""
-    if not all(mode in modes for mode in MODES) or modes["session"].problems:
+def _against_session(modes: dict[str, PooledPoint], mode: str) -> str:
+    """One transaction-mode arm against session mode: not measured without both, or where the control itself went
+    wrong; corrected where the arm went wrong; confirmed where it did not."""
+    if mode not in modes or "session" not in modes or modes["session"].problems:
         return NOT_MEASURED
-    return CORRECTED if modes["transaction"].problems else CONFIRMED
+    return CORRECTED if modes[mode].problems else CONFIRMED
+
+
+def pooler_verdict(modes: dict[str, PooledPoint]) -> str:
+    """Transaction mode against session mode for one library or claim, decided on the library's documented setting
+    for a transaction pooler where that was raced (a library that works as its documentation says to set it is not
+    corrected), else on its defaults."""
+    return _against_session(modes, DOCUMENTED if DOCUMENTED in modes else "transaction")
+
+
+def _outcome(modes: dict[str, PooledPoint], mode: str) -> str:
+    """What one transaction-mode arm did, in a few words: ran clean, went wrong (how), or not raced."""
+    if mode not in modes:
+        return say("A10.outcome.not_raced")
+    problems = modes[mode].problems
+    return say("A10.outcome.wrong", problems=join(problems)) if problems else say("A10.outcome.clean")
+
+
+def _both_settings(name: str, library: str, modes: dict[str, PooledPoint]) -> str:
+    """A library's part, read both ways: 'defaults: ...; with the documented setting (...): ...', and which decided."""
+    setting = libraries.documented_setting(library) if library in libraries.NAMES else None
+    if setting is None:
+        documented = say("A10.outcome.none_documented")
+    else:
+        documented = say("A10.outcome.documented", setting=setting["setting"], outcome=_outcome(modes, DOCUMENTED))
+    decided = say("A10.decided.documented") if DOCUMENTED in modes else say("A10.decided.defaults")
+    return say("A10.both", name=name, defaults=_outcome(modes, "transaction"), documented=documented, decided=decided)
 
 
 def _worst(verdicts) -> str:
@@ -260,24 +293,46 @@ def _worst(verdicts) -> str:
     return CORRECTED if CORRECTED in verdicts else CONFIRMED if verdicts == {CONFIRMED} else NOT_MEASURED
 
 
-def a10_through_a_transaction_pooler(pooled: pd.DataFrame | None, claims: pd.DataFrame | None) -> Finding:
-    """Per library and per claim (and worker count, where several were run), a part (pooler_verdict)."""
+def a10_through_a_transaction_pooler(pooled: pd.DataFrame | None, claims: pd.DataFrame | None,
+                                     version: str = DASH) -> Finding:
+    """Per library and per claim (and worker count, where several were run), a part (pooler_verdict); each
+    library's part read with its defaults and with its documented setting, in the note. version: PgBouncer's, as
+    the runs recorded it (pgbouncer_version)."""
     grouped = _grouped(pooled_points(pooled, claims))
     if not grouped:
         return not_measured("A10", say("A10.no_runs"))
     names = _part_names(grouped)
-    parts, notes = [], []
+    parts, notes, defaults_broke = [], [], 0
     for key, modes in grouped.items():
         verdict = pooler_verdict(modes)
         parts.append((names[key], verdict))
+        kind, name, _ = key
+        if kind == "library":
+            defaults_broke += _against_session(modes, "transaction") == CORRECTED
         if verdict == NOT_MEASURED:
             notes.append(say("A10.control_failed", name=names[key], problems=join(modes["session"].problems))
                          if "session" in modes and modes["session"].problems
                          else say("A10.one_mode", name=names[key], modes=join(modes)))
+        elif kind == "library":
+            notes.append(_both_settings(names[key], name, modes))
+    if any(kind == "library" for kind, _, _ in grouped):
+        notes.append(say("A10.pgbouncer", version=version))
     # which parts went wrong is in the verdict's label, and how in the pooler table
     ours = say("A10.ours_broke", broke=count(sum(1 for _, v in parts if v == CORRECTED)), parts=count(len(parts)))
+    if any(DOCUMENTED in modes for modes in grouped.values()):
+        ours += " " + say("A10.ours_defaults", broke=count(defaults_broke))
     return make_finding("A10", _worst(v for _, v in parts), ours, notes, {"names": count(len(parts))},
                         parts=tuple(parts))
+
+
+def libraries_fixed_by_their_setting(pooled: pd.DataFrame | None) -> set[str]:
+    """The libraries that went wrong in transaction mode with their defaults and ran clean, at every worker count,
+    with their documented setting."""
+    by_name: dict = {}
+    for (kind, name, _), modes in _grouped(pooled_points(pooled, None)).items():
+        by_name.setdefault(name, []).append(_against_session(modes, "transaction") == CORRECTED
+                                            and _against_session(modes, DOCUMENTED) == CONFIRMED)
+    return {name for name, fixed in by_name.items() if all(fixed)}
 
 
 def library_pooler_verdicts(pooled: pd.DataFrame | None, claims: pd.DataFrame | None = None) -> dict[str, str]:
@@ -293,7 +348,8 @@ def findings(loaded: dict) -> list[Finding]:
     mine = loaded.get(NAME)
     return [a9_a_dead_workers_job_completes_once(mine.faults if mine is not None else None),
             a10_through_a_transaction_pooler(mine.pooled if mine is not None else None,
-                                             mine.claims if mine is not None else None)]
+                                             mine.claims if mine is not None else None,
+                                             pgbouncer_version(mine) if mine is not None else DASH)]
 
 
 # --------------------------------------------------------------------------- the prose's figures
@@ -353,6 +409,11 @@ def _pooler_setup(mine: Loaded | None) -> str:
         jobs, fewer = jobs_per_run(mine.pooled)
         said.append(say("setup.libraries", jobs=jobs, fewer=fewer,
                         workers=join([str(w) for w in request.worker_counts])))
+        documented = sorted(set(mine.pooled["library"][mine.pooled["pooler_setting"] == "documented"])
+                            if "pooler_setting" in mine.pooled else ())
+        if documented:
+            said.append(say("setup.documented", settings=join(
+                [f"{name}: `{libraries.documented_setting(name)['setting']}`" for name in documented])))
     if mine is not None and mine.claims is not None and len(mine.claims):
         request = mine.requests["pooler_claims"]
         said.append(say("setup.claims", claims=join([f"`{s}`" for s in request.strategies]),
@@ -374,6 +435,7 @@ def advice_table(loaded: dict) -> str:
         return ""
     faults = mine.faults if len(mine.faults) else pd.DataFrame(columns=["library"])
     pooled = library_pooler_verdicts(mine.pooled, mine.claims)
+    fixed = libraries_fixed_by_their_setting(mine.pooled)
     names = list(dict.fromkeys([*faults["library"], *(mine.pooled["library"] if mine.pooled is not None else [])]))
     rows = []
     for library in names:
@@ -385,6 +447,8 @@ def advice_table(loaded: dict) -> str:
                    NOT_MEASURED: say("advice.pooler_not_decided")}.get(pooled.get(claim or library), DASH)
         if claim and claim in pooled:
             through = say("advice.by_its_claim", verdict=through)
+        elif library in fixed:
+            through = say("advice.with_its_setting", setting=libraries.documented_setting(library)["setting"])
         rows.append(dict(zip(ADVICE_COLUMNS, (
             html.escape(_name(library)),
             _code(_configure_text(recovery).get(library, DASH)),
@@ -479,6 +543,10 @@ def ledger_table(loaded: dict) -> str:
 
 POOLER_COLUMNS = ("library or claim", "jobs/s: session / transaction", "went wrong in session mode",
                   "went wrong in transaction mode", "verdict")
+# where a library ran in transaction mode with its documented setting too (DOCUMENTED): the rate's third figure and
+# that arm's column
+RATE_DOCUMENTED = "jobs/s: session / transaction / documented setting"
+WRONG_DOCUMENTED = "went wrong with its documented setting"
 
 
 def pooler_table(loaded: dict) -> str:
@@ -490,13 +558,18 @@ def pooler_table(loaded: dict) -> str:
     if not grouped:
         return ""
     names = _part_names(grouped)
+    # the documented setting's arm, where any library ran it: its own rate and what went wrong, beside the defaults'
+    shown = (*MODES, DOCUMENTED) if any(DOCUMENTED in modes for modes in grouped.values()) else MODES
+    columns = ((POOLER_COLUMNS[0], RATE_DOCUMENTED, *POOLER_COLUMNS[2:4], WRONG_DOCUMENTED, POOLER_COLUMNS[-1])
+               if DOCUMENTED in shown else POOLER_COLUMNS)
     rows = []
     for key, modes in grouped.items():
         rate = " / ".join(number(modes[m].jobs_per_s, 0) + (" (CPU-bound)" if modes[m].cpu_bound else "")
-                          if m in modes else DASH for m in MODES)
-        wrong = [join(modes[m].problems) or say("problem.none") if m in modes else DASH for m in MODES]
-        rows.append(dict(zip(POOLER_COLUMNS, (names[key], rate, *wrong, VERDICT_LABELS[pooler_verdict(modes)]))))
-    return table(pd.DataFrame(rows, columns=list(POOLER_COLUMNS)), caption=say("pooler_caption"))
+                          if m in modes else DASH for m in shown)
+        wrong = [join(modes[m].problems) or say("problem.none") if m in modes else DASH for m in shown]
+        rows.append(dict(zip(columns, (names[key], rate, *wrong, VERDICT_LABELS[pooler_verdict(modes)]))))
+    caption = say("pooler_caption") + (" " + say("pooler_caption_documented") if DOCUMENTED in shown else "")
+    return table(pd.DataFrame(rows, columns=list(columns)), caption=caption)
 
 
 DOCS_COLUMNS = ("library", "what its documentation says about poolers", "read at")
