@@ -62,7 +62,7 @@ def test_the_pooler_row_advises_session_mode_only_where_transaction_mode_went_wr
     wrong = make_finding("A10", CORRECTED, parts=(("procrastinate", CORRECTED), ("pgmq", CONFIRMED)))
     a9 = make_finding("A9", CORRECTED, parts=(("procrastinate", CORRECTED), ("pgmq", CONFIRMED), ("chancy", ADDED)))
     row = decision.pooler_row({"A10": wrong, "A9": a9}, "1.18.0")
-    assert row["use"] == "session mode, or no pooler" and row["because"].startswith("1 of 2")
+    assert row["use"].startswith("session mode or no pooler") and row["because"].startswith("1 of 2")
     assert "1 of 2 left a job stuck" in row["because"], "of the libraries whose runs decided, not of every one" and "PgBouncer 1.18.0" in row["measured at"]
     clean = make_finding("A10", CONFIRMED, parts=(("procrastinate", CONFIRMED), ("pgmq", CONFIRMED)))
     assert decision.pooler_row({"A10": clean}, "1.18.0")["use"] == "session or transaction mode"
