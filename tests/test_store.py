@@ -522,8 +522,12 @@ def test_worker_counts_from_once_from_workers_up_are_raced_once_and_the_rest_rep
 
 
 def test_the_prose_names_the_worker_counts_raced_fewer_times():
-    from harness.article.sections.races import fewer_repeats
+    from harness.article.analysis import fewer_repeats
+    from harness.article.sections.races import fewer_repeats_said
 
-    assert fewer_repeats({}) == ""
-    assert fewer_repeats({32: 1, 100: 1}) == " (one race at 32 and 100 workers)"
-    assert fewer_repeats({8: 2, 100: 1}) == " (one race at 100 workers; two races at 8 workers)"
+    points = pd.DataFrame({"worker_count": [2, 8, 32, 100], "repeats": [3, 2, 1, 1]})
+    assert fewer_repeats(points) == {1: [32, 100], 2: [8]}
+    assert fewer_repeats(points.assign(repeats=3)) == {}
+    assert fewer_repeats_said({}) == ""
+    assert fewer_repeats_said({1: [32, 100]}) == " (one race at 32 and 100 workers)"
+    assert fewer_repeats_said({1: [100], 2: [8]}) == " (one race at 100 workers; two races at 8 workers)"

@@ -24,6 +24,19 @@ REPEATED_METRICS = ("attempts", "wins", "lost", "duplicate_jobs", "extra_claims"
                     "wasted_ms_per_win", "extra_claims_per_job")
 
 
+def fewer_repeats(points: pd.DataFrame) -> dict[int, list[int]]:
+    """The worker counts raced fewer times than the most-raced ones (a sweep's once_from_workers), grouped by their
+    fewest races: {races: [worker counts]}; empty where every count was raced alike."""
+    if not len(points) or "worker_count" not in points:
+        return {}
+    most = int(points["repeats"].max())
+    grouped: dict[int, list[int]] = {}
+    for workers, races in points.groupby("worker_count")["repeats"].min().sort_index().items():
+        if races < most:
+            grouped.setdefault(int(races), []).append(int(workers))
+    return dict(sorted(grouped.items()))
+
+
 def runs_of(asked: dict, section: str) -> list:
     """The stored runs of a params-file section as the article is handed it ({section: registry.Asked}); none
     where the section is absent."""

@@ -14,10 +14,12 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from harness.article.analysis import fewer_repeats
 from harness.article.labels import (CANNOT_LOSE, CLAIMS_PER_SECOND, CPU_BOUND_COLOUR, CPU_STATE_ORDER,
                                     DISTINCT_JOBS_PER_SECOND, INDEX_COLOURS, NOTE_COLOUR, OTHER_COLOUR, PROCESS_COLOURS,
                                     READ_COLOUR, REFERENCE_COLOUR, RESULT_COLOURS, STRATEGY_COLOURS, WAIT_GROUPS,
                                     WAIT_GROUP_COLOURS, WAIT_MEASURE_ORDER, WINDOW_COLOUR, in_order, strategies_in)
+from harness.article.prose import worker_list
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
 
 WIDTH = 560
@@ -79,17 +81,10 @@ def coinciding(data: pd.DataFrame, series: str, order, along: list[str], value: 
 
 def repeats_said(data: pd.DataFrame) -> str:
     """'3 repeats', or '3 repeats (1 at 32 and 100 workers)' where some worker counts were raced fewer times."""
-    most = int(data["repeats"].max())
-    said = f"{most} repeats"
-    if "worker_count" in data:
-        fewest = data.groupby("worker_count")["repeats"].min()
-        fewer = {int(w): int(n) for w, n in fewest.items() if n < most}
-        by_count: dict[int, list[str]] = {}
-        for workers, repeats in sorted(fewer.items()):
-            by_count.setdefault(repeats, []).append(str(workers))
-        if by_count:
-            said += " (" + "; ".join(f"{n} at {', '.join(ws[:-1]) + ' and ' + ws[-1] if len(ws) > 1 else ws[0]} "
-                                     f"workers" for n, ws in sorted(by_count.items())) + ")"
+    said = f"{int(data['repeats'].max())} repeats"
+    fewer = fewer_repeats(data)
+    if fewer:
+        said += " (" + "; ".join(f"{races} at {worker_list(counts)} workers" for races, counts in fewer.items()) + ")"
     return said
 
 

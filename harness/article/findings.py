@@ -41,6 +41,7 @@ import pandas as pd
 
 from harness.article.formats import DASH, number
 from harness.article.labels import CANNOT_LOSE
+from harness.article.prose import worker_list
 
 # --------------------------------------------------------------------------- verdicts
 
@@ -263,11 +264,10 @@ TABLE_COLUMNS = ["finding", "the original's claim", "the original's figure", "th
 
 def decided_at(finding: Finding) -> str:
     """The table's short note: the worker counts a verdict that reads the race sweep was decided at."""
-    used = sorted(finding.worker_counts_used)
+    used = finding.worker_counts_used
     if not used:
         return ""
-    counts = ", ".join(str(w) for w in used[:-1]) + (" and " if len(used) > 1 else "") + str(used[-1])
-    return f"{counts} worker{'' if used == [1] else 's'}"
+    return f"{worker_list(used)} worker{'' if list(used) == [1] else 's'}"
 
 
 def table(findings: list[Finding]) -> pd.DataFrame:

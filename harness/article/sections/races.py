@@ -11,8 +11,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from harness.article.analysis import (at_workers, machine, over_repeats, race_summary, runs_of, sampler_facts,
-                                      wait_share_table)
+from harness.article.analysis import (at_workers, fewer_repeats, machine, over_repeats, race_summary, runs_of,
+                                      sampler_facts, wait_share_table)
 from harness.article.compare import spearman
 from harness.article.findings import Finding, lost_per_win
 from harness.article.formats import count, ms, number, spread as spread_text
@@ -40,9 +40,7 @@ def race_facts(summary: pd.DataFrame, by_workers: pd.DataFrame) -> dict:
     f: dict = {"workers": workers, "low": low, "high": high, "two": two,
                "job_count": int(summary["job_count"].iloc[0]), "repeats": int(by_workers["repeats"].max()),
                "strategies": [s for s in ("naive", "guarded", "skip_locked") if s in strategies]}
-    # the worker counts raced fewer times than the rest (a sweep's once_from_workers), by their fewest races
-    fewest = by_workers.groupby("worker_count")["repeats"].min()
-    f["fewer_repeats"] = {int(w): int(n) for w, n in fewest.items() if n < f["repeats"]}
+    f["fewer_repeats"] = fewer_repeats(by_workers)  # {races: [worker counts]} raced fewer times than the rest
 
     def get(strategy, worker_count, column):
         return at_workers(by_workers, strategy, worker_count, column)
@@ -207,7 +205,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     out = {"job_count": count(facts["job_count"]), "worker_list": join([str(w) for w in facts["workers"]]),
            "repeats_phrase": counted(facts["repeats"], "race"),
            "repeats_phrase_capital": counted(facts["repeats"], "race").capitalize(),
-           "repeats_fewer": fewer_repeats(facts["fewer_repeats"]),
+           "repeats_fewer": fewer_repeats_said(facts["fewer_repeats"]),
            "server_version": site["server_version"], "low": low, "two": two, "high": high}
     for name in ("naive", "guarded", "skip_locked"):
         strategy = STRATEGIES[name]
@@ -217,15 +215,12 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     return out
 
 
-def fewer_repeats(fewer: dict[int, int]) -> str:
+def fewer_repeats_said(fewer: dict[int, list[int]]) -> str:
     """' (one race at 32 and 100 workers)' for the worker counts raced fewer times than the rest; '' where none."""
     if not fewer:
         return ""
-    by_count: dict[int, list[int]] = {}
-    for workers, races in sorted(fewer.items()):
-        by_count.setdefault(races, []).append(workers)
-    return " (" + "; ".join(say("fewer_repeats", races=counted(races, "race"), workers=join([str(w) for w in ws]))
-                            for races, ws in sorted(by_count.items())) + ")"
+    return " (" + "; ".join(say("fewer_repeats", races=counted(races, "race"), workers=join([str(w) for w in counts]))
+                            for races, counts in fewer.items()) + ")"
 
 
 def ends_table(loaded: dict) -> str:
@@ -241,5 +236,5 @@ def ends_table(loaded: dict) -> str:
             "worker_count": "workers", "claims_per_second": "claims/s", "unique_jobs_per_second": "distinct jobs/s",
             "duplicate_jobs": "jobs claimed twice+", "p50_ms": "p50", "p99_ms": "p99"}),
         caption=say("ends_caption", job_count=count(facts["job_count"]), races=counted(facts["repeats"], "race"),
-                    fewer=fewer_repeats(facts["fewer_repeats"])),
+                    fewer=fewer_repeats_said(facts["fewer_repeats"])),
         formats={"claims/s": whole, "distinct jobs/s": whole, "jobs claimed twice+": count, "p50": ms, "p99": ms})
