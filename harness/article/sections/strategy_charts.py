@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 
 from harness.article.analysis import over_repeats, race_summary, runs_of, wait_share_table
-from harness.article.charts import (CPU_BOUND_NOTE, CPU_BOUND_DISC_NOTE, HEIGHT, REPEATS_TOOLTIP, WIDTH, chart_title, dash_legend,
-                                    dashed_lines, facet_band, has_repeats, listed_names, plain_frame, spread_note,
+from harness.article.charts import (CPU_BOUND_DISC_NOTE, CPU_BOUND_NOTE, HEIGHT, REPEATS_TOOLTIP, WIDTH, chart_title,
+                                    dash_legend, dashed_lines, facet_band, has_repeats, listed_names, plain_frame, spread_note,
                                     spread_rules, strategy_colour, workers_axis)
 from harness.article.formats import DASH, MISSING, count, missing, ms, number, percent, rate, round_trip
-from harness.article.labels import (CANNOT_LOSE, CPU_BOUND_COLOUR, INDEX_LABELS, LOCK_WAIT, ROUND_TRIP_MEASURES, SIDE_BY_SIDE_MEASURES,
-                                    STRATEGY_ORDER, in_order)
+from harness.article.labels import (CANNOT_LOSE, CPU_BOUND_COLOUR, INDEX_LABELS, LOCK_WAIT, ROUND_TRIP_MEASURES,
+                                    SIDE_BY_SIDE_MEASURES, STRATEGY_ORDER, in_order)
 from harness.article.prose import table
 
 
@@ -225,8 +225,8 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     Jobs claimed twice+ is the most in one race of the strategy under that condition (a sum would grow with the
     number of races a row has), beside that number; claims per second at the fewest and the most workers above one
     that every raced row shares (low, high), high being the most at which no row was CPU-bound where there is
-    one, else the one at which the fewest rows were; the time to get a job, the attempts wasted per win (lost races and aborted transactions) and the share of
-    samples waiting on a row or transaction lock at high; and the worker counts of the row's figures whose point was
+    one, else the one at which the fewest rows were; the time to get a job, the attempts wasted per win (lost races
+    and aborted transactions) and the share of samples waiting on a row or transaction lock at high; and the worker counts of the row's figures whose point was
     CPU-bound (harness.server.activity.cpu_bound), which measure this machine's scheduler. Returns (table, low, high).
     """
     columns = list(WHICH_CLAIM_COLUMNS)
@@ -242,13 +242,15 @@ def which_claim(summary: pd.DataFrame) -> tuple[pd.DataFrame, int, int]:
     everything = set.union(*groups.values()) if groups else set()
     bound = (points["cpu_bound"].fillna(False).astype(bool) if "cpu_bound" in points
              else pd.Series(False, index=points.index))
-    # per shared worker count, how many rows were CPU-bound there: where none is free of the mark, the figures are
-    # read where the fewest are (the most workers among those), not where the most are
-    bound_rows = {w: int((bound & (points["worker_count"] == w)).sum()) for w in shared}
-    free_shared = {w for w in shared if not bound_rows[w]}
-    least_bound = min(shared, key=lambda w: (bound_rows[w], -w)) if shared else 0
-    low, high = (min(shared), max(free_shared) if free_shared else least_bound) if shared else (
-        min(everything or {0}), max(everything or {0}))
+    if shared:
+        # per shared worker count, how many rows were CPU-bound there: where none is free of the mark, the figures
+        # are read where the fewest are (the most workers among those), not where the most are
+        bound_rows = {w: int((bound & (points["worker_count"] == w)).sum()) for w in shared}
+        free = [w for w in shared if not bound_rows[w]]
+        low = min(shared)
+        high = max(free) if free else min(shared, key=lambda w: (bound_rows[w], -w))
+    else:
+        low, high = min(everything or {0}), max(everything or {0})
     servers = sorted(runs[SERVER].unique(), key=lambda label: int(label.split()[-1]))
     indexes = [label for label in INDEX_LABELS.values()]
     strategies = [name for name in STRATEGY_ORDER if name in set(runs["strategy"])]
