@@ -756,11 +756,11 @@ def test_c7_ledger_says_why_one_protocol_counts_fewer_faults():
     rows = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
             fault_run("lease_holder", "kill"), fault_run("lease_holder", "pause")]
     every = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows)).values["ledger"]
-    assert every == ("Runs lost, stuck or completed by a stale holder: 0 over the 2 faults raced checking the holder "
-                     "by name, 0 over the 2 faults raced with the fence.")
+    assert every == ("Runs lost, stuck or completed by a stale holder: 0 over the 2 faults that landed checking the "
+                     "holder by name, 0 over the 2 faults that landed with the fence.")
     rows[3] = {**rows[3], "fault_landed": False}  # the fenced pause missed its window
     missed = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows)).values["ledger"]
-    assert "0 over the 1 fault raced with the fence" in missed
+    assert "0 over the 1 fault that landed with the fence" in missed
     assert "Not counted: `pause` with the fence, where the fault missed its window" in missed
 
 
