@@ -1312,8 +1312,8 @@ def test_a10_reads_a_stored_drain_without_the_setting_as_defaults_and_names_a_li
     old = pd.DataFrame([drain("chancy", "session"), drain("chancy", "transaction", errors=4)])  # stored before it
     found = fault_section.a10_through_a_transaction_pooler(old, None, "1.18.0")
     assert found.parts == (("chancy", CORRECTED),)
-    assert ("chancy: defaults: went wrong (4 workers failed with an error); its documentation gives no setting for a "
-            "transaction pooler (the verdict is the defaults').") in found.note
+    assert ("chancy: defaults: went wrong (4 workers failed with an error); neither it nor its driver documents a "
+            "setting it passes through for a transaction pooler (the verdict is the defaults').") in found.note
 
 
 def test_the_pooler_table_and_advice_show_the_documented_setting_beside_the_defaults():
