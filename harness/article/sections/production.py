@@ -80,9 +80,9 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None, rounds: 
         row = busiest.iloc[0]
         contrast = say("C5.busiest", runners=count(int(row["runner_count"])), poll_s=number(float(row["poll_s"]), 1),
                        conflicts=count(int(row["conflicts"])), polls=count(int(row["polls"])))
-    if high <= RARE_CONFLICTS_PER_POLL:
-        return make_finding("C5", CONFIRMED, ours, [say("C5.rare", rare=rare), ran_on, contrast], values)
-    if low > RARE_CONFLICTS_PER_POLL:
+    if polling_conflicts.c5_decided(pooled):  # the same reading the build polls on by
+        if high <= RARE_CONFLICTS_PER_POLL:
+            return make_finding("C5", CONFIRMED, ours, [say("C5.rare", rare=rare), ran_on, contrast], values)
         return make_finding("C5", CORRECTED, ours, [say("C5.not_rare", rare=rare), ran_on, contrast], values)
     if max_rounds is not None and done >= max_rounds:
         bound = say("C5.bound_reached", rounds=numbered(done, "round"),
@@ -188,7 +188,8 @@ def load(reads: dict, loaded: dict) -> Loaded | None:
     if not paths:
         return None
     frame = production_summary(list(paths))
-    rounds = frame["seed"].fillna(0).astype(int) > 0 if "seed" in frame else pd.Series(False, index=frame.index)
+    rounds = frame.apply(polling_conflicts.is_c5_round, axis=1).astype(bool) if len(frame) \
+        else pd.Series(False, index=frame.index)
     max_rounds = getattr(asked.request, "c5_max_rounds", None)
     return Loaded(paths, frame[~rounds].reset_index(drop=True), frame[rounds].reset_index(drop=True), max_rounds)
 

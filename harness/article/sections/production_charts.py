@@ -129,11 +129,10 @@ def production_pickup_chart(summary: pd.DataFrame) -> alt.FacetChart:
     """Pickup latency (enqueue to claim) p50 and its tail by poll interval, per endpoint, one panel per runner count:
     the tail is the p99 where a point had enough pickups for one, else the highest pickup (pickup_p99_shown)."""
     rows = summary[summary["burst"] == 0].copy()
-    shown = (rows["pickup_p99_shown"].fillna(True).astype(bool) if "pickup_p99_shown" in rows
-             else pd.Series(True, index=rows.index))
-    highest = rows["pickup_max_ms"] if "pickup_max_ms" in rows else rows["pickup_p99_ms"]
-    rows["pickup_tail_ms"] = rows["pickup_p99_ms"].where(shown, highest)
-    rows["tail"] = shown.map({True: "p99", False: "highest"})
+    tails = [pickup_tail(row) for _, row in rows.iterrows()]  # the tail the table and the prose show
+    rows["pickup_tail_ms"] = [value for value, _, _ in tails]
+    rows["tail"] = ["highest" if row.get("pickup_p99_shown") is False or row.get("pickup_p99_shown") == 0 else "p99"
+                    for _, row in rows.iterrows()]
     data = plain_frame(rows[["endpoint_label", "runner_count", "poll_s", "pickup_p50_ms", "pickup_tail_ms", "tail"]])
     long = data.melt(id_vars=["endpoint_label", "runner_count", "poll_s", "tail"],
                      value_vars=["pickup_p50_ms", "pickup_tail_ms"], var_name="percentile", value_name="ms")
