@@ -294,7 +294,8 @@ LIBRARIES = (
             Credited("claim", "pg-boss/src/plans.js", "function fetchNextJob (schema)",
                      "UPDATE ${schema}.job j SET state = '${JOB_STATES.active}',", "} function "),
             Credited("completion", "pg-boss/src/plans.js", "function completeJobs (schema)",
-                     "AND id IN (SELECT UNNEST($2::uuid[])) AND state = '${JOB_STATES.active}' RETURNING *", "} function "))),
+                     "WHERE name = $1 AND id IN (SELECT UNNEST($2::uuid[])) AND state = '${JOB_STATES.active}' "
+                     "RETURNING *", "} function "))),
             "its singleton and group policies in the claim; the completion's output column", True),
     Library("graphile_worker", "graphile-worker",
             Source("graphile/worker", ("src/sql/getJobs.ts", "src/sql/completeJobs.ts"), "", "0.17.3", "node_modules", (

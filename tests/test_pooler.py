@@ -131,7 +131,8 @@ def test_the_documented_pooler_setting_is_a_third_arm_in_transaction_mode_for_a_
 @needs_pgbouncer
 def test_procrastinate_goes_wrong_through_the_transaction_pooler_with_defaults_and_not_with_its_setting(db, tmp_path):
     """A10's new reading end to end: procrastinate's workers through PgBouncer in session mode, in transaction mode
-    with their defaults (psycopg prepares statements: they fail), and with prepare_threshold=None (they do not)."""
+    with their defaults (psycopg prepares statements: they may fail), and with prepare_threshold=None (they do not,
+    and the verdict is that arm's)."""
     from harness.experiments.libraries import LibrarySweep
     asked = LibrarySweep(libraries=("procrastinate",), worker_counts=(4,), job_count=100,
                          poolers=("session", "transaction"), pooler_settings=("default", "documented"))
@@ -141,7 +142,9 @@ def test_procrastinate_goes_wrong_through_the_transaction_pooler_with_defaults_a
     mine = contents.load(handed("library_poolers", runs))[worker_dies.NAME]
     found = worker_dies.a10_through_a_transaction_pooler(mine.pooled, mine.claims, worker_dies.pgbouncer_version(mine))
     assert dict(found.parts) == {"procrastinate": CONFIRMED}
-    assert "procrastinate: defaults: went wrong (" in found.note
+    # with defaults, a worker fails only where PgBouncer hands it a server connection another worker prepared on:
+    # with a pool as large as the workers that is timing (about 1 run in 5 here ran clean), so either is read out
+    assert any(f"procrastinate: defaults: {outcome}" in found.note for outcome in ("went wrong (", "ran clean;"))
     assert ("with the documented setting (`prepare_threshold=None`): ran clean (the verdict is the documented "
             "setting's)") in found.note
     assert f"PgBouncer {pooler.version()};" in found.note

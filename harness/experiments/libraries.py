@@ -49,7 +49,7 @@ from psycopg import sql
 from harness import libraries
 from harness.libraries import models
 from harness.errors import UserError
-from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list,
+from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list, one_of,
                                          setting)
 from harness.experiments.limits import check_race_size
 from harness.experiments.race_trials import as_pooler_mode, as_poolers, client_list
@@ -102,10 +102,7 @@ FAULT_MAX_JOBS = 50  # each job lasts a second
 FAULT_WORKERS, FAULT_JOBS = (3,), 6  # a fault run's defaults
 
 
-def as_pooler_setting(name: str, value) -> str:
-    if value not in libraries.POOLER_SETTINGS:
-        raise UserError(f"pooler setting must be one of {', '.join(libraries.POOLER_SETTINGS)}, not {value!r}")
-    return str(value)
+as_pooler_setting = one_of(libraries.POOLER_SETTINGS, "pooler setting")
 
 
 def as_pooler_settings(name: str, values) -> tuple[str, ...]:
@@ -154,6 +151,8 @@ class LibraryParameters(Parameters):
         if self.pooler_setting == "documented":
             if self.pooler == "none":
                 raise UserError("the documented pooler setting is for a run through the pooler, not directly")
+            if self.pooler != "transaction":  # a session-mode run would be shown as the transaction arm
+                raise UserError("the documented pooler setting is raced through the transaction pooler only")
             if self.fault != "none":
                 raise UserError("the documented pooler setting is raced in a drain, not a fault run")
             if libraries.documented_setting(self.library) is None:

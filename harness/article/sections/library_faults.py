@@ -302,13 +302,14 @@ def a10_through_a_transaction_pooler(pooled: pd.DataFrame | None, claims: pd.Dat
     if not grouped:
         return not_measured("A10", say("A10.no_runs"))
     names = _part_names(grouped)
-    parts, notes, defaults_broke = [], [], 0
+    parts, notes, defaults_broke = [], [], set()  # libraries, not their parts: one may be raced at several counts
     for key, modes in grouped.items():
         verdict = pooler_verdict(modes)
         parts.append((names[key], verdict))
         kind, name, _ = key
         if kind == "library":
-            defaults_broke += _against_session(modes, "transaction") == CORRECTED
+            if _against_session(modes, "transaction") == CORRECTED:
+                defaults_broke.add(name)
         if verdict == NOT_MEASURED:
             notes.append(say("A10.control_failed", name=names[key], problems=join(modes["session"].problems))
                          if "session" in modes and modes["session"].problems
@@ -320,7 +321,7 @@ def a10_through_a_transaction_pooler(pooled: pd.DataFrame | None, claims: pd.Dat
     # which parts went wrong is in the verdict's label, and how in the pooler table
     ours = say("A10.ours_broke", broke=count(sum(1 for _, v in parts if v == CORRECTED)), parts=count(len(parts)))
     if any(DOCUMENTED in modes for modes in grouped.values()):
-        ours += " " + say("A10.ours_defaults", broke=count(defaults_broke))
+        ours += " " + say("A10.ours_defaults", broke=count(len(defaults_broke)))
     return make_finding("A10", _worst(v for _, v in parts), ours, notes, {"names": count(len(parts))},
                         parts=tuple(parts))
 
