@@ -155,6 +155,32 @@ def test_a_bad_batch_gets_a_400_with_one_line(client, batch):
     assert answer.status_code == 400 and len(answer.text.splitlines()) == 1 and "batch" in answer.text
 
 
+@pytest.mark.parametrize("path", ["/runs/abc/claim", "/runs/0/claim", "/runs/-1/claim", "/runs/1.5/claim",
+                                  "/runs/99999999999999999999/claim", "/runs/%20/finish", "/runs/x/heartbeat"])
+def test_malformed_ids_get_a_4xx_with_one_line(client, path):
+    answer = client.post(path, json={"runner": "a", "token": 1})
+    assert 400 <= answer.status_code < 500
+    assert len(answer.text.splitlines()) == 1
+
+
+MALFORMED_BODIES = [b"", b"not json", b"[1]", b'"runner"', b'{"runner": 5}', b'{"runner": ""}',
+                    b'{"runner": "' + b"x" * 300 + b'"}', b"{" * 5000]
+MALFORMED_TOKENS = [b'{"runner": "a"}', b'{"runner": "a", "token": "1"}', b'{"runner": "a", "token": -1}',
+                    b'{"runner": "a", "token": true}', b'{"runner": "a", "token": 1.5}']
+
+
+@pytest.mark.parametrize("endpoint", ["/runs/{id}/claim", "/claim", "/runs/{id}/finish", "/runs/{id}/heartbeat"])
+def test_malformed_bodies_get_a_4xx_and_change_nothing(queue, service, client, endpoint):
+    [run_id] = enqueue(queue, service, 1)
+    needs_token = endpoint.endswith(("finish", "heartbeat"))
+    for body in MALFORMED_BODIES + (MALFORMED_TOKENS if needs_token else []):
+        answer = client.post(endpoint.format(id=run_id), content=body, headers={"content-type": "application/json"})
+        assert 400 <= answer.status_code < 500, (body[:40], answer.text)
+        assert len(answer.text.splitlines()) == 1
+    assert row(queue, run_id)[:3] == ("pending", None, 0)
+    assert flips(queue) == []
+
+
 def test_unknown_paths_and_methods_are_4xx(client):
     assert client.get("/runs/1/claim").status_code == 405
     assert client.post("/pending").status_code == 405
