@@ -64,6 +64,7 @@ MIN_BOUND_S = 60.0
 BOUND_S_PER_JOB = 0.05
 LOG_ENTRY = re.compile(r"^\S+ \S+ \S+ \[\d+\] ")  # a new entry of the server's log (its default line prefix)
 LOG_LINE = re.compile(LOG_ENTRY.pattern + r"(?:\S+ )?LOG:  (?:statement|execute [^:]*):")
+LOG_PID = re.compile(r"\[(\d+)\]")  # the backend's pid in an entry's prefix
 # a literal, as ?: a quoted string or a number, not a placeholder's ($1)
 LITERAL = re.compile(r"'(?:[^']|'')*'|(?<![$\w])\d+(?:\.\d+)?\b")
 PROBE_NOTIFICATIONS = 100  # NOTIFYs the listener probe sends (NOTIFIES_ON_CHANGE)
@@ -100,6 +101,22 @@ FAULTS = ("kill", "pause", "terminate", "restart")
 FAULT_MIN_WORKERS, FAULT_MAX_WORKERS = 2, 8  # one to hit, one to recover
 FAULT_MAX_JOBS = 50  # each job lasts a second
 FAULT_WORKERS, FAULT_JOBS = (3,), 6  # a fault run's defaults
+# a probe (harness.experiments.stale_completion): one job, a worker to lose it and one to take it on
+PROBES = ("stale_completion",)
+PROBE_MIN_WORKERS, PROBE_WORKERS, PROBE_JOBS = 2, (2,), 1
+
+
+def as_probe(name: str, value) -> str:
+    if value not in ("none", *PROBES):
+        raise UserError(f"probe must be one of {', '.join(PROBES)} (or none), not {value!r}")
+    return str(value)
+
+
+def as_probes(name: str, values) -> tuple[str, ...]:
+    values = (values,) if isinstance(values, str) else tuple(values)
+    if not values:
+        raise UserError("give a probe, or none")
+    return tuple(as_probe(name, v) for v in values)
 
 
 as_pooler_setting = one_of(libraries.POOLER_SETTINGS, "pooler setting")
@@ -145,9 +162,19 @@ class LibraryParameters(Parameters):
     # through the pooler with the library's defaults, or with what it documents for a transaction pooler
     # (harness.libraries: POOLER_SETTING); default before it
     pooler_setting: str = setting("default", as_pooler_setting, added_later=True)
+    # a probe instead of a drain or a fault run (harness.experiments.stale_completion); none before it
+    probe: str = setting("none", as_probe, added_later=True)
 
     def check(self) -> None:
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
+        if self.probe != "none":
+            if self.fault != "none" or self.pooler != "none":
+                raise UserError("a probe runs on its own: no --fault, no --pooler")
+            if not PROBE_MIN_WORKERS <= self.worker_count <= FAULT_MAX_WORKERS:
+                raise UserError(f"a probe takes {PROBE_MIN_WORKERS} to {FAULT_MAX_WORKERS} workers (one to lose the "
+                                f"job, one to take it on), not {self.worker_count}")
+            if self.job_count != PROBE_JOBS:
+                raise UserError(f"a probe races one job, not {self.job_count}")
         if self.pooler_setting == "documented":
             if self.pooler == "none":
                 raise UserError("the documented pooler setting is for a run through the pooler, not directly")
@@ -158,7 +185,7 @@ class LibraryParameters(Parameters):
             if libraries.documented_setting(self.library) is None:
                 raise UserError(f"{self.library} documents no setting for a pooler")
         check_each([self.job_count], "job count", 1, MAX_JOBS)
-        if self.fault == "none" and libraries.is_model(self.library):
+        if self.fault == "none" and self.probe == "none" and libraries.is_model(self.library):
             models.refuse_drain(self.library)
         if self.fault != "none":
             if not FAULT_MIN_WORKERS <= self.worker_count <= FAULT_MAX_WORKERS:
@@ -201,13 +228,20 @@ class LibrarySweep(Parameters):
                             "library documents for a transaction pooler (prepared statements off), for each library "
                             "that documents one; a comma list runs each", client_list, default_text="default",
         metavar="{default,documented}"))
+    probes: tuple = setting(("none",), as_probes, Option(
+        "--probe", f"{', '.join(PROBES)}: one job whose first holder loses it and completes it while a second "
+                   "holder runs it, per library (models too), instead of a drain",
+        client_list, default_text="none", metavar="{stale_completion}"))
 
     def check(self) -> None:
-        faulted = self.faults != ("none",)
+        faulted, probed = self.faults != ("none",), self.probes != ("none",)
         if self.worker_counts is None:  # the default of the kind of run asked
-            object.__setattr__(self, "worker_counts", FAULT_WORKERS if faulted else (1, 4, 16, 32))
+            object.__setattr__(self, "worker_counts", PROBE_WORKERS if probed else FAULT_WORKERS if faulted
+                               else (1, 4, 16, 32))
         if self.job_count is None:
-            object.__setattr__(self, "job_count", FAULT_JOBS if faulted else 500)
+            object.__setattr__(self, "job_count", PROBE_JOBS if probed else FAULT_JOBS if faulted else 500)
+        if probed and "none" in self.probes:
+            raise UserError("a sweep is either probes or not, not both")
         if faulted and "none" in self.faults:
             raise UserError("a sweep is either drains (fault none) or faults, not both")
         check_each(self.worker_counts, "worker count", 1, MAX_WORKERS)
@@ -234,8 +268,8 @@ class LibrarySweep(Parameters):
         # and only for a library that documents one
         return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
                     self.job_count, getattr(libraries.get(library), "JOB_CAP", self.job_count)), repeat, fault, mode,
-                    chosen)
-                for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
+                    chosen, probe)
+                for probe in self.probes for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
                 for library in installed for workers in self.worker_counts for repeat in range(self.repeats)
                 if chosen == "default" or (mode == "transaction" and fault == "none"
                                            and libraries.documented_setting(library) is not None)]
@@ -253,6 +287,7 @@ def check_size(sets: list[LibraryParameters], local: bool, pg_version: int) -> N
 
 def label(parameters: LibraryParameters) -> str:
     fault = "" if parameters.fault == "none" else f", {parameters.fault}"
+    fault += "" if parameters.probe == "none" else f", {parameters.probe} probe"
     through = "" if parameters.pooler == "none" else f", via {parameters.pooler} pooler"
     if parameters.pooler_setting == "documented":
         through += " with its documented setting"
@@ -284,27 +319,34 @@ def _log_size(log: Path | None) -> int | None:
     return log.stat().st_size if log is not None and log.exists() else None
 
 
+def statement_entries(log: Path, since: int, until: int | None = None) -> list[tuple[int, str]]:
+    """The statements the server logged between bytes `since` and `until` of its log (log_statement = all on the
+    library's database only): each backend's pid and the statement as sent, its whitespace runs read as one space."""
+    with open(log, "rb") as f:
+        f.seek(since)
+        text = f.read(None if until is None else max(0, until - since)).decode("utf-8", "replace")
+    statements, current = [], None
+    for line in text.splitlines():
+        if LOG_ENTRY.match(line):
+            if current is not None:
+                statements.append(current)
+            match = LOG_LINE.match(line)
+            current = (int(LOG_PID.search(line).group(1)), [line[match.end():].strip()]) if match else None
+        elif current is not None:  # a statement over several lines
+            current[1].append(line.strip())
+    if current is not None:
+        statements.append(current)
+    return [(pid, " ".join(" ".join(parts).split())) for pid, parts in statements]
+
+
 def _statements_logged(log: Path | None, since: int | None) -> pd.DataFrame | None:
     """The statements the server logged after byte `since` of its log (log_statement = all on the library's
     database only), each as sent with its literals as ?, and how often: what the library sent, captured; None
     without a log here."""
     if log is None or since is None or not log.exists():
         return None
-    with open(log, "rb") as f:
-        f.seek(since)
-        text = f.read().decode("utf-8", "replace")
-    statements, current = [], None
-    for line in text.splitlines():
-        if LOG_ENTRY.match(line):
-            if current is not None:
-                statements.append(" ".join(current))
-            match = LOG_LINE.match(line)
-            current = [line[match.end():].strip()] if match else None
-        elif current is not None:  # a statement over several lines
-            current.append(line.strip())
-    if current is not None:
-        statements.append(" ".join(current))
-    shapes = pd.Series([LITERAL.sub("?", " ".join(s.split())) for s in statements], dtype=object)
+    statements = [text for _, text in statement_entries(log, since)]
+    shapes = pd.Series([LITERAL.sub("?", s) for s in statements], dtype=object)
     counted = shapes.value_counts(sort=False)
     return pd.DataFrame({"statement": counted.index.astype(str), "calls": counted.to_numpy(dtype="int64")},
                         columns=["statement", "calls"])

@@ -46,7 +46,7 @@ import pandas as pd
 from psycopg import sql
 
 from harness import libraries
-from harness.experiments import libraries as library_runs
+from harness.experiments import libraries as library_runs, stale_completion
 from harness.experiments.contract import Measured
 from harness.libraries import runtime
 from harness.storage import Run
@@ -318,16 +318,25 @@ SHOWN = ("library", "version", "fault", "pooler", "fault_landed", "fault_effects
 
 
 def measure_run(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
-    """A libraries run: a drain (harness.experiments.libraries), or, with a fault, a fault run (here)."""
+    """A libraries run: a drain (harness.experiments.libraries), a probe (harness.experiments.stale_completion), or,
+    with a fault, a fault run (here)."""
+    if p.probe != "none":
+        return stale_completion.measure(db, p, run_id, progress)
     if p.fault == "none":
         return library_runs.measure_libraries(db, p, run_id, progress)
     return measure(db, p, run_id, progress)
 
 
 def show_runs(paths, as_json: bool) -> None:
-    """What `python -m harness libraries` prints: one line (or JSON object) per run, a drain's or a fault run's."""
+    """What `python -m harness libraries` prints: one line (or JSON object) per run, a drain's or a fault run's; a
+    probe's, one per library over its runs."""
+    probes = [path for path in paths if "probe" in Run(path).summary]
+    if probes:
+        stale_completion.show_runs(probes, as_json)
     for path in paths:
         summary = Run(path).summary
+        if "probe" in summary:
+            continue
         if "fault" in summary:
             show(summary, as_json)
         else:

@@ -30,6 +30,8 @@ from chancy import Chancy, Job, Queue, Worker
 from chancy.plugins.leadership import Leadership
 from chancy.plugins.recovery import Recovery
 
+from harness.libraries import gate
+
 NAME = "chancy"
 PACKAGE = "chancy"
 SOURCE = "TkTech/chancy, chancy/worker.py (Worker.fetch_jobs), release 0.26.0"
@@ -39,6 +41,13 @@ AUDIT_ID_SQL = "(NEW.kwargs->>'n')::bigint"  # its job id is a uuid: the audit a
 CLAIM_LOGGED = "claim_id = gen_random_uuid()"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running'"
 COMPLETED = "NEW.state = 'succeeded' AND OLD.state IS DISTINCT FROM 'succeeded'"
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "claim_id IS NOT DISTINCT FROM"
+STALE_COMPLETION = {"expected": "refused",
+                    "checks": "the job's id and the claim_id its own fetch set; a later fetch sets a new one",
+                    "why": "Recovery hands the job on; the completion names the holder's claim",
+                    "source": "chancy/worker.py:686-698 (Worker.flush), release 0.26.0 as installed"}
 STOPS_ON_ITS_OWN = False
 # the worker declares the 'default' queue at start without replacing one already declared: the jobs go there,
 # declared at install with these settings
@@ -70,7 +79,7 @@ async def noop(n: int) -> None:
 async def slow(n: int, job_s: float) -> None:
     """A fault run's job: logs its start, lasts job_s, logs its end."""
     _log.write(f"{n} {time.time_ns()} {os.getpid()}\n")
-    await asyncio.sleep(job_s)
+    await gate.hold_async(n, job_s)
     _log.write(f"{n} {time.time_ns()} {os.getpid()} end\n")
 
 

@@ -24,6 +24,14 @@ ID_COLUMN = "id"
 CLAIM_LOGGED = "skip locked"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.locked_by IS NOT NULL AND OLD.locked_by IS NULL"
 COMPLETED = "DELETE"  # a finished job's row is deleted
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "_private_jobs as jobs where id = $1::bigint"
+STALE_COMPLETION = {"expected": "not_handed_on",
+                    "checks": "the job's id only (a DELETE by id; locked_by is not checked)",
+                    "why": "a job's lock lasts 4 hours, written in its statements",
+                    "source": "graphile-worker/dist/sql/completeJobs.js:36-42 (batchCompleteJobs), release 0.17.3 as "
+                              "installed"}
 SCRIPT = "graphile_worker.cjs"
 SETTINGS = {"concurrency": 1, "mode": "runOnce", "prepared_statements": True}
 # its runner option for PgBouncer's transaction mode (dist/interfaces.d.ts, SharedOptions.noPreparedStatements);

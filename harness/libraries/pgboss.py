@@ -32,6 +32,13 @@ AUDIT_ID_SQL = "(NEW.data->>'n')::bigint"
 CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.state = 'active' AND OLD.state IS DISTINCT FROM 'active'"
 COMPLETED = "NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed'"
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "completed_on = now()"
+STALE_COMPLETION = {"expected": "accepted",
+                    "checks": "the job's id and state = 'active': any worker's active job",
+                    "why": "expiry retries the job; the completion does not check who holds it",
+                    "source": "pg-boss/src/plans.js:543-556 (completeJobs), release 10.4.2 as installed"}
 STOPS_ON_ITS_OWN = False
 # pg-boss documents nothing for poolers (its README says nothing of PgBouncer or prepared statements) and needs
 # nothing: its Db.executeSql is node-postgres's pool.query(text, values) without a name (src/db.js), an unnamed

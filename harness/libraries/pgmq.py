@@ -22,6 +22,7 @@ from pgmq.install import get_embedded_install_sql, get_embedded_sql_version, ins
 from psycopg_pool import ConnectionPool
 
 from harness import libraries
+from harness.libraries import gate
 
 NAME = "pgmq"
 PACKAGE = "pgmq"
@@ -35,6 +36,14 @@ CLAIM_LOGGED = "pgmq.read("  # what marks its claim among the statements the ser
 CLAIM_FUNCTION = "read"  # the function whose body is its claim
 CLAIMED = "NEW.read_ct > OLD.read_ct"
 COMPLETED = "DELETE"  # archive moves the message out of the queue's table  # every read counts; a second read of one message is a second claim
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "pgmq.archive"
+STALE_COMPLETION = {"expected": "accepted",
+                    "checks": "the message id only (archive moves it out of the queue)",
+                    "why": "the visibility timeout hands the message on; the archive does not check who read it",
+                    "source": "pgmq/sql/pgmq.sql:578-600 (pgmq.archive(queue_name, msg_id)), SQL "
+                              f"{get_embedded_sql_version()} as its Python client ships it"}
 VT_S = 30
 # the loop (read one, handle, archive; stop at the first empty read) is described in the section's sentence
 SETTINGS = {"vt_s": VT_S, "vt_default_s": 30.0, "qty": 1, "pool_size": 1}
@@ -96,7 +105,7 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
                     continue
                 out.write(f"{message.msg_id} {time.time_ns()} {os.getpid()}\n")
                 if job_s is not None:
-                    time.sleep(job_s)
+                    gate.hold(message.msg_id, job_s)
                     out.write(f"{message.msg_id} {time.time_ns()} {os.getpid()} end\n")
                 queue.archive(QUEUE, message.msg_id)
     finally:

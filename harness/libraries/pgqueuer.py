@@ -25,6 +25,7 @@ from pgqueuer.core.qm import QueueManager
 from pgqueuer.domain.types import QueueExecutionMode
 
 from harness import libraries
+from harness.libraries import gate
 
 NAME = "pgqueuer"
 PACKAGE = "pgqueuer"
@@ -36,6 +37,14 @@ CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statem
 NOTIFIES_ON_CHANGE = True
 CLAIMED = "NEW.status = 'picked' AND OLD.status IS DISTINCT FROM 'picked'"
 COMPLETED = "DELETE"  # a finished job's row is deleted (and logged to pgqueuer_log)
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "WITH job_status AS"
+STALE_COMPLETION = {"expected": "accepted",
+                    "checks": "the job's id only: it deletes every id it is given that did not fail",
+                    "why": "a stale heartbeat hands the job on; the completion does not check who holds it",
+                    "source": "pgqueuer/adapters/persistence/qb.py:677-686 (build_log_job_query), release 1.6.0 as "
+                              "installed"}
 ENTRYPOINT = "noop"
 SETTINGS = {"batch_size": 1, "dequeue_timeout_s": 0.1, "dequeue_timeout_default_s": 30.0, "mode": "drain",
             "max_concurrent_tasks": None}
@@ -83,7 +92,7 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
                 async def noop(job) -> None:
                     out.write(f"{job.id} {time.time_ns()} {os.getpid()}\n")
                     if job_s is not None:
-                        await asyncio.sleep(job_s)
+                        await gate.hold_async(job.id, job_s)
                         out.write(f"{job.id} {time.time_ns()} {os.getpid()} end\n")
 
                 ready.set()

@@ -11,7 +11,6 @@ the user's own code finds it (JobManager.get_stalled_jobs, workers silent for 30
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import procrastinate
 
 from harness import libraries
+from harness.libraries import gate
 
 NAME = "procrastinate"
 PACKAGE = "procrastinate"
@@ -29,6 +29,14 @@ CLAIM_LOGGED = "procrastinate_fetch_job_v2"  # what marks its claim among the st
 CLAIM_FUNCTION = "procrastinate_fetch_job_v2"  # the function whose body is its claim
 CLAIMED = "NEW.status = 'doing' AND OLD.status IS DISTINCT FROM 'doing'"
 COMPLETED = "NEW.status = 'succeeded' AND OLD.status IS DISTINCT FROM 'succeeded'"
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "procrastinate_finish_job"
+STALE_COMPLETION = {"expected": "not_handed_on",
+                    "checks": "the job's id and that it is still 'todo' or 'doing'; nothing names the worker",
+                    "why": "nothing built in hands a dead worker's job on",
+                    "source": "procrastinate/sql/schema.sql:264-285 (procrastinate_finish_job_v1), release 3.10.0 "
+                              "as installed"}
 QUEUE = "claimrace"
 CONNECTIONS = 5  # its connector's pool keeps 4 per worker (min_size), and its LISTEN takes a fifth, apart from the pool
 SETTINGS = {"concurrency": 1, "fetch_job_polling_interval_s": 0.1, "fetch_job_polling_interval_default_s": 5.0,
@@ -81,7 +89,7 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
             @app.task(name="noop", queue=QUEUE, pass_context=True)
             async def slow(context):
                 out.write(f"{context.job.id} {time.time_ns()} {os.getpid()}\n")
-                await asyncio.sleep(job_s)
+                await gate.hold_async(context.job.id, job_s)
                 out.write(f"{context.job.id} {time.time_ns()} {os.getpid()} end\n")
 
         ready.set()

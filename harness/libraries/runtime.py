@@ -16,7 +16,7 @@ import pandas as pd
 from psycopg import conninfo, sql
 
 from harness.children import die_with_parent
-from harness.libraries import POOLER_SETTING_ENV, get
+from harness.libraries import POOLER_SETTING_ENV, gate, get
 from harness.server import activity
 
 DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it
@@ -58,9 +58,11 @@ def audit_id_sql(library, row: str = "NEW") -> str:
     return expression.replace("NEW.", f"{row}.")
 
 
-def install_audit(conn, library, completions: bool = False) -> None:
+def install_audit(conn, library, completions: bool = False, updates: bool = False) -> None:
     """Every enqueue and every claim of the library's jobs table, as the server saw it; with completions (a fault
-    run), every completion too: its COMPLETED transition, or the row's DELETE where finishing deletes it."""
+    run), every completion too: its COMPLETED transition, or the row's DELETE where finishing deletes it; with
+    updates (the stale-completion probe), every other UPDATE of a row as 'updated', so a completion that rewrites a
+    row already finished leaves a trace."""
     table = jobs_table(library)
     job_id = sql.SQL(audit_id_sql(library))
     conn.execute(sql.SQL("CREATE TABLE {} (seq bigserial PRIMARY KEY, job_id bigint NOT NULL, event text NOT NULL, "
@@ -75,6 +77,9 @@ def install_audit(conn, library, completions: bool = False) -> None:
                         "VALUES ({id}, 'completed'); ").format(
         audit=sql.Identifier(AUDIT), id=job_id, completed=sql.SQL(completed)) \
         if completed not in (None, "DELETE") else sql.SQL("")
+    if updates:
+        on_update += sql.SQL("ELSIF TG_OP = 'UPDATE' THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'updated'); ")\
+            .format(audit=sql.Identifier(AUDIT), id=job_id)
     body = sql.SQL(
         "BEGIN IF TG_OP = 'INSERT' THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'enqueued'); "
         "{on_delete}"
@@ -109,14 +114,17 @@ class _Release:
 
 
 def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
-                   job_s: float | None = None, pooler_setting: str = "default") -> None:
+                   job_s: float | None = None, pooler_setting: str = "default", gate_dir: str | None = None) -> None:
     """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
     execution log. job_s: a fault run's (harness.experiments.library_faults) job length. pooler_setting
     "documented": the library's worker applies its POOLER_SETTING (told through the environment, which its Node
-    process inherits). Its error output (and its node process's) goes to a file beside its log, kept with the run
-    (error_output)."""
+    process inherits). gate_dir: each job runs until the harness opens its gate there (harness.libraries.gate, the
+    stale-completion probe). Its error output (and its node process's) goes to a file beside its log, kept with the
+    run (error_output)."""
     die_with_parent(parent_pid)
     os.environ[POOLER_SETTING_ENV] = pooler_setting
+    if gate_dir is not None:
+        os.environ[gate.GATE_ENV] = gate_dir
     os.dup2(os.open(f"{log}.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 2)
     release = _Release(start)
     work = get(name).work
@@ -164,8 +172,10 @@ class Supervisor:
     Kubernetes pod would), up to MAX_RESTARTS in all: a library's worker that exits on a lost connection is part
     of what a fault does, not the end of the run. Worker slot i's g-th process logs to (g * worker_count + i).log."""
 
-    def __init__(self, context, library: str, worker_count: int, url: str, logs: Path, start, job_s: float):
+    def __init__(self, context, library: str, worker_count: int, url: str, logs: Path, start, job_s: float,
+                 gate_dir: Path | None = None):
         self.context, self.library, self.worker_count = context, library, worker_count
+        self.gate_dir = None if gate_dir is None else str(gate_dir)
         self.url, self.logs, self.start, self.job_s = url, logs, start, job_s
         self.processes, self.readies, self.exits, self.restarts = [], [], [], 0
         self.slots = [self._start(i, 0) for i in range(worker_count)]
@@ -175,7 +185,7 @@ class Supervisor:
         ready = self.context.Event()
         process = self.context.Process(target=worker_process, args=(
             self.library, self.url, str(self.logs / f"{generation * self.worker_count + slot}.log"), ready,
-            self.start, os.getpid(), self.job_s), daemon=True)
+            self.start, os.getpid(), self.job_s, "default", self.gate_dir), daemon=True)
         process.start()
         self.processes.append(process)
         self.readies.append(ready)

@@ -4,7 +4,8 @@
   the same port and data directory (committed transactions survive, connections do not);
 - terminate_backends: pg_terminate_backend of every connection with a given application_name
   (the claim service names its pool's connections);
-- kill / pause: SIGKILL of a process, or SIGSTOP for a while and then SIGCONT.
+- kill / pause: SIGKILL of a process, or SIGSTOP for a while and then SIGCONT;
+- cut_sessions_of: pg_terminate_backend of every session one process holds, the process left running.
 
 FaultLog keeps what was injected: one entry per fault, with its time from the log's start
 (time.monotonic, the clock the experiment's timeline uses), the UTC wall clock, its kind,
@@ -20,6 +21,7 @@ import signal
 import time
 from dataclasses import dataclass, field
 
+import psutil
 import psycopg
 
 from harness.errors import UserError
@@ -67,6 +69,26 @@ def terminate_backends(conn: psycopg.Connection, application_name: str, log: Fau
     pids = [int(pid) for pid, signalled in rows if signalled]
     if log is not None:
         log.record("terminate", f"backends of {application_name}", pids=pids)
+    return pids
+
+
+def cut_sessions_of(conn: psycopg.Connection, pid: int, log: FaultLog | None = None,
+                    target: str | None = None, **detail) -> list[int]:
+    """pg_terminate_backend of every session the process pid (or a child of it) holds to conn's server, found by
+    its client port: the session a library's advisory locks live in ends, the process runs on. The pids
+    signalled."""
+    ports = set()
+    with contextlib.suppress(psutil.Error):
+        process = psutil.Process(pid)
+        for one in [process, *process.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                ports |= {c.laddr.port for c in one.net_connections(kind="inet") if c.raddr}
+    rows = conn.execute("SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE client_port = ANY(%s) "
+                        "AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+                        [sorted(ports)]).fetchall() if ports else []
+    pids = [int(backend) for backend, signalled in rows if signalled]
+    if log is not None:
+        log.record("cut_sessions", target or f"pid {pid}", pid=pid, backends=pids, **detail)
     return pids
 
 

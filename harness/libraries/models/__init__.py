@@ -43,6 +43,7 @@ import psycopg
 from harness.config import SCHEMA
 from harness.library_claims import JOBS, SOURCES
 from harness.errors import UserError
+from harness.libraries import gate
 
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN = SCHEMA, "jobs", "id"  # harness.library_claims.JOBS
 CLAIMED = "NEW.status = 'running' AND OLD.status IS DISTINCT FROM 'running'"
@@ -213,7 +214,7 @@ def work(protocol: Protocol, url: str, log: Path, ready, start, job_s: float) ->
                     session.run(protocol.release, job, me)
                     continue
                 out.write(f"{job} {time.time_ns()} {os.getpid()}\n")
-                time.sleep(job_s)
+                gate.hold(job, job_s)
                 out.write(f"{job} {time.time_ns()} {os.getpid()} end\n")
                 pool.run(protocol.complete, job, me)
                 session.run(protocol.release, job, me)

@@ -28,6 +28,16 @@ CLAIM = "good_job"
 SOURCE = str(models.SOURCES[NAME]) + "; lib/good_job/configuration.rb (the lock strategy)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every finish: good_job's is unguarded
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "SET status = 'done'"
+HOLDS_BY_SESSION = True  # a frozen worker keeps its session and so its lock: the probe cuts the session instead
+STALE_COMPLETION = {"expected": "accepted",
+                    "checks": "the job's id only (save! of finished_at; neither locked_by_id nor the advisory lock "
+                              "is checked); sent on a new connection where ActiveRecord reconnects inside it (Rails "
+                              "7.1 and later)",
+                    "why": "the lock drops with the session and the job runs again; the old worker finishes it too",
+                    "source": "app/models/good_job/job.rb:861-901 (perform), v4.19.2 (81db22b)"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "lock_strategy": "advisory (the default)"}
 RECOVERY = {"mechanism": "the job's session advisory lock drops when its worker's connection closes; the job runs "

@@ -23,6 +23,13 @@ CLAIM = "oban"
 SOURCE = str(models.SOURCES[NAME]) + "; lib/oban/plugins/lifeline.ex (Lifeline)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion: Oban's is unguarded
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "SET status = 'done'"
+STALE_COMPLETION = {"expected": "accepted",
+                    "checks": "the job's id only; attempted_by, written at fetch, is not checked",
+                    "why": "Lifeline (once configured) hands the job on; the completion checks nothing",
+                    "source": "lib/oban/engines/basic.ex:216-224 (complete_job), v2.23.1 (f86cc92)"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "lifeline_interval_s": 1.0, "lifeline_interval_default_s": 60.0}
 # Lifeline is off by default: no default recovery; its rescue_after once turned on is enabled_default_s

@@ -23,6 +23,16 @@ CLAIM = "que"
 SOURCE = str(models.SOURCES[NAME]) + "; lib/que/job_methods.rb (the resolve)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "DELETE"  # the default resolve destroys the job
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "DELETE FROM claimrace.jobs WHERE id"
+HOLDS_BY_SESSION = True  # a frozen worker keeps its session and so its lock: the probe cuts the session instead
+STALE_COMPLETION = {"expected": "refused",
+                    "checks": "the job's id only (a DELETE by id, on a pooled connection, not the lock's), but a "
+                              "lost locker connection ends the process first, so the stale completion is never sent",
+                    "why": "the lock drops with the session and the job runs again; the old worker's process exits",
+                    "source": "lib/que/job_methods.rb:19-23 and 166-174 (destroy); lib/que/locker.rb:183 "
+                              "(abort_on_exception), v2.4.1 (17fb2c3)"}
 CONNECTIONS = models.CONNECTIONS  # the locker's, and the pool's
 SETTINGS = {"concurrency": 1, "resolve": "destroy (the default)"}
 RECOVERY = {"mechanism": "the job's session advisory lock drops when its locker's connection closes; the job runs "

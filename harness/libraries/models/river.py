@@ -22,6 +22,14 @@ CLAIM = "river"
 SOURCE = str(models.SOURCES[NAME]) + " (the claim); internal/maintenance/job_rescuer.go (the rescuer)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion the guard let through
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "SET status = 'done'"
+STALE_COMPLETION = {"expected": "accepted",
+                    "checks": "the job's id and state = 'running'; not attempt, not attempted_by",
+                    "why": "the rescuer hands the job on; the completion does not check who holds it",
+                    "source": "riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql:620-699 "
+                              "(JobSetStateIfRunningMany; its guard at 684-685), v0.43.0 (60435dc)"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "completions": "at once (River batches them)", "rescuer_interval_s": 1.0,
             "rescuer_interval_default_s": 30.0}

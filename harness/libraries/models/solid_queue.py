@@ -30,6 +30,15 @@ SOURCE = (str(models.SOURCES[NAME]) + "; lib/solid_queue/supervisor/maintenance.
           "app/models/solid_queue/process/prunable.rb (pruning)")
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion the claimed execution's guard let through
+# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# its source says the probe should find
+COMPLETION_LOGGED = "held_by = $2 AND status = 'running' FOR UPDATE"
+STALE_COMPLETION = {"expected": "not_handed_on",
+                    "checks": "its claimed execution, locked by id; gone, the job is not finished",
+                    "why": "a dead worker's claimed jobs are failed, not run again",
+                    "source": "app/models/solid_queue/claimed_execution.rb:104-124 (finalize, "
+                              "unless_already_finalized) and 39-53 (fail_all_with); "
+                              "app/models/solid_queue/process/prunable.rb:24-29, 1.5.0 (29e818d)"}
 CONNECTIONS = models.CONNECTIONS
 # shortened in the library's own ratio or wider: a heartbeat every tenth of the threshold (a fifth by default), so a
 # server restart's few seconds do not make healthy workers look silent

@@ -34,6 +34,17 @@ function sayReadings() {
   process.stdout.write(`${JSON.stringify({ at_release: atRelease, at_end: schedstat() })}\n`);
 }
 
+// A fault run's job: jobMs long, or, where the harness set CLAIMRACE_GATE_DIR (the stale-completion probe,
+// harness/libraries/gate.py), until the file "<job>-<pid>" appears there, at most MAX_HOLD_MS.
+const MAX_HOLD_MS = 300000;
+async function hold(job, jobMs) {
+  const directory = process.env.CLAIMRACE_GATE_DIR;
+  if (!directory) return new Promise((resolve) => setTimeout(resolve, jobMs));
+  const gate = `${directory}/${job}-${process.pid}`;
+  const deadline = Date.now() + MAX_HOLD_MS;
+  while (!fs.existsSync(gate) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
 function run(main) {
   main().then(() => process.exit(0), (error) => {
     process.stderr.write(`${error && error.stack ? error.stack : error}\n`);
@@ -41,4 +52,4 @@ function run(main) {
   });
 }
 
-module.exports = { nowNs, readyThenStart, run, sayReadings };
+module.exports = { hold, nowNs, readyThenStart, run, sayReadings };

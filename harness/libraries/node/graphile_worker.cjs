@@ -7,11 +7,10 @@
 const fs = require("node:fs");
 const { Pool } = require("pg");
 const { Logger, makeWorkerUtils, run: runWorker, runMigrations, runOnce } = require("graphile-worker");
-const { nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
+const { hold, nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
 
 const quiet = new Logger(() => () => {});
 const [command, url, arg, jobMsArg] = process.argv.slice(2);
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 run(async () => {
   if (command === "install") {
@@ -42,7 +41,7 @@ run(async () => {
     const taskList = { noop: async (payload, helpers) => {
       fs.writeSync(out, `${helpers.job.id} ${nowNs()} ${process.pid}\n`);
       if (jobMs !== null) {
-        await sleep(jobMs);
+        await hold(helpers.job.id, jobMs);
         fs.writeSync(out, `${helpers.job.id} ${nowNs()} ${process.pid} end\n`);
       }
     } };

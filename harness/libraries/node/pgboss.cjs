@@ -7,7 +7,7 @@
 
 const fs = require("node:fs");
 const PgBoss = require("pg-boss");
-const { nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
+const { hold, nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
 
 const QUEUE = "claimrace";
 const [command, url, arg, pollArg, jobMsArg, maintenanceArg] = process.argv.slice(2);
@@ -16,7 +16,6 @@ const boss = (migrate, maintenanceSeconds) => new PgBoss({
   connectionString: url, max: 2, schedule: false, migrate,
   ...(maintenanceSeconds ? { supervise: true, maintenanceIntervalSeconds: maintenanceSeconds } : { supervise: false }),
 });
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 run(async () => {
   if (command === "install") {
@@ -47,7 +46,7 @@ run(async () => {
     await b.work(QUEUE, { batchSize: 1, pollingIntervalSeconds: Number(pollArg) }, async ([job]) => {
       fs.writeSync(out, `${job.data.n} ${nowNs()} ${process.pid}\n`);
       if (jobMs !== null) {
-        await sleep(jobMs);
+        await hold(job.data.n, jobMs);
         fs.writeSync(out, `${job.data.n} ${nowNs()} ${process.pid} end\n`);
       }
     });

@@ -1,0 +1,363 @@
+"""The stale-completion probe: does a library let a worker that lost its job complete it while another runs it?
+
+One run (a LibraryParameters with probe "stale_completion"): a fresh database, the library's own schema, the audit
+trigger (every enqueue, claim, completion, and any other UPDATE of a row), one job, and two workers running the
+library's own loop at concurrency 1, whose job runs until the harness opens its gate (harness.libraries.gate):
+
+1. worker A starts job J (the first start either logs);
+2. A loses J: frozen (SIGSTOP), or, for a library whose hold on a job is its session's advisory lock
+   (HOLDS_BY_SESSION: a frozen worker keeps its lock), its sessions cut (pg_terminate_backend), A left running;
+3. the harness waits until J is handed to a second holder B *and B is inside J* (B's start logged), at most
+   hand_on_bound_s: the library's raced recovery half as long again and HAND_ON_MARGIN_S, or NOT_SET_WAIT_S
+   where nothing recovers within MAX_RECOVERY_S;
+4. A is resumed, runs on RESUME_S, and its gate opens: A finishes J and sends its completion while B still runs
+   J. The harness waits for it (SETTLE_S at most after A's end);
+5. then B's gate opens, and B finishes and completes J the same way.
+
+What each holder's completion did is read twice: sent, from the statements the server logged for the library's
+database in that holder's window (its COMPLETION_LOGGED; a server started here only, else "cannot be seen"), and
+applied, from the audit (a completion transition, a DELETE, or, for B after A's was applied, an UPDATE of the row
+by a backend that sent a completion). A run's outcome (OUTCOMES): not_handed_on (no B within the bound), accepted
+(A's completion changed the row B was running), refused (it did not: the library refused it or never sent it).
+Over a library's repeats: the outcome where every repeat agrees, else varies.
+
+Beside it, what the library's source says its completion checks and so what the probe should find
+(STALE_COMPLETION in its module: expected, checks, source with file and lines at the release); agrees_with_source
+compares the two, and a disagreement is shown, not smoothed over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+from psycopg import sql
+
+from harness import libraries
+from harness.experiments import libraries as library_runs
+from harness.experiments.contract import Measured
+from harness.libraries import gate, runtime
+from harness.server import database, faults
+from harness.storage import Run
+
+JOB_S = 1.0  # the job's length where no gate holds it (never, in a probe: every job is gated)
+TRIGGER_TIMEOUT_S = 60.0
+# how long the probe waits for J to reach B: the library's raced recovery half as long again and HAND_ON_MARGIN_S
+# (its poll, its maintenance loop, a worker's restart; J reached B 0.1-1.0 s after the raced recovery here)
+HAND_ON_FACTOR, HAND_ON_MARGIN_S = 1.5, 4.0
+NOT_SET_WAIT_S = 6.0  # for a library with nothing set that recovers within the run: past every raced recovery here
+MAX_RECOVERY_S = 120.0  # a recovery set longer than this (graphile-worker's 4 h) is not waited for
+RESUME_S = 0.5  # A runs on this long after it is resumed before its job ends: a stale holder's job outlasts its wake
+SETTLE_S = 3.0  # after a holder's job ended, how long its completion may take (chancy writes its completions once a second)
+APPLIED_S = 0.5  # after a completion statement was logged, how long the harness waits for its commit
+STOP_GRACE_S = 5.0
+OUTCOMES = ("accepted", "refused", "not_handed_on")
+VARIES = "varies"
+NOT_SEEN = None  # a count the run could not see (no server log here)
+
+
+FOLDER_PREFIX = "claimrace-probe-"  # then the harness's pid: a folder whose harness died is swept by the next probe
+
+
+def sweep_stale_folders() -> list[Path]:
+    """Remove the execution logs and gates a probe killed mid-run left (its harness's pid no longer alive)."""
+    removed = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
+        pid = folder.name[len(FOLDER_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not faults.alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def hand_on_bound_s(name: str) -> float:
+    raced = libraries.get(name).RECOVERY["raced_s"]
+    return NOT_SET_WAIT_S if raced is None or raced > MAX_RECOVERY_S else HAND_ON_FACTOR * raced + HAND_ON_MARGIN_S
+
+
+def holds_by_session(name: str) -> bool:
+    return bool(getattr(libraries.get(name), "HOLDS_BY_SESSION", False))
+
+
+def expected(name: str) -> dict:
+    """What the library's source says: expected (an outcome), checks (what its completion checks), source (file and
+    lines at the release)."""
+    return libraries.get(name).STALE_COMPLETION
+
+
+# --------------------------------------------------------------------------- the run's steps
+
+
+def _start_of(logs: Path, job: int | None, since_ns: int, other_than: int | None, timeout: float,
+              tend=lambda: None) -> dict | None:
+    """The first start of `job` (any job where None) logged after since_ns by a process other than other_than."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = runtime.read_lines(logs)
+        starts = lines[(lines["event"] == "start") & (lines["at_ns"] >= since_ns)]
+        if job is not None:
+            starts = starts[starts["job_id"] == job]
+        if other_than is not None:
+            starts = starts[starts["pid"] != other_than]
+        if len(starts):
+            first = starts.sort_values("at_ns").iloc[0]
+            return {"job_id": int(first["job_id"]), "pid": int(first["pid"]), "worker": int(first["worker"]),
+                    "started_ns": int(first["at_ns"])}
+        if time.monotonic() >= deadline:
+            return None
+        tend()
+        time.sleep(0.02)
+
+
+def _log_size(server_log: Path | None) -> int | None:
+    return server_log.stat().st_size if server_log is not None and server_log.exists() else None
+
+
+def _completions_logged(name: str, server_log: Path | None, since: int | None) -> list[int] | None:
+    """The backends that logged the library's completion statement since byte `since`, one entry per statement."""
+    if since is None:
+        return NOT_SEEN
+    marker = " ".join(libraries.get(name).COMPLETION_LOGGED.split()).lower()
+    return [pid for pid, text in library_runs.statement_entries(server_log, since) if marker in text.lower()]
+
+
+def _audit_since(url: str, seq: int) -> pd.DataFrame:
+    with database.connect(url) as conn:
+        return pd.DataFrame(conn.execute(
+            f"SELECT seq, job_id, event, (extract(epoch FROM at) * 1e9)::bigint AS at_ns, pid FROM {runtime.AUDIT} "
+            "WHERE seq > %s ORDER BY seq", [seq]).fetchall(), columns=["seq", "job_id", "event", "at_ns", "pid"])
+
+
+def _last_seq(url: str) -> int:
+    with database.connect(url) as conn:
+        return int(conn.execute(f"SELECT coalesce(max(seq), 0) FROM {runtime.AUDIT}").fetchone()[0])
+
+
+def finish(name: str, url: str, logs: Path, gates: Path, server_log: Path | None, holder: dict,
+           job: int, tend, rewrites: bool) -> dict:
+    """Open holder's gate and wait for its completion: sent (statements logged), applied (audit rows), its window.
+    rewrites: an UPDATE of the row by a backend that sent a completion counts as applied (the live holder's, after
+    the stale one's finished the row); the stale holder's completion lands on a running row, so only a completion
+    counts for it (its own heartbeat on the row is no completion)."""
+    since_log, since_seq, began_ns = _log_size(server_log), _last_seq(url), time.time_ns()
+    gate.open_gate(gates, job, holder["pid"])
+    ended = _end_of(logs, job, holder["pid"], began_ns, SETTLE_S + MAX_HOLD_MARGIN_S, tend)
+    deadline = time.monotonic() + SETTLE_S
+    sent = _completions_logged(name, server_log, since_log)
+    while time.monotonic() < deadline and not sent:
+        tend()
+        time.sleep(0.05)
+        sent = _completions_logged(name, server_log, since_log)
+    if sent:
+        time.sleep(APPLIED_S)
+        sent = _completions_logged(name, server_log, since_log)
+    audit = _audit_since(url, since_seq)
+    audit = audit[audit["job_id"] == job]
+    completed = audit[audit["event"] == "completed"]
+    # a completion that rewrote a row already finished: an UPDATE by a backend that sent a completion here
+    rewrote = audit[(audit["event"] == "updated") & audit["pid"].isin(sent or [])] if rewrites else audit.iloc[:0]
+    return {"pid": holder["pid"], "ended": ended, "completions_sent": None if sent is None else len(sent),
+            "completions_applied": int(len(completed) + len(rewrote)), "completed": int(len(completed)),
+            "rewrote": int(len(rewrote)), "window_ns": [began_ns, time.time_ns()],
+            "backends_sent": sorted(set(sent or []))}
+
+
+MAX_HOLD_MARGIN_S = 2.0
+
+
+def _end_of(logs: Path, job: int, pid: int, since_ns: int, timeout: float, tend) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = runtime.read_lines(logs)
+        if len(lines[(lines["event"] == "end") & (lines["job_id"] == job) & (lines["pid"] == pid)
+                     & (lines["at_ns"] >= since_ns)]):
+            return True
+        if not faults.alive(pid):
+            return False
+        tend()
+        time.sleep(0.02)
+    return False
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
+    library = libraries.get(p.library)
+    url = runtime.database_url(db.url)
+    server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
+    sweep_stale_folders()
+    folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-{run_id}-"))
+    logs, gates = folder / "executions", folder / "gates"
+    logs.mkdir()
+    gates.mkdir()
+    log = faults.FaultLog()
+    workers: list = []
+    a_holder = b_holder = None
+    a_done = b_done = None
+    effects: dict = {}
+    lost_by = "sessions cut" if holds_by_session(p.library) else "frozen"
+    try:
+        with db.connect() as admin:
+            runtime.fresh_database(admin)
+            if server_log is not None:
+                admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(
+                    sql.Identifier(runtime.DATABASE)))
+        library.install(url)
+        with database.connect(url) as conn:
+            runtime.install_audit(conn, library, completions=True, updates=True)
+            library.enqueue(url, p.job_count, JOB_S)
+        context = mp.get_context("fork")
+        start = context.Event()
+        supervisor = runtime.Supervisor(context, p.library, p.worker_count, url, logs, start, JOB_S, gates)
+        workers = supervisor.processes
+        runtime.wait_until_ready(p.library, supervisor.readies)
+        released_ns = time.time_ns()
+        start.set()
+        a_holder = _start_of(logs, None, released_ns, None, TRIGGER_TIMEOUT_S, supervisor.tend)
+        if a_holder is not None:
+            job, a_pid = a_holder["job_id"], a_holder["pid"]
+            target = f"worker {a_holder['worker']} (pid {a_pid})"
+            stopped = contextlib.nullcontext({})
+            with database.connect(db.url) as control:
+                if holds_by_session(p.library):
+                    effects["sessions_cut"] = len(faults.cut_sessions_of(control, a_pid, log, target, job=job))
+                else:
+                    stopped = faults.stopped(a_pid, log, target, job=job)
+            with stopped as entry:
+                if not holds_by_session(p.library):
+                    time.sleep(0.05)
+                    effects["process_stopped"] = int(faults.stop_state(a_pid) == "T")
+                b_holder = _start_of(logs, job, released_ns, a_pid, hand_on_bound_s(p.library), supervisor.tend)
+            if entry:
+                effects["process_stopped_s"] = round(entry["paused_seconds"], 3)
+            time.sleep(RESUME_S)
+            a_done = finish(p.library, url, logs, gates, server_log, a_holder, job, supervisor.tend, False)
+            if b_holder is not None:
+                b_done = finish(p.library, url, logs, gates, server_log, b_holder, job, supervisor.tend, True)
+        ended_ns = time.time_ns()
+        supervisor.tend(restart=False)
+        runtime.stop_workers(workers, STOP_GRACE_S)
+        with database.connect(url) as conn:
+            audit = runtime.read_audit(conn)
+        lines = runtime.read_lines(logs)
+        errors = runtime.error_output(logs)
+    finally:
+        for process in workers:
+            if process.is_alive():
+                process.kill()
+                process.join(10)
+        shutil.rmtree(folder, ignore_errors=True)
+        with db.connect() as admin:
+            runtime.drop_database(admin)
+    lost = bool(effects.get("sessions_cut") or effects.get("process_stopped"))
+    outcome = run_outcome(a_holder is not None and lost, b_holder is not None, a_done)
+    source = expected(p.library)
+    summary = {"library": p.library, "version": libraries.version(p.library), "probe": p.probe,
+               "repeat": p.repeat, "lost_by": lost_by, "fault_landed": lost, "fault_effects": effects,
+               "handed_on": b_holder is not None, "stale_completion": outcome,
+               "stale_completions_sent": None if a_done is None else a_done["completions_sent"],
+               "stale_completions_applied": None if a_done is None else a_done["completions_applied"],
+               "live_completions_sent": None if b_done is None else b_done["completions_sent"],
+               "live_completions_applied": None if b_done is None else b_done["completions_applied"],
+               "hand_on_bound_s": hand_on_bound_s(p.library),
+               "hand_on_s": None if b_holder is None else (b_holder["started_ns"] - a_holder["started_ns"]) / 1e9,
+               "expected_from_source": source["expected"], "source_checks": source["checks"],
+               "source_ref": source["source"], "agrees_with_source": None if outcome is None
+               else outcome == source["expected"],
+               "recovery_setting_s": library.RECOVERY["raced_s"], "recovery_default_s": library.RECOVERY["default_s"],
+               "worker_exits": len(supervisor.exits), "workers_with_errors": runtime.workers_with_errors(errors),
+               "waited_s": (ended_ns - released_ns) / 1e9}
+    checks = {"first_job_started": a_holder is not None, "fault_landed": lost,
+              "completions_seen": server_log is not None}
+    checks["passed"] = checks["first_job_started"] and checks["fault_landed"]
+    return Measured(
+        tables={"audit": audit, "executions": lines, "errors": errors,
+                "faults": pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
+                                         for k, v in entry.items()} for entry in log.entries]
+                                       or [{"t": None, "fault": None}])},
+        procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
+                   "settings": library.SETTINGS, "recovery": library.RECOVERY, "probe": p.probe,
+                   "steps": "A starts J; A is " + lost_by + "; J handed to B and B inside J (bound "
+                            f"{hand_on_bound_s(p.library)} s); A resumed, its job ends {RESUME_S} s later and it "
+                            "completes; then B's job ends and B completes",
+                   "completion_logged": library.COMPLETION_LOGGED, "settle_s": SETTLE_S,
+                   "holders": {"a": a_done, "b": b_done}, "expected": source},
+        checks=checks,
+        results={"summary": summary, "holders": {"a": a_holder or {}, "b": b_holder or {}}})
+
+
+def run_outcome(lost: bool, handed_on: bool, stale: dict | None) -> str | None:
+    """One run's outcome: None where A did not lose J (no fault seen), not_handed_on, accepted or refused."""
+    if not lost:
+        return None
+    if not handed_on:
+        return "not_handed_on"
+    return "accepted" if stale is not None and stale["completions_applied"] else "refused"
+
+
+def library_outcome(outcomes: list[str | None]) -> str | None:
+    """Over a library's repeats: the outcome every repeat where the fault landed agrees on, else varies; None
+    where none landed."""
+    seen = {outcome for outcome in outcomes if outcome is not None}
+    if not seen:
+        return None
+    return seen.pop() if len(seen) == 1 else VARIES
+
+
+def _total(values) -> int | None:
+    values = list(values)
+    return None if not values or any(v is None for v in values) else int(sum(values))
+
+
+def _sent_by_both(summary: dict, what: str) -> int | None:
+    """A run's completions sent (or applied) by both holders; None where the run could not see them."""
+    stale, live = summary[f"stale_completions_{what}"], summary[f"live_completions_{what}"]
+    if stale is None or (summary["handed_on"] and live is None):
+        return None
+    return stale + (live or 0)
+
+
+def per_library(summaries: list[dict]) -> list[dict]:
+    """One row per library over its probe runs: what the contract of `--probe --json` prints."""
+    rows = []
+    for name in dict.fromkeys(s["library"] for s in summaries):
+        mine = [s for s in summaries if s["library"] == name]
+        landed = [s for s in mine if s["fault_landed"]]
+        outcome = library_outcome([s["stale_completion"] for s in mine])
+        first = mine[0]
+        rows.append({
+            "library": name, "version": first["version"], "repeats": len(mine), "landed": len(landed),
+            "lost_by": first["lost_by"], "handed_on": sum(bool(s["handed_on"]) for s in landed),
+            "stale_completion": outcome,
+            "outcomes": [s["stale_completion"] for s in mine],
+            "completions_sent": _total(_sent_by_both(s, "sent") for s in landed),
+            "completions_applied": _total(_sent_by_both(s, "applied") for s in landed),
+            "stale_completions_sent": _total(s["stale_completions_sent"] for s in landed if s["handed_on"]),
+            "stale_completions_applied": _total(s["stale_completions_applied"] for s in landed if s["handed_on"]),
+            "expected_from_source": first["expected_from_source"], "source_checks": first["source_checks"],
+            "source_ref": first["source_ref"],
+            "agrees_with_source": None if outcome is None else outcome == first["expected_from_source"],
+            "hand_on_bound_s": first["hand_on_bound_s"], "recovery_setting_s": first["recovery_setting_s"],
+            "recovery_default_s": first["recovery_default_s"]})
+    return rows
+
+
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness libraries --probe` prints: one line (or JSON object) per library, over its runs."""
+    for row in per_library([Run(path).summary for path in paths]):
+        if as_json:
+            print(json.dumps(row))
+            continue
+        sent = "-" if row["stale_completions_sent"] is None else row["stale_completions_sent"]
+        print(f"{row['library']:<16} {row['stale_completion'] or 'NOT LANDED':<14} "
+              f"handed on {row['handed_on']}/{row['landed']}  stale completions sent {sent} applied "
+              f"{row['stale_completions_applied']}  source: {row['expected_from_source']} "
+              f"({'agrees' if row['agrees_with_source'] else 'DISAGREES' if row['agrees_with_source'] is False else '-'})")

@@ -1,0 +1,106 @@
+"""The stale-completion probe (harness.experiments.stale_completion) on the real server with the libraries' own
+workers and the models: each outcome it can return, through the command and through stored runs, the source beside
+it, its refusals, and nothing left behind by a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import forked_workers, run_cli, survivors_of_sigkill
+from harness.experiments import libraries as library_runs, registry, stale_completion
+from harness.server import faults
+from harness.storage import Run
+
+
+def _probe(*args: str) -> dict[str, dict]:
+    done = run_cli("libraries", "--probe", "stale_completion", *args, "--json", "--quiet", timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {row["library"]: row for row in map(json.loads, done.stdout.splitlines())}
+
+
+def test_each_outcome_from_the_libraries_own_workers_and_a_model_beside_their_sources(tmp_path):
+    """pgmq archives by message id: the paused reader's archive lands on the message its second reader is running;
+    Que's locker ends its process when its session is cut, so its completion is never sent; procrastinate hands
+    nothing on."""
+    rows = _probe("--library", "pgmq,que,procrastinate", "--repeat", "1", "--data-dir", str(tmp_path))
+    pgmq, que, procrastinate = rows["pgmq"], rows["que"], rows["procrastinate"]
+    assert (pgmq["stale_completion"], pgmq["lost_by"], pgmq["handed_on"]) == ("accepted", "frozen", 1), pgmq
+    assert (pgmq["stale_completions_sent"], pgmq["stale_completions_applied"]) == (1, 1), pgmq
+    # the second reader's archive finds the message gone: sent, and nothing applied
+    assert (pgmq["completions_sent"], pgmq["completions_applied"]) == (2, 1), pgmq
+    assert (que["stale_completion"], que["lost_by"], que["handed_on"]) == ("refused", "sessions cut", 1), que
+    assert (que["stale_completions_sent"], que["stale_completions_applied"]) == (0, 0), que
+    assert procrastinate["stale_completion"] == "not_handed_on" and procrastinate["handed_on"] == 0, procrastinate
+    for row in rows.values():
+        assert row["agrees_with_source"] is True and row["expected_from_source"] == row["stale_completion"], row
+        assert ":" in row["source_ref"] and row["repeats"] == row["landed"] == 1, row
+    [stored] = [Run(path) for path in (tmp_path / "libraries").iterdir() if Run(path).summary["library"] == "pgmq"]
+    holders = stored.manifest["procedure"]["holders"]
+    assert holders["a"]["pid"] != holders["b"]["pid"] and holders["a"]["backends_sent"], holders
+
+
+def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(db, tmp_path, monkeypatch):
+    """Two stored runs of chancy: one with its full wait for the second holder (refused, as its source says), one
+    whose wait ends before chancy's recovery could hand the job on (not handed on): over both, varies, and the
+    row says it disagrees with the source."""
+    asked = library_runs.LibrarySweep(libraries=("chancy",), probes=("stale_completion",))
+    [first] = registry.measure("libraries", asked, tmp_path, db=db, progress=False)
+    monkeypatch.setattr(stale_completion, "hand_on_bound_s", lambda name: 0.5)
+    [second] = registry.measure("libraries", library_runs.LibraryParameters(
+        library="chancy", worker_count=2, job_count=1, repeat=1, probe="stale_completion"), tmp_path, db=db,
+        progress=False)
+    outcomes = [Run(path).summary["stale_completion"] for path in (first, second)]
+    assert outcomes == ["refused", "not_handed_on"], outcomes
+    [row] = stale_completion.per_library([Run(path).summary for path in (first, second)])
+    assert (row["stale_completion"], row["agrees_with_source"], row["handed_on"]) == ("varies", False, 1), row
+    assert row["outcomes"] == outcomes
+
+
+@pytest.mark.parametrize("outcomes, expected", [
+    (["accepted"] * 3, "accepted"), (["refused", "refused"], "refused"), (["not_handed_on"], "not_handed_on"),
+    (["accepted", "refused"], "varies"), ([None, "refused"], "refused"), ([None, None], None), ([], None)])
+def test_a_library_outcome_needs_every_landed_repeat_to_agree(outcomes, expected):
+    assert stale_completion.library_outcome(outcomes) == expected
+
+
+@pytest.mark.parametrize("lost, handed_on, stale, expected", [
+    (False, True, {"completions_applied": 1}, None), (True, False, None, "not_handed_on"),
+    (True, True, {"completions_applied": 1}, "accepted"), (True, True, {"completions_applied": 0}, "refused")])
+def test_a_run_outcome(lost, handed_on, stale, expected):
+    assert stale_completion.run_outcome(lost, handed_on, stale) == expected
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--probe", "stale_check", "--library", "pgmq"], "probe must be one of stale_completion"),
+    (["--probe", "stale_completion", "--library", "nosuch"], "no job library named 'nosuch'"),
+    (["--probe", "stale_completion", "--library", "pgmq", "--fault", "kill"], "a probe runs on its own"),
+    (["--probe", "stale_completion", "--library", "pgmq", "--jobs", "3"], "a probe races one job"),
+    (["--probe", "stale_completion", "--library", "pgmq", "--workers", "1"], "a probe takes 2 to 8 workers")])
+def test_a_probe_refuses_what_it_cannot_run_in_one_line_before_anything_starts(args, said, tmp_path):
+    done = run_cli("libraries", *args, "--data-dir", str(tmp_path), timeout=60)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "libraries").exists()
+
+
+def test_no_worker_or_gate_outlives_the_command_killed_with_sigkill_while_a_worker_is_frozen(tmp_path):
+    """SIGKILL of the command while the probe holds its first worker stopped: every worker dies with it, and the
+    next probe sweeps away the gates and logs the killed one left."""
+    frozen = lambda harness: [p for p in forked_workers(harness) if faults.stop_state(p.pid) == "T"]  # noqa: E731
+    before = set(Path(tempfile.gettempdir()).glob(f"{stale_completion.FOLDER_PREFIX}*"))
+    assert survivors_of_sigkill(["libraries", "--probe", "stale_completion", "--library", "river", "--quiet",
+                                 "--data-dir", str(tmp_path)], frozen, 120) == []
+    left = set(Path(tempfile.gettempdir()).glob(f"{stale_completion.FOLDER_PREFIX}*")) - before
+    assert left, "the killed probe's folder was expected to stay until the next probe"
+    removed = stale_completion.sweep_stale_folders()
+    assert left <= set(removed) and not any(path.exists() for path in left)
+    mine = Path(tempfile.mkdtemp(prefix=f"{stale_completion.FOLDER_PREFIX}{os.getpid()}-"))
+    try:  # a live harness's folder is left alone
+        assert mine not in stale_completion.sweep_stale_folders() and mine.exists()
+    finally:
+        mine.rmdir()
