@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import forked_workers, run_cli, survivors_of_sigkill
+from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
+from harness.article import contents
+from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
+from harness.article.sections import library_faults as worker_dies
 from harness.experiments import libraries as library_runs, registry, stale_completion
 from harness.server import faults
 from harness.storage import Run
@@ -42,6 +45,13 @@ def test_each_outcome_from_the_libraries_own_workers_and_a_model_beside_their_so
     [stored] = [Run(path) for path in (tmp_path / "libraries").iterdir() if Run(path).summary["library"] == "pgmq"]
     holders = stored.manifest["procedure"]["holders"]
     assert holders["a"]["pid"] != holders["b"]["pid"] and holders["a"]["backends_sent"], holders
+    # the article reads the stored runs: A9 per library from the probe alone, each outcome its own verdict
+    loaded = contents.load(handed("library_probe", sorted((tmp_path / "libraries").iterdir())))
+    a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, loaded[worker_dies.NAME].probes)
+    assert dict(a9.parts) == {"pgmq": CORRECTED, "que (model)": CONFIRMED, "procrastinate": NOT_MEASURED}, a9.parts
+    assert "under pgmq, in every repeat" in a9.note, a9.note
+    shown = worker_dies.probe_table(loaded)
+    assert "pgmq/sql/pgmq.sql:578-600" in shown and "not handed on" in shown and "its sessions cut" in shown
 
 
 def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(db, tmp_path, monkeypatch):
@@ -59,6 +69,13 @@ def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(d
     [row] = stale_completion.per_library([Run(path).summary for path in (first, second)])
     assert (row["stale_completion"], row["agrees_with_source"], row["handed_on"]) == ("varies", False, 1), row
     assert row["outcomes"] == outcomes
+    # on the page: the disagreement in the table and in A9's note, and refused where it was handed on: confirmed
+    loaded = contents.load(handed("library_probe", [first, second]))
+    assert "no: both shown" in worker_dies.probe_table(loaded)
+    a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, loaded[worker_dies.NAME].probes)
+    assert a9.parts == (("chancy", CONFIRMED),)
+    assert "chancy: the probe found varies (not applied and not handed on) where its source reads not applied." \
+        in a9.note, a9.note
 
 
 @pytest.mark.parametrize("outcomes, expected", [

@@ -119,7 +119,7 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          help=f"job libraries ({', '.join(library_names.NAMES)}) draining the same queue with their own workers, audited "
               "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
               "and drops the database claimrace_libraries for every run)",
-         show=library_faults.show_runs, sections=("libraries", "library_faults", "library_poolers"), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
+         show=library_faults.show_runs, sections=("libraries", "library_faults", "library_probe", "library_poolers"), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
          workers=libraries.workers_needed, check_size=libraries.check_size,
          label=libraries.label),
     Kind("wakeups", wakeups.WakeupParameters, wakeups.measure, libraries.stored_summary,

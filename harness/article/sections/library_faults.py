@@ -18,11 +18,12 @@ from harness.article.formats import DASH, count, missing, number, span
 from harness.article.prose import join, numbered, table
 from harness.article.sections.libraries import jobs_per_run
 from harness.article.wording import Sentences
+from harness.experiments import stale_completion
 from harness.library_claims import LIBRARY_STRATEGIES
 from harness.storage import open_runs
 
 NAME = "library_faults"
-READS = ("library_faults", "library_poolers", "pooler_claims")
+READS = ("library_faults", "library_poolers", "pooler_claims", "library_probe")
 say = Sentences(NAME)
 
 # What a fault can do wrong to a job, as the ledger marks it (harness.experiments.library_faults); running a job
@@ -43,6 +44,8 @@ class Loaded:
     claim_runs: tuple = ()  # races of the advisory-lock claims through PgBouncer (report section pooler_claims)
     claims: pd.DataFrame | None = None  # analysis.race_summary of those races
     requests: dict | None = None  # what each of those params-file sections asked: {section: its dataclass}
+    probe_runs: tuple = ()  # the stale-completion probe's runs (report section library_probe)
+    probes: tuple = ()  # one row per library over its probe runs (harness.experiments.stale_completion.per_library)
 
 
 def _summaries(paths) -> pd.DataFrame:
@@ -62,13 +65,15 @@ def _summaries(paths) -> pd.DataFrame:
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
-    fault_paths, pooled_paths, claim_paths = (reads[name].runs if name in reads else () for name in READS)
-    if not (fault_paths or pooled_paths or claim_paths):
+    fault_paths, pooled_paths, claim_paths, probe_paths = (reads[name].runs if name in reads else ()
+                                                           for name in READS)
+    if not (fault_paths or pooled_paths or claim_paths or probe_paths):
         return None
     return Loaded(fault_paths, _summaries(fault_paths), pooled_paths,
                   _summaries(pooled_paths) if pooled_paths else None, claim_paths,
                   race_summary(list(claim_paths)) if claim_paths else None,
-                  {name: asked.request for name, asked in reads.items()})
+                  {name: asked.request for name, asked in reads.items()}, probe_paths,
+                  tuple(stale_completion.per_library([run.summary for run in open_runs(probe_paths)])))
 
 
 # --------------------------------------------------------------------------- A9
@@ -112,39 +117,79 @@ def _libraries(n: int) -> str:
     return f"{count(n)} {'library' if n == 1 else 'libraries'}"
 
 
-def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None) -> Finding:
+def probe_verdict(row: dict | None) -> str | None:
+    """What the stale-completion probe says of one library (a row of stale_completion.per_library): corrected where
+    any repeat applied a stale holder's completion, confirmed where every repeat that handed the job on refused it,
+    None where no repeat handed it on or the fault never landed (the fault runs decide the rest)."""
+    if row is None:
+        return None
+    outcomes = set(row["outcomes"])
+    if "accepted" in outcomes:
+        return CORRECTED
+    return CONFIRMED if "refused" in outcomes else None
+
+
+def _probe_notes(probes) -> list[str]:
+    """The probe's evidence in A9's note: the libraries whose stale holder's completion was applied, in one
+    sentence, and each library where the probe and its source disagree."""
+    notes = []
+    accepted = [row for row in probes if probe_verdict(row) == CORRECTED]
+    if accepted:
+        every = all(row["outcomes"].count("accepted") == row["handed_on"] for row in accepted)
+        names = join([_name(row["library"]) for row in accepted])
+        notes.append(say("A9.probe_accepted", libraries=names) if every else
+                     say("A9.probe_accepted_some", libraries=names))
+    for row in probes:
+        if row["agrees_with_source"] is False:
+            notes.append(say("A9.probe_disagrees", library=_name(row["library"]), observed=_outcome_said(row),
+                             expected=_said_outcomes()[row["expected_from_source"]]))
+    return notes
+
+
+def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=()) -> Finding:
     """Per library, a part: corrected where a fault that landed left a job stuck for good (nothing recovers it, or
-    its recovery had the time) or lost, or completed it twice or by a stale holder; not measured where no fault
-    landed, none hit a job, or a job was undecided at the bound (still running, never started, or waiting for a
-    recovery set past the time the run waited); confirmed otherwise. A job run twice is the price of at-least-once
-    execution, counted, not held against the library."""
-    if faults is None or not len(faults):
+    its recovery had the time) or lost, or completed it twice or by a stale holder, or where the stale-completion
+    probe saw a worker that had lost its job complete it while another ran it (probe_verdict); not measured where no
+    fault landed, none hit a job, or a job was undecided at the bound (still running, never started, or waiting for
+    a recovery set past the time the run waited); confirmed otherwise. A job run twice is the price of
+    at-least-once execution, counted, not held against the library. probes: stale_completion.per_library's rows."""
+    by_probe = {row["library"]: row for row in probes}
+    if (faults is None or not len(faults)) and not by_probe:
         return not_measured("A9", say("A9.no_runs"))
+    faults = faults if faults is not None and len(faults) else pd.DataFrame(columns=["library", "fault"])
     parts, notes = [], []
-    for library, runs in faults.groupby("library", sort=False):
-        mine, library = _landed(runs), _name(library)
-        if not len(mine):
-            parts.append((library, NOT_MEASURED))
-            notes.append(say("A9.not_landed", library=library, faults=join(dict.fromkeys(runs["fault"]))))
-            continue
-        wrong, undecided = _tally(mine)
-        if any(wrong.values()):
-            parts.append((library, CORRECTED))
-            notes.append(_what_went_wrong(library, mine))
-        elif any(undecided.values()) or not int(mine["jobs_hit"].sum()):
-            parts.append((library, NOT_MEASURED))
-            notes.append(_why_undecided(library, mine, undecided))
+    for library in dict.fromkeys([*faults["library"], *by_probe]):
+        runs, probed = faults[faults["library"] == library], by_probe.get(library)
+        mine, name = _landed(runs) if len(runs) else runs, _name(library)
+        verdicts = [probe_verdict(probed)] if probe_verdict(probed) else []
+        if not len(runs):
+            pass
+        elif not len(mine):
+            verdicts.append(NOT_MEASURED)
+            notes.append(say("A9.not_landed", library=name, faults=join(dict.fromkeys(runs["fault"]))))
         else:
-            parts.append((library, CONFIRMED))
+            wrong, undecided = _tally(mine)
+            if any(wrong.values()):
+                verdicts.append(CORRECTED)
+                notes.append(_what_went_wrong(name, mine))
+            elif any(undecided.values()) or not int(mine["jobs_hit"].sum()):
+                verdicts.append(NOT_MEASURED)
+                notes.append(_why_undecided(name, mine, undecided))
+            else:
+                verdicts.append(CONFIRMED)
+        parts.append((name, _worst(verdicts) if verdicts else NOT_MEASURED))
+    notes = _probe_notes(probes) + notes
     decided = [name for name, v in parts if v != NOT_MEASURED]
-    counted_runs = _landed(faults)
+    counted_runs = _landed(faults) if len(faults) else faults.assign(executed_twice=[], jobs=[])
     counted_runs = counted_runs[counted_runs["library"].map(_name).isin(decided)]
     twice = int(counted_runs["executed_twice"].sum())
     if twice:
         notes.append(say("A9.at_least_once", twice=numbered(twice, "job")))
+    probed = [row for row in probes if probe_verdict(row) is not None]
     ours = say("A9.ours", wrong=count(sum(1 for _, v in parts if v == CORRECTED)), libraries=_libraries(len(decided)),
                jobs=count(int(counted_runs["jobs"].sum())),
-               faults=join(dict.fromkeys(counted_runs["fault"]))) if decided else ""
+               faults=join([*dict.fromkeys(counted_runs["fault"]), *(["the stale-completion probe"] if probed
+                                                                    else [])])) if decided else ""
     return make_finding("A9", _worst(v for _, v in parts), ours, notes, {"libraries": count(len(parts))},
                         parts=tuple(parts))
 
@@ -347,7 +392,8 @@ def library_pooler_verdicts(pooled: pd.DataFrame | None, claims: pd.DataFrame | 
 
 def findings(loaded: dict) -> list[Finding]:
     mine = loaded.get(NAME)
-    return [a9_a_dead_workers_job_completes_once(mine.faults if mine is not None else None),
+    return [a9_a_dead_workers_job_completes_once(mine.faults if mine is not None else None,
+                                                 mine.probes if mine is not None else ()),
             a10_through_a_transaction_pooler(mine.pooled if mine is not None else None,
                                              mine.claims if mine is not None else None,
                                              pgbouncer_version(mine) if mine is not None else DASH)]
@@ -540,6 +586,47 @@ def ledger_table(loaded: dict) -> str:
     return table(pd.DataFrame(rows), caption=say("ledger_caption", jobs=count(int(faults["jobs"].max())), job_s=job_s,
                                                  workers=count(int(faults["worker_count"].max())), models=models),
                  css_class="wide")
+
+
+PROBE_COLUMNS = ("library", "lost its job by", "handed on", "its stale completion, observed", "sent / applied",
+                 "its completion checks, read in its source", "source says", "agree")
+
+
+def _said_outcomes() -> dict[str, str]:
+    """Each outcome of a probe run as the page says it, and a run whose fault did not land."""
+    return say.each("probe", ("accepted", "refused", "not_handed_on", "not_landed"))
+
+
+def _outcome_said(row: dict) -> str:
+    """A library's outcome over its repeats, as the table says it: 'varies' lists each repeat's."""
+    said = _said_outcomes()
+    if row["stale_completion"] == stale_completion.VARIES:
+        return say("probe.varies", outcomes=join([said[o or "not_landed"] for o in row["outcomes"]]))
+    return said[row["stale_completion"] or "not_landed"]
+
+
+def probe_table(loaded: dict) -> str:
+    """One row per library probed: how it lost the job, in how many repeats the job was handed on, what its stale
+    holder's completion did (observed), the completions sent and applied, and its source's reading beside it."""
+    mine = loaded.get(NAME)
+    if mine is None or not mine.probes:
+        return ""
+    rows = []
+    for row in mine.probes:
+        stale = DASH if row["stale_completions_sent"] is None else \
+            f"{row['stale_completions_sent']} / {row['stale_completions_applied']}"
+        agree = DASH if row["agrees_with_source"] is None else \
+            say("probe.agrees") if row["agrees_with_source"] else say("probe.disagrees")
+        lost_by = say.each("probe.lost_by", ("frozen", "sessions_cut"))[row["lost_by"].replace(" ", "_")]
+        rows.append(dict(zip(PROBE_COLUMNS, (
+            _name(row["library"]), lost_by, f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale,
+            f"{row['source_checks']} ({row['source_ref']})", _said_outcomes()[row["expected_from_source"]],
+            agree))))
+    bounds = [row["hand_on_bound_s"] for row in mine.probes]
+    return table(pd.DataFrame(rows), caption=say(
+        "probe_caption", repeats=count(max(row["repeats"] for row in mine.probes)),
+        bound=span(min(bounds), max(bounds), lambda v: number(v, 1))),
+        css_class="wide")
 
 
 POOLER_COLUMNS = ("library or claim", "jobs/s: session / transaction", "went wrong in session mode",
