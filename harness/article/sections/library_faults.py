@@ -471,7 +471,8 @@ def _pooler_setup(mine: Loaded | None) -> str:
     return say("setup.pooler", version=pgbouncer_version(mine), what=join(said))
 
 
-ADVICE_COLUMNS = ("library", "to run a dead worker's job again", "seen here", "behind PgBouncer")
+ADVICE_COLUMNS = ("library", "to run a dead worker's job again", "seen here", "a stale holder's completion",
+                  "behind PgBouncer")
 
 
 def advice_table(loaded: dict) -> str:
@@ -483,7 +484,9 @@ def advice_table(loaded: dict) -> str:
     faults = mine.faults if len(mine.faults) else pd.DataFrame(columns=["library"])
     pooled = library_pooler_verdicts(mine.pooled, mine.claims)
     fixed = libraries_fixed_by_their_setting(mine.pooled)
-    names = list(dict.fromkeys([*faults["library"], *(mine.pooled["library"] if mine.pooled is not None else [])]))
+    probed = {row["library"]: row for row in mine.probes}
+    names = list(dict.fromkeys([*faults["library"], *probed,
+                                *(mine.pooled["library"] if mine.pooled is not None else [])]))
     rows = []
     for library in names:
         runs = faults[faults["library"] == library]
@@ -499,8 +502,19 @@ def advice_table(loaded: dict) -> str:
         rows.append(dict(zip(ADVICE_COLUMNS, (
             html.escape(_name(library)),
             _code(_configure_text(recovery).get(library, DASH)),
-            html.escape(_seen(_landed(runs)) if len(runs) else DASH), html.escape(through)))))
+            html.escape(_seen(_landed(runs)) if len(runs) else DASH), html.escape(_stale_said(probed.get(library))),
+            html.escape(through)))))
     return table(pd.DataFrame(rows, columns=list(ADVICE_COLUMNS)), caption=say("advice_caption"), escape=False)
+
+
+def _stale_said(row: dict | None) -> str:
+    """The probe's outcome for a library, marked observed, with its source's reading where the two disagree."""
+    if row is None:
+        return DASH
+    if row["agrees_with_source"] is False:
+        return say("advice.stale_disagrees", outcome=_outcome_said(row),
+                   expected=_said_outcomes()[row["expected_from_source"]])
+    return say("advice.stale", outcome=_outcome_said(row))
 
 
 def _code(text: str) -> str:
