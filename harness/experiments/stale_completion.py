@@ -8,7 +8,7 @@ library's own loop at concurrency 1, whose job runs until the harness opens its 
 2. A loses J: frozen (SIGSTOP), or, for a library whose hold on a job is its session's advisory lock
    (HOLDS_BY_SESSION: a frozen worker keeps its lock), its sessions cut (pg_terminate_backend), A left running;
 3. the harness waits until J is handed to a second holder B *and B is inside J* (B's start logged), at most
-   hand_on_bound_s: the library's raced recovery half as long again and HAND_ON_MARGIN_S, or NOT_SET_WAIT_S
+   hand_on_bound_s: the library's raced recovery a fifth longer and HAND_ON_MARGIN_S, or NOT_SET_WAIT_S
    where nothing recovers within MAX_RECOVERY_S;
 4. A is resumed, runs on RESUME_S, and its gate opens: A finishes J and sends its completion while B still runs
    J. The harness waits for it (SETTLE_S at most after A's end);
@@ -49,9 +49,9 @@ from harness.storage import Run
 
 JOB_S = 1.0  # the job's length where no gate holds it (never, in a probe: every job is gated)
 TRIGGER_TIMEOUT_S = 60.0
-# how long the probe waits for J to reach B: the library's raced recovery half as long again and HAND_ON_MARGIN_S
+# how long the probe waits for J to reach B: the library's raced recovery a fifth longer and HAND_ON_MARGIN_S
 # (its poll, its maintenance loop, a worker's restart; J reached B 0.1-1.0 s after the raced recovery here)
-HAND_ON_FACTOR, HAND_ON_MARGIN_S = 1.5, 4.0
+HAND_ON_FACTOR, HAND_ON_MARGIN_S = 1.2, 4.0
 NOT_SET_WAIT_S = 6.0  # for a library with nothing set that recovers within the run: past every raced recovery here
 MAX_RECOVERY_S = 120.0  # a recovery set longer than this (graphile-worker's 4 h) is not waited for
 RESUME_S = 0.5  # A runs on this long after it is resumed before its job ends: a stale holder's job outlasts its wake
@@ -148,16 +148,24 @@ def finish(name: str, url: str, logs: Path, gates: Path, server_log: Path | None
     counts for it (its own heartbeat on the row is no completion)."""
     since_log, since_seq, began_ns = _log_size(server_log), _last_seq(url), time.time_ns()
     gate.open_gate(gates, job, holder["pid"])
-    ended = _end_of(logs, job, holder["pid"], began_ns, SETTLE_S + MAX_HOLD_MARGIN_S, tend)
-    deadline = time.monotonic() + SETTLE_S
-    sent = _completions_logged(name, server_log, since_log)
-    while time.monotonic() < deadline and not sent:
+    # until its completion is logged; else SETTLE_S after its job ended (its process gone: nothing more can come),
+    # and at most SETTLE_S + MAX_HOLD_MARGIN_S in all
+    began, ended_at, ended, sent = time.monotonic(), None, False, None
+    while True:
+        sent = _completions_logged(name, server_log, since_log)
+        if sent or not faults.alive(holder["pid"]):
+            break
+        if ended_at is None and _ended(logs, job, holder["pid"], began_ns):
+            ended, ended_at = True, time.monotonic()
+        now = time.monotonic()
+        if (ended_at is not None and now - ended_at >= SETTLE_S) or now - began >= SETTLE_S + MAX_HOLD_MARGIN_S:
+            break
         tend()
         time.sleep(0.05)
-        sent = _completions_logged(name, server_log, since_log)
     if sent:
         time.sleep(APPLIED_S)
         sent = _completions_logged(name, server_log, since_log)
+    ended = ended or _ended(logs, job, holder["pid"], began_ns)
     audit = _audit_since(url, since_seq)
     audit = audit[audit["job_id"] == job]
     completed = audit[audit["event"] == "completed"]
@@ -172,18 +180,11 @@ def finish(name: str, url: str, logs: Path, gates: Path, server_log: Path | None
 MAX_HOLD_MARGIN_S = 2.0
 
 
-def _end_of(logs: Path, job: int, pid: int, since_ns: int, timeout: float, tend) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        lines = runtime.read_lines(logs)
-        if len(lines[(lines["event"] == "end") & (lines["job_id"] == job) & (lines["pid"] == pid)
-                     & (lines["at_ns"] >= since_ns)]):
-            return True
-        if not faults.alive(pid):
-            return False
-        tend()
-        time.sleep(0.02)
-    return False
+def _ended(logs: Path, job: int, pid: int, since_ns: int) -> bool:
+    """Whether the process pid logged the end of job since since_ns."""
+    lines = runtime.read_lines(logs)
+    return bool(len(lines[(lines["event"] == "end") & (lines["job_id"] == job) & (lines["pid"] == pid)
+                          & (lines["at_ns"] >= since_ns)]))
 
 
 # --------------------------------------------------------------------------- the run
