@@ -1165,8 +1165,8 @@ def test_a9_gives_each_library_its_part_and_counts_jobs_run_twice_apart():
     assert found.parts == (("procrastinate", CORRECTED), ("pgmq", CONFIRMED)) and found.verdict == CORRECTED
     assert "procrastinate: after kill, 1 stuck." in found.note
     assert "2 jobs ran twice: recovery runs a job again, so its side effects must be safe to repeat." in found.note
-    assert found.ours == ("Over 18 jobs under kill and pause, 1 of 2 libraries whose runs decide left a job stuck or "
-                          "lost, or completed one twice or by a stale holder")
+    assert found.ours == ("1 of 2 libraries whose runs decide left a job stuck or lost, or completed one twice or by "
+                          "a worker that had lost it (3 jobs hit by kill and pause in 3 runs)")
     assert fault_section.a9_a_dead_workers_job_completes_once(None).verdict == NOT_MEASURED
 
 

@@ -180,16 +180,19 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
         parts.append((name, _worst(verdicts) if verdicts else NOT_MEASURED))
     notes = _probe_notes(probes) + notes
     decided = [name for name, v in parts if v != NOT_MEASURED]
-    counted_runs = _landed(faults) if len(faults) else faults.assign(executed_twice=[], jobs=[])
+    counted_runs = _landed(faults) if len(faults) else faults.assign(executed_twice=[], jobs_hit=[])
     counted_runs = counted_runs[counted_runs["library"].map(_name).isin(decided)]
     twice = int(counted_runs["executed_twice"].sum())
     if twice:
         notes.append(say("A9.at_least_once", twice=numbered(twice, "job")))
-    probed = [row for row in probes if probe_verdict(row) is not None]
+    # what decided: the jobs the faults hit, in how many runs, and the probes that handed the job on
+    evidence = [say("A9.ours.faults", hit=numbered(int(counted_runs["jobs_hit"].sum()), "job"),
+                    faults=join(dict.fromkeys(counted_runs["fault"])), runs=numbered(len(counted_runs), "run"))] \
+        if len(counted_runs) else []
+    probed = sum(row["handed_on"] for row in probes if _name(row["library"]) in decided)
+    evidence += [say("A9.ours.probes", probes=numbered(probed, "run"))] if probed else []
     ours = say("A9.ours", wrong=count(sum(1 for _, v in parts if v == CORRECTED)), libraries=_libraries(len(decided)),
-               jobs=count(int(counted_runs["jobs"].sum())),
-               faults=join([*dict.fromkeys(counted_runs["fault"]), *(["the stale-completion probe"] if probed
-                                                                    else [])])) if decided else ""
+               evidence="; ".join(evidence)) if decided else ""
     return make_finding("A9", _worst(v for _, v in parts), ours, notes, {"libraries": count(len(parts))},
                         parts=tuple(parts))
 
