@@ -29,14 +29,17 @@ def _probe(*args: str) -> dict[str, dict]:
 def test_each_outcome_from_the_libraries_own_workers_and_a_model_beside_their_sources(tmp_path):
     """pgmq archives by message id: the paused reader's archive lands on the message its second reader is running;
     Que's locker ends its process when its session is cut, so its completion is never sent; procrastinate hands
-    nothing on."""
-    rows = _probe("--library", "pgmq,que,procrastinate", "--repeat", "1", "--data-dir", str(tmp_path))
-    pgmq, que, procrastinate = rows["pgmq"], rows["que"], rows["procrastinate"]
+    nothing on. Oban's completion checks nothing, so the live holder's rewrites the finished row."""
+    rows = _probe("--library", "pgmq,que,procrastinate,oban", "--repeat", "1", "--data-dir", str(tmp_path))
+    pgmq, que, procrastinate, oban = rows["pgmq"], rows["que"], rows["procrastinate"], rows["oban"]
     assert (pgmq["stale_completion"], pgmq["lost_by"], pgmq["handed_on"]) == ("accepted", "frozen", 1), pgmq
     assert (pgmq["stale_completions_sent"], pgmq["stale_completions_applied"]) == (1, 1), pgmq
     # the second reader's archive finds the message gone: sent, and nothing applied
     assert (pgmq["completions_sent"], pgmq["completions_applied"]) == (2, 1), pgmq
-    assert (que["stale_completion"], que["lost_by"], que["handed_on"]) == ("refused", "sessions cut", 1), que
+    assert (pgmq["live_completions_sent"], pgmq["live_completions_applied"], pgmq["completed_every_time"]) == (1, 0, True)
+    assert (oban["stale_completion"], oban["live_completions_sent"], oban["live_completions_applied"]) == \
+        ("accepted", 1, 1), oban
+    assert (que["stale_completion"], que["lost_by"], que["handed_on"]) == ("not_sent", "sessions cut", 1), que
     assert (que["stale_completions_sent"], que["stale_completions_applied"]) == (0, 0), que
     assert procrastinate["stale_completion"] == "not_handed_on" and procrastinate["handed_on"] == 0, procrastinate
     for row in rows.values():
@@ -48,10 +51,14 @@ def test_each_outcome_from_the_libraries_own_workers_and_a_model_beside_their_so
     # the article reads the stored runs: A9 per library from the probe alone, each outcome its own verdict
     loaded = contents.load(handed("library_probe", sorted((tmp_path / "libraries").iterdir())))
     a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, loaded[worker_dies.NAME].probes)
-    assert dict(a9.parts) == {"pgmq": CORRECTED, "que (model)": CONFIRMED, "procrastinate": NOT_MEASURED}, a9.parts
-    assert "under pgmq, in every repeat" in a9.note, a9.note
+    assert dict(a9.parts) == {"pgmq": CORRECTED, "que (model)": CONFIRMED, "procrastinate": NOT_MEASURED,
+                              "oban (model)": CORRECTED}, a9.parts
+    assert "under pgmq and oban (model), in every repeat" in a9.note, a9.note
     shown = worker_dies.probe_table(loaded)
     assert "pgmq/sql/pgmq.sql:578-600" in shown and "not handed on" in shown and "its sessions cut" in shown
+    assert "never sent (its worker ended first)" in shown and "by construction" in shown
+    for run in (tmp_path / "libraries").iterdir():
+        assert Run(run).checks["every_completion_attributed"], Run(run).summary
 
 
 def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(db, tmp_path, monkeypatch):
@@ -66,6 +73,9 @@ def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(d
         progress=False)
     outcomes = [Run(path).summary["stale_completion"] for path in (first, second)]
     assert outcomes == ["refused", "not_handed_on"], outcomes
+    refused = Run(first).summary  # chancy's flush names the claim_id: sent, and nothing changed; the live one applied
+    assert refused["stale_completions_sent"] >= 1 and refused["stale_completions_applied"] == 0, refused
+    assert refused["live_completions_applied"] == 1, refused
     [row] = stale_completion.per_library([Run(path).summary for path in (first, second)])
     assert (row["stale_completion"], row["agrees_with_source"], row["handed_on"]) == ("varies", False, 1), row
     assert row["outcomes"] == outcomes
@@ -86,10 +96,26 @@ def test_a_library_outcome_needs_every_landed_repeat_to_agree(outcomes, expected
 
 
 @pytest.mark.parametrize("lost, handed_on, stale, expected", [
-    (False, True, {"completions_applied": 1}, None), (True, False, None, "not_handed_on"),
-    (True, True, {"completions_applied": 1}, "accepted"), (True, True, {"completions_applied": 0}, "refused")])
+    (False, True, {"completions_applied": 1, "completions_sent": 1}, None), (True, False, None, "not_handed_on"),
+    (True, True, {"completions_applied": 1, "completions_sent": 1}, "accepted"),
+    (True, True, {"completions_applied": 1, "completions_sent": None}, "accepted"),
+    (True, True, {"completions_applied": 0, "completions_sent": 1}, "refused"),
+    (True, True, {"completions_applied": 0, "completions_sent": 0}, "not_sent"),
+    (True, True, {"completions_applied": 0, "completions_sent": None}, "not_applied")])
 def test_a_run_outcome(lost, handed_on, stale, expected):
     assert stale_completion.run_outcome(lost, handed_on, stale) == expected
+
+
+def _row(outcomes, completed_every_time=True) -> dict:
+    return {"outcomes": outcomes, "completed_every_time": completed_every_time}
+
+
+@pytest.mark.parametrize("row, expected", [
+    (None, None), (_row(["accepted", "refused"]), CORRECTED), (_row(["refused", "not_sent"]), CONFIRMED),
+    (_row(["not_applied"]), CONFIRMED), (_row(["refused"], completed_every_time=False), None),
+    (_row(["not_handed_on", None]), None), (_row([None]), None)])
+def test_the_probe_decides_a_library_part_of_a9_only_where_it_bears_on_it(row, expected):
+    assert worker_dies.probe_verdict(row) == expected
 
 
 @pytest.mark.parametrize("args, said", [

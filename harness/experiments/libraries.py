@@ -106,40 +106,31 @@ PROBES = ("stale_completion",)
 PROBE_MIN_WORKERS, PROBE_WORKERS, PROBE_JOBS = 2, (2,), 1
 
 
-def as_probe(name: str, value) -> str:
-    if value not in ("none", *PROBES):
-        raise UserError(f"probe must be one of {', '.join(PROBES)} (or none), not {value!r}")
-    return str(value)
+def _one_or_none(choices: tuple[str, ...], what: str):
+    """A validator: one of choices, or none."""
+    def one(name: str, value) -> str:
+        if value not in ("none", *choices):
+            raise UserError(f"{what} must be one of {', '.join(choices)} (or none), not {value!r}")
+        return str(value)
+    return one
 
 
-def as_probes(name: str, values) -> tuple[str, ...]:
-    values = (values,) if isinstance(values, str) else tuple(values)
-    if not values:
-        raise UserError("give a probe, or none")
-    return tuple(as_probe(name, v) for v in values)
+def _several(one, refusal: str):
+    """A validator of a list (or one value) whose every item `one` accepts; `refusal` for an empty one."""
+    def several(name: str, values) -> tuple[str, ...]:
+        values = (values,) if isinstance(values, str) else tuple(values)
+        if not values:
+            raise UserError(refusal)
+        return tuple(one(name, v) for v in values)
+    return several
 
 
+as_probe = _one_or_none(PROBES, "probe")
+as_probes = _several(as_probe, "give a probe, or none")
 as_pooler_setting = one_of(libraries.POOLER_SETTINGS, "pooler setting")
-
-
-def as_pooler_settings(name: str, values) -> tuple[str, ...]:
-    values = (values,) if isinstance(values, str) else tuple(values)
-    if not values:
-        raise UserError("give at least one pooler setting")
-    return tuple(as_pooler_setting(name, v) for v in values)
-
-
-def as_fault(name: str, value) -> str:
-    if value not in ("none", *FAULTS):
-        raise UserError(f"fault must be one of {', '.join(FAULTS)} (or none), not {value!r}")
-    return str(value)
-
-
-def as_faults(name: str, values) -> tuple[str, ...]:
-    values = (values,) if isinstance(values, str) else tuple(values)
-    if not values:
-        raise UserError("give at least one fault, or none")
-    return tuple(as_fault(name, v) for v in values)
+as_pooler_settings = _several(as_pooler_setting, "give at least one pooler setting")
+as_fault = _one_or_none(FAULTS, "fault")
+as_faults = _several(as_fault, "give at least one fault, or none")
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -405,9 +396,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                     at_bound = _stop_once_every_job_ran(workers, logs, p.job_count, ends)
                 stopped = [w for w in workers if w.is_alive()]
                 stopped += [w for w in at_bound if w not in stopped]
-                for process in stopped:
-                    process.kill()
-                    process.join(10)
+                runtime.kill_left(stopped)
                 ended_ns = time.time_ns()
                 backend_shares = watch.stop() if watch else {}
                 through.close()  # a pooler's server sessions end with it, once every worker has gone
@@ -416,10 +405,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 server_cpu_after = activity.server_cpu_ns(conn)
                 after = _counters(conn, library)
             finally:
-                for process in workers:
-                    if process.is_alive():
-                        process.kill()
-                        process.join(10)
+                runtime.kill_left(workers)
             wal_bytes = int(conn.execute("SELECT pg_wal_lsn_diff(%s, %s)", (after["lsn"], before["lsn"])).fetchone()[0])
             audit = runtime.read_audit(conn)
             advisory_locks = int(conn.execute(

@@ -249,10 +249,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         lines = runtime.read_lines(logs)
         errors = runtime.error_output(logs)
     finally:
-        for process in workers:
-            if process.is_alive():
-                process.kill()
-                process.join(10)
+        runtime.kill_left(workers)
         through.close()
         shutil.rmtree(logs, ignore_errors=True)
         with db.connect() as admin:

@@ -16,10 +16,13 @@ library's own loop at concurrency 1, whose job runs until the harness opens its 
 
 What each holder's completion did is read twice: sent, from the statements the server logged for the library's
 database in that holder's window (its COMPLETION_LOGGED; a server started here only, else "cannot be seen"), and
-applied, from the audit (a completion transition, a DELETE, or, for B after A's was applied, an UPDATE of the row
-by a backend that sent a completion). A run's outcome (OUTCOMES): not_handed_on (no B within the bound), accepted
-(A's completion changed the row B was running), refused (it did not: the library refused it or never sent it).
-Over a library's repeats: the outcome where every repeat agrees, else varies.
+applied, from the whole run's audit: the job's completion (its finished state, or its row deleted) by the backends
+that logged that holder's statements, and, for B, its UPDATEs of the row once it was finished. A completion by a
+backend neither holder logged from is counted apart (completions_unattributed) and fails the run's check. A run's
+outcome (OUTCOMES): not_handed_on (no B within the bound), accepted (A's completion changed the row B was running),
+refused (A sent its completion and nothing changed), not_sent (A sent none: Que's worker ends when its session is
+lost) or not_applied (nothing changed, and the sending cannot be seen). Over a library's repeats: the outcome where
+every repeat agrees, else varies.
 
 Beside it, what the library's source says its completion checks and so what the probe should find
 (STALE_COMPLETION in its module: expected, checks, source with file and lines at the release); agrees_with_source
@@ -58,7 +61,7 @@ RESUME_S = 0.5  # A runs on this long after it is resumed before its job ends: a
 SETTLE_S = 3.0  # after a holder's job ended, how long its completion may take (chancy writes its completions once a second)
 APPLIED_S = 0.5  # after a completion statement was logged, how long the harness waits for its commit
 STOP_GRACE_S = 5.0
-OUTCOMES = ("accepted", "refused", "not_handed_on")
+OUTCOMES = ("accepted", "refused", "not_sent", "not_applied", "not_handed_on")
 VARIES = "varies"
 NOT_SEEN = None  # a count the run could not see (no server log here)
 
@@ -128,25 +131,11 @@ def _completions_logged(name: str, server_log: Path | None, since: int | None) -
     return [pid for pid, text in library_runs.statement_entries(server_log, since) if marker in text.lower()]
 
 
-def _audit_since(url: str, seq: int) -> pd.DataFrame:
-    with database.connect(url) as conn:
-        return pd.DataFrame(conn.execute(
-            f"SELECT seq, job_id, event, (extract(epoch FROM at) * 1e9)::bigint AS at_ns, pid FROM {runtime.AUDIT} "
-            "WHERE seq > %s ORDER BY seq", [seq]).fetchall(), columns=["seq", "job_id", "event", "at_ns", "pid"])
-
-
-def _last_seq(url: str) -> int:
-    with database.connect(url) as conn:
-        return int(conn.execute(f"SELECT coalesce(max(seq), 0) FROM {runtime.AUDIT}").fetchone()[0])
-
-
-def finish(name: str, url: str, logs: Path, gates: Path, server_log: Path | None, holder: dict,
-           job: int, tend, rewrites: bool) -> dict:
-    """Open holder's gate and wait for its completion: sent (statements logged), applied (audit rows), its window.
-    rewrites: an UPDATE of the row by a backend that sent a completion counts as applied (the live holder's, after
-    the stale one's finished the row); the stale holder's completion lands on a running row, so only a completion
-    counts for it (its own heartbeat on the row is no completion)."""
-    since_log, since_seq, began_ns = _log_size(server_log), _last_seq(url), time.time_ns()
+def finish(name: str, logs: Path, gates: Path, server_log: Path | None, holder: dict, job: int, tend) -> dict:
+    """Open holder's gate and wait for its completion: the completion statements logged in its window (None where
+    the server's log is not here), by which backends, and the window; what they applied is read from the audit at
+    the run's end (applied)."""
+    since_log, began_ns = _log_size(server_log), time.time_ns()
     gate.open_gate(gates, job, holder["pid"])
     # until its completion is logged; else SETTLE_S after its job ended (its process gone: nothing more can come),
     # and at most SETTLE_S + MAX_HOLD_MARGIN_S in all
@@ -165,16 +154,30 @@ def finish(name: str, url: str, logs: Path, gates: Path, server_log: Path | None
     if sent:
         time.sleep(APPLIED_S)
         sent = _completions_logged(name, server_log, since_log)
-    ended = ended or _ended(logs, job, holder["pid"], began_ns)
-    audit = _audit_since(url, since_seq)
-    audit = audit[audit["job_id"] == job]
-    completed = audit[audit["event"] == "completed"]
-    # a completion that rewrote a row already finished: an UPDATE by a backend that sent a completion here
-    rewrote = audit[(audit["event"] == "updated") & audit["pid"].isin(sent or [])] if rewrites else audit.iloc[:0]
-    return {"pid": holder["pid"], "ended": ended, "completions_sent": None if sent is None else len(sent),
-            "completions_applied": int(len(completed) + len(rewrote)), "completed": int(len(completed)),
-            "rewrote": int(len(rewrote)), "window_ns": [began_ns, time.time_ns()],
-            "backends_sent": sorted(set(sent or []))}
+    return {"pid": holder["pid"], "ended": ended or _ended(logs, job, holder["pid"], began_ns),
+            "completions_sent": None if sent is None else len(sent), "backends_sent": sorted(set(sent or [])),
+            "window_ns": [began_ns, time.time_ns()]}
+
+
+def applied(audit: pd.DataFrame, job: int, done: dict, rewrites: bool) -> dict:
+    """What one holder's completions changed, from the whole run's audit: the job's completions (its finished
+    state, or its row deleted) by the backends that logged this holder's completion statements, whenever they
+    committed; with rewrites (the live holder), also its UPDATEs of the row once it was finished. Without the
+    server's log, the completions inside the holder's window, and no rewrite (a heartbeat could not be told from
+    one)."""
+    events = audit[audit["job_id"] == job]
+    completed = events[events["event"] == "completed"]
+    if done["completions_sent"] is None:
+        start, end = done["window_ns"]
+        mine = completed[(completed["at_ns"] >= start) & (completed["at_ns"] <= end)]
+        rewrote = events.iloc[:0]
+    else:
+        mine = completed[completed["pid"].isin(done["backends_sent"])]
+        first = completed["at_ns"].min() if len(completed) else None
+        rewrote = events[(events["event"] == "updated") & events["pid"].isin(done["backends_sent"])
+                         & (events["at_ns"] > first)] if rewrites and first is not None else events.iloc[:0]
+    return {"completions_applied": int(len(mine) + len(rewrote)), "completed": int(len(mine)),
+            "rewrote": int(len(rewrote))}
 
 
 MAX_HOLD_MARGIN_S = 2.0
@@ -240,9 +243,9 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             if entry:
                 effects["process_stopped_s"] = round(entry["paused_seconds"], 3)
             time.sleep(RESUME_S)
-            a_done = finish(p.library, url, logs, gates, server_log, a_holder, job, supervisor.tend, False)
+            a_done = finish(p.library, logs, gates, server_log, a_holder, job, supervisor.tend)
             if b_holder is not None:
-                b_done = finish(p.library, url, logs, gates, server_log, b_holder, job, supervisor.tend, True)
+                b_done = finish(p.library, logs, gates, server_log, b_holder, job, supervisor.tend)
         ended_ns = time.time_ns()
         supervisor.tend(restart=False)
         runtime.stop_workers(workers, STOP_GRACE_S)
@@ -251,14 +254,18 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         lines = runtime.read_lines(logs)
         errors = runtime.error_output(logs)
     finally:
-        for process in workers:
-            if process.is_alive():
-                process.kill()
-                process.join(10)
+        runtime.kill_left(workers)
         shutil.rmtree(folder, ignore_errors=True)
         with db.connect() as admin:
             runtime.drop_database(admin)
     lost = bool(effects.get("sessions_cut") or effects.get("process_stopped"))
+    job = a_holder["job_id"] if a_holder is not None else None
+    a_done = a_done and a_done | applied(audit, job, a_done, rewrites=False)
+    b_done = b_done and b_done | applied(audit, job, b_done, rewrites=True)
+    # a completion of the job by a backend neither holder logged its statement from: the markers missed one
+    seen = set((a_done or {}).get("backends_sent", [])) | set((b_done or {}).get("backends_sent", []))
+    unattributed = int(((audit["job_id"] == job) & (audit["event"] == "completed") & ~audit["pid"].isin(seen)).sum()) \
+        if server_log is not None and job is not None else None
     outcome = run_outcome(a_holder is not None and lost, b_holder is not None, a_done)
     source = expected(p.library)
     summary = {"library": p.library, "version": libraries.version(p.library), "probe": p.probe,
@@ -268,7 +275,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "stale_completions_applied": None if a_done is None else a_done["completions_applied"],
                "live_completions_sent": None if b_done is None else b_done["completions_sent"],
                "live_completions_applied": None if b_done is None else b_done["completions_applied"],
-               "hand_on_bound_s": hand_on_bound_s(p.library),
+               "completions_unattributed": unattributed, "hand_on_bound_s": hand_on_bound_s(p.library),
                "hand_on_s": None if b_holder is None else (b_holder["started_ns"] - a_holder["started_ns"]) / 1e9,
                "expected_from_source": source["expected"], "source_checks": source["checks"],
                "source_ref": source["source"], "agrees_with_source": None if outcome is None
@@ -277,8 +284,9 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "worker_exits": len(supervisor.exits), "workers_with_errors": runtime.workers_with_errors(errors),
                "waited_s": (ended_ns - released_ns) / 1e9}
     checks = {"first_job_started": a_holder is not None, "fault_landed": lost,
-              "completions_seen": server_log is not None}
-    checks["passed"] = checks["first_job_started"] and checks["fault_landed"]
+              "completions_seen": server_log is not None, "every_completion_attributed": not unattributed}
+    checks["passed"] = checks["first_job_started"] and checks["fault_landed"] \
+        and checks["every_completion_attributed"]
     return Measured(
         tables={"audit": audit, "executions": lines, "errors": errors,
                 "faults": pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
@@ -296,12 +304,17 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
 
 
 def run_outcome(lost: bool, handed_on: bool, stale: dict | None) -> str | None:
-    """One run's outcome: None where A did not lose J (no fault seen), not_handed_on, accepted or refused."""
+    """One run's outcome: None where A did not lose J (no fault seen); not_handed_on; accepted (A's completion
+    changed the row B was running); refused (A sent it, nothing changed); not_sent (A sent none: its worker ended
+    first); not_applied (nothing changed, and whether A sent one cannot be seen: no server log here)."""
     if not lost:
         return None
     if not handed_on:
         return "not_handed_on"
-    return "accepted" if stale is not None and stale["completions_applied"] else "refused"
+    if stale is not None and stale["completions_applied"]:
+        return "accepted"
+    sent = None if stale is None else stale["completions_sent"]
+    return "not_applied" if sent is None else "refused" if sent else "not_sent"
 
 
 def library_outcome(outcomes: list[str | None]) -> str | None:
@@ -343,6 +356,12 @@ def per_library(summaries: list[dict]) -> list[dict]:
             "completions_applied": _total(_sent_by_both(s, "applied") for s in landed),
             "stale_completions_sent": _total(s["stale_completions_sent"] for s in landed if s["handed_on"]),
             "stale_completions_applied": _total(s["stale_completions_applied"] for s in landed if s["handed_on"]),
+            "live_completions_sent": _total(s["live_completions_sent"] for s in landed if s["handed_on"]),
+            "live_completions_applied": _total(s["live_completions_applied"] for s in landed if s["handed_on"]),
+            # every run that handed the job on ended with it completed: by the stale holder or the live one
+            "completed_every_time": all((s["stale_completions_applied"] or 0) + (s["live_completions_applied"] or 0)
+                                        for s in landed if s["handed_on"]),
+            "model": libraries.is_model(name),
             "expected_from_source": first["expected_from_source"], "source_checks": first["source_checks"],
             "source_ref": first["source_ref"],
             "agrees_with_source": None if outcome is None else outcome == first["expected_from_source"],

@@ -156,6 +156,11 @@ def stop_workers(workers: list, grace_s: float = 5.0) -> None:
     deadline = time.monotonic() + grace_s
     for process in workers:
         process.join(max(0.0, deadline - time.monotonic()))
+    kill_left(workers)
+
+
+def kill_left(workers: list) -> None:
+    """SIGKILL to every worker process still alive, each waited for: what a run's end leaves of its workers."""
     for process in workers:
         if process.is_alive():
             process.kill()

@@ -119,14 +119,16 @@ def _libraries(n: int) -> str:
 
 def probe_verdict(row: dict | None) -> str | None:
     """What the stale-completion probe says of one library (a row of stale_completion.per_library): corrected where
-    any repeat applied a stale holder's completion, confirmed where every repeat that handed the job on refused it,
-    None where no repeat handed it on or the fault never landed (the fault runs decide the rest)."""
+    any repeat applied a stale holder's completion; confirmed where every repeat that handed the job on changed
+    nothing by its stale holder and completed the job by its live one; None otherwise: no repeat handed the job on,
+    the fault never landed, or a job handed on was never completed (the fault runs decide what that means)."""
     if row is None:
         return None
     outcomes = set(row["outcomes"])
     if "accepted" in outcomes:
         return CORRECTED
-    return CONFIRMED if "refused" in outcomes else None
+    handed_on = outcomes & {"refused", "not_sent", "not_applied"}
+    return CONFIRMED if handed_on and row["completed_every_time"] else None
 
 
 def _probe_notes(probes) -> list[str]:
@@ -190,7 +192,7 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
                     faults=join(dict.fromkeys(counted_runs["fault"])), runs=numbered(len(counted_runs), "run"))] \
         if len(counted_runs) else []
     probed = sum(row["handed_on"] for row in probes if _name(row["library"]) in decided)
-    evidence += [say("A9.ours.probes", probes=numbered(probed, "run"))] if probed else []
+    evidence += [say("A9.ours.probes", probes=count(probed))] if probed else []
     ours = say("A9.ours", wrong=count(sum(1 for _, v in parts if v == CORRECTED)), libraries=_libraries(len(decided)),
                evidence="; ".join(evidence)) if decided else ""
     return make_finding("A9", _worst(v for _, v in parts), ours, notes, {"libraries": count(len(parts))},
@@ -511,13 +513,17 @@ def advice_table(loaded: dict) -> str:
 
 
 def _stale_said(row: dict | None) -> str:
-    """The probe's outcome for a library, marked observed, with its source's reading where the two disagree."""
+    """The probe's outcome for a library, marked observed (in a model, for a library modelled), with its source's
+    reading where the two disagree, and what its completion checks where the job was never handed on."""
     if row is None:
         return DASH
     if row["agrees_with_source"] is False:
         return say("advice.stale_disagrees", outcome=_outcome_said(row),
                    expected=_said_outcomes()[row["expected_from_source"]])
-    return say("advice.stale", outcome=_outcome_said(row))
+    if row["stale_completion"] == "not_handed_on":
+        return say("advice.stale_not_handed_on", checks=row["source_checks"])
+    return say("advice.stale_model", outcome=_outcome_said(row)) if row["model"] else \
+        say("advice.stale", outcome=_outcome_said(row))
 
 
 def _code(text: str) -> str:
@@ -605,13 +611,14 @@ def ledger_table(loaded: dict) -> str:
                  css_class="wide")
 
 
-PROBE_COLUMNS = ("library", "lost its job by", "handed on", "its stale completion, observed", "sent / applied",
+PROBE_COLUMNS = ("library", "lost its job by", "handed on", "its stale completion, observed",
+                 "stale holder: sent / applied", "live holder: sent / applied",
                  "its completion checks, read in its source", "source says", "agree")
 
 
 def _said_outcomes() -> dict[str, str]:
     """Each outcome of a probe run as the page says it, and a run whose fault did not land."""
-    return say.each("probe", ("accepted", "refused", "not_handed_on", "not_landed"))
+    return say.each("probe", ("accepted", "refused", "not_sent", "not_applied", "not_handed_on", "not_landed"))
 
 
 def _outcome_said(row: dict) -> str:
@@ -622,6 +629,10 @@ def _outcome_said(row: dict) -> str:
     return said[row["stale_completion"] or "not_landed"]
 
 
+def _or_unseen(sent) -> str:
+    return say("probe.unseen") if sent is None else str(sent)
+
+
 def probe_table(loaded: dict) -> str:
     """One row per library probed: how it lost the job, in how many repeats the job was handed on, what its stale
     holder's completion did (observed), the completions sent and applied, and its source's reading beside it."""
@@ -630,19 +641,19 @@ def probe_table(loaded: dict) -> str:
         return ""
     rows = []
     for row in mine.probes:
-        stale = DASH if row["stale_completions_sent"] is None else \
-            f"{row['stale_completions_sent']} / {row['stale_completions_applied']}"
-        agree = DASH if row["agrees_with_source"] is None else \
-            say("probe.agrees") if row["agrees_with_source"] else say("probe.disagrees")
+        stale, live = (DASH if not row["handed_on"] else
+                       f"{_or_unseen(row[f'{who}_completions_sent'])} / {row[f'{who}_completions_applied']}"
+                       for who in ("stale", "live"))
+        agree = DASH if row["agrees_with_source"] is None else say("probe.disagrees") \
+            if not row["agrees_with_source"] else say("probe.by_construction") if row["model"] else say("probe.agrees")
         lost_by = say.each("probe.lost_by", ("frozen", "sessions_cut"))[row["lost_by"].replace(" ", "_")]
         rows.append(dict(zip(PROBE_COLUMNS, (
-            _name(row["library"]), lost_by, f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale,
+            _name(row["library"]), lost_by, f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale, live,
             f"{row['source_checks']} ({row['source_ref']})", _said_outcomes()[row["expected_from_source"]],
             agree))))
-    bounds = [row["hand_on_bound_s"] for row in mine.probes]
     return table(pd.DataFrame(rows), caption=say(
         "probe_caption", repeats=count(max(row["repeats"] for row in mine.probes)),
-        bound=span(min(bounds), max(bounds), lambda v: number(v, 1))),
+        bound=number(max(row["hand_on_bound_s"] for row in mine.probes), 1)),
         css_class="wide")
 
 

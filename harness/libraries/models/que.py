@@ -27,7 +27,7 @@ COMPLETED = "DELETE"  # the default resolve destroys the job
 # its source says the probe should find
 COMPLETION_LOGGED = "DELETE FROM claimrace.jobs WHERE id"
 HOLDS_BY_SESSION = True  # a frozen worker keeps its session and so its lock: the probe cuts the session instead
-STALE_COMPLETION = {"expected": "refused",
+STALE_COMPLETION = {"expected": "not_sent",
                     "checks": "the job's id only (a DELETE by id, on a pooled connection, not the lock's), but a "
                               "lost locker connection ends the process first, so the stale completion is never sent",
                     "why": "the lock drops with the session and the job runs again; the old worker's process exits",
