@@ -1141,6 +1141,8 @@ def library_fault_run(library: str, fault: str = "kill", landed: bool = True, jo
     ([library_fault_run("pgmq", executed_twice=1)], CONFIRMED),  # run twice is at-least-once, not a failure
     ([library_fault_run("procrastinate", completed_once=5, stuck=1)], CORRECTED),
     ([library_fault_run("graphile_worker", completed_once=5, lost=1)], CORRECTED),
+    ([library_fault_run("chancy", completed_once=5, failed=1)], CORRECTED),  # failed for good
+    ([library_fault_run("procrastinate", completed_once=5, stuck=1, failed=None)], CORRECTED),  # stored before it
     ([library_fault_run("pgqueuer", "pause", executed_twice=2, completed_by_stale_holder=1)], CORRECTED),
     ([library_fault_run("pgqueuer", "pause", completed_once=5, completed_twice=1)], CORRECTED),
     ([library_fault_run("pgmq", landed=False, completed_once=5, stuck=1)], NOT_MEASURED),  # a fault not seen to land
@@ -1165,8 +1167,8 @@ def test_a9_gives_each_library_its_part_and_counts_jobs_run_twice_apart():
     assert found.parts == (("procrastinate", CORRECTED), ("pgmq", CONFIRMED)) and found.verdict == CORRECTED
     assert "procrastinate: after kill, 1 stuck." in found.note
     assert "2 jobs ran twice: recovery runs a job again, so its side effects must be safe to repeat." in found.note
-    assert found.ours == ("1 of 2 libraries whose runs decide left a job stuck or lost, or completed one twice or by "
-                          "a worker that had lost it (3 jobs hit by kill and pause in 3 runs)")
+    assert found.ours == ("1 of 2 libraries whose runs decide left a job stuck, failed or lost, or completed one twice "
+                          "or by a worker that had lost it (3 jobs hit by kill and pause in 3 runs)")
     assert fault_section.a9_a_dead_workers_job_completes_once(None).verdict == NOT_MEASURED
 
 

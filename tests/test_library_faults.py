@@ -65,6 +65,10 @@ def test_the_ledger_puts_each_job_in_one_class_with_its_marks():
             totals["in_progress_at_timeout"], totals["executed_twice"], totals["completed_by_stale_holder"]) \
         == (3, 1, 1, 1, 1, 3, 1)
     assert (totals["jobs_hit"], totals["jobs_hit_recovered"]) == (4, 2)
+    # a job in the library's failed state is failed for good, not stuck
+    failed = library_faults.ledger(audit, lines, in_table={2, 4}, live_pids={HEALTHY}, fault_ns=2 * S,
+                                   victim_pid=VICTIM, failed={2}).set_index("job_id")
+    assert failed.loc[2, "state"] == "failed" and library_faults.totals(failed.reset_index())["failed"] == 1
     assert totals["recovery_s"] == pytest.approx(2.25)
     # a fault on every connection (terminate, restart) hits every job running then: job 1's too
     everyone = library_faults.ledger(audit, lines, {2, 4}, {HEALTHY}, 2 * S, victim_pid=None).set_index("job_id")

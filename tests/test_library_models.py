@@ -145,7 +145,8 @@ def test_a_killed_worker_job_runs_again_at_once_under_que_and_is_failed_for_good
     assert (rows["que"]["completed_once"], rows["que"]["executed_twice"], rows["que"]["stuck"]) == (2, 1, 0), rows
     assert rows["que"]["recovery_s"] is not None and rows["que"]["recovery_setting_s"] is None
     # Solid Queue: pruned after the raced threshold, its claimed job failed, and nothing runs it again
-    assert (rows["solid_queue"]["completed_once"], rows["solid_queue"]["stuck"]) == (1, 1), rows
+    assert (rows["solid_queue"]["completed_once"], rows["solid_queue"]["stuck"], rows["solid_queue"]["failed"]) \
+        == (1, 0, 1), rows
     assert rows["solid_queue"]["recovery_s"] is None
     assert rows["solid_queue"]["recovery_setting_s"] == solid_queue.RECOVERY["raced_s"]
     # the article reads the stored runs, each model named as one
@@ -153,9 +154,10 @@ def test_a_killed_worker_job_runs_again_at_once_under_que_and_is_failed_for_good
     mine = contents.load(handed("library_faults", stored))[worker_dies.NAME]
     found = worker_dies.a9_a_dead_workers_job_completes_once(mine.faults)
     assert dict(found.parts) == {"que (model)": CONFIRMED, "solid_queue (model)": CORRECTED}
-    assert "solid_queue (model): after kill, 1 stuck." in found.note
+    assert "solid_queue (model): after kill, 1 failed." in found.note
     ledger = worker_dies.ledger_table({worker_dies.NAME: mine})
     assert "que (model)" in ledger and "(model): a library that does not run here" in ledger
+    assert "failed for good" in ledger
 
 
 def test_que_worker_exits_once_its_locker_connection_is_cut_and_never_completes_a_job_it_lost(tmp_path):

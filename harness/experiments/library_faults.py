@@ -23,6 +23,8 @@ would (runtime.Supervisor). Every job is then exactly one of
     completed_once, completed_twice      one completion in the audit, or more;
     in_progress_at_timeout               no completion, and a start at the bound that is neither ended nor the
                                          faulted process's (a lower bound on what would have completed);
+    failed                               no completion, and in the library's table in its failed state (FAILED,
+                                         where the library declares one): failed for good, nothing runs it again;
     stuck                                no completion, and still in the library's table;
     lost                                 no completion, and gone from the table;
 
@@ -61,7 +63,7 @@ TRIGGER_TIMEOUT_S = 60.0  # the longest wait for the first job to start
 SETTLE_S = 10.0  # a run's bound: this, twice the recovery and the pause, and two job lengths per round of jobs
 MAX_BOUND_S = 120.0
 STOP_GRACE_S = 5.0
-CLASSES = ("completed_once", "completed_twice", "stuck", "lost", "in_progress_at_timeout")
+CLASSES = ("completed_once", "completed_twice", "stuck", "failed", "lost", "in_progress_at_timeout")
 MARKS = ("executed_twice", "completed_by_stale_holder")
 TERMINATE_SQL = ("SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s "
                  "AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
@@ -139,13 +141,13 @@ def inject(fault: str, p, db: database.Database, conn, trigger: dict, log: fault
 
 
 def ledger(audit: pd.DataFrame, lines: pd.DataFrame, in_table: set[int], live_pids: set[int],
-           fault_ns: int | None, victim_pid: int | None = None) -> pd.DataFrame:
+           fault_ns: int | None, victim_pid: int | None = None, failed: set[int] = frozenset()) -> pd.DataFrame:
     """One row per job enqueued: its class (CLASSES), its marks (MARKS), its starts and completions, whether the
     fault hit it (it was running then) and, if so, the time from the fault to its next start.
 
     live_pids: the workers' processes alive at the bound (a faulted process that was killed is not);
     victim_pid: the process a kill or a pause hit (the fault hit only its job), None for a fault that hits every
-    connection (terminate, restart)."""
+    connection (terminate, restart); failed: the ids in the table in the library's failed state."""
     enqueued = sorted(int(j) for j in audit.loc[audit["event"] == "enqueued", "job_id"].unique())
     completions = audit[audit["event"] == "completed"].groupby("job_id")["at_ns"].apply(sorted)
     rows = []
@@ -169,6 +171,8 @@ def ledger(audit: pd.DataFrame, lines: pd.DataFrame, in_table: set[int], live_pi
             state = "completed_once"
         elif any(not ended_by(s) and s.pid in live_pids for s in starts.itertuples()):
             state = "in_progress_at_timeout"
+        elif job in failed:
+            state = "failed"
         elif job in in_table:
             state = "stuck"
         else:
@@ -246,6 +250,8 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         with database.connect(url) as conn:
             audit = runtime.read_audit(conn)
             in_table = _ids_in_table(conn, library)
+            failed = _ids_in_table(conn, library, getattr(library, "FAILED", None)) \
+                if getattr(library, "FAILED", None) else set()
         lines = runtime.read_lines(logs)
         errors = runtime.error_output(logs)
     finally:
@@ -255,7 +261,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         with db.connect() as admin:
             runtime.drop_database(admin)
     victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause") else None
-    rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim)
+    rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim, failed)
     counts = totals(rows)
     settings = recovery(p.library)
     summary = {"library": p.library, "version": libraries.version(p.library), "fault": p.fault, "pooler": p.pooler,
@@ -301,10 +307,11 @@ def _all_completed(url: str, job_count: int) -> bool:
         return False
 
 
-def _ids_in_table(conn, library) -> set[int]:
-    """The ids (as the audit counts them) of the jobs still in the library's table, in any state."""
-    rows = conn.execute(sql.SQL("SELECT {} FROM {} AS t").format(sql.SQL(runtime.audit_id_sql(library, "t")),
-                                                                    runtime.jobs_table(library)))
+def _ids_in_table(conn, library, where: str | None = None) -> set[int]:
+    """The ids (as the audit counts them) of the jobs still in the library's table, in any state, or where `where`
+    (a condition on the row t) holds."""
+    rows = conn.execute(sql.SQL("SELECT {} FROM {} AS t WHERE {}").format(
+        sql.SQL(runtime.audit_id_sql(library, "t")), runtime.jobs_table(library), sql.SQL(where or "true")))
     return {int(r[0]) for r in rows}
 
 

@@ -22,6 +22,7 @@ A library module declares:
     CLAIMED                the claim's transition, a condition on OLD and NEW for the audit trigger
     COMPLETED              a finished job's transition, a condition on OLD and NEW, or "DELETE" where finishing a
                            job deletes its row (the audit of a fault run)
+    FAILED                 (optional) a job failed for good, as a condition on its row t (the ledger's `failed`)
     SETTINGS               the worker's settings as raced (poll interval, concurrency, batch), each stated
     POOLER_SETTING         what the library documents for a transaction pooler (prepared statements off), as
                            {"setting": ..., "source": ...}, applied by its worker where pooler_setting() is

@@ -28,7 +28,12 @@ say = Sentences(NAME)
 
 # What a fault can do wrong to a job, as the ledger marks it (harness.experiments.library_faults); running a job
 # twice is not among them: it is what at-least-once execution costs, and is counted apart.
-WRONG = ("stuck", "lost", "completed_twice", "completed_by_stale_holder")
+WRONG = ("stuck", "failed", "lost", "completed_twice", "completed_by_stale_holder")
+
+
+def _column(runs: pd.DataFrame, name: str) -> pd.Series:
+    """A ledger count per run; 0 for a run stored before the ledger had it (failed: those runs called it stuck)."""
+    return runs[name].fillna(0) if name in runs else pd.Series(0, index=runs.index)
 MODES = ("session", "transaction")  # the control, then the mode under test
 # a library's drains in transaction mode with what it documents for a transaction pooler (its POOLER_SETTING), kept
 # apart from its defaults' as a mode of its own
@@ -107,7 +112,7 @@ def _tally(runs: pd.DataFrame) -> tuple[dict[str, int], dict[str, int]]:
     """(what went wrong: WRONG, stuck counting only jobs stuck for good; what is undecided at the end)."""
     judged = _judged(runs)
     wrong = {"stuck": int(judged["stuck_for_good"].sum()),
-             **{name: int(runs[name].sum()) for name in WRONG if name != "stuck"}}
+             **{name: int(_column(runs, name).sum()) for name in WRONG if name != "stuck"}}
     undecided = {"running": int(runs["in_progress_at_timeout"].sum()),
                  "censored": int(judged["stuck_censored"].sum()), "unstarted": int(judged["stuck_unstarted"].sum())}
     return wrong, undecided
@@ -558,6 +563,9 @@ def _seen(runs: pd.DataFrame | None) -> str:
         bad = _judged(runs)
         said.append(say("seen.stuck", jobs=numbered(wrong["stuck"] + wrong["lost"], "job"),
                         faults=join(bad.loc[bad["stuck_for_good"] + bad["lost"] > 0, "fault"].unique())))
+    if wrong["failed"]:
+        said.append(say("seen.failed", jobs=numbered(wrong["failed"], "job"),
+                        faults=join(runs.loc[_column(runs, "failed") > 0, "fault"].unique())))
     if any(undecided.values()):
         said.append(say("seen.undecided", jobs=numbered(sum(undecided.values()), "job")))
     recovered = runs["recovery_s"].dropna()
@@ -578,7 +586,7 @@ def _seen(runs: pd.DataFrame | None) -> str:
 # --------------------------------------------------------------------------- the tables
 
 
-LEDGER_COLUMNS = ("library", "fault", "landed", "completed once", "stuck or lost", "completed twice",
+LEDGER_COLUMNS = ("library", "fault", "landed", "completed once", "stuck or lost", "failed for good", "completed twice",
                   "by a stale holder", "ran twice", "worker exits", "recovery s: seen / setting (default)")
 
 
@@ -601,7 +609,8 @@ def ledger_table(loaded: dict) -> str:
         setting = f"{duration(runs['recovery_setting_s'].iloc[0])} ({_default(runs)})"
         rows.append(dict(zip(LEDGER_COLUMNS, (
             _name(library), fault, f"{len(counted)}/{len(runs)}", total("completed_once"),
-            int((counted["stuck"] + counted["lost"]).sum()) if len(counted) else DASH, total("completed_twice"),
+            int((counted["stuck"] + counted["lost"]).sum()) if len(counted) else DASH,
+            int(_column(counted, "failed").sum()) if len(counted) else DASH, total("completed_twice"),
             total("completed_by_stale_holder"), total("executed_twice"), total("worker_exits"),
             f"{seen} / {setting}"))))
     job_s = duration(faults["job_s"].max()) if "job_s" in faults else DASH

@@ -30,6 +30,7 @@ SOURCE = (str(models.SOURCES[NAME]) + "; lib/solid_queue/supervisor/maintenance.
           "app/models/solid_queue/process/prunable.rb (pruning)")
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion the claimed execution's guard let through
+FAILED = "t.status = 'failed'"  # its failed executions: a pruned worker's claimed jobs, waiting for someone to retry them
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "held_by = $2 AND status = 'running' FOR UPDATE"
