@@ -557,7 +557,7 @@ def _seen(runs: pd.DataFrame | None) -> str:
     time against its setting, completions by a worker that had lost the job."""
     if runs is None or not len(runs):
         return say("seen.nothing_landed")
-    said = []
+    said = [say("seen.hit", hit=numbered(int(runs["jobs_hit"].sum()), "job"), runs=numbered(len(runs), "run"))]
     wrong, undecided = _tally(runs)
     if wrong["stuck"] + wrong["lost"]:
         bad = _judged(runs)
@@ -580,7 +580,7 @@ def _seen(runs: pd.DataFrame | None) -> str:
     if wrong["completed_by_stale_holder"] + wrong["completed_twice"]:
         said.append(say("seen.stale", jobs=numbered(wrong["completed_by_stale_holder"] + wrong["completed_twice"],
                                                     "job")))
-    return " ".join(said) if said else say("seen.clean")
+    return " ".join(said) if len(said) > 1 else " ".join([*said, say("seen.clean")])
 
 
 # --------------------------------------------------------------------------- the tables
