@@ -58,7 +58,7 @@ def test_each_outcome_from_the_libraries_own_workers_and_a_model_beside_their_so
     assert "pgmq/sql/pgmq.sql:578-600" in shown and "not handed on" in shown and "its sessions cut" in shown
     assert "never sent (its worker ended first)" in shown and "by construction" in shown
     for run in (tmp_path / "libraries").iterdir():
-        assert Run(run).checks["every_completion_attributed"], Run(run).summary
+        assert Run(run).manifest["checks"]["every_completion_attributed"], Run(run).summary
 
 
 def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(db, tmp_path, monkeypatch):
@@ -84,7 +84,7 @@ def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(d
     assert "no: both shown" in worker_dies.probe_table(loaded)
     a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, loaded[worker_dies.NAME].probes)
     assert a9.parts == (("chancy", CONFIRMED),)
-    assert "chancy: the probe found varies (not applied and not handed on) where its source reads not applied." \
+    assert "chancy: the probe found varies (refused and not handed on) where its source reads refused." \
         in a9.note, a9.note
 
 
@@ -140,8 +140,8 @@ def test_no_worker_or_gate_outlives_the_command_killed_with_sigkill_while_a_work
                                  "--data-dir", str(tmp_path)], frozen, 120) == []
     left = set(Path(tempfile.gettempdir()).glob(f"{stale_completion.FOLDER_PREFIX}*")) - before
     assert left, "the killed probe's folder was expected to stay until the next probe"
-    removed = stale_completion.sweep_stale_folders()
-    assert left <= set(removed) and not any(path.exists() for path in left)
+    stale_completion.sweep_stale_folders()  # a probe running beside this test may have swept them first
+    assert not any(path.exists() for path in left)
     mine = Path(tempfile.mkdtemp(prefix=f"{stale_completion.FOLDER_PREFIX}{os.getpid()}-"))
     try:  # a live harness's folder is left alone
         assert mine not in stale_completion.sweep_stale_folders() and mine.exists()
