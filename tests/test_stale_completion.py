@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -131,19 +132,35 @@ def test_a_probe_refuses_what_it_cannot_run_in_one_line_before_anything_starts(a
     assert not (tmp_path / "libraries").exists()
 
 
+def _probe_folders_of_dead_harnesses() -> list[Path]:
+    return [path for path in Path(tempfile.gettempdir()).glob(f"{stale_completion.FOLDER_PREFIX}*")
+            if not faults.alive(int(path.name[len(stale_completion.FOLDER_PREFIX):].split("-", 1)[0]))]
+
+
 def test_no_worker_or_gate_outlives_the_command_killed_with_sigkill_while_a_worker_is_frozen(tmp_path):
     """SIGKILL of the command while the probe holds its first worker stopped: every worker dies with it, and the
-    next probe sweeps away the gates and logs the killed one left."""
+    next probe sweeps away the gates and logs the killed one left (a probe beside this test may sweep them first)."""
     frozen = lambda harness: [p for p in forked_workers(harness) if faults.stop_state(p.pid) == "T"]  # noqa: E731
-    before = set(Path(tempfile.gettempdir()).glob(f"{stale_completion.FOLDER_PREFIX}*"))
     assert survivors_of_sigkill(["libraries", "--probe", "stale_completion", "--library", "river", "--quiet",
                                  "--data-dir", str(tmp_path)], frozen, 120) == []
-    left = set(Path(tempfile.gettempdir()).glob(f"{stale_completion.FOLDER_PREFIX}*")) - before
-    assert left, "the killed probe's folder was expected to stay until the next probe"
-    stale_completion.sweep_stale_folders()  # a probe running beside this test may have swept them first
-    assert not any(path.exists() for path in left)
+    stale_completion.sweep_stale_folders()
+    assert _probe_folders_of_dead_harnesses() == []
+
+
+def test_the_sweep_removes_the_folders_of_dead_harnesses_only():
+    dead = Path(tempfile.mkdtemp(prefix=f"{stale_completion.FOLDER_PREFIX}{_pid_of_ended()}-"))
     mine = Path(tempfile.mkdtemp(prefix=f"{stale_completion.FOLDER_PREFIX}{os.getpid()}-"))
-    try:  # a live harness's folder is left alone
-        assert mine not in stale_completion.sweep_stale_folders() and mine.exists()
+    try:
+        (dead / "gates").mkdir()
+        removed = stale_completion.sweep_stale_folders()
+        assert dead in removed and not dead.exists()
+        assert mine not in removed and mine.exists()
     finally:
         mine.rmdir()
+
+
+def _pid_of_ended() -> int:
+    """A pid no process holds any more (a process that ended and was waited for)."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return process.pid
