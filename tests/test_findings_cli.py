@@ -46,6 +46,7 @@ def params_file(tmp_path, pg_version: int):
               "libraries": {"libraries": ["pgqueuer"], "worker_counts": [1], "job_count": 5},
               "library_claims": {"strategies": ["que"], "worker_counts": [2], "job_count": 8},
               "library_faults": {"libraries": ["pgmq"], "faults": ["kill"], "worker_counts": [2], "job_count": 2},
+              "library_probe": {"libraries": ["pgmq"], "probes": ["stale_completion"]},
               "library_poolers": {"libraries": ["pgmq"], "poolers": ["session", "transaction"], "worker_counts": [2],
                                   "job_count": 8},
               "pooler_claims": {"strategies": ["que"], "worker_counts": [2], "job_count": 8,

@@ -16,6 +16,7 @@ from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
 from harness.article.sections import library_faults as worker_dies
+from harness import probe_outcomes
 from harness.experiments import libraries as library_runs, registry, stale_completion
 from harness.server import faults
 from harness.storage import Run
@@ -77,7 +78,7 @@ def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(d
     refused = Run(first).summary  # chancy's flush names the claim_id: sent, and nothing changed; the live one applied
     assert refused["stale_completions_sent"] >= 1 and refused["stale_completions_applied"] == 0, refused
     assert refused["live_completions_applied"] == 1, refused
-    [row] = stale_completion.per_library([Run(path).summary for path in (first, second)])
+    [row] = probe_outcomes.per_library([Run(path).summary for path in (first, second)])
     assert (row["stale_completion"], row["agrees_with_source"], row["handed_on"]) == ("varies", False, 1), row
     assert row["outcomes"] == outcomes
     # on the page: the disagreement in the table and in A9's note, and refused where it was handed on: confirmed
@@ -93,7 +94,7 @@ def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(d
     (["accepted"] * 3, "accepted"), (["refused", "refused"], "refused"), (["not_handed_on"], "not_handed_on"),
     (["accepted", "refused"], "varies"), ([None, "refused"], "refused"), ([None, None], None), ([], None)])
 def test_a_library_outcome_needs_every_landed_repeat_to_agree(outcomes, expected):
-    assert stale_completion.library_outcome(outcomes) == expected
+    assert probe_outcomes.library_outcome(outcomes) == expected
 
 
 @pytest.mark.parametrize("lost, handed_on, stale, expected", [
@@ -104,7 +105,7 @@ def test_a_library_outcome_needs_every_landed_repeat_to_agree(outcomes, expected
     (True, True, {"completions_applied": 0, "completions_sent": 0}, "not_sent"),
     (True, True, {"completions_applied": 0, "completions_sent": None}, "not_applied")])
 def test_a_run_outcome(lost, handed_on, stale, expected):
-    assert stale_completion.run_outcome(lost, handed_on, stale) == expected
+    assert probe_outcomes.run_outcome(lost, handed_on, stale) == expected
 
 
 def _row(outcomes, completed_every_time=True) -> dict:

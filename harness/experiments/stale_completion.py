@@ -19,10 +19,10 @@ database in that holder's window (its COMPLETION_LOGGED; a server started here o
 applied, from the whole run's audit: the job's completion (its finished state, or its row deleted) by the backends
 that logged that holder's statements, and, for B, its UPDATEs of the row once it was finished. A completion by a
 backend neither holder logged from is counted apart (completions_unattributed) and fails the run's check. A run's
-outcome (OUTCOMES): not_handed_on (no B within the bound), accepted (A's completion changed the row B was running),
+outcome: not_handed_on (no B within the bound), accepted (A's completion changed the row B was running),
 refused (A sent its completion and nothing changed), not_sent (A sent none: Que's worker ends when its session is
-lost) or not_applied (nothing changed, and the sending cannot be seen). Over a library's repeats: the outcome where
-every repeat agrees, else varies.
+lost) or not_applied (nothing changed, and the sending cannot be seen); over a library's repeats, the outcome every
+repeat agrees on, else varies (harness.probe_outcomes, which the article reads too).
 
 Beside it, what the library's source says its completion checks and so what the probe should find
 (STALE_COMPLETION in its module: expected, checks, source with file and lines at the release); agrees_with_source
@@ -46,7 +46,8 @@ from psycopg import sql
 from harness import libraries
 from harness.experiments import libraries as library_runs
 from harness.experiments.contract import Measured
-from harness.libraries import gate, runtime
+from harness import gate, probe_outcomes
+from harness.libraries import runtime
 from harness.server import database, faults
 from harness.storage import Run
 
@@ -61,8 +62,6 @@ RESUME_S = 0.5  # A runs on this long after it is resumed before its job ends: a
 SETTLE_S = 3.0  # after a holder's job ended, how long its completion may take (chancy writes its completions once a second)
 APPLIED_S = 0.5  # after a completion statement was logged, how long the harness waits for its commit
 STOP_GRACE_S = 5.0
-OUTCOMES = ("accepted", "refused", "not_sent", "not_applied", "not_handed_on")
-VARIES = "varies"
 NOT_SEEN = None  # a count the run could not see (no server log here)
 
 
@@ -266,7 +265,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     seen = set((a_done or {}).get("backends_sent", [])) | set((b_done or {}).get("backends_sent", []))
     unattributed = int(((audit["job_id"] == job) & (audit["event"] == "completed") & ~audit["pid"].isin(seen)).sum()) \
         if server_log is not None and job is not None else None
-    outcome = run_outcome(a_holder is not None and lost, b_holder is not None, a_done)
+    outcome = probe_outcomes.run_outcome(a_holder is not None and lost, b_holder is not None, a_done)
     source = expected(p.library)
     summary = {"library": p.library, "version": libraries.version(p.library), "probe": p.probe,
                "repeat": p.repeat, "lost_by": lost_by, "fault_landed": lost, "fault_effects": effects,
@@ -303,76 +302,9 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         results={"summary": summary, "holders": {"a": a_holder or {}, "b": b_holder or {}}})
 
 
-def run_outcome(lost: bool, handed_on: bool, stale: dict | None) -> str | None:
-    """One run's outcome: None where A did not lose J (no fault seen); not_handed_on; accepted (A's completion
-    changed the row B was running); refused (A sent it, nothing changed); not_sent (A sent none: its worker ended
-    first); not_applied (nothing changed, and whether A sent one cannot be seen: no server log here)."""
-    if not lost:
-        return None
-    if not handed_on:
-        return "not_handed_on"
-    if stale is not None and stale["completions_applied"]:
-        return "accepted"
-    sent = None if stale is None else stale["completions_sent"]
-    return "not_applied" if sent is None else "refused" if sent else "not_sent"
-
-
-def library_outcome(outcomes: list[str | None]) -> str | None:
-    """Over a library's repeats: the outcome every repeat where the fault landed agrees on, else varies; None
-    where none landed."""
-    seen = {outcome for outcome in outcomes if outcome is not None}
-    if not seen:
-        return None
-    return seen.pop() if len(seen) == 1 else VARIES
-
-
-def _total(values) -> int | None:
-    values = list(values)
-    return None if not values or any(v is None for v in values) else int(sum(values))
-
-
-def _sent_by_both(summary: dict, what: str) -> int | None:
-    """A run's completions sent (or applied) by both holders; None where the run could not see them."""
-    stale, live = summary[f"stale_completions_{what}"], summary[f"live_completions_{what}"]
-    if stale is None or (summary["handed_on"] and live is None):
-        return None
-    return stale + (live or 0)
-
-
-def per_library(summaries: list[dict]) -> list[dict]:
-    """One row per library over its probe runs: what the contract of `--probe --json` prints."""
-    rows = []
-    for name in dict.fromkeys(s["library"] for s in summaries):
-        mine = [s for s in summaries if s["library"] == name]
-        landed = [s for s in mine if s["fault_landed"]]
-        outcome = library_outcome([s["stale_completion"] for s in mine])
-        first = mine[0]
-        rows.append({
-            "library": name, "version": first["version"], "repeats": len(mine), "landed": len(landed),
-            "lost_by": first["lost_by"], "handed_on": sum(bool(s["handed_on"]) for s in landed),
-            "stale_completion": outcome,
-            "outcomes": [s["stale_completion"] for s in mine],
-            "completions_sent": _total(_sent_by_both(s, "sent") for s in landed),
-            "completions_applied": _total(_sent_by_both(s, "applied") for s in landed),
-            "stale_completions_sent": _total(s["stale_completions_sent"] for s in landed if s["handed_on"]),
-            "stale_completions_applied": _total(s["stale_completions_applied"] for s in landed if s["handed_on"]),
-            "live_completions_sent": _total(s["live_completions_sent"] for s in landed if s["handed_on"]),
-            "live_completions_applied": _total(s["live_completions_applied"] for s in landed if s["handed_on"]),
-            # every run that handed the job on ended with it completed: by the stale holder or the live one
-            "completed_every_time": all((s["stale_completions_applied"] or 0) + (s["live_completions_applied"] or 0)
-                                        for s in landed if s["handed_on"]),
-            "model": libraries.is_model(name),
-            "expected_from_source": first["expected_from_source"], "source_checks": first["source_checks"],
-            "source_ref": first["source_ref"],
-            "agrees_with_source": None if outcome is None else outcome == first["expected_from_source"],
-            "hand_on_bound_s": first["hand_on_bound_s"], "recovery_setting_s": first["recovery_setting_s"],
-            "recovery_default_s": first["recovery_default_s"]})
-    return rows
-
-
 def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness libraries --probe` prints: one line (or JSON object) per library, over its runs."""
-    for row in per_library([Run(path).summary for path in paths]):
+    for row in probe_outcomes.per_library([Run(path).summary for path in paths]):
         if as_json:
             print(json.dumps(row))
             continue

@@ -30,7 +30,7 @@ from chancy import Chancy, Job, Queue, Worker
 from chancy.plugins.leadership import Leadership
 from chancy.plugins.recovery import Recovery
 
-from harness.libraries import gate
+from harness import gate
 
 NAME = "chancy"
 PACKAGE = "chancy"

@@ -22,7 +22,7 @@ from pgmq.install import get_embedded_install_sql, get_embedded_sql_version, ins
 from psycopg_pool import ConnectionPool
 
 from harness import libraries
-from harness.libraries import gate
+from harness import gate
 
 NAME = "pgmq"
 PACKAGE = "pgmq"

@@ -25,7 +25,7 @@ from pgqueuer.core.qm import QueueManager
 from pgqueuer.domain.types import QueueExecutionMode
 
 from harness import libraries
-from harness.libraries import gate
+from harness import gate
 
 NAME = "pgqueuer"
 PACKAGE = "pgqueuer"

@@ -18,7 +18,7 @@ from pathlib import Path
 import procrastinate
 
 from harness import libraries
-from harness.libraries import gate
+from harness import gate
 
 NAME = "procrastinate"
 PACKAGE = "procrastinate"

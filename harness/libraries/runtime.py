@@ -15,8 +15,9 @@ from pathlib import Path
 import pandas as pd
 from psycopg import conninfo, sql
 
+from harness import gate
 from harness.children import die_with_parent
-from harness.libraries import POOLER_SETTING_ENV, gate, get
+from harness.libraries import POOLER_SETTING_ENV, get
 from harness.server import activity
 
 DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it

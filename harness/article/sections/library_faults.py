@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness import libraries
+from harness import libraries, probe_outcomes
 from harness.article.analysis import race_summary
 from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, VERDICT_LABELS, Finding, make_finding,
                                       not_measured)
@@ -18,7 +18,6 @@ from harness.article.formats import DASH, count, missing, number, span
 from harness.article.prose import join, numbered, table
 from harness.article.sections.libraries import jobs_per_run
 from harness.article.wording import Sentences
-from harness.experiments import stale_completion
 from harness.library_claims import LIBRARY_STRATEGIES
 from harness.storage import open_runs
 
@@ -50,7 +49,7 @@ class Loaded:
     claims: pd.DataFrame | None = None  # analysis.race_summary of those races
     requests: dict | None = None  # what each of those params-file sections asked: {section: its dataclass}
     probe_runs: tuple = ()  # the stale-completion probe's runs (report section library_probe)
-    probes: tuple = ()  # one row per library over its probe runs (harness.experiments.stale_completion.per_library)
+    probes: tuple = ()  # one row per library over its probe runs (harness.probe_outcomes.per_library)
 
 
 def _summaries(paths) -> pd.DataFrame:
@@ -78,7 +77,7 @@ def load(reads: dict, loaded: dict) -> Loaded | None:
                   _summaries(pooled_paths) if pooled_paths else None, claim_paths,
                   race_summary(list(claim_paths)) if claim_paths else None,
                   {name: asked.request for name, asked in reads.items()}, probe_paths,
-                  tuple(stale_completion.per_library([run.summary for run in open_runs(probe_paths)])))
+                  tuple(probe_outcomes.per_library([run.summary for run in open_runs(probe_paths)])))
 
 
 # --------------------------------------------------------------------------- A9
@@ -123,7 +122,7 @@ def _libraries(n: int) -> str:
 
 
 def probe_verdict(row: dict | None) -> str | None:
-    """What the stale-completion probe says of one library (a row of stale_completion.per_library): corrected where
+    """What the stale-completion probe says of one library (a row of probe_outcomes.per_library): corrected where
     any repeat applied a stale holder's completion; confirmed where every repeat that handed the job on changed
     nothing by its stale holder and completed the job by its live one; None otherwise: no repeat handed the job on,
     the fault never landed, or a job handed on was never completed (the fault runs decide what that means)."""
@@ -159,7 +158,7 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
     probe saw a worker that had lost its job complete it while another ran it (probe_verdict); not measured where no
     fault landed, none hit a job, or a job was undecided at the bound (still running, never started, or waiting for
     a recovery set past the time the run waited); confirmed otherwise. A job run twice is the price of
-    at-least-once execution, counted, not held against the library. probes: stale_completion.per_library's rows."""
+    at-least-once execution, counted, not held against the library. probes: probe_outcomes.per_library's rows."""
     by_probe = {row["library"]: row for row in probes}
     if (faults is None or not len(faults)) and not by_probe:
         return not_measured("A9", say("A9.no_runs"))
@@ -633,7 +632,7 @@ def _said_outcomes() -> dict[str, str]:
 def _outcome_said(row: dict) -> str:
     """A library's outcome over its repeats, as the table says it: 'varies' lists each repeat's."""
     said = _said_outcomes()
-    if row["stale_completion"] == stale_completion.VARIES:
+    if row["stale_completion"] == probe_outcomes.VARIES:
         return say("probe.varies", outcomes=join([said[o or "not_landed"] for o in row["outcomes"]]))
     return said[row["stale_completion"] or "not_landed"]
 

@@ -43,7 +43,7 @@ import psycopg
 from harness.config import SCHEMA
 from harness.library_claims import JOBS, SOURCES
 from harness.errors import UserError
-from harness.libraries import gate
+from harness import gate
 
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN = SCHEMA, "jobs", "id"  # harness.library_claims.JOBS
 CLAIMED = "NEW.status = 'running' AND OLD.status IS DISTINCT FROM 'running'"

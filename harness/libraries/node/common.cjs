@@ -35,7 +35,7 @@ function sayReadings() {
 }
 
 // A fault run's job: jobMs long, or, where the harness set CLAIMRACE_GATE_DIR (the stale-completion probe,
-// harness/libraries/gate.py), until the file "<job>-<pid>" appears there, at most MAX_HOLD_MS.
+// harness/gate.py), until the file "<job>-<pid>" appears there, at most MAX_HOLD_MS.
 const MAX_HOLD_MS = 300000;
 async function hold(job, jobMs) {
   const directory = process.env.CLAIMRACE_GATE_DIR;
