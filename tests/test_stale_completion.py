@@ -15,7 +15,7 @@ import pytest
 from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
-from harness.article.sections import library_faults as worker_dies
+from harness.article.sections import library_faults as worker_dies, stale_completions
 from harness import probe_outcomes
 from harness.experiments import libraries as library_runs, registry, stale_completion
 from harness.server import faults
@@ -117,7 +117,7 @@ def _row(outcomes, completed_every_time=True) -> dict:
     (_row(["not_applied"]), CONFIRMED), (_row(["refused"], completed_every_time=False), None),
     (_row(["not_handed_on", None]), None), (_row([None]), None)])
 def test_the_probe_decides_a_library_part_of_a9_only_where_it_bears_on_it(row, expected):
-    assert worker_dies.probe_verdict(row) == expected
+    assert stale_completions.probe_verdict(row) == expected
 
 
 @pytest.mark.parametrize("args, said", [

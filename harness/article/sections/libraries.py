@@ -32,6 +32,11 @@ TABLE_COLUMNS = {"library": "library", "worker_count": "workers", "jobs_per_s": 
                  "server_cpu_ms_per_job": "server CPU ms per job", "executed_twice": "run twice"}
 
 
+
+def library_label(library: str) -> str:
+    """A library as the article names it: a model (harness.libraries.models) says so."""
+    return f"{library} (model)" if libraries.is_model(library) else library
+
 @dataclass(frozen=True)
 class Loaded:
     runs: tuple  # the libraries' runs (their own workers), storage.Run

@@ -16,7 +16,8 @@ from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, VERDIC
                                       not_measured)
 from harness.article.formats import DASH, count, missing, number, span
 from harness.article.prose import join, numbered, table
-from harness.article.sections.libraries import jobs_per_run
+from harness.article.sections import stale_completions
+from harness.article.sections.libraries import jobs_per_run, library_label
 from harness.article.wording import Sentences
 from harness.library_claims import LIBRARY_STRATEGIES
 from harness.storage import open_runs
@@ -83,11 +84,6 @@ def load(reads: dict, loaded: dict) -> Loaded | None:
 # --------------------------------------------------------------------------- A9
 
 
-def _name(library: str) -> str:
-    """A library as the section names it: a model (harness.libraries.models) says so."""
-    return f"{library} (model)" if libraries.is_model(library) else library
-
-
 def _landed(faults: pd.DataFrame | None) -> pd.DataFrame | None:
     """The fault runs whose fault was seen to land: the only ones that count."""
     if faults is None or not len(faults):
@@ -121,37 +117,6 @@ def _libraries(n: int) -> str:
     return f"{count(n)} {'library' if n == 1 else 'libraries'}"
 
 
-def probe_verdict(row: dict | None) -> str | None:
-    """What the stale-completion probe says of one library (a row of probe_outcomes.per_library): corrected where
-    any repeat applied a stale holder's completion; confirmed where every repeat that handed the job on changed
-    nothing by its stale holder and completed the job by its live one; None otherwise: no repeat handed the job on,
-    the fault never landed, or a job handed on was never completed (the fault runs decide what that means)."""
-    if row is None:
-        return None
-    outcomes = set(row["outcomes"])
-    if "accepted" in outcomes:
-        return CORRECTED
-    handed_on = outcomes & {"refused", "not_sent", "not_applied"}
-    return CONFIRMED if handed_on and row["completed_every_time"] else None
-
-
-def _probe_notes(probes) -> list[str]:
-    """The probe's evidence in A9's note: the libraries whose stale holder's completion was applied, in one
-    sentence, and each library where the probe and its source disagree."""
-    notes = []
-    accepted = [row for row in probes if probe_verdict(row) == CORRECTED]
-    if accepted:
-        every = all(row["outcomes"].count("accepted") == row["handed_on"] for row in accepted)
-        names = join([_name(row["library"]) for row in accepted])
-        notes.append(say("A9.probe_accepted", libraries=names) if every else
-                     say("A9.probe_accepted_some", libraries=names))
-    for row in probes:
-        if row["agrees_with_source"] is False:
-            notes.append(say("A9.probe_disagrees", library=_name(row["library"]), observed=_outcome_said(row),
-                             expected=_said_outcomes()[row["expected_from_source"]]))
-    return notes
-
-
 def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=()) -> Finding:
     """Per library, a part: corrected where a fault that landed left a job stuck for good (nothing recovers it, or
     its recovery had the time) or lost, or completed it twice or by a stale holder, or where the stale-completion
@@ -166,8 +131,8 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
     parts, notes = [], []
     for library in dict.fromkeys([*faults["library"], *by_probe]):
         runs, probed = faults[faults["library"] == library], by_probe.get(library)
-        mine, name = _landed(runs) if len(runs) else runs, _name(library)
-        verdicts = [probe_verdict(probed)] if probe_verdict(probed) else []
+        mine, name = _landed(runs) if len(runs) else runs, library_label(library)
+        verdicts = [stale_completions.probe_verdict(probed)] if stale_completions.probe_verdict(probed) else []
         if not len(runs):
             pass
         elif not len(mine):
@@ -184,10 +149,10 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
             else:
                 verdicts.append(CONFIRMED)
         parts.append((name, _worst(verdicts) if verdicts else NOT_MEASURED))
-    notes = _probe_notes(probes) + notes
+    notes = stale_completions.a9_notes(probes) + notes
     decided = [name for name, v in parts if v != NOT_MEASURED]
     counted_runs = _landed(faults) if len(faults) else faults.assign(executed_twice=[], jobs_hit=[])
-    counted_runs = counted_runs[counted_runs["library"].map(_name).isin(decided)]
+    counted_runs = counted_runs[counted_runs["library"].map(library_label).isin(decided)]
     twice = int(counted_runs["executed_twice"].sum())
     if twice:
         notes.append(say("A9.at_least_once", twice=numbered(twice, "job")))
@@ -195,7 +160,7 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
     evidence = [say("A9.ours.faults", hit=numbered(int(counted_runs["jobs_hit"].sum()), "job"),
                     faults=join(dict.fromkeys(counted_runs["fault"])), runs=numbered(len(counted_runs), "run"))] \
         if len(counted_runs) else []
-    probed = sum(row["handed_on"] for row in probes if _name(row["library"]) in decided)
+    probed = sum(row["handed_on"] for row in probes if library_label(row["library"]) in decided)
     evidence += [say("A9.ours.probes", probes=count(probed))] if probed else []
     ours = say("A9.ours", wrong=count(sum(1 for _, v in parts if v == CORRECTED)), libraries=_libraries(len(decided)),
                evidence="; ".join(evidence)) if decided else ""
@@ -509,25 +474,11 @@ def advice_table(loaded: dict) -> str:
         elif library in fixed:
             through = say("advice.with_its_setting", setting=libraries.documented_setting(library)["setting"])
         rows.append(dict(zip(ADVICE_COLUMNS, (
-            html.escape(_name(library)),
+            html.escape(library_label(library)),
             _code(_configure_text(recovery).get(library, DASH)),
-            html.escape(_seen(_landed(runs)) if len(runs) else DASH), html.escape(_stale_said(probed.get(library))),
+            html.escape(_seen(_landed(runs)) if len(runs) else DASH), html.escape(stale_completions.advice(probed.get(library))),
             html.escape(through)))))
     return table(pd.DataFrame(rows, columns=list(ADVICE_COLUMNS)), caption=say("advice_caption"), escape=False)
-
-
-def _stale_said(row: dict | None) -> str:
-    """The probe's outcome for a library, marked observed (in a model, for a library modelled), with its source's
-    reading where the two disagree, and what its completion checks where the job was never handed on."""
-    if row is None:
-        return DASH
-    if row["agrees_with_source"] is False:
-        return say("advice.stale_disagrees", outcome=_outcome_said(row),
-                   expected=_said_outcomes()[row["expected_from_source"]])
-    if row["stale_completion"] == "not_handed_on":
-        return say("advice.stale_not_handed_on", checks=row["source_checks"])
-    return say("advice.stale_model", outcome=_outcome_said(row)) if row["model"] else \
-        say("advice.stale", outcome=_outcome_said(row))
 
 
 def _code(text: str) -> str:
@@ -607,7 +558,7 @@ def ledger_table(loaded: dict) -> str:
         seen = span(recovered.min(), recovered.max(), lambda v: number(v, 1)) if len(recovered) else DASH
         setting = f"{duration(runs['recovery_setting_s'].iloc[0])} ({_default(runs)})"
         rows.append(dict(zip(LEDGER_COLUMNS, (
-            _name(library), fault, f"{len(counted)}/{len(runs)}", total("completed_once"),
+            library_label(library), fault, f"{len(counted)}/{len(runs)}", total("completed_once"),
             int((counted["stuck"] + counted["lost"]).sum()) if len(counted) else DASH,
             int(_column(counted, "failed").sum()) if len(counted) else DASH, total("completed_twice"),
             total("completed_by_stale_holder"), total("executed_twice"), total("worker_exits"),
@@ -619,50 +570,10 @@ def ledger_table(loaded: dict) -> str:
                  css_class="wide")
 
 
-PROBE_COLUMNS = ("library", "lost its job by", "handed on", "its stale completion, observed",
-                 "stale holder: sent / applied", "live holder: sent / applied",
-                 "its completion checks, read in its source", "source says", "agree")
-
-
-def _said_outcomes() -> dict[str, str]:
-    """Each outcome of a probe run as the page says it, and a run whose fault did not land."""
-    return say.each("probe", ("accepted", "refused", "not_sent", "not_applied", "not_handed_on", "not_landed"))
-
-
-def _outcome_said(row: dict) -> str:
-    """A library's outcome over its repeats, as the table says it: 'varies' lists each repeat's."""
-    said = _said_outcomes()
-    if row["stale_completion"] == probe_outcomes.VARIES:
-        return say("probe.varies", outcomes=join([said[o or "not_landed"] for o in row["outcomes"]]))
-    return said[row["stale_completion"] or "not_landed"]
-
-
-def _or_unseen(sent) -> str:
-    return say("probe.unseen") if sent is None else str(sent)
-
-
 def probe_table(loaded: dict) -> str:
-    """One row per library probed: how it lost the job, in how many repeats the job was handed on, what its stale
-    holder's completion did (observed), the completions sent and applied, and its source's reading beside it."""
+    """The stale-completion probe's table (harness.article.sections.stale_completions), from this section's runs."""
     mine = loaded.get(NAME)
-    if mine is None or not mine.probes:
-        return ""
-    rows = []
-    for row in mine.probes:
-        stale, live = (DASH if not row["handed_on"] else
-                       f"{_or_unseen(row[f'{who}_completions_sent'])} / {row[f'{who}_completions_applied']}"
-                       for who in ("stale", "live"))
-        agree = DASH if row["agrees_with_source"] is None else say("probe.disagrees") \
-            if not row["agrees_with_source"] else say("probe.by_construction") if row["model"] else say("probe.agrees")
-        lost_by = say.each("probe.lost_by", ("frozen", "sessions_cut"))[row["lost_by"].replace(" ", "_")]
-        rows.append(dict(zip(PROBE_COLUMNS, (
-            _name(row["library"]), lost_by, f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale, live,
-            f"{row['source_checks']} ({row['source_ref']})", _said_outcomes()[row["expected_from_source"]],
-            agree))))
-    return table(pd.DataFrame(rows), caption=say(
-        "probe_caption", repeats=count(max(row["repeats"] for row in mine.probes)),
-        bound=number(max(row["hand_on_bound_s"] for row in mine.probes), 1)),
-        css_class="wide")
+    return stale_completions.probe_table(mine.probes) if mine is not None else ""
 
 
 POOLER_COLUMNS = ("library or claim", "jobs/s: session / transaction", "went wrong in session mode",
@@ -713,7 +624,7 @@ def pooler_docs_table(loaded: dict) -> str:
         return ""
     names = [*mine.faults.get("library", []), *(mine.pooled["library"] if mine.pooled is not None else [])]
     docs = _docs()
-    rows = [dict(zip(DOCS_COLUMNS, (html.escape(_name(name)), _code(docs[name][0]), _code(docs[name][1]))))
+    rows = [dict(zip(DOCS_COLUMNS, (html.escape(library_label(name)), _code(docs[name][0]), _code(docs[name][1]))))
             for name in dict.fromkeys(names) if name in docs]
     if not rows:
         return ""

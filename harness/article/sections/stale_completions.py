@@ -1,0 +1,109 @@
+"""The stale-completion probe on the page (harness.experiments.stale_completion, read through
+harness.probe_outcomes): its part of A9 per library, its sentences in A9's note, its cell in the advice table, and
+its table, each library's outcome beside what its source says. The section "When a worker dies"
+(harness.article.sections.library_faults) calls these with the rows it loaded."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness import probe_outcomes
+from harness.article.findings import CONFIRMED, CORRECTED
+from harness.article.formats import DASH, count, number
+from harness.article.prose import join, table
+from harness.article.sections.libraries import library_label
+from harness.article.wording import Sentences
+
+NAME = "stale_completions"
+say = Sentences(NAME)
+
+
+def probe_verdict(row: dict | None) -> str | None:
+    """What the stale-completion probe says of one library (a row of probe_outcomes.per_library): corrected where
+    any repeat applied a stale holder's completion; confirmed where every repeat that handed the job on changed
+    nothing by its stale holder and completed the job by its live one; None otherwise: no repeat handed the job on,
+    the fault never landed, or a job handed on was never completed (the fault runs decide what that means)."""
+    if row is None:
+        return None
+    outcomes = set(row["outcomes"])
+    if "accepted" in outcomes:
+        return CORRECTED
+    handed_on = outcomes & {"refused", "not_sent", "not_applied"}
+    return CONFIRMED if handed_on and row["completed_every_time"] else None
+
+
+def a9_notes(probes) -> list[str]:
+    """The probe's evidence in A9's note: the libraries whose stale holder's completion was applied, in one
+    sentence, and each library where the probe and its source disagree."""
+    notes = []
+    accepted = [row for row in probes if probe_verdict(row) == CORRECTED]
+    if accepted:
+        every = all(row["outcomes"].count("accepted") == row["handed_on"] for row in accepted)
+        names = join([library_label(row["library"]) for row in accepted])
+        notes.append(say("A9.probe_accepted", libraries=names) if every else
+                     say("A9.probe_accepted_some", libraries=names))
+    for row in probes:
+        if row["agrees_with_source"] is False:
+            notes.append(say("A9.probe_disagrees", library=library_label(row["library"]), observed=_outcome_said(row),
+                             expected=_said_outcomes()[row["expected_from_source"]]))
+    return notes
+
+
+def advice(row: dict | None) -> str:
+    """The probe's outcome for a library, marked observed (in a model, for a library modelled), with its source's
+    reading where the two disagree, and what its completion checks where the job was never handed on."""
+    if row is None:
+        return DASH
+    if row["agrees_with_source"] is False:
+        return say("advice.stale_disagrees", outcome=_outcome_said(row),
+                   expected=_said_outcomes()[row["expected_from_source"]])
+    if row["stale_completion"] == "not_handed_on":
+        return say("advice.stale_not_handed_on", checks=row["source_checks"])
+    return say("advice.stale_model", outcome=_outcome_said(row)) if row["model"] else \
+        say("advice.stale", outcome=_outcome_said(row))
+
+
+PROBE_COLUMNS = ("library", "lost its job by", "handed on", "its stale completion, observed",
+                 "stale holder: sent / applied", "live holder: sent / applied",
+                 "its completion checks, read in its source", "source says", "agree")
+
+
+def _said_outcomes() -> dict[str, str]:
+    """Each outcome of a probe run as the page says it, and a run whose fault did not land."""
+    return say.each("probe", ("accepted", "refused", "not_sent", "not_applied", "not_handed_on", "not_landed"))
+
+
+def _outcome_said(row: dict) -> str:
+    """A library's outcome over its repeats, as the table says it: 'varies' lists each repeat's."""
+    said = _said_outcomes()
+    if row["stale_completion"] == probe_outcomes.VARIES:
+        return say("probe.varies", outcomes=join([said[o or "not_landed"] for o in row["outcomes"]]))
+    return said[row["stale_completion"] or "not_landed"]
+
+
+def _or_unseen(sent) -> str:
+    return say("probe.unseen") if sent is None else str(sent)
+
+
+def probe_table(probes) -> str:
+    """One row per library probed (probe_outcomes.per_library's rows): how it lost the job, in how many repeats the
+    job was handed on, what its stale holder's completion did (observed), the completions each holder sent and
+    applied, and its source's reading beside it."""
+    if not probes:
+        return ""
+    rows = []
+    for row in probes:
+        stale, live = (DASH if not row["handed_on"] else
+                       f"{_or_unseen(row[f'{who}_completions_sent'])} / {row[f'{who}_completions_applied']}"
+                       for who in ("stale", "live"))
+        agree = DASH if row["agrees_with_source"] is None else say("probe.disagrees") \
+            if not row["agrees_with_source"] else say("probe.by_construction") if row["model"] else say("probe.agrees")
+        lost_by = say.each("probe.lost_by", ("frozen", "sessions_cut"))[row["lost_by"].replace(" ", "_")]
+        rows.append(dict(zip(PROBE_COLUMNS, (
+            library_label(row["library"]), lost_by, f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale, live,
+            f"{row['source_checks']} ({row['source_ref']})", _said_outcomes()[row["expected_from_source"]],
+            agree))))
+    return table(pd.DataFrame(rows), caption=say(
+        "probe_caption", repeats=count(max(row["repeats"] for row in probes)),
+        bound=number(max(row["hand_on_bound_s"] for row in probes), 1)),
+        css_class="wide")
