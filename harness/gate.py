@@ -27,32 +27,23 @@ def open_gate(directory: Path, job, pid: int) -> None:
     gate_path(directory, job, pid).touch()
 
 
-def _closed(job) -> Path | None:
-    """This process's gate for `job`, while it is closed; None where there is no gate or it is open."""
-    directory = os.environ.get(GATE_ENV)
-    if not directory:
-        return None
-    path = gate_path(Path(directory), job, os.getpid())
-    return None if path.exists() else path
-
-
 def hold(job, job_s: float) -> None:
     """A job's length: job_s, or, behind a gate, until the harness opens it (at most MAX_HOLD_S)."""
-    path = _closed(job)
-    if path is None and not os.environ.get(GATE_ENV):
+    directory = os.environ.get(GATE_ENV)
+    if not directory:
         time.sleep(job_s)
         return
-    deadline = time.monotonic() + MAX_HOLD_S
-    while path is not None and not path.exists() and time.monotonic() < deadline:
+    path, deadline = gate_path(Path(directory), job, os.getpid()), time.monotonic() + MAX_HOLD_S
+    while not path.exists() and time.monotonic() < deadline:
         time.sleep(POLL_S)
 
 
 async def hold_async(job, job_s: float) -> None:
     """hold, for a job that runs on an event loop."""
-    path = _closed(job)
-    if path is None and not os.environ.get(GATE_ENV):
+    directory = os.environ.get(GATE_ENV)
+    if not directory:
         await asyncio.sleep(job_s)
         return
-    deadline = time.monotonic() + MAX_HOLD_S
-    while path is not None and not path.exists() and time.monotonic() < deadline:
+    path, deadline = gate_path(Path(directory), job, os.getpid()), time.monotonic() + MAX_HOLD_S
+    while not path.exists() and time.monotonic() < deadline:
         await asyncio.sleep(POLL_S)

@@ -10,6 +10,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
@@ -106,6 +107,27 @@ def test_a_library_outcome_needs_every_landed_repeat_to_agree(outcomes, expected
     (True, True, {"completions_applied": 0, "completions_sent": None}, "not_applied")])
 def test_a_run_outcome(lost, handed_on, stale, expected):
     assert probe_outcomes.run_outcome(lost, handed_on, stale) == expected
+
+
+def _audit(*rows) -> pd.DataFrame:
+    return pd.DataFrame([(7, event, at, pid) for event, at, pid in rows], columns=["job_id", "event", "at_ns", "pid"])
+
+
+def test_completions_are_credited_to_the_holder_whose_backend_sent_them_and_the_rest_are_counted_apart():
+    """The stale holder (backend 11) completed the job at 5, after its window; the live one (backend 22) rewrote the
+    finished row at 8 and sent a heartbeat before it (an UPDATE at 4, not a rewrite); backend 33 completed it too."""
+    audit = _audit(("updated", 4, 22), ("completed", 5, 11), ("updated", 8, 22), ("completed", 9, 33))
+    stale = {"completions_sent": 1, "backends_sent": [11], "window_ns": [1, 3]}
+    live = {"completions_sent": 1, "backends_sent": [22], "window_ns": [6, 10]}
+    assert stale_completion.applied(audit, 7, stale, rewrites=False)["completions_applied"] == 1
+    assert stale_completion.applied(audit, 7, live, rewrites=True) == {"completions_applied": 1, "completed": 0,
+                                                                        "rewrote": 1}
+    assert stale_completion.unattributed_completions(audit, 7, [stale, live]) == 1
+    assert stale_completion.unattributed_completions(audit.iloc[:3], 7, [stale, live, None]) == 0
+    # without the server's log: the completions inside the holder's window, no rewrite
+    unseen = {"completions_sent": None, "backends_sent": [], "window_ns": [6, 10]}
+    assert stale_completion.applied(audit, 7, unseen, rewrites=True) == {"completions_applied": 1, "completed": 1,
+                                                                          "rewrote": 0}
 
 
 def _row(outcomes, completed_every_time=True) -> dict:

@@ -88,22 +88,6 @@ def bound_s(parameters) -> float:
                + 2 * rounds * JOB_S)
 
 
-# --------------------------------------------------------------------------- the workers' logs
-
-
-def _first_start(logs: Path, since_ns: int, timeout: float) -> dict | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        lines = runtime.read_lines(logs)
-        starts = lines[(lines["event"] == "start") & (lines["at_ns"] >= since_ns)]
-        if len(starts):
-            first = starts.sort_values("at_ns").iloc[0]
-            return {"job_id": int(first["job_id"]), "pid": int(first["pid"]), "worker": int(first["worker"]),
-                    "started_ns": int(first["at_ns"])}
-        time.sleep(0.01)
-    return None
-
-
 # --------------------------------------------------------------------------- the fault
 
 
@@ -234,7 +218,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         released_ns = time.time_ns()
         start.set()
         ends = time.monotonic() + bound_s(p)
-        trigger = _first_start(logs, released_ns, TRIGGER_TIMEOUT_S)
+        trigger = runtime.first_start(logs, released_ns, TRIGGER_TIMEOUT_S)
         effects, fault_ns = {}, None
         if trigger is not None:
             with database.connect(db.url) as control:

@@ -97,27 +97,6 @@ def expected(name: str) -> dict:
 # --------------------------------------------------------------------------- the run's steps
 
 
-def _start_of(logs: Path, job: int | None, since_ns: int, other_than: int | None, timeout: float,
-              tend=lambda: None) -> dict | None:
-    """The first start of `job` (any job where None) logged after since_ns by a process other than other_than."""
-    deadline = time.monotonic() + timeout
-    while True:
-        lines = runtime.read_lines(logs)
-        starts = lines[(lines["event"] == "start") & (lines["at_ns"] >= since_ns)]
-        if job is not None:
-            starts = starts[starts["job_id"] == job]
-        if other_than is not None:
-            starts = starts[starts["pid"] != other_than]
-        if len(starts):
-            first = starts.sort_values("at_ns").iloc[0]
-            return {"job_id": int(first["job_id"]), "pid": int(first["pid"]), "worker": int(first["worker"]),
-                    "started_ns": int(first["at_ns"])}
-        if time.monotonic() >= deadline:
-            return None
-        tend()
-        time.sleep(0.02)
-
-
 def _log_size(server_log: Path | None) -> int | None:
     return server_log.stat().st_size if server_log is not None and server_log.exists() else None
 
@@ -156,6 +135,13 @@ def finish(name: str, logs: Path, gates: Path, server_log: Path | None, holder: 
     return {"pid": holder["pid"], "ended": ended or _ended(logs, job, holder["pid"], began_ns),
             "completions_sent": None if sent is None else len(sent), "backends_sent": sorted(set(sent or [])),
             "window_ns": [began_ns, time.time_ns()]}
+
+
+def unattributed_completions(audit: pd.DataFrame, job: int, holders: list[dict | None]) -> int:
+    """The job's completions by a backend from which neither holder logged a completion statement: a marker
+    (COMPLETION_LOGGED) that missed one, or a completion by something else than the holders."""
+    seen = {pid for done in holders if done for pid in done["backends_sent"]}
+    return int(((audit["job_id"] == job) & (audit["event"] == "completed") & ~audit["pid"].isin(seen)).sum())
 
 
 def applied(audit: pd.DataFrame, job: int, done: dict, rewrites: bool) -> dict:
@@ -226,7 +212,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         runtime.wait_until_ready(p.library, supervisor.readies)
         released_ns = time.time_ns()
         start.set()
-        a_holder = _start_of(logs, None, released_ns, None, TRIGGER_TIMEOUT_S, supervisor.tend)
+        a_holder = runtime.first_start(logs, released_ns, TRIGGER_TIMEOUT_S, tend=supervisor.tend)
         if a_holder is not None:
             job, a_pid = a_holder["job_id"], a_holder["pid"]
             target = f"worker {a_holder['worker']} (pid {a_pid})"
@@ -240,7 +226,8 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                 if not holds_by_session(p.library):
                     time.sleep(0.05)
                     effects["process_stopped"] = int(faults.stop_state(a_pid) == "T")
-                b_holder = _start_of(logs, job, released_ns, a_pid, hand_on_bound_s(p.library), supervisor.tend)
+                b_holder = runtime.first_start(logs, released_ns, hand_on_bound_s(p.library), job=job,
+                                                other_than=a_pid, tend=supervisor.tend)
             if entry:
                 effects["process_stopped_s"] = round(entry["paused_seconds"], 3)
             time.sleep(RESUME_S)
@@ -263,9 +250,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     job = a_holder["job_id"] if a_holder is not None else None
     a_done = a_done and a_done | applied(audit, job, a_done, rewrites=False)
     b_done = b_done and b_done | applied(audit, job, b_done, rewrites=True)
-    # a completion of the job by a backend neither holder logged its statement from: the markers missed one
-    seen = set((a_done or {}).get("backends_sent", [])) | set((b_done or {}).get("backends_sent", []))
-    unattributed = int(((audit["job_id"] == job) & (audit["event"] == "completed") & ~audit["pid"].isin(seen)).sum()) \
+    unattributed = unattributed_completions(audit, job, [a_done, b_done]) \
         if server_log is not None and job is not None else None
     outcome = probe_outcomes.run_outcome(a_holder is not None and lost, b_holder is not None, a_done)
     source = expected(p.library)

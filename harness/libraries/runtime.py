@@ -227,6 +227,28 @@ def read_lines(logs: Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["job_id", "at_ns", "pid", "event", "worker"])
 
 
+def first_start(logs: Path, since_ns: int, timeout: float, job: int | None = None, other_than: int | None = None,
+                tend=lambda: None) -> dict | None:
+    """The first start a worker logged after since_ns, within timeout (tend() between reads, a supervisor's): of
+    `job` where given, by a process other than other_than where given; its job_id, pid, worker and started_ns."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = read_lines(logs)
+        starts = lines[(lines["event"] == "start") & (lines["at_ns"] >= since_ns)]
+        if job is not None:
+            starts = starts[starts["job_id"] == job]
+        if other_than is not None:
+            starts = starts[starts["pid"] != other_than]
+        if len(starts):
+            first = starts.sort_values("at_ns").iloc[0]
+            return {"job_id": int(first["job_id"]), "pid": int(first["pid"]), "worker": int(first["worker"]),
+                    "started_ns": int(first["at_ns"])}
+        if time.monotonic() >= deadline:
+            return None
+        tend()
+        time.sleep(0.02)
+
+
 ERROR_TAIL_CHARS = 4000
 
 

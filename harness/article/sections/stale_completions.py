@@ -63,7 +63,7 @@ def advice(row: dict | None) -> str:
         say("advice.stale", outcome=_outcome_said(row))
 
 
-PROBE_COLUMNS = ("library", "lost its job by", "handed on", "its stale completion, observed",
+PROBE_COLUMNS = ("library", "lost its job by", "waited for a second holder, s", "handed on", "its stale completion, observed",
                  "stale holder: sent / applied", "live holder: sent / applied",
                  "its completion checks, read in its source", "source says", "agree")
 
@@ -100,10 +100,10 @@ def probe_table(probes) -> str:
             if not row["agrees_with_source"] else say("probe.by_construction") if row["model"] else say("probe.agrees")
         lost_by = say.each("probe.lost_by", ("frozen", "sessions_cut"))[row["lost_by"].replace(" ", "_")]
         rows.append(dict(zip(PROBE_COLUMNS, (
-            library_label(row["library"]), lost_by, f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale, live,
+            library_label(row["library"]), lost_by, number(row["hand_on_bound_s"], 1),
+            f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale, live,
             f"{row['source_checks']} ({row['source_ref']})", _said_outcomes()[row["expected_from_source"]],
             agree))))
     return table(pd.DataFrame(rows), caption=say(
-        "probe_caption", repeats=count(max(row["repeats"] for row in probes)),
-        bound=number(max(row["hand_on_bound_s"] for row in probes), 1)),
+        "probe_caption", repeats=count(max(row["repeats"] for row in probes))),
         css_class="wide")

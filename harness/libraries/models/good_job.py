@@ -35,7 +35,7 @@ HOLDS_BY_SESSION = True  # a frozen worker keeps its session and so its lock: th
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id only (save! of finished_at; neither locked_by_id nor the advisory lock "
                               "is checked); sent on a new connection where ActiveRecord reconnects inside it (Rails "
-                              "7.1 and later)",
+                              "7.1 and later, read in Rails' notes, not its source)",
                     "why": "the lock drops with the session and the job runs again; the old worker finishes it too",
                     "source": "app/models/good_job/job.rb:861-901 (perform), v4.19.2 (81db22b)"}
 CONNECTIONS = models.CONNECTIONS
