@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness import libraries, probe_outcomes
+from harness import libraries
 from harness.article.analysis import race_summary
 from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, VERDICT_LABELS, Finding, make_finding,
                                       not_measured)
@@ -23,7 +23,7 @@ from harness.library_claims import LIBRARY_STRATEGIES
 from harness.storage import open_runs
 
 NAME = "library_faults"
-READS = ("library_faults", "library_poolers", "pooler_claims", "library_probe")
+READS = ("library_faults", "library_poolers", "pooler_claims")
 say = Sentences(NAME)
 
 # What a fault can do wrong to a job, as the ledger marks it (harness.experiments.library_faults); running a job
@@ -49,8 +49,8 @@ class Loaded:
     claim_runs: tuple = ()  # races of the advisory-lock claims through PgBouncer (report section pooler_claims)
     claims: pd.DataFrame | None = None  # analysis.race_summary of those races
     requests: dict | None = None  # what each of those params-file sections asked: {section: its dataclass}
-    probe_runs: tuple = ()  # the stale-completion probe's runs (report section library_probe)
-    probes: tuple = ()  # one row per library over its probe runs (harness.probe_outcomes.per_library)
+    # one row per library over the stale-completion probe's runs, as the section stale_completions loaded them
+    probes: tuple = ()
 
 
 def _summaries(paths) -> pd.DataFrame:
@@ -70,15 +70,14 @@ def _summaries(paths) -> pd.DataFrame:
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
-    fault_paths, pooled_paths, claim_paths, probe_paths = (reads[name].runs if name in reads else ()
-                                                           for name in READS)
-    if not (fault_paths or pooled_paths or claim_paths or probe_paths):
+    fault_paths, pooled_paths, claim_paths = (reads[name].runs if name in reads else () for name in READS)
+    probes = loaded.get(stale_completions.NAME) or ()
+    if not (fault_paths or pooled_paths or claim_paths or probes):
         return None
     return Loaded(fault_paths, _summaries(fault_paths), pooled_paths,
                   _summaries(pooled_paths) if pooled_paths else None, claim_paths,
                   race_summary(list(claim_paths)) if claim_paths else None,
-                  {name: asked.request for name, asked in reads.items()}, probe_paths,
-                  tuple(probe_outcomes.per_library([run.summary for run in open_runs(probe_paths)])))
+                  {name: asked.request for name, asked in reads.items()}, probes)
 
 
 # --------------------------------------------------------------------------- A9

@@ -1,7 +1,8 @@
 """The stale-completion probe on the page (harness.experiments.stale_completion, read through
-harness.probe_outcomes): its part of A9 per library, its sentences in A9's note, its cell in the advice table, and
-its table, each library's outcome beside what its source says. The section "When a worker dies"
-(harness.article.sections.library_faults) calls these with the rows it loaded."""
+harness.probe_outcomes): its runs loaded as one row per library, its part of A9 per library, its sentences in A9's
+note, its cell in the advice table, and its table, each library's outcome beside what its source says. It finds
+nothing of its own: the section "When a worker dies" (harness.article.sections.library_faults), listed after it,
+reads its rows and calls these."""
 
 from __future__ import annotations
 
@@ -15,7 +16,22 @@ from harness.article.sections.libraries import library_label
 from harness.article.wording import Sentences
 
 NAME = "stale_completions"
+READS = ("library_probe",)
 say = Sentences(NAME)
+
+
+def load(reads: dict, loaded: dict) -> tuple | None:
+    """One row per library over its probe runs (probe_outcomes.per_library); None without any."""
+    runs = reads["library_probe"].runs if "library_probe" in reads else ()
+    return tuple(probe_outcomes.per_library([run.summary for run in runs])) or None
+
+
+def findings(loaded: dict) -> list:
+    return []
+
+
+def values(loaded: dict, found: dict) -> dict[str, str]:
+    return {}
 
 
 def probe_verdict(row: dict | None) -> str | None:
