@@ -23,7 +23,7 @@ from harness.article.prose import worker_list
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
 
 WIDTH = 560
-HEIGHT = 300
+HEIGHT = 250
 
 
 def fixed_scale(drawn: list, colours: dict, other=OTHER_COLOUR) -> alt.Scale:
