@@ -6,6 +6,8 @@ reads its rows and calls these."""
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 
 from harness import probe_outcomes
@@ -115,11 +117,13 @@ def probe_table(probes) -> str:
         agree = DASH if row["agrees_with_source"] is None else say("probe.disagrees") \
             if not row["agrees_with_source"] else say("probe.by_construction") if row["model"] else say("probe.agrees")
         lost_by = say.each("probe.lost_by", ("frozen", "sessions_cut"))[row["lost_by"].replace(" ", "_")]
-        rows.append(dict(zip(PROBE_COLUMNS, (
+        cells = [html.escape(cell) for cell in (
             library_label(row["library"]), lost_by, number(row["hand_on_bound_s"], 1),
-            f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale, live,
-            f"{row['source_checks']} ({row['source_ref']})", _said_outcomes()[row["expected_from_source"]],
-            agree))))
+            f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale, live)]
+        # a source path has no break in it; as code it may break anywhere, so the table keeps to the column
+        cells.append(f"{html.escape(row['source_checks'])} (<code>{html.escape(row['source_ref'])}</code>)")
+        cells += [html.escape(_said_outcomes()[row["expected_from_source"]]), html.escape(agree)]
+        rows.append(dict(zip(PROBE_COLUMNS, cells)))
     return table(pd.DataFrame(rows), caption=say(
         "probe_caption", repeats=count(max(row["repeats"] for row in probes))),
-        css_class="wide")
+        css_class="wide", escape=False)
