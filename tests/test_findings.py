@@ -824,9 +824,13 @@ def test_the_table_has_one_row_per_finding_in_order():
     # "overall (part: verdict; part: verdict)" where a finding has parts, else its verdict
     labels = set()
     for cell in frame["verdict"]:
+        cell = cell.split("<br>")[0]  # the worker counts it was decided at, a line under it
         overall, _, parts = cell.partition(" (")  # a part's name may hold parentheses too: "que (model)"
         labels |= {overall} | ({part.rsplit(": ", 1)[-1] for part in parts[:-1].split("; ")} if parts else set())
     assert labels <= set(findings.VERDICT_LABELS.values())
+    decided = {f.id: f.worker_counts_used for f in found}
+    for finding_id, cell in zip(ids, frame["verdict"]):
+        assert ('<br><span class="decided-at">decided at ' in cell) == bool(decided[finding_id]), finding_id
     assert frame.columns[1].startswith("the original's") and frame.columns[2].startswith("the original's")
 
 

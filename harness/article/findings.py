@@ -258,16 +258,22 @@ def by_id(findings: list[Finding]) -> dict[str, Finding]:
     return {f.id: f for f in findings}
 
 
-TABLE_COLUMNS = ["finding", "the original's claim", "the original's figure", "this reproduction", "verdict",
-                 "decided at"]
+TABLE_COLUMNS = ["finding", "the original's claim", "the original's figure", "this reproduction", "verdict"]
 
 
 def decided_at(finding: Finding) -> str:
-    """The table's short note: the worker counts a verdict that reads the race sweep was decided at."""
+    """The verdict's short note: the worker counts a verdict that reads the race sweep was decided at."""
     used = finding.worker_counts_used
     if not used:
         return ""
-    return f"{worker_list(used)} worker{'' if list(used) == [1] else 's'}"
+    return f"decided at {worker_list(used)} worker{'' if list(used) == [1] else 's'}"
+
+
+def _verdict_cell(finding: Finding) -> str:
+    """The verdict, and under it where it was decided (a line of its own, not a column most rows leave empty)."""
+    decided = decided_at(finding)
+    return html_text.escape(finding.verdict_label) + (
+        f'<br><span class="decided-at">{html_text.escape(decided)}</span>' if decided else "")
 
 
 def table(findings: list[Finding]) -> pd.DataFrame:
@@ -276,8 +282,7 @@ def table(findings: list[Finding]) -> pd.DataFrame:
     escape=False)."""
     rows = [{"finding": f'<a href="#{html_text.escape(f.section)}">{f.id}</a>',
              "the original's claim": html_text.escape(f.claim), "the original's figure": html_text.escape(f.original),
-             "this reproduction": html_text.escape(f.ours), "verdict": html_text.escape(f.verdict_label),
-             "decided at": decided_at(f)}
+             "this reproduction": html_text.escape(f.ours), "verdict": _verdict_cell(f)}
             for f in sorted(findings, key=lambda f: order(f.id))]
     return pd.DataFrame(rows, columns=TABLE_COLUMNS)
 
