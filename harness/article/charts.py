@@ -92,7 +92,7 @@ def spread_note(data: pd.DataFrame) -> str:
     """The subtitle line that says what the spread rules are, when there are any."""
     if not has_repeats(data):
         return ""
-    return f"median of {repeats_said(data)}; the vertical rules span the lowest to the highest"
+    return f"median of {repeats_said(data)}; vertical rules: lowest to highest"
 
 
 def workers_axis(values) -> alt.X:
@@ -125,16 +125,16 @@ def plain_frame(frame: pd.DataFrame) -> pd.DataFrame:
 
 REPEATS_TOOLTIP = alt.Tooltip("repeats:Q", title="repeats (median shown)")
 
-CPU_BOUND_NOTE = (f"grey band: CPU-bound points (the worker processes or their backends waited for a CPU at least "
-                  f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their time): this machine's scheduler, not the server")
+# one subtitle line each: the page says what a CPU-bound figure measures (this machine's scheduler) in its prose
+CPU_BOUND_NOTE = (f"grey band: CPU-bound, the workers or their backends waited for a CPU "
+                  f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%}+ of their time")
 # where the axis is not the worker count (a round trip), each CPU-bound point sits on a grey disc instead
-CPU_BOUND_DISC_NOTE = ("grey disc behind a point: CPU-bound (the worker processes or their backends waited for a CPU at least "
-                       f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their time): this machine's scheduler, not the server")
+CPU_BOUND_DISC_NOTE = ("grey disc: CPU-bound, the workers or their backends waited for a CPU "
+                       f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%}+ of their time")
 # where worker counts are categories or panels, the CPU-bound ones carry this after their number instead of a band
 CPU_BOUND_LABEL = " (CPU-bound)"
-CPU_BOUND_LABEL_NOTE = ("(CPU-bound): the worker processes or their backends waited for a CPU at least "
-                        f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%} of their time, so those figures are this machine's "
-                        "scheduler")
+CPU_BOUND_LABEL_NOTE = ("(CPU-bound): the workers or their backends waited for a CPU "
+                        f"{CPU_BOUND_CLIENT_RUNNABLE_SHARE:.0%}+ of their time")
 
 
 # where a chart's points carry no CPU readings (runs stored before they were kept), nothing can be marked
@@ -412,8 +412,8 @@ def wait_quantiles_chart(quantiles: pd.DataFrame, cpu_bound: list[int] = ()) -> 
         "time to get a job: from a worker's first attempt after its previous win to the end of its next win, "
         "lost races included",
         *_same_measure_notes(same),
-        (f"pooled over {repeats_said(data)}; the vertical rules span the lowest to the highest "
-         "repeat's own percentile") if has_repeats(data) else "", CPU_BOUND_NOTE if edges is not None else ""))
+        (f"pooled over {repeats_said(data)}; vertical rules: the lowest to the highest repeat's own "
+         "percentile") if has_repeats(data) else "", CPU_BOUND_NOTE if edges is not None else ""))
 
 
 def _same_measure_notes(pairs: list[tuple]) -> list[str]:

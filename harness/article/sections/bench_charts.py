@@ -52,5 +52,5 @@ def bench_ratio_chart(bench: pd.DataFrame, band: tuple[float, float]) -> alt.Lay
         width=WIDTH, height=HEIGHT - 40, title=chart_title(
             "Is the harness the bottleneck? Its rate over pgbench's, same SQL",
             f"dashed: parity (1.0); shaded: the target band {band[0]:.2f}–{band[1]:.2f}",
-            f"median of {pairs} pairs; the vertical rules span the lowest to the highest" if pairs > 1 else "",
+            f"median of {pairs} pairs; vertical rules: lowest to highest" if pairs > 1 else "",
             band_label_note(order) if cpu_bound_read(bench) else CPU_BOUND_UNREAD_NOTE))
