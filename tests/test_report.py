@@ -111,11 +111,15 @@ def test_comparison_tables_cover_every_finding_the_original_s_in_the_main_articl
     assert [r.find("td").get_text(strip=True) for r in rows] == [
         *(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)), *(f"A{i}" for i in range(1, 11))]
     # a finding with several parts leads with its verdict, then each part's: "verdict (part: verdict; part: verdict)"
-    verdicts = set()
+    # and where it reads the race sweep, a muted line under it names the worker counts it was decided at
+    verdicts, decided = set(), []
     for r in rows:
-        cell = r.find_all("td")[4].get_text(strip=True)
+        verdict_cell = r.find_all("td")[4]
+        decided += [line.extract().get_text(strip=True) for line in verdict_cell.select(".decided-at")]
+        cell = verdict_cell.get_text(strip=True)
         overall, _, parts = cell.partition(" (")  # a part's name may hold parentheses too: "que (model)"
         verdicts |= {overall} | ({part.rsplit(": ", 1)[-1] for part in parts[:-1].split("; ")} if parts else set())
+    assert decided and all(re.fullmatch(r"decided at [0-9, and]+ workers?", line) for line in decided), decided
     assert verdicts <= {"confirmed", "confirmed, different size", "corrected", "not reproduced", "added",
                         "not measured", "not distinguishable at this spread"}
 
