@@ -1158,10 +1158,14 @@ def library_fault_run(library: str, fault: str = "kill", landed: bool = True, jo
     ([library_fault_run("pgmq", completed_once=5, stuck=1, stuck_unstarted=1)], NOT_MEASURED),
     # nothing recovers it: stuck for good
     ([library_fault_run("procrastinate", completed_once=5, stuck=1, recovery_setting_s=None)], CORRECTED),
+    # River: its setting passed, but not the retry's backoff and the scheduler's pass after it: it may yet come
+    ([library_fault_run("river", completed_once=5, stuck=1, waited_s=5.0, recovery_then_s=6.1)], NOT_MEASURED),
+    ([library_fault_run("river", completed_once=5, stuck=1, waited_s=10.0, recovery_then_s=6.1)], CORRECTED),
 ])
 def test_a9_decides_each_library_from_the_faults_that_landed(runs, expected):
     found = fault_section.a9_a_dead_workers_job_completes_once(pd.DataFrame(runs))
-    assert found.verdict == expected and found.parts == ((runs[0]["library"], expected),)
+    label = runs[0]["library"] + (" (model)" if runs[0]["library"] == "river" else "")
+    assert found.verdict == expected and found.parts == ((label, expected),)
 
 
 def test_a9_gives_each_library_its_part_and_counts_jobs_run_twice_apart():
@@ -1231,6 +1235,14 @@ def test_the_worker_dies_tables_read_the_stored_summaries():
     advice = fault_section.advice_table(loaded)
     assert "<code>get_stalled_jobs</code>" in advice and "1 job left stuck or lost after kill." in advice
     assert "session mode; transaction mode went wrong" in advice
+
+
+def test_a_recovery_with_a_wait_after_its_setting_says_what_it_waits_for():
+    river = library_fault_run("river", executed_twice=1, recovery_then_s=6.1,
+                              recovery={"default_s": 3600.0, "then": "its first retry's backoff, then a pass"})
+    advice = fault_section.advice_table({fault_section.NAME: fault_section.Loaded((), pd.DataFrame([river]))})
+    assert ("A hit job started again 3.0 s after the fault, with the setting at 3 s and after it its first retry&#x27;s "
+            "backoff, then a pass; 1 job ran twice.") in advice
 
 
 def test_the_worker_dies_tables_name_models_and_take_a_model_pooler_advice_from_its_claim():

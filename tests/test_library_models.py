@@ -57,21 +57,31 @@ def test_river_completes_a_job_only_while_it_runs_and_oban_whatever_became_of_it
     job = river.PROTOCOL.claim(a, None)
     _started_long_ago(a, job)
     river.PROTOCOL.maintain(a, None)
+    # rescued, it waits its first retry's backoff (1 s), and then the scheduler's pass
+    assert _status(a, job) == "retryable"
+    assert models.one(a, f"SELECT available_at - now() FROM {SCHEMA}.jobs WHERE id = $1", job).total_seconds() \
+        == pytest.approx(river.SETTINGS["first_retry_s"], abs=0.1)
+    a.execute(models.SCHEDULE)
+    assert _status(a, job) == "retryable", "a pass before its time leaves it waiting"
+    assert river.PROTOCOL.claim(b, None) != job
+    _due(a, job)
+    a.execute(models.SCHEDULE)
     assert _status(a, job) == "pending"
     assert river.PROTOCOL.claim(b, None) == job
     river.PROTOCOL.complete(a, job, None)
     assert _status(a, job) == "done"
-    # job 2 rescued and not yet run again: a's late completion leaves it pending
+    # job 3 rescued and not yet run again: a's late completion leaves it waiting to run again
     job = river.PROTOCOL.claim(a, None)
     _started_long_ago(a, job)
     river.PROTOCOL.maintain(b, None)
     river.PROTOCOL.complete(a, job, None)
-    assert _status(a, job) == "pending"
-    # Oban: a's late completion of a rescued, pending job goes through
+    assert _status(a, job) == "retryable"
+    # Oban: rescued with no backoff, the stager's pass makes it available; a's late completion goes through
     a.execute(f"UPDATE {SCHEMA}.jobs SET status = 'pending'")
     job = oban.PROTOCOL.claim(a, None)
     _started_long_ago(a, job)
     oban.PROTOCOL.maintain(b, None)
+    a.execute(models.SCHEDULE)
     assert _status(a, job) == "pending"
     oban.PROTOCOL.complete(a, job, None)
     assert _status(a, job) == "done"
@@ -79,6 +89,33 @@ def test_river_completes_a_job_only_while_it_runs_and_oban_whatever_became_of_it
     job = oban.PROTOCOL.claim(a, None)
     oban.PROTOCOL.maintain(b, None)
     assert _status(a, job) == "running"
+
+
+def _due(conn, job):
+    """As if its retry's time had come."""
+    conn.execute(f"UPDATE {SCHEMA}.jobs SET available_at = now() - interval '1 second' WHERE id = $1", (job,))
+
+
+def test_a_scheduling_pass_is_due_once_per_interval_of_the_clock(monkeypatch):
+    clock = [100.2]
+    monkeypatch.setattr(models.time, "time", lambda: clock[0])
+    ticks = models.Ticks(5.0)
+    assert ticks.due(), "the first pass"
+    clock[0] = 104.9
+    assert not ticks.due(), "within the same 5 s"
+    clock[0] = 105.1
+    assert ticks.due() and not ticks.due(), "once past the boundary, and once only"
+
+
+def test_each_model_s_wait_after_its_recovery_is_its_sources_and_bounds_the_runs():
+    from harness.experiments import library_faults, stale_completion
+
+    # River: the first retry's backoff at its most (+10 %) and a scheduler pass; Oban: a stager pass
+    assert libraries.recovers_within_s("river") == pytest.approx(3.0 + 1.1 + 5.0)
+    assert libraries.recovers_within_s("oban") == pytest.approx(3.0 + 1.0)
+    assert libraries.recovers_within_s("que") is None
+    assert library_faults.pause_s("river") == pytest.approx(3.0 + 6.1 + library_faults.PAUSE_MARGIN_S)
+    assert stale_completion.hand_on_bound_s("river") > libraries.recovers_within_s("river")
 
 
 @pytest.mark.parametrize("model", [que, good_job], ids=["que", "good_job"])

@@ -56,7 +56,7 @@ from harness.server import database, faults, pooler
 
 FAULTS = library_runs.FAULTS
 JOB_S = 1.0  # each job's length: long enough that a fault lands while a job runs
-PAUSE_MARGIN_S = 2.0  # a pause outlasts the library's raced recovery time by this
+PAUSE_MARGIN_S = 2.0  # a pause outlasts the library's raced recovery time (and what it adds after it) by this
 PAUSE_S = 5.0  # a pause where nothing recovers the job
 TERMINATE_ROUNDS, TERMINATE_GAP_S = 3, 0.3
 TRIGGER_TIMEOUT_S = 60.0  # the longest wait for the first job to start
@@ -74,15 +74,15 @@ def recovery(name: str) -> dict:
 
 
 def pause_s(name: str) -> float:
-    raced = recovery(name)["raced_s"]
-    return PAUSE_S if raced is None or raced > MAX_BOUND_S else raced + PAUSE_MARGIN_S
+    within = libraries.recovers_within_s(name)
+    return PAUSE_S if within is None or within > MAX_BOUND_S else within + PAUSE_MARGIN_S
 
 
 def bound_s(parameters) -> float:
     """How long a run waits for every job to complete after its release."""
     p = parameters
-    raced = recovery(p.library)["raced_s"]
-    recovers = 0.0 if raced is None or raced > MAX_BOUND_S else raced
+    within = libraries.recovers_within_s(p.library)
+    recovers = 0.0 if within is None or within > MAX_BOUND_S else within
     rounds = -(-p.job_count // (p.worker_count - 1))  # the healthy workers' rounds of jobs
     return min(MAX_BOUND_S, SETTLE_S + 2 * recovers + (pause_s(p.library) if p.fault == "pause" else 0.0)
                + 2 * rounds * JOB_S)
@@ -254,6 +254,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "worker_restarts": supervisor.restarts,
                "workers_with_errors": runtime.workers_with_errors(errors),
                "recovery_setting_s": settings["raced_s"], "recovery_default_s": settings["default_s"],
+               "recovery_then_s": settings.get("then_s"),
                "recovery_mechanism": settings["mechanism"], "bound_s": bound_s(p),
                "waited_s": (ended_ns - released_ns) / 1e9}
     checks = {"first_job_started": trigger is not None,
@@ -302,7 +303,7 @@ def _ids_in_table(conn, library, where: str | None = None) -> set[int]:
 SHOWN = ("library", "version", "fault", "pooler", "fault_landed", "fault_effects", *CLASSES, *MARKS, "worker_exits",
          "workers_with_errors",
          "recovery_s",
-         "recovery_setting_s", "recovery_default_s", "jobs_hit", "worker_count", "jobs")
+         "recovery_setting_s", "recovery_then_s", "recovery_default_s", "jobs_hit", "worker_count", "jobs")
 
 
 def measure_run(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:

@@ -8,8 +8,8 @@ library's own loop at concurrency 1, whose job runs until the harness opens its 
 2. A loses J: frozen (SIGSTOP), or, for a library whose hold on a job is its session's advisory lock
    (HOLDS_BY_SESSION: a frozen worker keeps its lock), its sessions cut (pg_terminate_backend), A left running;
 3. the harness waits until J is handed to a second holder B *and B is inside J* (B's start logged), at most
-   hand_on_bound_s: the library's raced recovery a fifth longer and HAND_ON_MARGIN_S, or NOT_SET_WAIT_S
-   where nothing recovers within MAX_RECOVERY_S;
+   hand_on_bound_s: the library's raced recovery (and what it adds after it: libraries.recovers_within_s) a fifth
+   longer and HAND_ON_MARGIN_S, or NOT_SET_WAIT_S where nothing recovers within MAX_RECOVERY_S;
 4. A is resumed, runs on RESUME_S, and its gate opens: A finishes J and sends its completion while B still runs
    J. The harness waits for it (SETTLE_S at most after A's end);
 5. then B's gate opens, and B finishes and completes J the same way.
@@ -80,8 +80,8 @@ def sweep_stale_folders() -> list[Path]:
 
 
 def hand_on_bound_s(name: str) -> float:
-    raced = libraries.get(name).RECOVERY["raced_s"]
-    return NOT_SET_WAIT_S if raced is None or raced > MAX_RECOVERY_S else HAND_ON_FACTOR * raced + HAND_ON_MARGIN_S
+    within = libraries.recovers_within_s(name)
+    return NOT_SET_WAIT_S if within is None or within > MAX_RECOVERY_S else HAND_ON_FACTOR * within + HAND_ON_MARGIN_S
 
 
 def holds_by_session(name: str) -> bool:

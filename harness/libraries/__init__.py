@@ -28,7 +28,9 @@ A library module declares:
                            {"setting": ..., "source": ...}, applied by its worker where pooler_setting() is
                            "documented"; None where it documents none (the run is not made)
     RECOVERY               what brings back the job of a worker that died: its mechanism, the setting, its default
-                           and the value a fault run races (seconds; None where the library has none)
+                           and the value a fault run races (seconds; None where the library has none); and, where
+                           a recovered job waits longer before a worker may claim it (a retry's backoff, a
+                           scheduler's pass), the most it waits (then_s) and why (then)
     install(url)           the library's own schema, from its own migrations
     enqueue(url, n, job_s=None)
                            n no-op jobs, through the library's API (job_s: a fault run's, where the job carries it)
@@ -93,6 +95,13 @@ def get(name: str) -> ModuleType:
         raise UserError(f"no job library named {name!r} (known: {', '.join(NAMES)}, or all; modelled for a fault "
                         f"run: {', '.join(MODELS)}, or models)")
     return importlib.import_module(f"harness.libraries.{name}")
+
+
+def recovers_within_s(name: str) -> float | None:
+    """The most a dead worker's job waits, as raced, before another worker may claim it: the recovery setting and
+    whatever the library adds after it (RECOVERY's then_s); None where nothing is set to recover it."""
+    recovery = get(name).RECOVERY
+    return None if recovery["raced_s"] is None else recovery["raced_s"] + recovery.get("then_s", 0.0)
 
 
 def is_model(name: str) -> bool:

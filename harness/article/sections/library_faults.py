@@ -97,7 +97,8 @@ def _judged(runs: pd.DataFrame) -> pd.DataFrame:
     unstarted = runs["stuck_unstarted"].fillna(0) if "stuck_unstarted" in runs else pd.Series(0, index=runs.index)
     started = runs["stuck"] - unstarted
     waited = runs["waited_s"] if "waited_s" in runs else pd.Series(float("nan"), index=runs.index)
-    past = runs["recovery_setting_s"].notna() & waited.notna() & (runs["recovery_setting_s"] > waited)
+    then = runs["recovery_then_s"].fillna(0.0) if "recovery_then_s" in runs else 0.0  # a retry's backoff, a pass
+    past = runs["recovery_setting_s"].notna() & waited.notna() & (runs["recovery_setting_s"] + then > waited)
     return runs.assign(stuck_unstarted=unstarted, stuck_censored=started.where(past, 0),
                        stuck_for_good=started.where(~past, 0))
 
@@ -520,8 +521,10 @@ def _seen(runs: pd.DataFrame | None) -> str:
     recovered = runs["recovery_s"].dropna()
     if len(recovered):
         setting = runs["recovery_setting_s"].iloc[0]
-        said.append(say("seen.recovered", recovery=span(recovered.min(), recovered.max(), lambda v: number(v, 1)),
-                        setting=duration(setting), twice=numbered(int(runs["executed_twice"].sum()), "job"))
+        then = (runs["recovery"].iloc[0] if "recovery" in runs else {}).get("then")
+        seen = dict(recovery=span(recovered.min(), recovered.max(), lambda v: number(v, 1)), setting=duration(setting),
+                    twice=numbered(int(runs["executed_twice"].sum()), "job"))
+        said.append((say("seen.recovered_then", then=then, **seen) if then else say("seen.recovered", **seen))
                     if not missing(setting) else
                     say("seen.recovered_unset", recovery=span(recovered.min(), recovered.max(),
                                                               lambda v: number(v, 1)),

@@ -57,7 +57,7 @@ RECONNECT_GAP_S = 0.2
 TABLES = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
     f"CREATE TABLE {SCHEMA}.jobs (id bigint PRIMARY KEY, status text NOT NULL DEFAULT 'pending', "
-    "started_at timestamptz, held_by bigint)",
+    "started_at timestamptz, held_by bigint, available_at timestamptz)",
     f"CREATE INDEX jobs_status_idx ON {SCHEMA}.jobs (status, id)",
     f"CREATE TABLE {SCHEMA}.processes (id bigserial PRIMARY KEY, pid int NOT NULL, "
     "last_heartbeat_at timestamptz NOT NULL DEFAULT now())",
@@ -70,11 +70,29 @@ def installed_version(name: str) -> str:
     return f"model of {source.release or source.commit[:7]}"
 
 
-def rescue(after_s: float) -> str:
-    """River's rescuer and Oban's Lifeline: every job running since more than after_s ago is pending again (at
-    once: River's retry backoff and scheduler are left out)."""
-    return (f"UPDATE {JOBS} SET status = 'pending' WHERE status = 'running' "
-            f"AND started_at < now() - make_interval(secs => {float(after_s)})")
+def rescue(after_s: float, retry_s: float = 0.0) -> str:
+    """River's rescuer and Oban's Lifeline: every job running since more than after_s ago waits, 'retryable', until
+    retry_s from now (River's retry backoff; Oban's is none), when the next scheduling pass (schedule) makes it
+    pending."""
+    return (f"UPDATE {JOBS} SET status = 'retryable', available_at = now() + make_interval(secs => {float(retry_s)}) "
+            f"WHERE status = 'running' AND started_at < now() - make_interval(secs => {float(after_s)})")
+
+
+# River's scheduler and Oban's stager: a retryable job whose time has come is pending again, for a worker to claim
+SCHEDULE = f"UPDATE {JOBS} SET status = 'pending' WHERE status = 'retryable' AND available_at <= now()"
+
+
+class Ticks:
+    """A pass that runs once per interval_s of the clock, on whichever worker's recovery loop comes first after each
+    boundary: one leader's timer, shared by every worker's loop without a leader (the model has none)."""
+
+    def __init__(self, interval_s: float):
+        self.interval_s, self.last = interval_s, None
+
+    def due(self) -> bool:
+        tick = int(time.time() // self.interval_s)
+        due, self.last = tick != self.last, tick
+        return due
 
 
 def refuse_drain(name: str) -> None:

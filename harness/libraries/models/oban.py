@@ -8,7 +8,8 @@ worker that lost its job completes it whatever has become of it.
 
 Recovery: Lifeline (lib/oban/plugins/lifeline.ex), once a minute on the leader: Basic.rescue_jobs makes jobs
 'executing' with attempted_at older than rescue_after (60 minutes by default, lifeline.ex:70) available again, at
-once. In the latest release, v2.23.1, Lifeline is off unless configured: Oban.Config's plugins default to none
+once (lib/oban/engines/basic.ex:181-201); an idle queue hears of them at the stager's next pass, which notifies the
+queues that have available jobs (lib/oban/stager.ex:84-125; stage_interval 1 s by default, lib/oban/config.ex:46). In the latest release, v2.23.1, Lifeline is off unless configured: Oban.Config's plugins default to none
 (lib/oban/config.ex:41). On main, not yet released, `mix oban.install` (lib/mix/tasks/oban.install.ex:83) and the
 installation guide (guides/introduction/installation.md:106) set `lifeline: [rescue_after: {2, :hours}]`.
 """
@@ -31,13 +32,17 @@ STALE_COMPLETION = {"expected": "accepted",
                     "why": "Lifeline (once configured) hands the job on; the completion checks nothing",
                     "source": "lib/oban/engines/basic.ex:216-224 (complete_job), v2.23.1 (f86cc92)"}
 CONNECTIONS = models.CONNECTIONS
-SETTINGS = {"concurrency": 1, "lifeline_interval_s": 1.0, "lifeline_interval_default_s": 60.0}
+SETTINGS = {"concurrency": 1, "lifeline_interval_s": 1.0, "lifeline_interval_default_s": 60.0,
+            "stage_interval_s": 1.0, "stage_interval_default_s": 1.0}
 # Lifeline is off by default: no default recovery; its rescue_after once turned on is enabled_default_s
 RECOVERY = {"mechanism": "Lifeline (off unless configured), on the leader, makes a job executing longer than "
                          "rescue_after available",
             "setting": "rescue_after", "default_s": None, "raced_s": 3.0, "off_by_default": True,
-            "enabled_default_s": 3600.0}
+            "enabled_default_s": 3600.0,
+            "then": "the stager's next pass (every second), which tells an idle queue of it",
+            "then_s": SETTINGS["stage_interval_s"]}
 RESCUE = models.rescue(RECOVERY["raced_s"])
+stager = models.Ticks(SETTINGS["stage_interval_s"])
 
 
 def _claim(conn, me):
@@ -48,8 +53,14 @@ def _claim(conn, me):
         conn.execute(COMMIT)
 
 
+def _maintain(conn, me):
+    conn.execute(RESCUE)
+    if stager.due():
+        conn.execute(models.SCHEDULE)
+
+
 PROTOCOL = models.Protocol(
     claim=_claim, complete=lambda conn, job, me: conn.execute(COMPLETE, (job,)),
-    maintain=lambda conn, me: conn.execute(RESCUE), maintain_s=SETTINGS["lifeline_interval_s"])
+    maintain=_maintain, maintain_s=SETTINGS["lifeline_interval_s"])
 
 install, enqueue, work = models.install, models.enqueue, models.worker(PROTOCOL)

@@ -6,10 +6,16 @@ sets the next available job running with attempted_at (here started_at) now; the
 JobSetStateIfRunningMany (the same file), which changes a job only while it is 'running', with no check of the
 attempt or of the client that holds it: a worker that lost its job completes it if another worker now runs it.
 
-Recovery: the job rescuer (internal/maintenance/job_rescuer.go), every 30 s (JobRescuerIntervalDefault, not a
-setting), on the elected leader: JobGetStuck finds jobs 'running' with attempted_at older than RescueStuckJobsAfter
-(1 hour by default; at least JobTimeout, 1 minute by default), and JobRescueMany makes them retryable, with the
-retry policy's delay (about 1 s for a first attempt), after which the scheduler (every 5 s) makes them available.
+Recovery: the job rescuer (internal/maintenance/job_rescuer.go), every 30 s (JobRescuerIntervalDefault, line 31,
+not a setting), on the elected leader: JobGetStuck finds jobs 'running' with attempted_at older than
+RescueStuckJobsAfter (1 hour by default; at least JobTimeout, 1 minute by default), and JobRescueMany makes them
+'retryable', scheduled at the retry policy's next time (job_rescuer.go:275-277): attempt^4 s with +/- 10 % jitter,
+1 s for a first failure (internal/retrypolicy/default.go:31-40, 49-76). The scheduler (JobSchedule, every 5 s:
+JobSchedulerIntervalDefault, internal/maintenance/job_scheduler.go:26) then makes them available. All at v0.43.0.
+
+Left out here: the leader (every worker runs the rescuer, each second as raced; the scheduler's pass is one per 5 s
+of the clock, on whichever worker comes first, as one leader's would be), the fetch poll (a worker polls every
+IDLE_POLL_S rather than River's FetchPollInterval of 1 s or a notification), and attempts' counts and errors.
 """
 
 from __future__ import annotations
@@ -32,14 +38,26 @@ STALE_COMPLETION = {"expected": "accepted",
                               "(JobSetStateIfRunningMany; its guard at 684-685), v0.43.0 (60435dc)"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "completions": "at once (River batches them)", "rescuer_interval_s": 1.0,
-            "rescuer_interval_default_s": 30.0}
+            "rescuer_interval_default_s": 30.0, "first_retry_s": 1.0, "scheduler_interval_s": 5.0,
+            "scheduler_interval_default_s": 5.0}
+RETRY_JITTER = 0.1  # the retry policy's +/- 10 %
 RECOVERY = {"mechanism": "the rescuer, on the leader, makes a job running longer than RescueStuckJobsAfter retryable",
-            "setting": "RescueStuckJobsAfter", "default_s": 3600.0, "raced_s": 3.0}
-RESCUE = models.rescue(RECOVERY["raced_s"])
+            "setting": "RescueStuckJobsAfter", "default_s": 3600.0, "raced_s": 3.0,
+            "then": "its first retry's backoff (1 s, +/- 10 %), then the scheduler's next pass (every 5 s)",
+            "then_s": SETTINGS["first_retry_s"] * (1 + RETRY_JITTER) + SETTINGS["scheduler_interval_s"]}
+RESCUE = models.rescue(RECOVERY["raced_s"], SETTINGS["first_retry_s"])
+scheduler = models.Ticks(SETTINGS["scheduler_interval_s"])
+
+
+def _maintain(conn, me):
+    conn.execute(RESCUE)
+    if scheduler.due():
+        conn.execute(models.SCHEDULE)
+
 
 PROTOCOL = models.Protocol(
     claim=lambda conn, me: models.one(conn, RIVER_CLAIM),
     complete=lambda conn, job, me: conn.execute(GUARDED_COMPLETE, (job,)),
-    maintain=lambda conn, me: conn.execute(RESCUE), maintain_s=SETTINGS["rescuer_interval_s"])
+    maintain=_maintain, maintain_s=SETTINGS["rescuer_interval_s"])
 
 install, enqueue, work = models.install, models.enqueue, models.worker(PROTOCOL)
