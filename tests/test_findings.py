@@ -1264,6 +1264,11 @@ def test_the_worker_dies_tables_name_models_and_take_a_model_pooler_advice_from_
     assert ("A hit job started again 3.0 s after the fault, with nothing to set: its lock dropped at once" in advice
             and "own jobs still ran before one polled; 1 job ran twice." in advice)
     assert "session mode; transaction mode went wrong (its claim, in the tight loop)" in advice
+    # and what its claim cannot show, read in its source: que's session state, oban's driver (its claim not pooled)
+    assert "measured: session mode; transaction mode went wrong (its claim, in the tight loop). Read in its source, " \
+           "not run: with its defaults, its locker holds session advisory locks" in advice
+    assert "not run through a pooler. Read in its source: with its defaults, Postgrex prepares named statements " \
+           "(<code>prepare: :named</code>" in advice
     assert "(60 min once on)" in advice  # Oban: rescue_after's default once Lifeline is on
     # what each library's own documentation says about poolers, a model's named as one
     docs = fault_section.pooler_docs_table(loaded)

@@ -473,11 +473,15 @@ def advice_table(loaded: dict) -> str:
             through = say("advice.by_its_claim", verdict=through)
         elif library in fixed:
             through = say("advice.with_its_setting", setting=libraries.documented_setting(library)["setting"])
+        read = getattr(libraries.get(library), "POOLER_READ", None) if claim else None
+        if read:  # what the model's claim cannot show: the library's driver and session state, read in its source
+            through = say("advice.model_read_only", **read) if through == DASH else \
+                say("advice.model_read", measured=through, **read)
         rows.append(dict(zip(ADVICE_COLUMNS, (
             html.escape(library_label(library)),
             _code(_configure_text(recovery).get(library, DASH)),
             html.escape(_seen(_landed(runs)) if len(runs) else DASH), html.escape(stale_completions.advice(probed.get(library))),
-            html.escape(through)))))
+            _code(through)))))
     return table(pd.DataFrame(rows, columns=list(ADVICE_COLUMNS)), caption=say("advice_caption"), escape=False)
 
 

@@ -17,11 +17,16 @@ simplifies:
 - a worker with no job polls again after IDLE_POLL_S, as often as Solid Queue's workers do by default and more
   often than the others': a job that a dead worker's session frees (Que, good_job) or that a rescue makes pending
   waits for a library's next poll, which this shortens;
-- a job the recovery makes retryable is pending again at once (where River waits a retry's backoff and its
-  scheduler first), and no attempt limit discards one.
+- a job the recovery hands on waits as its source says (River: its first retry's backoff, then its scheduler's pass
+  every 5 s; Oban: its stager's pass every second; RECOVERY's then_s), with the scheduling pass one per interval of
+  the clock (Ticks) on whichever worker comes first; no attempt limit discards one, and no retry waits longer;
+- a model is never run behind a pooler: its claim's races are (CLAIM), and what its driver and its session state
+  would do there is read in its source (POOLER_READ), not run.
 
 A model module declares what a library module does (harness.libraries) for a fault run, CLAIM (the strategy of
-harness.strategies its claim races as, whose pooler runs stand for it), and PROTOCOL: the statements of its worker
+harness.strategies its claim races as, whose pooler runs stand for it), POOLER_READ ({"defaults", "setting"}: what
+the library, or its driver, does behind a transaction pooler with its defaults and what it documents instead, each
+cited at a release), and PROTOCOL: the statements of its worker
 loop (claim, start, complete, release) and of its recovery loop (maintain); install, enqueue and work are this
 package's (worker(PROTOCOL)), and its version and its refusal of a drain too (installed_version, refuse_drain).
 """

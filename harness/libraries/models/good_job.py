@@ -38,6 +38,17 @@ STALE_COMPLETION = {"expected": "accepted",
                               "7.1 and later, read in Rails' notes, not its source)",
                     "why": "the lock drops with the session and the job runs again; the old worker finishes it too",
                     "source": "app/models/good_job/job.rb:861-901 (perform), v4.19.2 (81db22b)"}
+# Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
+# what the library does with its defaults, and what its source documents instead
+POOLER_READ = {
+    "defaults": "it claims with session advisory locks (`lock_strategy` `:advisory`, "
+                "lib/good_job/configuration.rb:401-402) and `LISTEN`s; its README says it is not compatible with "
+                "transaction mode (README.md:1570 at v4.19.2)",
+    "setting": "`lock_strategy = :skiplocked` with `LISTEN`/`NOTIFY` and the lock heartbeat off (README.md:1527-1566 "
+               "at v4.19.2), and on PgBouncer before 1.21 ActiveRecord's `prepared_statements: false` (true by "
+               "default: rails/rails activerecord/lib/active_record/connection_adapters/abstract_adapter.rb:"
+               "1230-1231 at v8.0.5), which that README does not "
+               "name"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "lock_strategy": "advisory (the default)"}
 RECOVERY = {"mechanism": "the job's session advisory lock drops when its worker's connection closes; the job runs "

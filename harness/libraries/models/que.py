@@ -33,6 +33,14 @@ STALE_COMPLETION = {"expected": "not_sent",
                     "why": "the lock drops with the session and the job runs again; the old worker's process exits",
                     "source": "lib/que/job_methods.rb:19-23 and 166-174 (destroy); lib/que/locker.rb:183 "
                               "(abort_on_exception), v2.4.1 (17fb2c3)"}
+# Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
+# what the library does with its defaults, and what its source documents instead
+POOLER_READ = {
+    "defaults": "its locker holds session advisory locks (lib/que/locker.rb:428), `LISTEN`s, creates `pg_temp` "
+                "functions (lib/que/poller.rb:197-202) and prepares its poll (lib/que/connection.rb:84-92): none of "
+                "them lasts past a transaction under transaction pooling",
+    "setting": "a direct connection for the locker (`--connection-url`, docs/README.md:101; CHANGELOG.md:322 at "
+               "v2.4.1); the workers' connections may go through PgBouncer"}
 CONNECTIONS = models.CONNECTIONS  # the locker's, and the pool's
 SETTINGS = {"concurrency": 1, "resolve": "destroy (the default)"}
 RECOVERY = {"mechanism": "the job's session advisory lock drops when its locker's connection closes; the job runs "

@@ -40,6 +40,16 @@ STALE_COMPLETION = {"expected": "not_handed_on",
                     "source": "app/models/solid_queue/claimed_execution.rb:104-124 (finalize, "
                               "unless_already_finalized) and 39-53 (fail_all_with); "
                               "app/models/solid_queue/process/prunable.rb:24-29, 1.5.0 (29e818d)"}
+# Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
+# what the library's driver does with its defaults, and what would avoid it
+POOLER_READ = {
+    "defaults": "it keeps no session state (no advisory locks, no `LISTEN`: it polls), and its claim is one "
+                "transaction (app/models/solid_queue/ready_execution.rb:26-34 at 1.5.0), but ActiveRecord prepares "
+                "its statements by default (rails/rails activerecord/lib/active_record/connection_adapters/"
+                "abstract_adapter.rb:1230-1231 at v8.0.5), which "
+                "PgBouncer before 1.21 in transaction mode breaks",
+    "setting": "ActiveRecord's `prepared_statements: false` for the queue's database; its README says nothing of "
+               "poolers"}
 CONNECTIONS = models.CONNECTIONS
 # shortened in the library's own ratio or wider: a heartbeat every tenth of the threshold (a fifth by default), so a
 # server restart's few seconds do not make healthy workers look silent
