@@ -82,6 +82,7 @@ def test_the_ledger_puts_each_job_in_one_class_with_its_marks():
 
 def test_a_fault_counts_only_where_its_effect_was_seen():
     for fault, seen in (("kill", {"process_gone": 1}), ("pause", {"process_stopped_s": 5.0}),
+                        ("short_pause", {"process_stopped_s": 1.5}),
                         ("terminate", {"backends_terminated": 4}), ("restart", {"server_restarted": 1})):
         assert library_faults.landed(fault, seen)
         assert not library_faults.landed(fault, {name: 0 for name in seen})
@@ -98,6 +99,15 @@ def test_a_pause_and_the_bound_follow_the_library_recovery_setting():
     assert library_faults.pause_s("graphile_worker") == library_faults.PAUSE_S
     assert library_faults.bound_s(library_runs.LibraryParameters("graphile_worker", 3, 6, fault="kill")) \
         <= library_faults.MAX_BOUND_S
+    # a short pause is half the setting, so the job must not be handed on; where nothing is set there is none
+    short = library_runs.LibraryParameters("pgmq", 3, 6, fault="short_pause")
+    assert library_faults.paused_for_s(short) == raced / 2 < raced
+    assert library_runs.short_pause_s("procrastinate") is None and library_runs.short_pause_s("graphile_worker") is None
+    assert library_runs.short_pause_s("que") is None  # its session holds the job: a pause never loses it
+    with pytest.raises(UserError, match="procrastinate has no recovery set within a run to pause short of"):
+        library_runs.LibraryParameters("procrastinate", 3, 6, fault="short_pause").check()
+    sweep = library_runs.LibrarySweep(libraries=("procrastinate", "pgmq"), faults=("short_pause",))
+    assert [r.library for r in sweep.runs()] == ["pgmq"], "a sweep leaves out the libraries with nothing to pause short of"
     for name in libraries.NAMES:  # every library states its recovery, its default and what was raced
         recovery = libraries.get(name).RECOVERY
         assert recovery["mechanism"] and {"setting", "default_s", "raced_s"} <= set(recovery)
@@ -114,7 +124,7 @@ def test_a_fault_sweep_takes_its_own_defaults_and_refuses_what_it_cannot_run():
         library_runs.LibrarySweep(libraries=("pgmq",), faults=("kill",), job_count=500)
     with pytest.raises(UserError, match="either drains .fault none. or faults"):
         library_runs.LibrarySweep(libraries=("pgmq",), faults=("none", "kill"))
-    with pytest.raises(UserError, match="fault must be one of kill, pause, terminate, restart"):
+    with pytest.raises(UserError, match="fault must be one of kill, pause, short_pause, terminate, restart"):
         library_runs.LibraryParameters("pgmq", 3, 6, fault="flood")
     done = run_cli("libraries", "--library", "pgmq", "--fault", "flood", "--data-dir", "/nonexistent")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "flood" in done.stderr
@@ -157,6 +167,9 @@ def test_each_fault_lands_on_a_library_and_the_command_prints_its_ledger(tmp_pat
     for fault in ("kill", "pause"):
         assert rows[fault]["completed_once"] == 6 and rows[fault]["executed_twice"] >= 1, rows[fault]
         assert vt * 0.9 <= rows[fault]["recovery_s"] <= vt + 5, rows[fault]
+    # paused for half its visibility timeout, the worker keeps its message: no job ran twice
+    short = rows["short_pause"]
+    assert short["jobs_hit"] >= 1 and short["completed_once"] == 6 and short["executed_twice"] == 0, short
     # the article reads the stored runs: a killed or paused worker's message ran again and completed once
     stored = sorted((tmp_path / "libraries").iterdir())
     mine = contents.load(handed("library_faults", stored))[worker_dies.NAME]

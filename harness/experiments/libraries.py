@@ -97,7 +97,20 @@ def parse_libraries(text: str) -> tuple[str, ...]:
 
 
 # a fault run (harness.experiments.library_faults): one fault injected into a library's workers, then its ledger
-FAULTS = ("kill", "pause", "terminate", "restart")
+FAULTS = ("kill", "pause", "short_pause", "terminate", "restart")
+# short_pause freezes the worker for this share of its library's raced recovery setting: the job must not be handed
+# on, so no outcome hinges on a pause that outlasts the recovery; a library with nothing set to recover a job within
+# RECOVERS_IN_A_RUN_S has no setting to pause short of, and no short_pause run
+SHORT_PAUSE_SHARE = 0.5
+RECOVERS_IN_A_RUN_S = 120.0
+
+
+def short_pause_s(name: str) -> float | None:
+    """How long short_pause freezes a worker of this library; None where nothing is set to recover its job."""
+    within = libraries.recovers_within_s(name)
+    if within is None or within > RECOVERS_IN_A_RUN_S:
+        return None
+    return SHORT_PAUSE_SHARE * libraries.get(name).RECOVERY["raced_s"]
 FAULT_MIN_WORKERS, FAULT_MAX_WORKERS = 2, 8  # one to hit, one to recover
 FAULT_MAX_JOBS = 50  # each job lasts a second
 FAULT_WORKERS, FAULT_JOBS = (3,), 6  # a fault run's defaults
@@ -185,6 +198,8 @@ class LibraryParameters(Parameters):
             if not self.worker_count <= self.job_count <= FAULT_MAX_JOBS:
                 raise UserError(f"a fault run takes between the worker count ({self.worker_count}) and "
                                 f"{FAULT_MAX_JOBS} jobs, not {self.job_count}")
+            if self.fault == "short_pause" and short_pause_s(self.library) is None:
+                raise UserError(f"{self.library} has no recovery set within a run to pause short of: no short_pause")
         if libraries.version(self.library) is None:
             raise UserError(f"{self.library} is not installed here: {libraries.install_hint(self.library)}")
 
@@ -262,8 +277,9 @@ class LibrarySweep(Parameters):
                     chosen, probe)
                 for probe in self.probes for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
                 for library in installed for workers in self.worker_counts for repeat in range(self.repeats)
-                if chosen == "default" or (mode == "transaction" and fault == "none"
-                                           and libraries.documented_setting(library) is not None)]
+                if (chosen == "default" or (mode == "transaction" and fault == "none"
+                                            and libraries.documented_setting(library) is not None))
+                and (fault != "short_pause" or short_pause_s(library) is not None or len(installed) == 1)]
 
 
 def workers_needed(parameters: LibraryParameters) -> int:

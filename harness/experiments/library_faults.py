@@ -84,8 +84,14 @@ def bound_s(parameters) -> float:
     within = libraries.recovers_within_s(p.library)
     recovers = 0.0 if within is None or within > MAX_BOUND_S else within
     rounds = -(-p.job_count // (p.worker_count - 1))  # the healthy workers' rounds of jobs
-    return min(MAX_BOUND_S, SETTLE_S + 2 * recovers + (pause_s(p.library) if p.fault == "pause" else 0.0)
-               + 2 * rounds * JOB_S)
+    return min(MAX_BOUND_S, SETTLE_S + 2 * recovers + (paused_for_s(p) or 0.0) + 2 * rounds * JOB_S)
+
+
+def paused_for_s(parameters) -> float | None:
+    """How long a pause run freezes its worker: past the recovery (pause), or short of it (short_pause)."""
+    p = parameters
+    return pause_s(p.library) if p.fault == "pause" else \
+        library_runs.short_pause_s(p.library) if p.fault == "short_pause" else None
 
 
 # --------------------------------------------------------------------------- the fault
@@ -98,11 +104,11 @@ def inject(fault: str, p, db: database.Database, conn, trigger: dict, log: fault
         faults.kill(pid, log, f"worker {trigger['worker']} (pid {pid})", job=job)
         time.sleep(0.2)
         return {"process_gone": int(not faults.alive(pid))}
-    if fault == "pause":
+    if fault in ("pause", "short_pause"):
         with faults.stopped(pid, log, f"worker {trigger['worker']} (pid {pid})", job=job) as entry:
             time.sleep(0.05)
             stopped = faults.stop_state(pid) == "T"
-            time.sleep(max(0.0, pause_s(p.library) - 0.05))
+            time.sleep(max(0.0, paused_for_s(p) - 0.05))
         return {"process_stopped_s": round(entry["paused_seconds"], 3) if stopped else 0.0}
     if fault == "terminate":
         terminated = []
@@ -186,8 +192,8 @@ def totals(frame: pd.DataFrame) -> dict:
 
 def landed(fault: str, effects: dict) -> bool:
     """A fault counts only where its effect was seen."""
-    key = {"kill": "process_gone", "pause": "process_stopped_s", "terminate": "backends_terminated",
-           "restart": "server_restarted"}[fault]
+    key = {"kill": "process_gone", "pause": "process_stopped_s", "short_pause": "process_stopped_s",
+           "terminate": "backends_terminated", "restart": "server_restarted"}[fault]
     return bool(effects.get(key))
 
 
@@ -244,7 +250,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         shutil.rmtree(logs, ignore_errors=True)
         with db.connect() as admin:
             runtime.drop_database(admin)
-    victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause") else None
+    victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause", "short_pause") else None
     rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim, failed)
     counts = totals(rows)
     settings = recovery(p.library)
@@ -274,7 +280,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                    "supervisor": {"restart_delay_s": runtime.RESTART_DELAY_S, "max_restarts": runtime.MAX_RESTARTS,
                                   "exits": supervisor.exits},
                    "fault": {"kind": p.fault, "trigger": "the first job start any worker logged",
-                             "pause_s": pause_s(p.library) if p.fault == "pause" else None,
+                             "pause_s": paused_for_s(p),
                              "terminate_rounds": TERMINATE_ROUNDS if p.fault == "terminate" else None},
                    "workers": "one process each (forked), the library's own loop at concurrency 1, polling on an "
                               "empty queue until stopped", "bound_s": bound_s(p)},

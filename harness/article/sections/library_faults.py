@@ -395,10 +395,13 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
         return {"lf_setup": say("setup.no_faults"), "lp_setup": _pooler_setup(mine),
                 "lf_models_caveat": _models_caveat(faults)}
     request = mine.requests["library_faults"]
-    paused = faults["pause_s"].dropna() if "pause_s" in faults else pd.Series(dtype=float)
+    def paused(fault: str) -> str:
+        lengths = faults.loc[faults["fault"] == fault, "pause_s"].dropna() if "pause_s" in faults else ()
+        return span(min(lengths), max(lengths), lambda v: number(v, 1)) if len(lengths) else DASH
+
     described = {"kill": say("fault.kill"), "terminate": say("fault.terminate"), "restart": say("fault.restart"),
-                 "pause": say("fault.pause", pause=span(paused.min(), paused.max(), lambda v: number(v, 0)))
-                 if len(paused) else DASH}
+                 "pause": say("fault.pause", pause=paused("pause")),
+                 "short_pause": say("fault.short_pause", pause=paused("short_pause"))}
     setup = say("setup.faults", workers=count(int(faults["worker_count"].max())),
                 jobs=count(int(faults["jobs"].max())), job_s=duration(faults["job_s"].max()),
                 faults="; ".join(described[name] for name in request.faults),
