@@ -42,12 +42,12 @@ STALE_COMPLETION = {"expected": "accepted",
 # what the library does with its defaults, and what its source documents instead
 POOLER_READ = {
     "defaults": "it claims with session advisory locks (`lock_strategy` `:advisory`, "
-                "lib/good_job/configuration.rb:401-402) and `LISTEN`s; its README says it is not compatible with "
-                "transaction mode (README.md:1570 at v4.19.2)",
-    "setting": "`lock_strategy = :skiplocked` with `LISTEN`/`NOTIFY` and the lock heartbeat off (README.md:1527-1566 "
+                "`lib/good_job/configuration.rb:401-402`) and `LISTEN`s; its README says it is not compatible with "
+                "transaction mode (`README.md:1570` at v4.19.2)",
+    "setting": "`lock_strategy = :skiplocked` with `LISTEN`/`NOTIFY` and the lock heartbeat off (`README.md:1527-1566` "
                "at v4.19.2), and on PgBouncer before 1.21 ActiveRecord's `prepared_statements: false` (true by "
-               "default: rails/rails activerecord/lib/active_record/connection_adapters/abstract_adapter.rb:"
-               "1230-1231 at v8.0.5), which that README does not "
+               "default: rails/rails `activerecord/lib/active_record/connection_adapters/abstract_adapter.rb:"
+               "1230-1231` at v8.0.5), which that README does not "
                "name"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "lock_strategy": "advisory (the default)"}

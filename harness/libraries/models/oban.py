@@ -34,11 +34,11 @@ STALE_COMPLETION = {"expected": "accepted",
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library's driver does with its defaults, and what its source documents instead
 POOLER_READ = {
-    "defaults": "Postgrex prepares named statements (`prepare: :named`, elixir-ecto/postgrex lib/postgrex.ex:147-148 "
+    "defaults": "Postgrex prepares named statements (`prepare: :named`, elixir-ecto/postgrex `lib/postgrex.ex:147-148` "
                 "at v0.22.2), which PgBouncer before 1.21 in transaction mode breaks, and its Postgres notifier "
-                "`LISTEN`s (lib/oban/notifiers/postgres.ex:8-9 at v2.23.1)",
-    "setting": "`prepare: :unnamed` on the Repo (postgrex lib/postgrex.ex:203-207) and `Oban.Notifiers.PG` "
-               "(guides/advanced/troubleshooting.md:65-79 at v2.23.1)"}
+                "`LISTEN`s (`lib/oban/notifiers/postgres.ex:8-9` at v2.23.1)",
+    "setting": "`prepare: :unnamed` on the Repo (postgrex `lib/postgrex.ex:203-207`) and `Oban.Notifiers.PG` "
+               "(`guides/advanced/troubleshooting.md:65-79` at v2.23.1)"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "lifeline_interval_s": 1.0, "lifeline_interval_default_s": 60.0,
             "stage_interval_s": 1.0, "stage_interval_default_s": 1.0}

@@ -36,10 +36,10 @@ STALE_COMPLETION = {"expected": "not_sent",
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library does with its defaults, and what its source documents instead
 POOLER_READ = {
-    "defaults": "its locker holds session advisory locks (lib/que/locker.rb:428), `LISTEN`s, creates `pg_temp` "
-                "functions (lib/que/poller.rb:197-202) and prepares its poll (lib/que/connection.rb:84-92): none of "
+    "defaults": "its locker holds session advisory locks (`lib/que/locker.rb:428`), `LISTEN`s, creates `pg_temp` "
+                "functions (`lib/que/poller.rb:197-202`) and prepares its poll (`lib/que/connection.rb:84-92`): none of "
                 "them lasts past a transaction under transaction pooling",
-    "setting": "a direct connection for the locker (`--connection-url`, docs/README.md:101; CHANGELOG.md:322 at "
+    "setting": "a direct connection for the locker (`--connection-url`, `docs/README.md:101`; `CHANGELOG.md:322` at "
                "v2.4.1); the workers' connections may go through PgBouncer"}
 CONNECTIONS = models.CONNECTIONS  # the locker's, and the pool's
 SETTINGS = {"concurrency": 1, "resolve": "destroy (the default)"}

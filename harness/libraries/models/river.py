@@ -39,12 +39,12 @@ STALE_COMPLETION = {"expected": "accepted",
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library's driver does with its defaults, and what its source documents instead
 POOLER_READ = {
-    "defaults": "pgx prepares and caches named statements (`QueryExecModeCacheStatement`, jackc/pgx conn.go:191 at "
+    "defaults": "pgx prepares and caches named statements (`QueryExecModeCacheStatement`, jackc/pgx `conn.go:191` at "
                 "v5.10.0, the version v0.43.0 requires), which PgBouncer before 1.21 in transaction mode breaks, and "
                 "its work coordinator keeps a connection to `LISTEN` on "
-                "(riverdriver/riverpgxv5/river_pgx_v5_driver.go:1120-1129)",
+                "(`riverdriver/riverpgxv5/river_pgx_v5_driver.go:1120-1129`)",
     "setting": "`default_query_exec_mode=simple_protocol` (the mode its driver tests run for PgBouncer, "
-               "riverdriver/riverdrivertest/driver_test.go:104-108) with `PollOnly` (client.go:320-321), at v0.43.0"}
+               "`riverdriver/riverdrivertest/driver_test.go:104-108`) with `PollOnly` (`client.go:320-321`), at v0.43.0"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "completions": "at once (River batches them)", "rescuer_interval_s": 1.0,
             "rescuer_interval_default_s": 30.0, "first_retry_s": 1.0, "scheduler_interval_s": 5.0,

@@ -44,9 +44,9 @@ STALE_COMPLETION = {"expected": "not_handed_on",
 # what the library's driver does with its defaults, and what would avoid it
 POOLER_READ = {
     "defaults": "it keeps no session state (no advisory locks, no `LISTEN`: it polls), and its claim is one "
-                "transaction (app/models/solid_queue/ready_execution.rb:26-34 at 1.5.0), but ActiveRecord prepares "
-                "its statements by default (rails/rails activerecord/lib/active_record/connection_adapters/"
-                "abstract_adapter.rb:1230-1231 at v8.0.5), which "
+                "transaction (`app/models/solid_queue/ready_execution.rb:26-34` at 1.5.0), but ActiveRecord prepares "
+                "its statements by default (rails/rails `activerecord/lib/active_record/connection_adapters/"
+                "abstract_adapter.rb:1230-1231` at v8.0.5), which "
                 "PgBouncer before 1.21 in transaction mode breaks",
     "setting": "ActiveRecord's `prepared_statements: false` for the queue's database; its README says nothing of "
                "poolers"}
