@@ -1237,6 +1237,13 @@ def test_the_worker_dies_tables_read_the_stored_summaries():
     assert "session mode; transaction mode went wrong" in advice
 
 
+def test_a_short_pause_that_kept_its_job_counts_as_a_fault_that_landed_and_reads_as_words():
+    found = fault_section.a9_a_dead_workers_job_completes_once(pd.DataFrame([
+        library_fault_run("pgmq", executed_twice=1), library_fault_run("pgmq", "short_pause")]))
+    assert found.parts == (("pgmq", CONFIRMED),)
+    assert "(2 jobs hit by kill and short pause in 2 runs)" in found.ours
+
+
 def test_a_recovery_with_a_wait_after_its_setting_says_what_it_waits_for():
     river = library_fault_run("river", executed_twice=1, recovery_then_s=6.1,
                               recovery={"default_s": 3600.0, "then": "its first retry's backoff, then a pass"})

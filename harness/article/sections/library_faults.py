@@ -137,7 +137,8 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
             pass
         elif not len(mine):
             verdicts.append(NOT_MEASURED)
-            notes.append(say("A9.not_landed", library=name, faults=join(dict.fromkeys(runs["fault"]))))
+            notes.append(say("A9.not_landed", library=name,
+                             faults=join(dict.fromkeys(map(fault_said, runs["fault"])))))
         else:
             wrong, undecided = _tally(mine)
             if any(wrong.values()):
@@ -158,7 +159,8 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
         notes.append(say("A9.at_least_once", twice=numbered(twice, "job")))
     # what decided: the jobs the faults hit, in how many runs, and the probes that handed the job on
     evidence = [say("A9.ours.faults", hit=numbered(int(counted_runs["jobs_hit"].sum()), "job"),
-                    faults=join(dict.fromkeys(counted_runs["fault"])), runs=numbered(len(counted_runs), "run"))] \
+                    faults=join(dict.fromkeys(map(fault_said, counted_runs["fault"]))),
+                    runs=numbered(len(counted_runs), "run"))] \
         if len(counted_runs) else []
     probed = sum(row["handed_on"] for row in probes if library_label(row["library"]) in decided)
     evidence += [say("A9.ours.probes", probes=count(probed))] if probed else []
@@ -185,7 +187,7 @@ def _what_went_wrong(library: str, runs: pd.DataFrame) -> str:
     for fault, mine in runs.groupby("fault", sort=False):
         harm = [f"{count(n)} {name.replace('_', ' ')}" for name, n in _tally(mine)[0].items() if n]  # stuck: for good
         if harm:
-            said.append(say("A9.harm", fault=fault, harm=join(harm)))
+            said.append(say("A9.harm", fault=fault_said(fault), harm=join(harm)))
     return say("A9.wrong", library=library, harm="; ".join(said))
 
 
@@ -409,6 +411,11 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     return {"lf_setup": setup, "lp_setup": _pooler_setup(mine), "lf_models_caveat": _models_caveat(faults)}
 
 
+def fault_said(fault: str) -> str:
+    """A fault's name in a sentence: short_pause as "short pause"."""
+    return fault.replace("_", " ")
+
+
 def _models_caveat(faults: pd.DataFrame) -> str:
     """For "What doesn't this prove?": which libraries ran as models, not as their own code."""
     models = [name for name in dict.fromkeys(faults.get("library", [])) if libraries.is_model(name)]
@@ -519,10 +526,11 @@ def _seen(runs: pd.DataFrame | None) -> str:
     if wrong["stuck"] + wrong["lost"]:
         bad = _judged(runs)
         said.append(say("seen.stuck", jobs=numbered(wrong["stuck"] + wrong["lost"], "job"),
-                        faults=join(bad.loc[bad["stuck_for_good"] + bad["lost"] > 0, "fault"].unique())))
+                        faults=join(map(fault_said,
+                                        bad.loc[bad["stuck_for_good"] + bad["lost"] > 0, "fault"].unique()))))
     if wrong["failed"]:
         said.append(say("seen.failed", jobs=numbered(wrong["failed"], "job"),
-                        faults=join(runs.loc[_column(runs, "failed") > 0, "fault"].unique())))
+                        faults=join(map(fault_said, runs.loc[_column(runs, "failed") > 0, "fault"].unique()))))
     if any(undecided.values()):
         said.append(say("seen.undecided", jobs=numbered(sum(undecided.values()), "job")))
     recovered = runs["recovery_s"].dropna()
