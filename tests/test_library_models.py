@@ -186,6 +186,8 @@ def test_a_killed_worker_job_runs_again_at_once_under_que_and_is_failed_for_good
         == (1, 0, 1), rows
     assert rows["solid_queue"]["recovery_s"] is None
     assert rows["solid_queue"]["recovery_setting_s"] == solid_queue.RECOVERY["raced_s"]
+    # every job completed or failed for good: the run ended there, not at its bound
+    assert rows["solid_queue"]["waited_s"] < rows["solid_queue"]["bound_s"] / 2, rows["solid_queue"]
     # the article reads the stored runs, each model named as one
     stored = sorted((tmp_path / "libraries").iterdir())
     mine = contents.load(handed("library_faults", stored))[worker_dies.NAME]

@@ -16,9 +16,9 @@ Once a job has started, one fault is injected for real:
     restart    the PostgreSQL server stopped the way a crash stops it and started again on its data directory.
 
 A fault counts only where its effect was seen: the process gone, stopped for the pause, backends terminated, the
-server's start time moved. Then the run waits until every job has a completion, or its bound (bound_s), and
-stops the workers; meanwhile a worker process that exits is started again after runtime.RESTART_DELAY_S, as a supervisor
-would (runtime.Supervisor). Every job is then exactly one of
+server's start time moved. Then the run waits until every job has a completion or has failed for good (the
+library's FAILED state), or its bound (bound_s), and stops the workers; meanwhile a worker process that exits is
+started again after runtime.RESTART_DELAY_S, as a supervisor would (runtime.Supervisor). Every job is then exactly one of
 
     completed_once, completed_twice      one completion in the audit, or more;
     in_progress_at_timeout               no completion, and a start at the bound that is neither ended nor the
@@ -230,8 +230,9 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             with database.connect(db.url) as control:
                 fault_ns = time.time_ns()
                 effects = inject(p.fault, p, db, control, trigger, log)
-        # until every job completed, or the bound; a worker that exits is started again, as a supervisor would
-        while time.monotonic() < ends and supervisor.tend() and not _all_completed(db.url, p.job_count):
+        # until every job completed or failed for good, or the bound; a worker that exits is started again, as a
+        # supervisor would
+        while time.monotonic() < ends and supervisor.tend() and not _all_decided(db.url, library, p.job_count):
             time.sleep(0.1)
         ended_ns = time.time_ns()
         live_pids = {int(pid) for pid in runtime.read_lines(logs)["pid"].unique() if faults.alive(int(pid))}
@@ -288,12 +289,15 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         results={"summary": summary, "hit": trigger or {}})
 
 
-def _all_completed(url: str, job_count: int) -> bool:
+def _all_decided(url: str, library, job_count: int) -> bool:
+    """Every job completed, or failed for good (the library's FAILED state, which nothing in it leaves: Solid
+    Queue's failed executions wait for a user's retry), so the run has nothing left to wait for."""
     try:
         with database.connect(runtime.database_url(url)) as conn:
-            done = conn.execute(f"SELECT count(DISTINCT job_id) FROM {runtime.AUDIT} "
-                                "WHERE event = 'completed'").fetchone()[0]
-        return int(done) >= job_count
+            done = {int(r[0]) for r in conn.execute(f"SELECT DISTINCT job_id FROM {runtime.AUDIT} "
+                                                     "WHERE event = 'completed'")}
+            failed = _ids_in_table(conn, library, library.FAILED) if getattr(library, "FAILED", None) else set()
+        return len(done | failed) >= job_count
     except Exception:  # the server restarting: not yet
         return False
 
@@ -309,7 +313,8 @@ def _ids_in_table(conn, library, where: str | None = None) -> set[int]:
 SHOWN = ("library", "version", "fault", "pooler", "fault_landed", "fault_effects", *CLASSES, *MARKS, "worker_exits",
          "workers_with_errors",
          "recovery_s",
-         "recovery_setting_s", "recovery_then_s", "recovery_default_s", "jobs_hit", "worker_count", "jobs")
+         "recovery_setting_s", "recovery_then_s", "recovery_default_s", "jobs_hit", "worker_count", "jobs",
+         "waited_s", "bound_s")
 
 
 def measure_run(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
