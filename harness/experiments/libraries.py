@@ -100,15 +100,13 @@ def parse_libraries(text: str) -> tuple[str, ...]:
 FAULTS = ("kill", "pause", "short_pause", "terminate", "restart")
 # short_pause freezes the worker for this share of its library's raced recovery setting: the job must not be handed
 # on, so no outcome hinges on a pause that outlasts the recovery; a library with nothing set to recover a job within
-# RECOVERS_IN_A_RUN_S has no setting to pause short of, and no short_pause run
+# a run (libraries.recovers_within_s) has no setting to pause short of, and no short_pause run
 SHORT_PAUSE_SHARE = 0.5
-RECOVERS_IN_A_RUN_S = 120.0
 
 
 def short_pause_s(name: str) -> float | None:
     """How long short_pause freezes a worker of this library; None where nothing is set to recover its job."""
-    within = libraries.recovers_within_s(name)
-    if within is None or within > RECOVERS_IN_A_RUN_S:
+    if libraries.recovers_within_s(name) is None:
         return None
     return SHORT_PAUSE_SHARE * libraries.get(name).RECOVERY["raced_s"]
 FAULT_MIN_WORKERS, FAULT_MAX_WORKERS = 2, 8  # one to hit, one to recover

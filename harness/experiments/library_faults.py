@@ -75,14 +75,14 @@ def recovery(name: str) -> dict:
 
 def pause_s(name: str) -> float:
     within = libraries.recovers_within_s(name)
-    return PAUSE_S if within is None or within > MAX_BOUND_S else within + PAUSE_MARGIN_S
+    return PAUSE_S if within is None else within + PAUSE_MARGIN_S
 
 
 def bound_s(parameters) -> float:
     """How long a run waits for every job to complete after its release."""
     p = parameters
     within = libraries.recovers_within_s(p.library)
-    recovers = 0.0 if within is None or within > MAX_BOUND_S else within
+    recovers = within or 0.0
     rounds = -(-p.job_count // (p.worker_count - 1))  # the healthy workers' rounds of jobs
     return min(MAX_BOUND_S, SETTLE_S + 2 * recovers + (paused_for_s(p) or 0.0) + 2 * rounds * JOB_S)
 

@@ -9,7 +9,7 @@ library's own loop at concurrency 1, whose job runs until the harness opens its 
    (HOLDS_BY_SESSION: a frozen worker keeps its lock), its sessions cut (pg_terminate_backend), A left running;
 3. the harness waits until J is handed to a second holder B *and B is inside J* (B's start logged), at most
    hand_on_bound_s: the library's raced recovery (and what it adds after it: libraries.recovers_within_s) a fifth
-   longer and HAND_ON_MARGIN_S, or NOT_SET_WAIT_S where nothing recovers within MAX_RECOVERY_S;
+   longer and HAND_ON_MARGIN_S, or NOT_SET_WAIT_S where nothing recovers within a run;
 4. A is resumed, runs on RESUME_S, and its gate opens: A finishes J and sends its completion while B still runs
    J. The harness waits for it (SETTLE_S at most after A's end);
 5. then B's gate opens, and B finishes and completes J the same way.
@@ -57,7 +57,6 @@ TRIGGER_TIMEOUT_S = 60.0
 # (its poll, its maintenance loop, a worker's restart; J reached B 0.1-1.0 s after the raced recovery here)
 HAND_ON_FACTOR, HAND_ON_MARGIN_S = 1.2, 4.0
 NOT_SET_WAIT_S = 6.0  # for a library with nothing set that recovers within the run: past every raced recovery here
-MAX_RECOVERY_S = 120.0  # a recovery set longer than this (graphile-worker's 4 h) is not waited for
 RESUME_S = 0.5  # A runs on this long after it is resumed before its job ends: a stale holder's job outlasts its wake
 SETTLE_S = 3.0  # after a holder's job ended, how long its completion may take (chancy writes its completions once a second)
 APPLIED_S = 0.5  # after a completion statement was logged, how long the harness waits for its commit
@@ -81,7 +80,7 @@ def sweep_stale_folders() -> list[Path]:
 
 def hand_on_bound_s(name: str) -> float:
     within = libraries.recovers_within_s(name)
-    return NOT_SET_WAIT_S if within is None or within > MAX_RECOVERY_S else HAND_ON_FACTOR * within + HAND_ON_MARGIN_S
+    return NOT_SET_WAIT_S if within is None else HAND_ON_FACTOR * within + HAND_ON_MARGIN_S
 
 
 def holds_by_session(name: str) -> bool:

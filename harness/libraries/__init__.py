@@ -97,11 +97,18 @@ def get(name: str) -> ModuleType:
     return importlib.import_module(f"harness.libraries.{name}")
 
 
+RECOVERS_IN_A_RUN_S = 120.0  # a recovery set longer than this (graphile-worker's 4 h) is not waited for in a run
+
+
 def recovers_within_s(name: str) -> float | None:
     """The most a dead worker's job waits, as raced, before another worker may claim it: the recovery setting and
-    whatever the library adds after it (RECOVERY's then_s); None where nothing is set to recover it."""
+    whatever the library adds after it (RECOVERY's then_s); None where nothing is set to recover it within a run
+    (RECOVERS_IN_A_RUN_S)."""
     recovery = get(name).RECOVERY
-    return None if recovery["raced_s"] is None else recovery["raced_s"] + recovery.get("then_s", 0.0)
+    if recovery["raced_s"] is None:
+        return None
+    within = recovery["raced_s"] + recovery.get("then_s", 0.0)
+    return within if within <= RECOVERS_IN_A_RUN_S else None
 
 
 def is_model(name: str) -> bool:

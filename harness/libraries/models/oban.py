@@ -9,7 +9,8 @@ worker that lost its job completes it whatever has become of it.
 Recovery: Lifeline (lib/oban/plugins/lifeline.ex), once a minute on the leader: Basic.rescue_jobs makes jobs
 'executing' with attempted_at older than rescue_after (60 minutes by default, lifeline.ex:70) available again, at
 once (lib/oban/engines/basic.ex:181-201); an idle queue hears of them at the stager's next pass, which notifies the
-queues that have available jobs (lib/oban/stager.ex:84-125; stage_interval 1 s by default, lib/oban/config.ex:46). In the latest release, v2.23.1, Lifeline is off unless configured: Oban.Config's plugins default to none
+queues that have available jobs (lib/oban/stager.ex:84-125; stage_interval 1 s by default, lib/oban/config.ex:46).
+In the latest release, v2.23.1, Lifeline is off unless configured: Oban.Config's plugins default to none
 (lib/oban/config.ex:41). On main, not yet released, `mix oban.install` (lib/mix/tasks/oban.install.ex:83) and the
 installation guide (guides/introduction/installation.md:106) set `lifeline: [rescue_after: {2, :hours}]`.
 """
