@@ -1237,6 +1237,29 @@ def test_the_worker_dies_tables_read_the_stored_summaries():
     assert "session mode; transaction mode went wrong" in advice
 
 
+def test_the_ledger_gives_completions_sent_and_applied_or_says_the_sending_cannot_be_seen():
+    seen = library_fault_run("pgmq", "pause", executed_twice=1, completions_sent=7, completions_applied=6,
+                             completions_not_applied=1)
+    clean = library_fault_run("pgmq", executed_twice=1, completions_sent=6, completions_applied=6,
+                              completions_not_applied=0)
+    unseen = library_fault_run("pgboss", executed_twice=1, completions_sent=None, completions_applied=6,
+                               completions_not_applied=None)
+    loaded = {fault_section.NAME: fault_section.Loaded((), pd.DataFrame([seen, clean, unseen]))}
+    ledger = fault_section.ledger_table(loaded)
+    assert ">7 / 6</td>" in ledger and ">6 / 6</td>" in ledger
+    assert ">cannot be seen / 6</td>" in ledger
+    advice = fault_section.advice_table(loaded)
+    assert "2 jobs ran twice. Of 13 completions sent, 1 changed nothing: refused, or cut off with its" in advice
+    # nothing refused, or nothing seen: no such sentence
+    for run in (clean, unseen):
+        alone = fault_section.advice_table({fault_section.NAME: fault_section.Loaded((), pd.DataFrame([run]))})
+        assert "changed nothing" not in alone and "1 job ran twice.</td>" in alone
+    # a run stored before completions were sent-counted cannot say: never 0
+    old = fault_section.ledger_table({fault_section.NAME: fault_section.Loaded((), pd.DataFrame(
+        [library_fault_run("pgmq")]))})
+    assert "cannot be seen / —" in old
+
+
 def test_a_short_pause_that_kept_its_job_counts_as_a_fault_that_landed_and_reads_as_words():
     found = fault_section.a9_a_dead_workers_job_completes_once(pd.DataFrame([
         library_fault_run("pgmq", executed_twice=1), library_fault_run("pgmq", "short_pause")]))

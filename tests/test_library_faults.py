@@ -14,7 +14,7 @@ from harness import libraries
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED
 from harness.article.sections import library_faults as worker_dies
-from harness.errors import UserError
+from harness.errors import ConservationError, UserError
 from harness.experiments import libraries as library_runs
 from harness.experiments import library_faults, registry
 from harness.server import faults, pooler
@@ -80,6 +80,70 @@ def test_the_ledger_puts_each_job_in_one_class_with_its_marks():
     assert none_recovered["recovery_s"] is None
 
 
+def test_each_job_counts_the_completions_sent_for_it_beside_those_applied_or_says_they_cannot_be_seen():
+    audit = _audit([(job, "enqueued", 0) for job in range(3)] + [(0, "completed", 1.5), (1, "completed", 2.5)])
+    lines = _lines([(0, 0.5, HEALTHY, "start"), (0, 1.4, HEALTHY, "end"), (1, 1.0, VICTIM, "start"),
+                    (1, 2.0, HEALTHY, "start"), (1, 2.4, HEALTHY, "end"), (2, 1.0, VICTIM, "start")])
+    args = dict(in_table={2}, live_pids={HEALTHY}, fault_ns=int(1.2 * S), victim_pid=VICTIM)
+    # job 1's stale holder sent a completion that changed nothing; job 2's killed holder sent none
+    seen = library_faults.ledger(audit, lines, sent={0: 1, 1: 2, 2: 0}, **args).set_index("job_id")
+    assert list(seen["completions_sent"]) == [1, 2, 0] and list(seen["completions"]) == [1, 1, 0]
+    counted = library_faults.totals(seen.reset_index())
+    assert (counted["completions_sent"], counted["completions_applied"], counted["completions_not_applied"]) == (3, 2, 1)
+    # without the server's log, what was sent cannot be seen: None, never 0
+    unseen = library_faults.ledger(audit, lines, **args)
+    assert unseen["completions_sent"].isna().all()
+    counted = library_faults.totals(unseen)
+    assert (counted["completions_sent"], counted["completions_applied"], counted["completions_not_applied"]) \
+        == (None, 2, None)
+
+
+@pytest.mark.parametrize("parameters, which, expected", [
+    ("$1 = 'claimrace', $2 = '7'", "$2", [7]),                     # one id (pgmq's archive)
+    ("$1 = '{5,6}', $2 = '{successful,successful}'", "$1", [5, 6]),  # an array of ids (PgQueuer's batch)
+    ("$1 = 'q', $2 = '{aa-1,\"bb-2\"}', $3 = NULL", "$2", [1, 2]),  # uuids, read as the audit's ids (pg-boss)
+    ("$1 = '99'", "$1", []),                                        # no job enqueued has that id
+    ("$1 = NULL", "$1", []), ("", "$1", [])])                       # nothing bound: DDL, a statement inline
+def test_a_completion_statement_names_its_jobs_by_its_declared_parameter(parameters, which, expected):
+    keys = {"5": 5, "6": 6, "7": 7, "aa-1": 1, "bb-2": 2}
+    assert library_faults.named_jobs(parameters, which, keys) == expected
+
+
+def test_a_completion_marker_that_matches_other_statements_or_misses_the_completion_fails_the_run(db, tmp_path,
+                                                                                                  monkeypatch):
+    """The checks on what was sent can fail: a marker that also matches pgmq's schema (its DDL names no job), and
+    one that matches no completion (the audit then holds completions never sent)."""
+    pgmq = libraries.get("pgmq")
+    for marker, broken in (("pgmq.", "every_completion_sent_names_a_job"),
+                           ("no statement says this", "no_completion_applied_unsent")):
+        monkeypatch.setattr(pgmq, "COMPLETION_LOGGED", marker)
+        with pytest.raises(ConservationError, match=broken):
+            registry.measure("libraries", library_runs.LibraryParameters("pgmq", 2, 2, fault="terminate"),
+                             tmp_path, db, progress=False)
+
+
+# the libraries whose completion statements no other fault-run test here reads (pgmq, procrastinate, que and Solid
+# Queue have theirs)
+UNREAD = ("pgqueuer", "chancy", "pgboss", "graphile_worker", "river", "oban", "good_job")
+
+
+def test_every_library_s_completion_marker_names_only_its_completions_in_a_run(tmp_path):
+    """Each library's COMPLETION_LOGGED over everything the server logged from its schema's install on: every
+    statement it matches names an enqueued job, and every completion applied was sent (the run's checks; a run that
+    fails them is not stored and the command exits non-zero)."""
+    asked = [name for name in UNREAD if libraries.is_model(name) or name in libraries.available()]
+    done = run_cli("libraries", "--library", ",".join(asked), "--fault", "terminate", "--workers", "2", "--jobs", "2",
+                   "--json", "--quiet", "--data-dir", str(tmp_path), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {row["library"]: row for row in map(json.loads, done.stdout.splitlines())}
+    assert sorted(rows) == sorted(asked)
+    for row in rows.values():
+        assert row["completions_applied"] == 2 and row["completions_sent"] >= 2, row
+    for run in (tmp_path / "libraries").iterdir():
+        checks = read_json(run / "manifest.json")["checks"]
+        assert checks["every_completion_sent_names_a_job"] and checks["no_completion_applied_unsent"], checks
+
+
 def test_a_fault_counts_only_where_its_effect_was_seen():
     for fault, seen in (("kill", {"process_gone": 1}), ("pause", {"process_stopped_s": 5.0}),
                         ("short_pause", {"process_stopped_s": 1.5}),
@@ -143,6 +207,9 @@ def test_a_killed_worker_job_stays_stuck_where_nothing_recovers_it(db, tmp_path)
     assert summary["recovery_setting_s"] is None and (summary["worker_exits"], summary["worker_restarts"]) == (1, 1)
     ledger = pd.read_parquet(run / "ledger.parquet")
     assert ledger.loc[ledger["hit_by_fault"], "state"].tolist() == ["stuck"]
+    # one completion sent, by the worker that was not killed, and it applied
+    assert (summary["completions_sent"], summary["completions_applied"]) == (1, 1)
+    assert ledger.loc[ledger["hit_by_fault"], "completions_sent"].tolist() == [0]
     # the article reads the stored run: nothing brought the job back, so A9's part for procrastinate is corrected
     mine = contents.load(handed("library_faults", [run]))[worker_dies.NAME]
     found = worker_dies.a9_a_dead_workers_job_completes_once(mine.faults)
@@ -164,6 +231,9 @@ def test_each_fault_lands_on_a_library_and_the_command_prints_its_ledger(tmp_pat
         assert row["fault_landed"], (fault, row)
         assert sum(row[name] for name in library_faults.CLASSES) == 6
         assert row["recovery_setting_s"] == vt
+        # every completion the workers sent is counted, applied or not
+        assert row["completions_applied"] == 6 and row["completions_sent"] >= 6, row
+        assert row["completions_not_applied"] == row["completions_sent"] - 6, row
     for fault in ("kill", "pause"):
         assert rows[fault]["completed_once"] == 6 and rows[fault]["executed_twice"] >= 1, rows[fault]
         assert vt * 0.9 <= rows[fault]["recovery_s"] <= vt + 5, rows[fault]

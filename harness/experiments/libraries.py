@@ -64,6 +64,7 @@ MIN_BOUND_S = 60.0
 BOUND_S_PER_JOB = 0.05
 LOG_ENTRY = re.compile(r"^\S+ \S+ \S+ \[\d+\] ")  # a new entry of the server's log (its default line prefix)
 LOG_LINE = re.compile(LOG_ENTRY.pattern + r"(?:\S+ )?LOG:  (?:statement|execute [^:]*):")
+LOG_PARAMETERS = re.compile(LOG_ENTRY.pattern + r"(?:\S+ )?DETAIL:  parameters: ")  # a statement's values
 LOG_PID = re.compile(r"\[(\d+)\]")  # the backend's pid in an entry's prefix
 # a literal, as ?: a quoted string or a number, not a placeholder's ($1)
 LITERAL = re.compile(r"'(?:[^']|'')*'|(?<![$\w])\d+(?:\.\d+)?\b")
@@ -327,21 +328,31 @@ def _log_size(log: Path | None) -> int | None:
 def statement_entries(log: Path, since: int, until: int | None = None) -> list[tuple[int, str]]:
     """The statements the server logged between bytes `since` and `until` of its log (log_statement = all on the
     library's database only): each backend's pid and the statement as sent, its whitespace runs read as one space."""
+    return [(pid, text) for pid, text, _ in logged_statements(log, since, until)]
+
+
+def logged_statements(log: Path, since: int, until: int | None = None) -> list[tuple[int, str, str]]:
+    """As statement_entries, with each statement's bound parameters as the server logged them on the entry's
+    DETAIL line ("$1 = '5', $2 = '{...}'"; empty for a statement sent with its values inline)."""
     with open(log, "rb") as f:
         f.seek(since)
         text = f.read(None if until is None else max(0, until - since)).decode("utf-8", "replace")
     statements, current = [], None
     for line in text.splitlines():
         if LOG_ENTRY.match(line):
+            detail = LOG_PARAMETERS.match(line)
+            if detail and current is not None and current[0] == int(LOG_PID.search(line).group(1)):
+                current[2].append(line[detail.end():].strip())
+                continue
             if current is not None:
                 statements.append(current)
             match = LOG_LINE.match(line)
-            current = (int(LOG_PID.search(line).group(1)), [line[match.end():].strip()]) if match else None
-        elif current is not None:  # a statement over several lines
-            current[1].append(line.strip())
+            current = (int(LOG_PID.search(line).group(1)), [line[match.end():].strip()], []) if match else None
+        elif current is not None:  # a statement, or its parameters, over several lines
+            (current[2] or current[1]).append(line.strip())
     if current is not None:
         statements.append(current)
-    return [(pid, " ".join(" ".join(parts).split())) for pid, parts in statements]
+    return [(pid, " ".join(" ".join(parts).split()), " ".join(values)) for pid, parts, values in statements]
 
 
 def _statements_logged(log: Path | None, since: int | None) -> pd.DataFrame | None:

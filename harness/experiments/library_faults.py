@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
+import re
 import shutil
 import tempfile
 import time
@@ -131,9 +132,12 @@ def inject(fault: str, p, db: database.Database, conn, trigger: dict, log: fault
 
 
 def ledger(audit: pd.DataFrame, lines: pd.DataFrame, in_table: set[int], live_pids: set[int],
-           fault_ns: int | None, victim_pid: int | None = None, failed: set[int] = frozenset()) -> pd.DataFrame:
-    """One row per job enqueued: its class (CLASSES), its marks (MARKS), its starts and completions, whether the
-    fault hit it (it was running then) and, if so, the time from the fault to its next start.
+           fault_ns: int | None, victim_pid: int | None = None, failed: set[int] = frozenset(),
+           sent: dict[int, int] | None = None) -> pd.DataFrame:
+    """One row per job enqueued: its class (CLASSES), its marks (MARKS), its starts, its completions applied (the
+    audit's: completions) and sent (completions_sent: the completion statements naming it, from the server's log;
+    None where they cannot be seen), whether the fault hit it (it was running then) and, if so, the time from the
+    fault to its next start.
 
     live_pids: the workers' processes alive at the bound (a faulted process that was killed is not);
     victim_pid: the process a kill or a pause hit (the fault hit only its job), None for a fault that hits every
@@ -174,10 +178,12 @@ def ledger(audit: pd.DataFrame, lines: pd.DataFrame, in_table: set[int], live_pi
             # its first completion came while its last holder was still running it: an earlier holder's
             stale = bool(done[0] > last["at_ns"] and (len(last_end) == 0 or done[0] < last_end.min()))
         rows.append({"job_id": job, "state": state, "starts": int(len(starts)), "completions": int(len(done)),
+                     "completions_sent": None if sent is None else sent.get(job, 0),
                      "executed_twice": len(starts) >= 2, "completed_by_stale_holder": stale, "hit_by_fault": hit,
                      "recovery_s": float(later.min() - fault_ns) / 1e9 if hit and len(later) else None})
-    return pd.DataFrame(rows, columns=["job_id", "state", "starts", "completions", "executed_twice",
-                                       "completed_by_stale_holder", "hit_by_fault", "recovery_s"])
+    frame = pd.DataFrame(rows, columns=["job_id", "state", "starts", "completions", "completions_sent",
+                                        "executed_twice", "completed_by_stale_holder", "hit_by_fault", "recovery_s"])
+    return frame.astype({"completions_sent": "Int64"})
 
 
 def totals(frame: pd.DataFrame) -> dict:
@@ -185,6 +191,12 @@ def totals(frame: pd.DataFrame) -> dict:
     counts |= {name: int(frame[name].sum()) for name in MARKS}
     hit = frame[frame["hit_by_fault"]]
     recovered = hit["recovery_s"].dropna()
+    seen = frame["completions_sent"].notna().all() if "completions_sent" in frame else False
+    sent, applied = frame.get("completions_sent"), frame["completions"]
+    # a completion sent that changed nothing: the library's check refused it, or it failed (its connection gone)
+    counts |= {"completions_applied": int(applied.sum()),
+               "completions_sent": int(sent.sum()) if seen else None,
+               "completions_not_applied": int((sent - applied).clip(lower=0).sum()) if seen else None}
     counts |= {"jobs_hit": int(len(hit)), "jobs_hit_recovered": int(len(recovered)),
                "recovery_s": float(np.median(recovered)) if len(recovered) else None}
     return counts
@@ -203,6 +215,7 @@ def landed(fault: str, effects: dict) -> bool:
 def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
     library = libraries.get(p.library)
     url = runtime.database_url(db.url)
+    server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
     logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
     log = faults.FaultLog()
     workers: list = []
@@ -210,10 +223,15 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     try:
         with db.connect() as admin:
             runtime.fresh_database(admin)
+            if server_log is not None:  # what the workers send, read back from the server's log (sent)
+                admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(
+                    sql.Identifier(runtime.DATABASE)))
+        since_log = stale_completion._log_size(server_log)
         library.install(url)
         with database.connect(url) as conn:
             runtime.install_audit(conn, library, completions=True)
             library.enqueue(url, p.job_count, JOB_S)
+            keys = runtime.job_keys(conn, library)
         # the workers through PgBouncer where asked; the harness's own statements go to the server directly
         via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.workers_needed(p)))
         context = mp.get_context("fork")
@@ -245,6 +263,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                 if getattr(library, "FAILED", None) else set()
         lines = runtime.read_lines(logs)
         errors = runtime.error_output(logs)
+        sent = completions_logged(p.library, server_log, since_log)
     finally:
         runtime.kill_left(workers)
         through.close()
@@ -252,7 +271,8 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         with db.connect() as admin:
             runtime.drop_database(admin)
     victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause", "short_pause") else None
-    rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim, failed)
+    per_job, unnamed = sent_per_job(p.library, sent, keys)
+    rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim, failed, per_job)
     counts = totals(rows)
     settings = recovery(p.library)
     summary = {"library": p.library, "version": libraries.version(p.library), "fault": p.fault, "pooler": p.pooler,
@@ -265,6 +285,11 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "recovery_mechanism": settings["mechanism"], "bound_s": bound_s(p),
                "waited_s": (ended_ns - released_ns) / 1e9}
     checks = {"first_job_started": trigger is not None,
+              # a marker that matched another statement (DDL, a cancel) would count completions never sent
+              "every_completion_sent_names_a_job": not unnamed,
+              # and one that missed a completion statement would leave a completion applied and never sent
+              "no_completion_applied_unsent": per_job is None
+              or not (rows["completions"] > rows["completions_sent"]).any(),
               # before the release: a library may insert a job's row again to retry it (pg-boss)
               "every_job_enqueued_once": int(((audit["event"] == "enqueued")
                                               & (audit["at_ns"] < released_ns)).sum()) == p.job_count,
@@ -272,6 +297,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     checks["passed"] = all(checks.values())
     return Measured(
         tables={"audit": audit, "executions": lines, "ledger": rows, "errors": errors,
+                "completions_sent": sent if sent is not None else pd.DataFrame(columns=SENT_COLUMNS),
                 "faults": pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
                                          for k, v in entry.items()} for entry in log.entries]
                                        or [{"t": None, "fault": None}])},
@@ -287,6 +313,49 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                               "empty queue until stopped", "bound_s": bound_s(p)},
         checks=checks,
         results={"summary": summary, "hit": trigger or {}})
+
+
+SENT_COLUMNS = ["pid", "statement", "parameters"]
+PARAMETER = re.compile(r"\$(\d+) = (NULL|'(?:[^']|'')*')")  # one bound value on a DETAIL line
+
+
+def named_jobs(parameters: str, which: str, keys: dict[str, int]) -> list[int]:
+    """The jobs a statement's parameter `which` ($2) names, as the audit counts them: a value, or an array of them
+    ('{1,2}'); a value that names no enqueued job is left out."""
+    values = {f"${n}": value for n, value in PARAMETER.findall(parameters)}
+    value = values.get(which, "NULL")
+    if value == "NULL":
+        return []
+    text = value[1:-1].replace("''", "'")
+    items = text[1:-1].split(",") if text.startswith("{") and text.endswith("}") else [text]
+    return [keys[item.strip().strip('"')] for item in items if item.strip().strip('"') in keys]
+
+
+def sent_per_job(name: str, sent: pd.DataFrame | None, keys: dict[str, int]) -> tuple[dict[int, int] | None, int]:
+    """(completion statements sent per job, None where they cannot be seen; statements that named no job)."""
+    if sent is None:
+        return None, 0
+    which = libraries.get(name).COMPLETION_JOB
+    per_job = {job: 0 for job in keys.values()}
+    unnamed = 0
+    for values in sent["parameters"]:
+        jobs = named_jobs(values, which, keys)
+        unnamed += not jobs
+        for job in jobs:
+            per_job[job] += 1
+    return per_job, unnamed
+
+
+
+def completions_logged(name: str, server_log: Path | None, since: int | None) -> pd.DataFrame | None:
+    """Every completion statement the workers sent (the library's COMPLETION_LOGGED), as the server logged it, with
+    its parameters; None where the server's log is not here (a server not started by the harness)."""
+    if since is None or server_log is None or not server_log.exists():
+        return None
+    marker = " ".join(libraries.get(name).COMPLETION_LOGGED.split()).lower()
+    return pd.DataFrame([(pid, text, values) for pid, text, values
+                         in library_runs.logged_statements(server_log, since) if marker in text.lower()],
+                        columns=SENT_COLUMNS)
 
 
 def _all_decided(url: str, library, job_count: int) -> bool:
@@ -311,8 +380,7 @@ def _ids_in_table(conn, library, where: str | None = None) -> set[int]:
 
 
 SHOWN = ("library", "version", "fault", "pooler", "fault_landed", "fault_effects", *CLASSES, *MARKS, "worker_exits",
-         "workers_with_errors",
-         "recovery_s",
+         "workers_with_errors", "completions_sent", "completions_applied", "completions_not_applied", "recovery_s",
          "recovery_setting_s", "recovery_then_s", "recovery_default_s", "jobs_hit", "worker_count", "jobs",
          "waited_s", "bound_s")
 
@@ -352,5 +420,11 @@ def show(summary: dict, as_json: bool) -> None:
     print(f"{summary['library']:<16} {summary['fault'] + through:<9} "
           f"{'landed' if summary['fault_landed'] else 'NOT LANDED':<10} "
           + "  ".join(f"{name} {summary[name]}" for name in (*CLASSES, *MARKS, "worker_exits"))
+          + f"  completions sent {_or_unseen(summary.get('completions_sent'))}"
+          + f" applied {summary.get('completions_applied', '-')}"
           + f"  recovery {'-' if recovery_s is None else f'{recovery_s:.1f} s'}"
           + f" (setting {summary['recovery_setting_s']} s)")
+
+
+def _or_unseen(value) -> str:
+    return "cannot be seen" if value is None else str(value)

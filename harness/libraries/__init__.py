@@ -31,6 +31,11 @@ A library module declares:
                            and the value a fault run races (seconds; None where the library has none); and, where
                            a recovered job waits longer before a worker may claim it (a retry's backoff, a
                            scheduler's pass), the most it waits (then_s) and why (then)
+    COMPLETION_LOGGED      what marks its completion among the statements the server logged (case aside), and
+    COMPLETION_JOB         that statement's parameter naming the job or jobs it completes ($1; an id, or an array)
+    STALE_COMPLETION       what its released source says its completion checks, and so what the stale-completion
+                           probe should find: {"expected", "checks", "source"}
+    HOLDS_BY_SESSION       (optional, False) True: its hold on a job is its session's advisory lock
     install(url)           the library's own schema, from its own migrations
     enqueue(url, n, job_s=None)
                            n no-op jobs, through the library's API (job_s: a fault run's, where the job carries it)

@@ -44,6 +44,9 @@ COMPLETED = "NEW.state = 'succeeded' AND OLD.state IS DISTINCT FROM 'succeeded'"
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "claim_id IS NOT DISTINCT FROM"
+# the parameter of that statement naming the job it completes: the job's uuid, one statement per job in its second's
+# flush
+COMPLETION_JOB = "$9"
 STALE_COMPLETION = {"expected": "refused",
                     "checks": "the job's id and the claim_id its own fetch set; a later fetch sets a new one",
                     "why": "Recovery hands the job on; the completion names the holder's claim",

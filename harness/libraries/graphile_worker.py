@@ -27,6 +27,9 @@ COMPLETED = "DELETE"  # a finished job's row is deleted
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "_private_jobs as jobs where id = $1::bigint"
+# the parameter of that statement naming the job it completes: its job id (the single-job path; a batch completes an
+# array in batchCompleteJobs)
+COMPLETION_JOB = "$1"
 STALE_COMPLETION = {"expected": "not_handed_on",
                     "checks": "the job's id only (a DELETE by id; locked_by is not checked)",
                     "why": "a job's lock lasts 4 hours, written in its statements",

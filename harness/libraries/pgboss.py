@@ -34,7 +34,10 @@ CLAIMED = "NEW.state = 'active' AND OLD.state IS DISTINCT FROM 'active'"
 COMPLETED = "NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed'"
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
-COMPLETION_LOGGED = "completed_on = now()"
+COMPLETION_LOGGED = "completed_on = now(), state = 'completed'"
+# the parameter of that statement naming the job it completes: an array of job uuids (cancelJobs sets completed_on
+# too, with state 'cancelled')
+COMPLETION_JOB = "$2"
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id and state = 'active': any worker's active job",
                     "why": "expiry retries the job; the completion does not check who holds it",

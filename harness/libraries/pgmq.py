@@ -38,7 +38,9 @@ CLAIMED = "NEW.read_ct > OLD.read_ct"
 COMPLETED = "DELETE"  # archive moves the message out of the queue's table  # every read counts; a second read of one message is a second claim
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
-COMPLETION_LOGGED = "pgmq.archive"
+COMPLETION_LOGGED = "SELECT pgmq.archive("
+# the parameter of that statement naming the job it completes: the message id (an array of them for a batch)
+COMPLETION_JOB = "$2"
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the message id only (archive moves it out of the queue)",
                     "why": "the visibility timeout hands the message on; the archive does not check who read it",

@@ -40,6 +40,9 @@ COMPLETED = "DELETE"  # a finished job's row is deleted (and logged to pgqueuer_
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "WITH job_status AS"
+# the parameter of that statement naming the job it completes: an array of job ids, one statement for every job its
+# batch finished
+COMPLETION_JOB = "$1"
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id only: it deletes every id it is given that did not fail",
                     "why": "a stale heartbeat hands the job on; the completion does not check who holds it",

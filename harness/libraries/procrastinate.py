@@ -31,7 +31,9 @@ CLAIMED = "NEW.status = 'doing' AND OLD.status IS DISTINCT FROM 'doing'"
 COMPLETED = "NEW.status = 'succeeded' AND OLD.status IS DISTINCT FROM 'succeeded'"
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
-COMPLETION_LOGGED = "procrastinate_finish_job"
+COMPLETION_LOGGED = "SELECT procrastinate_finish_job"
+# the parameter of that statement naming the job it completes: its job id
+COMPLETION_JOB = "$1"
 STALE_COMPLETION = {"expected": "not_handed_on",
                     "checks": "the job's id and that it is still 'todo' or 'doing'; nothing names the worker",
                     "why": "nothing built in hands a dead worker's job on",

@@ -59,6 +59,14 @@ def audit_id_sql(library, row: str = "NEW") -> str:
     return expression.replace("NEW.", f"{row}.")
 
 
+def job_keys(conn, library) -> dict[str, int]:
+    """Every job in the library's table, its id as its statements send it (text: a number, a uuid) to its id as
+    the audit counts it: read once the jobs are enqueued, so a statement's parameter can be read as a job."""
+    rows = conn.execute(sql.SQL("SELECT t.{}::text, {} FROM {} AS t").format(
+        sql.Identifier(library.ID_COLUMN), sql.SQL(audit_id_sql(library, "t")), jobs_table(library)))
+    return {key: int(job) for key, job in rows}
+
+
 def install_audit(conn, library, completions: bool = False, updates: bool = False) -> None:
     """Every enqueue and every claim of the library's jobs table, as the server saw it; with completions (a fault
     run), every completion too: its COMPLETED transition, or the row's DELETE where finishing deletes it; with

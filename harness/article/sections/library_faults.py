@@ -547,14 +547,21 @@ def _seen(runs: pd.DataFrame | None) -> str:
     if wrong["completed_by_stale_holder"] + wrong["completed_twice"]:
         said.append(say("seen.stale", jobs=numbered(wrong["completed_by_stale_holder"] + wrong["completed_twice"],
                                                     "job")))
-    return " ".join(said) if len(said) > 1 else " ".join([*said, say("seen.clean")])
+    if len(said) == 1:
+        said.append(say("seen.clean"))
+    sent = _sent(runs)
+    if sent is not None and "completions_not_applied" in runs and runs["completions_not_applied"].sum():
+        said.append(say("seen.not_applied", sent=numbered(sent, "completion"),
+                        unapplied=count(int(runs["completions_not_applied"].sum()))))
+    return " ".join(said)
 
 
 # --------------------------------------------------------------------------- the tables
 
 
 LEDGER_COLUMNS = ("library", "fault", "landed", "completed once", "stuck or lost", "failed for good", "completed twice",
-                  "by a stale holder", "ran twice", "worker exits", "recovery s: seen / setting (default)")
+                  "by a stale holder", "completions sent / applied", "ran twice", "worker exits",
+                  "recovery s: seen / setting (default)")
 
 
 def ledger_table(loaded: dict) -> str:
@@ -578,13 +585,31 @@ def ledger_table(loaded: dict) -> str:
             library_label(library), fault, f"{len(counted)}/{len(runs)}", total("completed_once"),
             int((counted["stuck"] + counted["lost"]).sum()) if len(counted) else DASH,
             int(_column(counted, "failed").sum()) if len(counted) else DASH, total("completed_twice"),
-            total("completed_by_stale_holder"), total("executed_twice"), total("worker_exits"),
+            total("completed_by_stale_holder"), sent_and_applied(counted), total("executed_twice"),
+            total("worker_exits"),
             f"{seen} / {setting}"))))
     job_s = duration(faults["job_s"].max()) if "job_s" in faults else DASH
     models = say("ledger_models") + " " if any(map(libraries.is_model, faults["library"])) else ""
     return table(pd.DataFrame(rows), caption=say("ledger_caption", jobs=count(int(faults["jobs"].max())), job_s=job_s,
                                                  workers=count(int(faults["worker_count"].max())), models=models),
                  css_class="wide")
+
+
+def _sent(runs: pd.DataFrame) -> int | None:
+    """The completion statements the runs' workers sent, None where a run could not see them (no server log here,
+    or a run stored before they were counted)."""
+    sent = runs["completions_sent"] if "completions_sent" in runs else pd.Series(None, index=runs.index, dtype=float)
+    return None if sent.isna().any() else int(sent.sum())
+
+
+def sent_and_applied(runs: pd.DataFrame) -> str:
+    """Completions sent / applied over the runs; what could not be seen is said so, not counted 0."""
+    if not len(runs):
+        return DASH
+    sent = _sent(runs)
+    applied = int(runs["completions_applied"].sum()) if "completions_applied" in runs \
+        and runs["completions_applied"].notna().all() else None
+    return f"{say('cannot_be_seen') if sent is None else sent} / {DASH if applied is None else applied}"
 
 
 def probe_table(loaded: dict) -> str:

@@ -31,6 +31,8 @@ COMPLETED = "NEW.status = 'done'"  # every finish: good_job's is unguarded
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "SET status = 'done'"
+# the parameter of that statement naming the job it completes: its job id
+COMPLETION_JOB = "$1"
 HOLDS_BY_SESSION = True  # a frozen worker keeps its session and so its lock: the probe cuts the session instead
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id only (save! of finished_at; neither locked_by_id nor the advisory lock "

@@ -28,6 +28,8 @@ COMPLETED = "NEW.status = 'done'"  # every completion: Oban's is unguarded
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "SET status = 'done'"
+# the parameter of that statement naming the job it completes: its job id
+COMPLETION_JOB = "$1"
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id only; attempted_by, written at fetch, is not checked",
                     "why": "Lifeline (once configured) hands the job on; the completion checks nothing",

@@ -26,6 +26,8 @@ COMPLETED = "DELETE"  # the default resolve destroys the job
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "DELETE FROM claimrace.jobs WHERE id"
+# the parameter of that statement naming the job it completes: its job id
+COMPLETION_JOB = "$1"
 HOLDS_BY_SESSION = True  # a frozen worker keeps its session and so its lock: the probe cuts the session instead
 STALE_COMPLETION = {"expected": "not_sent",
                     "checks": "the job's id only (a DELETE by id, on a pooled connection, not the lock's), but a "

@@ -31,6 +31,8 @@ COMPLETED = "NEW.status = 'done'"  # every completion the guard let through
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "SET status = 'done'"
+# the parameter of that statement naming the job it completes: its job id
+COMPLETION_JOB = "$1"
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id and state = 'running'; not attempt, not attempted_by",
                     "why": "the rescuer hands the job on; the completion does not check who holds it",

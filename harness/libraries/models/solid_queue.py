@@ -34,6 +34,8 @@ FAILED = "t.status = 'failed'"  # its failed executions: a pruned worker's claim
 # the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "held_by = $2 AND status = 'running' FOR UPDATE"
+# the parameter of that statement naming the job it completes: its job id
+COMPLETION_JOB = "$1"
 STALE_COMPLETION = {"expected": "not_handed_on",
                     "checks": "its claimed execution, locked by id; gone, the job is not finished",
                     "why": "a dead worker's claimed jobs are failed, not run again",
