@@ -172,6 +172,9 @@ def test_a_pause_and_the_bound_follow_the_library_recovery_setting():
         library_runs.LibraryParameters("procrastinate", 3, 6, fault="short_pause").check()
     sweep = library_runs.LibrarySweep(libraries=("procrastinate", "pgmq"), faults=("short_pause",))
     assert [r.library for r in sweep.runs()] == ["pgmq"], "a sweep leaves out the libraries with nothing to pause short of"
+    # unless no library asked has one: the sweep is refused, not run empty
+    with pytest.raises(UserError, match="procrastinate has no recovery set within a run to pause short of"):
+        library_runs.LibrarySweep(libraries=("procrastinate", "graphile_worker"), faults=("short_pause",)).check()
     for name in libraries.NAMES:  # every library states its recovery, its default and what was raced
         recovery = libraries.get(name).RECOVERY
         assert recovery["mechanism"] and {"setting", "default_s", "raced_s"} <= set(recovery)

@@ -271,6 +271,9 @@ class LibrarySweep(Parameters):
         # a fault run's jobs each last a second, so no cap
         # the documented setting is raced in transaction mode only (session mode keeps prepared statements working),
         # and only for a library that documents one
+        # a short pause leaves out the libraries with nothing to pause short of, unless none asked has one: then
+        # they stay, so that their check refuses the sweep in one line rather than it running nothing
+        pausable = any(short_pause_s(name) is not None for name in installed)
         return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
                     self.job_count, getattr(libraries.get(library), "JOB_CAP", self.job_count)), repeat, fault, mode,
                     chosen, probe)
@@ -278,7 +281,7 @@ class LibrarySweep(Parameters):
                 for library in installed for workers in self.worker_counts for repeat in range(self.repeats)
                 if (chosen == "default" or (mode == "transaction" and fault == "none"
                                             and libraries.documented_setting(library) is not None))
-                and (fault != "short_pause" or short_pause_s(library) is not None or len(installed) == 1)]
+                and (fault != "short_pause" or short_pause_s(library) is not None or not pausable)]
 
 
 def workers_needed(parameters: LibraryParameters) -> int:
