@@ -559,8 +559,8 @@ def _seen(runs: pd.DataFrame | None) -> str:
 # --------------------------------------------------------------------------- the tables
 
 
-LEDGER_COLUMNS = ("library", "fault", "landed", "completed once", "stuck or lost", "failed for good", "completed twice",
-                  "by a stale holder", "completions sent / applied", "ran twice", "worker exits",
+LEDGER_COLUMNS = ("library", "fault", "landed", "done once", "stuck or lost", "failed for good", "done twice",
+                  "by a stale holder", "sent / applied", "ran twice", "worker exits",
                   "recovery s: seen / setting (default)")
 
 
