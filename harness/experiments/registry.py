@@ -32,7 +32,7 @@ from harness import config, stats, storage
 from harness.errors import UserError
 from harness import libraries as library_names
 from harness.experiments import (bench, churn, faults, libraries, library_faults, plans, production, race_trials,
-                                 wakeups)
+                                 soak, wakeups)
 from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
 from harness.server import database, pooler, schema
@@ -128,6 +128,11 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
               "claimrace_libraries for every run)",
          show=wakeups.show_runs, sections=("wakeups",), request=wakeups.WakeupSweep, expand=wakeups.WakeupSweep.runs,
          workers=wakeups.workers_needed, label=wakeups.label),
+    Kind("soak", soak.SoakParameters, soak.measure, soak.summarise,
+         help="a queue that runs for minutes: jobs arriving at a steady rate, workers claiming and finishing them, "
+              "and a transaction holding the MVCC horizon for part of the run, sampled every second, with a "
+              "verdict per run (drops and recreates claimrace.jobs)",
+         show=soak.show_runs, sections=(), workers=soak.workers_needed, label=soak.label),
 )}
 
 for _entry in KINDS.values():  # the store reads every kind's runs back through these

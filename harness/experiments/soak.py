@@ -1,0 +1,594 @@
+"""A queue that runs for minutes: jobs arrive at a steady rate, workers claim, run and finish them, and from
+pin_from to pin_to something holds the server's MVCC horizon, so no dead row can be removed.
+
+One run, on a fresh table of one shape:
+
+    history          finished jobs stay, marked 'done' (the original's table), no index on the status;
+    history_indexed  the same, with the partial index on the pending jobs (schema.PARTIAL_INDEX_SQL);
+    delete           finished jobs are deleted, as PgQueuer, pgmq and graphile-worker do.
+
+`history_rows` finished jobs may be there at the start (a table that keeps its history). Processes:
+
+    arrivals   one process inserts the jobs on schedule, open loop: job k is due at k / rate seconds, and every
+               job due is inserted as soon as it is due, in one statement for those due together, whatever the
+               workers do. Each job's due time and its insert's commit are kept.
+    workers    `workers` processes, each on its own connection: the claim (harness.strategies: guarded, the
+               original's read then guarded write; or skip_locked), then the job (job_ms), then its finish
+               (an UPDATE to 'done', or a DELETE), in autocommit; a worker that finds nothing waits POLL_S.
+               Each claim's return time and its statement time are kept.
+    holder     from pin_from to pin_to, on connections of its own (HOLDERS):
+                 repeatable_read      a REPEATABLE READ transaction that took its snapshot and sits idle;
+                 idle_in_transaction  a transaction that took a transaction id (txid_current()) and sits idle;
+                 analytics            two sessions running a count over the jobs table held open ANALYTICS_S by
+                                      pg_sleep in the same statement, staggered by half that, back to back, so
+                                      the horizon never frees (pg_sleep, not a heavy query: the machine has
+                                      two cores, and the pin, not the CPU, is what is measured);
+                 none                 nothing: the control, judged on the same windows.
+               A holder whose connection is ended from outside ends the pin early; the run records when.
+    sampler    every SAMPLE_S, on its own connection: the table's live and dead tuples, its autovacuum and vacuum
+               counts, heap and index bytes, the age of the oldest snapshot or transaction id a backend holds
+               (transactions) and the longest open transaction holding one (s), and WAL bytes; every EXPLAIN_EVERY_S, the claim's read under
+               EXPLAIN (ANALYZE, BUFFERS): the buffers one claim reads.
+
+The per-second series (arrivals, claims, backlog, claim p50/p99) comes from the kept times, and the verdict from
+it by harness.soak_outcomes. Every process started dies with the harness (die_with_parent), SIGKILL included; the
+holder's sessions are the harness's own connections, closed with it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing as mp
+import os
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from harness import soak_outcomes
+from harness.children import die_with_parent
+from harness.claim_steps import EMPTY, ERROR, LOST, WON, AttemptNotes
+from harness.config import SCHEMA
+from harness.errors import UserError
+from harness.experiments.contract import Measured, Option, Parameters, as_float, as_int, one_of, setting
+from harness.server import activity, database, schema
+from harness.storage import Run
+from harness.strategies import GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM, get_strategy
+
+SHAPES = ("history", "history_indexed", "delete")
+STRATEGIES = ("guarded", "skip_locked")
+HOLDERS = ("none", "repeatable_read", "idle_in_transaction", "analytics")
+JOBS = f"{SCHEMA}.jobs"
+
+# what a run may ask: bounds this machine honours (2 cores, 24 GiB, the data directory on tmpfs)
+MIN_RATE, MAX_RATE = 1.0, 5000.0  # jobs/s; above what 2 cores claim, a run is marked arrivals_behind
+MAX_WORKERS = 16
+MIN_SECONDS, MAX_SECONDS = 20.0, 4 * 3600.0
+MIN_BEFORE_S = soak_outcomes.WARMUP_S + 5.0  # seconds before the pin: the warm-up, then the spread to judge by
+MAX_JOB_MS = 1000.0
+MAX_HISTORY_ROWS = 2_000_000
+MAX_JOBS = 5_000_000  # rate x seconds + history_rows: the table stays well inside memory
+
+POLL_S = 0.05  # a worker that found the queue empty waits this long before it asks again
+SAMPLE_S = 1.0
+EXPLAIN_EVERY_S = 5.0
+ANALYTICS_S = 20.0  # one analytics statement's length; the second session starts half of it later
+STOP_GRACE_S = 5.0
+INSERT_MAX = 1000  # jobs in one arrivals statement at most: a late schedule catches up in steps
+
+FINISH_SQL = {"history": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
+              "history_indexed": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
+              "delete": f"DELETE FROM {JOBS} WHERE id = $1"}
+CLAIM_SQL = {"guarded": f"{PICK_OLDEST_PENDING}; then {GUARDED_CLAIM}", "skip_locked": SKIP_LOCKED_CLAIM}
+INSERT_SQL = f"INSERT INTO {JOBS} (status) SELECT 'pending' FROM generate_series(1, %s) RETURNING id"
+# the claim's read, as EXPLAIN sees it: the rows one claim visits to find the oldest pending job (no lock taken)
+READ_SQL = f"SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1"
+# what holds the horizon: a backend's snapshot (backend_xmin), or a transaction id it took and sits on (backend_xid:
+# an idle transaction has no snapshot, and its xid holds the horizon all the same)
+HORIZON_SQL = ("SELECT max(greatest(age(backend_xmin), age(backend_xid))), "
+               "extract(epoch FROM max(clock_timestamp() - xact_start) "
+               "FILTER (WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)) "
+               "FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+TABLE_SQL = (f"SELECT n_live_tup, n_dead_tup, autovacuum_count, vacuum_count, pg_relation_size('{JOBS}'), "
+             f"pg_indexes_size('{JOBS}'), pg_current_wal_lsn() - '0/0'::pg_lsn "
+             f"FROM pg_stat_user_tables WHERE relid = '{JOBS}'::regclass")
+SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum_count", "table_bytes",
+                  "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim"]
+
+
+@dataclass(frozen=True)
+class SoakParameters(Parameters):
+    """One soak run: a shape, a claim, jobs arriving at `rate` for `seconds`, the horizon held from pin_from to
+    pin_to by `holder`."""
+
+    shape: str = setting("history", one_of(SHAPES, "shape"), Option(
+        "--shape", "history (finished jobs stay 'done'), history_indexed (and the partial index) or delete"))
+    strategy: str = setting("skip_locked", one_of(STRATEGIES, "strategy"), Option(
+        "--strategy", "guarded (the original's read, then a guarded write) or skip_locked"))
+    rate: float = setting(100.0, as_float, Option("--rate", "jobs arriving per second, on schedule", float))
+    workers: int = setting(4, as_int, Option("--workers", "worker processes", int))
+    seconds: float = setting(120.0, as_float, Option("--seconds", "the run's length", float))
+    pin_from: float = setting(40.0, as_float, Option("--pin-from", "when the holder takes the horizon (s)", float))
+    pin_to: float = setting(80.0, as_float, Option("--pin-to", "when it lets go (s)", float))
+    holder: str = setting("repeatable_read", one_of(HOLDERS, "holder"), Option(
+        "--holder", "repeatable_read, idle_in_transaction, analytics, or none (the control)"))
+    job_ms: float = setting(5.0, as_float, Option("--job-ms", "each job's length (ms)", float))
+    history_rows: int = setting(0, as_int, Option("--history-rows", "finished jobs in the table at the start", int))
+    repeat: int = setting(0, as_int)
+
+    def check(self) -> None:
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise UserError(f"workers must be between 1 and {MAX_WORKERS}, not {self.workers}")
+        if not MIN_RATE <= self.rate <= MAX_RATE:
+            raise UserError(f"rate must be between {MIN_RATE:g} and {MAX_RATE:g} jobs/s, not {self.rate:g}")
+        if not MIN_SECONDS <= self.seconds <= MAX_SECONDS:
+            raise UserError(f"seconds must be between {MIN_SECONDS:g} and {MAX_SECONDS:g}, not {self.seconds:g}")
+        if not MIN_BEFORE_S <= self.pin_from < self.pin_to < self.seconds:
+            raise UserError(f"the pin must start at {MIN_BEFORE_S:g} s or later and end before the run's "
+                            f"{self.seconds:g} s, after it starts: not {self.pin_from:g} to {self.pin_to:g} s")
+        if not 0 <= self.job_ms <= MAX_JOB_MS:
+            raise UserError(f"job ms must be between 0 and {MAX_JOB_MS:g}, not {self.job_ms:g}")
+        if not 0 <= self.history_rows <= MAX_HISTORY_ROWS:
+            raise UserError(f"history rows must be between 0 and {MAX_HISTORY_ROWS:,}, not {self.history_rows}")
+        if self.rate * self.seconds + self.history_rows > MAX_JOBS:
+            raise UserError(f"{self.rate:g} jobs/s for {self.seconds:g} s and {self.history_rows:,} history rows "
+                            f"make more than {MAX_JOBS:,} jobs: lower one")
+
+
+def workers_needed(p: SoakParameters) -> int:
+    return p.workers + 1 + 2 + 2  # the workers, the arrivals, the holder's two sessions, the sampler's two
+
+
+def label(p: SoakParameters) -> str:
+    return f"{p.shape} {p.strategy} {p.holder} {p.rate:g}/s"
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def create_table(conn, shape: str, history_rows: int) -> None:
+    schema.ensure_schema(conn)
+    schema.drop_owned(conn)
+    conn.execute(f"""CREATE TABLE {JOBS} (
+                         id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                         status     text NOT NULL DEFAULT 'pending',
+                         started_at timestamptz)""")
+    if history_rows:
+        conn.execute(f"INSERT INTO {JOBS} (status, started_at) SELECT 'done', now() "
+                     "FROM generate_series(1, %s)", [history_rows])
+    if shape == "history_indexed":
+        conn.execute(schema.PARTIAL_INDEX_SQL)
+    conn.execute(f"VACUUM ANALYZE {JOBS}")
+
+
+# --------------------------------------------------------------------------- the processes
+
+
+def _arrivals_main(parent_pid: int, url: str, rate: float, start, stop, results) -> None:
+    """Insert every job as soon as it is due (open loop); put (ids, due ns, committed ns) on results."""
+    die_with_parent(parent_pid)
+    try:
+        conn = database.connect(url, application_name="claimrace-soak-arrivals")
+        ids, due, committed = [], [], []
+        start.wait()
+        began = time.time_ns()
+        sent = 0
+        while not stop.is_set():
+            owed = int((time.time_ns() - began) / 1e9 * rate) + 1 - sent
+            if owed <= 0:
+                wait_s = (sent / rate) - (time.time_ns() - began) / 1e9
+                stop.wait(max(0.0, min(wait_s, 0.05)))
+                continue
+            owed = min(owed, INSERT_MAX)
+            rows = conn.execute(INSERT_SQL, [owed]).fetchall()
+            now = time.time_ns()
+            ids.extend(row[0] for row in rows)
+            due.extend(began + int((sent + k) / rate * 1e9) for k in range(owed))
+            committed.extend([now] * owed)
+            sent += owed
+        results.put(("arrivals", np.array(ids, dtype=np.int64), np.array(due, dtype=np.int64),
+                     np.array(committed, dtype=np.int64)))
+        conn.close()
+    except BaseException as exc:
+        results.put(("error", "arrivals", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        raise SystemExit(1)
+
+
+def _worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_name: str, job_s: float, start, stop,
+                 results) -> None:
+    """Claim, run the job, finish it, until stopped; put (job ids, claim return ns, claim statement ns, lost and
+    empty counts) on results."""
+    die_with_parent(parent_pid)
+    try:
+        conn = database.connect(url, application_name=f"claimrace-soak-worker-{index}")
+        pgconn = conn.pgconn
+        strategy = get_strategy(strategy_name)
+        strategy.prepare(pgconn, 1)
+        claim, _ = strategy.steps(AttemptNotes(), 1)
+        finish = FINISH_SQL[shape]
+        jobs, returned, took = [], [], []
+        lost = empty = errors = 0
+        start.wait()
+        while not stop.is_set():
+            began = time.perf_counter_ns()
+            outcome, job_id = claim(pgconn)
+            ended = time.perf_counter_ns()
+            if outcome == WON:
+                jobs.append(job_id)
+                returned.append(time.time_ns())
+                took.append(ended - began)
+                if job_s:
+                    time.sleep(job_s)
+                conn.execute(finish.replace("$1", "%s"), [job_id])
+            elif outcome == LOST:
+                lost += 1
+            elif outcome == EMPTY:
+                empty += 1
+                stop.wait(POLL_S)
+            elif outcome == ERROR:
+                errors += 1
+                stop.wait(POLL_S)
+        results.put(("worker", index, np.array(jobs, dtype=np.int64), np.array(returned, dtype=np.int64),
+                     np.array(took, dtype=np.int64), lost, empty, errors, os.getpid(), pgconn.backend_pid))
+        conn.close()
+    except BaseException as exc:
+        results.put(("error", f"worker {index}", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+        raise SystemExit(1)
+
+
+# --------------------------------------------------------------------------- the holder and the sampler
+
+
+class Holder:
+    """Holds the horizon from pin_from to pin_to (run seconds) on connections of its own; events: what it did
+    and when (s from the start), including a session ended from outside."""
+
+    def __init__(self, url: str, kind: str, pin_from: float, pin_to: float, began: float):
+        self.url, self.kind, self.pin_from, self.pin_to, self.began = url, kind, pin_from, pin_to, began
+        self.events: list[dict] = []
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.connections: list = []
+
+    def _at(self) -> float:
+        return time.monotonic() - self.began
+
+    def _note(self, session: int, event: str, **more) -> None:
+        self.events.append({"t_s": round(self._at(), 3), "session": session, "event": event,
+                            "detail": json.dumps(more) if more else ""})
+
+    def _wait_until(self, t_s: float) -> bool:
+        """Wait until run second t_s; False where the run is stopping first."""
+        return not self.stopping.wait(max(0.0, t_s - self._at()))
+
+    def start(self) -> Holder:
+        sessions = 2 if self.kind == "analytics" else (0 if self.kind == "none" else 1)
+        for session in range(sessions):
+            thread = threading.Thread(target=self._session, args=(session,), daemon=True,
+                                      name=f"claimrace-soak-holder-{session}")
+            thread.start()
+            self.threads.append(thread)
+        return self
+
+    def _session(self, session: int) -> None:
+        offset = ANALYTICS_S / 2 * session if self.kind == "analytics" else 0.0
+        try:
+            conn = database.connect(self.url, application_name=f"claimrace-soak-holder-{session}")
+        except Exception as exc:
+            self._note(session, "could_not_connect", error=str(exc).splitlines()[0])
+            return
+        self.connections.append(conn)
+        try:
+            if not self._wait_until(self.pin_from + offset):
+                return
+            if self.kind == "repeatable_read":
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+                conn.execute(f"SELECT count(*) FROM {JOBS}")  # takes the snapshot
+                self._note(session, "pinned")
+                self._wait_until(self.pin_to)
+                conn.execute("COMMIT")
+            elif self.kind == "idle_in_transaction":
+                conn.execute("BEGIN")
+                conn.execute("SELECT txid_current()")  # a transaction id: the horizon stops at it
+                self._note(session, "pinned")
+                self._wait_until(self.pin_to)
+                conn.execute("COMMIT")
+            else:  # analytics: back-to-back statements, each ending by pin_to
+                statements = 0
+                while not self.stopping.is_set():
+                    left = self.pin_to - self._at()
+                    if left <= 0.05:
+                        break
+                    if not statements:
+                        self._note(session, "pinned")
+                    conn.execute(f"SELECT count(*), max(id), pg_sleep(%s) FROM (SELECT id FROM {JOBS}) AS j",
+                                 [min(ANALYTICS_S, left)])
+                    statements += 1
+                if not statements:  # the pin ended before this session's turn
+                    return
+            self._note(session, "released")
+        except Exception as exc:  # the session ended from outside (pg_terminate_backend) or the server went
+            self._note(session, "ended_early", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        finally:
+            conn.close()
+
+    def stop(self) -> list[dict]:
+        self.stopping.set()
+        for conn in self.connections:  # a statement still sleeping is cancelled, not waited for
+            try:
+                conn.cancel()
+            except Exception:
+                pass
+        for thread in self.threads:
+            thread.join(STOP_GRACE_S + ANALYTICS_S)
+        return self.events
+
+
+class Sampler:
+    """The table and the horizon every SAMPLE_S, the claim's read buffers every EXPLAIN_EVERY_S."""
+
+    def __init__(self, url: str, began: float):
+        self.url, self.began = url, began
+        self.rows: list[dict] = []
+        self.error: str | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="claimrace-soak-sampler", daemon=True)
+
+    def start(self) -> Sampler:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            with database.connect(self.url, application_name="claimrace-soak-sampler") as conn, \
+                    database.connect(self.url, application_name="claimrace-soak-explain") as explain:
+                next_explain = 0.0
+                while True:
+                    t = time.monotonic() - self.began
+                    conn.execute("SELECT pg_stat_clear_snapshot()")
+                    table = conn.execute(TABLE_SQL).fetchone()
+                    horizon = conn.execute(HORIZON_SQL).fetchone()
+                    buffers = None
+                    if t >= next_explain:
+                        next_explain = t + EXPLAIN_EVERY_S
+                        plan = explain.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {READ_SQL}").fetchone()[0]
+                        top = plan[0]["Plan"]
+                        buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+                    self.rows.append(dict(zip(SAMPLE_COLUMNS, (
+                        round(t, 3), *(None if v is None else int(v) for v in table),
+                        None if horizon[0] is None else int(horizon[0]),
+                        None if horizon[1] is None else float(horizon[1]), buffers))))
+                    if self.stopping.wait(SAMPLE_S):
+                        return
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+    def stop(self) -> pd.DataFrame:
+        self.stopping.set()
+        self.thread.join(STOP_GRACE_S + 5)
+        return pd.DataFrame(self.rows, columns=SAMPLE_COLUMNS)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _stop_all(processes, stop) -> None:
+    stop.set()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in processes:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in processes:
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1)
+
+
+def _collect(results, expected: int, timeout_s: float) -> dict:
+    got: dict = {"workers": [], "errors": []}
+    deadline = time.monotonic() + timeout_s
+    while len(got["workers"]) + ("arrivals" in got) + len(got["errors"]) < expected:
+        try:
+            item = results.get(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception:
+            break
+        if item[0] == "arrivals":
+            got["arrivals"] = item[1:]
+        elif item[0] == "worker":
+            got["workers"].append(item[1:])
+        else:
+            got["errors"].append(f"{item[1]}: {item[2]}")
+        if time.monotonic() > deadline:
+            break
+    return got
+
+
+def measure(db: database.Database, p: SoakParameters, run_id: str, progress: bool = False) -> Measured:
+    with db.connect() as conn:
+        create_table(conn, p.shape, p.history_rows)
+        settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
+                    for name in ("synchronous_commit", "fsync", "autovacuum_naptime",
+                                 "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_threshold")}
+        local = activity.server_is_local(conn)
+    context = mp.get_context("fork")
+    start, stop, results = context.Event(), context.Event(), context.Queue()
+    parent = os.getpid()
+    processes = [context.Process(target=_arrivals_main, args=(parent, db.url, p.rate, start, stop, results),
+                                 name="claimrace-soak-arrivals", daemon=True)]
+    processes += [context.Process(target=_worker_main, args=(i, parent, db.url, p.shape, p.strategy,
+                                                             p.job_ms / 1000, start, stop, results),
+                                  name=f"claimrace-soak-worker-{i}", daemon=True) for i in range(p.workers)]
+    holder = sampler = bar = None
+    backends = clients = None
+    try:
+        for proc in processes:
+            proc.start()
+        watch_url = db.url
+        backends = activity.BackendWatch(lambda: _backends(watch_url), 0.5).start() if local else None
+        clients = activity.BackendWatch(lambda: [proc.pid for proc in processes if proc.pid], 0.5).start()
+        time.sleep(1.0)  # every process connected and prepared before the clock starts
+        began = time.monotonic()
+        start_ns = time.time_ns()
+        start.set()
+        holder = Holder(db.url, p.holder, p.pin_from, p.pin_to, began).start()
+        sampler = Sampler(db.url, began).start()
+        bar = _progress(p, progress)
+        while (left := p.seconds - (time.monotonic() - began)) > 0:
+            time.sleep(min(1.0, left))
+            if bar is not None:
+                bar.update(1)
+            if not all(proc.is_alive() for proc in processes):
+                break
+        ended_s = time.monotonic() - began
+        stop.set()
+        got = _collect(results, len(processes), STOP_GRACE_S + 10)
+    finally:
+        _stop_all(processes, stop)
+        events = holder.stop() if holder is not None else []
+        samples = sampler.stop() if sampler is not None else pd.DataFrame(columns=SAMPLE_COLUMNS)
+        server_share = backends.stop() if backends is not None else activity.share_split([])
+        client_share = clients.stop() if clients is not None else activity.share_split([])
+        if bar is not None:
+            bar.close()
+    if got["errors"]:
+        raise RuntimeError("a soak process failed: " + got["errors"][0])
+    return _measured(p, got, events, samples, start_ns, ended_s, settings, client_share, server_share,
+                     sampler.error if sampler is not None else None)
+
+
+def _backends(url: str) -> list[int]:
+    with database.connect(url, application_name="claimrace-soak-watch") as conn:
+        return [int(r[0]) for r in conn.execute("SELECT pid FROM pg_stat_activity "
+                                                "WHERE application_name LIKE 'claimrace-soak-worker-%'")]
+
+
+def _progress(p: SoakParameters, progress: bool):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=int(math.ceil(p.seconds)), desc=f"soak {label(p)}", unit="s", leave=False)
+
+
+def _measured(p: SoakParameters, got: dict, events: list[dict], samples: pd.DataFrame, start_ns: int,
+              ended_s: float, settings: dict, client_share: dict, server_share: dict,
+              sampler_error: str | None) -> Measured:
+    ids, due, committed = got.get("arrivals", (np.array([], np.int64),) * 3)
+    workers = got["workers"]
+    job_ids = np.concatenate([w[1] for w in workers]) if workers else np.array([], np.int64)
+    returned = np.concatenate([w[2] for w in workers]) if workers else np.array([], np.int64)
+    took_ms = np.concatenate([w[3] for w in workers]) / 1e6 if workers else np.array([], float)
+    claims = pd.DataFrame({"worker": np.concatenate([np.full(len(w[1]), w[0]) for w in workers])
+                           if workers else np.array([], int),
+                           "job_id": job_ids, "returned_ns": returned, "claim_ms": took_ms})
+    arrivals = pd.DataFrame({"job_id": ids, "due_ns": due, "committed_ns": committed})
+    series = soak_outcomes.per_second(committed, returned, took_ms, start_ns, ended_s)
+    seconds = (returned - start_ns) / 1e9
+    window_ms = {"before": took_ms[(seconds >= soak_outcomes.WARMUP_S) & (seconds < p.pin_from)],
+                 "during": took_ms[(seconds >= p.pin_from) & (seconds < p.pin_to)],
+                 "after": took_ms[seconds >= p.pin_to]}
+    judged = soak_outcomes.judge(series, window_ms, p.pin_from, p.pin_to, ended_s)
+    # pickup: a claimed job's claim return minus its due time (open loop: lateness of the arrivals counts)
+    due_by_id = pd.Series(due, index=ids)
+    pickup_ms = (claims["returned_ns"] - claims["job_id"].map(due_by_id)) / 1e6
+    claims["pickup_ms"] = pickup_ms
+    parts = soak_outcomes.windows(series, p.pin_from, p.pin_to)
+    ended_early = [e for e in events if e["event"] == "ended_early"]
+    shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
+    summary = {
+        "shape": p.shape, "strategy": p.strategy, "library": None, "rate": p.rate, "workers": p.workers,
+        "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": p.pin_to,
+        "pin_s": p.pin_to - p.pin_from, "job_ms": p.job_ms, "history_rows": p.history_rows, "mitigation": "none",
+        "synchronous_commit": settings["synchronous_commit"], "fsync": settings["fsync"],
+        "jobs_arrived": int(len(ids)), "jobs_claimed": int(len(job_ids)),
+        "duplicate_jobs": int(len(job_ids) - len(np.unique(job_ids))),
+        "lost_races": int(sum(w[4] for w in workers)), "empty_polls": int(sum(w[5] for w in workers)),
+        "claim_errors": int(sum(w[6] for w in workers)),
+        "backlog_max": int(series["backlog"].max()) if len(series) else 0,
+        "backlog_at_end": int(series["backlog"].iloc[-1]) if len(series) else 0,
+        **{f"{what}_per_s_{window}": _rate(parts[window], what) for window in ("before", "during", "after")
+           for what in ("arrived", "claimed")},
+        **{f"claim_p99_ms_{window}": _quantile(window_ms[window], 99) for window in window_ms},
+        "pickup_p99_ms": _quantile(pickup_ms.dropna().to_numpy(), 99),
+        "dead_tuples_max": _max(samples, "n_dead_tup"), "table_bytes_max": _max(samples, "table_bytes"),
+        "index_bytes_max": _max(samples, "index_bytes"), "horizon_age_max_s": _max(samples, "horizon_age_s", float),
+        "buffers_per_claim_max": _max(samples, "buffers_per_claim"),
+        "autovacuum_runs": _span(samples, "autovacuum_count"), "wal_bytes": _span(samples, "wal_bytes"),
+        "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
+        **{key: judged[key] for key in ("verdict", "recovered_s", "keeps_up", "p99_within",
+                                        "claim_p99_ms_before_max", "backlog_level", "watched_after_s")},
+        "arrivals_behind": soak_outcomes.arrivals_behind(series, p.rate),
+        "client_runnable_share": shares[0], "client_running_share": shares[1], "backend_runnable_share": shares[2],
+        "cpu_bound": activity.cpu_bound(*shares), "cpu_bound_side": activity.cpu_bound_side(*shares),
+        "ended_s": ended_s}
+    checks = {"every_process_reported": "arrivals" in got and len(workers) == p.workers,
+              "no_job_claimed_twice": summary["duplicate_jobs"] == 0,
+              "every_claimed_job_arrived": bool(claims["pickup_ms"].notna().all()),
+              "sampled": sampler_error is None and len(samples) > 0}
+    checks["passed"] = all(checks.values())
+    return Measured(
+        tables={"claims": claims, "arrivals": arrivals, "series": series, "samples": samples,
+                "holder": pd.DataFrame(events, columns=["t_s", "session", "event", "detail"])},
+        procedure={"shape": p.shape, "claim": CLAIM_SQL[p.strategy], "finish": FINISH_SQL[p.shape],
+                   "arrivals": INSERT_SQL, "read_explained": READ_SQL, "holder": p.holder,
+                   "analytics_s": ANALYTICS_S if p.holder == "analytics" else None, "poll_s": POLL_S,
+                   "sample_s": SAMPLE_S, "explain_every_s": EXPLAIN_EVERY_S, "server_settings": settings,
+                   "verdict_rule": {"warmup_s": soak_outcomes.WARMUP_S, "keep_up_share": soak_outcomes.KEEP_UP_SHARE,
+                                    "recover_within_s": soak_outcomes.RECOVER_WITHIN_S,
+                                    "arrivals_behind_share": soak_outcomes.ARRIVALS_BEHIND_SHARE},
+                   "sampler_error": sampler_error},
+        checks=checks,
+        results={"summary": summary, "judged": judged})
+
+
+def _rate(window: pd.DataFrame, column: str) -> float | None:
+    return float(window[column].sum() / len(window)) if len(window) else None
+
+
+def _quantile(values, q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def _max(samples: pd.DataFrame, column: str, kind=int):
+    values = samples[column].dropna() if column in samples else ()
+    return kind(values.max()) if len(values) else None
+
+
+def _span(samples: pd.DataFrame, column: str) -> int | None:
+    values = samples[column].dropna() if column in samples else ()
+    return int(values.max() - values.min()) if len(values) else None
+
+
+def summarise(run: Run) -> dict:
+    return run.results["summary"]
+
+
+SHOWN = ("shape", "strategy", "library", "synchronous_commit", "rate", "workers", "seconds", "holder", "pin_s",
+         "mitigation", "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
+         "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",
+         "claimed_per_s_during", "claimed_per_s_after", "claim_p99_ms_before", "claim_p99_ms_during",
+         "claim_p99_ms_after", "dead_tuples_max", "horizon_age_max_s", "table_bytes_max", "index_bytes_max",
+         "autovacuum_runs", "recovered_s", "verdict", "arrivals_behind", "cpu_bound")
+
+
+def show_runs(paths, as_json: bool) -> None:
+    for path in paths:
+        run = Run(path)
+        summary = run.summary | {"pg_version": run.manifest.get("server", {}).get("major")}
+        if as_json:
+            print(json.dumps({key: summary.get(key) for key in (*SHOWN, "pg_version")}))
+            continue
+        recovered = "-" if summary["recovered_s"] is None else f"{summary['recovered_s']:.0f} s"
+        print(f"{summary['shape']:<15} {summary['strategy']:<11} {summary['holder']:<19} "
+              f"{summary['rate']:g} jobs/s x {summary['workers']}  backlog max {summary['backlog_max']}  "
+              f"claim p99 {_ms(summary['claim_p99_ms_before'])} / {_ms(summary['claim_p99_ms_during'])} / "
+              f"{_ms(summary['claim_p99_ms_after'])} ms  dead max {summary['dead_tuples_max']}  "
+              f"recovered {recovered}  {summary['verdict']}"
+              + ("  ARRIVALS BEHIND" if summary["arrivals_behind"] else "")
+              + ("  cpu-bound" if summary["cpu_bound"] else ""))
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.1f}"

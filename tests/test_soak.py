@@ -1,0 +1,179 @@
+"""The soak: a queue that runs with jobs arriving on schedule while a transaction holds the horizon. The verdict
+rule on synthetic series, one per outcome; the command's refusals; and short real runs on the real server, where
+a pinned horizon is seen to keep the dead rows, and where nothing outlives the command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import PROJECT_ROOT, run_cli, survivors_of_sigkill
+from harness import soak_outcomes as rule
+from harness.errors import UserError
+from harness.experiments import soak
+from harness.storage import Run
+
+PIN_FROM, PIN_TO = 20.0, 40.0
+
+
+def series(backlog, p99, arrived=10, claimed=None) -> pd.DataFrame:
+    """A run's per-second series: backlog and p99 per second as given; arrivals a steady `arrived` a second, and
+    claims what makes the backlog (unless given)."""
+    backlog = np.asarray(backlog, dtype=float)
+    arrivals = np.full(len(backlog), arrived)
+    claims = arrivals - np.diff(np.concatenate([[0.0], backlog])) if claimed is None else np.asarray(claimed)
+    return pd.DataFrame({"second": np.arange(len(backlog), dtype=float), "arrived": arrivals, "claimed": claims,
+                         "backlog": backlog, "claim_p50_ms": np.asarray(p99) / 2, "claim_p99_ms": p99})
+
+
+def steady(seconds: int, level: float = 2.0) -> np.ndarray:
+    return np.full(seconds, level)
+
+
+def p99s(seconds: int, before: float = 1.0, during: float = 1.0) -> np.ndarray:
+    values = np.full(seconds, before)
+    values[int(PIN_FROM):int(PIN_TO)] = during
+    return values
+
+
+def judged(backlog, p99, during_ms, ended_s=None):
+    frame = series(backlog, p99)
+    return rule.judge(frame, {"during": np.asarray(during_ms)}, PIN_FROM, PIN_TO,
+                      ended_s if ended_s is not None else float(len(frame)))
+
+
+def test_a_queue_that_keeps_up_with_its_claim_time_in_its_spread_survives():
+    backlog = steady(80)
+    found = judged(backlog, p99s(80, before=1.0), during_ms=[0.5, 0.9, 1.0])
+    assert (found["verdict"], found["keeps_up"], found["p99_within"], found["recovered_s"]) == \
+        (rule.SURVIVES, True, True, 1.0)
+
+
+def test_a_claim_time_beyond_its_spread_degrades_a_queue_that_comes_back():
+    found = judged(steady(80), p99s(80, before=1.0, during=9.0), during_ms=[8.0] * 100)
+    assert (found["verdict"], found["keeps_up"], found["p99_within"]) == (rule.DEGRADES, True, False)
+
+
+def test_a_backlog_that_grows_during_the_pin_and_drains_after_degrades():
+    backlog = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(180, 2, 10), steady(30)])
+    found = judged(backlog, p99s(80), during_ms=[1.0])
+    assert (found["verdict"], found["keeps_up"]) == (rule.DEGRADES, False)
+    assert found["recovered_s"] == 10.0  # the backlog is back at its level at the end of the 10th second after
+
+
+def test_a_backlog_that_never_comes_back_within_the_time_spirals():
+    backlog = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(200, 400, 40)])
+    found = judged(backlog, p99s(80, during=5.0), during_ms=[5.0])
+    assert (found["verdict"], found["recovered_s"], found["keeps_up"]) == (rule.SPIRALS, None, False)
+    # the same, seen for less than RECOVER_WITHIN_S after the release: a lower bound, not a spiral
+    short = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(200, 300, 10)])
+    assert judged(short, p99s(50, during=5.0), during_ms=[5.0])["verdict"] == rule.CUT_OFF
+
+
+def test_the_before_pin_window_skips_the_warm_up_and_its_highest_backlog_is_the_level():
+    backlog = np.concatenate([[500.0] * int(rule.WARMUP_S), steady(15, 3.0), steady(45, 3.0)])
+    found = judged(backlog, p99s(65), during_ms=[1.0])
+    assert found["backlog_level"] == 3.0 and found["verdict"] == rule.SURVIVES
+
+
+def test_arrivals_that_fall_behind_their_schedule_mark_the_run():
+    on_time = series(steady(30), np.ones(30), arrived=100)
+    assert not rule.arrivals_behind(on_time, 100.0)
+    assert rule.arrivals_behind(on_time, 120.0)  # 100 a second arrived where 120 were due
+
+
+def test_the_series_counts_each_second_and_its_backlog_and_quantiles():
+    start = 10 * 10**9
+    arrivals = start + np.array([0.1, 0.2, 1.5, 2.5, 2.6]) * 1e9
+    claims = start + np.array([0.3, 1.6, 2.7]) * 1e9
+    frame = rule.per_second(arrivals.astype(np.int64), claims.astype(np.int64), np.array([1.0, 2.0, 3.0]), start,
+                            3.0)
+    assert list(frame["arrived"]) == [2, 1, 2] and list(frame["claimed"]) == [1, 1, 1]
+    assert list(frame["backlog"]) == [1, 1, 2] and list(frame["claim_p99_ms"]) == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("args, said", [
+    (dict(rate=0.5), "rate must be between 1 and 5000 jobs/s, not 0.5"),
+    (dict(workers=17), "workers must be between 1 and 16, not 17"),
+    (dict(seconds=5), "seconds must be between 20 and 14400, not 5"),
+    (dict(pin_from=5, pin_to=10, seconds=30), "the pin must start at 10 s or later"),
+    (dict(pin_from=20, pin_to=15), "the pin must start at 10 s or later and end before the run's 120 s, after it"),
+    (dict(pin_from=20, pin_to=130), "end before the run's 120 s"),
+    (dict(rate=5000, seconds=14400), "make more than 5,000,000 jobs"),
+    (dict(holder="vacuum_full"), "holder must be one of none, repeatable_read, idle_in_transaction, analytics"),
+])
+def test_a_soak_out_of_bounds_is_refused_in_one_line(args, said):
+    with pytest.raises(UserError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        soak.SoakParameters(**args)
+
+
+def test_the_command_refuses_a_bad_pin_in_one_line_before_anything_starts(tmp_path):
+    done = run_cli("soak", "--pin-from", "50", "--pin-to", "40", "--data-dir", str(tmp_path))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "the pin must start" in done.stderr and not (tmp_path / "soak").exists()
+
+
+def test_a_pinned_horizon_keeps_the_dead_rows_and_the_control_lets_them_go(tmp_path):
+    """Four runs side by side, each on its own server: a REPEATABLE READ snapshot held from 10 to 20 s, the oldest
+    snapshot's age growing with it and the finished jobs' dead rows piling up; the control (no holder) on the same
+    table, which sees neither; and two staggered analytics sessions over a table that deletes its finished jobs,
+    claimed by the original's guarded claim, whose statements hold the horizon for the whole pin; and an idle
+    transaction on the table with the partial index."""
+    common = ["--rate", "50", "--workers", "2", "--seconds", "26", "--pin-from", "10", "--pin-to", "20", "--json",
+              "--quiet"]
+    arms = {"repeatable_read": ["--shape", "history"], "none": ["--shape", "history"],
+            "analytics": ["--shape", "delete", "--strategy", "guarded"],
+            "idle_in_transaction": ["--shape", "history_indexed"]}
+    running = {holder: subprocess.Popen([sys.executable, "-m", "harness", "soak", "--holder", holder, *args, *common,
+                                         "--data-dir", str(tmp_path / holder)], cwd=PROJECT_ROOT,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for holder, args in arms.items()}
+    rows = {}
+    for holder, process in running.items():
+        out, err = process.communicate(timeout=240)
+        assert process.returncode == 0, err[-3000:]
+        rows[holder] = json.loads(out)
+    for one in rows.values():
+        assert one["duplicate_jobs"] == 0 and one["jobs_arrived"] >= 50 * 24 and one["verdict"] in rule.VERDICTS
+        assert abs(one["arrived_per_s_before"] - 50) <= 5, one
+    pinned, free, analytics = rows["repeatable_read"], rows["none"], rows["analytics"]
+    assert pinned["horizon_age_max_s"] >= 8 and (free["horizon_age_max_s"] or 0) < 5, (pinned, free)
+    assert analytics["horizon_age_max_s"] >= 8 and analytics["strategy"] == "guarded", analytics
+    # an idle transaction holds no snapshot: its transaction id holds the horizon, and is read as such
+    assert rows["idle_in_transaction"]["horizon_age_max_s"] >= 8, rows["idle_in_transaction"]
+    runs = {holder: Run(next((tmp_path / holder / "soak").iterdir())) for holder in arms}
+    samples = runs["repeatable_read"].table("samples")
+    during = samples[(samples["t_s"] >= 12) & (samples["t_s"] < 20)]
+    # ten seconds of finished jobs at 50/s: their dead versions stay while the snapshot is held
+    assert during["n_dead_tup"].max() >= 300, during
+    holder = runs["repeatable_read"].table("holder")
+    assert list(holder["event"]) == ["pinned", "released"] and 9.5 <= holder["t_s"].iloc[0] <= 11, holder
+    # the analytics statements hold the horizon for the whole pin (the second session's turn, half a statement
+    # later, comes only in a pin longer than this one)
+    statements = runs["analytics"].table("holder")
+    assert list(statements["event"]) == ["pinned", "released"] and statements["session"].tolist() == [0, 0]
+    horizon = runs["analytics"].table("samples")
+    assert horizon[(horizon["t_s"] >= 11) & (horizon["t_s"] < 19.5)]["horizon_age_s"].notna().all(), horizon
+
+
+def test_no_soak_process_or_server_outlives_the_command_killed_with_sigkill_mid_pin(tmp_path):
+    """Killed 14 s in, 4 s into an idle-in-transaction pin: its workers, its arrivals and the server with the
+    holder's session in it all end."""
+    first_seen: list[float] = []
+
+    def mid_pin(harness):
+        children = harness.children(recursive=True)
+        if any("claimrace-soak" in " ".join(child.cmdline()) or child.name().startswith("python")
+               for child in children):
+            first_seen.append(first_seen[0] if first_seen else time.monotonic())
+        return children if first_seen and time.monotonic() - first_seen[0] >= 14 else []
+
+    assert survivors_of_sigkill(["soak", "--holder", "idle_in_transaction", "--seconds", "40", "--pin-from", "10",
+                                 "--pin-to", "30", "--rate", "20", "--workers", "2", "--quiet", "--data-dir",
+                                 str(tmp_path)], mid_pin, 120) == []
