@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -177,3 +178,61 @@ def test_no_soak_process_or_server_outlives_the_command_killed_with_sigkill_mid_
     assert survivors_of_sigkill(["soak", "--holder", "idle_in_transaction", "--seconds", "40", "--pin-from", "10",
                                  "--pin-to", "30", "--rate", "20", "--workers", "2", "--quiet", "--data-dir",
                                  str(tmp_path)], mid_pin, 120) == []
+
+
+def test_a_run_on_a_disk_times_its_flushes_and_synchronous_commit_off_flushes_less(tmp_path):
+    """Two runs side by side on data directories on a disk: every commit waits for its WAL flush, and the server
+    times each (track_wal_io_timing); with synchronous_commit off the commits do not wait, and far fewer flushes
+    are made per job."""
+    common = ["soak", "--storage", "disk", "--holder", "none", "--rate", "40", "--workers", "2", "--seconds", "20",
+              "--pin-from", "10", "--pin-to", "14", "--json", "--quiet"]
+    running = {mode: subprocess.Popen([sys.executable, "-m", "harness", *common, "--synchronous-commit", mode,
+                                       "--data-dir", str(tmp_path / mode)], cwd=PROJECT_ROOT,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for mode in ("on", "off")}
+    rows = {}
+    for mode, process in running.items():
+        out, err = process.communicate(timeout=180)
+        assert process.returncode == 0, err[-3000:]
+        rows[mode] = json.loads(out)
+    for mode, row in rows.items():
+        assert row["storage"] == "disk" and row["synchronous_commit"] == mode, row
+        assert row["wal_sync_ms_per_sync"] is not None and row["wal_sync_ms_per_sync"] > 0, row
+        stored = Run(next((tmp_path / mode / "soak").iterdir()))
+        assert stored.summary["filesystem"] not in ("tmpfs", "ramfs", None), stored.summary
+        assert not stored.manifest["server"]["tmpfs"] and stored.manifest["server"]["storage"] == "disk"
+    per_job = {mode: Run(next((tmp_path / mode / "soak").iterdir())).summary["wal_syncs"] / rows[mode]["jobs_claimed"]
+               for mode in rows}
+    assert per_job["off"] < per_job["on"] / 2, per_job
+
+
+def test_a_storage_is_asked_of_the_embedded_server_only(db):
+    done = run_cli("soak", "--storage", "disk", "--seconds", "20", "--pin-from", "10", "--pin-to", "12",
+                   env_extra={"DATABASE_URL": db.url})
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "storage disk needs the embedded server (a url server keeps its own storage)" in done.stderr
+
+
+def test_a_holder_ended_from_outside_ends_the_pin_early_and_the_run_says_when(db, tmp_path):
+    from harness.experiments import registry
+
+    def end_the_holder():
+        deadline = time.monotonic() + 60
+        with db.connect() as conn:
+            while time.monotonic() < deadline:
+                ended = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE "
+                                     "application_name = 'claimrace-soak-holder-0' AND backend_xmin IS NOT NULL "
+                                     "AND now() - xact_start > interval '2 seconds'").fetchone()[0]
+                if ended:
+                    return
+                time.sleep(0.2)
+
+    killer = threading.Thread(target=end_the_holder, daemon=True)
+    killer.start()
+    [run] = registry.measure("soak", soak.SoakParameters(rate=20, workers=2, seconds=24, pin_from=10, pin_to=20),
+                             tmp_path, db, progress=False)
+    killer.join(5)
+    summary, holder = Run(run).summary, Run(run).table("holder")
+    assert list(holder["event"]) == ["pinned", "ended_early"], holder
+    assert 11.5 <= summary["pin_ended_early_s"] <= 16, summary
+    assert summary["horizon_age_max_s"] < 7, summary  # the pin did not last its 10 s

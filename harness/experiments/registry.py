@@ -59,6 +59,9 @@ class Kind:
     # depends on what the runs before them measured (production: C5's rounds until its interval is decided). Each
     # call must ask for sets not yet among the summaries, so the loop ends.
     follow_up: Callable | None = None
+    # parameters -> where the embedded server keeps its data ("tmpfs" or "disk"), for a kind that asks; the sets
+    # are run on one server per storage
+    storage: Callable | None = None
 
     @property
     def command_asks(self) -> type:
@@ -132,7 +135,8 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          help="a queue that runs for minutes: jobs arriving at a steady rate, workers claiming and finishing them, "
               "and a transaction holding the MVCC horizon for part of the run, sampled every second, with a "
               "verdict per run (drops and recreates claimrace.jobs)",
-         show=soak.show_runs, sections=(), workers=soak.workers_needed, label=soak.label),
+         show=soak.show_runs, sections=(), workers=soak.workers_needed, label=soak.label,
+         storage=lambda parameters: parameters.storage),
 )}
 
 for _entry in KINDS.values():  # the store reads every kind's runs back through these
@@ -192,15 +196,27 @@ def measure(kind_name: str, parameters, data_dir: Path = config.DATA_DIR, db: st
     sets = parameter_sets(kind_name, parameters)
     if not sets:
         return []
+    asked_storage = [entry.storage(one) if entry.storage is not None else "tmpfs" for one in sets]
+    if len(set(asked_storage)) > 1:  # one server per storage, the runs handed back in the sets' order
+        made: dict[int, Path] = {}
+        for where in dict.fromkeys(asked_storage):
+            group = [i for i, asked in enumerate(asked_storage) if asked == where]
+            made |= dict(zip(group, measure(kind_name, [sets[i] for i in group], data_dir, db, pg_version,
+                                            progress)))
+        return [made[i] for i in range(len(sets))]
     data_dir = storage.ensure_writable(Path(data_dir))
     open_handle = db if isinstance(db, database.Database) else None
+    if open_handle is not None and asked_storage[0] != open_handle.details.get("storage", "tmpfs"):
+        raise UserError(f"{kind_name} asked for storage {asked_storage[0]}, and the server given keeps its data on "
+                        f"{open_handle.details.get('storage', 'its own storage')}")
     local = open_handle.source != "url" if open_handle is not None else server_on_this_machine(db)
     if entry.check_size is not None:  # before any server or process starts
         entry.check_size(sets, local, open_handle.pg_version if open_handle is not None else pg_version)
     workers = max(entry.workers(one) for one in sets)
     if open_handle is not None:
         return _measure_on(open_handle, entry, sets, workers, data_dir, progress)
-    with database.open_database(db, pg_version, workers + config.HARNESS_CONNECTIONS + 10) as handle:
+    with database.open_database(db, pg_version, workers + config.HARNESS_CONNECTIONS + 10,
+                                storage=asked_storage[0]) as handle:
         return _measure_on(handle, entry, sets, workers, data_dir, progress)
 
 

