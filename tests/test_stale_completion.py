@@ -17,7 +17,7 @@ from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
 from harness.article.sections import library_faults as worker_dies, stale_completions
-from harness import probe_outcomes
+from harness import probe_outcomes, scratch
 from harness.experiments import libraries as library_runs, registry, stale_completion
 from harness.server import faults
 from harness.storage import Run
@@ -155,9 +155,9 @@ def test_a_probe_refuses_what_it_cannot_run_in_one_line_before_anything_starts(a
     assert not (tmp_path / "libraries").exists()
 
 
-def _probe_folders_of_dead_harnesses() -> list[Path]:
-    return [path for path in Path(tempfile.gettempdir()).glob(f"{stale_completion.FOLDER_PREFIX}*")
-            if not faults.alive(int(path.name[len(stale_completion.FOLDER_PREFIX):].split("-", 1)[0]))]
+def _scratch_of_dead_harnesses() -> list[Path]:
+    return [path for path in Path(tempfile.gettempdir()).glob(f"{scratch.PREFIX}*")
+            if (pid := scratch.owner(path)) is not None and not faults.alive(pid)]
 
 
 def test_no_worker_or_gate_outlives_the_command_killed_with_sigkill_while_a_worker_is_frozen(tmp_path):
@@ -166,18 +166,18 @@ def test_no_worker_or_gate_outlives_the_command_killed_with_sigkill_while_a_work
     frozen = lambda harness: [p for p in forked_workers(harness) if faults.stop_state(p.pid) == "T"]  # noqa: E731
     assert survivors_of_sigkill(["libraries", "--probe", "stale_completion", "--library", "river", "--quiet",
                                  "--data-dir", str(tmp_path)], frozen, 120) == []
-    stale_completion.sweep_stale_folders()
-    assert _probe_folders_of_dead_harnesses() == []
+    scratch.sweep()
+    assert _scratch_of_dead_harnesses() == []
 
 
 def test_the_sweep_removes_the_folders_of_dead_harnesses_only():
-    dead = Path(tempfile.mkdtemp(prefix=f"{stale_completion.FOLDER_PREFIX}{_pid_of_ended()}-"))
-    mine = Path(tempfile.mkdtemp(prefix=f"{stale_completion.FOLDER_PREFIX}{os.getpid()}-"))
+    mine = scratch.folder("probe")  # a new folder sweeps first: made before the dead harness's one
+    dead = Path(tempfile.mkdtemp(prefix=f"{scratch.PREFIX}{_pid_of_ended()}-probe-"))
     try:
         (dead / "gates").mkdir()
-        removed = stale_completion.sweep_stale_folders()
+        removed = scratch.sweep()
         assert dead in removed and not dead.exists()
-        assert mine not in removed and mine.exists()
+        assert mine not in removed and mine.exists() and scratch.owner(mine) == os.getpid()
     finally:
         mine.rmdir()
 

@@ -48,16 +48,15 @@ import argparse
 import contextlib
 import json
 import shutil
-import tempfile
 from contextlib import closing
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from psycopg import conninfo
 from tqdm.auto import tqdm
 
+from harness import scratch
 from harness.config import SCHEMA
 from harness.errors import UserError
 from harness.experiments.contract import one_of, Measured, Option, Parameters, as_float, as_int, setting
@@ -334,7 +333,7 @@ def measure_faults(db: database.Database, parameters: FaultParameters, run_id: s
     finishes."""
     p = parameters
     key = cipher.new_key()
-    events_dir = Path(tempfile.mkdtemp(prefix="claimrace-faults-"))
+    events_dir = scratch.folder("faults-events")
     watch = Watch(db.url)
     bar = tqdm(total=3, desc=f"faults {run_label(p)}", unit="step", disable=not progress)
     try:

@@ -37,7 +37,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,7 @@ import numpy as np
 import pandas as pd
 from psycopg import sql
 
-from harness import libraries
+from harness import libraries, scratch
 from harness.libraries import models
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list, one_of,
@@ -377,7 +376,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
     library = libraries.get(p.library)
     server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
     url = runtime.database_url(db.url)
-    logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
+    logs = scratch.folder(f"{run_id}-executions")
     with db.connect() as admin:
         runtime.fresh_database(admin)
         if server_log is not None:

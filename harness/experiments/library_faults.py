@@ -40,7 +40,6 @@ import json
 import multiprocessing as mp
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -48,7 +47,7 @@ import numpy as np
 import pandas as pd
 from psycopg import sql
 
-from harness import libraries
+from harness import libraries, scratch
 from harness.experiments import libraries as library_runs, stale_completion
 from harness.experiments.contract import Measured
 from harness.libraries import runtime
@@ -216,7 +215,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     library = libraries.get(p.library)
     url = runtime.database_url(db.url)
     server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
-    logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
+    logs = scratch.folder(f"{run_id}-executions")
     log = faults.FaultLog()
     workers: list = []
     through = contextlib.ExitStack()

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import psutil
 from tqdm.auto import tqdm
 
+from harness import scratch
 from harness.storage import Run
 
 from harness.errors import UserError
@@ -254,7 +253,7 @@ def measure_production(db: database.Database, parameters: ProductionParameters, 
     pushes = producer_module.schedule(cfg.arrival_rate, cfg.seconds, cfg.burst, seed=cfg.seed)
     if not pushes:
         raise UserError("the arrival schedule is empty: raise the arrival rate or the seconds, or add a burst")
-    events_dir = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-events-"))
+    events_dir = scratch.folder(f"{run_id}-events")
     harness_statements = 0  # the control connection's own transactions between the two counter readings
     with db.connect() as conn:
         service_schema.create_run_queue(conn)

@@ -34,9 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
-import os
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -46,7 +44,7 @@ from psycopg import sql
 from harness import libraries
 from harness.experiments import libraries as library_runs
 from harness.experiments.contract import Measured
-from harness import gate, probe_outcomes
+from harness import gate, probe_outcomes, scratch
 from harness.libraries import runtime
 from harness.server import database, faults
 from harness.storage import Run
@@ -62,20 +60,6 @@ SETTLE_S = 3.0  # after a holder's job ended, how long its completion may take (
 APPLIED_S = 0.5  # after a completion statement was logged, how long the harness waits for its commit
 STOP_GRACE_S = 5.0
 NOT_SEEN = None  # a count the run could not see (no server log here)
-
-
-FOLDER_PREFIX = "claimrace-probe-"  # then the harness's pid: a folder whose harness died is swept by the next probe
-
-
-def sweep_stale_folders() -> list[Path]:
-    """Remove the execution logs and gates a probe killed mid-run left (its harness's pid no longer alive)."""
-    removed = []
-    for folder in Path(tempfile.gettempdir()).glob(f"{FOLDER_PREFIX}*"):
-        pid = folder.name[len(FOLDER_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not faults.alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
-            removed.append(folder)
-    return removed
 
 
 def hand_on_bound_s(name: str) -> float:
@@ -183,8 +167,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     library = libraries.get(p.library)
     url = runtime.database_url(db.url)
     server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
-    sweep_stale_folders()
-    folder = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-{run_id}-"))
+    folder = scratch.folder(f"probe-{run_id}")
     logs, gates = folder / "executions", folder / "gates"
     logs.mkdir()
     gates.mkdir()

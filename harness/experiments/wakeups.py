@@ -21,7 +21,6 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import libraries
+from harness import libraries, scratch
 from harness.children import die_with_parent
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, check_each,
@@ -189,7 +188,7 @@ def summarise(p: WakeupParameters, jobs: pd.DataFrame, transactions: int, window
 def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: bool = False) -> Measured:
     library = libraries.get(p.library)
     url = runtime.database_url(db.url)
-    logs = Path(tempfile.mkdtemp(prefix=f"claimrace-{run_id}-executions-"))
+    logs = scratch.folder(f"{run_id}-executions")
     workers: list = []
     try:
         with db.connect() as admin:

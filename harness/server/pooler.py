@@ -21,7 +21,6 @@ import ctypes
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Iterator
 import psycopg
 from psycopg import conninfo
 
+from harness import scratch
 from harness.errors import UserError
 from harness.server import database
 
@@ -109,7 +109,7 @@ class Pooler:
         if "," in str(server["host"]) or "," in str(server.get("port", "")):
             raise UserError("the pooler forwards to one server; the database URL names several hosts")
         user_kwargs = database.os_user_kwargs()
-        self.folder = Path(tempfile.mkdtemp(prefix="claimrace-pgbouncer-"))
+        self.folder = scratch.folder("pgbouncer")
         user = server.get("user") or "postgres"
         (self.folder / "users.txt").write_text(f'"{user}" ""\n')
         port = database.free_port()
