@@ -108,6 +108,8 @@ def test_the_series_counts_each_second_and_its_backlog_and_quantiles():
     (dict(pin_from=20, pin_to=130), "end before the run's 120 s"),
     (dict(rate=5000, seconds=14400), "make more than 5,000,000 jobs"),
     (dict(holder="vacuum_full"), "holder must be one of none, repeatable_read, idle_in_transaction, analytics"),
+    (dict(rate="0%"), "a rate as a share of the sustained rate must be between 1% and 200%, not 0%"),
+    (dict(rate="fast"), "rate must be jobs per second, or a share of the sustained rate like 50%, not 'fast'"),
 ])
 def test_a_soak_out_of_bounds_is_refused_in_one_line(args, said):
     with pytest.raises(UserError, match=said.replace("(", r"\(").replace(")", r"\)")):
@@ -213,7 +215,8 @@ def test_a_storage_is_asked_of_the_embedded_server_only(db):
     assert "storage disk needs the embedded server (a url server keeps its own storage)" in done.stderr
 
 
-def test_a_holder_ended_from_outside_ends_the_pin_early_and_the_run_says_when(db, tmp_path):
+def test_a_holder_ended_from_outside_ends_the_pin_early_and_the_run_says_when_at_a_share_of_the_sustained_rate(
+        db, tmp_path):
     from harness.experiments import registry
 
     def end_the_holder():
@@ -229,10 +232,14 @@ def test_a_holder_ended_from_outside_ends_the_pin_early_and_the_run_says_when(db
 
     killer = threading.Thread(target=end_the_holder, daemon=True)
     killer.start()
-    [run] = registry.measure("soak", soak.SoakParameters(rate=20, workers=2, seconds=24, pin_from=10, pin_to=20),
+    # at half the rate the workers sustain, measured first on the same table (the holder only comes after)
+    [run] = registry.measure("soak", soak.SoakParameters(rate="50%", workers=2, seconds=24, pin_from=10, pin_to=20),
                              tmp_path, db, progress=False)
     killer.join(5)
     summary, holder = Run(run).summary, Run(run).table("holder")
+    assert summary["rate_asked"] == "50%" and summary["sustained_rate"] > 20, summary
+    assert summary["rate"] == pytest.approx(summary["sustained_rate"] / 2)
+    assert not summary["arrivals_behind"] and summary["claimed_per_s_before"] >= 0.9 * summary["rate"], summary
     assert list(holder["event"]) == ["pinned", "ended_early"], holder
     assert 11.5 <= summary["pin_ended_early_s"] <= 16, summary
     assert summary["horizon_age_max_s"] < 7, summary  # the pin did not last its 10 s

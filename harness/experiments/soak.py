@@ -78,6 +78,10 @@ MIN_BEFORE_S = soak_outcomes.WARMUP_S + 5.0  # seconds before the pin: the warm-
 MAX_JOB_MS = 1000.0
 MAX_HISTORY_ROWS = 2_000_000
 MAX_JOBS = 5_000_000  # rate x seconds + history_rows: the table stays well inside memory
+MIN_SHARE, MAX_SHARE = 1.0, 200.0  # a rate asked as a share of the sustained rate (past 100 %: an overload)
+SUSTAIN_S = 8.0  # how long the workers drain a full queue to measure the rate they sustain
+SUSTAIN_WARMUP_S = 1.0  # its first second is not counted
+SUSTAIN_JOBS = 50_000  # the full queue: more than 2 cores claim in SUSTAIN_S
 
 POLL_S = 0.05  # a worker that found the queue empty waits this long before it asks again
 SAMPLE_S = 1.0
@@ -106,6 +110,29 @@ SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum
                   "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim"]
 
 
+def as_rate(name: str, value) -> float | str:
+    """Jobs per second (a number), or a share of the sustained rate ("50%")."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return f"{float(text[:-1]):g}%" if text.endswith("%") else float(text)
+    except ValueError:
+        raise UserError(f"rate must be jobs per second, or a share of the sustained rate like 50%, not {value!r}") \
+            from None
+
+
+def check_rate(rate: float) -> None:
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise UserError(f"rate must be between {MIN_RATE:g} and {MAX_RATE:g} jobs/s, not {rate:g}")
+
+
+def check_jobs(rate: float, seconds: float, history_rows: int) -> None:
+    if rate * seconds + history_rows > MAX_JOBS:
+        raise UserError(f"{rate:g} jobs/s for {seconds:g} s and {history_rows:,} history rows make more than "
+                        f"{MAX_JOBS:,} jobs: lower one")
+
+
 @dataclass(frozen=True)
 class SoakParameters(Parameters):
     """One soak run: a shape, a claim, jobs arriving at `rate` for `seconds`, the horizon held from pin_from to
@@ -115,7 +142,9 @@ class SoakParameters(Parameters):
         "--shape", "history (finished jobs stay 'done'), history_indexed (and the partial index) or delete"))
     strategy: str = setting("skip_locked", one_of(STRATEGIES, "strategy"), Option(
         "--strategy", "guarded (the original's read, then a guarded write) or skip_locked"))
-    rate: float = setting(100.0, as_float, Option("--rate", "jobs arriving per second, on schedule", float))
+    rate: float | str = setting("50%", as_rate, Option(
+        "--rate", "jobs arriving per second, on schedule; or a share of the rate the workers sustain with nothing "
+                  "pinned, measured first on the same table, like 50%%", str, default_text="50%%"))
     workers: int = setting(4, as_int, Option("--workers", "worker processes", int))
     seconds: float = setting(120.0, as_float, Option("--seconds", "the run's length", float))
     pin_from: float = setting(40.0, as_float, Option("--pin-from", "when the holder takes the horizon (s)", float))
@@ -134,8 +163,13 @@ class SoakParameters(Parameters):
     def check(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:
             raise UserError(f"workers must be between 1 and {MAX_WORKERS}, not {self.workers}")
-        if not MIN_RATE <= self.rate <= MAX_RATE:
-            raise UserError(f"rate must be between {MIN_RATE:g} and {MAX_RATE:g} jobs/s, not {self.rate:g}")
+        if isinstance(self.rate, str):
+            share = float(self.rate[:-1])
+            if not MIN_SHARE <= share <= MAX_SHARE:
+                raise UserError(f"a rate as a share of the sustained rate must be between {MIN_SHARE:g}% and "
+                                f"{MAX_SHARE:g}%, not {self.rate}")
+        else:
+            check_rate(self.rate)
         if not MIN_SECONDS <= self.seconds <= MAX_SECONDS:
             raise UserError(f"seconds must be between {MIN_SECONDS:g} and {MAX_SECONDS:g}, not {self.seconds:g}")
         if not MIN_BEFORE_S <= self.pin_from < self.pin_to < self.seconds:
@@ -145,9 +179,8 @@ class SoakParameters(Parameters):
             raise UserError(f"job ms must be between 0 and {MAX_JOB_MS:g}, not {self.job_ms:g}")
         if not 0 <= self.history_rows <= MAX_HISTORY_ROWS:
             raise UserError(f"history rows must be between 0 and {MAX_HISTORY_ROWS:,}, not {self.history_rows}")
-        if self.rate * self.seconds + self.history_rows > MAX_JOBS:
-            raise UserError(f"{self.rate:g} jobs/s for {self.seconds:g} s and {self.history_rows:,} history rows "
-                            f"make more than {MAX_JOBS:,} jobs: lower one")
+        if not isinstance(self.rate, str):
+            check_jobs(self.rate, self.seconds, self.history_rows)
 
 
 def workers_needed(p: SoakParameters) -> int:
@@ -155,7 +188,7 @@ def workers_needed(p: SoakParameters) -> int:
 
 
 def label(p: SoakParameters) -> str:
-    return f"{p.shape} {p.strategy} {p.holder} {p.rate:g}/s"
+    return f"{p.shape} {p.strategy} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}"
 
 
 # --------------------------------------------------------------------------- the table
@@ -431,7 +464,49 @@ def _collect(results, expected: int, timeout_s: float) -> dict:
     return got
 
 
+def _workers(context, parent: int, url: str, p: SoakParameters, start, stop, results) -> list:
+    return [context.Process(target=_worker_main, args=(i, parent, url, p.shape, p.strategy, p.job_ms / 1000,
+                                                       p.synchronous_commit, start, stop, results),
+                            name=f"claimrace-soak-worker-{i}", daemon=True) for i in range(p.workers)]
+
+
+def sustained_rate(db: database.Database, p: SoakParameters) -> dict:
+    """The rate the run's workers sustain on its table with nothing pinned: SUSTAIN_JOBS pending jobs (after its
+    history rows), drained for SUSTAIN_S, the claims after its first SUSTAIN_WARMUP_S counted. A queue drained dry
+    first makes it a lower bound (lower_bound)."""
+    with db.connect() as conn:
+        create_table(conn, p.shape, p.history_rows)
+        conn.execute(f"INSERT INTO {JOBS} (status) SELECT 'pending' FROM generate_series(1, %s)", [SUSTAIN_JOBS])
+        conn.execute(f"ANALYZE {JOBS}")
+    context = mp.get_context("fork")
+    start, stop, results = context.Event(), context.Event(), context.Queue()
+    processes = _workers(context, os.getpid(), db.url, p, start, stop, results)
+    try:
+        for proc in processes:
+            proc.start()
+        time.sleep(1.0)
+        began = time.time_ns()
+        start.set()
+        time.sleep(SUSTAIN_S)
+        stop.set()
+        got = _collect(results, len(processes), STOP_GRACE_S + 10)
+    finally:
+        _stop_all(processes, stop)
+    if got["errors"] or len(got["workers"]) != p.workers:
+        raise RuntimeError("a worker failed while the sustained rate was measured: "
+                           + (got["errors"] or ["it did not report"])[0])
+    returned = np.concatenate([w[2] for w in got["workers"]])
+    counted = returned[(returned >= began + SUSTAIN_WARMUP_S * 1e9) & (returned < began + SUSTAIN_S * 1e9)]
+    return {"sustained_rate": float(len(counted) / (SUSTAIN_S - SUSTAIN_WARMUP_S)),
+            "lower_bound": len(returned) >= SUSTAIN_JOBS, "sustain_s": SUSTAIN_S, "sustain_jobs": SUSTAIN_JOBS}
+
+
 def measure(db: database.Database, p: SoakParameters, run_id: str, progress: bool = False) -> Measured:
+    sustained = sustained_rate(db, p) if isinstance(p.rate, str) else None
+    rate = p.rate if sustained is None else sustained["sustained_rate"] * float(p.rate[:-1]) / 100
+    if sustained is not None:  # known only now: the bounds a fixed rate is checked against before anything starts
+        check_rate(rate)
+        check_jobs(rate, p.seconds, p.history_rows)
     with db.connect() as conn:
         create_table(conn, p.shape, p.history_rows)
         settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
@@ -442,13 +517,10 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     context = mp.get_context("fork")
     start, stop, results = context.Event(), context.Event(), context.Queue()
     parent = os.getpid()
-    processes = [context.Process(target=_arrivals_main, args=(parent, db.url, p.rate, p.synchronous_commit, start,
+    processes = [context.Process(target=_arrivals_main, args=(parent, db.url, rate, p.synchronous_commit, start,
                                                               stop, results),
                                  name="claimrace-soak-arrivals", daemon=True)]
-    processes += [context.Process(target=_worker_main, args=(i, parent, db.url, p.shape, p.strategy,
-                                                             p.job_ms / 1000, p.synchronous_commit, start, stop,
-                                                             results),
-                                  name=f"claimrace-soak-worker-{i}", daemon=True) for i in range(p.workers)]
+    processes += _workers(context, parent, db.url, p, start, stop, results)
     holder = sampler = bar = None
     backends = clients = None
     try:
@@ -490,8 +562,8 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
                "wal_sync_ms_per_sync": (wal_after[1] - wal_before[1]) / (wal_after[0] - wal_before[0])
                if settings["track_wal_io_timing"] == "on" and wal_after[0] > wal_before[0] else None,
                "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem")}
-    return _measured(p, got, events, samples, start_ns, ended_s, settings | flushes, client_share, server_share,
-                     sampler.error if sampler is not None else None)
+    return _measured(p, rate, sustained, got, events, samples, start_ns, ended_s, settings | flushes, client_share,
+                     server_share, sampler.error if sampler is not None else None)
 
 
 def wal_syncs(conn) -> tuple[int, float]:
@@ -516,9 +588,9 @@ def _progress(p: SoakParameters, progress: bool):
     return tqdm(total=int(math.ceil(p.seconds)), desc=f"soak {label(p)}", unit="s", leave=False)
 
 
-def _measured(p: SoakParameters, got: dict, events: list[dict], samples: pd.DataFrame, start_ns: int,
-              ended_s: float, settings: dict, client_share: dict, server_share: dict,
-              sampler_error: str | None) -> Measured:
+def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict, events: list[dict],
+              samples: pd.DataFrame, start_ns: int, ended_s: float, settings: dict, client_share: dict,
+              server_share: dict, sampler_error: str | None) -> Measured:
     ids, due, committed = got.get("arrivals", (np.array([], np.int64),) * 3)
     workers = got["workers"]
     job_ids = np.concatenate([w[1] for w in workers]) if workers else np.array([], np.int64)
@@ -542,7 +614,9 @@ def _measured(p: SoakParameters, got: dict, events: list[dict], samples: pd.Data
     ended_early = [e for e in events if e["event"] == "ended_early"]
     shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
     summary = {
-        "shape": p.shape, "strategy": p.strategy, "library": None, "rate": p.rate, "workers": p.workers,
+        "shape": p.shape, "strategy": p.strategy, "library": None, "rate": rate, "rate_asked": p.rate,
+        "sustained_rate": sustained["sustained_rate"] if sustained else None,
+        "sustained_rate_is_lower_bound": sustained["lower_bound"] if sustained else None, "workers": p.workers,
         "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": p.pin_to,
         "pin_s": p.pin_to - p.pin_from, "job_ms": p.job_ms, "history_rows": p.history_rows, "mitigation": "none",
         "storage": p.storage, "filesystem": settings["filesystem"], "synchronous_commit": p.synchronous_commit,
@@ -565,7 +639,7 @@ def _measured(p: SoakParameters, got: dict, events: list[dict], samples: pd.Data
         "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
         **{key: judged[key] for key in ("verdict", "recovered_s", "keeps_up", "p99_within",
                                         "claim_p99_ms_before_max", "backlog_level", "watched_after_s")},
-        "arrivals_behind": soak_outcomes.arrivals_behind(series, p.rate),
+        "arrivals_behind": soak_outcomes.arrivals_behind(series, rate),
         "client_runnable_share": shares[0], "client_running_share": shares[1], "backend_runnable_share": shares[2],
         "cpu_bound": activity.cpu_bound(*shares), "cpu_bound_side": activity.cpu_bound_side(*shares),
         "ended_s": ended_s}
@@ -578,6 +652,7 @@ def _measured(p: SoakParameters, got: dict, events: list[dict], samples: pd.Data
         tables={"claims": claims, "arrivals": arrivals, "series": series, "samples": samples,
                 "holder": pd.DataFrame(events, columns=["t_s", "session", "event", "detail"])},
         procedure={"shape": p.shape, "claim": CLAIM_SQL[p.strategy], "finish": FINISH_SQL[p.shape],
+                   "sustained": sustained,
                    "arrivals": INSERT_SQL, "read_explained": READ_SQL, "holder": p.holder,
                    "analytics_s": ANALYTICS_S if p.holder == "analytics" else None, "poll_s": POLL_S,
                    "sample_s": SAMPLE_S, "explain_every_s": EXPLAIN_EVERY_S, "server_settings": settings,
@@ -611,7 +686,8 @@ def summarise(run: Run) -> dict:
     return run.results["summary"]
 
 
-SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_sync_ms_per_sync", "rate", "workers", "seconds", "holder", "pin_s",
+SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_sync_ms_per_sync", "rate",
+         "rate_asked", "sustained_rate", "workers", "seconds", "holder", "pin_s",
          "mitigation", "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
          "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",
          "claimed_per_s_during", "claimed_per_s_after", "claim_p99_ms_before", "claim_p99_ms_during",

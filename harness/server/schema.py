@@ -34,6 +34,8 @@ OWNED_RELATIONS.update({
     "finishes": "r", "finishes_pkey": "i", "finishes_finish_seq_seq": "S",
 })
 OWNED_FUNCTIONS.add("record_run_flip")
+# the soak's jobs table (harness.experiments.soak) numbers the jobs it receives from an identity column
+OWNED_RELATIONS["jobs_id_seq"] = "S"
 
 # The audit: the database itself records every flip to 'running', in the same
 # transaction as the UPDATE, so duplicates are counted from what the server did.
