@@ -179,3 +179,9 @@ def test_sigkill_of_the_harness_stops_its_embedded_server(tmp_path):
         time.sleep(0.1)
     assert not psutil.pid_exists(postmaster), "the server outlived the harness"
     assert not Path(pgdata).exists(), "its data directory was left on tmpfs"
+
+
+def test_the_soak_s_partitions_are_the_harness_s_and_a_name_like_them_is_not():
+    assert schema._owned_kinds("jobs") == "rp" and schema._owned_kinds("jobs_pkey") == "iI"
+    assert schema._owned_kinds("jobs_p12") == "r" and schema._owned_kinds("jobs_p12_pkey") == "i"
+    assert schema._owned_kinds("jobs_px") == schema._owned_kinds("jobs_p12_copy") == ""

@@ -243,3 +243,53 @@ def test_a_holder_ended_from_outside_ends_the_pin_early_and_the_run_says_when_at
     assert list(holder["event"]) == ["pinned", "ended_early"], holder
     assert 11.5 <= summary["pin_ended_early_s"] <= 16, summary
     assert summary["horizon_age_max_s"] < 7, summary  # the pin did not last its 10 s
+
+
+def test_a_partitioned_table_drops_its_finished_partitions_and_keeps_making_new_ones(db, tmp_path, monkeypatch):
+    """Partitions of 500 ids here (pgmq's 10,000 would take minutes at this rate): the oldest is dropped once
+    every job in it is finished, new ones are made ahead of the ids, and no job is lost or claimed twice."""
+    from harness.experiments import registry, soak_partitions
+
+    monkeypatch.setattr(soak_partitions, "PARTITION_IDS", 500)
+    monkeypatch.setattr(soak_partitions, "MAINTENANCE_S", 1.0)
+    [run] = registry.measure("soak", soak.SoakParameters(shape="partitioned", rate=100, workers=2, seconds=22,
+                                                         pin_from=10, pin_to=14, holder="none"),
+                             tmp_path, db, progress=False)
+    stored = Run(run)
+    summary, events = stored.summary, stored.table("partitions")
+    assert summary["duplicate_jobs"] == 0 and summary["jobs_claimed"] >= summary["jobs_arrived"] - 10, summary
+    dropped = events[events["event"] == "dropped"]["partition"].tolist()
+    assert summary["partitions_dropped"] == len(dropped) >= 2 and dropped[:2] == ["jobs_p0", "jobs_p1"], events
+    assert (events["event"] == "made").sum() >= 2, events
+    with db.connect() as conn:
+        left = [r[0] for r in conn.execute("SELECT inhrelid::regclass::text FROM pg_inherits "
+                                           "WHERE inhparent = 'claimrace.jobs'::regclass")]
+    assert "claimrace.jobs_p0" not in left and len(left) >= soak_partitions.PREMAKE, left
+
+
+def test_the_maintenance_keeps_a_partition_with_a_pending_job_and_gives_up_a_drop_a_reader_blocks(db, monkeypatch):
+    from harness.experiments import soak_partitions as parts
+    from harness.server import schema
+
+    monkeypatch.setattr(parts, "PARTITION_IDS", 10)
+    with db.connect() as conn:
+        schema.ensure_schema(conn)
+        schema.drop_owned(conn)
+        made = parts.create_table(conn, 0)
+        conn.execute(f"INSERT INTO {parts.JOBS} (status) SELECT 'done' FROM generate_series(1, 25)")
+        conn.execute(f"UPDATE {parts.JOBS} SET status = 'pending' WHERE id = 12")  # in jobs_p1
+        conn.execute(f"SET lock_timeout = '{parts.LOCK_TIMEOUT_MS}ms'")
+        upkeep = parts.Maintenance(db.url, time.monotonic(), made)
+        with db.connect() as reader:  # a long reader of the table: its lock blocks the DROP
+            reader.execute("BEGIN")
+            reader.execute(f"SELECT count(*) FROM {parts.JOBS}")
+            upkeep.run_once(conn)
+            reader.execute("COMMIT")
+        # the new partitions are attached beside the reader; the drop waits for it, and is given up
+        assert [(e["event"], e["partition"]) for e in upkeep.events] == [
+            ("made", "jobs_p5"), ("made", "jobs_p6"), ("dropped_waited", "jobs_p0")], upkeep.events
+        upkeep.run_once(conn)
+        # p0 goes; p1 holds a pending job and stays, and so does every newer one
+        assert [(e["event"], e["partition"]) for e in upkeep.events][3:] == [("dropped", "jobs_p0")]
+        assert upkeep.partitions[0] == 1
+        schema.drop_owned(conn)

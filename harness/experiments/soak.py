@@ -5,7 +5,9 @@ One run, on a fresh table of one shape:
 
     history          finished jobs stay, marked 'done' (the original's table), no index on the status;
     history_indexed  the same, with the partial index on the pending jobs (schema.PARTIAL_INDEX_SQL);
-    delete           finished jobs are deleted, as PgQueuer, pgmq and graphile-worker do.
+    delete           finished jobs are deleted, as PgQueuer, pgmq and graphile-worker do;
+    partitioned      finished jobs stay 'done' in their partition, and leave a partition at a time, as pgmq's
+                     partitioned queues do (harness.experiments.soak_partitions).
 
 `history_rows` finished jobs may be there at the start (a table that keeps its history). Processes:
 
@@ -55,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from harness import soak_outcomes
+from harness.experiments import soak_partitions
 from harness.children import die_with_parent
 from harness.claim_steps import EMPTY, ERROR, LOST, WON, AttemptNotes
 from harness.config import SCHEMA
@@ -64,7 +67,7 @@ from harness.server import activity, database, schema
 from harness.storage import Run
 from harness.strategies import GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM, get_strategy
 
-SHAPES = ("history", "history_indexed", "delete")
+SHAPES = ("history", "history_indexed", "delete", "partitioned")
 STRATEGIES = ("guarded", "skip_locked")
 HOLDERS = ("none", "repeatable_read", "idle_in_transaction", "analytics")
 SYNCHRONOUS_COMMIT = ("on", "off")
@@ -92,6 +95,7 @@ INSERT_MAX = 1000  # jobs in one arrivals statement at most: a late schedule cat
 
 FINISH_SQL = {"history": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
               "history_indexed": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
+              "partitioned": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
               "delete": f"DELETE FROM {JOBS} WHERE id = $1"}
 CLAIM_SQL = {"guarded": f"{PICK_OLDEST_PENDING}; then {GUARDED_CLAIM}", "skip_locked": SKIP_LOCKED_CLAIM}
 INSERT_SQL = f"INSERT INTO {JOBS} (status) SELECT 'pending' FROM generate_series(1, %s) RETURNING id"
@@ -103,9 +107,12 @@ HORIZON_SQL = ("SELECT max(greatest(age(backend_xmin), age(backend_xid))), "
                "extract(epoch FROM max(clock_timestamp() - xact_start) "
                "FILTER (WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)) "
                "FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
-TABLE_SQL = (f"SELECT n_live_tup, n_dead_tup, autovacuum_count, vacuum_count, pg_relation_size('{JOBS}'), "
-             f"pg_indexes_size('{JOBS}'), pg_current_wal_lsn() - '0/0'::pg_lsn "
-             f"FROM pg_stat_user_tables WHERE relid = '{JOBS}'::regclass")
+# the jobs table and its partitions, if any (a dropped one leaves the sums)
+TABLE_SQL = (f"WITH parts AS (SELECT '{JOBS}'::regclass::oid AS relid UNION ALL "
+             f"SELECT inhrelid FROM pg_inherits WHERE inhparent = '{JOBS}'::regclass) "
+             "SELECT sum(s.n_live_tup), sum(s.n_dead_tup), sum(s.autovacuum_count), sum(s.vacuum_count), "
+             "sum(pg_relation_size(p.relid)), sum(pg_indexes_size(p.relid)), pg_current_wal_lsn() - '0/0'::pg_lsn "
+             "FROM parts p LEFT JOIN pg_stat_user_tables s ON s.relid = p.relid")
 SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum_count", "table_bytes",
                   "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim"]
 
@@ -139,7 +146,8 @@ class SoakParameters(Parameters):
     pin_to by `holder`."""
 
     shape: str = setting("history", one_of(SHAPES, "shape"), Option(
-        "--shape", "history (finished jobs stay 'done'), history_indexed (and the partial index) or delete"))
+        "--shape", "history (finished jobs stay 'done'), history_indexed (and the partial index), delete, or "
+                   "partitioned (they leave a partition at a time, as pgmq's partitioned queues)"))
     strategy: str = setting("skip_locked", one_of(STRATEGIES, "strategy"), Option(
         "--strategy", "guarded (the original's read, then a guarded write) or skip_locked"))
     rate: float | str = setting("50%", as_rate, Option(
@@ -194,19 +202,26 @@ def label(p: SoakParameters) -> str:
 # --------------------------------------------------------------------------- the table
 
 
-def create_table(conn, shape: str, history_rows: int) -> None:
+def create_table(conn, shape: str, history_rows: int) -> int:
+    """A fresh jobs table of the shape; returns its partitions made (0 where it has none)."""
     schema.ensure_schema(conn)
     schema.drop_owned(conn)
-    conn.execute(f"""CREATE TABLE {JOBS} (
-                         id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                         status     text NOT NULL DEFAULT 'pending',
-                         started_at timestamptz)""")
+    soak_partitions.drop_detached(conn)
+    made = 0
+    if shape == "partitioned":
+        made = soak_partitions.create_table(conn, history_rows)
+    else:
+        conn.execute(f"""CREATE TABLE {JOBS} (
+                             id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                             status     text NOT NULL DEFAULT 'pending',
+                             started_at timestamptz)""")
     if history_rows:
         conn.execute(f"INSERT INTO {JOBS} (status, started_at) SELECT 'done', now() "
                      "FROM generate_series(1, %s)", [history_rows])
     if shape == "history_indexed":
         conn.execute(schema.PARTIAL_INDEX_SQL)
     conn.execute(f"VACUUM ANALYZE {JOBS}")
+    return made
 
 
 # --------------------------------------------------------------------------- the processes
@@ -475,7 +490,10 @@ def sustained_rate(db: database.Database, p: SoakParameters) -> dict:
     history rows), drained for SUSTAIN_S, the claims after its first SUSTAIN_WARMUP_S counted. A queue drained dry
     first makes it a lower bound (lower_bound)."""
     with db.connect() as conn:
-        create_table(conn, p.shape, p.history_rows)
+        made = create_table(conn, p.shape, p.history_rows)
+        if made:  # partitions for the full queue too
+            for index in range(made, (p.history_rows + SUSTAIN_JOBS) // soak_partitions.PARTITION_IDS + 1):
+                soak_partitions.create_partition(conn, index)
         conn.execute(f"INSERT INTO {JOBS} (status) SELECT 'pending' FROM generate_series(1, %s)", [SUSTAIN_JOBS])
         conn.execute(f"ANALYZE {JOBS}")
     context = mp.get_context("fork")
@@ -508,7 +526,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         check_rate(rate)
         check_jobs(rate, p.seconds, p.history_rows)
     with db.connect() as conn:
-        create_table(conn, p.shape, p.history_rows)
+        made = create_table(conn, p.shape, p.history_rows)
         settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
                     for name in ("fsync", "track_wal_io_timing", "autovacuum_naptime",
                                  "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_threshold")}
@@ -521,7 +539,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
                                                               stop, results),
                                  name="claimrace-soak-arrivals", daemon=True)]
     processes += _workers(context, parent, db.url, p, start, stop, results)
-    holder = sampler = bar = None
+    holder = sampler = bar = maintenance = None
     backends = clients = None
     try:
         for proc in processes:
@@ -535,6 +553,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         start.set()
         holder = Holder(db.url, p.holder, p.pin_from, p.pin_to, began).start()
         sampler = Sampler(db.url, began).start()
+        maintenance = soak_partitions.Maintenance(db.url, began, made).start() if made else None
         bar = _progress(p, progress)
         while (left := p.seconds - (time.monotonic() - began)) > 0:
             time.sleep(min(1.0, left))
@@ -551,6 +570,8 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         _stop_all(processes, stop)
         events = holder.stop() if holder is not None else []
         samples = sampler.stop() if sampler is not None else pd.DataFrame(columns=SAMPLE_COLUMNS)
+        partitions = maintenance.stop() if maintenance is not None \
+            else pd.DataFrame(columns=soak_partitions.EVENT_COLUMNS)
         server_share = backends.stop() if backends is not None else activity.share_split([])
         client_share = clients.stop() if clients is not None else activity.share_split([])
         if bar is not None:
@@ -562,8 +583,10 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
                "wal_sync_ms_per_sync": (wal_after[1] - wal_before[1]) / (wal_after[0] - wal_before[0])
                if settings["track_wal_io_timing"] == "on" and wal_after[0] > wal_before[0] else None,
                "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem")}
-    return _measured(p, rate, sustained, got, events, samples, start_ns, ended_s, settings | flushes, client_share,
-                     server_share, sampler.error if sampler is not None else None)
+    errors = {"sampler": sampler.error if sampler is not None else None,
+              "partitions": maintenance.error if maintenance is not None else None}
+    return _measured(p, rate, sustained, got, events, samples, partitions, start_ns, ended_s, settings | flushes,
+                     client_share, server_share, errors)
 
 
 def wal_syncs(conn) -> tuple[int, float]:
@@ -589,8 +612,8 @@ def _progress(p: SoakParameters, progress: bool):
 
 
 def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict, events: list[dict],
-              samples: pd.DataFrame, start_ns: int, ended_s: float, settings: dict, client_share: dict,
-              server_share: dict, sampler_error: str | None) -> Measured:
+              samples: pd.DataFrame, partitions: pd.DataFrame, start_ns: int, ended_s: float, settings: dict,
+              client_share: dict, server_share: dict, errors: dict) -> Measured:
     ids, due, committed = got.get("arrivals", (np.array([], np.int64),) * 3)
     workers = got["workers"]
     job_ids = np.concatenate([w[1] for w in workers]) if workers else np.array([], np.int64)
@@ -637,6 +660,9 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
         "buffers_per_claim_max": _max(samples, "buffers_per_claim"),
         "autovacuum_runs": _span(samples, "autovacuum_count"), "wal_bytes": _span(samples, "wal_bytes"),
         "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
+        "partitions_dropped": int((partitions["event"] == "dropped").sum()) if p.shape == "partitioned" else None,
+        "partition_ddl_waited": int(partitions["event"].str.endswith("_waited").sum())
+        if p.shape == "partitioned" else None,
         **{key: judged[key] for key in ("verdict", "recovered_s", "keeps_up", "p99_within",
                                         "claim_p99_ms_before_max", "backlog_level", "watched_after_s")},
         "arrivals_behind": soak_outcomes.arrivals_behind(series, rate),
@@ -646,11 +672,13 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
     checks = {"every_process_reported": "arrivals" in got and len(workers) == p.workers,
               "no_job_claimed_twice": summary["duplicate_jobs"] == 0,
               "every_claimed_job_arrived": bool(claims["pickup_ms"].notna().all()),
-              "sampled": sampler_error is None and len(samples) > 0}
+              "sampled": errors["sampler"] is None and len(samples) > 0,
+              "partitions_kept": errors["partitions"] is None}
     checks["passed"] = all(checks.values())
     return Measured(
         tables={"claims": claims, "arrivals": arrivals, "series": series, "samples": samples,
-                "holder": pd.DataFrame(events, columns=["t_s", "session", "event", "detail"])},
+                "holder": pd.DataFrame(events, columns=["t_s", "session", "event", "detail"]),
+                "partitions": partitions},
         procedure={"shape": p.shape, "claim": CLAIM_SQL[p.strategy], "finish": FINISH_SQL[p.shape],
                    "sustained": sustained,
                    "arrivals": INSERT_SQL, "read_explained": READ_SQL, "holder": p.holder,
@@ -659,7 +687,11 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
                    "verdict_rule": {"warmup_s": soak_outcomes.WARMUP_S, "keep_up_share": soak_outcomes.KEEP_UP_SHARE,
                                     "recover_within_s": soak_outcomes.RECOVER_WITHIN_S,
                                     "arrivals_behind_share": soak_outcomes.ARRIVALS_BEHIND_SHARE},
-                   "sampler_error": sampler_error},
+                   "partitions": {"ids_each": soak_partitions.PARTITION_IDS, "premake": soak_partitions.PREMAKE,
+                                  "maintenance_s": soak_partitions.MAINTENANCE_S,
+                                  "lock_timeout_ms": soak_partitions.LOCK_TIMEOUT_MS} if p.shape == "partitioned"
+                   else None,
+                   "errors": errors},
         checks=checks,
         results={"summary": summary, "judged": judged})
 

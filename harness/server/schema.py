@@ -7,6 +7,7 @@ object it did not create, is refused rather than touched.
 
 from __future__ import annotations
 
+import re
 import time
 
 import psycopg
@@ -34,8 +35,11 @@ OWNED_RELATIONS.update({
     "finishes": "r", "finishes_pkey": "i", "finishes_finish_seq_seq": "S",
 })
 OWNED_FUNCTIONS.add("record_run_flip")
-# the soak's jobs table (harness.experiments.soak) numbers the jobs it receives from an identity column
+# the soak's jobs table (harness.experiments.soak) numbers the jobs it receives from an identity column, and its
+# partitioned shape makes jobs a partitioned table ('p', its key a partitioned index 'I') with partitions jobs_p<N>
 OWNED_RELATIONS["jobs_id_seq"] = "S"
+OWNED_KINDS = {"jobs": "rp", "jobs_pkey": "iI"}  # a relation that may be of more than one kind
+OWNED_PARTITION = re.compile(r"jobs_p\d+(_pkey)?")
 
 # The audit: the database itself records every flip to 'running', in the same
 # transaction as the UPDATE, so duplicates are counted from what the server did.
@@ -63,27 +67,33 @@ LOCK_KEY = 0x636C61696D  # advisory lock: one harness per schema at a time
 
 def _all_objects(conn: psycopg.Connection) -> list[str]:
     """Every relation, function and type in the schema."""
-    return _foreign_objects(conn, owned_relations={}, owned_functions=set())
+    return _foreign_objects(conn, owned=False)
 
 
-def _foreign_objects(conn: psycopg.Connection, owned_relations: dict | None = None,
-                     owned_functions: set | None = None) -> list[str]:
-    """Objects in the schema that the harness did not create."""
-    owned_relations = OWNED_RELATIONS if owned_relations is None else owned_relations
-    owned_functions = OWNED_FUNCTIONS if owned_functions is None else owned_functions
+def _owned_kinds(relname: str) -> str:
+    """The kinds ('r' table, 'p' partitioned table, 'i'/'I' index, 'S' sequence) the harness may create a relation
+    of this name as; "" for a name it never creates."""
+    if OWNED_PARTITION.fullmatch(relname):
+        return "i" if relname.endswith("_pkey") else "r"
+    return OWNED_KINDS.get(relname) or OWNED_RELATIONS.get(relname) or ""
+
+
+def _foreign_objects(conn: psycopg.Connection, owned: bool = True) -> list[str]:
+    """Objects in the schema that the harness did not create (owned False: every object in it)."""
     found = []
     for relname, relkind in conn.execute(
         """SELECT c.relname, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
            WHERE n.nspname = %s""",
         [SCHEMA],
     ):
-        if owned_relations.get(relname) != relkind:
+        allowed = _owned_kinds(relname) if owned else ""
+        if not allowed or relkind not in allowed:
             found.append(f"relation {SCHEMA}.{relname}")
     for (proname,) in conn.execute(
         "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %s",
         [SCHEMA],
     ):
-        if proname not in owned_functions:
+        if not owned or proname not in OWNED_FUNCTIONS:
             found.append(f"function {SCHEMA}.{proname}")
     for (typname,) in conn.execute(
         """SELECT t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
