@@ -36,7 +36,15 @@ def sweep() -> list[Path]:
     removed = []
     for path in Path(tempfile.gettempdir()).glob(f"{PREFIX}*"):
         pid = owner(path)
-        if pid is not None and not psutil.pid_exists(pid):
+        if pid is not None and not _running(pid):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether pid names a process that still runs (a zombie has ended: only its exit status is left)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -5,25 +5,30 @@ series holds the jobs that arrived, the jobs claimed, the backlog at the second'
 far) and the claim statement's p99 over that second. Then:
 
     keeps_up        claims during the pin are at least KEEP_UP_SHARE of the arrivals during it;
-    p99_within      the claim p99 over the whole pin is within the spread of the per-second p99s before it
-                    (no higher than the highest of them);
-    recovered_s     the first second after the release at which the backlog is back at its before-pin level (the
-                    highest backlog of any second before the pin), counted from the release; None where it never
-                    came back in the run.
+    p99_within      the per-second claim p99s during the pin are within the spread of those before it: their
+                    median is no higher than the highest before the pin (like with like: a second's p99 against
+                    a second's, and most of the pin's seconds, not one, must be beyond what was seen before);
+    recovered_s     from the release to the end of the first second after it from which the backlog stays at its
+                    before-pin level (the highest backlog of any second before the pin) or below for HOLD_S, or to
+                    the run's end; None where it never did in the run.
 
     survives        keeps_up and p99_within;
     degrades        not both, and the backlog recovered within RECOVER_WITHIN_S of the release;
-    spirals         not both, and the backlog had not recovered RECOVER_WITHIN_S after the release: claims fell
-                    behind arrivals and did not catch up;
+    spirals         not both, and RECOVER_WITHIN_S after the release the backlog had not recovered: claims fell
+                    behind arrivals and had not caught up by then (recovered_s, if later, says when they did);
     cut_off         not both, and the backlog had not recovered when the run ended, less than RECOVER_WITHIN_S
-                    after the release: a lower bound, not a spiral.
+                    after the release: a lower bound, not a spiral;
+    not_judged      the run could not carry its load: its arrivals fell behind their schedule (arrivals_behind),
+                    or its workers or their backends waited for a CPU half their time (cpu_bound). What the rule
+                    would have said is kept beside it (verdict_if_judged).
 
-A run whose holder pinned nothing (holder none) is judged on the same windows: its control.
+A verdict says what happened in one run. Whether the pin did it is read against the control, the same shape, claim
+and load with nothing pinned (holder none), judged on the same windows: a table whose claims slow down as it grows
+(the history shape) can degrade without a pin.
 """
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pandas as pd
@@ -31,10 +36,11 @@ import pandas as pd
 WARMUP_S = 5.0  # the first seconds of a run: workers connecting, the first autovacuum pass; not "before the pin"
 KEEP_UP_SHARE = 0.95  # claims during the pin at least this share of its arrivals
 RECOVER_WITHIN_S = 30.0  # the backlog back at its before-pin level within this of the release
+HOLD_S = 5  # seconds the backlog stays back at its level for it to count as recovered (a dip is not a recovery)
 ARRIVALS_BEHIND_SHARE = 0.05  # arrivals this share behind their schedule at any second: the run is marked
 
-SURVIVES, DEGRADES, SPIRALS, CUT_OFF = "survives", "degrades", "spirals", "cut_off"
-VERDICTS = (SURVIVES, DEGRADES, SPIRALS, CUT_OFF)
+SURVIVES, DEGRADES, SPIRALS, CUT_OFF, NOT_JUDGED = "survives", "degrades", "spirals", "cut_off", "not_judged"
+VERDICTS = (SURVIVES, DEGRADES, SPIRALS, CUT_OFF, NOT_JUDGED)
 
 SERIES_COLUMNS = ("second", "arrived", "claimed", "backlog", "claim_p50_ms", "claim_p99_ms")
 
@@ -49,24 +55,27 @@ def windows(series: pd.DataFrame, pin_from: float, pin_to: float) -> dict[str, p
 
 
 def recovered_after(series: pd.DataFrame, pin_to: float, level: float) -> float | None:
-    """Seconds from the release to the end of the first second after it whose backlog is at `level` or below."""
-    after = series[series["second"] >= pin_to]
-    back = after[after["backlog"] <= level]
-    if not len(back):
-        return None
-    return float(back["second"].iloc[0] + 1 - pin_to)
+    """Seconds from the release to the end of the first second after it from which the backlog stays at `level`
+    or below for HOLD_S seconds (or to the run's end, where fewer are left)."""
+    after = series[series["second"] >= pin_to].reset_index(drop=True)
+    down = (after["backlog"] <= level).to_numpy()
+    for i in range(len(after)):
+        if down[i:i + HOLD_S].all():
+            return float(after["second"].iloc[i] + 1 - pin_to)
+    return None
 
 
-def judge(series: pd.DataFrame, claims_ms: dict[str, np.ndarray], pin_from: float, pin_to: float,
-          ended_s: float) -> dict:
-    """The verdict and what it rests on. claims_ms: each window's claim statement times (ms), pooled, for its p99;
-    ended_s: when the run ended, from its start."""
+def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, arrivals_behind: bool = False,
+          cpu_bound: bool | None = None) -> dict:
+    """The verdict and what it rests on; ended_s: when the run ended, from its start."""
     parts = windows(series, pin_from, pin_to)
     before, during = parts["before"], parts["during"]
     arrived_during, claimed_during = int(during["arrived"].sum()), int(during["claimed"].sum())
     keeps_up = claimed_during >= KEEP_UP_SHARE * arrived_during
     spread = before["claim_p99_ms"].dropna()
-    p99_during = _p99(claims_ms.get("during"))
+    p99s_during = during["claim_p99_ms"].dropna()
+    p99_during = float(p99s_during.median()) if len(p99s_during) else None
+    # nothing to compare against (no claim before the pin, or none during it): not within, so not "survives"
     p99_within = bool(len(spread)) and p99_during is not None and p99_during <= float(spread.max())
     level = float(before["backlog"].max()) if len(before) else 0.0
     recovered_s = recovered_after(series, pin_to, level)
@@ -79,10 +88,11 @@ def judge(series: pd.DataFrame, claims_ms: dict[str, np.ndarray], pin_from: floa
         verdict = SPIRALS
     else:
         verdict = CUT_OFF
-    return {"verdict": verdict, "keeps_up": keeps_up, "p99_within": p99_within,
+    return {"verdict": NOT_JUDGED if arrivals_behind or cpu_bound else verdict, "verdict_if_judged": verdict,
+            "keeps_up": keeps_up, "p99_within": p99_within,
             "arrived_during": arrived_during, "claimed_during": claimed_during,
             "claim_p99_ms_before_max": float(spread.max()) if len(spread) else None,
-            "claim_p99_ms_during": p99_during, "backlog_level": level, "recovered_s": recovered_s,
+            "claim_p99_ms_during_median": p99_during, "backlog_level": level, "recovered_s": recovered_s,
             "watched_after_s": watched_s}
 
 
@@ -94,13 +104,6 @@ def arrivals_behind(series: pd.DataFrame, rate: float) -> bool:
     scheduled = (series["second"] + 1) * rate
     arrived = series["arrived"].cumsum()
     return bool((arrived < scheduled * (1 - ARRIVALS_BEHIND_SHARE) - 1).any())
-
-
-def _p99(values) -> float | None:
-    if values is None or not len(values):
-        return None
-    value = float(np.percentile(values, 99))
-    return None if math.isnan(value) else value
 
 
 def per_second(arrival_ns: np.ndarray, claim_ns: np.ndarray, claim_ms: np.ndarray, start_ns: int,

@@ -18,19 +18,18 @@ One run, on a fresh table of one shape:
                original's read then guarded write; or skip_locked), then the job (job_ms), then its finish
                (an UPDATE to 'done', or a DELETE), in autocommit; a worker that finds nothing waits POLL_S.
                Each claim's return time and its statement time are kept.
-    holder     from pin_from to pin_to, on connections of its own (HOLDERS):
-                 repeatable_read      a REPEATABLE READ transaction that took its snapshot and sits idle;
-                 idle_in_transaction  a transaction that took a transaction id (txid_current()) and sits idle;
-                 analytics            two sessions running a count over the jobs table held open ANALYTICS_S by
-                                      pg_sleep in the same statement, staggered by half that, back to back, so
-                                      the horizon never frees (pg_sleep, not a heavy query: the machine has
-                                      two cores, and the pin, not the CPU, is what is measured);
-                 none                 nothing: the control, judged on the same windows.
-               A holder whose connection is ended from outside ends the pin early; the run records when.
+    holder     from pin_from to pin_to, on connections of its own: a REPEATABLE READ snapshot, an idle
+               transaction's id, staggered analytics statements, or none, the control (harness.experiments.
+               soak_holders, with the mitigations that act on it: timeouts, the analytics one at a time). A holder
+               whose connection is ended ends the pin early; the run records when.
     sampler    every SAMPLE_S, on its own connection: the table's live and dead tuples, its autovacuum and vacuum
                counts, heap and index bytes, the age of the oldest snapshot or transaction id a backend holds
-               (transactions) and the longest open transaction holding one (s), and WAL bytes; every EXPLAIN_EVERY_S, the claim's read under
-               EXPLAIN (ANALYZE, BUFFERS): the buffers one claim reads.
+               (transactions) and the longest open transaction holding one (s), and WAL bytes; every
+               EXPLAIN_EVERY_S, the claim's read under EXPLAIN (ANALYZE, BUFFERS): the buffers one claim reads.
+
+The mitigation "autovacuum" sets the jobs table's autovacuum to act at once (AGGRESSIVE_AUTOVACUUM: no scale
+factor, a small threshold, no cost delay); the server's autovacuum_naptime, between two looks at the table, is
+server-wide and left as it is.
 
 storage "disk" puts the embedded server's data directory on a disk (harness.server.database), where each commit
 waits for its WAL flush and the server times the flushes; synchronous_commit "off" lets the workers' and the
@@ -47,7 +46,6 @@ import json
 import math
 import multiprocessing as mp
 import os
-import select
 import threading
 import time
 import traceback
@@ -57,19 +55,19 @@ import numpy as np
 import pandas as pd
 
 from harness import soak_outcomes
-from harness.experiments import soak_partitions
+from harness.experiments import soak_holders, soak_partitions
+from harness.experiments.soak_holders import ANALYTICS_S, HOLDERS, MITIGATIONS
 from harness.children import die_with_parent
 from harness.claim_steps import EMPTY, ERROR, LOST, WON, AttemptNotes
 from harness.config import SCHEMA
 from harness.errors import UserError
 from harness.experiments.contract import Measured, Option, Parameters, as_float, as_int, one_of, setting
-from harness.server import activity, database, schema
+from harness.server import activity, database, pgstats, schema
 from harness.storage import Run
 from harness.strategies import GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM, get_strategy
 
 SHAPES = ("history", "history_indexed", "delete", "partitioned")
 STRATEGIES = ("guarded", "skip_locked")
-HOLDERS = ("none", "repeatable_read", "idle_in_transaction", "analytics")
 SYNCHRONOUS_COMMIT = ("on", "off")
 JOBS = f"{SCHEMA}.jobs"
 
@@ -89,7 +87,6 @@ SUSTAIN_JOBS = 50_000  # the full queue: more than 2 cores claim in SUSTAIN_S
 POLL_S = 0.05  # a worker that found the queue empty waits this long before it asks again
 SAMPLE_S = 1.0
 EXPLAIN_EVERY_S = 5.0
-ANALYTICS_S = 20.0  # one analytics statement's length; the second session starts half of it later
 STOP_GRACE_S = 5.0
 INSERT_MAX = 1000  # jobs in one arrivals statement at most: a late schedule catches up in steps
 
@@ -106,7 +103,8 @@ READ_SQL = f"SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1"
 HORIZON_SQL = ("SELECT max(greatest(age(backend_xmin), age(backend_xid))), "
                "extract(epoch FROM max(clock_timestamp() - xact_start) "
                "FILTER (WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)) "
-               "FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+               "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
+               "AND datname = current_database()")  # not autovacuum's (it holds nothing), nor another database's
 # the jobs table and its partitions, if any (a dropped one leaves the sums)
 TABLE_SQL = (f"WITH parts AS (SELECT '{JOBS}'::regclass::oid AS relid UNION ALL "
              f"SELECT inhrelid FROM pg_inherits WHERE inhparent = '{JOBS}'::regclass) "
@@ -161,6 +159,9 @@ class SoakParameters(Parameters):
         "--holder", "repeatable_read, idle_in_transaction, analytics, or none (the control)"))
     job_ms: float = setting(5.0, as_float, Option("--job-ms", "each job's length (ms)", float))
     history_rows: int = setting(0, as_int, Option("--history-rows", "finished jobs in the table at the start", int))
+    mitigation: str = setting("none", one_of(MITIGATIONS, "mitigation"), Option(
+        "--mitigation", "none, autovacuum (the table's, at once), idle_timeout, statement_timeout, "
+                        "transaction_timeout (PostgreSQL 17+), or one_analytics (the analytics one at a time)"))
     storage: str = setting("tmpfs", one_of(database.STORAGES, "storage"), Option(
         "--storage", "where the embedded server keeps its data: tmpfs, or disk (every commit waits for its WAL "
                      "flush)"))
@@ -183,6 +184,9 @@ class SoakParameters(Parameters):
         if not MIN_BEFORE_S <= self.pin_from < self.pin_to < self.seconds:
             raise UserError(f"the pin must start at {MIN_BEFORE_S:g} s or later and end before the run's "
                             f"{self.seconds:g} s, after it starts: not {self.pin_from:g} to {self.pin_to:g} s")
+        if self.holder not in soak_holders.APPLIES_TO[self.mitigation]:
+            raise UserError(f"mitigation {self.mitigation} does nothing to holder {self.holder} (it acts on "
+                            f"{' or '.join(soak_holders.APPLIES_TO[self.mitigation])})")
         if not 0 <= self.job_ms <= MAX_JOB_MS:
             raise UserError(f"job ms must be between 0 and {MAX_JOB_MS:g}, not {self.job_ms:g}")
         if not 0 <= self.history_rows <= MAX_HISTORY_ROWS:
@@ -192,7 +196,9 @@ class SoakParameters(Parameters):
 
 
 def workers_needed(p: SoakParameters) -> int:
-    return p.workers + 1 + 2 + 2  # the workers, the arrivals, the holder's two sessions, the sampler's two
+    # the workers, the arrivals, the holder's two sessions, the sampler's two, the partitions' maintenance, the
+    # backends' watch, and the wal counters read at the end
+    return p.workers + 1 + 2 + 2 + 1 + 1 + 1
 
 
 def label(p: SoakParameters) -> str:
@@ -202,7 +208,29 @@ def label(p: SoakParameters) -> str:
 # --------------------------------------------------------------------------- the table
 
 
-def create_table(conn, shape: str, history_rows: int) -> int:
+AGGRESSIVE_AUTOVACUUM = {"autovacuum_vacuum_scale_factor": 0, "autovacuum_vacuum_threshold": 500,
+                         "autovacuum_vacuum_insert_scale_factor": 0, "autovacuum_vacuum_insert_threshold": 500,
+                         "autovacuum_vacuum_cost_delay": 0}
+
+
+def autovacuum_options(mitigation: str) -> str:
+    """The storage options a table (or a partition) of the run takes: the aggressive autovacuum, or none."""
+    if mitigation != "autovacuum":
+        return ""
+    return ", ".join(f"{name} = {value}" for name, value in AGGRESSIVE_AUTOVACUUM.items())
+
+
+def set_autovacuum(conn, options: str) -> None:
+    """The jobs table, or each of its partitions (a partitioned table takes no storage options), vacuumed once 500
+    rows changed whatever its size, at full speed."""
+    partitions = [f"{SCHEMA}.{name}" for (name,) in conn.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        f"WHERE i.inhparent = '{JOBS}'::regclass")]
+    for table in partitions or [JOBS]:
+        conn.execute(f"ALTER TABLE {table} SET ({options})")
+
+
+def create_table(conn, shape: str, history_rows: int, mitigation: str = "none") -> int:
     """A fresh jobs table of the shape; returns its partitions made (0 where it has none)."""
     schema.ensure_schema(conn)
     schema.drop_owned(conn)
@@ -220,6 +248,8 @@ def create_table(conn, shape: str, history_rows: int) -> int:
                      "FROM generate_series(1, %s)", [history_rows])
     if shape == "history_indexed":
         conn.execute(schema.PARTIAL_INDEX_SQL)
+    if autovacuum_options(mitigation):  # the partitions made later take it too (soak_partitions.Maintenance)
+        set_autovacuum(conn, autovacuum_options(mitigation))
     conn.execute(f"VACUUM ANALYZE {JOBS}")
     return made
 
@@ -233,14 +263,16 @@ def _session(url: str, name: str, synchronous_commit: str):
     return conn
 
 
-def _arrivals_main(parent_pid: int, url: str, rate: float, synchronous_commit: str, start, stop, results) -> None:
-    """Insert every job as soon as it is due (open loop); put (ids, due ns, committed ns) on results."""
+def _arrivals_main(parent_pid: int, url: str, rate: float, synchronous_commit: str, clock, start, stop,
+                   results) -> None:
+    """Insert every job as soon as it is due (open loop), job k at clock + k / rate (the run's start, as the harness
+    set it before the start: not this process's waking up); put (ids, due ns, committed ns) on results."""
     die_with_parent(parent_pid)
     try:
         conn = _session(url, "claimrace-soak-arrivals", synchronous_commit)
         ids, due, committed = [], [], []
         start.wait()
-        began = time.time_ns()
+        began = clock.value
         sent = 0
         while not stop.is_set():
             owed = int((time.time_ns() - began) / 1e9 * rate) + 1 - sent
@@ -306,99 +338,6 @@ def _worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_nam
 
 
 # --------------------------------------------------------------------------- the holder and the sampler
-
-
-class Holder:
-    """Holds the horizon from pin_from to pin_to (run seconds) on connections of its own; events: what it did
-    and when (s from the start), including a session ended from outside."""
-
-    def __init__(self, url: str, kind: str, pin_from: float, pin_to: float, began: float):
-        self.url, self.kind, self.pin_from, self.pin_to, self.began = url, kind, pin_from, pin_to, began
-        self.events: list[dict] = []
-        self.stopping = threading.Event()
-        self.threads: list[threading.Thread] = []
-        self.connections: list = []
-
-    def _at(self) -> float:
-        return time.monotonic() - self.began
-
-    def _note(self, session: int, event: str, **more) -> None:
-        self.events.append({"t_s": round(self._at(), 3), "session": session, "event": event,
-                            "detail": json.dumps(more) if more else ""})
-
-    def _hold(self, conn) -> None:
-        """Sit idle in the transaction until pin_to, watching the session's socket: a backend ended from outside
-        sends its last message and closes, and the statement that reads it fails now, not at pin_to."""
-        while not self.stopping.is_set() and (left := self.pin_to - self._at()) > 0:
-            readable, _, _ = select.select([conn.pgconn.socket], [], [], min(0.2, left))
-            if readable:
-                conn.execute("SELECT 1")  # fails on a session that was ended; else it only reads what came
-
-    def _wait_until(self, t_s: float) -> bool:
-        """Wait until run second t_s; False where the run is stopping first."""
-        return not self.stopping.wait(max(0.0, t_s - self._at()))
-
-    def start(self) -> Holder:
-        sessions = 2 if self.kind == "analytics" else (0 if self.kind == "none" else 1)
-        for session in range(sessions):
-            thread = threading.Thread(target=self._session, args=(session,), daemon=True,
-                                      name=f"claimrace-soak-holder-{session}")
-            thread.start()
-            self.threads.append(thread)
-        return self
-
-    def _session(self, session: int) -> None:
-        offset = ANALYTICS_S / 2 * session if self.kind == "analytics" else 0.0
-        try:
-            conn = database.connect(self.url, application_name=f"claimrace-soak-holder-{session}")
-        except Exception as exc:
-            self._note(session, "could_not_connect", error=str(exc).splitlines()[0])
-            return
-        self.connections.append(conn)
-        try:
-            if not self._wait_until(self.pin_from + offset):
-                return
-            if self.kind == "repeatable_read":
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-                conn.execute(f"SELECT count(*) FROM {JOBS}")  # takes the snapshot
-                self._note(session, "pinned")
-                self._hold(conn)
-                conn.execute("COMMIT")
-            elif self.kind == "idle_in_transaction":
-                conn.execute("BEGIN")
-                conn.execute("SELECT txid_current()")  # a transaction id: the horizon stops at it
-                self._note(session, "pinned")
-                self._hold(conn)
-                conn.execute("COMMIT")
-            else:  # analytics: back-to-back statements, each ending by pin_to
-                statements = 0
-                while not self.stopping.is_set():
-                    left = self.pin_to - self._at()
-                    if left <= 0.05:
-                        break
-                    if not statements:
-                        self._note(session, "pinned")
-                    conn.execute(f"SELECT count(*), max(id), pg_sleep(%s) FROM (SELECT id FROM {JOBS}) AS j",
-                                 [min(ANALYTICS_S, left)])
-                    statements += 1
-                if not statements:  # the pin ended before this session's turn
-                    return
-            self._note(session, "released")
-        except Exception as exc:  # the session ended from outside (pg_terminate_backend) or the server went
-            self._note(session, "ended_early", error=str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-        finally:
-            conn.close()
-
-    def stop(self) -> list[dict]:
-        self.stopping.set()
-        for conn in self.connections:  # a statement still sleeping is cancelled, not waited for
-            try:
-                conn.cancel()
-            except Exception:
-                pass
-        for thread in self.threads:
-            thread.join(STOP_GRACE_S + ANALYTICS_S)
-        return self.events
 
 
 class Sampler:
@@ -490,7 +429,7 @@ def sustained_rate(db: database.Database, p: SoakParameters) -> dict:
     history rows), drained for SUSTAIN_S, the claims after its first SUSTAIN_WARMUP_S counted. A queue drained dry
     first makes it a lower bound (lower_bound)."""
     with db.connect() as conn:
-        made = create_table(conn, p.shape, p.history_rows)
+        made = create_table(conn, p.shape, p.history_rows, p.mitigation)
         if made:  # partitions for the full queue too
             for index in range(made, (p.history_rows + SUSTAIN_JOBS) // soak_partitions.PARTITION_IDS + 1):
                 soak_partitions.create_partition(conn, index)
@@ -519,14 +458,23 @@ def sustained_rate(db: database.Database, p: SoakParameters) -> dict:
             "lower_bound": len(returned) >= SUSTAIN_JOBS, "sustain_s": SUSTAIN_S, "sustain_jobs": SUSTAIN_JOBS}
 
 
+def check_server(major: int, p: SoakParameters) -> None:
+    """What this server cannot do of what the run asks, in one line, before any of the run starts."""
+    if p.mitigation == "transaction_timeout" and major < soak_holders.TRANSACTION_TIMEOUT_SINCE:
+        raise UserError(f"transaction_timeout needs PostgreSQL {soak_holders.TRANSACTION_TIMEOUT_SINCE} or later; "
+                        f"this server is {major} (--pg-version 18 for the embedded one)")
+
+
 def measure(db: database.Database, p: SoakParameters, run_id: str, progress: bool = False) -> Measured:
+    with db.connect() as conn:  # the server's own version: one named by its URL may not be the one asked for
+        check_server(pgstats.server_major(conn), p)
     sustained = sustained_rate(db, p) if isinstance(p.rate, str) else None
     rate = p.rate if sustained is None else sustained["sustained_rate"] * float(p.rate[:-1]) / 100
     if sustained is not None:  # known only now: the bounds a fixed rate is checked against before anything starts
         check_rate(rate)
         check_jobs(rate, p.seconds, p.history_rows)
     with db.connect() as conn:
-        made = create_table(conn, p.shape, p.history_rows)
+        made = create_table(conn, p.shape, p.history_rows, p.mitigation)
         settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
                     for name in ("fsync", "track_wal_io_timing", "autovacuum_naptime",
                                  "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_threshold")}
@@ -535,8 +483,9 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     context = mp.get_context("fork")
     start, stop, results = context.Event(), context.Event(), context.Queue()
     parent = os.getpid()
-    processes = [context.Process(target=_arrivals_main, args=(parent, db.url, rate, p.synchronous_commit, start,
-                                                              stop, results),
+    clock = context.Value("q", 0)  # the run's start (ns), set before the start: the arrivals' schedule counts from it
+    processes = [context.Process(target=_arrivals_main, args=(parent, db.url, rate, p.synchronous_commit, clock,
+                                                              start, stop, results),
                                  name="claimrace-soak-arrivals", daemon=True)]
     processes += _workers(context, parent, db.url, p, start, stop, results)
     holder = sampler = bar = maintenance = None
@@ -550,10 +499,12 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         time.sleep(1.0)  # every process connected and prepared before the clock starts
         began = time.monotonic()
         start_ns = time.time_ns()
+        clock.value = start_ns
         start.set()
-        holder = Holder(db.url, p.holder, p.pin_from, p.pin_to, began).start()
+        holder = soak_holders.Holder(db.url, p.holder, p.pin_from, p.pin_to, began, p.mitigation).start()
         sampler = Sampler(db.url, began).start()
-        maintenance = soak_partitions.Maintenance(db.url, began, made).start() if made else None
+        maintenance = soak_partitions.Maintenance(db.url, began, made, autovacuum_options(p.mitigation)).start() \
+            if made else None
         bar = _progress(p, progress)
         while (left := p.seconds - (time.monotonic() - began)) > 0:
             time.sleep(min(1.0, left))
@@ -590,11 +541,15 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
 
 
 def wal_syncs(conn) -> tuple[int, float]:
-    """(WAL flushes to disk so far, the ms they took where timed): pg_stat_io's wal row on PostgreSQL 18,
-    pg_stat_wal before it."""
-    row = conn.execute("SELECT sum(fsyncs), sum(fsync_time) FROM pg_stat_io WHERE object::text = 'wal'").fetchone()
-    if row is None or row[0] is None:
+    """(WAL flushes to disk so far, the ms they took where timed): pg_stat_io's wal rows on PostgreSQL 18,
+    pg_stat_wal from 14 to 17; (0, 0.0) before (nothing counts them)."""
+    major = pgstats.server_major(conn)
+    if major >= 18:
+        row = conn.execute("SELECT sum(fsyncs), sum(fsync_time) FROM pg_stat_io WHERE object = 'wal'").fetchone()
+    elif major >= 14:
         row = conn.execute("SELECT wal_sync, wal_sync_time FROM pg_stat_wal").fetchone()
+    else:
+        row = (0, 0.0)
     return int(row[0] or 0), float(row[1] or 0.0)
 
 
@@ -628,21 +583,26 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
     window_ms = {"before": took_ms[(seconds >= soak_outcomes.WARMUP_S) & (seconds < p.pin_from)],
                  "during": took_ms[(seconds >= p.pin_from) & (seconds < p.pin_to)],
                  "after": took_ms[seconds >= p.pin_to]}
-    judged = soak_outcomes.judge(series, window_ms, p.pin_from, p.pin_to, ended_s)
+    shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
+    behind = soak_outcomes.arrivals_behind(series, rate)
+    judged = soak_outcomes.judge(series, p.pin_from, p.pin_to, ended_s, behind, activity.cpu_bound(*shares))
+    samples = samples[samples["t_s"] <= ended_s]  # not the seconds the processes took to stop
     # pickup: a claimed job's claim return minus its due time (open loop: lateness of the arrivals counts)
     due_by_id = pd.Series(due, index=ids)
     pickup_ms = (claims["returned_ns"] - claims["job_id"].map(due_by_id)) / 1e6
     claims["pickup_ms"] = pickup_ms
     parts = soak_outcomes.windows(series, p.pin_from, p.pin_to)
     ended_early = [e for e in events if e["event"] == "ended_early"]
-    shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
     summary = {
         "shape": p.shape, "strategy": p.strategy, "library": None, "rate": rate, "rate_asked": p.rate,
         "sustained_rate": sustained["sustained_rate"] if sustained else None,
         "sustained_rate_is_lower_bound": sustained["lower_bound"] if sustained else None, "workers": p.workers,
         "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": p.pin_to,
-        "pin_s": p.pin_to - p.pin_from, "job_ms": p.job_ms, "history_rows": p.history_rows, "mitigation": "none",
-        "storage": p.storage, "filesystem": settings["filesystem"], "synchronous_commit": p.synchronous_commit,
+        "pin_s": p.pin_to - p.pin_from, "job_ms": p.job_ms, "history_rows": p.history_rows,
+        "mitigation": p.mitigation,
+        # a server not started here keeps its own storage: what it is is not known here
+        "storage": settings["storage_found"] or "not known (a server not started here)",
+        "filesystem": settings["filesystem"], "synchronous_commit": p.synchronous_commit,
         "fsync": settings["fsync"], "wal_syncs": settings["wal_syncs"],
         "wal_sync_ms_per_sync": settings["wal_sync_ms_per_sync"],
         "jobs_arrived": int(len(ids)), "jobs_claimed": int(len(job_ids)),
@@ -658,14 +618,15 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
         "dead_tuples_max": _max(samples, "n_dead_tup"), "table_bytes_max": _max(samples, "table_bytes"),
         "index_bytes_max": _max(samples, "index_bytes"), "horizon_age_max_s": _max(samples, "horizon_age_s", float),
         "buffers_per_claim_max": _max(samples, "buffers_per_claim"),
-        "autovacuum_runs": _span(samples, "autovacuum_count"), "wal_bytes": _span(samples, "wal_bytes"),
+        "autovacuum_runs": _increments(samples, "autovacuum_count"), "wal_bytes": _span(samples, "wal_bytes"),
         "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
         "partitions_dropped": int((partitions["event"] == "dropped").sum()) if p.shape == "partitioned" else None,
         "partition_ddl_waited": int(partitions["event"].str.endswith("_waited").sum())
         if p.shape == "partitioned" else None,
-        **{key: judged[key] for key in ("verdict", "recovered_s", "keeps_up", "p99_within",
-                                        "claim_p99_ms_before_max", "backlog_level", "watched_after_s")},
-        "arrivals_behind": soak_outcomes.arrivals_behind(series, rate),
+        **{key: judged[key] for key in ("verdict", "verdict_if_judged", "recovered_s", "keeps_up", "p99_within",
+                                        "claim_p99_ms_before_max", "claim_p99_ms_during_median", "backlog_level",
+                                        "watched_after_s")},
+        "arrivals_behind": behind,
         "client_runnable_share": shares[0], "client_running_share": shares[1], "backend_runnable_share": shares[2],
         "cpu_bound": activity.cpu_bound(*shares), "cpu_bound_side": activity.cpu_bound_side(*shares),
         "ended_s": ended_s}
@@ -707,6 +668,13 @@ def _quantile(values, q: float) -> float | None:
 def _max(samples: pd.DataFrame, column: str, kind=int):
     values = samples[column].dropna() if column in samples else ()
     return kind(values.max()) if len(values) else None
+
+
+def _increments(samples: pd.DataFrame, column: str) -> int | None:
+    """What a counter summed over the table's partitions went up by: its rises, sample to sample (a partition
+    dropped takes its count with it, which is not a fall of the counter)."""
+    values = samples[column].dropna() if column in samples else ()
+    return int(values.diff().clip(lower=0).sum()) if len(values) else None
 
 
 def _span(samples: pd.DataFrame, column: str) -> int | None:

@@ -8,8 +8,8 @@ pg_partman is not in the embedded server, so the maintenance is done here, and d
 on the page:
 
 - it runs every MAINTENANCE_S, not on pg_partman's own schedule;
-- it drops the oldest partition once every job in it is finished and a newer one is in use, not by id distance:
-  pgmq's retention drops messages whether read or not, which a job queue cannot do.
+- it drops a partition past the retention only once every job in it is finished: pgmq's retention drops messages
+  whether read or not, which a job queue cannot do.
 
 Finished jobs stay in their partition, marked 'done', until it is dropped. A new partition is attached, which
 readers and writers do not block. A DROP of a partition takes an ACCESS EXCLUSIVE lock on the partitioned table:
@@ -31,6 +31,7 @@ from harness.server import database
 
 PARTITION_IDS = 10_000  # pgmq's partition_interval default
 PREMAKE = 4  # pgmq's premake default: partitions made ahead of the newest id
+RETENTION_IDS = 100_000  # pgmq's retention_interval default: a partition wholly this far behind the newest id goes
 MAINTENANCE_S = 5.0
 LOCK_TIMEOUT_MS = 100
 JOBS = f"{SCHEMA}.jobs"
@@ -41,13 +42,14 @@ def partition_name(index: int) -> str:
     return f"jobs_p{index}"
 
 
-def create_partition(conn, index: int) -> None:
+def create_partition(conn, index: int, options: str = "") -> None:
     """Partition `index` holds ids index x PARTITION_IDS + 1 up to (index + 1) x PARTITION_IDS. It is made as a
     table of its own, then attached: ATTACH PARTITION takes a SHARE UPDATE EXCLUSIVE lock on the partitioned table,
     which its readers and writers do not block (CREATE TABLE ... PARTITION OF would take an ACCESS EXCLUSIVE one)."""
     low, high = index * PARTITION_IDS + 1, (index + 1) * PARTITION_IDS + 1
     table = f"{SCHEMA}.{partition_name(index)}"
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (LIKE {JOBS} INCLUDING DEFAULTS)")
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (LIKE {JOBS} INCLUDING DEFAULTS)"
+                 + (f" WITH ({options})" if options else ""))
     conn.execute(f"ALTER TABLE {JOBS} ATTACH PARTITION {table} FOR VALUES FROM ({low}) TO ({high})")
 
 
@@ -75,10 +77,11 @@ def create_table(conn, history_rows: int) -> int:
 
 class Maintenance:
     """The partitions' maintenance, every MAINTENANCE_S on its own connection: make partitions PREMAKE ahead of
-    the newest id, and drop the oldest while every job in it is finished and a newer one is in use."""
+    the newest id (with the run's storage options: its autovacuum), and drop the oldest while all its ids are
+    RETENTION_IDS or more behind the newest and every job in it is finished."""
 
-    def __init__(self, url: str, began: float, made: int):
-        self.url, self.began = url, began
+    def __init__(self, url: str, began: float, made: int, options: str = ""):
+        self.url, self.began, self.options = url, began, options
         self.partitions = list(range(made))
         self.events: list[dict] = []
         self.error: str | None = None
@@ -104,13 +107,13 @@ class Maintenance:
         return True
 
     def run_once(self, conn) -> None:
-        newest = conn.execute(f"SELECT coalesce(max(id), 0) FROM {JOBS}").fetchone()[0]
-        in_use = int(newest) // PARTITION_IDS
+        newest = int(conn.execute(f"SELECT coalesce(max(id), 0) FROM {JOBS}").fetchone()[0])
+        in_use = max(newest - 1, 0) // PARTITION_IDS  # the partition the newest id is in
         for index in range(max(self.partitions) + 1, in_use + PREMAKE + 1):
-            if not self._ddl(conn, "made", index, lambda: create_partition(conn, index)):
+            if not self._ddl(conn, "made", index, lambda: create_partition(conn, index, self.options)):
                 break
             self.partitions.append(index)
-        while len(self.partitions) > 1 and self.partitions[0] < in_use:
+        while len(self.partitions) > 1 and (self.partitions[0] + 1) * PARTITION_IDS <= newest - RETENTION_IDS:
             oldest = self.partitions[0]
             table = f"{SCHEMA}.{partition_name(oldest)}"
             if conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE status <> 'done')").fetchone()[0]:

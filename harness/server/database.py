@@ -189,10 +189,13 @@ def filesystem_type(path: Path) -> str | None:
     return max(above, key=lambda found: len(found[0]))[1] if above else None
 
 
+DISK_ROOTS = (Path(tempfile.gettempdir()), Path.home() / ".cache" / "claimrace")
+
+
 def _disk_root() -> Path:
     """A folder on a disk for a durable data directory: the temporary folder where it is on a disk, else a folder
-    under the user's cache; one line where neither is."""
-    for root in (Path(tempfile.gettempdir()), Path.home() / ".cache" / "claimrace"):
+    under the user's cache (made now); one line where neither is."""
+    for root in DISK_ROOTS:
         with contextlib.suppress(OSError):
             root.mkdir(parents=True, exist_ok=True)
             if os.access(root, os.W_OK) and filesystem_type(root) not in (*MEMORY_FILESYSTEMS, None):
@@ -202,11 +205,8 @@ def _disk_root() -> Path:
 
 
 def _roots() -> list[Path]:
-    """Where embedded servers' folders may be: on tmpfs, and on a disk."""
-    roots = [_tmpfs_root()]
-    with contextlib.suppress(UserError):
-        roots.append(_disk_root())
-    return list(dict.fromkeys(roots))
+    """Where embedded servers' folders may be: on tmpfs, and on a disk (the folders that exist)."""
+    return list(dict.fromkeys([_tmpfs_root(), *(root for root in DISK_ROOTS if root.is_dir())]))
 
 
 def free_port() -> int:
