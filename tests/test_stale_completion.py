@@ -87,7 +87,7 @@ def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(d
     assert "no: both shown" in worker_dies.probe_table(loaded)
     a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, loaded[worker_dies.NAME].probes)
     assert a9.parts == (("chancy", CONFIRMED),)
-    assert "chancy: the probe found varies (refused and not handed on) where its source reads refused." \
+    assert "chancy: the probe found varies (1 refused and 1 not handed on) where its source reads refused." \
         in a9.note, a9.note
 
 

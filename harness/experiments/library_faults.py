@@ -308,6 +308,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                    "fault": {"kind": p.fault, "trigger": "the first job start any worker logged",
                              "pause_s": paused_for_s(p),
                              "terminate_rounds": TERMINATE_ROUNDS if p.fault == "terminate" else None},
+                   "statements_logged": server_log is not None,  # log_statement = all on the library's database
                    "workers": "one process each (forked), the library's own loop at concurrency 1, polling on an "
                               "empty queue until stopped", "bound_s": bound_s(p)},
         checks=checks,

@@ -7,6 +7,7 @@ reads its rows and calls these."""
 from __future__ import annotations
 
 import html
+from collections import Counter
 
 import pandas as pd
 
@@ -92,10 +93,11 @@ def _said_outcomes() -> dict[str, str]:
 
 
 def _outcome_said(row: dict) -> str:
-    """A library's outcome over its repeats, as the table says it: 'varies' lists each repeat's."""
+    """A library's outcome over its repeats, as the table says it: 'varies' counts each outcome its repeats had."""
     said = _said_outcomes()
     if row["stale_completion"] == probe_outcomes.VARIES:
-        return say("probe.varies", outcomes=join([said[o or "not_landed"] for o in row["outcomes"]]))
+        counted = Counter(said[o or "not_landed"] for o in row["outcomes"])  # in the order they first came
+        return say("probe.varies", outcomes=join([f"{n} {outcome}" for outcome, n in counted.items()]))
     return said[row["stale_completion"] or "not_landed"]
 
 
