@@ -46,7 +46,6 @@ import json
 import math
 import multiprocessing as mp
 import os
-import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -56,6 +55,7 @@ import pandas as pd
 
 from harness import soak_outcomes
 from harness.experiments import soak_holders, soak_partitions
+from harness.experiments.soak_sampler import EXPLAIN_EVERY_S, READ_SQL, SAMPLE_COLUMNS, SAMPLE_S, Sampler
 from harness.experiments.soak_holders import ANALYTICS_S, HOLDERS, MITIGATIONS
 from harness.children import die_with_parent
 from harness.claim_steps import EMPTY, ERROR, LOST, WON, AttemptNotes
@@ -85,8 +85,6 @@ SUSTAIN_WARMUP_S = 1.0  # its first second is not counted
 SUSTAIN_JOBS = 50_000  # the full queue: more than 2 cores claim in SUSTAIN_S
 
 POLL_S = 0.05  # a worker that found the queue empty waits this long before it asks again
-SAMPLE_S = 1.0
-EXPLAIN_EVERY_S = 5.0
 STOP_GRACE_S = 5.0
 INSERT_MAX = 1000  # jobs in one arrivals statement at most: a late schedule catches up in steps
 
@@ -96,23 +94,6 @@ FINISH_SQL = {"history": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
               "delete": f"DELETE FROM {JOBS} WHERE id = $1"}
 CLAIM_SQL = {"guarded": f"{PICK_OLDEST_PENDING}; then {GUARDED_CLAIM}", "skip_locked": SKIP_LOCKED_CLAIM}
 INSERT_SQL = f"INSERT INTO {JOBS} (status) SELECT 'pending' FROM generate_series(1, %s) RETURNING id"
-# the claim's read, as EXPLAIN sees it: the rows one claim visits to find the oldest pending job (no lock taken)
-READ_SQL = f"SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1"
-# what holds the horizon: a backend's snapshot (backend_xmin), or a transaction id it took and sits on (backend_xid:
-# an idle transaction has no snapshot, and its xid holds the horizon all the same)
-HORIZON_SQL = ("SELECT max(greatest(age(backend_xmin), age(backend_xid))), "
-               "extract(epoch FROM max(clock_timestamp() - xact_start) "
-               "FILTER (WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)) "
-               "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
-               "AND datname = current_database()")  # not autovacuum's (it holds nothing), nor another database's
-# the jobs table and its partitions, if any (a dropped one leaves the sums)
-TABLE_SQL = (f"WITH parts AS (SELECT '{JOBS}'::regclass::oid AS relid UNION ALL "
-             f"SELECT inhrelid FROM pg_inherits WHERE inhparent = '{JOBS}'::regclass) "
-             "SELECT sum(s.n_live_tup), sum(s.n_dead_tup), sum(s.autovacuum_count), sum(s.vacuum_count), "
-             "sum(pg_relation_size(p.relid)), sum(pg_indexes_size(p.relid)), pg_current_wal_lsn() - '0/0'::pg_lsn "
-             "FROM parts p LEFT JOIN pg_stat_user_tables s ON s.relid = p.relid")
-SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum_count", "table_bytes",
-                  "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim"]
 
 
 def as_rate(name: str, value) -> float | str:
@@ -338,51 +319,6 @@ def _worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_nam
 
 
 # --------------------------------------------------------------------------- the holder and the sampler
-
-
-class Sampler:
-    """The table and the horizon every SAMPLE_S, the claim's read buffers every EXPLAIN_EVERY_S."""
-
-    def __init__(self, url: str, began: float):
-        self.url, self.began = url, began
-        self.rows: list[dict] = []
-        self.error: str | None = None
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="claimrace-soak-sampler", daemon=True)
-
-    def start(self) -> Sampler:
-        self.thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            with database.connect(self.url, application_name="claimrace-soak-sampler") as conn, \
-                    database.connect(self.url, application_name="claimrace-soak-explain") as explain:
-                next_explain = 0.0
-                while True:
-                    t = time.monotonic() - self.began
-                    conn.execute("SELECT pg_stat_clear_snapshot()")
-                    table = conn.execute(TABLE_SQL).fetchone()
-                    horizon = conn.execute(HORIZON_SQL).fetchone()
-                    buffers = None
-                    if t >= next_explain:
-                        next_explain = t + EXPLAIN_EVERY_S
-                        plan = explain.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {READ_SQL}").fetchone()[0]
-                        top = plan[0]["Plan"]
-                        buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
-                    self.rows.append(dict(zip(SAMPLE_COLUMNS, (
-                        round(t, 3), *(None if v is None else int(v) for v in table),
-                        None if horizon[0] is None else int(horizon[0]),
-                        None if horizon[1] is None else float(horizon[1]), buffers))))
-                    if self.stopping.wait(SAMPLE_S):
-                        return
-        except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-
-    def stop(self) -> pd.DataFrame:
-        self.stopping.set()
-        self.thread.join(STOP_GRACE_S + 5)
-        return pd.DataFrame(self.rows, columns=SAMPLE_COLUMNS)
 
 
 # --------------------------------------------------------------------------- the run

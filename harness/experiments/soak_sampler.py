@@ -1,0 +1,79 @@
+"""The soak's sampler: the jobs table and the MVCC horizon every SAMPLE_S, on a connection of its own, and every
+EXPLAIN_EVERY_S the claim's read under EXPLAIN (ANALYZE, BUFFERS) on another: the buffers one claim reads."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pandas as pd
+
+from harness.config import SCHEMA
+from harness.server import database
+
+JOBS = f"{SCHEMA}.jobs"
+SAMPLE_S = 1.0
+EXPLAIN_EVERY_S = 5.0
+STOP_GRACE_S = 5.0
+# the claim's read, as EXPLAIN sees it: the rows one claim visits to find the oldest pending job (no lock taken)
+READ_SQL = f"SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1"
+# what holds the horizon: a backend's snapshot (backend_xmin), or a transaction id it took and sits on (backend_xid:
+# an idle transaction has no snapshot, and its xid holds the horizon all the same)
+HORIZON_SQL = ("SELECT max(greatest(age(backend_xmin), age(backend_xid))), "
+               "extract(epoch FROM max(clock_timestamp() - xact_start) "
+               "FILTER (WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)) "
+               "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
+               "AND datname = current_database()")  # not autovacuum's (it holds nothing), nor another database's
+# the jobs table and its partitions, if any (a dropped one leaves the sums)
+TABLE_SQL = (f"WITH parts AS (SELECT '{JOBS}'::regclass::oid AS relid UNION ALL "
+             f"SELECT inhrelid FROM pg_inherits WHERE inhparent = '{JOBS}'::regclass) "
+             "SELECT sum(s.n_live_tup), sum(s.n_dead_tup), sum(s.autovacuum_count), sum(s.vacuum_count), "
+             "sum(pg_relation_size(p.relid)), sum(pg_indexes_size(p.relid)), pg_current_wal_lsn() - '0/0'::pg_lsn "
+             "FROM parts p LEFT JOIN pg_stat_user_tables s ON s.relid = p.relid")
+SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum_count", "table_bytes",
+                  "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim"]
+
+
+class Sampler:
+    """The table and the horizon every SAMPLE_S, the claim's read buffers every EXPLAIN_EVERY_S."""
+
+    def __init__(self, url: str, began: float):
+        self.url, self.began = url, began
+        self.rows: list[dict] = []
+        self.error: str | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="claimrace-soak-sampler", daemon=True)
+
+    def start(self) -> Sampler:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            with database.connect(self.url, application_name="claimrace-soak-sampler") as conn, \
+                    database.connect(self.url, application_name="claimrace-soak-explain") as explain:
+                next_explain = 0.0
+                while True:
+                    t = time.monotonic() - self.began
+                    conn.execute("SELECT pg_stat_clear_snapshot()")
+                    table = conn.execute(TABLE_SQL).fetchone()
+                    horizon = conn.execute(HORIZON_SQL).fetchone()
+                    buffers = None
+                    if t >= next_explain:
+                        next_explain = t + EXPLAIN_EVERY_S
+                        plan = explain.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {READ_SQL}").fetchone()[0]
+                        top = plan[0]["Plan"]
+                        buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+                    self.rows.append(dict(zip(SAMPLE_COLUMNS, (
+                        round(t, 3), *(None if v is None else int(v) for v in table),
+                        None if horizon[0] is None else int(horizon[0]),
+                        None if horizon[1] is None else float(horizon[1]), buffers))))
+                    if self.stopping.wait(SAMPLE_S):
+                        return
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+    def stop(self) -> pd.DataFrame:
+        self.stopping.set()
+        self.thread.join(STOP_GRACE_S + 5)
+        return pd.DataFrame(self.rows, columns=SAMPLE_COLUMNS)
