@@ -9,8 +9,10 @@ far) and the claim statement's p99 over that second. Then:
                     median is no higher than the highest before the pin (like with like: a second's p99 against
                     a second's, and most of the pin's seconds, not one, must be beyond what was seen before);
     recovered_s     from the release to the end of the first second after it from which the backlog stays at its
-                    before-pin level (the highest backlog of any second before the pin) or below for HOLD_S, or to
-                    the run's end; None where it never did in the run.
+                    before-pin level or below for HOLD_S, or to the run's end; None where it never did in the run.
+                    The level is the highest backlog of any second before the pin, or BACKLOG_SLACK_S of arrivals
+                    (the median second's before the pin) if that is more: jobs in flight between a worker's polls,
+                    not a queue falling behind.
 
     survives        keeps_up and p99_within;
     degrades        not both, and the backlog recovered within RECOVER_WITHIN_S of the release;
@@ -37,6 +39,7 @@ WARMUP_S = 5.0  # the first seconds of a run: workers connecting, the first auto
 KEEP_UP_SHARE = 0.95  # claims during the pin at least this share of its arrivals
 RECOVER_WITHIN_S = 30.0  # the backlog back at its before-pin level within this of the release
 HOLD_S = 5  # seconds the backlog stays back at its level for it to count as recovered (a dip is not a recovery)
+BACKLOG_SLACK_S = 1.0  # a backlog of up to this many seconds of arrivals is jobs in flight, not a queue behind
 ARRIVALS_BEHIND_SHARE = 0.05  # arrivals this share behind their schedule at any second: the run is marked
 
 SURVIVES, DEGRADES, SPIRALS, CUT_OFF, NOT_JUDGED = "survives", "degrades", "spirals", "cut_off", "not_judged"
@@ -77,7 +80,8 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
     p99_during = float(p99s_during.median()) if len(p99s_during) else None
     # nothing to compare against (no claim before the pin, or none during it): not within, so not "survives"
     p99_within = bool(len(spread)) and p99_during is not None and p99_during <= float(spread.max())
-    level = float(before["backlog"].max()) if len(before) else 0.0
+    level = max(float(before["backlog"].max()), float(before["arrived"].median()) * BACKLOG_SLACK_S) \
+        if len(before) else 0.0
     recovered_s = recovered_after(series, pin_to, level)
     watched_s = ended_s - pin_to
     if keeps_up and p99_within:

@@ -71,5 +71,25 @@ def test_the_pooler_row_advises_session_mode_only_where_transaction_mode_went_wr
 
 def test_the_table_has_a_row_per_choice_with_its_columns():
     frame = decision.rows({"F7": f7(), "C7": c7()}, SWEEP, "1.18.0")
-    assert list(frame.columns) == list(decision.COLUMNS) and len(frame) == 5
-    assert list(frame["use"]).count(UNDECIDED) == 3
+    assert list(frame.columns) == list(decision.COLUMNS) and len(frame) == 6
+    assert list(frame["use"]).count(UNDECIDED) == 4
+
+
+def a11(helped="True", parts=(("history", CONFIRMED), ("delete", CORRECTED))):
+    values = {"slowed": "1", "held": "2", "pin": "15 s", "rate": "350", "share": "50%", "workers": "4", "pg": "16",
+              "mitigation": "idle_in_transaction_session_timeout", "mitigated_verdict": "survives",
+              "unmitigated_verdict": "degrades", "mitigation_helped": helped}
+    return make_finding("A11", CORRECTED, values=values, parts=parts)
+
+
+def test_the_horizon_row_advises_a_timeout_only_where_a_hold_slowed_a_table_and_the_timeout_helped():
+    row = decision.horizon_row({"A11": a11()})
+    assert "idle_in_transaction_session_timeout" in row["use"] and "1 of 2" in row["because"]
+    assert "survives" in row["because"] and "350 jobs/s" in row["measured at"]
+    assert decision.horizon_row({"A11": a11(helped="False")})["use"] == UNDECIDED
+    assert decision.horizon_row({"A11": a11(parts=(("delete", CORRECTED), ("history", NOT_DISTINGUISHABLE)))})[
+        "use"] == UNDECIDED
+    one = make_finding("A11", CONFIRMED, values=a11().values)  # one held arm: the verdict is its part
+    assert "idle_in_transaction" in decision.horizon_row({"A11": one})["use"]
+    assert decision.horizon_row({"A11": make_finding("A11", NOT_MEASURED)})["use"] == UNDECIDED
+    assert decision.horizon_row({})["use"] == UNDECIDED

@@ -75,7 +75,8 @@ def test_a_run_stored_before_a_setting_existed_is_found_by_that_settings_default
     assert storage.find_runs("probe", {**asked, "batch": 1}, tmp_path, 16) == [], "only a declared default is implied"
     assert contract.implied_settings(RaceParameters("guarded", 1)) == {"batch": 1, "rtt_ms": 0.0, "proxy_at_zero": False,
                                                                      "sampler": True, "cpus": "shared",
-                                                                     "client": "processes", "pooler": "none"}
+                                                                     "client": "processes", "pooler": "none",
+                                                                     "storage": "tmpfs"}
     assert contract.implied_settings(plans.PlansParameters()) == {}
 
 

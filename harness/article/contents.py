@@ -26,9 +26,10 @@ from pathlib import Path
 
 from harness import config
 from harness.article.findings import Finding, by_id, order
-from harness.article.sections import (backend_time, bench, churn, client_layouts, decision, faults, guard_cost,
-                                      job_wait, libraries, library_faults, machine, plans, production, races,
-                                      should_switch, stale_completions, strategies, summary, wakeups, without_guard)
+from harness.article.sections import (backend_time, bench, churn, client_layouts, decision, durable, faults,
+                                      guard_cost, job_wait, libraries, library_faults, machine, plans, production,
+                                      races, should_switch, soak, stale_completions, strategies, summary, wakeups,
+                                      without_guard)
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.stats import jsonable
@@ -38,7 +39,7 @@ from harness.stats import jsonable
 # reads every finding, so it comes last here.
 SECTIONS = (summary, races, without_guard, plans, guard_cost, backend_time, job_wait, should_switch, production,
             strategies, faults, churn, client_layouts, bench, libraries, stale_completions, library_faults, wakeups,
-            machine, decision)
+            soak, durable, machine, decision)
 
 
 def load(asked: dict[str, registry.Asked]) -> dict:

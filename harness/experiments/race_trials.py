@@ -109,6 +109,8 @@ class RaceParameters(Parameters):
     client: str = setting("processes", as_client_layout, added_later=True)
     # PgBouncer between the workers and the server (harness.server.pooler), in one of its modes; none before it
     pooler: str = setting("none", as_pooler_mode, added_later=True)
+    # where the embedded server keeps its data: tmpfs, or a disk where every commit waits for its WAL flush
+    storage: str = setting("tmpfs", one_of(database.STORAGES, "storage"), added_later=True)
 
     def check(self) -> None:
         _check_trial(self.worker_count, self.job_count, self.fillfactor, self.pause_ms, self.jitter_ms)
@@ -203,6 +205,9 @@ class RaceSweep(Parameters):
     poolers: tuple = setting(("none",), as_poolers, Option(
         "--pooler", "PgBouncer between the workers and the server: transaction or session mode (none: directly); a "
                     "comma list races each", client_list, default_text="none", metavar="{none,transaction,session}"))
+    storage: str = _as_in_a_trial("storage", Option(
+        "--storage", "where the embedded server keeps its data: tmpfs, or disk (every commit waits for its WAL "
+                     "flush)", str, metavar="{tmpfs,disk}"))
 
     def check(self) -> None:
         if not self.rtt_ms:
@@ -249,7 +254,7 @@ class RaceSweep(Parameters):
                                self.pause_ms, self.jitter_ms, self.autovacuum, self.audit,
                                batch=self.batch if get_strategy(strategy).batch else 1, rtt_ms=rtt_ms,
                                proxy_at_zero=proxy_at_zero, sampler=self.sampler, cpus=self.cpus,
-                               client=client, pooler=mode)
+                               client=client, pooler=mode, storage=self.storage)
                 for repeat in range(self.repeats) for strategy in self.strategies
                 for worker_count in self.worker_counts if repeat < self.repeats_at(worker_count)
                 for partial_index in self.partial_index
@@ -273,6 +278,7 @@ def trial_label(parameters: RaceParameters) -> str:
     cpus = "" if parameters.cpus == "shared" else f" cpus:{parameters.cpus}"
     client = "" if parameters.client == "processes" else f" {parameters.client}"
     client += "" if parameters.pooler == "none" else f" pgbouncer:{parameters.pooler}"
+    client += "" if parameters.storage == "tmpfs" else f" {parameters.storage}"
     return (f"{parameters.strategy} x{parameters.worker_count}{index}{network}{sampler}{cpus}{client} "
             f"r{parameters.repeat}")
 

@@ -32,7 +32,7 @@ from harness import config, stats, storage
 from harness.errors import UserError
 from harness import libraries as library_names
 from harness.experiments import (bench, churn, faults, libraries, library_faults, plans, production, race_trials,
-                                 soak, wakeups)
+                                 soak, soak_sweep, wakeups)
 from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
 from harness.server import database, pooler, schema
@@ -85,11 +85,11 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          show=race_trials.show_runs,
          sections=("races", "slow_race", "original_size", "other_strategies", "latency", "indexed_race", "pg18_race",
                    "others_indexed", "pg18_others", "split_cpus", "no_sampler", "client_layouts",
-                   "library_claims", "pooler_claims"),
+                   "library_claims", "pooler_claims", "disk_race"),
          request=race_trials.RaceSweep,
          expand=race_trials.RaceSweep.trials, workers=race_trials.workers_needed,
          check_size=lambda sets, local, pg_version: race_trials.check_size(sets, local),
-         label=race_trials.trial_label),
+         label=race_trials.trial_label, storage=lambda parameters: parameters.storage),
     Kind("plans", plans.PlansParameters, plans.measure_plans, plans.summarise,
          help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the partial index "
               "(drops and recreates claimrace.jobs and claimrace.claims several times for every point)",
@@ -135,8 +135,9 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
          help="a queue that runs for minutes: jobs arriving at a steady rate, workers claiming and finishing them, "
               "and a transaction holding the MVCC horizon for part of the run, sampled every second, with a "
               "verdict per run (drops and recreates claimrace.jobs)",
-         show=soak.show_runs, sections=(), workers=soak.workers_needed, label=soak.label,
-         storage=lambda parameters: parameters.storage),
+         show=soak.show_runs, sections=("soak",), request=soak_sweep.SoakSweep,
+         expand=soak_sweep.SoakSweep.runs, command=soak.SoakParameters, workers=soak.workers_needed,
+         label=soak.label, storage=lambda parameters: parameters.storage),
 )}
 
 for _entry in KINDS.values():  # the store reads every kind's runs back through these
@@ -383,6 +384,19 @@ def ensure_section(params: dict, section: str, data_dir: Path = config.DATA_DIR,
             print(f"{section}: {len(missing)} of {len(found)} runs not made: pgbouncer not found "
                   f"({pooler.INSTALL_HINT})", file=sys.stderr)
             return [path for path in found if path is not None], 0
+    entry = kind(SECTIONS[section])
+    embedded = db == "embedded" or (db is None and not os.environ.get("DATABASE_URL"))
+    if entry.storage is not None and not embedded:  # a disk is asked of the embedded server only
+        sets = parameter_sets(entry.name, request)
+        on_disk = [one for one in sets if entry.storage(one) != "tmpfs"]
+        if on_disk:
+            found, missing = find(entry.name, on_disk, Path(data_dir), section_pg_version(params, section))
+            if missing:
+                print(f"{section}: {len(missing)} of {len(on_disk)} runs on a disk not made: the server is not "
+                      "started here (unset DATABASE_URL for the embedded one)", file=sys.stderr)
+            paths, made = _ensure(entry.name, [one for one in sets if entry.storage(one) == "tmpfs"], data_dir, db,
+                                  section_pg_version(params, section), progress)
+            return paths + [path for path in found if path is not None], made
     own = SECTION_PG_VERSION in params[section] and section_pg_version(params, section) != params.get("pg_version")
     if own and (db == "url" or (db is None and os.environ.get("DATABASE_URL"))):
         _, missing = find(SECTIONS[section], section_request(params, section), Path(data_dir),

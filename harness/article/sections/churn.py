@@ -1,4 +1,4 @@
-"""The churn section: what the status flips do to the table (F11-F13, A4, and C9, which no run varies)."""
+"""The churn section: what the status flips do to the table (F11-F13 and A4; C9 is read from the soak)."""
 
 from __future__ import annotations
 
@@ -165,13 +165,6 @@ def a4_hot_claimed_one_at_a_time(churn: dict | None) -> Finding:
     return make_finding("A4", ADDED, ours, note, values)
 
 
-def unmeasured_claims() -> list[Finding]:
-    """C9: what the runs would need to measure it."""
-    return [
-        not_measured("C9", say("C9.not_measured")),
-    ]
-
-
 # --------------------------------------------------------------------------- the section
 
 
@@ -199,7 +192,7 @@ def findings(loaded: dict) -> list[Finding]:
     mine = loaded.get(NAME)
     facts = mine.facts if mine else None
     return [f11_pruning_alone(facts), f12_hot_needs_room(facts), f13_partial_index_blocks_hot(facts),
-            a4_hot_claimed_one_at_a_time(facts), *unmeasured_claims()]
+            a4_hot_claimed_one_at_a_time(facts)]
 
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:

@@ -124,9 +124,22 @@ def pooler_row(found: dict[str, Finding], version: str) -> dict:
             "measured at": at}
 
 
+def horizon_row(found: dict[str, Finding]) -> dict:
+    """A timeout on long transactions, and a watch on the horizon: where a held horizon slowed some table shape
+    whose control did not (A11's parts) and the timeout turned the same arm into one that survives."""
+    a11 = found.get("A11")
+    parts = a11.parts if a11 is not None and a11.parts else ((a11.id, a11.verdict),) if a11 is not None else ()
+    if a11 is None or not any(v == CONFIRMED for _, v in parts) or a11.values.get("mitigation_helped") != "True":
+        return _undecided(say("horizon.if"), *([a11] if a11 else []))
+    v = a11.values
+    return {"If you": say("horizon.if"), "use": say("horizon.use", setting=v["mitigation"]),
+            "because": say("horizon.because", **v),
+            "measured at": say("horizon.at", **v)}
+
+
 def rows(found: dict[str, Finding], sweep: dict, version: str) -> pd.DataFrame:
     return pd.DataFrame([claim_row(found, sweep), guard_row(found, sweep), index_row(found), lease_row(found),
-                         pooler_row(found, version)], columns=list(COLUMNS))
+                         pooler_row(found, version), horizon_row(found)], columns=list(COLUMNS))
 
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:

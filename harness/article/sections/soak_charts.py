@@ -1,0 +1,70 @@
+"""The soak section's chart: each held arm second by second beside its control, the hold shaded."""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from harness.article.charts import WIDTH, chart_title, fixed_scale, plain_frame
+from harness.article.labels import NEUTRAL, TARGET_BAND_COLOUR
+from harness.article.sections.soak import Loaded, arm_label, held_label, reference
+
+MEASURES = ("backlog (jobs)", "claim p99 (ms)", "dead tuples", "oldest snapshot (s)")
+RUN_COLOURS = {"held": NEUTRAL["charcoal"], "control": NEUTRAL["grey"]}
+
+
+def _measures(mine: Loaded, position: int) -> pd.DataFrame:
+    """One run's four measures per second: (second, measure, value)."""
+    series, samples = mine.series[position], mine.samples[position]
+    parts = [pd.DataFrame({"second": series["second"], "measure": MEASURES[0], "value": series["backlog"]}),
+             pd.DataFrame({"second": series["second"], "measure": MEASURES[1], "value": series["claim_p99_ms"]}),
+             pd.DataFrame({"second": samples["t_s"], "measure": MEASURES[2], "value": samples["n_dead_tup"]}),
+             pd.DataFrame({"second": samples["t_s"], "measure": MEASURES[3], "value": samples["horizon_age_s"]})]
+    return pd.concat(parts, ignore_index=True).dropna(subset=["value"])
+
+
+def timelines(mine: Loaded | None) -> pd.DataFrame:
+    """Every held arm on tmpfs (its mitigation too) with its control: (arm, run, second, measure, value, pin_from,
+    pin_to), run "held" or "control"; empty without a soak."""
+    frames = []
+    runs = mine.summaries if mine is not None else pd.DataFrame(columns=["holder"])
+    for position, row in runs.iterrows():
+        if row["holder"] == "none" or row["storage"] != "tmpfs" or row["synchronous_commit"] != "on":
+            continue
+        arm = f"{arm_label(row)}: {held_label(row)}"
+        control = position
+        while control is not None and runs.iloc[control]["holder"] != "none":
+            control = reference(runs, control)
+        for which, run in (("held", position), ("control", control)):
+            if run is None:
+                continue
+            frame = _measures(mine, run)
+            frames.append(frame.assign(arm=arm, run=which, pin_from=float(row["pin_from"]),
+                                       pin_to=float(row["pin_to"])))
+    columns = ["arm", "run", "second", "measure", "value", "pin_from", "pin_to"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
+def soak_timeline_chart(data: pd.DataFrame) -> alt.VConcatChart | alt.Chart:
+    """Small multiples: per held arm, a panel per measure, the held run over its control, the hold shaded."""
+    data = plain_frame(data)
+    if not len(data):
+        return alt.Chart(pd.DataFrame({"second": []})).mark_line().properties(width=WIDTH, title="no held arm")
+    drawn = [run for run in RUN_COLOURS if run in set(data["run"])]
+    # one data source per arm, shared by the shade and the lines, so the facet splits both
+    shade = alt.Chart().mark_rect(color=TARGET_BAND_COLOUR, opacity=0.6).encode(
+        x="min(pin_from):Q", x2="min(pin_to):Q")
+    lines = alt.Chart().mark_line(interpolate="step-after", strokeWidth=1.2).encode(
+        x=alt.X("second:Q", title="s into the run"),
+        y=alt.Y("value:Q", title=None),
+        color=alt.Color("run:N", scale=fixed_scale(drawn, RUN_COLOURS), sort=drawn, title=None,
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=["run:N", "measure:N", "second:Q", alt.Tooltip("value:Q", format=",.2f")])
+    width = (WIDTH + 120) // len(MEASURES) - 50  # the four panels fill the text column
+    arms = [alt.layer(shade, lines, data=data[data["arm"] == arm]).properties(width=width, height=70).facet(
+        column=alt.Column("measure:N", title=None, sort=list(MEASURES)), title=arm)
+        .resolve_scale(y="independent") for arm in dict.fromkeys(data["arm"])]
+    return alt.vconcat(*arms).properties(title=chart_title(
+        "Held against not held, second by second",
+        "shaded: the hold; grey: the same arm with nothing held",
+        "dead tuples and the oldest snapshot's age sampled every second"))

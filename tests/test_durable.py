@@ -1,0 +1,38 @@
+"""The subsection "On a disk": each point's answer from its races on tmpfs and on the disk, one per outcome (the
+races themselves run in tests/test_report.py's tiny build)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness.article.sections import durable
+
+
+def races(rates, cpu_bound=False, storage="tmpfs", strategy="guarded", workers=4):
+    return pd.DataFrame({"claims_per_second": rates, "cpu_bound": [cpu_bound] * len(rates), "storage": storage,
+                         "strategy": strategy, "worker_count": workers, "job_count": 1000, "p99_ms": 1.0,
+                         "losses_per_win": 2.0, "duplicate_jobs": 0})
+
+
+@pytest.mark.parametrize("tmpfs, disk, answer", [
+    (races([900, 1000]), races([300, 400]), durable.SLOWER),
+    (races([300, 400]), races([900, 1000]), durable.FASTER),
+    (races([300, 900]), races([400, 1000]), durable.OVERLAP),
+    (races([900, 1000], cpu_bound=True), races([300, 400]), durable.CPU_BOUND),
+    (races([900, 1000]), races([300, 400], cpu_bound=True), durable.CPU_BOUND),
+    (races([]), races([300]), durable.ONE_SIDE),
+])
+def test_a_point_on_the_disk_is_slower_faster_overlapping_cpu_bound_or_one_sided(tmpfs, disk, answer):
+    assert durable.on_disk(tmpfs, disk) == answer
+
+
+def test_the_table_says_each_point_s_answer_beside_its_figures_and_the_setup_counts_them():
+    points = pd.concat([races([900, 1000]), races([300, 400], storage="disk"),
+                        races([0.3, 0.4], strategy="naive", storage="disk", workers=2)], ignore_index=True)
+    loaded = {"durable": durable.Loaded(points)}
+    html = durable.disk_table(loaded)
+    assert "900 to 1,000 / 300 to 400" in html and "slower beyond the spread" in html and "one side only" in html
+    said = durable.values(loaded, {})["disk_setup"]
+    assert "Of 2 points" in said and "1 slower beyond the spread" in said and "1 with races on one side" in said
+    assert durable.values({"durable": None}, {})["disk_setup"] == "This build raced nothing on a disk."

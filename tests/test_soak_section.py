@@ -1,0 +1,135 @@
+"""The soak section's rules on synthetic runs, one per outcome: which arm each arm is read against, the held arm
+that fared worst, how a run not judged reads, and C9 per part (the stored runs' path is in tests/test_soak.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED
+from harness.article.sections import soak as section
+
+BASE = {"shape": "history", "strategy": "skip_locked", "history_rows": 0, "holder": "none", "mitigation": "none",
+        "storage": "tmpfs", "synchronous_commit": "on", "rate_asked": "50%", "workers": 4, "job_ms": 5.0,
+        "pg_version": 16, "sustained_rate": 700.0, "jobs_arrived": 10_000, "verdict": "survives",
+        "verdict_if_judged": "survives", "backlog_max": 3, "cpu_bound": False}
+
+
+def runs(*arms: dict) -> pd.DataFrame:
+    return pd.DataFrame([BASE | arm for arm in arms])
+
+
+def seconds(p50s) -> pd.DataFrame:
+    """A run's series whose claim p50 is `p50s` from the warm-up on."""
+    p50s = list(p50s)
+    warm = int(section.soak_outcomes.WARMUP_S)
+    values = [np.nan] * warm + p50s
+    return pd.DataFrame({"second": np.arange(len(values), dtype=float), "claim_p50_ms": values})
+
+
+def loaded(frame: pd.DataFrame, series: dict) -> section.Loaded:
+    return section.Loaded((), frame, series, {})
+
+
+def test_each_arm_is_read_against_the_arm_that_differs_in_one_setting():
+    frame = runs({}, {"holder": "repeatable_read"}, {"holder": "repeatable_read", "mitigation": "idle_timeout"},
+                 {"holder": "repeatable_read", "storage": "disk"}, {"holder": "repeatable_read", "workers": 8},
+                 {"shape": "delete", "holder": "repeatable_read"})
+    assert section.reference(frame, 0) is None  # a control is read against nothing
+    assert section.reference(frame, 1) == 0  # held: its control
+    assert section.reference(frame, 2) == 1  # mitigated: the same arm without it
+    assert section.reference(frame, 3) == 1  # on disk: the same arm on tmpfs
+    assert section.reference(frame, 4) is None  # another load has no control stored
+    assert section.reference(frame, 5) is None  # another shape neither
+
+
+@pytest.mark.parametrize("without, with_index, cost", [
+    ([2.0, 2.5, 3.0], [0.5, 0.6, 0.7], section.SLOWER),
+    ([0.5, 0.6, 0.7], [2.0, 2.5, 3.0], section.FASTER),
+    ([0.5, 0.9, 0.7], [0.6, 0.8, 0.7], section.OVERLAP),
+    ([], [0.6], None),
+])
+def test_the_claim_without_the_index_is_slower_faster_or_overlapping_second_by_second(without, with_index, cost):
+    assert section.claim_cost(seconds(without), seconds(with_index)) == cost
+
+
+SLOW, FAST = [2.0, 2.5, 3.0], [0.5, 0.6, 0.7]
+MIXED = [0.6, 2.0, 0.7]
+
+
+@pytest.mark.parametrize("rows, without, with_index, verdict, said", [
+    (0, FAST, FAST, CONFIRMED, "the seconds overlap"),
+    (0, FAST, SLOW, CONFIRMED, "faster beyond the spread"),
+    (0, SLOW, FAST, CORRECTED, "slower beyond the spread"),
+    (100_000, SLOW, FAST, CONFIRMED, "slower beyond the spread"),
+    (100_000, MIXED, FAST, NOT_DISTINGUISHABLE, "the seconds overlap"),
+    (100_000, FAST, SLOW, NOT_REPRODUCED, "faster beyond the spread"),
+])
+def test_c9_per_volume_small_tables_take_no_index_and_six_figures_take_it(rows, without, with_index, verdict, said):
+    frame = runs({"history_rows": rows}, {"shape": "history_indexed", "history_rows": rows})
+    c9, _ = section.findings({"soak": loaded(frame, {0: seconds(without), 1: seconds(with_index)})})
+    assert c9.verdict == verdict and said in c9.ours, c9
+
+
+def test_c9_has_a_verdict_per_volume_and_is_not_measured_without_both_controls():
+    frame = runs({}, {"shape": "history_indexed"}, {"history_rows": 100_000},
+                 {"shape": "history_indexed", "history_rows": 100_000})
+    series = {0: seconds(FAST), 1: seconds(FAST), 2: seconds(SLOW), 3: seconds(FAST)}
+    c9, _ = section.findings({"soak": loaded(frame, series)})
+    assert c9.parts == (("a table starting empty", CONFIRMED), ("100,000 finished jobs", CONFIRMED))
+    assert "confirmed (a table starting empty: confirmed; 100,000 finished jobs: confirmed)" == c9.verdict_label
+    held_only = runs({}, {"shape": "history_indexed", "holder": "repeatable_read"})
+    c9, _ = section.findings({"soak": loaded(held_only, {0: seconds(FAST), 1: seconds(FAST)})})
+    assert c9.verdict == NOT_MEASURED and c9.note
+    other_load = runs({}, {"shape": "history_indexed", "workers": 8})
+    c9, _ = section.findings({"soak": loaded(other_load, {0: seconds(FAST), 1: seconds(FAST)})})
+    assert c9.verdict == NOT_MEASURED
+
+
+def test_the_worst_held_arm_is_the_one_that_spiralled_then_the_highest_backlog():
+    frame = runs({}, {"holder": "repeatable_read", "verdict": "degrades", "backlog_max": 900},
+                 {"holder": "repeatable_read", "verdict": "spirals", "backlog_max": 50},
+                 {"holder": "repeatable_read", "verdict": "spirals", "backlog_max": 80, "storage": "disk"})
+    assert section.worst_held(frame) == 2  # disk arms are the storage table's, not the anchors'
+    assert section.worst_held(runs({})) is None
+
+
+@pytest.mark.parametrize("flags, said", [
+    ({"cpu_bound": True}, "not judged (CPU-bound); the rule says spirals"),
+    ({"cpu_bound": False}, "not judged (arrivals behind); the rule says spirals"),
+])
+def test_a_run_not_judged_says_why_and_what_the_rule_said(flags, said):
+    row = pd.Series(BASE | {"verdict": "not_judged", "verdict_if_judged": "spirals"} | flags)
+    assert section.verdict_text(row) == said
+    assert section.verdict_text(pd.Series(BASE | {"verdict": "cut_off"})) == "cut off"
+
+
+@pytest.mark.parametrize("held, control, verdict", [
+    ("degrades", "survives", CONFIRMED),
+    ("spirals", "survives", CONFIRMED),
+    ("cut_off", "survives", CONFIRMED),
+    ("survives", "survives", CORRECTED),
+    ("degrades", "degrades", NOT_DISTINGUISHABLE),
+    ("not_judged", "survives", NOT_MEASURED),
+    ("degrades", "not_judged", NOT_MEASURED),
+])
+def test_a11_each_held_arm_is_read_against_its_control(held, control, verdict):
+    assert section.held_against_control({"verdict": held}, {"verdict": control}) == verdict
+
+
+def test_a11_has_a_part_per_held_arm_the_worst_decides_and_the_mitigation_is_read_against_its_arm():
+    frame = runs({}, {"holder": "repeatable_read", "verdict": "degrades"},
+                 {"shape": "delete"}, {"shape": "delete", "holder": "repeatable_read", "verdict": "survives"},
+                 {"holder": "repeatable_read", "mitigation": "idle_timeout", "verdict": "survives"},
+                 {"holder": "repeatable_read", "storage": "disk", "verdict": "spirals"},
+                 {"shape": "partitioned", "holder": "repeatable_read", "verdict": "spirals"})  # no control stored
+    frame["pin_s"], frame["rate"] = 15.0, 350.0
+    _, a11 = section.findings({"soak": loaded(frame, {})})
+    assert a11.parts == (("history, repeatable read", CONFIRMED), ("delete, repeatable read", CORRECTED))
+    assert a11.verdict == CORRECTED and "1 of 2 held arms slowed" in a11.ours
+    assert a11.values["mitigation_helped"] == "True" and a11.values["mitigated_verdict"] == "survives"
+    _, a11 = section.findings({"soak": loaded(frame.iloc[:2], {})})
+    assert a11.verdict == CONFIRMED and not a11.parts and "mitigation_helped" not in a11.values
+    _, a11 = section.findings({"soak": loaded(frame.iloc[[0, 5]].reset_index(drop=True), {})})
+    assert a11.verdict == NOT_MEASURED and a11.note  # held on disk only: the storage table's, not A11's
