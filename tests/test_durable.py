@@ -36,3 +36,18 @@ def test_the_table_says_each_point_s_answer_beside_its_figures_and_the_setup_cou
     said = durable.values(loaded, {})["disk_setup"]
     assert "Of 2 points" in said and "1 slower beyond the spread" in said and "1 with races on one side" in said
     assert durable.values({"durable": None}, {})["disk_setup"] == "This build raced nothing on a disk."
+
+
+def test_a_section_on_a_disk_is_left_out_in_one_line_with_a_server_not_started_here(db, tmp_path, monkeypatch,
+                                                                                     capsys):
+    """A DATABASE_URL server keeps its own storage: the report makes what it can of a section and says what not."""
+    from conftest import PROJECT_ROOT
+    from harness.experiments import registry
+
+    params = registry.load_params(PROJECT_ROOT / "notebooks" / "params" / "tiny.yml")
+    monkeypatch.setenv("DATABASE_URL", db.url)
+    paths, made = registry.ensure_section(params, "disk_race", tmp_path, progress=False)
+    assert (paths, made) == ([], 0)
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == ["disk_race: 3 of 3 runs on a disk not made: the server is not started here (unset DATABASE_URL "
+                    "for the embedded one)"]

@@ -52,7 +52,7 @@ def load(asked: dict[str, registry.Asked]) -> dict:
 
 
 def evaluate(loaded: dict) -> list[Finding]:
-    """Every finding, F1-F13, C1-C9 and A1-A10, in that order; a section missing from `loaded` (or None there)
+    """Every finding, F1-F13, C1-C9 and A1-A11, in that order; a section missing from `loaded` (or None there)
     leaves its findings not measured."""
     found = [finding for section in SECTIONS for finding in section.findings(loaded)]
     for section in SECTIONS:
