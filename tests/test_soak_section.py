@@ -29,7 +29,7 @@ def seconds(p50s) -> pd.DataFrame:
 
 
 def loaded(frame: pd.DataFrame, series: dict) -> section.Loaded:
-    return section.Loaded((), frame, series, {})
+    return section.Loaded((), frame, series, {}, {})
 
 
 def test_each_arm_is_read_against_the_arm_that_differs_in_one_setting():
@@ -133,3 +133,22 @@ def test_a11_has_a_part_per_held_arm_the_worst_decides_and_the_mitigation_is_rea
     assert a11.verdict == CONFIRMED and not a11.parts and "mitigation_helped" not in a11.values
     _, a11 = section.findings({"soak": loaded(frame.iloc[[0, 5]].reset_index(drop=True), {})})
     assert a11.verdict == NOT_MEASURED and a11.note  # held on disk only: the storage table's, not A11's
+
+
+def test_the_timeline_draws_each_held_arm_beside_its_control_and_marks_a_cpu_bound_one():
+    from harness.article.sections import soak_charts
+
+    frame = runs({}, {"holder": "repeatable_read"}, {"shape": "delete"},
+                 {"shape": "delete", "holder": "repeatable_read", "cpu_bound": True},
+                 {"holder": "repeatable_read", "storage": "disk"})
+    frame["pin_from"], frame["pin_to"] = 20.0, 40.0
+    series = {i: pd.DataFrame({"second": [0.0, 1.0], "backlog": [1, 2], "claim_p99_ms": [0.5, 0.6]}) for i in range(5)}
+    samples = {i: pd.DataFrame({"t_s": [0.0, 1.0], "n_dead_tup": [5, 9], "horizon_age_s": [None, 1.0]})
+               for i in range(5)}
+    mine = section.Loaded((), frame, series, samples, {i: 1.0 for i in range(5)})
+    data = soak_charts.timelines(mine)
+    assert list(dict.fromkeys(data["arm"])) == ["history: repeatable read", "delete: repeatable read (CPU-bound)"]
+    assert set(data["run"]) == {"held", "control"}  # the disk arm is the storage table's, not drawn
+    spec = soak_charts.soak_timeline_chart(data).to_dict()
+    assert "CPU-bound" in str(spec["title"]) and "every 1 s" in str(spec["title"])
+    assert soak_charts.timelines(None).empty

@@ -57,6 +57,7 @@ class Loaded:
     summaries: pd.DataFrame  # one row per run: its summary (harness.experiments.soak), in the section's order
     series: dict  # run position -> its per-second series (soak_outcomes.SERIES_COLUMNS)
     samples: dict  # run position -> its per-second samples of the table and the horizon
+    sample_s: dict  # run position -> how often its sampler read the table and the horizon (s)
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
@@ -66,7 +67,8 @@ def load(reads: dict, loaded: dict) -> Loaded | None:
     summaries = pd.DataFrame([run.summary | {"pg_version": run.manifest.get("server", {}).get("major")}
                               for run in runs])
     return Loaded(tuple(runs), summaries, {i: run.table("series") for i, run in enumerate(runs)},
-                  {i: run.table("samples") for i, run in enumerate(runs)})
+                  {i: run.table("samples") for i, run in enumerate(runs)},
+                  {i: run.manifest.get("procedure", {}).get("sample_s") for i, run in enumerate(runs)})
 
 
 # --------------------------------------------------------------------------- references

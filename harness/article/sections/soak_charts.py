@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from harness.article.charts import WIDTH, chart_title, fixed_scale, plain_frame
+from harness.article.charts import CPU_BOUND_LABEL, WIDTH, chart_title, fixed_scale, plain_frame
 from harness.article.labels import NEUTRAL, TARGET_BAND_COLOUR
 from harness.article.sections.soak import Loaded, arm_label, held_label, reference
 
@@ -23,6 +23,11 @@ def _measures(mine: Loaded, position: int) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True).dropna(subset=["value"])
 
 
+def _cpu_bound(row) -> bool:
+    value = row.get("cpu_bound")
+    return bool(value) if value is not None and not pd.isna(value) else False
+
+
 def timelines(mine: Loaded | None) -> pd.DataFrame:
     """Every held arm on tmpfs (its mitigation too) with its control: (arm, run, second, measure, value, pin_from,
     pin_to), run "held" or "control"; empty without a soak."""
@@ -31,7 +36,8 @@ def timelines(mine: Loaded | None) -> pd.DataFrame:
     for position, row in runs.iterrows():
         if row["holder"] == "none" or row["storage"] != "tmpfs" or row["synchronous_commit"] != "on":
             continue
-        arm = f"{arm_label(row)}: {held_label(row)}"
+        bound = any(_cpu_bound(runs.iloc[r]) for r in (position, reference(runs, position)) if r is not None)
+        arm = f"{arm_label(row)}: {held_label(row)}" + (CPU_BOUND_LABEL if bound else "")
         control = position
         while control is not None and runs.iloc[control]["holder"] != "none":
             control = reference(runs, control)
@@ -40,8 +46,8 @@ def timelines(mine: Loaded | None) -> pd.DataFrame:
                 continue
             frame = _measures(mine, run)
             frames.append(frame.assign(arm=arm, run=which, pin_from=float(row["pin_from"]),
-                                       pin_to=float(row["pin_to"])))
-    columns = ["arm", "run", "second", "measure", "value", "pin_from", "pin_to"]
+                                       pin_to=float(row["pin_to"]), sample_s=mine.sample_s.get(run)))
+    columns = ["arm", "run", "second", "measure", "value", "pin_from", "pin_to", "sample_s"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
@@ -61,10 +67,13 @@ def soak_timeline_chart(data: pd.DataFrame) -> alt.VConcatChart | alt.Chart:
                         legend=alt.Legend(orient="bottom")),
         tooltip=["run:N", "measure:N", "second:Q", alt.Tooltip("value:Q", format=",.2f")])
     width = (WIDTH + 120) // len(MEASURES) - 50  # the four panels fill the text column
+    every = sorted({f"{s:g} s" for s in data["sample_s"].dropna()})
     arms = [alt.layer(shade, lines, data=data[data["arm"] == arm]).properties(width=width, height=70).facet(
         column=alt.Column("measure:N", title=None, sort=list(MEASURES)), title=arm)
         .resolve_scale(y="independent") for arm in dict.fromkeys(data["arm"])]
     return alt.vconcat(*arms).properties(title=chart_title(
         "Held against not held, second by second",
         "shaded: the hold; grey: the same arm with nothing held",
-        "dead tuples and the oldest snapshot's age sampled every second"))
+        f"dead tuples and the oldest snapshot's age sampled every {' or '.join(every) or 'second'}"
+        + ("; (CPU-bound): its runs waited for a CPU half their time, and decide nothing"
+           if data["arm"].str.endswith(CPU_BOUND_LABEL).any() else "")))
