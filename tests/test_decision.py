@@ -76,20 +76,25 @@ def test_the_table_has_a_row_per_choice_with_its_columns():
 
 
 def a11(helped="True", parts=(("history", CONFIRMED), ("delete", CORRECTED))):
-    values = {"slowed": "1", "held": "2", "pin": "15 s", "rate": "350", "share": "50%", "workers": "4", "pg": "16",
-              "mitigation": "idle_in_transaction_session_timeout", "mitigated_verdict": "survives",
-              "unmitigated_verdict": "degrades", "mitigation_helped": helped}
+    values = {"slowed": "1", "decided": "2", "pin": "20 s", "rates": "350 to 600", "load": "80% of ...",
+              "workers": "4", "pg": "16", "mitigation": "idle_in_transaction_session_timeout",
+              "mitigated_arm": "history indexed", "mitigated_verdict": "survives", "unmitigated_verdict": "spirals",
+              "mitigation_helped": helped}
     return make_finding("A11", CORRECTED, values=values, parts=parts)
 
 
 def test_the_horizon_row_advises_a_timeout_only_where_a_hold_slowed_a_table_and_the_timeout_helped():
     row = decision.horizon_row({"A11": a11()})
     assert "idle_in_transaction_session_timeout" in row["use"] and "1 of 2" in row["because"]
-    assert "survives" in row["because"] and "350 jobs/s" in row["measured at"]
+    assert "the history indexed table survives, without it spirals" in row["because"]
+    assert "350 to 600 jobs/s" in row["measured at"]
     assert decision.horizon_row({"A11": a11(helped="False")})["use"] == UNDECIDED
     assert decision.horizon_row({"A11": a11(parts=(("delete", CORRECTED), ("history", NOT_DISTINGUISHABLE)))})[
         "use"] == UNDECIDED
     one = make_finding("A11", CONFIRMED, values=a11().values)  # one held arm: the verdict is its part
     assert "idle_in_transaction" in decision.horizon_row({"A11": one})["use"]
     assert decision.horizon_row({"A11": make_finding("A11", NOT_MEASURED)})["use"] == UNDECIDED
+    no_timeout = make_finding("A11", CONFIRMED, values={k: v for k, v in a11().values.items()
+                                                        if k in ("slowed", "decided", "pin", "rates", "workers")})
+    assert decision.horizon_row({"A11": no_timeout})["use"] == UNDECIDED
     assert decision.horizon_row({})["use"] == UNDECIDED

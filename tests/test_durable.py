@@ -22,6 +22,7 @@ def races(rates, cpu_bound=False, storage="tmpfs", strategy="guarded", workers=4
     (races([900, 1000], cpu_bound=True), races([300, 400]), durable.CPU_BOUND),
     (races([900, 1000]), races([300, 400], cpu_bound=True), durable.CPU_BOUND),
     (races([]), races([300]), durable.ONE_SIDE),
+    (races([900]), races([300, 400]), durable.ONE_RACE),
 ])
 def test_a_point_on_the_disk_is_slower_faster_overlapping_cpu_bound_or_one_sided(tmpfs, disk, answer):
     assert durable.on_disk(tmpfs, disk) == answer
@@ -29,12 +30,16 @@ def test_a_point_on_the_disk_is_slower_faster_overlapping_cpu_bound_or_one_sided
 
 def test_the_table_says_each_point_s_answer_beside_its_figures_and_the_setup_counts_them():
     points = pd.concat([races([900, 1000]), races([300, 400], storage="disk"),
-                        races([0.3, 0.4], strategy="naive", storage="disk", workers=2)], ignore_index=True)
+                        races([0.3, 0.4], strategy="naive", storage="disk", workers=2),
+                        races([10.0], strategy="skip_locked", workers=8),
+                        races([20.0], strategy="skip_locked", storage="disk", workers=8)], ignore_index=True)
     loaded = {"durable": durable.Loaded(points)}
     html = durable.disk_table(loaded)
     assert "900 to 1,000 / 300 to 400" in html and "slower beyond the spread" in html and "one side only" in html
     said = durable.values(loaded, {})["disk_setup"]
-    assert "Of 2 points" in said and "1 slower beyond the spread" in said and "1 with races on one side" in said
+    assert "Of 3 points" in said and "1 slower beyond the spread" in said and "1 with races on one side" in said
+    assert "1 with one race a side" in said and "one race a side, not decided" in html
+    assert "0 / 0" in html  # skip_locked's duplicates, each side
     assert durable.values({"durable": None}, {})["disk_setup"] == "This build raced nothing on a disk."
 
 

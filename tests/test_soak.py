@@ -111,18 +111,19 @@ def test_a_run_that_could_not_carry_its_load_is_not_judged_and_keeps_what_the_ru
 def test_the_before_pin_window_skips_the_warm_up_and_its_highest_backlog_is_the_level():
     backlog = np.concatenate([[500.0] * int(rule.WARMUP_S), steady(15, 3.0), steady(45, 3.0)])
     found = judged(backlog, p99s(65))
-    assert found["backlog_level"] == 10 * rule.BACKLOG_SLACK_S and found["verdict"] == rule.SURVIVES
-    high = np.concatenate([[500.0] * int(rule.WARMUP_S), steady(15, 30.0), steady(45, 30.0)])
-    assert judged(high, p99s(65))["backlog_level"] == 30.0  # more than a second of arrivals: the highest backlog
+    assert found["backlog_level"] == 3.0 and found["verdict"] == rule.SURVIVES
 
 
-def test_a_backlog_that_wavers_within_a_second_of_arrivals_after_the_pin_has_recovered():
-    """Jobs in flight between polls: a backlog of 1 to 8 where 10 arrive a second is a queue keeping up, though it
-    is above the highest backlog seen before the pin (2)."""
-    after = np.tile([1.0, 8.0, 3.0, 7.0], 10)
-    backlog = np.concatenate([steady(20), steady(20, 5.0), after])
-    found = judged(backlog, p99s(80, during=9.0))
-    assert (found["recovered_s"], found["verdict"]) == (1.0, rule.DEGRADES)
+def test_a_backlog_that_wavers_within_the_slack_after_the_pin_has_recovered_and_one_beyond_has_not():
+    """Jobs in flight between polls: where 600 arrive a second, a backlog of 10 to 50 (within 0.1 s of arrivals) is
+    a queue keeping up, though above the highest backlog before the pin (8); one of 70 is not."""
+    p99 = p99s(80, during=9.0)
+    level = 600 * rule.BACKLOG_SLACK_S
+    for after, recovered_s, verdict in (([10.0, 50.0, 30.0, 45.0], 1.0, rule.DEGRADES),
+                                        ([10.0, 70.0, 30.0, 70.0], None, rule.SPIRALS)):
+        backlog = np.concatenate([steady(20, 8.0), steady(20, 500.0), np.tile(after, 10)])
+        found = rule.judge(series(backlog, p99, arrived=600), PIN_FROM, PIN_TO, 80.0)
+        assert (found["backlog_level"], found["recovered_s"], found["verdict"]) == (level, recovered_s, verdict)
 
 
 def test_arrivals_that_fall_behind_their_schedule_mark_the_run():
@@ -436,8 +437,10 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     assert section.reference(runs, 3) == 2  # the idle transaction over the indexed table: its control
     c9, _ = section.findings({"soak": loaded})
     cost = section.claim_cost(loaded.series[0], loaded.series[2])
-    assert c9.verdict == {"slower": "corrected", "overlap": "confirmed", "faster": "confirmed"}[cost], (c9, cost)
-    assert "a table starting empty" in c9.ours
+    judged = "not_judged" not in (runs.iloc[0]["verdict"], runs.iloc[2]["verdict"])  # five arms share two cores
+    expected = {"slower": "corrected", "overlap": "confirmed", "faster": "confirmed"}[cost] if judged \
+        else "not_measured"
+    assert c9.parts[0] == ("a table starting empty", expected), (c9, cost)
     table = section.verdict_table({"soak": loaded})
     assert table.count("<tr>") == 1 + len(names) and "nothing (control)" in table
     assert "brandur.org" in section.anchors_table({"soak": loaded})

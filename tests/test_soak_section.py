@@ -13,7 +13,8 @@ from harness.article.sections import soak as section
 BASE = {"shape": "history", "strategy": "skip_locked", "history_rows": 0, "holder": "none", "mitigation": "none",
         "storage": "tmpfs", "synchronous_commit": "on", "rate_asked": "50%", "workers": 4, "job_ms": 5.0,
         "pg_version": 16, "sustained_rate": 700.0, "jobs_arrived": 10_000, "verdict": "survives",
-        "verdict_if_judged": "survives", "backlog_max": 3, "cpu_bound": False}
+        "verdict_if_judged": "survives", "backlog_max": 3, "cpu_bound": False, "seconds": 70.0, "pin_from": 20.0,
+        "pin_to": 40.0, "pin_s": 20.0, "repeat": 0, "rate": 350.0, "mitigation_setting": None}
 
 
 def runs(*arms: dict) -> pd.DataFrame:
@@ -35,13 +36,21 @@ def loaded(frame: pd.DataFrame, series: dict) -> section.Loaded:
 def test_each_arm_is_read_against_the_arm_that_differs_in_one_setting():
     frame = runs({}, {"holder": "repeatable_read"}, {"holder": "repeatable_read", "mitigation": "idle_timeout"},
                  {"holder": "repeatable_read", "storage": "disk"}, {"holder": "repeatable_read", "workers": 8},
-                 {"shape": "delete", "holder": "repeatable_read"})
+                 {"shape": "delete", "holder": "repeatable_read"},
+                 {"holder": "repeatable_read", "storage": "disk", "synchronous_commit": "off"},
+                 {"holder": "repeatable_read", "repeat": 1}, {"holder": "repeatable_read", "pin_to": 50.0},
+                 {"holder": "repeatable_read", "storage": "not known (a server not started here)"})
     assert section.reference(frame, 0) is None  # a control is read against nothing
     assert section.reference(frame, 1) == 0  # held: its control
     assert section.reference(frame, 2) == 1  # mitigated: the same arm without it
-    assert section.reference(frame, 3) == 1  # on disk: the same arm on tmpfs
+    assert section.reference(frame, 3) == 1  # on disk: the same arm off it
     assert section.reference(frame, 4) is None  # another load has no control stored
     assert section.reference(frame, 5) is None  # another shape neither
+    assert section.reference(frame, 6) == 3  # commits off: the same arm on the disk with them on
+    assert section.reference(frame, 7) is None  # a repeat against its own control's repeat
+    assert section.reference(frame, 8) is None  # judged on other windows
+    assert section.reference(frame, 9) is None  # a server's own storage: its control would be there too
+    assert section.control_of(frame, 6) == 0
 
 
 @pytest.mark.parametrize("without, with_index, cost", [
@@ -60,11 +69,11 @@ MIXED = [0.6, 2.0, 0.7]
 
 @pytest.mark.parametrize("rows, without, with_index, verdict, said", [
     (0, FAST, FAST, CONFIRMED, "the seconds overlap"),
-    (0, FAST, SLOW, CONFIRMED, "faster beyond the spread"),
-    (0, SLOW, FAST, CORRECTED, "slower beyond the spread"),
-    (100_000, SLOW, FAST, CONFIRMED, "slower beyond the spread"),
+    (0, FAST, SLOW, CONFIRMED, "faster without it beyond the spread"),
+    (0, SLOW, FAST, CORRECTED, "slower without it beyond the spread"),
+    (100_000, SLOW, FAST, CONFIRMED, "slower without it beyond the spread"),
     (100_000, MIXED, FAST, NOT_DISTINGUISHABLE, "the seconds overlap"),
-    (100_000, FAST, SLOW, NOT_REPRODUCED, "faster beyond the spread"),
+    (100_000, FAST, SLOW, NOT_REPRODUCED, "faster without it beyond the spread"),
 ])
 def test_c9_per_volume_small_tables_take_no_index_and_six_figures_take_it(rows, without, with_index, verdict, said):
     frame = runs({"history_rows": rows}, {"shape": "history_indexed", "history_rows": rows})
@@ -77,8 +86,17 @@ def test_c9_has_a_verdict_per_volume_and_is_not_measured_without_both_controls()
                  {"shape": "history_indexed", "history_rows": 100_000})
     series = {0: seconds(FAST), 1: seconds(FAST), 2: seconds(SLOW), 3: seconds(FAST)}
     c9, _ = section.findings({"soak": loaded(frame, series)})
-    assert c9.parts == (("a table starting empty", CONFIRMED), ("100,000 finished jobs", CONFIRMED))
-    assert "confirmed (a table starting empty: confirmed; 100,000 finished jobs: confirmed)" == c9.verdict_label
+    assert c9.parts == (("a table starting empty", CONFIRMED), ("100,000 finished jobs at the start", CONFIRMED),
+                        ("fillfactor by volume", NOT_MEASURED))
+    assert c9.verdict_label.startswith("confirmed (a table starting empty: confirmed; 100,000 finished")
+    series[2] = seconds(MIXED)  # the parts disagree: the one the runs cannot tell decides
+    c9, _ = section.findings({"soak": loaded(frame, series)})
+    assert c9.verdict == NOT_DISTINGUISHABLE and c9.parts[1][1] == NOT_DISTINGUISHABLE
+    bound = frame.copy()
+    bound.loc[3, "verdict"] = "not_judged"  # a control that could not carry its load decides nothing
+    c9, _ = section.findings({"soak": loaded(bound, {0: seconds(FAST), 1: seconds(FAST), 2: seconds(SLOW),
+                                                     3: seconds(FAST)})})
+    assert c9.parts[1][1] == NOT_MEASURED and "could not carry its load" in c9.ours and c9.verdict == CONFIRMED
     held_only = runs({}, {"shape": "history_indexed", "holder": "repeatable_read"})
     c9, _ = section.findings({"soak": loaded(held_only, {0: seconds(FAST), 1: seconds(FAST)})})
     assert c9.verdict == NOT_MEASURED and c9.note
@@ -116,39 +134,34 @@ def test_a_run_not_judged_says_why_and_what_the_rule_said(flags, said):
 ])
 def test_a11_each_held_arm_is_read_against_its_control(held, control, verdict):
     assert section.held_against_control({"verdict": held}, {"verdict": control}) == verdict
+    assert section.held_against_control({"verdict": held}, None) == NOT_MEASURED
 
 
-def test_a11_has_a_part_per_held_arm_the_worst_decides_and_the_mitigation_is_read_against_its_arm():
+def test_a11_has_a_part_per_held_arm_the_worst_decides_and_a_timeout_is_read_against_its_arm():
     frame = runs({}, {"holder": "repeatable_read", "verdict": "degrades"},
                  {"shape": "delete"}, {"shape": "delete", "holder": "repeatable_read", "verdict": "survives"},
-                 {"holder": "repeatable_read", "mitigation": "idle_timeout", "verdict": "survives"},
+                 {"holder": "repeatable_read", "mitigation": "idle_timeout", "verdict": "survives",
+                  "mitigation_setting": "idle_in_transaction_session_timeout"},
                  {"holder": "repeatable_read", "storage": "disk", "verdict": "spirals"},
                  {"shape": "partitioned", "holder": "repeatable_read", "verdict": "spirals"})  # no control stored
-    frame["pin_s"], frame["rate"] = 15.0, 350.0
     _, a11 = section.findings({"soak": loaded(frame, {})})
-    assert a11.parts == (("history, repeatable read", CONFIRMED), ("delete, repeatable read", CORRECTED))
-    assert a11.verdict == CORRECTED and "1 of 2 held arms slowed" in a11.ours
-    assert a11.values["mitigation_helped"] == "True" and a11.values["mitigated_verdict"] == "survives"
+    assert a11.parts == (("history, repeatable read", CONFIRMED), ("delete, repeatable read", CORRECTED),
+                         ("partitioned, repeatable read", NOT_MEASURED))
+    assert a11.verdict == CORRECTED and "1 of 2 held arms that decide slowed" in a11.ours
+    assert a11.values["mitigation_helped"] == "True" and a11.values["mitigated_arm"] == "history"
+    assert "50% of the rate" in a11.ours and "350 jobs/s" in a11.ours
     _, a11 = section.findings({"soak": loaded(frame.iloc[:2], {})})
     assert a11.verdict == CONFIRMED and not a11.parts and "mitigation_helped" not in a11.values
     _, a11 = section.findings({"soak": loaded(frame.iloc[[0, 5]].reset_index(drop=True), {})})
-    assert a11.verdict == NOT_MEASURED and a11.note  # held on disk only: the storage table's, not A11's
-
-
-def test_the_timeline_draws_each_held_arm_beside_its_control_and_marks_a_cpu_bound_one():
-    from harness.article.sections import soak_charts
-
-    frame = runs({}, {"holder": "repeatable_read"}, {"shape": "delete"},
-                 {"shape": "delete", "holder": "repeatable_read", "cpu_bound": True},
-                 {"holder": "repeatable_read", "storage": "disk"})
-    frame["pin_from"], frame["pin_to"] = 20.0, 40.0
-    series = {i: pd.DataFrame({"second": [0.0, 1.0], "backlog": [1, 2], "claim_p99_ms": [0.5, 0.6]}) for i in range(5)}
-    samples = {i: pd.DataFrame({"t_s": [0.0, 1.0], "n_dead_tup": [5, 9], "horizon_age_s": [None, 1.0]})
-               for i in range(5)}
-    mine = section.Loaded((), frame, series, samples, {i: 1.0 for i in range(5)})
-    data = soak_charts.timelines(mine)
-    assert list(dict.fromkeys(data["arm"])) == ["history: repeatable read", "delete: repeatable read (CPU-bound)"]
-    assert set(data["run"]) == {"held", "control"}  # the disk arm is the storage table's, not drawn
-    spec = soak_charts.soak_timeline_chart(data).to_dict()
-    assert "CPU-bound" in str(spec["title"]) and "every 1 s" in str(spec["title"])
-    assert soak_charts.timelines(None).empty
+    assert a11.verdict == NOT_MEASURED and a11.note  # held on a disk only: the storage's, not A11's
+    autovacuum = frame.copy()  # a mitigation that is not a timeout is not the decision's timeout
+    autovacuum.loc[4, ["mitigation", "mitigation_setting"]] = ["autovacuum", None]
+    assert "mitigation_helped" not in section.findings({"soak": loaded(autovacuum, {})})[1].values
+    slowed_alone = frame.copy()  # the timeout's arm must be one the hold slowed, not the table on its own
+    slowed_alone.loc[0, "verdict"] = "degrades"
+    assert "mitigation_helped" not in section.findings({"soak": loaded(slowed_alone, {})})[1].values
+    hurt = frame.copy()
+    hurt.loc[4, "verdict"] = "degrades"
+    assert section.findings({"soak": loaded(hurt, {})})[1].values["mitigation_helped"] == "False"
+    fixed = frame.iloc[:2].assign(rate_asked=100.0)
+    assert "100 jobs/s;" in section.findings({"soak": loaded(fixed, {})})[1].ours

@@ -17,8 +17,9 @@ NAME = "durable"
 READS = ("disk_race",)  # and the race sweep's runs, loaded before it (races)
 say = Sentences(NAME)
 
-SLOWER, FASTER, OVERLAP, CPU_BOUND, ONE_SIDE = "slower", "faster", "overlap", "cpu_bound", "one_side"
-ANSWERS = (SLOWER, FASTER, OVERLAP, CPU_BOUND, ONE_SIDE)
+SLOWER, FASTER, OVERLAP, CPU_BOUND, ONE_SIDE, ONE_RACE = ("slower", "faster", "overlap", "cpu_bound", "one_side",
+                                                          "one_race")
+ANSWERS = (SLOWER, FASTER, OVERLAP, CPU_BOUND, ONE_SIDE, ONE_RACE)
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,12 @@ def findings(loaded: dict) -> list:
 def on_disk(tmpfs: pd.DataFrame, disk: pd.DataFrame) -> str:
     """One strategy at one worker count: SLOWER where every disk race's claims/s lies below every tmpfs race's,
     FASTER where every one lies above, OVERLAP where they interleave; CPU_BOUND where a race of either side was
-    (its rate is the machine's); ONE_SIDE where a side has no race."""
+    (its rate is the machine's); ONE_SIDE where a side has no race, ONE_RACE where a side has one (no spread to
+    judge by)."""
     if not len(tmpfs) or not len(disk):
         return ONE_SIDE
+    if len(tmpfs) < 2 or len(disk) < 2:
+        return ONE_RACE
     if (tmpfs["cpu_bound"] == True).any() or (disk["cpu_bound"] == True).any():  # noqa: E712 (None: not read)
         return CPU_BOUND
     if disk["claims_per_second"].max() < tmpfs["claims_per_second"].min():
@@ -103,7 +107,7 @@ def disk_table(loaded: dict) -> str:
             f"{_range(disk, 'claims_per_second', lambda v: number(v, 0))}",
             f"{_range(tmpfs, 'p99_ms', ms)} / {_range(disk, 'p99_ms', ms)}",
             f"{_waste(strategy, tmpfs)} / {_waste(strategy, disk)}",
-            say.each("answer", ("slower", "faster", "overlap", "cpu_bound", "one_side"))[on_disk(tmpfs, disk)]))))
+            say.each("answer", ("slower", "faster", "overlap", "cpu_bound", "one_side", "one_race"))[on_disk(tmpfs, disk)]))))
     points = mine.points
     return table(pd.DataFrame(rows, columns=list(COLUMNS)), css_class="wide", caption=say(
         "caption", jobs=join([f"{j:,}" for j in sorted(set(points["job_count"]))]),
@@ -118,6 +122,6 @@ def values(loaded: dict, found: dict) -> dict[str, str]:
     if mine is None:
         return {"disk_setup": say("setup.no_runs")}
     answers = [on_disk(tmpfs, disk) for _, _, tmpfs, disk in _points(mine.points)]
-    counted = join([say.each("counted", ("slower", "faster", "overlap", "cpu_bound", "one_side"),
+    counted = join([say.each("counted", ("slower", "faster", "overlap", "cpu_bound", "one_side", "one_race"),
                              n=answers.count(answer))[answer] for answer in ANSWERS if answers.count(answer)])
     return {"disk_setup": say("setup.runs", points=numbered(len(answers), "point"), counted=counted)}

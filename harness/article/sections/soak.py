@@ -29,9 +29,11 @@ say = Sentences(NAME)
 # the settings an arm is told apart by; its reference differs in one of them (the module's docstring)
 ARM = ("shape", "strategy", "history_rows", "holder", "mitigation", "storage", "synchronous_commit")
 LOAD = ("rate_asked", "workers", "job_ms", "pg_version")  # and the same load, on the same server version
+WINDOWS = ("seconds", "pin_from", "pin_to", "repeat")  # judged on the same windows; a repeat against its own
 SIX_FIGURES = 100_000  # finished jobs a table keeps after a day at six-figure daily volume (C9)
 
 SLOWER, OVERLAP, FASTER = "slower", "overlap", "faster"
+NOT_JUDGED_COST = "not_judged"  # a C9 pair one of whose runs could not carry its load
 
 # The two write-ups this section answers, their figures as they give them (read in each, not raced here).
 ANCHORS = (
@@ -54,43 +56,78 @@ VERDICT_ORDER = (soak_outcomes.SPIRALS, soak_outcomes.CUT_OFF, soak_outcomes.DEG
 @dataclass(frozen=True)
 class Loaded:
     runs: tuple
-    summaries: pd.DataFrame  # one row per run: its summary (harness.experiments.soak), in the section's order
+    summaries: pd.DataFrame  # one row per run: its summary (harness.experiments.soak), judged again (load)
     series: dict  # run position -> its per-second series (soak_outcomes.SERIES_COLUMNS)
     samples: dict  # run position -> its per-second samples of the table and the horizon
     sample_s: dict  # run position -> how often its sampler read the table and the horizon (s)
+
+
+def _judged_again(summary: dict, series: pd.DataFrame) -> dict:
+    """A run's verdict by the rule as it stands (harness.soak_outcomes), from its stored series: the page reads
+    every run by one rule, whichever the run was stored under."""
+    judged = soak_outcomes.judge(series, summary["pin_from"], summary["pin_to"], summary["ended_s"],
+                                 bool(summary["arrivals_behind"]), summary.get("cpu_bound"))
+    return summary | {key: judged[key] for key in ("verdict", "verdict_if_judged", "recovered_s", "keeps_up",
+                                                   "p99_within", "claim_p99_ms_before_max",
+                                                   "claim_p99_ms_during_median", "backlog_level")}
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
     runs = reads["soak"].runs if "soak" in reads else ()
     if not runs:
         return None
-    summaries = pd.DataFrame([run.summary | {"pg_version": run.manifest.get("server", {}).get("major")}
-                              for run in runs])
-    return Loaded(tuple(runs), summaries, {i: run.table("series") for i, run in enumerate(runs)},
-                  {i: run.table("samples") for i, run in enumerate(runs)},
+    series = {i: run.table("series") for i, run in enumerate(runs)}
+    summaries = pd.DataFrame([_judged_again(run.summary, series[i])
+                              | {"pg_version": run.manifest.get("server", {}).get("major")}
+                              for i, run in enumerate(runs)])
+    return Loaded(tuple(runs), summaries, series, {i: run.table("samples") for i, run in enumerate(runs)},
                   {i: run.manifest.get("procedure", {}).get("sample_s") for i, run in enumerate(runs)})
 
 
 # --------------------------------------------------------------------------- references
 
+# a server not started here keeps its own storage, stored as "not known": it is the base the disk is read against
+def on_disk(row) -> bool:
+    return row["storage"] == "disk"
+
+
+def base_arm(row) -> bool:
+    """Nothing changed but the holder: no mitigation, not on a disk, commits synchronous."""
+    return row["mitigation"] == "none" and not on_disk(row) and row["synchronous_commit"] == "on"
+
 
 def reference(summaries: pd.DataFrame, position: int) -> int | None:
-    """The position of the arm `position` is read against (the module's docstring), None where none is stored."""
+    """The position of the arm `position` is read against (the module's docstring): the same arm, load, windows
+    and repeat but for one setting; None where none is stored."""
     arm = summaries.iloc[position]
     if arm["mitigation"] != "none":
         wanted = {"mitigation": "none"}
-    elif arm["storage"] != "tmpfs" or arm["synchronous_commit"] != "on":
-        wanted = {"storage": "tmpfs", "synchronous_commit": "on"}
+    elif arm["synchronous_commit"] != "on":
+        wanted = {"synchronous_commit": "on"}
+    elif on_disk(arm):
+        wanted = {"storage": None}  # the same arm off the disk
     elif arm["holder"] != "none":
         wanted = {"holder": "none"}
     else:
         return None
-    target = {key: arm[key] for key in (*ARM, *LOAD)} | wanted
+    target = {key: arm[key] for key in (*ARM, *LOAD, *WINDOWS)} | wanted
     for other in range(len(summaries)):
         row = summaries.iloc[other]
-        if other != position and all(row[key] == value for key, value in target.items()):
+        if other != position and all(not on_disk(row) if key == "storage" and value is None else row[key] == value
+                                     for key, value in target.items()):
             return other
     return None
+
+
+def control_of(summaries: pd.DataFrame, position: int) -> int | None:
+    """The arm with nothing held that `position` is read against in the end (through its mitigation or storage)."""
+    while position is not None and summaries.iloc[position]["holder"] != "none":
+        position = reference(summaries, position)
+    return position
+
+
+def _not_judged(row) -> bool:
+    return row["verdict"] == soak_outcomes.NOT_JUDGED
 
 
 # --------------------------------------------------------------------------- C9
@@ -112,24 +149,24 @@ def claim_cost(without: pd.DataFrame, with_index: pd.DataFrame) -> str | None:
 
 
 def _controls(summaries: pd.DataFrame, history_rows: int) -> tuple[int, int] | None:
-    """(without the index, with it): the positions of two unpinned, unmitigated tmpfs skip_locked arms holding
-    `history_rows` at the start, under the same load; None where a pair is not stored."""
+    """(without the index, with it): the positions of two skip_locked arms with nothing held, nothing changed,
+    holding `history_rows` at the start, under the same load and repeat; None where a pair is not stored."""
     def control(row, shape):
-        return (row["shape"], int(row["history_rows"]), row["strategy"], row["holder"], row["mitigation"],
-                row["storage"], row["synchronous_commit"]) == (shape, history_rows, "skip_locked", "none", "none",
-                                                               "tmpfs", "on")
+        return (row["shape"], int(row["history_rows"]), row["strategy"], row["holder"]) == \
+            (shape, history_rows, "skip_locked", "none") and base_arm(row)
     for without, row in summaries.iterrows():
         if not control(row, "history"):
             continue
         for with_index, other in summaries.iterrows():
-            if control(other, "history_indexed") and all(other[key] == row[key] for key in LOAD):
+            if control(other, "history_indexed") and all(other[key] == row[key] for key in (*LOAD, "repeat")):
                 return without, with_index
     return None
 
 
 def c9_parts(mine: Loaded) -> list[tuple[str, str, dict]]:
     """(part, verdict, its figures) for each volume with both controls stored: the smallest history (small
-    volumes take no index) and every history of six figures or more (they take the index)."""
+    volumes take no index) and every history of six figures or more (they take the index). A pair one of whose
+    runs could not carry its load is NOT_MEASURED."""
     runs = mine.summaries
     histories = sorted({int(h) for h in runs["history_rows"]})
     parts = []
@@ -138,19 +175,21 @@ def c9_parts(mine: Loaded) -> list[tuple[str, str, dict]]:
         if pair is None:
             continue
         without, with_index = pair
+        a, b = runs.iloc[without], runs.iloc[with_index]
         cost = claim_cost(mine.series[without], mine.series[with_index])
         if cost is None:
             continue
         small = rows < SIX_FIGURES
-        # small: the claim holds where no index costs nothing beyond the spread; six figures: where it does
-        verdict = ({SLOWER: CORRECTED, OVERLAP: CONFIRMED, FASTER: CONFIRMED} if small else
-                   {SLOWER: CONFIRMED, OVERLAP: NOT_DISTINGUISHABLE, FASTER: NOT_REPRODUCED})[cost]
-        a, b = runs.iloc[without], runs.iloc[with_index]
-        parts.append((say("C9.part_small") if small else say("C9.part_large", rows=count(rows)), verdict, {
-            "rows": count(rows), "cost": cost,
+        if _not_judged(a) or _not_judged(b):
+            cost, verdict = NOT_JUDGED_COST, NOT_MEASURED
+        else:  # small: the claim holds where no index costs nothing beyond the spread; six figures: where it does
+            verdict = ({SLOWER: CORRECTED, OVERLAP: CONFIRMED, FASTER: CONFIRMED} if small else
+                       {SLOWER: CONFIRMED, OVERLAP: NOT_DISTINGUISHABLE, FASTER: NOT_REPRODUCED})[cost]
+        part = say("C9.part_empty") if rows == 0 else say("C9.part_rows", rows=count(rows))
+        parts.append((part, verdict, {
+            "cost": cost, "grown": count(int(rows + a["jobs_arrived"])),
             "without": _p50_span(mine.series[without]), "with": _p50_span(mine.series[with_index]),
-            "rate_without": number(a["sustained_rate"], 0), "rate_with": number(b["sustained_rate"], 0),
-            "grown": count(int(rows + a["jobs_arrived"]))}))
+            "rate_without": number(a["rate"], 0), "rate_with": number(b["rate"], 0)}))
     return parts
 
 
@@ -159,16 +198,26 @@ def _p50_span(series: pd.DataFrame) -> str:
     return span(values.min(), values.max(), ms) if len(values) else DASH
 
 
+def _worst(verdicts) -> str:
+    """A finding's verdict from its parts': a part the runs contradict first, then one they cannot tell, then
+    confirmed; not measured where no part was."""
+    verdicts = set(verdicts)
+    for verdict in (CORRECTED, NOT_REPRODUCED, NOT_DISTINGUISHABLE, CONFIRMED):
+        if verdict in verdicts:
+            return verdict
+    return NOT_MEASURED
+
+
 def c9_held_history(loaded: dict):
     mine = loaded.get(NAME)
     parts = c9_parts(mine) if mine is not None else []
     if not parts:
         return not_measured("C9", say("C9.not_measured"))
-    said = [say.each("C9", ("slower", "overlap", "faster"), part=part, **figures)[figures["cost"]]
+    said = [say.each("C9", ("slower", "overlap", "faster", "not_judged"), part=part, **figures)[figures["cost"]]
             for part, _, figures in parts]
-    verdicts = [(part, verdict) for part, verdict, _ in parts]
-    return make_finding("C9", verdicts[0][1], " ".join(said), say("C9.note"),
-                        parts=tuple(verdicts) if len(verdicts) > 1 else ())
+    # fillfactor, the claim's third knob, is not varied with the volume: F12 and F13 measure it on its own
+    verdicts = [(part, verdict) for part, verdict, _ in parts] + [(say("C9.part_fillfactor"), NOT_MEASURED)]
+    return make_finding("C9", _worst(v for _, v in verdicts), " ".join(said), say("C9.note"), parts=tuple(verdicts))
 
 
 # --------------------------------------------------------------------------- A11
@@ -177,46 +226,45 @@ SLOWED = (soak_outcomes.DEGRADES, soak_outcomes.SPIRALS, soak_outcomes.CUT_OFF)
 
 
 def held_against_control(held, control) -> str:
-    """One shape's part of A11: CONFIRMED where the held arm slowed (degrades, spirals, or was cut off slowed) and
-    its control survived; CORRECTED where the held arm survived too; NOT_DISTINGUISHABLE where the control slowed
-    without a hold (the table's own growth); NOT_MEASURED where either run could not carry its load."""
-    if soak_outcomes.NOT_JUDGED in (held["verdict"], control["verdict"]):
+    """One held arm's part of A11: CONFIRMED where it slowed (degrades, spirals, or was cut off slowed) and its
+    control survived; CORRECTED where it survived too; NOT_DISTINGUISHABLE where the control slowed without a hold
+    (the table's own growth); NOT_MEASURED where either run could not carry its load, or no control is stored."""
+    if control is None or soak_outcomes.NOT_JUDGED in (held["verdict"], control["verdict"]):
         return NOT_MEASURED
     if control["verdict"] != soak_outcomes.SURVIVES:
         return NOT_DISTINGUISHABLE
     return CONFIRMED if held["verdict"] in SLOWED else CORRECTED
 
 
-def _overall(verdicts) -> str:
-    verdicts = set(verdicts)
-    for verdict in (CORRECTED, CONFIRMED, NOT_DISTINGUISHABLE):
-        if verdict in verdicts:
-            return verdict
-    return NOT_MEASURED
+def held_arms(runs: pd.DataFrame) -> list[tuple[int, int | None]]:
+    """(held, its control or None) for every held arm with nothing else changed (no mitigation, off the disk,
+    commits synchronous)."""
+    return [(position, reference(runs, position)) for position, row in runs.iterrows()
+            if row["holder"] != "none" and base_arm(row)]
 
 
-def held_arms(runs: pd.DataFrame) -> list[tuple[int, int]]:
-    """(held, its control) for every held arm on tmpfs with synchronous commits and no mitigation whose control is
-    stored."""
-    pairs = []
+def timeout_arm(runs: pd.DataFrame) -> tuple[int, int] | None:
+    """(a held arm under a timeout, the same arm without it), the first stored off the disk whose arm without it is
+    a part of A11 that the hold slowed."""
     for position, row in runs.iterrows():
-        if row["holder"] == "none" or row["mitigation"] != "none" or row["storage"] != "tmpfs" \
-                or row["synchronous_commit"] != "on":
+        setting = row.get("mitigation_setting")
+        if not isinstance(setting, str) or on_disk(row) or row["synchronous_commit"] != "on":
             continue
-        control = reference(runs, position)
-        if control is not None:
-            pairs.append((position, control))
-    return pairs
-
-
-def mitigated(runs: pd.DataFrame) -> tuple[int, int] | None:
-    """(a mitigated held arm, the same arm without it), the first stored, on tmpfs."""
-    for position, row in runs.iterrows():
-        if row["mitigation"] != "none" and row["storage"] == "tmpfs":
-            without = reference(runs, position)
-            if without is not None:
-                return position, without
+        without = reference(runs, position)
+        if without is not None and held_against_control(
+                runs.iloc[without], _row(runs, reference(runs, without))) == CONFIRMED:
+            return position, without
     return None
+
+
+def _row(runs: pd.DataFrame, position: int | None):
+    return None if position is None else runs.iloc[position]
+
+
+def load_said(runs: pd.DataFrame) -> str:
+    """The arrivals as asked: a share of the rate the workers sustained, or a fixed rate."""
+    return join(sorted({say("rate.share", share=r) if isinstance(r, str) else say("rate.fixed", rate=number(r, 0))
+                        for r in runs["rate_asked"]}))
 
 
 def a11_held_horizon(loaded: dict):
@@ -225,24 +273,25 @@ def a11_held_horizon(loaded: dict):
     if not pairs:
         return not_measured("A11", say("A11.not_measured"))
     runs = mine.summaries
-    parts = [(f"{arm_label(runs.iloc[h])}, {held_label(runs.iloc[h])}",
-              held_against_control(runs.iloc[h], runs.iloc[c])) for h, c in pairs]
-    slowed = [p for p, v in parts if v == CONFIRMED]
-    held = runs.iloc[pairs[0][0]]
-    values = {"slowed": count(len(slowed)), "held": count(len(parts)), "pin": f"{held['pin_s']:g} s",
-              "rate": number(held["rate"], 0), "share": str(held["rate_asked"]), "workers": str(held["workers"]),
-              "pg": str(held["pg_version"])}
-    pair = mitigated(runs)
+    parts = [(f"{arm_label(runs.iloc[h])}, {held_label(runs.iloc[h])}"
+              + (say("label.repeat", repeat=int(runs.iloc[h]["repeat"]) + 1) if runs["repeat"].max() else ""),
+              held_against_control(runs.iloc[h], _row(runs, c))) for h, c in pairs]
+    decided = [v for _, v in parts if v in (CONFIRMED, CORRECTED)]
+    held = runs.iloc[[h for h, _ in pairs]]
+    values = {"slowed": count(decided.count(CONFIRMED)), "decided": count(len(decided)),
+              "pin": join(sorted({f"{s:g} s" for s in held["pin_s"]})),
+              "rates": span(held["rate"].min(), held["rate"].max(), lambda v: number(v, 0)),
+              "load": load_said(held), "workers": join([str(w) for w in sorted(set(held["workers"]))]),
+              "pg": join([str(v) for v in sorted(set(held["pg_version"]))])}
+    pair = timeout_arm(runs)
     if pair is not None:
         with_it, without = runs.iloc[pair[0]], runs.iloc[pair[1]]
-        setting = with_it.get("mitigation_setting")
-        values |= {"mitigation": setting if isinstance(setting, str) else with_it["mitigation"],
-                   "mitigated_verdict": verdict_text(with_it),
-                   "unmitigated_verdict": verdict_text(without),
-                   "mitigation_helped": str(with_it["verdict"] == soak_outcomes.SURVIVES
-                                            and without["verdict"] in SLOWED)}
-    ours = say("A11.ours", **values)
-    return make_finding("A11", _overall(v for _, v in parts), ours, say("A11.note"), values,
+        values |= {"mitigation": with_it["mitigation_setting"], "mitigated_arm": arm_label(with_it),
+                   "mitigated_verdict": verdict_text(with_it), "unmitigated_verdict": verdict_text(without),
+                   "mitigation_helped": str(with_it["verdict"] == soak_outcomes.SURVIVES)}
+    ours = say("A11.ours", **{key: values[key] for key in ("pin", "rates", "load", "workers", "pg", "slowed",
+                                                           "decided")})
+    return make_finding("A11", _worst(v for _, v in parts), ours, say("A11.note"), values,
                         parts=tuple(parts) if len(parts) > 1 else ())
 
 
@@ -260,8 +309,8 @@ def arm_label(row) -> str:
         words.append(row["strategy"])
     if int(row["history_rows"]):
         words.append(say("label.history", rows=count(row["history_rows"])))
-    if row["storage"] != "tmpfs":
-        words.append(say("label.storage", storage=row["storage"]))
+    if on_disk(row):
+        words.append(say("label.disk"))
     if row["synchronous_commit"] != "on":
         words.append(say("label.commit_off"))
     return ", ".join(words)
@@ -281,7 +330,7 @@ def verdict_text(row) -> str:
     return say("not_judged.verdict", why=why, verdict=row["verdict_if_judged"].replace("_", " "))
 
 
-COLUMNS = ("table", "held by", "jobs/s", "claim p99 ms: before / held", "dead tuples at most", "backlog at most",
+COLUMNS = ("table", "held by", "jobs/s", "claim p99 ms: before / during", "dead tuples at most", "backlog at most",
            "verdict", "read against")
 
 
@@ -289,12 +338,13 @@ def verdict_rows(mine: Loaded) -> pd.DataFrame:
     rows = []
     runs = mine.summaries
     for position, row in runs.iterrows():
-        ref = reference(runs, position)
-        against = DASH if ref is None else say("against", verdict=verdict_text(runs.iloc[ref]),
-                                                 held=held_label(runs.iloc[ref]))
+        ref = _row(runs, reference(runs, position))
+        against = DASH if ref is None else say("against", verdict=verdict_text(ref), arm=arm_label(ref),
+                                                 held=held_label(ref))
         rows.append(dict(zip(COLUMNS, (
-            arm_label(row), held_label(row), number(row["rate"], 0),
-            f"{number(row['claim_p99_ms_before'], 2)} / {number(row['claim_p99_ms_during'], 2)}",
+            arm_label(row) + (say("label.repeat", repeat=int(row["repeat"]) + 1) if runs["repeat"].max() else ""),
+            held_label(row), number(row["rate"], 0),
+            f"{number(row['claim_p99_ms_before_max'], 2)} / {number(row['claim_p99_ms_during_median'], 2)}",
             count(row["dead_tuples_max"]), count(row["backlog_max"]), verdict_text(row), against))))
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -305,8 +355,7 @@ def verdict_table(loaded: dict) -> str:
         return ""
     runs = mine.summaries
     return table(verdict_rows(mine), caption=say(
-        "caption", rates=join(sorted({say("rate.share", share=r) if isinstance(r, str) else
-                                      say("rate.fixed", rate=number(r, 0)) for r in runs["rate_asked"]})),
+        "caption", rates=load_said(runs),
         workers=join([str(w) for w in sorted(set(runs["workers"]))]),
         job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))])), css_class="wide")
 
@@ -315,8 +364,9 @@ ANCHOR_COLUMNS = ("source", "load", "held by", "seen")
 
 
 def worst_held(runs: pd.DataFrame) -> int | None:
-    """The held arm on tmpfs that fared worst: by verdict (a spiral first), then by its highest backlog."""
-    held = runs[(runs["holder"] != "none") & (runs["storage"] == "tmpfs")]
+    """The held arm with nothing else changed that fared worst: by verdict (a spiral first), then by its highest
+    backlog."""
+    held = runs[(runs["holder"] != "none") & runs.apply(base_arm, axis=1)]
     if not len(held):
         return None
     rank = held["verdict"].map({v: i for i, v in enumerate(VERDICT_ORDER)})
@@ -336,7 +386,7 @@ def anchors_table(loaded: dict) -> str:
             "anchor.load", pg=str(row["pg_version"]), rate=number(row["rate"], 0), shape=arm_label(row))),
             html.escape(say("anchor.held", held=held_label(row), pin=f"{row['pin_s']:g}")),
             html.escape(say("anchor.seen", backlog=count(row["backlog_max"]),
-                            before=ms(row["claim_p99_ms_before"]), during=ms(row["claim_p99_ms_during"]),
+                            before=ms(row["claim_p99_ms_before_max"]), during=ms(row["claim_p99_ms_during_median"]),
                             dead=count(row["dead_tuples_max"]), verdict=verdict_text(row)))))))
     return table(pd.DataFrame(rows, columns=list(ANCHOR_COLUMNS)), caption=say("anchor.caption"), escape=False)
 
@@ -356,7 +406,9 @@ def values(loaded: dict, found: dict) -> dict[str, str]:
     verdicts = pinned["verdict"].value_counts()
     outcome = say("outcome", counted=join([f"{count(n)} {v.replace('_', ' ')}" for v, n in verdicts.items()])) \
         if len(pinned) else ""
-    disk = runs[runs["wal_sync_ms_per_sync"].notna()] if "wal_sync_ms_per_sync" in runs else runs.iloc[0:0]
+    # the flush every commit waited for: the disk arms with synchronous commits
+    disk = runs[runs["wal_sync_ms_per_sync"].notna() & (runs["synchronous_commit"] == "on")] \
+        if "wal_sync_ms_per_sync" in runs else runs.iloc[0:0]
     if len(disk):
         outcome += " " + say("flush", flush=span(disk["wal_sync_ms_per_sync"].min(),
                                                  disk["wal_sync_ms_per_sync"].max(), ms))

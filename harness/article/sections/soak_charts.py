@@ -7,7 +7,7 @@ import pandas as pd
 
 from harness.article.charts import CPU_BOUND_LABEL, WIDTH, chart_title, fixed_scale, plain_frame
 from harness.article.labels import NEUTRAL, TARGET_BAND_COLOUR
-from harness.article.sections.soak import Loaded, arm_label, held_label, reference
+from harness.article.sections.soak import Loaded, arm_label, control_of, held_label, on_disk, say
 
 MEASURES = ("backlog (jobs)", "claim p99 (ms)", "dead tuples", "oldest snapshot (s)")
 RUN_COLOURS = {"held": NEUTRAL["charcoal"], "control": NEUTRAL["grey"]}
@@ -29,18 +29,19 @@ def _cpu_bound(row) -> bool:
 
 
 def timelines(mine: Loaded | None) -> pd.DataFrame:
-    """Every held arm on tmpfs (its mitigation too) with its control: (arm, run, second, measure, value, pin_from,
-    pin_to), run "held" or "control"; empty without a soak."""
+    """Every held arm off the disk with synchronous commits (its mitigation too) with the control it is read
+    against in the end: (arm, run, second, measure, value, pin_from, pin_to, sample_s), run "held" or "control";
+    empty without a soak."""
     frames = []
     runs = mine.summaries if mine is not None else pd.DataFrame(columns=["holder"])
     for position, row in runs.iterrows():
-        if row["holder"] == "none" or row["storage"] != "tmpfs" or row["synchronous_commit"] != "on":
+        if row["holder"] == "none" or on_disk(row) or row["synchronous_commit"] != "on":
             continue
-        bound = any(_cpu_bound(runs.iloc[r]) for r in (position, reference(runs, position)) if r is not None)
-        arm = f"{arm_label(row)}: {held_label(row)}" + (CPU_BOUND_LABEL if bound else "")
-        control = position
-        while control is not None and runs.iloc[control]["holder"] != "none":
-            control = reference(runs, control)
+        control = control_of(runs, position)
+        bound = any(_cpu_bound(runs.iloc[r]) for r in (position, control) if r is not None)
+        arm = f"{arm_label(row)}: {held_label(row)}" \
+            + (say("label.repeat", repeat=int(row["repeat"]) + 1) if runs["repeat"].max() else "") \
+            + (CPU_BOUND_LABEL if bound else "")
         for which, run in (("held", position), ("control", control)):
             if run is None:
                 continue
