@@ -535,7 +535,7 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
         "sustained_rate_is_lower_bound": sustained["lower_bound"] if sustained else None, "workers": p.workers,
         "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": p.pin_to,
         "pin_s": p.pin_to - p.pin_from, "job_ms": p.job_ms, "history_rows": p.history_rows,
-        "mitigation": p.mitigation,
+        "mitigation": p.mitigation, "repeat": p.repeat,
         "mitigation_setting": soak_holders.SESSION_SETTINGS.get(p.mitigation),  # the server setting it is, if one
         # a server not started here keeps its own storage: what it is is not known here
         "storage": settings["storage_found"] or "not known (a server not started here)",

@@ -78,7 +78,8 @@ def load(reads: dict, loaded: dict) -> Loaded | None:
         return None
     series = {i: run.table("series") for i, run in enumerate(runs)}
     summaries = pd.DataFrame([_judged_again(run.summary, series[i])
-                              | {"pg_version": run.manifest.get("server", {}).get("major")}
+                              | {"pg_version": run.manifest.get("server", {}).get("major"),
+                                 "repeat": run.manifest.get("parameters", {}).get("repeat", 0)}
                               for i, run in enumerate(runs)])
     return Loaded(tuple(runs), summaries, series, {i: run.table("samples") for i, run in enumerate(runs)},
                   {i: run.manifest.get("procedure", {}).get("sample_s") for i, run in enumerate(runs)})
