@@ -165,3 +165,22 @@ def test_a11_has_a_part_per_held_arm_the_worst_decides_and_a_timeout_is_read_aga
     assert section.findings({"soak": loaded(hurt, {})})[1].values["mitigation_helped"] == "False"
     fixed = frame.iloc[:2].assign(rate_asked=100.0)
     assert "100 jobs/s;" in section.findings({"soak": loaded(fixed, {})})[1].ours
+
+
+def test_the_timeline_draws_each_held_arm_beside_its_control_and_marks_a_cpu_bound_one():
+    from harness.article.sections import soak_charts
+
+    frame = runs({}, {"holder": "repeatable_read"}, {"shape": "delete"},
+                 {"shape": "delete", "holder": "repeatable_read", "cpu_bound": True},
+                 {"holder": "repeatable_read", "storage": "disk"})
+    frame["pin_from"], frame["pin_to"] = 20.0, 40.0
+    series = {i: pd.DataFrame({"second": [0.0, 1.0], "backlog": [1, 2], "claim_p99_ms": [0.5, 0.6]}) for i in range(5)}
+    samples = {i: pd.DataFrame({"t_s": [0.0, 1.0], "n_dead_tup": [5, 9], "horizon_age_s": [None, 1.0]})
+               for i in range(5)}
+    mine = section.Loaded((), frame, series, samples, {i: 1.0 for i in range(5)})
+    data = soak_charts.timelines(mine)
+    assert list(dict.fromkeys(data["arm"])) == ["history: repeatable read", "delete: repeatable read (CPU-bound)"]
+    assert set(data["run"]) == {"held", "control"}  # the disk arm is the storage table's, not drawn
+    spec = soak_charts.soak_timeline_chart(data).to_dict()
+    assert "CPU-bound" in str(spec["title"]) and "every 1 s" in str(spec["title"])
+    assert soak_charts.timelines(None).empty
