@@ -125,16 +125,19 @@ def pooler_row(found: dict[str, Finding], version: str) -> dict:
 
 
 def horizon_row(found: dict[str, Finding]) -> dict:
-    """A timeout on long transactions, and a watch on the horizon: where a held horizon slowed some table shape
-    whose control did not (A11's parts) and the timeout turned the same arm into one that survives."""
+    """A timeout on long transactions: where a held horizon slowed some table whose control did not (a confirmed
+    part of A11) and the timeout turned that arm into one that survives. Where the timeout did not save it, the row
+    says so instead of advising it."""
     a11 = found.get("A11")
     parts = a11.parts if a11 is not None and a11.parts else ((a11.id, a11.verdict),) if a11 is not None else ()
-    if a11 is None or not any(v == CONFIRMED for _, v in parts) or a11.values.get("mitigation_helped") != "True":
+    if a11 is None or not any(v == CONFIRMED for _, v in parts) or "mitigation_helped" not in a11.values:
         return _undecided(say("horizon.if"), *([a11] if a11 else []))
     v = a11.values
+    if v["mitigation_helped"] != "True":
+        return {"If you": say("horizon.if"), "use": say("undecided.use"), "because": say("horizon.not_saved", **v),
+                "measured at": say("horizon.at", **v)}
     return {"If you": say("horizon.if"), "use": say("horizon.use", setting=v["mitigation"]),
-            "because": say("horizon.because", **v),
-            "measured at": say("horizon.at", **v)}
+            "because": say("horizon.because", **v), "measured at": say("horizon.at", **v)}
 
 
 def rows(found: dict[str, Finding], sweep: dict, version: str) -> pd.DataFrame:

@@ -287,7 +287,10 @@ def a11_held_horizon(loaded: dict):
     pair = timeout_arm(runs)
     if pair is not None:
         with_it, without = runs.iloc[pair[0]], runs.iloc[pair[1]]
+        ended = with_it.get("pin_ended_early_s")
         values |= {"mitigation": with_it["mitigation_setting"], "mitigated_arm": arm_label(with_it),
+                   # how long the hold lasted under the timeout: until the server ended it, or all of it
+                   "mitigated_hold": f"{(ended if ended is not None and not pd.isna(ended) else with_it['pin_to']) - with_it['pin_from']:.0f} s",
                    "mitigated_verdict": verdict_text(with_it), "unmitigated_verdict": verdict_text(without),
                    "mitigation_helped": str(with_it["verdict"] == soak_outcomes.SURVIVES)}
     ours = say("A11.ours", **{key: values[key] for key in ("pin", "rates", "load", "workers", "pg", "slowed",
@@ -332,33 +335,72 @@ def verdict_text(row) -> str:
 
 
 COLUMNS = ("table", "held by", "jobs/s", "claim p99 ms: before / during", "dead tuples at most", "backlog at most",
-           "verdict", "read against")
+           "verdict")
+HELD_COLUMNS = (*COLUMNS, "its control")  # the held arms and their controls
+OTHER_COLUMNS = (*COLUMNS, "read against")  # the arms that change one more setting, and the controls of C9
+
+
+def held_and_controls(runs: pd.DataFrame) -> list[int]:
+    """The held arms with nothing else changed and their controls, each control before its held arms."""
+    shown = []
+    for held, control in held_arms(runs):
+        shown += [position for position in (control, held) if position is not None and position not in shown]
+    return shown
+
+
+def _cells(runs: pd.DataFrame, row) -> tuple:
+    return (arm_label(row) + (say("label.repeat", repeat=int(row["repeat"]) + 1) if runs["repeat"].max() else ""),
+            held_label(row), number(row["rate"], 0),
+            f"{number(row['claim_p99_ms_before_max'], 2)} / {number(row['claim_p99_ms_during_median'], 2)}",
+            count(row["dead_tuples_max"]), count(row["backlog_max"]), verdict_text(row))
 
 
 def verdict_rows(mine: Loaded) -> pd.DataFrame:
-    rows = []
+    """The held arms and their controls: each held arm's verdict beside its control's."""
     runs = mine.summaries
+    rows = []
+    for position in held_and_controls(runs):
+        row = runs.iloc[position]
+        control = _row(runs, reference(runs, position))
+        rows.append(dict(zip(HELD_COLUMNS, (*_cells(runs, row), DASH if control is None else verdict_text(control)))))
+    return pd.DataFrame(rows, columns=list(HELD_COLUMNS))
+
+
+def other_rows(mine: Loaded) -> pd.DataFrame:
+    """Every other arm, each beside the arm it is read against."""
+    runs = mine.summaries
+    shown = set(held_and_controls(runs))
+    rows = []
     for position, row in runs.iterrows():
+        if position in shown:
+            continue
         ref = _row(runs, reference(runs, position))
         against = DASH if ref is None else say("against", verdict=verdict_text(ref), arm=arm_label(ref),
                                                  held=held_label(ref))
-        rows.append(dict(zip(COLUMNS, (
-            arm_label(row) + (say("label.repeat", repeat=int(row["repeat"]) + 1) if runs["repeat"].max() else ""),
-            held_label(row), number(row["rate"], 0),
-            f"{number(row['claim_p99_ms_before_max'], 2)} / {number(row['claim_p99_ms_during_median'], 2)}",
-            count(row["dead_tuples_max"]), count(row["backlog_max"]), verdict_text(row), against))))
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+        rows.append(dict(zip(OTHER_COLUMNS, (*_cells(runs, row), against))))
+    return pd.DataFrame(rows, columns=list(OTHER_COLUMNS))
+
+
+def _caption(runs: pd.DataFrame, key: str) -> str:
+    return say("caption", rates=load_said(runs), workers=join([str(w) for w in sorted(set(runs["workers"]))]),
+               job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]),
+               against=say("caption.control") if key == "held" else say("caption.against"))
 
 
 def verdict_table(loaded: dict) -> str:
     mine = loaded.get(NAME)
     if mine is None:
         return ""
-    runs = mine.summaries
-    return table(verdict_rows(mine), caption=say(
-        "caption", rates=load_said(runs),
-        workers=join([str(w) for w in sorted(set(runs["workers"]))]),
-        job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))])), css_class="wide")
+    frame = verdict_rows(mine)
+    return table(frame, caption=_caption(mine.summaries, "held"), css_class="wide") if len(frame) else ""
+
+
+def other_table(loaded: dict) -> str:
+    mine = loaded.get(NAME)
+    if mine is None:
+        return ""
+    frame = other_rows(mine)
+    return table(frame, caption=_caption(mine.summaries, "other"), css_class="wide") if len(frame) else ""
 
 
 ANCHOR_COLUMNS = ("source", "load", "held by", "seen")
@@ -395,12 +437,13 @@ def anchors_table(loaded: dict) -> str:
 def values(loaded: dict, found: dict) -> dict[str, str]:
     mine = loaded.get(NAME)
     if mine is None:
-        return {"soak_setup": say("setup.no_runs"), "soak_outcome": ""}
+        return {"soak_setup": say("setup.no_runs"), "soak_outcome": "",
+                "soak_recover": f"{soak_outcomes.RECOVER_WITHIN_S:g} s"}
     runs = mine.summaries
     pinned = runs[runs["holder"] != "none"]
     pins = sorted({(float(a), float(b)) for a, b in zip(pinned["pin_from"], pinned["pin_to"])})
     setup = say("setup.runs", arms=numbered(len(runs), "arm"),
-                seconds=join([f"{s:g} s" for s in sorted(set(runs["seconds"]))]),
+                seconds=join([f"{s:g} s" for s in sorted(set(runs["seconds"]))]).replace(" and ", " or "),
                 pins=join([f"{a:g} s to {b:g} s" for a, b in pins]) if pins else DASH,
                 recover=f"{soak_outcomes.RECOVER_WITHIN_S:g} s",
                 pg=join([str(v) for v in sorted(set(runs["pg_version"]))]))
@@ -410,7 +453,7 @@ def values(loaded: dict, found: dict) -> dict[str, str]:
     # the flush every commit waited for: the disk arms with synchronous commits
     disk = runs[runs["wal_sync_ms_per_sync"].notna() & (runs["synchronous_commit"] == "on")] \
         if "wal_sync_ms_per_sync" in runs else runs.iloc[0:0]
-    if len(disk):
-        outcome += " " + say("flush", flush=span(disk["wal_sync_ms_per_sync"].min(),
-                                                 disk["wal_sync_ms_per_sync"].max(), ms))
-    return {"soak_setup": setup, "soak_outcome": outcome}
+    flush = say("flush", flush=span(disk["wal_sync_ms_per_sync"].min(), disk["wal_sync_ms_per_sync"].max(), ms)) \
+        if len(disk) else ""
+    return {"soak_setup": f"{setup} {flush}".strip(), "soak_outcome": outcome,
+            "soak_recover": f"{soak_outcomes.RECOVER_WITHIN_S:g} s"}
