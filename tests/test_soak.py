@@ -441,8 +441,10 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     expected = {"slower": "corrected", "overlap": "confirmed", "faster": "confirmed"}[cost] if judged \
         else "not_measured"
     assert c9.parts[0] == ("a table starting empty", expected), (c9, cost)
-    table = section.verdict_table({"soak": loaded})
-    assert table.count("<tr>") == 1 + len(names) and "nothing (control)" in table
+    table = section.verdict_table({"soak": loaded})  # the two held arms and their controls
+    assert table.count("<tr>") == 1 + 4 and "nothing (control)" in table
+    other = section.other_table({"soak": loaded})  # the disk arm, whose control off the disk is not stored here
+    assert other.count("<tr>") == 1 + 1 and "on a disk" in other
     assert "brandur.org" in section.anchors_table({"soak": loaded})
     timeline = soak_charts.timelines(loaded)
     assert set(timeline["run"]) == {"held", "control"} and len(set(timeline["arm"])) == 1

@@ -387,20 +387,20 @@ def _caption(runs: pd.DataFrame, key: str) -> str:
                against=say("caption.control") if key == "held" else say("caption.against"))
 
 
-def verdict_table(loaded: dict) -> str:
+def _table(loaded: dict, rows, key: str) -> str:
     mine = loaded.get(NAME)
-    if mine is None:
-        return ""
-    frame = verdict_rows(mine)
-    return table(frame, caption=_caption(mine.summaries, "held"), css_class="wide") if len(frame) else ""
+    frame = rows(mine) if mine is not None else pd.DataFrame()
+    return table(frame, caption=_caption(mine.summaries, key), css_class="wide") if len(frame) else ""
+
+
+def verdict_table(loaded: dict) -> str:
+    """The held arms beside their controls (the section's table)."""
+    return _table(loaded, verdict_rows, "held")
 
 
 def other_table(loaded: dict) -> str:
-    mine = loaded.get(NAME)
-    if mine is None:
-        return ""
-    frame = other_rows(mine)
-    return table(frame, caption=_caption(mine.summaries, "other"), css_class="wide") if len(frame) else ""
+    """Every other arm beside the arm it is read against (one click away)."""
+    return _table(loaded, other_rows, "other")
 
 
 ANCHOR_COLUMNS = ("source", "load", "held by", "seen")
