@@ -26,7 +26,8 @@ def seconds(p50s) -> pd.DataFrame:
     p50s = list(p50s)
     warm = int(section.soak_outcomes.WARMUP_S)
     values = [np.nan] * warm + p50s
-    return pd.DataFrame({"second": np.arange(len(values), dtype=float), "claim_p50_ms": values})
+    return pd.DataFrame({"second": np.arange(len(values), dtype=float), "claim_p50_ms": values,
+                         "arrived": 100})
 
 
 def loaded(frame: pd.DataFrame, series: dict) -> section.Loaded:
@@ -184,3 +185,13 @@ def test_the_timeline_draws_each_held_arm_beside_its_control_and_marks_a_cpu_bou
     spec = soak_charts.soak_timeline_chart(data).to_dict()
     assert "CPU-bound" in str(spec["title"]) and "every 1 s" in str(spec["title"])
     assert soak_charts.timelines(None).empty
+
+
+def test_c9_compares_the_seconds_before_the_hold_while_the_table_is_its_starting_size():
+    """A table that keeps its history grows all run: its claim at second 30 is another table's. The seconds from
+    the hold on (pin_from, 20 s) are left out, and the size says how many jobs the compared seconds reached."""
+    frame = runs({}, {"shape": "history_indexed"})
+    grown_slow = seconds(FAST + [0.6] * 12 + [50.0] * 20)  # slow only from second 20 on
+    c9, _ = section.findings({"soak": loaded(frame, {0: grown_slow, 1: seconds(FAST + [0.6] * 12)})})
+    assert c9.parts[0] == ("a table starting empty", CONFIRMED) and "the seconds overlap" in c9.ours
+    assert "up to 2,000 jobs, from 5 s to 20 s into the run" in c9.ours  # 100 a second for 20 s

@@ -134,12 +134,17 @@ def _not_judged(row) -> bool:
 # --------------------------------------------------------------------------- C9
 
 
+def compared(series: pd.DataFrame, until_s: float) -> pd.DataFrame:
+    """The seconds C9 compares: after the warm-up and before `until_s` (the run's hold, or where it would be), while
+    the table holds about what it started with: a table that keeps its history grows all run."""
+    return series[(series["second"] >= soak_outcomes.WARMUP_S) & (series["second"] < until_s)]
+
+
 def claim_cost(without: pd.DataFrame, with_index: pd.DataFrame) -> str | None:
-    """The claim without the partial index against with it, second by second after the warm-up: SLOWER where every
-    second's median claim without the index lies above every second's with it, FASTER where every one lies below,
-    OVERLAP where they interleave (not distinguishable here); None without a second of each."""
-    a = without.loc[without["second"] >= soak_outcomes.WARMUP_S, "claim_p50_ms"].dropna()
-    b = with_index.loc[with_index["second"] >= soak_outcomes.WARMUP_S, "claim_p50_ms"].dropna()
+    """The claim without the partial index against with it, second by second: SLOWER where every second's median
+    claim without the index lies above every second's with it, FASTER where every one lies below, OVERLAP where
+    they interleave (not distinguishable here); None without a second of each."""
+    a, b = without["claim_p50_ms"].dropna(), with_index["claim_p50_ms"].dropna()
     if not len(a) or not len(b):
         return None
     if a.min() > b.max():
@@ -177,7 +182,9 @@ def c9_parts(mine: Loaded) -> list[tuple[str, str, dict]]:
             continue
         without, with_index = pair
         a, b = runs.iloc[without], runs.iloc[with_index]
-        cost = claim_cost(mine.series[without], mine.series[with_index])
+        until = min(float(a["pin_from"]), float(b["pin_from"]))
+        seconds_a, seconds_b = compared(mine.series[without], until), compared(mine.series[with_index], until)
+        cost = claim_cost(seconds_a, seconds_b)
         if cost is None:
             continue
         small = rows < SIX_FIGURES
@@ -188,14 +195,17 @@ def c9_parts(mine: Loaded) -> list[tuple[str, str, dict]]:
                        {SLOWER: CONFIRMED, OVERLAP: NOT_DISTINGUISHABLE, FASTER: NOT_REPRODUCED})[cost]
         part = say("C9.part_empty") if rows == 0 else say("C9.part_rows", rows=count(rows))
         parts.append((part, verdict, {
-            "cost": cost, "grown": count(int(rows + a["jobs_arrived"])),
-            "without": _p50_span(mine.series[without]), "with": _p50_span(mine.series[with_index]),
+            # the table without the index at the last second compared: every job that arrived stays in it
+            "cost": cost, "grown": count(int(rows + mine.series[without].loc[
+                mine.series[without]["second"] < until, "arrived"].sum())),
+            "seconds": f"{soak_outcomes.WARMUP_S:g} s to {until:g} s",
+            "without": _p50_span(seconds_a), "with": _p50_span(seconds_b),
             "rate_without": number(a["rate"], 0), "rate_with": number(b["rate"], 0)}))
     return parts
 
 
-def _p50_span(series: pd.DataFrame) -> str:
-    values = series.loc[series["second"] >= soak_outcomes.WARMUP_S, "claim_p50_ms"].dropna()
+def _p50_span(seconds: pd.DataFrame) -> str:
+    values = seconds["claim_p50_ms"].dropna()
     return span(values.min(), values.max(), ms) if len(values) else DASH
 
 
