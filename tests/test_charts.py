@@ -15,8 +15,10 @@ from harness.article import analysis, charts, labels, reliability, vega
 from harness.storage import Run
 from harness.article import sections
 from harness.article.sections import (bench_charts, churn_charts, fault_charts, libraries as library_section, library_charts,
-                                      plan_charts, production as production_section, production_charts, strategy_charts)
+                                      plan_charts, production as production_section, production_charts, soak as soak_section,
+                                      soak_charts, strategy_charts)
 from harness.experiments import bench, registry
+from harness.experiments.soak_sweep import SoakSweep
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 
@@ -46,6 +48,7 @@ def frames():
         "production": production_section.production_summary(runs["production"]),
         "production_timeline": production_charts.production_timeline(runs["production"]),
         "libraries": library_section.library_points(library_section.library_summary(runs["libraries"])),
+        "soak": soak_section.load({"soak": registry.asked("soak", SoakSweep(), runs["soak"])}, {}),
     }
 
 
@@ -76,6 +79,7 @@ def all_charts(f) -> dict:
         "production_pickup_chart": production_charts.production_pickup_chart(f["production"]),
         "production_timeline_chart": production_charts.production_timeline_chart(f["production_timeline"]),
         "libraries_chart": library_charts.libraries_chart(library_charts.libraries_long(f["libraries"])),
+        "soak_timeline_chart": soak_charts.soak_timeline_chart(soak_charts.timelines(f["soak"])),
     }
 
 
@@ -465,7 +469,21 @@ def _cpu_boundable_charts() -> dict:
         "side_by_side_chart": side_by_side,
         "bench_ratio_chart": lambda b: bench_charts.bench_ratio_chart(bench_points(b), bench.TARGET_BAND),
         "libraries_chart": lambda b: library_charts.libraries_chart(library_charts.libraries_long(library_points(b))),
+        "soak_timeline_chart": lambda b: soak_charts.soak_timeline_chart(soak_charts.timelines(soak_arms(b))),
     }
+
+
+def soak_arms(bound_at):
+    """A soak control and its held arm, the held one CPU-bound when bound_at is given."""
+    base = {"shape": "delete", "strategy": "skip_locked", "history_rows": 0, "mitigation": "none", "storage": "tmpfs",
+            "synchronous_commit": "on", "rate_asked": "80%", "workers": 4, "job_ms": 5.0, "pg_version": 16,
+            "seconds": 70.0, "pin_from": 20.0, "pin_to": 40.0, "repeat": 0, "cpu_bound": False}
+    frame = pd.DataFrame([base | {"holder": "none"},
+                          base | {"holder": "repeatable_read", "cpu_bound": bound_at is not None}])
+    series = {i: pd.DataFrame({"second": [0.0, 1.0], "backlog": [1, 2], "claim_p99_ms": [0.5, 0.6]}) for i in (0, 1)}
+    samples = {i: pd.DataFrame({"t_s": [0.0, 1.0], "n_dead_tup": [5, 9], "horizon_age_s": [None, 1.0]})
+               for i in (0, 1)}
+    return soak_section.Loaded((), frame, series, samples, {0: 1.0, 1: 1.0})
 
 
 # the charts whose points no CPU-bound reading belongs to, and why

@@ -91,7 +91,8 @@ def test_no_params_file_names_every_library_one_by_one():
             for key, listed in (settings.items() if isinstance(settings, dict) else ()):
                 spelled += [f"{path.name}: {section}.{key} names every library {group}"
                             for group, names in {**groups, **woken}.items()
-                            if isinstance(listed, list) and set(names) <= set(listed)]
+                            if isinstance(listed, list) and all(isinstance(item, str) for item in listed)
+                            and set(names) <= set(listed)]
     assert spelled == []
 
 

@@ -83,7 +83,7 @@ def test_manifest_records_parameters_server_and_client(db, tmp_path):
                                       "partial_index": True, "fillfactor": 70, "pause_ms": 0.0, "jitter_ms": 0.0,
                                       "autovacuum": True, "audit": True, "batch": 1, "rtt_ms": 0.0,
                                       "proxy_at_zero": False, "sampler": True, "cpus": "shared",
-                                      "client": "processes", "pooler": "none"}
+                                      "client": "processes", "pooler": "none", "storage": "tmpfs"}
     results = manifest["results"]
     assert results["client_processes"] == 2 and results["client_layout"] == "processes"
     assert "one process per worker" in results["client_layout_text"]

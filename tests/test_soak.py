@@ -433,7 +433,7 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     loaded = section.load({"soak": asked("soak", SoakSweep(), [arms[name][1].path for name in names])}, {})
     runs = loaded.summaries
     assert section.reference(runs, 1) == 0 and section.reference(runs, 0) is None
-    assert section.reference(runs, 4) is None  # disk_on is not held: its tmpfs twin is the control, not stored here
+    assert section.reference(runs, 4) == 0  # disk_on, nothing held: the same arm off the disk
     assert section.reference(runs, 3) == 2  # the idle transaction over the indexed table: its control
     c9, _ = section.findings({"soak": loaded})
     cost = section.claim_cost(loaded.series[0], loaded.series[2])
@@ -443,8 +443,8 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     assert c9.parts[0] == ("a table starting empty", expected), (c9, cost)
     table = section.verdict_table({"soak": loaded})  # the two held arms and their controls
     assert table.count("<tr>") == 1 + 4 and "nothing (control)" in table
-    other = section.other_table({"soak": loaded})  # the disk arm, whose control off the disk is not stored here
-    assert other.count("<tr>") == 1 + 1 and "on a disk" in other
+    other = section.other_table({"soak": loaded})  # the disk arm, beside the same arm off the disk
+    assert other.count("<tr>") == 1 + 1 and "on a disk" in other and "history, nothing (control)" in other
     assert "brandur.org" in section.anchors_table({"soak": loaded})
     timeline = soak_charts.timelines(loaded)
     assert set(timeline["run"]) == {"held", "control"} and len(set(timeline["arm"])) == 1
