@@ -447,5 +447,5 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     assert other.count("<tr>") == 1 + 1 and "on a disk" in other and "history, nothing (control)" in other
     assert "brandur.org" in section.anchors_table({"soak": loaded})
     timeline = soak_charts.timelines(loaded)
-    assert set(timeline["run"]) == {"held", "control"} and len(set(timeline["arm"])) == 1
+    assert set(timeline["run"]) == {"held", "control"} and len(set(timeline["arm"])) == 2  # each held arm
     soak_charts.soak_timeline_chart(timeline).to_dict()
