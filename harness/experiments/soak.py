@@ -55,6 +55,7 @@ import pandas as pd
 
 from harness import soak_outcomes
 from harness.experiments import soak_holders, soak_partitions
+from harness.experiments import soak_sampler
 from harness.experiments.soak_sampler import EXPLAIN_EVERY_S, READ_SQL, SAMPLE_COLUMNS, SAMPLE_S, Sampler
 from harness.experiments.soak_holders import ANALYTICS_S, HOLDERS, MITIGATIONS
 from harness.children import die_with_parent
@@ -552,10 +553,7 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
            for what in ("arrived", "claimed")},
         **{f"claim_p99_ms_{window}": _quantile(window_ms[window], 99) for window in window_ms},
         "pickup_p99_ms": _quantile(pickup_ms.dropna().to_numpy(), 99),
-        "dead_tuples_max": _max(samples, "n_dead_tup"), "table_bytes_max": _max(samples, "table_bytes"),
-        "index_bytes_max": _max(samples, "index_bytes"), "horizon_age_max_s": _max(samples, "horizon_age_s", float),
-        "buffers_per_claim_max": _max(samples, "buffers_per_claim"),
-        "autovacuum_runs": _increments(samples, "autovacuum_count"), "wal_bytes": _span(samples, "wal_bytes"),
+        **soak_sampler.summary(samples),
         "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
         "partitions_dropped": int((partitions["event"] == "dropped").sum()) if p.shape == "partitioned" else None,
         "partition_ddl_waited": int(partitions["event"].str.endswith("_waited").sum())
@@ -601,23 +599,6 @@ def _rate(window: pd.DataFrame, column: str) -> float | None:
 
 def _quantile(values, q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
-
-
-def _max(samples: pd.DataFrame, column: str, kind=int):
-    values = samples[column].dropna() if column in samples else ()
-    return kind(values.max()) if len(values) else None
-
-
-def _increments(samples: pd.DataFrame, column: str) -> int | None:
-    """What a counter summed over the table's partitions went up by: its rises, sample to sample (a partition
-    dropped takes its count with it, which is not a fall of the counter)."""
-    values = samples[column].dropna() if column in samples else ()
-    return int(values.diff().clip(lower=0).sum()) if len(values) else None
-
-
-def _span(samples: pd.DataFrame, column: str) -> int | None:
-    values = samples[column].dropna() if column in samples else ()
-    return int(values.max() - values.min()) if len(values) else None
 
 
 def summarise(run: Run) -> dict:

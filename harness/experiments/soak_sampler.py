@@ -77,3 +77,29 @@ class Sampler:
         self.stopping.set()
         self.thread.join(STOP_GRACE_S + 5)
         return pd.DataFrame(self.rows, columns=SAMPLE_COLUMNS)
+
+
+def _max(samples: pd.DataFrame, column: str, kind=int):
+    values = samples[column].dropna() if column in samples else ()
+    return kind(values.max()) if len(values) else None
+
+
+def _increments(samples: pd.DataFrame, column: str) -> int | None:
+    """What a counter summed over the table's partitions went up by: its rises, sample to sample (a partition
+    dropped takes its count with it, which is not a fall of the counter)."""
+    values = samples[column].dropna() if column in samples else ()
+    return int(values.diff().clip(lower=0).sum()) if len(values) else None
+
+
+def _span(samples: pd.DataFrame, column: str) -> int | None:
+    values = samples[column].dropna() if column in samples else ()
+    return int(values.max() - values.min()) if len(values) else None
+
+
+def summary(samples: pd.DataFrame) -> dict:
+    """What a run's summary keeps of its samples: the table's and the horizon's highest, the autovacuum runs on the
+    table, and the WAL written."""
+    return {"dead_tuples_max": _max(samples, "n_dead_tup"), "table_bytes_max": _max(samples, "table_bytes"),
+            "index_bytes_max": _max(samples, "index_bytes"), "horizon_age_max_s": _max(samples, "horizon_age_s", float),
+            "buffers_per_claim_max": _max(samples, "buffers_per_claim"),
+            "autovacuum_runs": _increments(samples, "autovacuum_count"), "wal_bytes": _span(samples, "wal_bytes")}
