@@ -2,7 +2,8 @@
 
 The run has three windows: before the pin (after WARMUP_S), during it, and after its release. Per second, the
 series holds the jobs that arrived, the jobs claimed, the backlog at the second's end (arrived minus claimed so
-far) and the claim statement's p99 over that second. Then:
+far) and the claim statement's p99 over that second (a job library's run: each job's pickup, its wait from enqueue
+to claim, harness.experiments.library_soak; "claim p99" below reads "pickup p99" there). Then:
 
     keeps_up        claims during the pin are at least KEEP_UP_SHARE of the arrivals during it;
     p99_within      the per-second claim p99s during the pin are within the spread of those before it: their
@@ -78,8 +79,9 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
     before, during = parts["before"], parts["during"]
     arrived_during, claimed_during = int(during["arrived"].sum()), int(during["claimed"].sum())
     keeps_up = claimed_during >= KEEP_UP_SHARE * arrived_during
-    spread = before["claim_p99_ms"].dropna()
-    p99s_during = during["claim_p99_ms"].dropna()
+    latency = latency_of(series)
+    spread = before[f"{latency}_p99_ms"].dropna()
+    p99s_during = during[f"{latency}_p99_ms"].dropna()
     p99_during = float(p99s_during.median()) if len(p99s_during) else None
     # nothing to compare against (no claim before the pin, or none during it): not within, so not "survives"
     p99_within = bool(len(spread)) and p99_during is not None and p99_during <= float(spread.max())
@@ -98,26 +100,35 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
     return {"verdict": NOT_JUDGED if arrivals_behind or cpu_bound else verdict, "verdict_if_judged": verdict,
             "keeps_up": keeps_up, "p99_within": p99_within,
             "arrived_during": arrived_during, "claimed_during": claimed_during,
-            "claim_p99_ms_before_max": float(spread.max()) if len(spread) else None,
-            "claim_p99_ms_during_median": p99_during, "backlog_level": level, "recovered_s": recovered_s,
+            f"{latency}_p99_ms_before_max": float(spread.max()) if len(spread) else None,
+            f"{latency}_p99_ms_during_median": p99_during, "backlog_level": level, "recovered_s": recovered_s,
             "watched_after_s": watched_s}
 
 
-def arrivals_behind(series: pd.DataFrame, rate: float) -> bool:
+def arrivals_behind(series: pd.DataFrame, rate: float, lag_s: float = 0.0) -> bool:
     """Whether the arrivals fell more than ARRIVALS_BEHIND_SHARE behind their schedule at the end of any second
-    (beyond one job: a schedule of a few jobs a second is always a job behind at some instant)."""
+    (beyond one job: a schedule of a few jobs a second is always a job behind at some instant). lag_s: how far
+    arrivals sent in steps trail their schedule by design (a job library's enqueue, called once per step:
+    harness.experiments.library_soak), taken off the schedule first."""
     if not len(series):
         return False
-    scheduled = (series["second"] + 1) * rate
+    scheduled = np.maximum(series["second"] + 1 - lag_s, 0) * rate
     arrived = series["arrived"].cumsum()
     return bool((arrived < scheduled * (1 - ARRIVALS_BEHIND_SHARE) - 1).any())
 
 
+def latency_of(series: pd.DataFrame) -> str:
+    """What a series' p50 and p99 are of: "claim" (the claim statement's time, the soak's own workers) or "pickup"
+    (a job's claim minus its enqueue, a job library's workers: harness.experiments.library_soak)."""
+    return "pickup" if "pickup_p99_ms" in series else "claim"
+
+
 def per_second(arrival_ns: np.ndarray, claim_ns: np.ndarray, claim_ms: np.ndarray, start_ns: int,
-               seconds: float) -> pd.DataFrame:
+               seconds: float, latency: str = "claim") -> pd.DataFrame:
     """The series the rule reads: per whole second from the start (a last second cut short is left out), the jobs
     that arrived (their insert's commit), the jobs claimed (the claim's return), the backlog at the second's end,
-    and the claim statement's p50 and p99 over the claims that returned in it."""
+    and the p50 and p99 of claim_ms over the claims that returned in it: the claim statement's time, or with
+    latency "pickup" each job's wait from its enqueue to its claim (columns pickup_p50_ms, pickup_p99_ms)."""
     count = max(int(seconds), 0)
     arrival_slot = (np.asarray(arrival_ns) - start_ns) // 1_000_000_000
     arrival_slot = arrival_slot[(arrival_slot >= 0) & (arrival_slot < count)].astype(int)
@@ -133,5 +144,6 @@ def per_second(arrival_ns: np.ndarray, claim_ns: np.ndarray, claim_ms: np.ndarra
         p50[grouped.median().index] = grouped.median().to_numpy()
         p99[grouped.quantile(0.99).index] = grouped.quantile(0.99).to_numpy()
     return pd.DataFrame({"second": np.arange(count, dtype=float), "arrived": arrived, "claimed": claimed,
-                         "backlog": np.cumsum(arrived) - np.cumsum(claimed), "claim_p50_ms": p50,
-                         "claim_p99_ms": p99}, columns=list(SERIES_COLUMNS))
+                         "backlog": np.cumsum(arrived) - np.cumsum(claimed), f"{latency}_p50_ms": p50,
+                         f"{latency}_p99_ms": p99},
+                        columns=[*SERIES_COLUMNS[:4], f"{latency}_p50_ms", f"{latency}_p99_ms"])

@@ -27,9 +27,9 @@ from pathlib import Path
 from harness import config
 from harness.article.findings import Finding, by_id, order
 from harness.article.sections import (backend_time, bench, churn, client_layouts, decision, durable, faults,
-                                      guard_cost, job_wait, libraries, library_faults, machine, plans, production,
-                                      races, should_switch, soak, stale_completions, strategies, summary, wakeups,
-                                      without_guard)
+                                      guard_cost, job_wait, libraries, library_faults, library_soak, machine, plans,
+                                      production, races, should_switch, soak, stale_completions, strategies, summary,
+                                      wakeups, without_guard)
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.stats import jsonable
@@ -39,7 +39,7 @@ from harness.stats import jsonable
 # reads every finding, so it comes last here.
 SECTIONS = (summary, races, without_guard, plans, guard_cost, backend_time, job_wait, should_switch, production,
             strategies, faults, churn, client_layouts, bench, libraries, stale_completions, library_faults, wakeups,
-            soak, durable, machine, decision)
+            soak, library_soak, durable, machine, decision)
 
 
 def load(asked: dict[str, registry.Asked]) -> dict:
@@ -52,7 +52,7 @@ def load(asked: dict[str, registry.Asked]) -> dict:
 
 
 def evaluate(loaded: dict) -> list[Finding]:
-    """Every finding, F1-F13, C1-C9 and A1-A11, in that order; a section missing from `loaded` (or None there)
+    """Every finding, F1-F13, C1-C9 and A1-A12, in that order; a section missing from `loaded` (or None there)
     leaves its findings not measured."""
     found = [finding for section in SECTIONS for finding in section.findings(loaded)]
     for section in SECTIONS:

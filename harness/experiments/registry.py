@@ -131,12 +131,12 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
               "claimrace_libraries for every run)",
          show=wakeups.show_runs, sections=("wakeups",), request=wakeups.WakeupSweep, expand=wakeups.WakeupSweep.runs,
          workers=wakeups.workers_needed, label=wakeups.label),
-    Kind("soak", soak.SoakParameters, soak.measure, soak.summarise,
+    Kind("soak", soak.SoakParameters, soak_sweep.measure_arm, soak.summarise,
          help="a queue that runs for minutes: jobs arriving at a steady rate, workers claiming and finishing them, "
               "and a transaction holding the MVCC horizon for part of the run, sampled every second, with a "
               "verdict per run (drops and recreates claimrace.jobs)",
-         show=soak.show_runs, sections=("soak",), request=soak_sweep.SoakSweep,
-         expand=soak_sweep.SoakSweep.runs, command=soak.SoakParameters, workers=soak.workers_needed,
+         show=soak.show_runs, sections=("soak", "library_soak"), request=soak_sweep.SoakSweep,
+         expand=soak_sweep.SoakSweep.runs, command=soak.SoakParameters, workers=soak_sweep.workers_needed,
          label=soak.label, storage=lambda parameters: parameters.storage),
 )}
 

@@ -62,6 +62,7 @@ from harness.children import die_with_parent
 from harness.claim_steps import EMPTY, ERROR, LOST, WON, AttemptNotes
 from harness.config import SCHEMA
 from harness.errors import UserError
+from harness.library_claims import RACED_LIBRARY_STRATEGIES
 from harness.experiments.contract import Measured, Option, Parameters, as_float, as_int, one_of, setting
 from harness.server import activity, database, pgstats, schema
 from harness.storage import Run
@@ -149,6 +150,10 @@ class SoakParameters(Parameters):
                      "flush)"))
     synchronous_commit: str = setting("on", one_of(SYNCHRONOUS_COMMIT, "synchronous commit"), Option(
         "--synchronous-commit", "on, or off: the workers' and the arrivals' commits do not wait for the flush"))
+    library: str = setting("none", one_of(("none", *RACED_LIBRARY_STRATEGIES), "library"), Option(
+        "--library", "a job library's own workers on its own table instead of shape and strategy "
+                     "(harness.experiments.library_soak): " + ", ".join(RACED_LIBRARY_STRATEGIES)),
+        added_later=True)
     repeat: int = setting(0, as_int)
 
     def check(self) -> None:
@@ -175,6 +180,16 @@ class SoakParameters(Parameters):
             raise UserError(f"history rows must be between 0 and {MAX_HISTORY_ROWS:,}, not {self.history_rows}")
         if not isinstance(self.rate, str):
             check_jobs(self.rate, self.seconds, self.history_rows)
+        if self.library != "none":
+            self._check_library()
+
+    def _check_library(self) -> None:
+        """What a library's run cannot take: its table is its own, made by its own migrations."""
+        if self.history_rows:
+            raise UserError(f"a library's table starts empty: history rows must be 0 with --library, not "
+                            f"{self.history_rows}")
+        if self.mitigation == "autovacuum":
+            raise UserError("mitigation autovacuum sets the soak's own table: it is not raced with --library")
 
 
 def workers_needed(p: SoakParameters) -> int:
@@ -184,6 +199,8 @@ def workers_needed(p: SoakParameters) -> int:
 
 
 def label(p: SoakParameters) -> str:
+    if p.library != "none":
+        return f"{p.library} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}"
     return f"{p.shape} {p.strategy} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}"
 
 
@@ -549,10 +566,10 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
         "claim_errors": int(sum(w[6] for w in workers)),
         "backlog_max": int(series["backlog"].max()) if len(series) else 0,
         "backlog_at_end": int(series["backlog"].iloc[-1]) if len(series) else 0,
-        **{f"{what}_per_s_{window}": _rate(parts[window], what) for window in ("before", "during", "after")
+        **{f"{what}_per_s_{window}": rate_of(parts[window], what) for window in ("before", "during", "after")
            for what in ("arrived", "claimed")},
-        **{f"claim_p99_ms_{window}": _quantile(window_ms[window], 99) for window in window_ms},
-        "pickup_p99_ms": _quantile(pickup_ms.dropna().to_numpy(), 99),
+        **{f"claim_p99_ms_{window}": quantile(window_ms[window], 99) for window in window_ms},
+        "pickup_p99_ms": quantile(pickup_ms.dropna().to_numpy(), 99),
         **soak_sampler.summary(samples),
         "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
         "partitions_dropped": int((partitions["event"] == "dropped").sum()) if p.shape == "partitioned" else None,
@@ -593,11 +610,11 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
         results={"summary": summary, "judged": judged})
 
 
-def _rate(window: pd.DataFrame, column: str) -> float | None:
+def rate_of(window: pd.DataFrame, column: str) -> float | None:
     return float(window[column].sum() / len(window)) if len(window) else None
 
 
-def _quantile(values, q: float) -> float | None:
+def quantile(values, q: float) -> float | None:
     return float(np.percentile(values, q)) if len(values) else None
 
 

@@ -54,14 +54,20 @@ APPLIES_TO = {"none": HOLDERS, "autovacuum": HOLDERS,
 SESSION_SETTINGS = {"idle_timeout": "idle_in_transaction_session_timeout",
                     "statement_timeout": "statement_timeout", "transaction_timeout": "transaction_timeout"}
 TRANSACTION_TIMEOUT_SINCE = 17  # the server major version that has transaction_timeout
-ANALYTICS_SQL = f"SELECT count(*), max(id), pg_sleep(%s) FROM (SELECT id FROM {JOBS}) AS j"
+
+
+def analytics_sql(table: str = JOBS) -> str:
+    """One analytics statement: reads every row of the jobs table, then sleeps the rest of its length."""
+    return f"SELECT count(*), pg_sleep(%s) FROM (SELECT 1 FROM {table}) AS j"
 
 
 class Holder:
     """Holds the horizon from pin_from to pin_to (run seconds), under a mitigation."""
 
-    def __init__(self, url: str, kind: str, pin_from: float, pin_to: float, began: float, mitigation: str = "none"):
+    def __init__(self, url: str, kind: str, pin_from: float, pin_to: float, began: float, mitigation: str = "none",
+                 table: str = JOBS):
         self.url, self.kind, self.pin_from, self.pin_to, self.began = url, kind, pin_from, pin_to, began
+        self.table = table  # the jobs table its snapshot and its analytics read
         self.mitigation = mitigation
         self.events: list[dict] = []
         self.stopping = threading.Event()
@@ -122,7 +128,7 @@ class Holder:
                 return
             if self.kind == "repeatable_read":
                 conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-                conn.execute(f"SELECT count(*) FROM {JOBS}")  # takes the snapshot
+                conn.execute(f"SELECT count(*) FROM {self.table}")  # takes the snapshot
             else:
                 conn.execute("BEGIN")
                 conn.execute("SELECT txid_current()")  # a transaction id: the horizon stops at it
@@ -147,9 +153,9 @@ class Holder:
                     with self.one_at_a_time:
                         left = self.pin_to - self._at()
                         if left > 0.05:
-                            conn.execute(ANALYTICS_SQL, [min(ANALYTICS_S, left)])
+                            conn.execute(analytics_sql(self.table), [min(ANALYTICS_S, left)])
                 else:
-                    conn.execute(ANALYTICS_SQL, [min(ANALYTICS_S, left)])
+                    conn.execute(analytics_sql(self.table), [min(ANALYTICS_S, left)])
             except psycopg.errors.QueryCanceled as exc:
                 if self.stopping.is_set():
                     break

@@ -24,21 +24,29 @@ HORIZON_SQL = ("SELECT max(greatest(age(backend_xmin), age(backend_xid))), "
                "FILTER (WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)) "
                "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
                "AND datname = current_database()")  # not autovacuum's (it holds nothing), nor another database's
-# the jobs table and its partitions, if any (a dropped one leaves the sums)
-TABLE_SQL = (f"WITH parts AS (SELECT '{JOBS}'::regclass::oid AS relid UNION ALL "
-             f"SELECT inhrelid FROM pg_inherits WHERE inhparent = '{JOBS}'::regclass) "
-             "SELECT sum(s.n_live_tup), sum(s.n_dead_tup), sum(s.autovacuum_count), sum(s.vacuum_count), "
-             "sum(pg_relation_size(p.relid)), sum(pg_indexes_size(p.relid)), pg_current_wal_lsn() - '0/0'::pg_lsn "
-             "FROM parts p LEFT JOIN pg_stat_user_tables s ON s.relid = p.relid")
+
+
+def table_sql(table: str) -> str:
+    """The table's and its partitions' (a dropped one leaves the sums) tuples, vacuums and sizes, and the WAL
+    position."""
+    return (f"WITH parts AS (SELECT '{table}'::regclass::oid AS relid UNION ALL "
+            f"SELECT inhrelid FROM pg_inherits WHERE inhparent = '{table}'::regclass) "
+            "SELECT sum(s.n_live_tup), sum(s.n_dead_tup), sum(s.autovacuum_count), sum(s.vacuum_count), "
+            "sum(pg_relation_size(p.relid)), sum(pg_indexes_size(p.relid)), pg_current_wal_lsn() - '0/0'::pg_lsn "
+            "FROM parts p LEFT JOIN pg_stat_user_tables s ON s.relid = p.relid")
+
+
 SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum_count", "table_bytes",
                   "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim"]
 
 
 class Sampler:
-    """The table and the horizon every SAMPLE_S, the claim's read buffers every EXPLAIN_EVERY_S."""
+    """The table and the horizon every SAMPLE_S, the claim's read buffers every EXPLAIN_EVERY_S. table: another
+    jobs table (a job library's, harness.experiments.library_soak), whose claim is not explained (read_sql None)."""
 
-    def __init__(self, url: str, began: float):
+    def __init__(self, url: str, began: float, table: str = JOBS, read_sql: str | None = READ_SQL):
         self.url, self.began = url, began
+        self.table_sql, self.read_sql = table_sql(table), read_sql
         self.rows: list[dict] = []
         self.error: str | None = None
         self.stopping = threading.Event()
@@ -56,12 +64,13 @@ class Sampler:
                 while True:
                     t = time.monotonic() - self.began
                     conn.execute("SELECT pg_stat_clear_snapshot()")
-                    table = conn.execute(TABLE_SQL).fetchone()
+                    table = conn.execute(self.table_sql).fetchone()
                     horizon = conn.execute(HORIZON_SQL).fetchone()
                     buffers = None
-                    if t >= next_explain:
+                    if self.read_sql is not None and t >= next_explain:
                         next_explain = t + EXPLAIN_EVERY_S
-                        plan = explain.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {READ_SQL}").fetchone()[0]
+                        plan = explain.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {self.read_sql}")\
+                            .fetchone()[0]
                         top = plan[0]["Plan"]
                         buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
                     self.rows.append(dict(zip(SAMPLE_COLUMNS, (

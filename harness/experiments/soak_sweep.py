@@ -9,7 +9,8 @@ section's shared ones, raced `repeats` times (harness.experiments.soak).
         - {shape: delete, holder: repeatable_read, storage: disk}
 
 An arm is read against the arm that differs from it in one setting only: its control (holder none), the same arm
-without its mitigation, or on tmpfs (harness.article.sections.soak).
+without its mitigation, or on tmpfs (harness.article.sections.soak). An arm that names a library races its own
+workers on its own table (harness.experiments.library_soak); the section `library_soak` holds those.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from harness.errors import UserError
-from harness.experiments import soak
+from harness.experiments import library_soak, soak
 from harness.experiments.contract import Parameters, _sequence, as_float, as_int, one_of, setting
 
 MAX_ARMS = 32  # arms in one section: at a minute or two each, more than a build would wait for
@@ -71,3 +72,13 @@ class SoakSweep(Parameters):
     def runs(self) -> list[soak.SoakParameters]:
         """One run per arm and repeat, arm by arm."""
         return [self._arm(arm, repeat) for arm in self.arms for repeat in range(self.repeats)]
+
+
+def measure_arm(db, p: soak.SoakParameters, run_id: str, progress: bool = False):
+    """One arm: a job library's workers on its own table where it names one (harness.experiments.library_soak),
+    else the soak's own shape and claim."""
+    return (soak.measure if p.library == "none" else library_soak.measure)(db, p, run_id, progress)
+
+
+def workers_needed(p: soak.SoakParameters) -> int:
+    return soak.workers_needed(p) if p.library == "none" else library_soak.workers_needed(p)

@@ -37,8 +37,10 @@ A library module declares:
                            probe should find: {"expected", "checks", "source"}
     HOLDS_BY_SESSION       (optional, False) True: its hold on a job is its session's advisory lock
     install(url)           the library's own schema, from its own migrations
-    enqueue(url, n, job_s=None)
-                           n no-op jobs, through the library's API (job_s: a fault run's, where the job carries it)
+    enqueue(url, n, job_s=None[, first])
+                           n no-op jobs, through the library's API (job_s: a fault run's, where the job carries it);
+                           a library with AUDIT_ID_SQL numbers its jobs, from `first` where it is given (a soak's
+                           arrivals enqueue again and again: harness.experiments.library_soak)
     work(url, log, ready, start, job_s=None)
                            one worker process: the library's own fetch-and-complete loop at concurrency 1 until
                            the queue is empty, its no-op job appending the job id it was handed, the time (ns) and

@@ -112,13 +112,14 @@ def install(url: str) -> None:
     asyncio.run(run())
 
 
-def enqueue(url: str, n: int, job_s: float | None = None) -> None:
-    """n no-op jobs; with job_s (a fault run), jobs that last job_s."""
+def enqueue(url: str, n: int, job_s: float | None = None, first: int = 0) -> None:
+    """n no-op jobs, numbered from first (the number the audit and the log read); with job_s (a fault run), jobs
+    that last job_s."""
     async def run():
         async with _app(url) as chancy:
             job = (lambda i: Job(func=f"{__name__}.noop", kwargs={"n": i}, queue=QUEUE)) if job_s is None else \
                 (lambda i: Job(func=f"{__name__}.slow", kwargs={"n": i, "job_s": job_s}, queue=QUEUE))
-            async for _ in chancy.push_many([job(i) for i in range(n)]):
+            async for _ in chancy.push_many([job(i) for i in range(first, first + n)]):
                 pass
     asyncio.run(run())
 

@@ -104,9 +104,10 @@ def commands(package: str, script: str, *work_args: str, fault_work_args=None, f
     def install(url: str) -> None:
         run(script, "install", url)
 
-    def enqueue(url: str, n: int, job_s: float | None = None) -> None:
+    def enqueue(url: str, n: int, job_s: float | None = None, first: int = 0) -> None:
         extra = fault_enqueue_args(job_s) if job_s is not None and fault_enqueue_args else ()
-        run(script, "enqueue", url, str(n), *extra)
+        # a script that numbers its jobs (pg-boss) numbers them from first, its last argument (FIRST)
+        run(script, "enqueue", url, str(n), *extra, *((str(first),) if first else ()))
 
     def worker(url: str, log: Path, ready, start, job_s: float | None = None) -> dict | None:
         extra = () if job_s is None else (str(round(job_s * 1000)), *(fault_work_args(job_s) if fault_work_args

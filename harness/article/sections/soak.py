@@ -27,7 +27,7 @@ READS = ("soak",)
 say = Sentences(NAME)
 
 # the settings an arm is told apart by; its reference differs in one of them (the module's docstring)
-ARM = ("shape", "strategy", "history_rows", "holder", "mitigation", "storage", "synchronous_commit")
+ARM = ("library", "shape", "strategy", "history_rows", "holder", "mitigation", "storage", "synchronous_commit")
 LOAD = ("rate_asked", "workers", "job_ms", "pg_version")  # and the same load, on the same server version
 WINDOWS = ("seconds", "pin_from", "pin_to", "repeat")  # judged on the same windows; a repeat against its own
 SIX_FIGURES = 100_000  # finished jobs a table keeps after a day at six-figure daily volume (C9)
@@ -64,25 +64,31 @@ class Loaded:
 
 def _judged_again(summary: dict, series: pd.DataFrame) -> dict:
     """A run's verdict by the rule as it stands (harness.soak_outcomes), from its stored series: the page reads
-    every run by one rule, whichever the run was stored under."""
+    every run by one rule, whichever the run was stored under. A library's run judges its pickup (its p99 keys
+    are pickup_p99_ms_*: harness.experiments.library_soak)."""
     judged = soak_outcomes.judge(series, summary["pin_from"], summary["pin_to"], summary["ended_s"],
                                  bool(summary["arrivals_behind"]), summary.get("cpu_bound"))
+    latency = soak_outcomes.latency_of(series)
     return summary | {key: judged[key] for key in ("verdict", "verdict_if_judged", "recovered_s", "keeps_up",
-                                                   "p99_within", "claim_p99_ms_before_max",
-                                                   "claim_p99_ms_during_median", "backlog_level")}
+                                                   "p99_within", f"{latency}_p99_ms_before_max",
+                                                   f"{latency}_p99_ms_during_median", "backlog_level")}
 
 
-def load(reads: dict, loaded: dict) -> Loaded | None:
-    runs = reads["soak"].runs if "soak" in reads else ()
+def load_runs(runs) -> Loaded | None:
+    """A params section's soak runs, each judged again: this section's, or the libraries' (library_soak)."""
     if not runs:
         return None
     series = {i: run.table("series") for i, run in enumerate(runs)}
-    summaries = pd.DataFrame([_judged_again(run.summary, series[i])
+    summaries = pd.DataFrame([{"library": None} | _judged_again(run.summary, series[i])
                               | {"pg_version": run.manifest.get("server", {}).get("major"),
                                  "repeat": run.manifest.get("parameters", {}).get("repeat", 0)}
                               for i, run in enumerate(runs)])
     return Loaded(tuple(runs), summaries, series, {i: run.table("samples") for i, run in enumerate(runs)},
                   {i: run.manifest.get("procedure", {}).get("sample_s") for i, run in enumerate(runs)})
+
+
+def load(reads: dict, loaded: dict) -> Loaded | None:
+    return load_runs(reads["soak"].runs if "soak" in reads else ())
 
 
 # --------------------------------------------------------------------------- references
@@ -209,7 +215,7 @@ def _p50_span(seconds: pd.DataFrame) -> str:
     return span(values.min(), values.max(), ms) if len(values) else DASH
 
 
-def _worst(verdicts) -> str:
+def worst_part(verdicts) -> str:
     """A finding's verdict from its parts': a part the runs contradict first, then one they cannot tell, then
     confirmed; not measured where no part was."""
     verdicts = set(verdicts)
@@ -228,7 +234,7 @@ def c9_held_history(loaded: dict):
             for part, _, figures in parts]
     # fillfactor, the claim's third knob, is not varied with the volume: F12 and F13 measure it on its own
     verdicts = [(part, verdict) for part, verdict, _ in parts] + [(say("C9.part_fillfactor"), NOT_MEASURED)]
-    return make_finding("C9", _worst(v for _, v in verdicts), " ".join(said), say("C9.note"), parts=tuple(verdicts))
+    return make_finding("C9", worst_part(v for _, v in verdicts), " ".join(said), say("C9.note"), parts=tuple(verdicts))
 
 
 # --------------------------------------------------------------------------- A11
@@ -263,12 +269,12 @@ def timeout_arm(runs: pd.DataFrame) -> tuple[int, int] | None:
             continue
         without = reference(runs, position)
         if without is not None and held_against_control(
-                runs.iloc[without], _row(runs, reference(runs, without))) == CONFIRMED:
+                runs.iloc[without], row_at(runs, reference(runs, without))) == CONFIRMED:
             return position, without
     return None
 
 
-def _row(runs: pd.DataFrame, position: int | None):
+def row_at(runs: pd.DataFrame, position: int | None):
     return None if position is None else runs.iloc[position]
 
 
@@ -286,7 +292,7 @@ def a11_held_horizon(loaded: dict):
     runs = mine.summaries
     parts = [(f"{arm_label(runs.iloc[h])}, {held_label(runs.iloc[h])}"
               + (say("label.repeat", repeat=int(runs.iloc[h]["repeat"]) + 1) if runs["repeat"].max() else ""),
-              held_against_control(runs.iloc[h], _row(runs, c))) for h, c in pairs]
+              held_against_control(runs.iloc[h], row_at(runs, c))) for h, c in pairs]
     decided = [v for _, v in parts if v in (CONFIRMED, CORRECTED)]
     held = runs.iloc[[h for h, _ in pairs]]
     values = {"slowed": count(decided.count(CONFIRMED)), "decided": count(len(decided)),
@@ -305,7 +311,7 @@ def a11_held_horizon(loaded: dict):
                    "mitigation_helped": str(with_it["verdict"] == soak_outcomes.SURVIVES)}
     ours = say("A11.ours", **{key: values[key] for key in ("pin", "rates", "load", "workers", "pg", "slowed",
                                                            "decided")})
-    return make_finding("A11", _worst(v for _, v in parts), ours, say("A11.note"), values,
+    return make_finding("A11", worst_part(v for _, v in parts), ours, say("A11.note"), values,
                         parts=tuple(parts) if len(parts) > 1 else ())
 
 
@@ -371,7 +377,7 @@ def verdict_rows(mine: Loaded) -> pd.DataFrame:
     rows = []
     for position in held_and_controls(runs):
         row = runs.iloc[position]
-        control = _row(runs, reference(runs, position))
+        control = row_at(runs, reference(runs, position))
         rows.append(dict(zip(HELD_COLUMNS, (*_cells(runs, row), DASH if control is None else verdict_text(control)))))
     return pd.DataFrame(rows, columns=list(HELD_COLUMNS))
 
@@ -384,7 +390,7 @@ def other_rows(mine: Loaded) -> pd.DataFrame:
     for position, row in runs.iterrows():
         if position in shown:
             continue
-        ref = _row(runs, reference(runs, position))
+        ref = row_at(runs, reference(runs, position))
         against = DASH if ref is None else say("against", verdict=verdict_text(ref), arm=arm_label(ref),
                                                  held=held_label(ref))
         rows.append(dict(zip(OTHER_COLUMNS, (*_cells(runs, row), against))))

@@ -1,0 +1,99 @@
+"""The job libraries under the soak, in the section "When the queue runs for hours": each library's own workers on
+its own table, jobs arriving through its own enqueue, a transaction holding the horizon for part of the run
+(harness.experiments.library_soak), each held arm read against its control by the soak's rule on each job's
+pickup (A12).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.article.findings import CONFIRMED, CORRECTED, make_finding, not_measured
+from harness.article.formats import DASH, count, number, span
+from harness.article.prose import join, table
+from harness.article.sections import soak
+from harness.article.wording import Sentences
+
+NAME = "library_soak"
+READS = ("library_soak",)
+say = Sentences(NAME)
+
+COLUMNS = ("library", "its finished jobs", "held by", "jobs/s", "pickup p99 ms: before / during",
+           "dead tuples at most", "backlog at most", "verdict", "its control")
+
+
+def load(reads: dict, loaded: dict) -> soak.Loaded | None:
+    return soak.load_runs(reads["library_soak"].runs if "library_soak" in reads else ())
+
+
+def library_label(row) -> str:
+    return say("label.library", library=row["library"].replace("_", "-"), version=row["library_version"] or DASH)
+
+
+def finished_label(row) -> str:
+    return say("finished." + ("deleted", "kept")[row["finished_jobs"] == "kept"])
+
+
+def a12_library_pickup(loaded: dict):
+    mine = loaded.get(NAME)
+    pairs = soak.held_arms(mine.summaries) if mine is not None else []
+    if not pairs:
+        return not_measured("A12", say("A12.not_measured"))
+    runs = mine.summaries
+    parts = [(f"{library_label(runs.iloc[h])}, {say('finished.part', finished=finished_label(runs.iloc[h]))}",
+              soak.held_against_control(runs.iloc[h], soak.row_at(runs, c))) for h, c in pairs]
+    held = runs.iloc[[h for h, _ in pairs]]
+    decided = [v for _, v in parts if v in (CONFIRMED, CORRECTED)]
+    values = {"slowed": count(decided.count(CONFIRMED)), "decided": count(len(decided)),
+              "pin": join(sorted({f"{s:g} s" for s in held["pin_s"]})),
+              "rates": span(held["rate"].min(), held["rate"].max(), lambda v: number(v, 0)),
+              "load": soak.load_said(held).replace("the same table", "its own table"),
+              "workers": join([str(w) for w in sorted(set(held["workers"]))]),
+              "pg": join([str(v) for v in sorted(set(held["pg_version"]))])}
+    return make_finding("A12", soak.worst_part(v for _, v in parts), say("A12.ours", **values), say("A12.note"), values,
+                        parts=tuple(parts) if len(parts) > 1 else ())
+
+
+def findings(loaded: dict) -> list:
+    return [a12_library_pickup(loaded)]
+
+
+def rows(mine: soak.Loaded) -> pd.DataFrame:
+    """The held arms and their controls, each control first."""
+    runs = mine.summaries
+    shown = soak.held_and_controls(runs)
+    shown += [position for position in range(len(runs)) if position not in shown]
+    frame = []
+    for position in shown:
+        row = runs.iloc[position]
+        control = soak.row_at(runs, soak.reference(runs, position))
+        frame.append(dict(zip(COLUMNS, (
+            library_label(row), finished_label(row), soak.held_label(row), number(row["rate"], 0),
+            f"{number(row['pickup_p99_ms_before_max'], 0)} / {number(row['pickup_p99_ms_during_median'], 0)}",
+            count(row["dead_tuples_max"]), count(row["backlog_max"]), soak.verdict_text(row),
+            DASH if control is None else soak.verdict_text(control)))))
+    return pd.DataFrame(frame, columns=list(COLUMNS))
+
+
+def library_table(loaded: dict) -> str:
+    mine = loaded.get(NAME)
+    if mine is None:
+        return ""
+    runs = mine.summaries
+    caption = say("caption", rates=soak.load_said(runs).replace("the same table", "its own table"),
+                  workers=join([str(w) for w in sorted(set(runs["workers"]))]),
+                  job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]))
+    return table(rows(mine), caption=caption, css_class="wide")
+
+
+def values(loaded: dict, found: dict) -> dict[str, str]:
+    mine = loaded.get(NAME)
+    if mine is None:
+        return {"library_soak_setup": say("setup.no_runs")}
+    runs = mine.summaries
+    held = runs[runs["holder"] != "none"]
+    pins = sorted({(float(a), float(b)) for a, b in zip(held["pin_from"], held["pin_to"])})
+    return {"library_soak_setup": say(
+        "setup.runs", libraries=join(sorted({library_label(row) for _, row in runs.iterrows()})),
+        seconds=join([f"{s:g} s" for s in sorted(set(runs["seconds"]))]).replace(" and ", " or "),
+        pins=join([f"{a:g} s to {b:g} s" for a, b in pins]) if pins else DASH)}

@@ -1,0 +1,147 @@
+"""The job libraries under the soak: a library's own workers on its own table, jobs arriving through its own
+enqueue while a transaction holds the horizon (harness.experiments.library_soak). Short real runs of pgmq, held
+and not, side by side; the refusals; the numbered enqueue the arrivals rely on; the rule's pickup series; and the
+article's section over the stored runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import PROJECT_ROOT
+from harness import soak_outcomes as rule
+from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED
+from harness.article.sections import library_soak as section
+from harness.errors import UserError
+from harness.experiments import library_soak, soak
+from harness.libraries import runtime
+from harness.server import database
+from harness.storage import Run
+
+pytestmark = pytest.mark.xdist_group("library_soak")
+
+COMMON = ["--library", "pgmq", "--rate", "40", "--workers", "2", "--seconds", "26", "--pin-from", "10",
+          "--pin-to", "20", "--json", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def arms(tmp_path_factory):
+    """{holder: (its JSON row, its stored Run)}: pgmq held by a REPEATABLE READ snapshot from 10 to 20 s, and its
+    control, each on its own embedded server, side by side."""
+    root = tmp_path_factory.mktemp("library-soak")
+    running = {holder: subprocess.Popen([sys.executable, "-m", "harness", "soak", *COMMON, "--holder", holder,
+                                         "--data-dir", str(root / holder)], cwd=PROJECT_ROOT,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for holder in ("repeatable_read", "none")}
+    done = {}
+    try:
+        for holder, process in running.items():
+            out, err = process.communicate(timeout=300)
+            assert process.returncode == 0, f"{holder}: {err[-3000:]}"
+            done[holder] = (json.loads(out), Run(next((root / holder / "soak").iterdir())))
+    finally:
+        for process in running.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(30)
+    return done
+
+
+def test_a_library_arm_runs_its_own_workers_on_its_own_table_each_job_once_on_schedule(arms):
+    for holder, (row, stored) in arms.items():
+        assert row["library"] == "pgmq" and row["shape"] is None and row["duplicate_jobs"] == 0, row
+        assert row["jobs_arrived"] >= 40 * 24 and not row["arrivals_behind"], row
+        assert abs(row["arrived_per_s_before"] - 40) <= 4 and row["verdict"] in rule.VERDICTS, row
+        series = stored.table("series")
+        assert {"pickup_p50_ms", "pickup_p99_ms"} <= set(series) and "claim_p99_ms" not in series
+        summary = stored.summary
+        assert summary["finished_jobs"] == "deleted" and summary["pickup_p99_ms_before"] > 0, summary
+        assert stored.manifest["procedure"]["jobs_table"] == "pgmq.q_claimrace"
+        # every job the audit saw claimed was enqueued, as the server's audit saw it
+        assert stored.manifest["checks"]["every_claimed_job_enqueued"]
+
+
+def test_the_held_library_keeps_its_dead_rows_and_its_control_lets_them_go(arms):
+    held, free = arms["repeatable_read"][0], arms["none"][0]
+    assert held["horizon_age_max_s"] >= 8 and (free["horizon_age_max_s"] or 0) < 5, (held, free)
+    samples = arms["repeatable_read"][1].table("samples")
+    during = samples[(samples["t_s"] >= 12) & (samples["t_s"] < 20)]
+    assert during["n_dead_tup"].max() >= 250, during  # ten seconds of deleted jobs at 40/s, kept while held
+    holder = arms["repeatable_read"][1].table("holder")
+    assert list(holder["event"]) == ["pinned", "released"], holder
+
+
+def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path):
+    loaded = section.soak.load_runs(tuple(stored for _, stored in arms.values()))
+    frame = section.rows(loaded)
+    assert list(frame["held by"]) == ["nothing (control)", "repeatable read"], frame
+    assert frame["its control"].iloc[0] == "—" and frame["its control"].iloc[1] == frame["verdict"].iloc[0]
+    found = section.a12_library_pickup({section.NAME: loaded})
+    held, control = loaded.summaries.iloc[1], loaded.summaries.iloc[0]
+    assert found.verdict == section.soak.held_against_control(held, control)
+    assert "pgmq" in section.library_table({section.NAME: loaded})
+
+
+def test_a12_is_not_measured_without_a_library_arm_held_beside_its_control(arms):
+    held_only = section.soak.load_runs((arms["repeatable_read"][1],))
+    assert section.a12_library_pickup({section.NAME: held_only}).verdict == NOT_MEASURED
+    assert section.a12_library_pickup({section.NAME: None}).verdict == NOT_MEASURED
+
+
+@pytest.mark.parametrize("held, control, part", [
+    ("spirals", "survives", CONFIRMED), ("survives", "survives", CORRECTED),
+    ("spirals", "spirals", NOT_DISTINGUISHABLE), ("not_judged", "survives", NOT_MEASURED)])
+def test_each_library_part_is_the_held_arm_against_its_control(held, control, part):
+    assert section.soak.held_against_control(pd.Series({"verdict": held}), pd.Series({"verdict": control})) == part
+
+
+@pytest.mark.parametrize("args, said", [
+    (dict(library="pgmq", history_rows=10), "history rows must be 0 with --library"),
+    (dict(library="pgmq", mitigation="autovacuum"), "mitigation autovacuum sets the soak's own table"),
+    (dict(library="sidekiq"), "library must be one of none, "),
+])
+def test_a_library_soak_it_cannot_run_is_refused_in_one_line(args, said):
+    with pytest.raises(UserError, match=said):
+        soak.SoakParameters(**args)
+
+
+def test_the_arrivals_number_a_library_s_jobs_on_from_where_they_left_off(db):
+    """chancy's id is a uuid: its audit reads the number the harness gave the job, so the arrivals' second call
+    numbers on from the first's (first), and no two jobs share a number."""
+    from harness.libraries import chancy
+    url = runtime.database_url(db.url)
+    with db.connect() as admin:
+        runtime.fresh_database(admin)
+    try:
+        chancy.install(url)
+        with database.connect(url) as conn:
+            runtime.install_audit(conn, chancy)
+            library_soak._enqueue(chancy, url, 3, 0.005, 0)
+            library_soak._enqueue(chancy, url, 2, 0.005, 3)
+            audit = runtime.read_audit(conn)
+    finally:
+        with db.connect() as admin:
+            runtime.drop_database(admin)
+    assert sorted(audit["job_id"]) == [0, 1, 2, 3, 4]
+
+
+def test_the_pickup_series_names_its_quantiles_and_the_rule_reads_them():
+    start = 10 * 10**9
+    arrivals = (start + np.array([0.1, 0.2, 1.5]) * 1e9).astype(np.int64)
+    claims = (start + np.array([0.3, 1.6]) * 1e9).astype(np.int64)
+    frame = rule.per_second(arrivals, claims, np.array([200.0, 100.0]), start, 2.0, latency="pickup")
+    assert list(frame.columns[-2:]) == ["pickup_p50_ms", "pickup_p99_ms"] and rule.latency_of(frame) == "pickup"
+    assert list(frame["pickup_p99_ms"]) == [200.0, 100.0]
+
+
+def test_arrivals_sent_in_steps_are_behind_only_beyond_their_step():
+    """At 100 jobs/s in steps of 0.2 s, a second ends with 80 jobs arrived: behind its schedule, not its steps."""
+    stepped = pd.DataFrame({"second": np.arange(10, dtype=float), "arrived": np.full(10, 100)})
+    stepped.loc[0, "arrived"] = 80
+    assert rule.arrivals_behind(stepped, 100.0) and not rule.arrivals_behind(stepped, 100.0, lag_s=0.2)
+    assert rule.arrivals_behind(stepped.assign(arrived=60), 100.0, lag_s=0.2)
