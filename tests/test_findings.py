@@ -673,7 +673,7 @@ def test_a_finding_decided_at_a_failing_bench_point_says_so():
 def test_nothing_stored_leaves_every_finding_not_measured():
     found = contents.from_runs({})
     assert [f.id for f in found] == [*(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)),
-                                     *(f"A{i}" for i in range(1, 12))]
+                                     *(f"A{i}" for i in range(1, 13))]
     assert {f.verdict for f in found} == {NOT_MEASURED}
     assert all(f.note for f in found), "a finding that is not measured says why"
 
@@ -819,7 +819,7 @@ def test_the_table_has_one_row_per_finding_in_order():
     found = contents.evaluate({"races": race_rules.Loaded(pd.DataFrame([race("guarded", 1), race("guarded", 4)]))})
     frame = findings.table(found)
     ids = [re.sub(r"<[^>]+>", "", cell) for cell in frame["finding"]]  # each id links to its section
-    assert ids[:3] == ["F1", "F2", "F3"] and ids[-1] == "A11"
+    assert ids[:3] == ["F1", "F2", "F3"] and ids[-1] == "A12"
     assert frame["finding"].iloc[0] == '<a href="#What-happens-without-the-guard?">F1</a>'
     # "overall (part: verdict; part: verdict)" where a finding has parts, else its verdict
     labels = set()

@@ -54,7 +54,9 @@ def params_file(tmp_path, pg_version: int):
               "wakeups": {"libraries": ["procrastinate"], "intervals_s": [0.5], "job_count": 2},
               "disk_race": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8, "storage": "disk"},
               "soak": {"seconds": 20, "pin_from": 10, "pin_to": 14, "rate": 10, "workers": 1,
-                       "arms": [{"holder": "none"}]}}
+                       "arms": [{"holder": "none"}]},
+              "library_soak": {"seconds": 20, "pin_from": 10, "pin_to": 14, "rate": 10, "workers": 1,
+                               "arms": [{"library": "pgmq", "holder": "none"}]}}
     path = tmp_path / "params.yml"
     path.write_text(yaml.safe_dump(params))
     return path
@@ -73,7 +75,7 @@ def test_findings_json_from_stored_runs(stored, tmp_path):
                      "--params", str(params_file(tmp_path, pg_version)))
     assert result.returncode == 0, result.stderr
     found = {f["id"]: f for f in json.loads(result.stdout)}
-    assert list(found)[:2] == ["F1", "F2"] and len(found) == 33
+    assert list(found)[:2] == ["F1", "F2"] and len(found) == 34
     for finding in found.values():
         assert {"id", "verdict", "original", "ours", "note"} <= set(finding)
     assert found["F4"]["verdict"] == "confirmed", "guarded never hands out a job twice"

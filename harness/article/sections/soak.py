@@ -117,11 +117,12 @@ def reference(summaries: pd.DataFrame, position: int) -> int | None:
         wanted = {"holder": "none"}
     else:
         return None
-    target = {key: arm[key] for key in (*ARM, *LOAD, *WINDOWS)} | wanted
+    # .get: a summary stored before a setting existed (library) lacks it
+    target = {key: arm.get(key) for key in (*ARM, *LOAD, *WINDOWS)} | wanted
     for other in range(len(summaries)):
         row = summaries.iloc[other]
-        if other != position and all(not on_disk(row) if key == "storage" and value is None else row[key] == value
-                                     for key, value in target.items()):
+        if other != position and all(not on_disk(row) if key == "storage" and value is None
+                                     else row.get(key) == value for key, value in target.items()):
             return other
     return None
 
