@@ -5,19 +5,24 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from harness import soak_outcomes
 from harness.article.charts import CPU_BOUND_LABEL, WIDTH, chart_title, fixed_scale, plain_frame
 from harness.article.labels import NEUTRAL, TARGET_BAND_COLOUR
 from harness.article.sections.soak import Loaded, arm_label, control_of, held_label, on_disk, say
 
+# the second is the series' latency: the claim statement's, or a job library's pickup (soak_outcomes.latency_of)
 MEASURES = ("backlog (jobs)", "claim p99 (ms)", "dead tuples", "oldest snapshot (s)")
+PICKUP = "pickup p99 (ms)"
 RUN_COLOURS = {"held": NEUTRAL["charcoal"], "control": NEUTRAL["grey"]}
 
 
 def _measures(mine: Loaded, position: int) -> pd.DataFrame:
     """One run's four measures per second: (second, measure, value)."""
     series, samples = mine.series[position], mine.samples[position]
+    latency = soak_outcomes.latency_of(series)
     parts = [pd.DataFrame({"second": series["second"], "measure": MEASURES[0], "value": series["backlog"]}),
-             pd.DataFrame({"second": series["second"], "measure": MEASURES[1], "value": series["claim_p99_ms"]}),
+             pd.DataFrame({"second": series["second"], "measure": PICKUP if latency == "pickup" else MEASURES[1],
+                           "value": series[f"{latency}_p99_ms"]}),
              pd.DataFrame({"second": samples["t_s"], "measure": MEASURES[2], "value": samples["n_dead_tup"]}),
              pd.DataFrame({"second": samples["t_s"], "measure": MEASURES[3], "value": samples["horizon_age_s"]})]
     return pd.concat(parts, ignore_index=True).dropna(subset=["value"])
@@ -28,10 +33,11 @@ def _cpu_bound(row) -> bool:
     return bool(value) if value is not None and not pd.isna(value) else False
 
 
-def timelines(mine: Loaded | None) -> pd.DataFrame:
+def timelines(mine: Loaded | None, name=arm_label) -> pd.DataFrame:
     """Every held arm off the disk with synchronous commits (its mitigation too) with the control it is read
     against in the end: (arm, run, second, measure, value, pin_from, pin_to, sample_s), run "held" or "control";
-    empty without a soak."""
+    empty without a soak. name: an arm's name from its row (a job library's: harness.article.sections.
+    library_soak.library_label)."""
     frames = []
     runs = mine.summaries if mine is not None else pd.DataFrame(columns=["holder"])
     for position, row in runs.iterrows():
@@ -39,7 +45,7 @@ def timelines(mine: Loaded | None) -> pd.DataFrame:
             continue
         control = control_of(runs, position)
         bound = any(_cpu_bound(runs.iloc[r]) for r in (position, control) if r is not None)
-        arm = f"{arm_label(row)}: {held_label(row)}" \
+        arm = f"{name(row)}: {held_label(row)}" \
             + (say("label.repeat", repeat=int(row["repeat"]) + 1) if runs["repeat"].max() else "") \
             + (CPU_BOUND_LABEL if bound else "")
         for which, run in (("held", position), ("control", control)):
@@ -67,10 +73,11 @@ def soak_timeline_chart(data: pd.DataFrame) -> alt.VConcatChart | alt.Chart:
         color=alt.Color("run:N", scale=fixed_scale(drawn, RUN_COLOURS), sort=drawn, title=None,
                         legend=alt.Legend(orient="bottom")),
         tooltip=["run:N", "measure:N", "second:Q", alt.Tooltip("value:Q", format=",.2f")])
+    measures = [m for m in (MEASURES[0], MEASURES[1], PICKUP, *MEASURES[2:]) if m in set(data["measure"])]
     width = (WIDTH + 120) // len(MEASURES) - 50  # the four panels fill the text column
     every = sorted({f"{s:g} s" for s in data["sample_s"].dropna()})
     arms = [alt.layer(shade, lines, data=data[data["arm"] == arm]).properties(width=width, height=70).facet(
-        column=alt.Column("measure:N", title=None, sort=list(MEASURES)), title=arm)
+        column=alt.Column("measure:N", title=None, sort=measures), title=arm)
         .resolve_scale(y="independent") for arm in dict.fromkeys(data["arm"])]
     return alt.vconcat(*arms).properties(title=chart_title(
         "Held against not held, second by second",
