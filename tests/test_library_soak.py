@@ -145,3 +145,9 @@ def test_arrivals_sent_in_steps_are_behind_only_beyond_their_step():
     stepped.loc[0, "arrived"] = 80
     assert rule.arrivals_behind(stepped, 100.0) and not rule.arrivals_behind(stepped, 100.0, lag_s=0.2)
     assert rule.arrivals_behind(stepped.assign(arrived=60), 100.0, lag_s=0.2)
+
+
+def test_the_command_prints_a_library_run_by_its_library_and_pickup(arms, capsys):
+    soak.show_runs([arms["none"][1].path], False)
+    line = capsys.readouterr().out
+    assert line.startswith("pgmq ") and "pickup p99" in line and "claim p99" not in line, line

@@ -202,8 +202,10 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         harness_own = "claimrace-soak-%"
         backends = activity.BackendWatch(lambda: _library_backends(db.url, harness_own), 0.5).start() \
             if local else None
-        clients = activity.BackendWatch(lambda: [pid for w in list(supervisor.processes) if w.pid
-                                                 for pid in (w.pid, *_children(w.pid))], 0.5).start()
+        # the workers (and a Node library's script under each) and the arrivals, as the soak's own clients
+        clients = activity.BackendWatch(lambda: [arrivals.pid] + [pid for w in list(supervisor.processes) if w.pid
+                                                                  for pid in (w.pid, *_children(w.pid))],
+                                        0.5).start()
         with database.connect(url) as conn:
             start_ns = _server_ns(conn)
         began = time.monotonic()

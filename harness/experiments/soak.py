@@ -628,7 +628,9 @@ SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_s
          "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",
          "claimed_per_s_during", "claimed_per_s_after", "claim_p99_ms_before", "claim_p99_ms_during",
          "claim_p99_ms_after", "dead_tuples_max", "horizon_age_max_s", "table_bytes_max", "index_bytes_max",
-         "autovacuum_runs", "recovered_s", "verdict", "arrivals_behind", "cpu_bound")
+         "autovacuum_runs", "recovered_s", "verdict", "arrivals_behind", "cpu_bound",
+         # a job library's run (harness.experiments.library_soak) judges each job's pickup in place of the claim
+         "pickup_p99_ms_before", "pickup_p99_ms_during", "pickup_p99_ms_after")
 
 
 def show_runs(paths, as_json: bool) -> None:
@@ -639,10 +641,14 @@ def show_runs(paths, as_json: bool) -> None:
             print(json.dumps({key: summary.get(key) for key in (*SHOWN, "pg_version")}))
             continue
         recovered = "-" if summary["recovered_s"] is None else f"{summary['recovered_s']:.0f} s"
-        print(f"{summary['shape']:<15} {summary['strategy']:<11} {summary['holder']:<19} "
+        latency = summary.get("latency") or "claim"
+        arm = f"{summary['shape']:<15} {summary['strategy']:<11}" if summary.get("library") is None \
+            else f"{summary['library']:<27}"
+        print(f"{arm} {summary['holder']:<19} "
               f"{summary['rate']:g} jobs/s x {summary['workers']}  backlog max {summary['backlog_max']}  "
-              f"claim p99 {_ms(summary['claim_p99_ms_before'])} / {_ms(summary['claim_p99_ms_during'])} / "
-              f"{_ms(summary['claim_p99_ms_after'])} ms  dead max {summary['dead_tuples_max']}  "
+              f"{latency} p99 {_ms(summary[f'{latency}_p99_ms_before'])} / "
+              f"{_ms(summary[f'{latency}_p99_ms_during'])} / "
+              f"{_ms(summary[f'{latency}_p99_ms_after'])} ms  dead max {summary['dead_tuples_max']}  "
               f"recovered {recovered}  {summary['verdict']}"
               + ("  ARRIVALS BEHIND" if summary["arrivals_behind"] else "")
               + ("  cpu-bound" if summary["cpu_bound"] else ""))
