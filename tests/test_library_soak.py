@@ -151,3 +151,60 @@ def test_the_command_prints_a_library_run_by_its_library_and_pickup(arms, capsys
     soak.show_runs([arms["none"][1].path], False)
     line = capsys.readouterr().out
     assert line.startswith("pgmq ") and "pickup p99" in line and "claim p99" not in line, line
+
+
+def _synthetic(audit_rows, calls, ended_s=30.0):
+    """A run's measured result from a synthetic audit (job, event, second), as _measured reads a real one."""
+    start_ns = 10**18
+    audit = pd.DataFrame([(job, event, start_ns + int(t * 1e9), 0, 0) for job, event, t in audit_rows],
+                         columns=["job_id", "event", "at_ns", "txid", "pid"])
+    p = soak.SoakParameters(library="pgmq", rate=10, seconds=ended_s, pin_from=10, pin_to=20)
+    from types import SimpleNamespace
+    return library_soak._measured(
+        p, library_soak.libraries.get("pgmq"), 10.0, None, calls, audit,
+        pd.DataFrame(columns=["job_id", "at_ns", "pid", "event", "worker"]), pd.DataFrame(columns=["worker", "text"]),
+        [], pd.DataFrame({"t_s": [1.0], "n_dead_tup": [0]}), start_ns, ended_s, {
+            "fsync": "on", "track_wal_io_timing": "off", "storage_found": "tmpfs", "filesystem": "tmpfs",
+            "wal_syncs": 0, "wal_sync_ms_per_sync": None},
+        activity_share(), activity_share(), SimpleNamespace(exits=[], restarts=0), None)
+
+
+def activity_share():
+    return {"runnable_share": None, "running_share": None}
+
+
+def test_a_job_still_waiting_at_the_end_counts_at_its_wait_so_far_as_a_lower_bound():
+    claimed = [(i, "enqueued", 1.0 + i * 0.1) for i in range(10)] + [(i, "claimed", 1.05 + i * 0.1) for i in range(9)]
+    summary = _synthetic(claimed, [(0, 10, 1_000_000)]).results["summary"]
+    # job 9 arrived at 1.9 s and was never claimed: 28.1 s at the end of a 30 s run, far beyond the claimed ones
+    assert summary["jobs_waiting_at_end"] == 1 and summary["pickup_p99_ms_is_lower_bound"]
+    assert summary["pickup_p99_ms"] > 20_000
+    done = [(i, "enqueued", 1.0 + i * 0.1) for i in range(10)] + [(i, "claimed", 1.05 + i * 0.1) for i in range(10)]
+    summary = _synthetic(done, [(0, 10, 1_000_000)]).results["summary"]
+    assert summary["jobs_waiting_at_end"] == 0 and not summary["pickup_p99_ms_is_lower_bound"]
+    assert summary["pickup_p99_ms"] == pytest.approx(50.0, abs=1)
+
+
+def test_jobs_the_library_numbered_alike_fail_the_run_s_check():
+    """Two calls of the arrivals that numbered their jobs from 0 both: the audit holds ten enqueues of five
+    numbers, where the arrivals sent ten jobs."""
+    rows = [(i % 5, "enqueued", 1.0 + i * 0.1) for i in range(10)] + [(i, "claimed", 2.5 + i) for i in range(5)]
+    checks = _synthetic(rows, [(0, 5, 1_000_000), (0, 5, 1_000_000)]).checks
+    assert not checks["every_job_enqueued_once"] and not checks["passed"]
+    rows = [(i, "enqueued", 1.0 + i * 0.1) for i in range(10)] + [(i, "claimed", 2.5 + i) for i in range(10)]
+    assert _synthetic(rows, [(0, 5, 1_000_000), (0, 5, 1_000_000)]).checks["every_job_enqueued_once"]
+
+
+def test_a_library_that_is_not_installed_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setattr(soak.libraries, "version", lambda name: None)
+    with pytest.raises(UserError, match="pgmq is not installed here"):
+        soak.SoakParameters(library="pgmq")
+
+
+def test_each_section_reads_its_own_arms_whichever_params_section_listed_them(arms):
+    from types import SimpleNamespace
+    from harness.article.sections import soak as soak_section
+    listed = {"soak": SimpleNamespace(runs=(arms["none"][1],)), "library_soak": SimpleNamespace(runs=())}
+    assert soak_section.load(listed, {}) is None  # a library's arm in the soak's section is not the soak's
+    assert section.load({"library_soak": SimpleNamespace(runs=(arms["none"][1],))}, {}).summaries["library"].tolist() \
+        == ["pgmq"]

@@ -34,10 +34,11 @@ import time
 import traceback
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from psycopg import sql
 
-from harness import libraries, scratch, soak_outcomes
+from harness import libraries, scratch, soak_outcomes, stats
 from harness.children import die_with_parent
 from harness.experiments import soak, soak_holders, soak_sampler
 from harness.experiments.contract import Measured
@@ -52,10 +53,13 @@ STOP_GRACE_S = 5.0
 READY_GRACE_S = 1.0  # after every worker said it is ready: their first polls
 
 
+ARRIVALS_CONNECTIONS = 4  # the most a library's enqueue opens at once (procrastinate's pool; a Node script's: 2)
+
+
 def workers_needed(p) -> int:
-    """The server connections a run holds: the library's per worker, the arrivals' (a Node script's pool: 2), the
-    holder's two, the sampler's two, the watch and the audit's reader."""
-    return p.workers * runtime.connections_per_worker(p.library) + 2 + 2 + 2 + 1 + 1
+    """The server connections a run holds: the library's per worker, the arrivals', the holder's two, the sampler's
+    two, the watch and the harness's own reader."""
+    return p.workers * runtime.connections_per_worker(p.library) + ARRIVALS_CONNECTIONS + 2 + 2 + 1 + 1
 
 
 def finished_jobs(name: str) -> str:
@@ -105,6 +109,13 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+OWN = "claimrace-soak-%"  # the harness's own sessions on the library's database: none is the library's
+
+
+def _connect(url: str):
+    return database.connect(url, application_name="claimrace-soak-harness")
+
+
 def _server_ns(conn) -> int:
     """Now, on the server's clock: the audit's times are the server's."""
     return int(conn.execute("SELECT (extract(epoch FROM clock_timestamp()) * 1e9)::bigint").fetchone()[0])
@@ -118,17 +129,18 @@ def _fresh(db: database.Database, url: str, library, synchronous_commit: str) ->
             admin.execute(sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
                 sql.Identifier(runtime.DATABASE)))
     library.install(url)
-    with database.connect(url) as conn:
+    with _connect(url) as conn:
         runtime.install_audit(conn, library)
 
 
-# what this process measured already, per server and library setup: a held arm and its control arrive at one rate
+# what this process measured already, per server and library setup: arms measured together run at one rate
 _SUSTAINED: dict[tuple, dict] = {}
 
 
 def sustained_rate(db: database.Database, p, run_id: str) -> dict:
     """The rate the library's workers sustain with nothing pinned, measured once per server, library, workers, job
-    length and commit setting in a process (`measured_for` names the run it was measured for)."""
+    length and commit setting in a process (`measured_for` names the run it was measured for): the arms of one
+    library made together run at one rate; an arm made in another build has its own."""
     key = (db.url, p.library, p.workers, p.job_ms, p.synchronous_commit)
     if key not in _SUSTAINED:
         _SUSTAINED[key] = _measure_sustained(db, p, run_id) | {"measured_for": run_id}
@@ -136,8 +148,8 @@ def sustained_rate(db: database.Database, p, run_id: str) -> dict:
 
 
 def _measure_sustained(db: database.Database, p, run_id: str) -> dict:
-    """SUSTAIN_JOBS queued, drained for SUSTAIN_S, the claims the audit saw after the first SUSTAIN_WARMUP_S
-    counted."""
+    """SUSTAIN_JOBS queued, drained for SUSTAIN_S, the jobs the audit saw claimed after the first SUSTAIN_WARMUP_S
+    counted; a worker that exited or wrote an error fails the measurement."""
     library = libraries.get(p.library)
     url = runtime.database_url(db.url)
     logs = scratch.folder(f"{run_id}-sustain")
@@ -151,14 +163,20 @@ def _measure_sustained(db: database.Database, p, run_id: str) -> dict:
         workers = supervisor.processes
         runtime.wait_until_ready(p.library, supervisor.readies)
         time.sleep(READY_GRACE_S)
-        with database.connect(url) as conn:
+        with _connect(url) as conn:
             began = _server_ns(conn)
             start.set()
             time.sleep(SUSTAIN_S)
-            claims = conn.execute(f"SELECT count(*) FILTER (WHERE at >= to_timestamp(%s) AND at < to_timestamp(%s)), "
-                                  f"count(*) FROM {runtime.AUDIT} WHERE event = 'claimed'",
-                                  [began / 1e9 + SUSTAIN_WARMUP_S, began / 1e9 + SUSTAIN_S]).fetchone()
+            claims = conn.execute(
+                f"SELECT count(DISTINCT job_id) FILTER (WHERE at >= to_timestamp(%s) AND at < to_timestamp(%s)), "
+                f"count(DISTINCT job_id) FROM {runtime.AUDIT} WHERE event = 'claimed'",
+                [began / 1e9 + SUSTAIN_WARMUP_S, began / 1e9 + SUSTAIN_S]).fetchone()
+        supervisor.tend(restart=False)
         runtime.stop_workers(workers, STOP_GRACE_S)
+        failed = runtime.workers_with_errors(runtime.error_output(logs))
+        if supervisor.exits or failed:
+            raise RuntimeError(f"{p.library}: while its sustained rate was measured, {len(supervisor.exits)} "
+                               f"worker(s) exited and {failed} wrote an error (their output: {logs})")
     finally:
         runtime.kill_left(workers)
         shutil.rmtree(logs, ignore_errors=True)
@@ -186,7 +204,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     arrivals = holder = sampler = bar = backends = clients = None
     try:
         _fresh(db, url, library, p.synchronous_commit)
-        with database.connect(url) as conn:
+        with _connect(url) as conn:
             settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
                         for name in ("fsync", "track_wal_io_timing", "autovacuum_naptime", "synchronous_commit")}
             local = activity.server_is_local(conn)
@@ -199,14 +217,11 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         arrivals.start()
         runtime.wait_until_ready(p.library, supervisor.readies)
         time.sleep(READY_GRACE_S)
-        harness_own = "claimrace-soak-%"
-        backends = activity.BackendWatch(lambda: _library_backends(db.url, harness_own), 0.5).start() \
-            if local else None
+        backends = activity.BackendWatch(lambda: _library_backends(db.url), 0.5).start() if local else None
         # the workers (and a Node library's script under each) and the arrivals, as the soak's own clients
-        clients = activity.BackendWatch(lambda: [arrivals.pid] + [pid for w in list(supervisor.processes) if w.pid
-                                                                  for pid in (w.pid, *_children(w.pid))],
-                                        0.5).start()
-        with database.connect(url) as conn:
+        clients = activity.BackendWatch(lambda: [pid for process in [arrivals, *supervisor.processes] if process.pid
+                                                 for pid in (process.pid, *_children(process.pid))], 0.5).start()
+        with _connect(url) as conn:
             start_ns = _server_ns(conn)
         began = time.monotonic()
         start.set()
@@ -225,7 +240,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         got = _arrivals_result(results)
         supervisor.tend(restart=False)
         runtime.stop_workers(workers, STOP_GRACE_S)
-        with database.connect(url) as conn:
+        with _connect(url) as conn:
             audit = runtime.read_audit(conn)
             wal_after = soak.wal_syncs(conn)
         lines = runtime.read_lines(logs)
@@ -268,13 +283,13 @@ def _arrivals_result(results) -> dict:
     return {"calls": item[1]} if item[0] == "arrivals" else {"error": item[1]}
 
 
-def _library_backends(url: str, harness_own: str) -> list[int]:
-    """The library's sessions on its database: every client backend there but the harness's own (holder, sampler,
-    arrivals are named claimrace-soak-*; the arrivals of a library name their sessions as it does)."""
+def _library_backends(url: str) -> list[int]:
+    """The library's sessions on its database, its workers' and its enqueue's (the arrivals call the library, whose
+    sessions are named as it names them): every client backend there but the harness's own (OWN)."""
     with database.connect(url, application_name="claimrace-soak-watch") as conn:
         return [int(r[0]) for r in conn.execute(
             "SELECT pid FROM pg_stat_activity WHERE datname = %s AND backend_type = 'client backend' "
-            "AND application_name NOT LIKE %s", [runtime.DATABASE, harness_own])]
+            "AND application_name NOT LIKE %s", [runtime.DATABASE, OWN])]
 
 
 def _progress(p, progress: bool):
@@ -295,11 +310,17 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
     claims["pickup_ms"] = (claims["claimed_ns"] - claims["job_id"].map(enqueued)) / 1e6
     series = soak_outcomes.per_second(enqueued.to_numpy(), claims["claimed_ns"].to_numpy(),
                                       claims["pickup_ms"].to_numpy(), start_ns, ended_s, latency="pickup")
+    end_ns = start_ns + int(ended_s * 1e9)
     seconds = (claims["claimed_ns"] - start_ns) / 1e9
     pickup = claims["pickup_ms"]
     window_ms = {"before": pickup[(seconds >= soak_outcomes.WARMUP_S) & (seconds < p.pin_from)],
                  "during": pickup[(seconds >= p.pin_from) & (seconds < p.pin_to)],
-                 "after": pickup[seconds >= p.pin_to]}
+                 "after": pickup[(seconds >= p.pin_to) & (seconds < ended_s)]}
+    # a job not claimed by the run's end waited at least until then: a lower bound, counted at it (censored)
+    waiting = enqueued[~enqueued.index.isin(claimed[claimed <= end_ns].index) & (enqueued < end_ns)]
+    censored_ms = (end_ns - waiting.to_numpy()) / 1e6
+    overall, overall_is_bound = stats.censored_percentile(pickup[claims["claimed_ns"] <= end_ns].dropna(),
+                                                          censored_ms, 99)
     shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
     # the arrivals trail their schedule by a step and a call by design: a job due just after a call waits for the next
     calls_frame = pd.DataFrame(calls, columns=["at_ns", "jobs", "took_ns"])
@@ -337,7 +358,9 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
            for what in ("arrived", "claimed")},
         **{f"pickup_p99_ms_{window}": soak.quantile(window_ms[window].dropna().to_numpy(), 99)
            for window in window_ms},
-        "pickup_p99_ms": soak.quantile(pickup.dropna().to_numpy(), 99),
+        # over the run, the jobs still waiting at its end counted at their wait so far
+        "pickup_p99_ms": None if np.isnan(overall) else overall, "pickup_p99_ms_is_lower_bound": overall_is_bound,
+        "jobs_waiting_at_end": int(len(waiting)),
         **soak_sampler.summary(samples),
         "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
         **{key: judged[key] for key in ("verdict", "verdict_if_judged", "recovered_s", "keeps_up", "p99_within",
@@ -349,6 +372,9 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
         "worker_exits": len(supervisor.exits), "worker_restarts": supervisor.restarts,
         "workers_with_errors": runtime.workers_with_errors(errors), "ended_s": ended_s}
     checks = {"every_claimed_job_enqueued": bool(claims["pickup_ms"].notna().all()),
+              # as many jobs in the audit as the arrivals enqueued: numbers the library reuses would merge jobs
+              "every_job_enqueued_once": int(len(enqueued)) == int(calls_frame["jobs"].sum())
+              and int((audit["event"] == "enqueued").sum()) == int(calls_frame["jobs"].sum()),
               "sampled": sampler_error is None and len(samples) > 0}
     checks["passed"] = all(checks.values())
     return Measured(
@@ -359,6 +385,8 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
                    "settings": library.SETTINGS, "recovery": library.RECOVERY, "claimed": library.CLAIMED,
                    "jobs_table": table_name_of(library), "finished_jobs": finished_jobs(p.library),
                    "sustained": sustained, "tick_s": TICK_S, "holder": p.holder, "sample_s": soak_sampler.SAMPLE_S,
+                   "analytics": soak_holders.analytics_sql(table_name_of(library))
+                   if p.holder == "analytics" else None,
                    "latency": "pickup: the audit's claim of a job minus its enqueue, on the server's clock",
                    "server_settings": settings,
                    "verdict_rule": {"warmup_s": soak_outcomes.WARMUP_S, "keep_up_share": soak_outcomes.KEEP_UP_SHARE,

@@ -134,7 +134,8 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
     Kind("soak", soak.SoakParameters, soak_sweep.measure_arm, soak.summarise,
          help="a queue that runs for minutes: jobs arriving at a steady rate, workers claiming and finishing them, "
               "and a transaction holding the MVCC horizon for part of the run, sampled every second, with a "
-              "verdict per run (drops and recreates claimrace.jobs)",
+              "verdict per run (drops and recreates claimrace.jobs; with --library, the library's own workers on its "
+              "own table in the database claimrace_libraries, made and dropped for the run)",
          show=soak.show_runs, sections=("soak", "library_soak"), request=soak_sweep.SoakSweep,
          expand=soak_sweep.SoakSweep.runs, command=soak.SoakParameters, workers=soak_sweep.workers_needed,
          label=soak.label, storage=lambda parameters: parameters.storage),

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from harness import soak_outcomes
+from harness import libraries, soak_outcomes
 from harness.experiments import soak_holders, soak_partitions
 from harness.experiments import soak_sampler
 from harness.experiments.soak_sampler import EXPLAIN_EVERY_S, READ_SQL, SAMPLE_COLUMNS, SAMPLE_S, Sampler
@@ -190,6 +190,8 @@ class SoakParameters(Parameters):
                             f"{self.history_rows}")
         if self.mitigation == "autovacuum":
             raise UserError("mitigation autovacuum sets the soak's own table: it is not raced with --library")
+        if libraries.version(self.library) is None:
+            raise UserError(f"{self.library} is not installed here: {libraries.install_hint(self.library)}")
 
 
 def workers_needed(p: SoakParameters) -> int:
@@ -595,7 +597,8 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
         procedure={"shape": p.shape, "claim": CLAIM_SQL[p.strategy], "finish": FINISH_SQL[p.shape],
                    "sustained": sustained,
                    "arrivals": INSERT_SQL, "read_explained": READ_SQL, "holder": p.holder,
-                   "analytics_s": ANALYTICS_S if p.holder == "analytics" else None, "poll_s": POLL_S,
+                   "analytics_s": ANALYTICS_S if p.holder == "analytics" else None,
+                   "analytics": soak_holders.analytics_sql() if p.holder == "analytics" else None, "poll_s": POLL_S,
                    "sample_s": SAMPLE_S, "explain_every_s": EXPLAIN_EVERY_S, "server_settings": settings,
                    "verdict_rule": {"warmup_s": soak_outcomes.WARMUP_S, "keep_up_share": soak_outcomes.KEEP_UP_SHARE,
                                     "recover_within_s": soak_outcomes.RECOVER_WITHIN_S,
@@ -630,7 +633,8 @@ SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_s
          "claim_p99_ms_after", "dead_tuples_max", "horizon_age_max_s", "table_bytes_max", "index_bytes_max",
          "autovacuum_runs", "recovered_s", "verdict", "arrivals_behind", "cpu_bound",
          # a job library's run (harness.experiments.library_soak) judges each job's pickup in place of the claim
-         "pickup_p99_ms_before", "pickup_p99_ms_during", "pickup_p99_ms_after")
+         "latency", "library_version", "finished_jobs", "pickup_p99_ms_before", "pickup_p99_ms_during",
+         "pickup_p99_ms_after", "jobs_claimed_again", "jobs_waiting_at_end", "worker_exits", "worker_restarts")
 
 
 def show_runs(paths, as_json: bool) -> None:

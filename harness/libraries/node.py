@@ -57,12 +57,15 @@ def _die_with(parent_pid: int):
     return lambda: die_with_parent(parent_pid)
 
 
-def run(script: str, *args: str) -> None:
+FIRST_JOB_ENV = "CLAIMRACE_FIRST_JOB"  # where a script that numbers its jobs (pg-boss) starts numbering them
+
+
+def run(script: str, *args: str, first: int = 0) -> None:
     """One command of a script (install URL, enqueue URL N), to its end; its error output in the exception if it
-    fails."""
+    fails. first: the number its first job takes, told through the environment (FIRST_JOB_ENV)."""
     command, url, *rest = args
     result = subprocess.run([node() or "node", str(NODE_DIR / script), command, uri(url), *rest], cwd=NODE_DIR,
-                            capture_output=True,
+                            capture_output=True, env=os.environ | {FIRST_JOB_ENV: str(first)},
                             text=True, timeout=SCRIPT_TIMEOUT_S, preexec_fn=_die_with(os.getpid()))
     if result.returncode != 0:
         raise RuntimeError(f"{script} {command}: {result.stderr.strip()[-2000:]}")
@@ -106,8 +109,7 @@ def commands(package: str, script: str, *work_args: str, fault_work_args=None, f
 
     def enqueue(url: str, n: int, job_s: float | None = None, first: int = 0) -> None:
         extra = fault_enqueue_args(job_s) if job_s is not None and fault_enqueue_args else ()
-        # a script that numbers its jobs (pg-boss) numbers them from first, its last argument (FIRST)
-        run(script, "enqueue", url, str(n), *extra, *((str(first),) if first else ()))
+        run(script, "enqueue", url, str(n), *extra, first=first)
 
     def worker(url: str, log: Path, ready, start, job_s: float | None = None) -> dict | None:
         extra = () if job_s is None else (str(round(job_s * 1000)), *(fault_work_args(job_s) if fault_work_args

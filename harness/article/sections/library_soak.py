@@ -23,7 +23,9 @@ COLUMNS = ("library", "its finished jobs", "held by", "jobs/s", "pickup p99 ms: 
 
 
 def load(reads: dict, loaded: dict) -> soak.Loaded | None:
-    return soak.load_runs(reads["library_soak"].runs if "library_soak" in reads else ())
+    # an arm without a library listed here is the soak section's to read
+    return soak.load_runs(tuple(run for run in (reads["library_soak"].runs if "library_soak" in reads else ())
+                                if run.summary.get("library") is not None))
 
 
 def library_label(row) -> str:
@@ -31,7 +33,7 @@ def library_label(row) -> str:
 
 
 def finished_label(row) -> str:
-    return say("finished." + ("deleted", "kept")[row["finished_jobs"] == "kept"])
+    return say("finished.kept") if row["finished_jobs"] == "kept" else say("finished.deleted")
 
 
 def a12_library_pickup(loaded: dict):
@@ -40,18 +42,27 @@ def a12_library_pickup(loaded: dict):
     if not pairs:
         return not_measured("A12", say("A12.not_measured"))
     runs = mine.summaries
-    parts = [(f"{library_label(runs.iloc[h])}, {say('finished.part', finished=finished_label(runs.iloc[h]))}",
+    repeated = bool(runs["repeat"].max())
+    parts = [(f"{library_label(runs.iloc[h])}, {say('finished.part', finished=finished_label(runs.iloc[h]))}"
+              + (soak.say("label.repeat", repeat=int(runs.iloc[h]["repeat"]) + 1) if repeated else ""),
               soak.held_against_control(runs.iloc[h], soak.row_at(runs, c))) for h, c in pairs]
     held = runs.iloc[[h for h, _ in pairs]]
     decided = [v for _, v in parts if v in (CONFIRMED, CORRECTED)]
     values = {"slowed": count(decided.count(CONFIRMED)), "decided": count(len(decided)),
               "pin": join(sorted({f"{s:g} s" for s in held["pin_s"]})),
               "rates": span(held["rate"].min(), held["rate"].max(), lambda v: number(v, 0)),
-              "load": soak.load_said(held).replace("the same table", "its own table"),
+              "load": load_said(held),
+              "libraries": join(sorted({library_label(row) for _, row in held.iterrows()})),
               "workers": join([str(w) for w in sorted(set(held["workers"]))]),
               "pg": join([str(v) for v in sorted(set(held["pg_version"]))])}
     return make_finding("A12", soak.worst_part(v for _, v in parts), say("A12.ours", **values), say("A12.note"), values,
                         parts=tuple(parts) if len(parts) > 1 else ())
+
+
+def load_said(runs: pd.DataFrame) -> str:
+    """The arrivals as asked: a share of the rate each library's workers sustained, or a fixed rate."""
+    return join(sorted({say("rate.share", share=r) if isinstance(r, str) else soak.say("rate.fixed", rate=number(r, 0))
+                        for r in runs["rate_asked"]}))
 
 
 def findings(loaded: dict) -> list:
@@ -59,14 +70,15 @@ def findings(loaded: dict) -> list:
 
 
 def rows(mine: soak.Loaded) -> pd.DataFrame:
-    """The held arms and their controls, each control first."""
+    """The held arms and their controls, each control first; its control: the arm with nothing held it is read
+    against in the end (through a mitigation or a disk)."""
     runs = mine.summaries
     shown = soak.held_and_controls(runs)
     shown += [position for position in range(len(runs)) if position not in shown]
     frame = []
     for position in shown:
         row = runs.iloc[position]
-        control = soak.row_at(runs, soak.reference(runs, position))
+        control = None if row["holder"] == "none" else soak.row_at(runs, soak.control_of(runs, position))
         frame.append(dict(zip(COLUMNS, (
             library_label(row), finished_label(row), soak.held_label(row), number(row["rate"], 0),
             f"{number(row['pickup_p99_ms_before_max'], 0)} / {number(row['pickup_p99_ms_during_median'], 0)}",
@@ -80,7 +92,7 @@ def library_table(loaded: dict) -> str:
     if mine is None:
         return ""
     runs = mine.summaries
-    caption = say("caption", rates=soak.load_said(runs).replace("the same table", "its own table"),
+    caption = say("caption", rates=load_said(runs),
                   workers=join([str(w) for w in sorted(set(runs["workers"]))]),
                   job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]))
     return table(rows(mine), caption=caption, css_class="wide")

@@ -27,7 +27,8 @@ READS = ("soak",)
 say = Sentences(NAME)
 
 # the settings an arm is told apart by; its reference differs in one of them (the module's docstring)
-ARM = ("library", "shape", "strategy", "history_rows", "holder", "mitigation", "storage", "synchronous_commit")
+ARM = ("library", "library_version", "shape", "strategy", "history_rows", "holder", "mitigation", "storage",
+       "synchronous_commit")
 LOAD = ("rate_asked", "workers", "job_ms", "pg_version")  # and the same load, on the same server version
 WINDOWS = ("seconds", "pin_from", "pin_to", "repeat")  # judged on the same windows; a repeat against its own
 SIX_FIGURES = 100_000  # finished jobs a table keeps after a day at six-figure daily volume (C9)
@@ -79,7 +80,7 @@ def load_runs(runs) -> Loaded | None:
     if not runs:
         return None
     series = {i: run.table("series") for i, run in enumerate(runs)}
-    summaries = pd.DataFrame([{"library": None} | _judged_again(run.summary, series[i])
+    summaries = pd.DataFrame([{"library": None, "library_version": None} | _judged_again(run.summary, series[i])
                               | {"pg_version": run.manifest.get("server", {}).get("major"),
                                  "repeat": run.manifest.get("parameters", {}).get("repeat", 0)}
                               for i, run in enumerate(runs)])
@@ -88,7 +89,9 @@ def load_runs(runs) -> Loaded | None:
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
-    return load_runs(reads["soak"].runs if "soak" in reads else ())
+    # a library's arm listed here is the libraries' section's to read (library_soak)
+    return load_runs(tuple(run for run in (reads["soak"].runs if "soak" in reads else ())
+                           if run.summary.get("library") is None))
 
 
 # --------------------------------------------------------------------------- references

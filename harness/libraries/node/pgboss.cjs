@@ -1,7 +1,7 @@
 "use strict";
 // pg-boss raced with its own worker: boss.work() on one queue, one job per fetch. Its loop never stops on an
 // empty queue: the harness stops it with SIGTERM once every job has run, and it stops gracefully.
-// Commands: install URL | enqueue URL N [EXPIRE_S [FIRST]] | work URL LOG POLL_S [JOB_MS MAINTENANCE_S]
+// Commands: install URL | enqueue URL N [EXPIRE_S] | work URL LOG POLL_S [JOB_MS MAINTENANCE_S]
 // (harness/libraries/pgboss.py runs them). A fault run's jobs expire after EXPIRE_S, each lasts JOB_MS and logs
 // its end, and every worker supervises (its maintenance every MAINTENANCE_S).
 
@@ -29,7 +29,8 @@ run(async () => {
     const n = Number(arg);
     const expireArg = process.argv[5]; // enqueue's EXPIRE_S
     const expiry = expireArg ? { expireInSeconds: Number(expireArg) } : {};
-    const from = Number(process.argv[6] || 0); // enqueue's FIRST: the jobs are numbered from it (data.n)
+    // the jobs are numbered (data.n) from CLAIMRACE_FIRST_JOB: a soak's arrivals enqueue again and again
+    const from = Number(process.env.CLAIMRACE_FIRST_JOB || 0);
     for (let first = 0; first < n; first += 1000) {
       const jobs = [];
       for (let i = first; i < Math.min(n, first + 1000); i++) jobs.push({ name: QUEUE, data: { n: from + i }, ...expiry });
