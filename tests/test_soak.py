@@ -287,10 +287,13 @@ def test_a_run_on_a_disk_times_its_flushes_and_synchronous_commit_off_flushes_le
         assert row["wal_sync_ms_per_sync"] is not None and row["wal_sync_ms_per_sync"] > 0, row
         assert stored.summary["filesystem"] not in ("tmpfs", "ramfs", None), stored.summary
         assert not stored.manifest["server"]["tmpfs"] and stored.manifest["server"]["storage"] == "disk"
+        # the same disk's fdatasync by pg_test_fsync, taken as its server started
+        assert 0 < row["pg_test_fsync_ms"] < 1000 and stored.manifest["server"]["pg_test_fsync"]["tool"], row
         per_job[mode] = stored.summary["wal_syncs"] / row["jobs_claimed"]
     assert per_job["off"] < per_job["on"] / 2, per_job
     # on tmpfs the server does not time its flushes
     assert arms["none"][0]["wal_sync_ms_per_sync"] is None and arms["none"][0]["storage"] == "tmpfs"
+    assert arms["none"][0]["pg_test_fsync_ms"] is None  # tested on a disk only
 
 
 def test_a_storage_is_asked_of_the_embedded_server_only(db):

@@ -270,7 +270,9 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     flushes = {"wal_syncs": wal_after[0] - wal_before[0],
                "wal_sync_ms_per_sync": (wal_after[1] - wal_before[1]) / (wal_after[0] - wal_before[0])
                if settings["track_wal_io_timing"] == "on" and wal_after[0] > wal_before[0] else None,
-               "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem")}
+               "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem"),
+               # the same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.fsync_test)
+               "pg_test_fsync_ms": (db.details.get("pg_test_fsync") or {}).get("fdatasync_ms")}
     return _measured(p, library, rate, sustained, got["calls"], audit, lines, errors, events, samples, start_ns,
                      ended_s, settings | flushes, client_share, server_share, supervisor, sampler.error)
 
@@ -344,7 +346,7 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
         "storage": settings["storage_found"] or "not known (a server not started here)",
         "filesystem": settings["filesystem"], "synchronous_commit": p.synchronous_commit,
         "fsync": settings["fsync"], "wal_syncs": settings["wal_syncs"],
-        "wal_sync_ms_per_sync": settings["wal_sync_ms_per_sync"],
+        "wal_sync_ms_per_sync": settings["wal_sync_ms_per_sync"], "pg_test_fsync_ms": settings["pg_test_fsync_ms"],
         "jobs_arrived": int(len(enqueued)), "jobs_claimed": int(len(claimed)),
         # a job claimed again (a recovery that fired, an expired lease) or started twice by the workers
         "jobs_claimed_again": int((claim_events.groupby("job_id").size() > 1).sum()),

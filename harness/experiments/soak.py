@@ -489,7 +489,9 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
                # the server's own time per WAL flush, where it times them (track_wal_io_timing)
                "wal_sync_ms_per_sync": (wal_after[1] - wal_before[1]) / (wal_after[0] - wal_before[0])
                if settings["track_wal_io_timing"] == "on" and wal_after[0] > wal_before[0] else None,
-               "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem")}
+               "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem"),
+               # the same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.fsync_test)
+               "pg_test_fsync_ms": (db.details.get("pg_test_fsync") or {}).get("fdatasync_ms")}
     errors = {"sampler": sampler.error if sampler is not None else None,
               "partitions": maintenance.error if maintenance is not None else None}
     return _measured(p, rate, sustained, got, events, samples, partitions, start_ns, ended_s, settings | flushes,
@@ -561,7 +563,7 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
         "storage": settings["storage_found"] or "not known (a server not started here)",
         "filesystem": settings["filesystem"], "synchronous_commit": p.synchronous_commit,
         "fsync": settings["fsync"], "wal_syncs": settings["wal_syncs"],
-        "wal_sync_ms_per_sync": settings["wal_sync_ms_per_sync"],
+        "wal_sync_ms_per_sync": settings["wal_sync_ms_per_sync"], "pg_test_fsync_ms": settings["pg_test_fsync_ms"],
         "jobs_arrived": int(len(ids)), "jobs_claimed": int(len(job_ids)),
         "duplicate_jobs": int(len(job_ids) - len(np.unique(job_ids))),
         "lost_races": int(sum(w[4] for w in workers)), "empty_polls": int(sum(w[5] for w in workers)),
@@ -625,7 +627,8 @@ def summarise(run: Run) -> dict:
     return run.results["summary"]
 
 
-SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_sync_ms_per_sync", "rate",
+SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_sync_ms_per_sync", "pg_test_fsync_ms",
+         "rate",
          "rate_asked", "sustained_rate", "workers", "seconds", "holder", "pin_s",
          "mitigation", "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
          "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",

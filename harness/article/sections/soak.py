@@ -475,5 +475,8 @@ def values(loaded: dict, found: dict) -> dict[str, str]:
         if "wal_sync_ms_per_sync" in runs else runs.iloc[0:0]
     flush = say("flush", flush=span(disk["wal_sync_ms_per_sync"].min(), disk["wal_sync_ms_per_sync"].max(), ms)) \
         if len(disk) else ""
+    tested = disk["pg_test_fsync_ms"].dropna() if "pg_test_fsync_ms" in disk else ()
+    if len(tested):  # the same disk by PostgreSQL's own tool, where the run's server took it
+        flush += " " + say("flush.tool", fdatasync=span(tested.min(), tested.max(), ms))
     return {"soak_setup": f"{setup} {flush}".strip(), "soak_outcome": outcome,
             "soak_recover": f"{soak_outcomes.RECOVER_WITHIN_S:g} s"}
