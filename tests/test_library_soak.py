@@ -165,7 +165,7 @@ def _synthetic(audit_rows, calls, ended_s=30.0):
         pd.DataFrame(columns=["job_id", "at_ns", "pid", "event", "worker"]), pd.DataFrame(columns=["worker", "text"]),
         [], pd.DataFrame({"t_s": [1.0], "n_dead_tup": [0]}), start_ns, ended_s, {
             "fsync": "on", "track_wal_io_timing": "off", "storage_found": "tmpfs", "filesystem": "tmpfs",
-            "wal_syncs": 0, "wal_sync_ms_per_sync": None},
+            "wal_syncs": 0, "wal_sync_ms_per_sync": None, "pg_test_fsync_ms": None},
         activity_share(), activity_share(), SimpleNamespace(exits=[], restarts=0), None)
 
 
