@@ -178,6 +178,7 @@ ARMS = {
     "statement_timeout": ["--holder", "analytics", "--mitigation", "statement_timeout"],
     "transaction_timeout": ["--holder", "repeatable_read", "--mitigation", "transaction_timeout",
                             "--pg-version", "18"],
+    "batch": ["--holder", "none", "--shape", "history_indexed", "--strategy", "skip_locked_batch"],
 }
 COMMON = ["--rate", "40", "--workers", "2", "--seconds", "26", "--pin-from", "10", "--pin-to", "20", "--json",
           "--quiet"]
@@ -294,6 +295,17 @@ def test_a_run_on_a_disk_times_its_flushes_and_synchronous_commit_off_flushes_le
     # on tmpfs the server does not time its flushes
     assert arms["none"][0]["wal_sync_ms_per_sync"] is None and arms["none"][0]["storage"] == "tmpfs"
     assert arms["none"][0]["pg_test_fsync_ms"] is None  # tested on a disk only
+
+
+def test_a_batch_claim_runs_each_of_its_jobs_once_and_its_statement_serves_them_all(arms):
+    """skip_locked_batch: up to soak.BATCH jobs a statement, each run and finished in turn; the jobs of one
+    statement share its return time and its statement time."""
+    row, stored = arms["batch"]
+    assert row["strategy"] == "skip_locked_batch" and row["duplicate_jobs"] == 0, row
+    claims = stored.table("claims")
+    per_statement = claims.groupby(["worker", "returned_ns"]).size()
+    assert per_statement.max() <= soak.BATCH and len(claims) == row["jobs_claimed"], per_statement
+    assert stored.manifest["procedure"]["claim"].count("LIMIT 10 FOR UPDATE SKIP LOCKED") == 1
 
 
 def test_a_storage_is_asked_of_the_embedded_server_only(db):

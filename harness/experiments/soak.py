@@ -15,8 +15,9 @@ One run, on a fresh table of one shape:
                job due is inserted as soon as it is due, in one statement for those due together, whatever the
                workers do. Each job's due time and its insert's commit are kept.
     workers    `workers` processes, each on its own connection: the claim (harness.strategies: guarded, the
-               original's read then guarded write; or skip_locked), then the job (job_ms), then its finish
-               (an UPDATE to 'done', or a DELETE), in autocommit; a worker that finds nothing waits POLL_S.
+               original's read then guarded write; skip_locked; or skip_locked_batch, up to BATCH jobs in one
+               statement), then each job (job_ms) and its finish (an UPDATE to 'done', or a DELETE), in
+               autocommit; a worker that finds nothing waits POLL_S.
                Each claim's return time and its statement time are kept.
     holder     from pin_from to pin_to, on connections of its own: a REPEATABLE READ snapshot, an idle
                transaction's id, staggered analytics statements, or none, the control (harness.experiments.
@@ -66,10 +67,11 @@ from harness.library_claims import RACED_LIBRARY_STRATEGIES
 from harness.experiments.contract import Measured, Option, Parameters, as_float, as_int, one_of, setting
 from harness.server import activity, database, pgstats, schema
 from harness.storage import Run
-from harness.strategies import GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM, get_strategy
+from harness.strategies import BATCH_CLAIM_CTE, GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM, get_strategy
 
 SHAPES = ("history", "history_indexed", "delete", "partitioned")
-STRATEGIES = ("guarded", "skip_locked")
+STRATEGIES = ("guarded", "skip_locked", "skip_locked_batch")
+BATCH = 10  # skip_locked_batch: the jobs one claim takes at most, each run and finished in turn
 SYNCHRONOUS_COMMIT = ("on", "off")
 JOBS = f"{SCHEMA}.jobs"
 
@@ -94,7 +96,8 @@ FINISH_SQL = {"history": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
               "history_indexed": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
               "partitioned": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
               "delete": f"DELETE FROM {JOBS} WHERE id = $1"}
-CLAIM_SQL = {"guarded": f"{PICK_OLDEST_PENDING}; then {GUARDED_CLAIM}", "skip_locked": SKIP_LOCKED_CLAIM}
+CLAIM_SQL = {"guarded": f"{PICK_OLDEST_PENDING}; then {GUARDED_CLAIM}", "skip_locked": SKIP_LOCKED_CLAIM,
+             "skip_locked_batch": BATCH_CLAIM_CTE.replace("{batch}", str(BATCH))}
 INSERT_SQL = f"INSERT INTO {JOBS} (status) SELECT 'pending' FROM generate_series(1, %s) RETURNING id"
 
 
@@ -130,7 +133,8 @@ class SoakParameters(Parameters):
         "--shape", "history (finished jobs stay 'done'), history_indexed (and the partial index), delete, or "
                    "partitioned (they leave a partition at a time, as pgmq's partitioned queues)"))
     strategy: str = setting("skip_locked", one_of(STRATEGIES, "strategy"), Option(
-        "--strategy", "guarded (the original's read, then a guarded write) or skip_locked"))
+        "--strategy", "guarded (the original's read, then a guarded write), skip_locked, or skip_locked_batch "
+                      f"(up to {BATCH} jobs a claim, each run and finished in turn)"))
     rate: float | str = setting("50%", as_rate, Option(
         "--rate", "jobs arriving per second, on schedule; or a share of the rate the workers sustain with nothing "
                   "pinned, measured first on the same table, like 50%%", str, default_text="50%%"))
@@ -305,8 +309,10 @@ def _worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_nam
         conn = _session(url, f"claimrace-soak-worker-{index}", synchronous_commit)
         pgconn = conn.pgconn
         strategy = get_strategy(strategy_name)
-        strategy.prepare(pgconn, 1)
-        claim, _ = strategy.steps(AttemptNotes(), 1)
+        batch = BATCH if strategy.batch else 1
+        strategy.prepare(pgconn, batch)
+        notes = AttemptNotes()
+        claim, _ = strategy.steps(notes, batch)
         finish = FINISH_SQL[shape]
         jobs, returned, took = [], [], []
         lost = empty = errors = 0
@@ -315,13 +321,21 @@ def _worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_nam
             began = time.perf_counter_ns()
             outcome, job_id = claim(pgconn)
             ended = time.perf_counter_ns()
+            # a batch claim's jobs, all returned by the one statement, each run and finished in turn; only this
+            # attempt's ids are read, so the notes need not grow all run
+            taken = list(notes.job_ids) if strategy.batch else [job_id]
+            notes.job_ids.clear()
+            notes.rows.clear()
             if outcome == WON:
-                jobs.append(job_id)
-                returned.append(time.time_ns())
-                took.append(ended - began)
-                if job_s:
-                    time.sleep(job_s)
-                conn.execute(finish.replace("$1", "%s"), [job_id])
+                at = time.time_ns()
+                for job in taken:
+                    jobs.append(job)
+                    returned.append(at)
+                    took.append(ended - began)
+                for job in taken:
+                    if job_s:
+                        time.sleep(job_s)
+                    conn.execute(finish.replace("$1", "%s"), [job])
             elif outcome == LOST:
                 lost += 1
             elif outcome == EMPTY:
