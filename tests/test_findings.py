@@ -16,6 +16,7 @@ import pytest
 from harness.article import contents, findings
 from harness.article.sections import (backend_time, bench as bench_rules, churn as churn_rules, faults as fault_rules,
                                       guard_cost, job_wait, library_faults as fault_section,
+                                      library_poolers as pooler_section,
                                       libraries as library_rules, plans as plan_rules, production as production_rules,
                                       races as race_rules, should_switch, soak as soak_section, strategies as strategy_rules,
                                       without_guard)
@@ -1206,21 +1207,21 @@ def pooled_race(strategy: str, pooler: str, twice: int = 0, unclaimed: int = 0, 
 def test_a10_sets_transaction_mode_against_session_mode_per_library(session, transaction, expected):
     runs = ([drain("pgmq", "session", **session)] if session is not None else []) + [
         drain("pgmq", "transaction", **transaction)]
-    found = fault_section.a10_through_a_transaction_pooler(pd.DataFrame(runs), None)
+    found = pooler_section.a10_through_a_transaction_pooler(pd.DataFrame(runs), None)
     assert found.verdict == expected and found.parts == (("pgmq", expected),)
 
 
 def test_a10_gives_each_claim_its_part_and_says_what_went_wrong():
     claims = pd.DataFrame([pooled_race("skip_locked", "session"), pooled_race("skip_locked", "transaction"),
                            pooled_race("que", "session"), pooled_race("que", "transaction", twice=48, locks=157)])
-    found = fault_section.a10_through_a_transaction_pooler(None, claims)
+    found = pooler_section.a10_through_a_transaction_pooler(None, claims)
     assert found.parts == (("skip_locked (claim)", CONFIRMED), ("que (claim)", CORRECTED)) and found.verdict == CORRECTED
     assert found.ours == ("1 of 2 went wrong through the transaction pooler where session mode ran clean (the table "
                           "says how).")
-    locks = fault_section.a10_through_a_transaction_pooler(None, pd.DataFrame(
+    locks = pooler_section.a10_through_a_transaction_pooler(None, pd.DataFrame(
         [pooled_race("advisory_lock", "session"), pooled_race("advisory_lock", "transaction", locks=441)]))
     assert locks.parts == (("advisory_lock (claim)", CORRECTED),)
-    assert fault_section.a10_through_a_transaction_pooler(None, None).verdict == NOT_MEASURED
+    assert pooler_section.a10_through_a_transaction_pooler(None, None).verdict == NOT_MEASURED
 
 
 def test_the_worker_dies_tables_read_the_stored_summaries():
@@ -1230,7 +1231,7 @@ def test_the_worker_dies_tables_read_the_stored_summaries():
     ledger = fault_section.ledger_table(loaded)
     assert '<td class="">procrastinate</td><td class="">kill</td><td class="">1/1</td>' in ledger
     assert "3.0 / 3 s (30 s)" in ledger and "— / 3 s (30 s)" in ledger
-    pooled = fault_section.pooler_table(loaded)
+    pooled = pooler_section.pooler_table(loaded)
     assert "30 of 40 not run and 2 workers failed with an error" in pooled and "corrected" in pooled
     advice = fault_section.advice_table(loaded)
     assert "<code>get_stalled_jobs</code>" in advice and "1 job left stuck or lost after kill." in advice
@@ -1301,9 +1302,9 @@ def test_the_worker_dies_tables_name_models_and_take_a_model_pooler_advice_from_
            "(<code>prepare: :named</code>" in advice
     assert "(60 min once on)" in advice  # Oban: rescue_after's default once Lifeline is on
     # what each library's own documentation says about poolers, a model's named as one
-    docs = fault_section.pooler_docs_table(loaded)
+    docs = pooler_section.pooler_docs_table(loaded)
     assert "que (model)" in docs and "<code>connection-url</code>" in docs and "@ 17fb2c3" in docs
-    assert fault_section.pooler_docs_table({}) == ""
+    assert pooler_section.pooler_docs_table({}) == ""
     assert fault_section._models_caveat(loaded[fault_section.NAME].faults).startswith("**que and oban are models**")
     # without models, the caption says nothing of them
     plain = {fault_section.NAME: fault_section.Loaded((), pd.DataFrame([library_fault_run("pgmq")]))}
@@ -1320,16 +1321,16 @@ def test_the_worker_dies_ledger_counts_only_faults_that_landed_and_says_what_is_
     advice = fault_section.advice_table(loaded)
     assert "No fault was seen to land on its workers." in advice
     assert "1 job still stuck or running when the run ended" in advice  # graphile_worker: its 4 h had not come
-    assert fault_section.pooler_table(loaded) == "" and fault_section.ledger_table({}) == ""
+    assert pooler_section.pooler_table(loaded) == "" and fault_section.ledger_table({}) == ""
 
 
 def test_a10_names_a_part_per_worker_count_and_a_claim_apart_from_a_library():
     pooled = pd.DataFrame([drain("pgmq", mode, workers=w) for w in (4, 16) for mode in ("session", "transaction")])
     claims = pd.DataFrame([pooled_race("pgmq", "session"), pooled_race("pgmq", "transaction", twice=2)])
-    found = fault_section.a10_through_a_transaction_pooler(pooled, claims)
+    found = pooler_section.a10_through_a_transaction_pooler(pooled, claims)
     assert found.parts == (("pgmq at 4 workers", CONFIRMED), ("pgmq at 16 workers", CONFIRMED),
                            ("pgmq (claim)", CORRECTED))
-    assert fault_section.library_pooler_verdicts(pooled) == {"pgmq": CONFIRMED}  # the claim's is its own
+    assert pooler_section.library_pooler_verdicts(pooled) == {"pgmq": CONFIRMED}  # the claim's is its own
 
 
 @pytest.mark.parametrize("transaction, documented, expected, reads", [
@@ -1352,7 +1353,7 @@ def test_a10_reads_each_library_with_its_defaults_and_its_documented_setting(tra
             drain("procrastinate", "transaction", setting="default", **transaction)]
     if documented is not None:
         runs.append(drain("procrastinate", "transaction", setting="documented", **documented))
-    found = fault_section.a10_through_a_transaction_pooler(pd.DataFrame(runs), None, "1.18.0")
+    found = pooler_section.a10_through_a_transaction_pooler(pd.DataFrame(runs), None, "1.18.0")
     assert found.verdict == expected and found.parts == (("procrastinate", expected),)
     assert f"procrastinate: {reads}" in found.note
     assert "PgBouncer 1.18.0; 1.21 and later carry prepared statements" in found.note
@@ -1363,7 +1364,7 @@ def test_a10_reads_each_library_with_its_defaults_and_its_documented_setting(tra
 
 def test_a10_reads_a_stored_drain_without_the_setting_as_defaults_and_names_a_library_without_one():
     old = pd.DataFrame([drain("chancy", "session"), drain("chancy", "transaction", errors=4)])  # stored before it
-    found = fault_section.a10_through_a_transaction_pooler(old, None, "1.18.0")
+    found = pooler_section.a10_through_a_transaction_pooler(old, None, "1.18.0")
     assert found.parts == (("chancy", CORRECTED),)
     assert ("chancy: defaults: went wrong (4 workers failed with an error); neither it nor its driver documents a "
             "setting it passes through for a transaction pooler (the verdict is the defaults').") in found.note
@@ -1374,12 +1375,12 @@ def test_the_pooler_table_and_advice_show_the_documented_setting_beside_the_defa
                            drain("procrastinate", "transaction", setting="default", executed=10, errors=4),
                            drain("procrastinate", "transaction", setting="documented")])
     loaded = {fault_section.NAME: fault_section.Loaded((), pd.DataFrame(), (), pooled)}
-    shown = fault_section.pooler_table(loaded)
+    shown = pooler_section.pooler_table(loaded)
     assert "went wrong with its documented setting" in shown and "jobs/s: session / transaction / documented" in shown
     assert "30 of 40 not run and 4 workers failed with an error" in shown and "confirmed" in shown
     advice = fault_section.advice_table(loaded)
     assert "transaction mode with prepare_threshold=None (documented for a pooler by it or its driver); with its defaults, session" in advice
-    assert fault_section.libraries_fixed_by_their_setting(pooled) == {"procrastinate"}
+    assert pooler_section.libraries_fixed_by_their_setting(pooled) == {"procrastinate"}
 
 
 def test_the_pooler_setup_names_each_documented_setting_raced():
@@ -1390,9 +1391,9 @@ def test_the_pooler_setup_names_each_documented_setting_raced():
     asked = LibrarySweep(libraries=("procrastinate",), worker_counts=(4,), job_count=40,
                          poolers=("session", "transaction"), pooler_settings=("default", "documented"))
     mine = fault_section.Loaded((), pd.DataFrame(), (), pooled, requests={"library_poolers": asked})
-    said = fault_section._pooler_setup(mine)
+    said = pooler_section.pooler_setup(mine)
     assert ("drained them a third time, in transaction mode with it (procrastinate: `prepare_threshold=None`)"
             in said)
     old = fault_section.Loaded((), pd.DataFrame(), (), pooled.drop(columns="pooler_setting"),
                                requests={"library_poolers": asked})
-    assert "third time" not in fault_section._pooler_setup(old)  # a build stored before the setting raced none
+    assert "third time" not in pooler_section.pooler_setup(old)  # a build stored before the setting raced none

@@ -11,7 +11,7 @@ from conftest import handed, survivors_of_sigkill
 from harness import config
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED
-from harness.article.sections import library_faults as worker_dies
+from harness.article.sections import library_faults as worker_dies, library_poolers
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.experiments.race_trials import RaceParameters, RaceSweep
@@ -96,11 +96,11 @@ def test_the_article_reads_each_claim_through_both_modes_from_the_store(db, tmp_
                       poolers=("session", "transaction"))
     runs = registry.measure("race", asked, tmp_path, db=db, progress=False)
     mine = contents.load(handed("pooler_claims", runs))[worker_dies.NAME]
-    found = worker_dies.a10_through_a_transaction_pooler(mine.pooled, mine.claims)
+    found = library_poolers.a10_through_a_transaction_pooler(mine.pooled, mine.claims)
     assert dict(found.parts) == {"que (claim)": CORRECTED, "skip_locked (claim)": CONFIRMED}
     assert found.verdict == CORRECTED
     assert found.ours.startswith("1 of 2 went wrong")
-    assert "claimed twice" in worker_dies.pooler_table({worker_dies.NAME: mine})
+    assert "claimed twice" in library_poolers.pooler_table({worker_dies.NAME: mine})
 
 
 @needs_pgbouncer
@@ -140,7 +140,7 @@ def test_procrastinate_goes_wrong_through_the_transaction_pooler_with_defaults_a
     settings = sorted((Run(run).summary["pooler"], Run(run).summary["pooler_setting"]) for run in runs)
     assert settings == [("session", "default"), ("transaction", "default"), ("transaction", "documented")]
     mine = contents.load(handed("library_poolers", runs))[worker_dies.NAME]
-    found = worker_dies.a10_through_a_transaction_pooler(mine.pooled, mine.claims, worker_dies.pgbouncer_version(mine))
+    found = library_poolers.a10_through_a_transaction_pooler(mine.pooled, mine.claims, library_poolers.pgbouncer_version(mine))
     assert dict(found.parts) == {"procrastinate": CONFIRMED}
     # with defaults, a worker fails only where PgBouncer hands it a server connection another worker prepared on:
     # with a pool as large as the workers that is timing (about 1 run in 5 here ran clean), so either is read out

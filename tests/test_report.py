@@ -109,7 +109,7 @@ def test_comparison_tables_cover_every_finding_the_original_s_in_the_main_articl
     assert original.find_parent("details") is None and added.find_parent("details") is not None
     rows = [r for t in tables for r in t.select("tbody tr")]
     assert [r.find("td").get_text(strip=True) for r in rows] == [
-        *(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)), *(f"A{i}" for i in range(1, 12))]
+        *(f"F{i}" for i in range(1, 14)), *(f"C{i}" for i in range(1, 10)), *(f"A{i}" for i in range(1, 13))]
     # a finding with several parts leads with its verdict, then each part's: "verdict (part: verdict; part: verdict)"
     # and where it reads the race sweep, a muted line under it names the worker counts it was decided at
     verdicts, decided = set(), []

@@ -10,7 +10,7 @@ from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRE
                                       Finding)
 from harness.article.formats import count
 from harness.article.prose import counted, join, table
-from harness.article.sections.library_faults import pgbouncer_version
+from harness.article.sections.library_poolers import pgbouncer_version
 from harness.article.wording import Sentences
 
 NAME = "decision"
