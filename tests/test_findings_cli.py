@@ -55,6 +55,7 @@ def params_file(tmp_path, pg_version: int):
               "disk_race": {"strategies": ["guarded"], "worker_counts": [2], "job_count": 8, "storage": "disk"},
               "soak": {"seconds": 20, "pin_from": 10, "pin_to": 14, "rate": 10, "workers": 1,
                        "arms": [{"holder": "none"}]},
+              "soak_pg18": {"pg_version": 18, "arms": []},
               "library_soak": {"seconds": 20, "pin_from": 10, "pin_to": 14, "rate": 10, "workers": 1,
                                "arms": [{"library": "pgmq", "holder": "none"}]}}
     path = tmp_path / "params.yml"

@@ -54,6 +54,20 @@ def test_each_arm_is_read_against_the_arm_that_differs_in_one_setting():
     assert section.control_of(frame, 6) == 0
 
 
+def test_an_arm_on_a_newer_server_is_held_against_its_own_control_and_that_control_against_the_oldest_s():
+    """soak_pg18: a held arm on 18 reads its control on 18; that control reads the same control on 16; a
+    transaction_timeout on 18 reads the same hold on 18 without it; each arm's label names its server."""
+    frame = runs({}, {"holder": "repeatable_read"}, {"pg_version": 18}, {"pg_version": 18, "holder": "repeatable_read"},
+                 {"pg_version": 18, "holder": "repeatable_read", "mitigation": "transaction_timeout"})
+    assert section.reference(frame, 1) == 0 and section.reference(frame, 0) is None
+    assert section.reference(frame, 3) == 2  # held on 18: its control on 18
+    assert section.reference(frame, 2) == 0  # the control on 18: the same control on 16
+    assert section.reference(frame, 4) == 3 and section.control_of(frame, 4) == 2
+    shown = frame.assign(pg_shown=frame["pg_version"])
+    assert section.arm_label(shown.iloc[3]) == "history, PostgreSQL 18"
+    assert section.arm_label(frame.iloc[3]) == "history"  # one server major in the build: not named
+
+
 @pytest.mark.parametrize("without, with_index, cost", [
     ([2.0, 2.5, 3.0], [0.5, 0.6, 0.7], section.SLOWER),
     ([0.5, 0.6, 0.7], [2.0, 2.5, 3.0], section.FASTER),

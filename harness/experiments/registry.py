@@ -136,7 +136,7 @@ KINDS: dict[str, Kind] = {entry.name: entry for entry in (
               "and a transaction holding the MVCC horizon for part of the run, sampled every second, with a "
               "verdict per run (drops and recreates claimrace.jobs; with --library, the library's own workers on its "
               "own table in the database claimrace_libraries, made and dropped for the run)",
-         show=soak.show_runs, sections=("soak", "library_soak"), request=soak_sweep.SoakSweep,
+         show=soak.show_runs, sections=("soak", "soak_pg18", "library_soak"), request=soak_sweep.SoakSweep,
          expand=soak_sweep.SoakSweep.runs, command=soak.SoakParameters, workers=soak_sweep.workers_needed,
          label=soak.label, storage=lambda parameters: parameters.storage),
 )}

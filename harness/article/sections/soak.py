@@ -5,7 +5,9 @@ holding the MVCC horizon for part of it, each arm's verdict read against the arm
 An arm's reference is the stored arm that differs from it in one setting only:
     a mitigation          the same arm without it;
     disk, or commits off  the same arm on tmpfs with synchronous commits;
-    a holder              the same arm with nothing held (holder none), its control.
+    a holder              the same arm with nothing held (holder none), its control;
+    a newer server        the same control on the oldest PostgreSQL major stored (a params section of its own,
+                          soak_pg18, races arms on 18 beside the soak's on 16).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from harness.article.prose import join, numbered, table
 from harness.article.wording import Sentences
 
 NAME = "soak"
-READS = ("soak",)
+READS = ("soak", "soak_pg18")  # the soak's arms, and the same arms on another PostgreSQL major
 say = Sentences(NAME)
 
 # the settings an arm is told apart by; its reference differs in one of them (the module's docstring)
@@ -90,8 +92,11 @@ def load_runs(runs) -> Loaded | None:
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
     # a library's arm listed here is the libraries' section's to read (library_soak)
-    return load_runs(tuple(run for run in (reads["soak"].runs if "soak" in reads else ())
+    mine = load_runs(tuple(run for name in READS for run in (reads[name].runs if name in reads else ())
                            if run.summary.get("library") is None))
+    if mine is not None and mine.summaries["pg_version"].nunique() > 1:  # each arm's label names its server then
+        mine.summaries["pg_shown"] = mine.summaries["pg_version"]
+    return mine
 
 
 # --------------------------------------------------------------------------- references
@@ -118,6 +123,8 @@ def reference(summaries: pd.DataFrame, position: int) -> int | None:
         wanted = {"storage": None}  # the same arm off the disk
     elif arm["holder"] != "none":
         wanted = {"holder": "none"}
+    elif arm.get("pg_version") != summaries["pg_version"].min():
+        wanted = {"pg_version": summaries["pg_version"].min()}  # a control on a newer server: the same on the oldest
     else:
         return None
     # .get: a summary stored before a setting existed (library) lacks it
@@ -337,6 +344,8 @@ def arm_label(row) -> str:
         words.append(say("label.disk"))
     if row["synchronous_commit"] != "on":
         words.append(say("label.commit_off"))
+    if not pd.isna(row.get("pg_shown", float("nan"))):  # arms on more than one server major
+        words.append(say("label.pg", pg=str(int(row["pg_shown"]))))
     return ", ".join(words)
 
 
