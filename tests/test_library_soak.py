@@ -85,6 +85,10 @@ def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path)
     held, control = loaded.summaries.iloc[1], loaded.summaries.iloc[0]
     assert found.verdict == section.soak.held_against_control(held, control)
     assert "pgmq" in section.library_table({section.NAME: loaded})
+    said = section.values({section.NAME: loaded}, {})
+    assert said["library_soak_outcome"].startswith("The job libraries held the same way") and "pgmq" in said[
+        "library_soak_outcome"] and f"with nothing held, {frame['verdict'].iloc[0]}" in said["library_soak_outcome"]
+    assert section.values({}, {})["library_soak_outcome"] == ""
 
 
 def test_a12_is_not_measured_without_a_library_arm_held_beside_its_control(arms):

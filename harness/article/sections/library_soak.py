@@ -87,6 +87,11 @@ def rows(mine: soak.Loaded) -> pd.DataFrame:
     return pd.DataFrame(frame, columns=list(COLUMNS))
 
 
+def _control_verdict(runs: pd.DataFrame, position: int) -> str:
+    control = soak.row_at(runs, soak.control_of(runs, position))
+    return DASH if control is None else soak.verdict_text(control)
+
+
 def library_table(loaded: dict) -> str:
     mine = loaded.get(NAME)
     if mine is None:
@@ -101,11 +106,15 @@ def library_table(loaded: dict) -> str:
 def values(loaded: dict, found: dict) -> dict[str, str]:
     mine = loaded.get(NAME)
     if mine is None:
-        return {"library_soak_setup": say("setup.no_runs")}
+        return {"library_soak_setup": say("setup.no_runs"), "library_soak_outcome": ""}
     runs = mine.summaries
     held = runs[runs["holder"] != "none"]
     pins = sorted({(float(a), float(b)) for a, b in zip(held["pin_from"], held["pin_to"])})
-    return {"library_soak_setup": say(
+    # for the section's opening: each held library's verdict, its control's beside it
+    outcome = say("outcome", held=join([say("outcome.one", library=library_label(row), verdict=soak.verdict_text(row),
+                                            control=_control_verdict(runs, position))
+                                        for position, row in held.iterrows()])) if len(held) else ""
+    return {"library_soak_outcome": outcome, "library_soak_setup": say(
         "setup.runs", libraries=join(sorted({library_label(row) for _, row in runs.iterrows()})),
         seconds=join([f"{s:g} s" for s in sorted(set(runs["seconds"]))]).replace(" and ", " or "),
         pins=join([f"{a:g} s to {b:g} s" for a, b in pins]) if pins else DASH)}
