@@ -394,7 +394,23 @@ def _workers(context, parent: int, url: str, p: SoakParameters, start, stop, res
                             name=f"claimrace-soak-worker-{i}", daemon=True) for i in range(p.workers)]
 
 
-def sustained_rate(db: database.Database, p: SoakParameters) -> dict:
+# what this process measured already, per server and table setup: arms that differ only in what holds the horizon
+# (a control and its held arm, a timeout on the same hold) run at one rate
+_SUSTAINED: dict[tuple, dict] = {}
+
+
+def sustained_rate(db: database.Database, p: SoakParameters, run_id: str = "") -> dict:
+    """The rate the run's workers sustain on its table with nothing pinned, measured once per server and table
+    setup (shape, claim, history, workers, job length, storage, commits, the table's autovacuum) in a process;
+    `measured_for` names the run it was measured for."""
+    key = (db.url, p.shape, p.strategy, p.history_rows, p.workers, p.job_ms, p.storage, p.synchronous_commit,
+           p.mitigation == "autovacuum")
+    if key not in _SUSTAINED:
+        _SUSTAINED[key] = _measure_sustained(db, p) | {"measured_for": run_id}
+    return _SUSTAINED[key]
+
+
+def _measure_sustained(db: database.Database, p: SoakParameters) -> dict:
     """The rate the run's workers sustain on its table with nothing pinned: SUSTAIN_JOBS pending jobs (after its
     history rows), drained for SUSTAIN_S, the claims after its first SUSTAIN_WARMUP_S counted. A queue drained dry
     first makes it a lower bound (lower_bound)."""
@@ -438,7 +454,7 @@ def check_server(major: int, p: SoakParameters) -> None:
 def measure(db: database.Database, p: SoakParameters, run_id: str, progress: bool = False) -> Measured:
     with db.connect() as conn:  # the server's own version: one named by its URL may not be the one asked for
         check_server(pgstats.server_major(conn), p)
-    sustained = sustained_rate(db, p) if isinstance(p.rate, str) else None
+    sustained = sustained_rate(db, p, run_id) if isinstance(p.rate, str) else None
     rate = p.rate if sustained is None else sustained["sustained_rate"] * float(p.rate[:-1]) / 100
     if sustained is not None:  # known only now: the bounds a fixed rate is checked against before anything starts
         check_rate(rate)
