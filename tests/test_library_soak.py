@@ -86,8 +86,8 @@ def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path)
     assert found.verdict == section.soak.held_against_control(held, control)
     assert "pgmq" in section.library_table({section.NAME: loaded})
     said = section.values({section.NAME: loaded}, {})
-    assert said["library_soak_outcome"].startswith("The job libraries held the same way") and "pgmq" in said[
-        "library_soak_outcome"] and f"with nothing held, {frame['verdict'].iloc[0]}" in said["library_soak_outcome"]
+    assert said["library_soak_outcome"].startswith("Held the same way on their own tables") and "pgmq" in said[
+        "library_soak_outcome"] and f"its control: {frame['verdict'].iloc[0]}" in said["library_soak_outcome"]
     assert section.values({}, {})["library_soak_outcome"] == ""
 
 
