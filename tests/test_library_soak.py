@@ -87,7 +87,7 @@ def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path)
     assert "pgmq" in section.library_table({section.NAME: loaded})
     said = section.values({section.NAME: loaded}, {})
     assert said["library_soak_outcome"].startswith("Held the same way on their own tables") and "pgmq" in said[
-        "library_soak_outcome"] and f"its control: {frame['verdict'].iloc[0]}" in said["library_soak_outcome"]
+        "library_soak_outcome"] and f"control: {frame['verdict'].iloc[0]}" in said["library_soak_outcome"]
     assert section.values({}, {})["library_soak_outcome"] == ""
 
 
