@@ -289,6 +289,41 @@ def run_cli(*args: str, env_extra: dict | None = None, timeout: float = 300) -> 
                           text=True, env=env, timeout=timeout)
 
 
+def soak_runs(root: Path, commands: dict[str, list[str]], batch: int) -> dict:
+    """{name: (its JSON row, its stored Run)}: each `python -m harness soak ...` command run with a data folder of
+    its own under root, `batch` side by side at most (each has its own server: the machine has two cores); a
+    command that fails or hangs fails the fixture, and is killed with the rest."""
+    from harness.storage import Run
+    names, done, running = list(commands), {}, {}
+    try:
+        for first in range(0, len(names), batch):
+            running = {name: subprocess.Popen([sys.executable, "-m", "harness", "soak", *commands[name],
+                                               "--data-dir", str(root / name)], cwd=PROJECT_ROOT,
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                       for name in names[first:first + batch]}
+            for name, process in running.items():
+                out, err = process.communicate(timeout=300)
+                assert process.returncode == 0, f"{name}: {err[-3000:]}"
+                done[name] = (json.loads(out), Run(next((root / name / "soak").iterdir())))
+    finally:
+        for process in running.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait(30)
+    return done
+
+
+def assert_held_keeps_dead_rows(held: dict, stored, free: dict) -> None:
+    """A REPEATABLE READ snapshot held from 10 to 20 s of a soak at 40 jobs/s: the oldest snapshot's age grows with
+    the hold and the finished jobs' dead rows pile up during it; its control, nothing held, sees neither."""
+    assert held["horizon_age_max_s"] >= 8 and (free["horizon_age_max_s"] or 0) < 5, (held, free)
+    samples = stored.table("samples")
+    during = samples[(samples["t_s"] >= 12) & (samples["t_s"] < 20)]
+    assert during["n_dead_tup"].max() >= 250, during  # ten seconds of finished jobs at 40/s, kept while held
+    holder = stored.table("holder")
+    assert list(holder["event"]) == ["pinned", "released"] and 9.5 <= holder["t_s"].iloc[0] <= 11, holder
+
+
 def forked_workers(harness: psutil.Process) -> list[psutil.Process]:
     """The harness's children that run its own command line: the forked workers (not the watchdog, not pg_ctl)."""
     found, command = [], harness.cmdline()

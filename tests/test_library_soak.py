@@ -5,15 +5,12 @@ article's section over the stored runs."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import PROJECT_ROOT
+from conftest import assert_held_keeps_dead_rows, soak_runs
 from harness import soak_outcomes as rule
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED
 from harness.article.sections import library_soak as section
@@ -21,7 +18,6 @@ from harness.errors import UserError
 from harness.experiments import library_soak, soak
 from harness.libraries import runtime
 from harness.server import database
-from harness.storage import Run
 
 pytestmark = pytest.mark.xdist_group("library_soak")
 
@@ -33,23 +29,8 @@ COMMON = ["--library", "pgmq", "--rate", "40", "--workers", "2", "--seconds", "2
 def arms(tmp_path_factory):
     """{holder: (its JSON row, its stored Run)}: pgmq held by a REPEATABLE READ snapshot from 10 to 20 s, and its
     control, each on its own embedded server, side by side."""
-    root = tmp_path_factory.mktemp("library-soak")
-    running = {holder: subprocess.Popen([sys.executable, "-m", "harness", "soak", *COMMON, "--holder", holder,
-                                         "--data-dir", str(root / holder)], cwd=PROJECT_ROOT,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for holder in ("repeatable_read", "none")}
-    done = {}
-    try:
-        for holder, process in running.items():
-            out, err = process.communicate(timeout=300)
-            assert process.returncode == 0, f"{holder}: {err[-3000:]}"
-            done[holder] = (json.loads(out), Run(next((root / holder / "soak").iterdir())))
-    finally:
-        for process in running.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait(30)
-    return done
+    return soak_runs(tmp_path_factory.mktemp("library-soak"),
+                     {holder: [*COMMON, "--holder", holder] for holder in ("repeatable_read", "none")}, 2)
 
 
 def test_a_library_arm_runs_its_own_workers_on_its_own_table_each_job_once_on_schedule(arms):
@@ -67,13 +48,7 @@ def test_a_library_arm_runs_its_own_workers_on_its_own_table_each_job_once_on_sc
 
 
 def test_the_held_library_keeps_its_dead_rows_and_its_control_lets_them_go(arms):
-    held, free = arms["repeatable_read"][0], arms["none"][0]
-    assert held["horizon_age_max_s"] >= 8 and (free["horizon_age_max_s"] or 0) < 5, (held, free)
-    samples = arms["repeatable_read"][1].table("samples")
-    during = samples[(samples["t_s"] >= 12) & (samples["t_s"] < 20)]
-    assert during["n_dead_tup"].max() >= 250, during  # ten seconds of deleted jobs at 40/s, kept while held
-    holder = arms["repeatable_read"][1].table("holder")
-    assert list(holder["event"]) == ["pinned", "released"], holder
+    assert_held_keeps_dead_rows(*arms["repeatable_read"], arms["none"][0])
 
 
 def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path):

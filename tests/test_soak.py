@@ -4,9 +4,6 @@ a pinned horizon is seen to keep the dead rows, and where nothing outlives the c
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import threading
 import time
 
@@ -15,7 +12,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from conftest import PROJECT_ROOT, run_cli, survivors_of_sigkill
+from conftest import assert_held_keeps_dead_rows, run_cli, soak_runs, survivors_of_sigkill
 from harness import soak_outcomes as rule
 from harness.errors import UserError
 from harness.experiments import soak
@@ -190,24 +187,7 @@ BATCH = 5  # arms side by side at most: each has its own server, and the machine
 @pytest.fixture(scope="module")
 def arms(tmp_path_factory):
     """{arm: (its JSON row, its stored Run)}; a command that fails or hangs is killed with the rest."""
-    root = tmp_path_factory.mktemp("soak-arms")
-    names, done, running = list(ARMS), {}, {}
-    try:
-        for first in range(0, len(names), BATCH):
-            running = {arm: subprocess.Popen([sys.executable, "-m", "harness", "soak", *ARMS[arm], *COMMON,
-                                              "--data-dir", str(root / arm)], cwd=PROJECT_ROOT,
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                       for arm in names[first:first + BATCH]}
-            for arm, process in running.items():
-                out, err = process.communicate(timeout=300)
-                assert process.returncode == 0, f"{arm}: {err[-3000:]}"
-                done[arm] = (json.loads(out), Run(next((root / arm / "soak").iterdir())))
-    finally:
-        for process in running.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait(30)
-    return done
+    return soak_runs(tmp_path_factory.mktemp("soak-arms"), {arm: [*ARMS[arm], *COMMON] for arm in ARMS}, BATCH)
 
 
 def test_every_arm_claims_each_job_once_at_the_rate_asked(arms):
@@ -221,13 +201,7 @@ def test_a_pinned_horizon_keeps_the_dead_rows_and_the_control_lets_them_go(arms)
     rows of the finished jobs pile up during it; the control (no holder) on the same table sees neither. Two
     staggered analytics sessions over a table that deletes its finished jobs, claimed by the original's guarded
     claim, hold the horizon for the whole pin; so does an idle transaction, by its transaction id alone."""
-    pinned, free = arms["repeatable_read"][0], arms["none"][0]
-    assert pinned["horizon_age_max_s"] >= 8 and (free["horizon_age_max_s"] or 0) < 5, (pinned, free)
-    samples = arms["repeatable_read"][1].table("samples")
-    during = samples[(samples["t_s"] >= 12) & (samples["t_s"] < 20)]
-    assert during["n_dead_tup"].max() >= 250, during  # ten seconds of finished jobs at 40/s, kept while pinned
-    holder = arms["repeatable_read"][1].table("holder")
-    assert list(holder["event"]) == ["pinned", "released"] and 9.5 <= holder["t_s"].iloc[0] <= 11, holder
+    assert_held_keeps_dead_rows(*arms["repeatable_read"], arms["none"][0])
     analytics, stored = arms["analytics"]
     assert analytics["horizon_age_max_s"] >= 8 and analytics["strategy"] == "guarded", analytics
     # the second session's turn, half a statement later, comes only in a pin longer than this one
