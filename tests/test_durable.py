@@ -61,9 +61,9 @@ def test_a_section_on_a_disk_is_left_out_in_one_line_with_a_server_not_started_h
 def test_pg_test_fsync_times_one_fdatasync_on_a_disk_and_says_nothing_without_its_tool(tmp_path):
     """PostgreSQL's own tool, stopped after its first comparison: an fdatasync on the disk the folder is on (a
     tmpfs answers in microseconds, a disk slower); a bin folder without the tool gives None."""
-    from harness.server import database, fsync_test
-    on_disk = fsync_test.fdatasync(database.pg_bin_dir(16), database._disk_root())
-    in_memory = fsync_test.fdatasync(database.pg_bin_dir(16), database._tmpfs_root())
+    from harness.server import database, flush_cost
+    on_disk = flush_cost.fdatasync(database.pg_bin_dir(16), database._disk_root())
+    in_memory = flush_cost.fdatasync(database.pg_bin_dir(16), database._tmpfs_root())
     assert on_disk["fdatasync_ms"] > in_memory["fdatasync_ms"] and on_disk["ops_per_s"] > 0, (on_disk, in_memory)
-    assert fsync_test.fdatasync(tmp_path, tmp_path) is None
+    assert flush_cost.fdatasync(tmp_path, tmp_path) is None
     assert not list(database._disk_root().glob("pg_test_fsync.out"))

@@ -271,7 +271,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "wal_sync_ms_per_sync": (wal_after[1] - wal_before[1]) / (wal_after[0] - wal_before[0])
                if settings["track_wal_io_timing"] == "on" and wal_after[0] > wal_before[0] else None,
                "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem"),
-               # the same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.fsync_test)
+               # the same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.flush_cost)
                "pg_test_fsync_ms": (db.details.get("pg_test_fsync") or {}).get("fdatasync_ms")}
     return _measured(p, library, rate, sustained, got["calls"], audit, lines, errors, events, samples, start_ns,
                      ended_s, settings | flushes, client_share, server_share, supervisor, sampler.error)

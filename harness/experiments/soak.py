@@ -520,7 +520,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
                "wal_sync_ms_per_sync": (wal_after[1] - wal_before[1]) / (wal_after[0] - wal_before[0])
                if settings["track_wal_io_timing"] == "on" and wal_after[0] > wal_before[0] else None,
                "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem"),
-               # the same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.fsync_test)
+               # the same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.flush_cost)
                "pg_test_fsync_ms": (db.details.get("pg_test_fsync") or {}).get("fdatasync_ms")}
     errors = {"sampler": sampler.error if sampler is not None else None,
               "partitions": maintenance.error if maintenance is not None else None}

@@ -26,7 +26,7 @@ import psycopg
 from psycopg import conninfo
 
 from harness import config
-from harness.server import fsync_test, watchdog
+from harness.server import flush_cost, watchdog
 from harness.server.watchdog import stop_postmaster
 from harness.errors import UserError
 
@@ -330,7 +330,7 @@ class EmbeddedServer:
         }
         self.options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         # what a flush costs on this disk by PostgreSQL's own tool, taken before the server writes to it
-        flush = fsync_test.fdatasync(self.bin_dir, self.root) if self.storage == "disk" else None
+        flush = flush_cost.fdatasync(self.bin_dir, self.root) if self.storage == "disk" else None
         self._pg_ctl_start(user_kwargs)
         url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         return Database(url=url, source="embedded", details={"pg_version_requested": self.pg_version,
