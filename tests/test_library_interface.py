@@ -29,6 +29,15 @@ WAKE_FUNCTIONS = {"wake_install": ("url",), "wake_work": ("url", "log", "ready",
                   "enqueue_paced": ("url", "n", "interval_s", "listen")}
 
 
+def _accepted(module, function: str, parameters: tuple) -> list[tuple]:
+    """The parameter lists a function may take: enqueue may number its jobs from `first` (the soak's arrivals call
+    it again and again), and must where the audit reads that number (AUDIT_ID_SQL)."""
+    if function != "enqueue":
+        return [parameters]
+    numbered = (*parameters, "first")
+    return [numbered] if getattr(module, "AUDIT_ID_SQL", None) else [parameters, numbered]
+
+
 def interface_problems(module, name: str, declared: dict[str, type]) -> list[str]:
     """What a library module lacks or declares wrongly, one line each (nothing where it holds)."""
     problems = []
@@ -47,7 +56,7 @@ def interface_problems(module, name: str, declared: dict[str, type]) -> list[str
         found = getattr(module, function, None)
         if not callable(found):
             problems.append(f"{name}: no {function}()")
-        elif tuple(inspect.signature(found).parameters) != parameters:
+        elif tuple(inspect.signature(found).parameters) not in _accepted(module, function, parameters):
             problems.append(f"{name}: {function}{inspect.signature(found)} does not take ({', '.join(parameters)})")
     return problems
 

@@ -45,7 +45,9 @@ def test_the_build_writes_the_page_the_notebooks_and_the_timings(tiny):
     assert {*registry.SECTIONS, "notebooks", "html"} <= set(phases)
     assert all(entry["seconds"] is not None for entry in phases.values())
     for section in registry.SECTIONS:
-        assert phases[section]["runs_made"] == phases[section]["runs"] > 0, "a clean data dir makes every run"
+        assert phases[section]["runs_made"] == phases[section]["runs"], "a clean data dir makes every run"
+        # tiny.yml lists no arms on PostgreSQL 18 (an empty arms list races nothing); every other section races some
+        assert phases[section]["runs"] > 0 or section == "soak_pg18", section
 
 
 @pytest.mark.slow

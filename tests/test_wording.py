@@ -16,7 +16,9 @@ import pytest
 from harness.article import wording
 
 SECTIONS_DIR = Path(wording.__file__).parent / "sections"
-WORDED = sorted(p for p in SECTIONS_DIR.glob("*.py") if "Sentences(NAME)" in p.read_text())
+# a section (Sentences(NAME)), or a part of one with its own sentences' file named for it (Sentences(SENTENCES))
+WORDED = sorted(p for p in SECTIONS_DIR.glob("*.py")
+                if "Sentences(NAME)" in p.read_text() or "Sentences(SENTENCES)" in p.read_text())
 SENTENCE_WORDS = 4  # a string of this many words or more is a sentence (or most of one), not a label or a join
 
 

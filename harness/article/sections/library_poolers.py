@@ -20,9 +20,10 @@ from harness.article.sections.libraries import jobs_per_run, library_label
 from harness.article.wording import Sentences
 from harness.library_claims import LIBRARY_STRATEGIES
 
-NAME = "library_poolers"
-FAULTS = "library_faults"  # the section whose Loaded holds the runs read here
-say = Sentences(NAME)
+# not a section of its own (no NAME): library_faults is, and its Loaded holds the runs read here
+FAULTS = "library_faults"
+SENTENCES = "library_poolers"  # its sentences' file
+say = Sentences(SENTENCES)
 
 MODES = ("session", "transaction")  # the control, then the mode under test
 # a library's drains in transaction mode with what it documents for a transaction pooler (its POOLER_SETTING), kept
