@@ -41,7 +41,7 @@ KEEP_UP_SHARE = 0.95  # claims during the pin at least this share of its arrival
 RECOVER_WITHIN_S = 30.0  # the backlog back at its before-pin level within this of the release
 HOLD_S = 5  # seconds the backlog stays back at its level for it to count as recovered (a dip is not a recovery)
 # a backlog of up to this many seconds of arrivals is jobs in flight, not a queue behind: two of an idle worker's
-# polls (harness.experiments.soak.POLL_S, 0.05 s). Runs at 600 jobs/s that kept up ended their seconds with 4 to 18
+# polls (harness.experiments.soak_processes.POLL_S, 0.05 s). Runs at 600 jobs/s that kept up ended their seconds with 4 to 18
 # jobs not yet claimed (0.03 s of arrivals); a queue that spiralled held 5,189.
 BACKLOG_SLACK_S = 0.1
 ARRIVALS_BEHIND_SHARE = 0.05  # arrivals this share behind their schedule at any second: the run is marked
@@ -50,6 +50,12 @@ SURVIVES, DEGRADES, SPIRALS, CUT_OFF, NOT_JUDGED = "survives", "degrades", "spir
 VERDICTS = (SURVIVES, DEGRADES, SPIRALS, CUT_OFF, NOT_JUDGED)
 
 SERIES_COLUMNS = ("second", "arrived", "claimed", "backlog", "claim_p50_ms", "claim_p99_ms")
+
+
+def rule_settings() -> dict:
+    """The rule's constants, as a run's procedure records them."""
+    return {"warmup_s": WARMUP_S, "keep_up_share": KEEP_UP_SHARE, "recover_within_s": RECOVER_WITHIN_S,
+            "hold_s": HOLD_S, "backlog_slack_s": BACKLOG_SLACK_S, "arrivals_behind_share": ARRIVALS_BEHIND_SHARE}
 
 
 def windows(series: pd.DataFrame, pin_from: float, pin_to: float) -> dict[str, pd.DataFrame]:

@@ -267,12 +267,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     shutil.rmtree(logs, ignore_errors=True)
     if "error" in got:
         raise RuntimeError("the arrivals failed: " + got["error"])
-    flushes = {"wal_syncs": wal_after[0] - wal_before[0],
-               "wal_sync_ms_per_sync": (wal_after[1] - wal_before[1]) / (wal_after[0] - wal_before[0])
-               if settings["track_wal_io_timing"] == "on" and wal_after[0] > wal_before[0] else None,
-               "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem"),
-               # the same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.flush_cost)
-               "pg_test_fsync_ms": (db.details.get("pg_test_fsync") or {}).get("fdatasync_ms")}
+    flushes = soak.flush_figures(db, settings, wal_before, wal_after)
     return _measured(p, library, rate, sustained, got["calls"], audit, lines, errors, events, samples, start_ns,
                      ended_s, settings | flushes, client_share, server_share, supervisor, sampler.error)
 
@@ -391,10 +386,7 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
                    if p.holder == "analytics" else None,
                    "latency": "pickup: the audit's claim of a job minus its enqueue, on the server's clock",
                    "server_settings": settings,
-                   "verdict_rule": {"warmup_s": soak_outcomes.WARMUP_S, "keep_up_share": soak_outcomes.KEEP_UP_SHARE,
-                                    "recover_within_s": soak_outcomes.RECOVER_WITHIN_S,
-                                    "hold_s": soak_outcomes.HOLD_S, "backlog_slack_s": soak_outcomes.BACKLOG_SLACK_S,
-                                    "arrivals_behind_share": soak_outcomes.ARRIVALS_BEHIND_SHARE},
+                   "verdict_rule": soak_outcomes.rule_settings(),
                    "errors": {"sampler": sampler_error}},
         checks=checks,
         results={"summary": summary, "judged": judged})

@@ -36,7 +36,8 @@ storage "disk" puts the embedded server's data directory on a disk (harness.serv
 waits for its WAL flush and the server times the flushes; synchronous_commit "off" lets the workers' and the
 arrivals' commits go without waiting for it.
 
-The per-second series (arrivals, claims, backlog, claim p50/p99) comes from the kept times, and the verdict from
+The arrivals and the workers are harness.experiments.soak_processes. The per-second series (arrivals, claims,
+backlog, claim p50/p99) comes from the kept times, and the verdict from
 it by harness.soak_outcomes. Every process started dies with the harness (die_with_parent), SIGKILL included; the
 holder's sessions are the harness's own connections, closed with it.
 """
@@ -48,7 +49,6 @@ import math
 import multiprocessing as mp
 import os
 import time
-import traceback
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,24 +56,21 @@ import pandas as pd
 
 from harness import libraries, soak_outcomes
 from harness.experiments import soak_holders, soak_partitions
-from harness.experiments import soak_sampler
+from harness.experiments import soak_processes, soak_sampler
+from harness.experiments.soak_processes import BATCH, FINISH_SQL, INSERT_SQL, JOBS, POLL_S, STOP_GRACE_S
 from harness.experiments.soak_sampler import EXPLAIN_EVERY_S, READ_SQL, SAMPLE_COLUMNS, SAMPLE_S, Sampler
 from harness.experiments.soak_holders import ANALYTICS_S, HOLDERS, MITIGATIONS
-from harness.children import die_with_parent
-from harness.claim_steps import EMPTY, ERROR, LOST, WON, AttemptNotes
 from harness.config import SCHEMA
 from harness.errors import UserError
 from harness.library_claims import RACED_LIBRARY_STRATEGIES
 from harness.experiments.contract import Measured, Option, Parameters, as_float, as_int, one_of, setting
 from harness.server import activity, database, pgstats, schema
 from harness.storage import Run
-from harness.strategies import BATCH_CLAIM_CTE, GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM, get_strategy
+from harness.strategies import BATCH_CLAIM_CTE, GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
 
 SHAPES = ("history", "history_indexed", "delete", "partitioned")
 STRATEGIES = ("guarded", "skip_locked", "skip_locked_batch")
-BATCH = 10  # skip_locked_batch: the jobs one claim takes at most, each run and finished in turn
 SYNCHRONOUS_COMMIT = ("on", "off")
-JOBS = f"{SCHEMA}.jobs"
 
 # what a run may ask: bounds this machine honours (2 cores, 24 GiB, the data directory on tmpfs)
 MIN_RATE, MAX_RATE = 1.0, 5000.0  # jobs/s; above what 2 cores claim, a run is marked arrivals_behind
@@ -88,17 +85,9 @@ SUSTAIN_S = 8.0  # how long the workers drain a full queue to measure the rate t
 SUSTAIN_WARMUP_S = 1.0  # its first second is not counted
 SUSTAIN_JOBS = 50_000  # the full queue: more than 2 cores claim in SUSTAIN_S
 
-POLL_S = 0.05  # a worker that found the queue empty waits this long before it asks again
-STOP_GRACE_S = 5.0
-INSERT_MAX = 1000  # jobs in one arrivals statement at most: a late schedule catches up in steps
 
-FINISH_SQL = {"history": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
-              "history_indexed": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
-              "partitioned": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
-              "delete": f"DELETE FROM {JOBS} WHERE id = $1"}
 CLAIM_SQL = {"guarded": f"{PICK_OLDEST_PENDING}; then {GUARDED_CLAIM}", "skip_locked": SKIP_LOCKED_CLAIM,
              "skip_locked_batch": BATCH_CLAIM_CTE.replace("{batch}", str(BATCH))}
-INSERT_SQL = f"INSERT INTO {JOBS} (status) SELECT 'pending' FROM generate_series(1, %s) RETURNING id"
 
 
 def as_rate(name: str, value) -> float | str:
@@ -259,137 +248,8 @@ def create_table(conn, shape: str, history_rows: int, mitigation: str = "none") 
     return made
 
 
-# --------------------------------------------------------------------------- the processes
-
-
-def _session(url: str, name: str, synchronous_commit: str):
-    conn = database.connect(url, application_name=name)
-    conn.execute(f"SET synchronous_commit = {'off' if synchronous_commit == 'off' else 'on'}")
-    return conn
-
-
-def _arrivals_main(parent_pid: int, url: str, rate: float, synchronous_commit: str, clock, start, stop,
-                   results) -> None:
-    """Insert every job as soon as it is due (open loop), job k at clock + k / rate (the run's start, as the harness
-    set it before the start: not this process's waking up); put (ids, due ns, committed ns) on results."""
-    die_with_parent(parent_pid)
-    try:
-        conn = _session(url, "claimrace-soak-arrivals", synchronous_commit)
-        ids, due, committed = [], [], []
-        start.wait()
-        began = clock.value
-        sent = 0
-        while not stop.is_set():
-            owed = int((time.time_ns() - began) / 1e9 * rate) + 1 - sent
-            if owed <= 0:
-                wait_s = (sent / rate) - (time.time_ns() - began) / 1e9
-                stop.wait(max(0.0, min(wait_s, 0.05)))
-                continue
-            owed = min(owed, INSERT_MAX)
-            rows = conn.execute(INSERT_SQL, [owed]).fetchall()
-            now = time.time_ns()
-            ids.extend(row[0] for row in rows)
-            due.extend(began + int((sent + k) / rate * 1e9) for k in range(owed))
-            committed.extend([now] * owed)
-            sent += owed
-        results.put(("arrivals", np.array(ids, dtype=np.int64), np.array(due, dtype=np.int64),
-                     np.array(committed, dtype=np.int64)))
-        conn.close()
-    except BaseException as exc:
-        results.put(("error", "arrivals", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-        raise SystemExit(1)
-
-
-def _worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_name: str, job_s: float,
-                 synchronous_commit: str, start, stop, results) -> None:
-    """Claim, run the job, finish it, until stopped; put (job ids, claim return ns, claim statement ns, lost and
-    empty counts) on results."""
-    die_with_parent(parent_pid)
-    try:
-        conn = _session(url, f"claimrace-soak-worker-{index}", synchronous_commit)
-        pgconn = conn.pgconn
-        strategy = get_strategy(strategy_name)
-        batch = BATCH if strategy.batch else 1
-        strategy.prepare(pgconn, batch)
-        notes = AttemptNotes()
-        claim, _ = strategy.steps(notes, batch)
-        finish = FINISH_SQL[shape]
-        jobs, returned, took = [], [], []
-        lost = empty = errors = 0
-        start.wait()
-        while not stop.is_set():
-            began = time.perf_counter_ns()
-            outcome, job_id = claim(pgconn)
-            ended = time.perf_counter_ns()
-            # a batch claim's jobs, all returned by the one statement, each run and finished in turn; only this
-            # attempt's ids are read, so the notes need not grow all run
-            taken = list(notes.job_ids) if strategy.batch else [job_id]
-            notes.job_ids.clear()
-            notes.rows.clear()
-            if outcome == WON:
-                at = time.time_ns()
-                for job in taken:
-                    jobs.append(job)
-                    returned.append(at)
-                    took.append(ended - began)
-                for job in taken:
-                    if job_s:
-                        time.sleep(job_s)
-                    conn.execute(finish.replace("$1", "%s"), [job])
-            elif outcome == LOST:
-                lost += 1
-            elif outcome == EMPTY:
-                empty += 1
-                stop.wait(POLL_S)
-            elif outcome == ERROR:
-                errors += 1
-                stop.wait(POLL_S)
-        results.put(("worker", index, np.array(jobs, dtype=np.int64), np.array(returned, dtype=np.int64),
-                     np.array(took, dtype=np.int64), lost, empty, errors, os.getpid(), pgconn.backend_pid))
-        conn.close()
-    except BaseException as exc:
-        results.put(("error", f"worker {index}", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-        raise SystemExit(1)
-
-
-# --------------------------------------------------------------------------- the holder and the sampler
-
-
-# --------------------------------------------------------------------------- the run
-
-
-def _stop_all(processes, stop) -> None:
-    stop.set()
-    deadline = time.monotonic() + STOP_GRACE_S
-    for proc in processes:
-        proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in processes:
-        if proc.is_alive():
-            proc.kill()
-            proc.join(1)
-
-
-def _collect(results, expected: int, timeout_s: float) -> dict:
-    got: dict = {"workers": [], "errors": []}
-    deadline = time.monotonic() + timeout_s
-    while len(got["workers"]) + ("arrivals" in got) + len(got["errors"]) < expected:
-        try:
-            item = results.get(timeout=max(0.1, deadline - time.monotonic()))
-        except Exception:
-            break
-        if item[0] == "arrivals":
-            got["arrivals"] = item[1:]
-        elif item[0] == "worker":
-            got["workers"].append(item[1:])
-        else:
-            got["errors"].append(f"{item[1]}: {item[2]}")
-        if time.monotonic() > deadline:
-            break
-    return got
-
-
 def _workers(context, parent: int, url: str, p: SoakParameters, start, stop, results) -> list:
-    return [context.Process(target=_worker_main, args=(i, parent, url, p.shape, p.strategy, p.job_ms / 1000,
+    return [context.Process(target=soak_processes.worker_main, args=(i, parent, url, p.shape, p.strategy, p.job_ms / 1000,
                                                        p.synchronous_commit, start, stop, results),
                             name=f"claimrace-soak-worker-{i}", daemon=True) for i in range(p.workers)]
 
@@ -432,9 +292,9 @@ def _measure_sustained(db: database.Database, p: SoakParameters) -> dict:
         start.set()
         time.sleep(SUSTAIN_S)
         stop.set()
-        got = _collect(results, len(processes), STOP_GRACE_S + 10)
+        got = soak_processes.collect(results, len(processes), STOP_GRACE_S + 10)
     finally:
-        _stop_all(processes, stop)
+        soak_processes.stop_all(processes, stop)
     if got["errors"] or len(got["workers"]) != p.workers:
         raise RuntimeError("a worker failed while the sustained rate was measured: "
                            + (got["errors"] or ["it did not report"])[0])
@@ -470,7 +330,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     start, stop, results = context.Event(), context.Event(), context.Queue()
     parent = os.getpid()
     clock = context.Value("q", 0)  # the run's start (ns), set before the start: the arrivals' schedule counts from it
-    processes = [context.Process(target=_arrivals_main, args=(parent, db.url, rate, p.synchronous_commit, clock,
+    processes = [context.Process(target=soak_processes.arrivals_main, args=(parent, db.url, rate, p.synchronous_commit, clock,
                                                               start, stop, results),
                                  name="claimrace-soak-arrivals", daemon=True)]
     processes += _workers(context, parent, db.url, p, start, stop, results)
@@ -500,11 +360,11 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
                 break
         ended_s = time.monotonic() - began
         stop.set()
-        got = _collect(results, len(processes), STOP_GRACE_S + 10)
+        got = soak_processes.collect(results, len(processes), STOP_GRACE_S + 10)
         with db.connect() as conn:
             wal_after = wal_syncs(conn)
     finally:
-        _stop_all(processes, stop)
+        soak_processes.stop_all(processes, stop)
         events = holder.stop() if holder is not None else []
         samples = sampler.stop() if sampler is not None else pd.DataFrame(columns=SAMPLE_COLUMNS)
         partitions = maintenance.stop() if maintenance is not None \
@@ -515,17 +375,22 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
             bar.close()
     if got["errors"]:
         raise RuntimeError("a soak process failed: " + got["errors"][0])
-    flushes = {"wal_syncs": wal_after[0] - wal_before[0],
-               # the server's own time per WAL flush, where it times them (track_wal_io_timing)
-               "wal_sync_ms_per_sync": (wal_after[1] - wal_before[1]) / (wal_after[0] - wal_before[0])
-               if settings["track_wal_io_timing"] == "on" and wal_after[0] > wal_before[0] else None,
-               "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem"),
-               # the same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.flush_cost)
-               "pg_test_fsync_ms": (db.details.get("pg_test_fsync") or {}).get("fdatasync_ms")}
+    flushes = flush_figures(db, settings, wal_before, wal_after)
     errors = {"sampler": sampler.error if sampler is not None else None,
               "partitions": maintenance.error if maintenance is not None else None}
     return _measured(p, rate, sustained, got, events, samples, partitions, start_ns, ended_s, settings | flushes,
                      client_share, server_share, errors)
+
+
+def flush_figures(db: database.Database, settings: dict, before: tuple[int, float], after: tuple[int, float]) -> dict:
+    """What a run's commits cost on its storage: the WAL flushes between two wal_syncs readings, the server's own
+    time per flush where it times them (track_wal_io_timing), the storage as the server's start found it, and the
+    same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.flush_cost)."""
+    return {"wal_syncs": after[0] - before[0],
+            "wal_sync_ms_per_sync": (after[1] - before[1]) / (after[0] - before[0])
+            if settings["track_wal_io_timing"] == "on" and after[0] > before[0] else None,
+            "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem"),
+            "pg_test_fsync_ms": (db.details.get("pg_test_fsync") or {}).get("fdatasync_ms")}
 
 
 def wal_syncs(conn) -> tuple[int, float]:
@@ -632,10 +497,7 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
                    "analytics_s": ANALYTICS_S if p.holder == "analytics" else None,
                    "analytics": soak_holders.analytics_sql() if p.holder == "analytics" else None, "poll_s": POLL_S,
                    "sample_s": SAMPLE_S, "explain_every_s": EXPLAIN_EVERY_S, "server_settings": settings,
-                   "verdict_rule": {"warmup_s": soak_outcomes.WARMUP_S, "keep_up_share": soak_outcomes.KEEP_UP_SHARE,
-                                    "recover_within_s": soak_outcomes.RECOVER_WITHIN_S,
-                                    "hold_s": soak_outcomes.HOLD_S, "backlog_slack_s": soak_outcomes.BACKLOG_SLACK_S,
-                                    "arrivals_behind_share": soak_outcomes.ARRIVALS_BEHIND_SHARE},
+                   "verdict_rule": soak_outcomes.rule_settings(),
                    "partitions": {"ids_each": soak_partitions.PARTITION_IDS, "premake": soak_partitions.PREMAKE,
                                   "maintenance_s": soak_partitions.MAINTENANCE_S,
                                   "lock_timeout_ms": soak_partitions.LOCK_TIMEOUT_MS} if p.shape == "partitioned"
