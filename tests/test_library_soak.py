@@ -61,6 +61,9 @@ def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path)
     held, control = runs[runs["holder"] != "none"].iloc[0], runs[runs["holder"] == "none"].iloc[0]
     assert found.verdict == section.soak.held_against_control(held, control)
     assert "pgmq" in section.library_table({section.NAME: loaded})
+    # the caption says how the jobs arrived: the mean jobs per enqueue call and the time between calls, as stored
+    per_call = runs["jobs_arrived"].sum() / runs["enqueue_calls"].sum()
+    assert f"{per_call:.0f} jobs a call" in section.arrival_steps(runs), section.arrival_steps(runs)
     said = section.values({section.NAME: loaded}, {})
     assert said["library_soak_outcome"].startswith("Held the same way on their own tables") and "pgmq" in said[
         "library_soak_outcome"] and f"control: {frame['verdict'].iloc[0]}" in said["library_soak_outcome"]

@@ -54,7 +54,7 @@ def a12_library_pickup(loaded: dict):
               "load": load_said(held),
               "libraries": join(sorted({library_label(row) for _, row in held.iterrows()})),
               "workers": join([str(w) for w in sorted(set(held["workers"]))]),
-              "pg": join([str(v) for v in sorted(set(held["pg_version"]))])}
+              "pg": join([str(v) for v in sorted(set(held["pg_version"]))]), "runs": soak.runs_each(held)}
     return make_finding("A12", soak.worst_part(v for _, v in parts), say("A12.ours", **values), say("A12.note"), values,
                         parts=tuple(parts) if len(parts) > 1 else ())
 
@@ -87,6 +87,18 @@ def rows(mine: soak.Loaded) -> pd.DataFrame:
     return pd.DataFrame(frame, columns=list(COLUMNS))
 
 
+def arrival_steps(runs: pd.DataFrame) -> str:
+    """How each library's jobs arrived: the mean jobs per enqueue call and the mean time between calls, over its
+    runs. A job waits behind the jobs enqueued in its call, so this sets a floor under its pickup."""
+    said = []
+    for library, group in runs.groupby(runs.apply(library_label, axis=1), sort=True):
+        calls = group["enqueue_calls"].sum()
+        if calls:
+            said.append(say("steps.one", library=library, jobs=number(group["jobs_arrived"].sum() / calls, 0),
+                            every=number(group["ended_s"].sum() / calls, 2)))
+    return join(said) if said else DASH
+
+
 def _control_verdict(runs: pd.DataFrame, position: int) -> str:
     control = soak.row_at(runs, soak.control_of(runs, position))
     return DASH if control is None else soak.verdict_text(control)
@@ -99,7 +111,7 @@ def library_table(loaded: dict) -> str:
     runs = mine.summaries
     caption = say("caption", rates=load_said(runs),
                   workers=join([str(w) for w in sorted(set(runs["workers"]))]),
-                  job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]))
+                  job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]), steps=arrival_steps(runs))
     return table(rows(mine), caption=caption, css_class="wide")
 
 
