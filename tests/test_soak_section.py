@@ -182,6 +182,14 @@ def test_a11_has_a_part_per_held_arm_the_worst_decides_and_a_timeout_is_read_aga
     assert "100 jobs/s;" in section.findings({"soak": loaded(fixed, {})})[1].ours
 
 
+def test_a11_says_how_many_runs_of_each_arm_its_verdict_rests_on():
+    once = runs({}, {"holder": "repeatable_read", "verdict": "degrades"})
+    assert "; one run of each arm)" in section.findings({"soak": loaded(once, {})})[1].ours
+    twice = pd.concat([once, once.assign(repeat=1)], ignore_index=True)
+    a11 = section.findings({"soak": loaded(twice, {})})[1]
+    assert "; 2 runs of each arm)" in a11.ours and len(a11.parts) == 2, a11
+
+
 def test_the_timeline_draws_each_held_arm_beside_its_control_and_marks_a_cpu_bound_one():
     from harness.article.sections import soak_charts
 

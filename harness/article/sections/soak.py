@@ -320,10 +320,17 @@ def a11_held_horizon(loaded: dict):
                    "mitigated_hold": f"{(ended if ended is not None and not pd.isna(ended) else with_it['pin_to']) - with_it['pin_from']:.0f} s",
                    "mitigated_verdict": verdict_text(with_it), "unmitigated_verdict": verdict_text(without),
                    "mitigation_helped": str(with_it["verdict"] == soak_outcomes.SURVIVES)}
-    ours = say("A11.ours", **{key: values[key] for key in ("pin", "rates", "load", "workers", "pg", "slowed",
+    values["runs"] = runs_each(held)
+    ours = say("A11.ours", **{key: values[key] for key in ("pin", "rates", "load", "workers", "pg", "runs", "slowed",
                                                            "decided")})
     return make_finding("A11", worst_part(v for _, v in parts), ours, say("A11.note"), values,
                         parts=tuple(parts) if len(parts) > 1 else ())
+
+
+def runs_each(held: pd.DataFrame) -> str:
+    """How many runs each held arm's verdict rests on: its repeats (one where it was raced once)."""
+    repeats = int(held["repeat"].max()) + 1
+    return say("runs.one") if repeats == 1 else say("runs.many", runs=count(repeats))
 
 
 def findings(loaded: dict) -> list:
