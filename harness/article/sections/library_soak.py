@@ -96,7 +96,7 @@ def arrival_steps(runs: pd.DataFrame) -> str:
         if calls:
             said.append(say("steps.one", library=library, jobs=number(group["jobs_arrived"].sum() / calls, 0),
                             every=number(group["ended_s"].sum() / calls, 2)))
-    return join(said) if said else DASH
+    return "; ".join(said) if said else DASH
 
 
 def _control_verdict(runs: pd.DataFrame, position: int) -> str:
