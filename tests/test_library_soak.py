@@ -5,6 +5,7 @@ article's section over the stored runs."""
 
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 import pandas as pd
@@ -81,6 +82,16 @@ def test_a12_is_not_measured_without_a_library_arm_held_beside_its_control(arms)
     ("spirals", "spirals", NOT_DISTINGUISHABLE), ("not_judged", "survives", NOT_MEASURED)])
 def test_each_library_part_is_the_held_arm_against_its_control(held, control, part):
     assert section.soak.held_against_control(pd.Series({"verdict": held}), pd.Series({"verdict": control})) == part
+
+
+@pytest.mark.parametrize("second, part", [("degrades", CONFIRMED), ("survives", NOT_DISTINGUISHABLE)])
+def test_a12_reads_a_library_over_its_repeats_and_decides_only_where_they_agree(arms, second, part):
+    loaded = section.soak.load_runs(tuple(stored for _, stored in arms.values()))
+    first = loaded.summaries.assign(verdict=np.where(loaded.summaries["holder"] == "none", "survives", "spirals"))
+    again = first.assign(repeat=1, verdict=np.where(first["holder"] == "none", "survives", second))
+    both = dataclasses.replace(loaded, summaries=pd.concat([first, again], ignore_index=True))
+    found = section.a12_library_pickup({section.NAME: both})
+    assert found.verdict == part and "; 2 runs of each arm)" in found.ours and not found.parts, found
 
 
 @pytest.mark.parametrize("args, said", [

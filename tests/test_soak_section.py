@@ -187,7 +187,21 @@ def test_a11_says_how_many_runs_of_each_arm_its_verdict_rests_on():
     assert "; one run of each arm)" in section.findings({"soak": loaded(once, {})})[1].ours
     twice = pd.concat([once, once.assign(repeat=1)], ignore_index=True)
     a11 = section.findings({"soak": loaded(twice, {})})[1]
-    assert "; 2 runs of each arm)" in a11.ours and len(a11.parts) == 2, a11
+    assert "; 2 runs of each arm)" in a11.ours and a11.verdict == CONFIRMED and not a11.parts, a11
+
+
+@pytest.mark.parametrize("second, verdict", [
+    ("degrades", CONFIRMED),  # both repeats slowed where the control did not
+    ("survives", NOT_DISTINGUISHABLE),  # one slowed, one did not: the repeats disagree
+])
+def test_a11_reads_an_arm_over_its_repeats_and_decides_only_where_they_agree(second, verdict):
+    frame = runs({}, {"holder": "repeatable_read", "verdict": "spirals"},
+                 {"shape": "delete"}, {"shape": "delete", "holder": "repeatable_read", "verdict": "survives"})
+    again = frame.assign(repeat=1)
+    again.loc[1, "verdict"] = second
+    a11 = section.findings({"soak": loaded(pd.concat([frame, again], ignore_index=True), {})})[1]
+    assert a11.parts == (("history, repeatable read", verdict), ("delete, repeatable read", CORRECTED)), a11.parts
+    assert f"{1 if verdict == CONFIRMED else 0} of {2 if verdict == CONFIRMED else 1} held arms" in a11.ours
 
 
 def test_the_timeline_draws_each_held_arm_beside_its_control_and_marks_a_cpu_bound_one():

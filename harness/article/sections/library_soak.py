@@ -42,10 +42,9 @@ def a12_library_pickup(loaded: dict):
     if not pairs:
         return not_measured("A12", say("A12.not_measured"))
     runs = mine.summaries
-    repeated = bool(runs["repeat"].max())
-    parts = [(f"{library_label(runs.iloc[h])}, {say('finished.part', finished=finished_label(runs.iloc[h]))}"
-              + (soak.say("label.repeat", repeat=int(runs.iloc[h]["repeat"]) + 1) if repeated else ""),
-              soak.held_against_control(runs.iloc[h], soak.row_at(runs, c))) for h, c in pairs]
+    parts = soak.over_repeats([
+        (f"{library_label(runs.iloc[h])}, {say('finished.part', finished=finished_label(runs.iloc[h]))}",
+         soak.held_against_control(runs.iloc[h], soak.row_at(runs, c))) for h, c in pairs])
     held = runs.iloc[[h for h, _ in pairs]]
     decided = [v for _, v in parts if v in (CONFIRMED, CORRECTED)]
     values = {"slowed": count(decided.count(CONFIRMED)), "decided": count(len(decided)),

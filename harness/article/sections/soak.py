@@ -301,9 +301,8 @@ def a11_held_horizon(loaded: dict):
     if not pairs:
         return not_measured("A11", say("A11.not_measured"))
     runs = mine.summaries
-    parts = [(f"{arm_label(runs.iloc[h])}, {held_label(runs.iloc[h])}"
-              + (say("label.repeat", repeat=int(runs.iloc[h]["repeat"]) + 1) if runs["repeat"].max() else ""),
-              held_against_control(runs.iloc[h], row_at(runs, c))) for h, c in pairs]
+    parts = over_repeats([(f"{arm_label(runs.iloc[h])}, {held_label(runs.iloc[h])}",
+                           held_against_control(runs.iloc[h], row_at(runs, c))) for h, c in pairs])
     decided = [v for _, v in parts if v in (CONFIRMED, CORRECTED)]
     held = runs.iloc[[h for h, _ in pairs]]
     values = {"slowed": count(decided.count(CONFIRMED)), "decided": count(len(decided)),
@@ -325,6 +324,15 @@ def a11_held_horizon(loaded: dict):
                                                            "decided")})
     return make_finding("A11", worst_part(v for _, v in parts), ours, say("A11.note"), values,
                         parts=tuple(parts) if len(parts) > 1 else ())
+
+
+def over_repeats(parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """One part per arm from its repeats' (arm, part) pairs, in the order the arms first come: the part its repeats
+    agree on, or NOT_DISTINGUISHABLE where they differ (the spread over repeats covers both readings)."""
+    verdicts: dict[str, set] = {}
+    for arm, verdict in parts:
+        verdicts.setdefault(arm, set()).add(verdict)
+    return [(arm, seen.pop() if len(seen) == 1 else NOT_DISTINGUISHABLE) for arm, seen in verdicts.items()]
 
 
 def runs_each(held: pd.DataFrame) -> str:
