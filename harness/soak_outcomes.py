@@ -42,7 +42,9 @@ RECOVER_WITHIN_S = 30.0  # the backlog back at its before-pin level within this 
 HOLD_S = 5  # seconds the backlog stays back at its level for it to count as recovered (a dip is not a recovery)
 # a backlog of up to this many seconds of arrivals is jobs in flight, not a queue behind: two of an idle worker's
 # polls (harness.experiments.soak_processes.POLL_S, 0.05 s). Runs at 600 jobs/s that kept up ended their seconds with 4 to 18
-# jobs not yet claimed (0.03 s of arrivals); a queue that spiralled held 5,189.
+# jobs not yet claimed (0.03 s of arrivals); a queue that spiralled held 5,189. Where arrivals come in steps, a step's
+# more (judge's step_s): pgmq's backlog, sampled at a random point of its 0.2 s steps of 103 jobs, read 0 to 91 with
+# nothing held (2026-12-06), and the held run's, back to 38 a second after the release, stayed in that band.
 BACKLOG_SLACK_S = 0.1
 ARRIVALS_BEHIND_SHARE = 0.05  # arrivals this share behind their schedule at any second: the run is marked
 
@@ -79,8 +81,10 @@ def recovered_after(series: pd.DataFrame, pin_to: float, level: float) -> float 
 
 
 def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, arrivals_behind: bool = False,
-          cpu_bound: bool | None = None) -> dict:
-    """The verdict and what it rests on; ended_s: when the run ended, from its start."""
+          cpu_bound: bool | None = None, step_s: float = 0.0) -> dict:
+    """The verdict and what it rests on; ended_s: when the run ended, from its start. step_s: how far apart the
+    arrivals come where they come in steps (a job library's enqueue, called once a step and taking its time:
+    harness.experiments.library_soak's arrivals_lag_s); a step's jobs, queued at once, are in flight too."""
     parts = windows(series, pin_from, pin_to)
     before, during = parts["before"], parts["during"]
     arrived_during, claimed_during = int(during["arrived"].sum()), int(during["claimed"].sum())
@@ -91,7 +95,7 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
     p99_during = float(p99s_during.median()) if len(p99s_during) else None
     # nothing to compare against (no claim before the pin, or none during it): not within, so not "survives"
     p99_within = bool(len(spread)) and p99_during is not None and p99_during <= float(spread.max())
-    level = max(float(before["backlog"].max()), float(before["arrived"].median()) * BACKLOG_SLACK_S) \
+    level = max(float(before["backlog"].max()), float(before["arrived"].median()) * (BACKLOG_SLACK_S + step_s)) \
         if len(before) else 0.0
     recovered_s = recovered_after(series, pin_to, level)
     watched_s = ended_s - pin_to

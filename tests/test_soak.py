@@ -123,6 +123,21 @@ def test_a_backlog_that_wavers_within_the_slack_after_the_pin_has_recovered_and_
         assert (found["backlog_level"], found["recovered_s"], found["verdict"]) == (level, recovered_s, verdict)
 
 
+def test_arrivals_in_steps_widen_the_level_by_a_step_s_jobs_and_only_where_they_come_in_steps():
+    """A job library's arrivals, 600 a second in steps 0.2 s apart: a backlog wavering up to 150 after the release
+    is a step's jobs in flight (the level is 0.3 s of arrivals, 180); the same series from arrivals that come as
+    they fall due has not recovered (0.1 s, 60). A backlog beyond a step's jobs has not recovered either way."""
+    p99 = p99s(80, during=9.0)
+    for after, step_s, level, recovered_s, verdict in (
+            ([10.0, 150.0, 30.0, 120.0], 0.2, 180.0, 1.0, rule.DEGRADES),
+            ([10.0, 150.0, 30.0, 120.0], 0.0, 60.0, None, rule.SPIRALS),
+            ([10.0, 250.0, 30.0, 220.0], 0.2, 180.0, None, rule.SPIRALS)):
+        backlog = np.concatenate([steady(20, 8.0), steady(20, 500.0), np.tile(after, 10)])
+        found = rule.judge(series(backlog, p99, arrived=600), PIN_FROM, PIN_TO, 80.0, step_s=step_s)
+        assert (found["backlog_level"], found["recovered_s"], found["verdict"]) == \
+            pytest.approx((level, recovered_s, verdict)), (after, step_s, found)
+
+
 def test_arrivals_that_fall_behind_their_schedule_mark_the_run():
     on_time = series(steady(30), np.ones(30), arrived=100)
     assert not rule.arrivals_behind(on_time, 100.0)
