@@ -41,10 +41,10 @@ KEEP_UP_SHARE = 0.95  # claims during the pin at least this share of its arrival
 RECOVER_WITHIN_S = 30.0  # the backlog back at its before-pin level within this of the release
 HOLD_S = 5  # seconds the backlog stays back at its level for it to count as recovered (a dip is not a recovery)
 # a backlog of up to this many seconds of arrivals is jobs in flight, not a queue behind: two of an idle worker's
-# polls (harness.experiments.soak_processes.POLL_S, 0.05 s). Runs at 600 jobs/s that kept up ended their seconds with 4 to 18
-# jobs not yet claimed (0.03 s of arrivals); a queue that spiralled held 5,189. Where arrivals come in steps, a step's
-# more (judge's step_s): pgmq's backlog, sampled at a random point of its 0.2 s steps of 103 jobs, read 0 to 91 with
-# nothing held (2026-12-06), and the held run's, back to 38 a second after the release, stayed in that band.
+# polls (harness.experiments.soak_processes.POLL_S, 0.05 s). Runs at 600 jobs/s that kept up ended their seconds
+# with 4 to 18 jobs not yet claimed (0.03 s of arrivals); a queue that spiralled held 5,189. Where arrivals come in
+# steps, a step's more (judge's step_s): pgmq's backlog, read at a random point of its 0.2 s steps of 103 jobs, was
+# 0 to 91 with nothing held (2026-12-06); held, it was 96 in the release's second, then 29 to 87.
 BACKLOG_SLACK_S = 0.1
 ARRIVALS_BEHIND_SHARE = 0.05  # arrivals this share behind their schedule at any second: the run is marked
 
@@ -58,6 +58,13 @@ def rule_settings() -> dict:
     """The rule's constants, as a run's procedure records them."""
     return {"warmup_s": WARMUP_S, "keep_up_share": KEEP_UP_SHARE, "recover_within_s": RECOVER_WITHIN_S,
             "hold_s": HOLD_S, "backlog_slack_s": BACKLOG_SLACK_S, "arrivals_behind_share": ARRIVALS_BEHIND_SHARE}
+
+
+def step_of(ended_s: float, calls: int) -> float:
+    """How far apart arrivals sent in steps came, on average: the run's seconds over its enqueue calls (a job
+    library's arrivals: harness.experiments.library_soak); 0 where no calls were counted, arrivals sent as each job
+    falls due (the soak's own)."""
+    return ended_s / calls if calls else 0.0
 
 
 def windows(series: pd.DataFrame, pin_from: float, pin_to: float) -> dict[str, pd.DataFrame]:
@@ -83,8 +90,7 @@ def recovered_after(series: pd.DataFrame, pin_to: float, level: float) -> float 
 def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, arrivals_behind: bool = False,
           cpu_bound: bool | None = None, step_s: float = 0.0) -> dict:
     """The verdict and what it rests on; ended_s: when the run ended, from its start. step_s: how far apart the
-    arrivals come where they come in steps (a job library's enqueue, called once a step and taking its time:
-    harness.experiments.library_soak's arrivals_lag_s); a step's jobs, queued at once, are in flight too."""
+    arrivals come where they come in steps (step_of); a step's jobs, queued at once, are in flight too."""
     parts = windows(series, pin_from, pin_to)
     before, during = parts["before"], parts["during"]
     arrived_during, claimed_during = int(during["arrived"].sum()), int(during["claimed"].sum())

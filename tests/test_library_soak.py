@@ -64,7 +64,7 @@ def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path)
     assert "pgmq" in section.library_table({section.NAME: loaded})
     # the caption says how the jobs arrived: the mean jobs per enqueue call and the time between calls, as stored
     per_call = runs["jobs_arrived"].sum() / runs["enqueue_calls"].sum()
-    assert f"{per_call:.0f} jobs a call" in section.arrival_steps(runs), section.arrival_steps(runs)
+    assert f"{per_call:.0f} jobs a call" in section.arrival_steps(loaded), section.arrival_steps(loaded)
     said = section.values({section.NAME: loaded}, {})
     assert said["library_soak_outcome"].startswith("Held the same way on their own tables") and "pgmq" in said[
         "library_soak_outcome"] and f"control: {frame['verdict'].iloc[0]}" in said["library_soak_outcome"]
@@ -82,6 +82,29 @@ def test_a12_is_not_measured_without_a_library_arm_held_beside_its_control(arms)
     ("spirals", "spirals", NOT_DISTINGUISHABLE), ("not_judged", "survives", NOT_MEASURED)])
 def test_each_library_part_is_the_held_arm_against_its_control(held, control, part):
     assert section.soak.held_against_control(pd.Series({"verdict": held}), pd.Series({"verdict": control})) == part
+
+
+class Tables:
+    """A stored run as pickup_by_place reads it: its tables by name."""
+
+    def __init__(self, **tables):
+        self.tables = tables
+
+    def table(self, name):
+        return self.tables[name]
+
+
+def test_a_job_s_place_in_its_enqueue_call_is_its_rank_in_enqueue_order():
+    # two calls of three jobs; claims listed out of order, each job's enqueue its claim minus its pickup
+    pickup = np.array([30.0, 1.0, 2.0, 20.0, 3.0, 10.0])  # jobs 5, 0, 1, 4, 2, 3 in enqueue order
+    enqueued = np.array([5, 0, 1, 4, 2, 3]) * 1e6
+    claims = pd.DataFrame({"claimed_ns": enqueued + pickup * 1e6, "pickup_ms": pickup})
+    calls = pd.DataFrame({"jobs": [3, 3]})
+    # first jobs: 0 and 3 (1 and 10 ms); last: 2 and 5 (3 and 30 ms)
+    assert section.pickup_by_place(Tables(claims=claims, enqueue_calls=calls)) == (5.5, 16.5)
+    # the last call's jobs not yet claimed at the end: its first and last are not read
+    assert section.pickup_by_place(Tables(claims=claims.iloc[[1, 2, 4]], enqueue_calls=calls)) == (1.0, 3.0)
+    assert section.pickup_by_place(Tables(claims=claims.iloc[:0], enqueue_calls=calls)) is None
 
 
 @pytest.mark.parametrize("second, part", [("degrades", CONFIRMED), ("survives", NOT_DISTINGUISHABLE)])

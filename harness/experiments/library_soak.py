@@ -323,7 +323,8 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
     calls_frame = pd.DataFrame(calls, columns=["at_ns", "jobs", "took_ns"])
     lag_s = TICK_S + (float(calls_frame["took_ns"].median()) / 1e9 if len(calls_frame) else 0.0)
     behind = soak_outcomes.arrivals_behind(series, rate, lag_s)
-    judged = soak_outcomes.judge(series, p.pin_from, p.pin_to, ended_s, behind, activity.cpu_bound(*shares), lag_s)
+    judged = soak_outcomes.judge(series, p.pin_from, p.pin_to, ended_s, behind, activity.cpu_bound(*shares),
+                                 soak_outcomes.step_of(ended_s, len(calls_frame)))
     samples = samples[samples["t_s"] <= ended_s]
     parts = soak_outcomes.windows(series, p.pin_from, p.pin_to)
     ended_early = [e for e in events if e["event"] == "ended_early"]

@@ -36,7 +36,6 @@ def code_cell(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
-
 @dataclass(frozen=True)
 class PooledPoint:
     """One library's drains, or one claim's races, at one worker count through the pooler in one mode: what went

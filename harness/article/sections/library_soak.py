@@ -6,8 +6,10 @@ pickup (A12).
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from harness import soak_outcomes
 from harness.article.findings import CONFIRMED, CORRECTED, make_finding, not_measured
 from harness.article.formats import DASH, count, number, span
 from harness.article.prose import join, table
@@ -77,24 +79,44 @@ def rows(mine: soak.Loaded) -> pd.DataFrame:
     frame = []
     for position in shown:
         row = runs.iloc[position]
-        control = None if row["holder"] == "none" else soak.row_at(runs, soak.control_of(runs, position))
         frame.append(dict(zip(COLUMNS, (
             library_label(row), finished_label(row), soak.held_label(row), number(row["rate"], 0),
             f"{number(row['pickup_p99_ms_before_max'], 0)} / {number(row['pickup_p99_ms_during_median'], 0)}",
             count(row["dead_tuples_max"]), count(row["backlog_max"]), soak.verdict_text(row),
-            DASH if control is None else soak.verdict_text(control)))))
+            DASH if row["holder"] == "none" else _control_verdict(runs, position)))))
     return pd.DataFrame(frame, columns=list(COLUMNS))
 
 
-def arrival_steps(runs: pd.DataFrame) -> str:
-    """How each library's jobs arrived: the mean jobs per enqueue call and the mean time between calls, over its
-    runs. A job waits behind the jobs enqueued in its call, so this sets a floor under its pickup."""
+def pickup_by_place(run) -> tuple[float, float] | None:
+    """The median pickup (ms) of the first job of each enqueue call and of its last, over a run's claimed jobs: how
+    much of a pickup is the wait behind the jobs enqueued with it. A job's place is its rank in the order the audit
+    saw the jobs enqueued (each at its own clock_timestamp); the jobs still waiting at the end come last, so the
+    ranks of the claimed ones are theirs."""
+    claims, calls = run.table("claims"), run.table("enqueue_calls")
+    if not len(claims) or not len(calls):
+        return None
+    enqueued_ns = claims["claimed_ns"] - claims["pickup_ms"] * 1e6
+    pickups = claims["pickup_ms"].to_numpy()[np.argsort(enqueued_ns.to_numpy(), kind="stable")]
+    lasts = calls["jobs"].cumsum().to_numpy() - 1
+    firsts = lasts + 1 - calls["jobs"].to_numpy()
+    first, last = pickups[firsts[firsts < len(pickups)]], pickups[lasts[lasts < len(pickups)]]
+    return (float(np.median(first)), float(np.median(last))) if len(first) and len(last) else None
+
+
+def arrival_steps(mine: soak.Loaded) -> str:
+    """How each library's jobs arrived, over its runs: the mean jobs per enqueue call, the mean time between calls
+    and the median pickup of a call's first job and of its last (pickup_by_place)."""
+    runs = mine.summaries
     said = []
     for library, group in runs.groupby(runs.apply(library_label, axis=1), sort=True):
         calls = group["enqueue_calls"].sum()
-        if calls:
-            said.append(say("steps.one", library=library, jobs=number(group["jobs_arrived"].sum() / calls, 0),
-                            every=number(group["ended_s"].sum() / calls, 2)))
+        if not calls:
+            continue
+        places = [place for position in group.index if (place := pickup_by_place(mine.runs[position])) is not None]
+        said.append(say("steps.one", library=library, jobs=number(group["jobs_arrived"].sum() / calls, 0),
+                        every=number(soak_outcomes.step_of(group["ended_s"].sum(), calls), 2),
+                        first=number(np.median([f for f, _ in places]), 0) if places else DASH,
+                        last=number(np.median([la for _, la in places]), 0) if places else DASH))
     return "; ".join(said) if said else DASH
 
 
@@ -110,7 +132,7 @@ def library_table(loaded: dict) -> str:
     runs = mine.summaries
     caption = say("caption", rates=load_said(runs),
                   workers=join([str(w) for w in sorted(set(runs["workers"]))]),
-                  job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]), steps=arrival_steps(runs))
+                  job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]), steps=arrival_steps(mine))
     return table(rows(mine), caption=caption, css_class="wide")
 
 

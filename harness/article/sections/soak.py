@@ -71,7 +71,7 @@ def _judged_again(summary: dict, series: pd.DataFrame) -> dict:
     are pickup_p99_ms_*: harness.experiments.library_soak)."""
     judged = soak_outcomes.judge(series, summary["pin_from"], summary["pin_to"], summary["ended_s"],
                                  bool(summary["arrivals_behind"]), summary.get("cpu_bound"),
-                                 summary.get("arrivals_lag_s") or 0.0)  # a library's arrivals come in steps
+                                 soak_outcomes.step_of(summary["ended_s"], summary.get("enqueue_calls") or 0))
     latency = soak_outcomes.latency_of(series)
     return summary | {key: judged[key] for key in ("verdict", "verdict_if_judged", "recovered_s", "keeps_up",
                                                    "p99_within", f"{latency}_p99_ms_before_max",
