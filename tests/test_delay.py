@@ -195,9 +195,10 @@ def test_the_proxy_and_a_delay_inside_the_workers_agree(db, conn):
     # A win is two round trips (10 ms) and a little work: both methods win in 11-14 ms. The rate and the losses
     # depend on how the workers' cycles line up; single races of one method at this size spread over 80-92
     # claims/s and 2.0-3.0 lost per win on this shared 2-CPU machine, so the medians of three races each are
-    # compared, within about that spread. A proxy that held a whole round trip per leg, or none, would be off by
-    # a factor of two or more in the win's latency and the rate.
+    # compared, within that spread: the medians' 3.0 against 2.28 (2026-12-06) was inside it and failed a margin of
+    # 0.6. A proxy that held a whole round trip per leg, or none, would be off by a factor of two or more in the
+    # win's latency and the rate.
     assert 10 <= proxy_win_ms == pytest.approx(client_win_ms, rel=0.2)
     assert client_win_ms >= 10
     assert proxy_rate == pytest.approx(client_rate, rel=0.2)
-    assert proxy_lost == pytest.approx(client_lost, abs=0.6)
+    assert proxy_lost == pytest.approx(client_lost, abs=1.0)
