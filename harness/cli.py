@@ -59,7 +59,7 @@ def _experiment_command(entry):
 
 
 def _summary(args) -> int:
-    from harness.experiments.race_trials import print_summary
+    from harness.experiments.race.trials import print_summary
     from harness.stats import summarise_runs
 
     data_dir = Path(args.data_dir)

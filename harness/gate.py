@@ -1,4 +1,4 @@
-"""The gate a fault run's job waits on in the stale-completion probe (harness.experiments.stale_completion).
+"""The gate a fault run's job waits on in the stale-completion probe (harness.experiments.libraries.probe).
 
 A worker process started with GATE_ENV set to a directory runs each job until the harness opens that job's gate
 for this process (a file named "<job>-<pid>" there), instead of for the job's length: the harness then decides

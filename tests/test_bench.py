@@ -13,13 +13,15 @@ import pandas as pd
 import pytest
 
 from harness import storage
-from harness.experiments import bench, bench_runs, registry
+from harness.experiments import registry
+from harness.experiments.bench import measure as bench
+from harness.experiments.bench import runs as bench_runs
 from harness.server import schema
-from harness.experiments.pgbench import pgbench_script, run_pgbench
-from harness.experiments.race import run_race
+from harness.experiments.bench.pgbench import pgbench_script, run_pgbench
+from harness.experiments.race.workers import run_race
 from harness.storage import Run, read_json
-from harness.strategies import STRATEGIES
-from harness.claim_steps import WON
+from harness.claims.strategies import STRATEGIES
+from harness.claims.steps import WON
 
 from conftest import run_cli
 

@@ -17,8 +17,9 @@ from harness.article import sections
 from harness.article.sections import (bench_charts, churn_charts, fault_charts, libraries as library_section, library_charts,
                                       plan_charts, production as production_section, production_charts, soak as soak_section,
                                       soak_charts, strategy_charts)
-from harness.experiments import bench, registry
-from harness.experiments.soak_sweep import SoakSweep
+from harness.experiments import registry
+from harness.experiments.bench import measure as bench
+from harness.experiments.soak.sweep import SoakSweep
 from tiny_report import TINY_PARAMS, build_tiny_report
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import run_cli
 from harness import storage
-from harness.experiments import churn, registry
+from harness.experiments import registry
+from harness.experiments.churn import measure as churn
 from harness.storage import Run, read_json
 
 

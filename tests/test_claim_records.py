@@ -1,4 +1,4 @@
-"""The bookkeeping every race loop shares (harness.experiments.claim_records): what it keeps and when it stops."""
+"""The bookkeeping every race loop shares (harness.experiments.race.records): what it keeps and when it stops."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
-from harness.claim_steps import ABORTED, EMPTY, ERROR, LOST, WON
-from harness.experiments.claim_records import MAX_CONSECUTIVE_ERRORS, ClaimRecords
-from harness.experiments.race import _claim_loop
-from harness.experiments.race_asyncio import _task
+from harness.claims.steps import ABORTED, EMPTY, ERROR, LOST, WON
+from harness.experiments.race.records import MAX_CONSECUTIVE_ERRORS, ClaimRecords
+from harness.experiments.race.workers import _claim_loop
+from harness.experiments.race.asyncio_client import _task
 
 
 class _Connection:

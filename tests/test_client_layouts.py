@@ -10,7 +10,7 @@ import pytest
 from harness.article import analysis
 from harness.article.sections import client_layouts, strategy_charts
 from harness.experiments import registry
-from harness.experiments.race_trials import RaceSweep
+from harness.experiments.race.trials import RaceSweep
 from harness.storage import Run, read_json
 
 

@@ -21,7 +21,7 @@ from harness.article import compare, contents
 from harness.article.sections import should_switch
 from harness.article import analysis, charts, findings
 from harness.experiments import registry
-from harness.experiments.race_trials import RaceSweep
+from harness.experiments.race.trials import RaceSweep
 from harness.server import activity, cpus, database
 from harness.storage import Run, read_json
 from conftest import handed

@@ -21,12 +21,12 @@ import pytest
 
 from harness.errors import UserError
 from harness.experiments import registry
-from harness.experiments.race import run_race
-from harness.experiments.race_trials import RaceSweep
+from harness.experiments.race.workers import run_race
+from harness.experiments.race.trials import RaceSweep
 from harness.server import database, schema
 from harness.server.delay import DelayProxy, network_delay
 from harness.storage import Run, read_json
-from harness.claim_steps import LOST, WON
+from harness.claims.steps import LOST, WON
 
 from conftest import PROJECT_ROOT, run_cli
 

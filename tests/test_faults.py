@@ -7,7 +7,7 @@ import pytest
 from harness import storage
 from harness.storage import Run
 from harness.errors import UserError
-from harness.experiments import faults
+from harness.experiments.faults import measure as faults
 from harness.service import ledger
 
 

@@ -1008,7 +1008,7 @@ def test_c5_runs_on_until_decided_and_says_where_the_bound_left_it_undecided(rou
 
 
 def test_the_sweep_asks_for_a_c5_round_only_while_the_interval_is_undecided_and_within_its_bound():
-    from harness.experiments.production import ProductionSweep
+    from harness.experiments.production.measure import ProductionSweep
 
     sweep = ProductionSweep(c5_extra_seconds=72)  # two rounds of 36 s
     assert sweep.c5_max_rounds == 2
@@ -1024,7 +1024,7 @@ def test_the_sweep_asks_for_a_c5_round_only_while_the_interval_is_undecided_and_
 
 @pytest.mark.parametrize("seconds", [-1, 10, 5000, float("nan")])
 def test_a_bad_c5_bound_is_refused_in_one_line(seconds):
-    from harness.experiments.production import ProductionSweep
+    from harness.experiments.production.measure import ProductionSweep
 
     with pytest.raises(UserError) as refused:
         ProductionSweep(c5_extra_seconds=seconds)
@@ -1384,7 +1384,7 @@ def test_the_pooler_table_and_advice_show_the_documented_setting_beside_the_defa
 
 
 def test_the_pooler_setup_names_each_documented_setting_raced():
-    from harness.experiments.libraries import LibrarySweep
+    from harness.experiments.libraries.drain import LibrarySweep
     pooled = pd.DataFrame([drain("procrastinate", "session", setting="default"),
                            drain("procrastinate", "transaction", setting="default"),
                            drain("procrastinate", "transaction", setting="documented")])

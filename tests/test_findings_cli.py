@@ -9,7 +9,7 @@ import yaml
 
 from conftest import run_cli
 from harness.experiments import registry
-from harness.experiments.race_trials import RaceSweep
+from harness.experiments.race.trials import RaceSweep
 from harness.storage import read_json
 
 # Its verdicts read races at 1 and 2 workers that must not wait for a CPU: nothing runs beside them.

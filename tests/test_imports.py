@@ -93,19 +93,43 @@ def test_the_file_read_check_finds_each_way_of_reading():
 
 def article_kind_imports(graph: dict[str, set[str]]) -> list[str]:
     """Imports from harness/article/ of harness/experiments/ modules other than the registry, which hands the
-    article its runs."""
+    article its runs, and a kind's outcomes (its vocabulary and per-run rule), reached through its empty package."""
     return sorted(f"{name} -> {target}" for name, imported in graph.items() if name.startswith("harness.article")
                   for target in imported
-                  if target.startswith("harness.experiments.") and target != "harness.experiments.registry")
+                  if target.startswith("harness.experiments.") and target != "harness.experiments.registry"
+                  and not target.endswith(".outcomes") and target not in KIND_PACKAGES)
+
+
+KIND_PACKAGES = {f"harness.experiments.{path.parent.name}" for path in HARNESS.glob("experiments/*/__init__.py")}
 
 
 def test_nothing_in_the_article_imports_an_experiment_kinds_module():
-    """A section is handed its requests and runs by the build and reads them through storage.Run."""
+    """A section is handed its requests and runs by the build and reads them through storage.Run; of a kind it
+    imports the outcomes alone."""
     graph = import_graph()
     assert article_kind_imports(graph) == []
-    assert article_kind_imports({"harness.article.sections.bench": {"harness.experiments.bench",
-                                                                     "harness.experiments.registry"}}) == [
-        "harness.article.sections.bench -> harness.experiments.bench"], "the check sees an import that breaks it"
+    assert article_kind_imports({"harness.article.sections.bench": {
+        "harness.experiments.bench.measure", "harness.experiments.registry", "harness.experiments.soak",
+        "harness.experiments.soak.outcomes"}}) == [
+        "harness.article.sections.bench -> harness.experiments.bench.measure"], "the check sees an import that breaks it"
+
+
+def test_a_kinds_package_is_empty_and_its_outcomes_load_no_writer():
+    """Importing a kind's outcomes runs its folder's __init__.py: empty, so it loads nothing else of the kind; and
+    an outcomes module imports no other module of experiments/."""
+    assert KIND_PACKAGES >= {"harness.experiments.race", "harness.experiments.soak"}
+    assert [p.parent.name for p in HARNESS.glob("experiments/*/__init__.py") if p.read_text().strip()] == []
+    graph = import_graph()
+    outcomes = {name: sorted(t for t in imported if t.startswith("harness.experiments"))
+                for name, imported in graph.items() if name.endswith(".outcomes")}
+    assert len(outcomes) >= 4 and all(targets == [] for targets in outcomes.values()), outcomes
+
+
+def test_no_vocabulary_of_a_kind_stands_at_the_top_level():
+    """harness/ itself holds infrastructure, the store, the shared statistics and the command line: a kind's
+    vocabulary lives in its folder."""
+    top = sorted(path.stem for path in HARNESS.glob("*.py"))
+    assert [name for name in top if name.endswith(("_outcomes", "_states", "_conflicts"))] == []
 
 
 def test_every_section_declares_the_params_sections_it_reads():

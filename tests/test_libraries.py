@@ -13,12 +13,12 @@ import pytest
 from conftest import forked_workers, run_cli, survivors_of_sigkill
 from harness import libraries
 from harness.errors import UserError
-from harness.experiments import libraries as library_runs
+from harness.experiments.libraries import drain as library_runs
 from harness.experiments import registry
 from harness.libraries import runtime
 from harness.server import activity, database, pgstats
 from harness.storage import read_json
-from harness.strategies import STRATEGIES
+from harness.claims.strategies import STRATEGIES
 
 INSTALLED = libraries.available()
 

@@ -1,4 +1,4 @@
-"""The job libraries' claim protocols (harness.library_claims) raced on a real server: each model's statements
+"""The job libraries' claim protocols (harness.claims.protocols) raced on a real server: each model's statements
 have the shape its library's source shows, each hands every job to one worker, and A8 reads each outcome it can
 return from stored races, a protocol that runs jobs twice included."""
 
@@ -9,18 +9,18 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from harness import library_claims as library
+from harness.claims import protocols as library
 from harness.article.analysis import race_summary
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
 from harness.article.sections import libraries as section
 from harness.experiments import registry
-from harness.experiments.race_trials import RaceSweep
+from harness.experiments.race.trials import RaceSweep
 from harness.server import schema
 from harness.server.database import connect
 from harness.storage import Run, read_manifest
 from harness import libraries
-from harness.strategies import STRATEGIES
-from harness.library_claims import (CHECK, LIBRARY_STRATEGIES, MODELLED_LIBRARY_STRATEGIES, PICK,
+from harness.claims.strategies import STRATEGIES
+from harness.claims.protocols import (CHECK, LIBRARY_STRATEGIES, MODELLED_LIBRARY_STRATEGIES, PICK,
                                     RACED_LIBRARY_STRATEGIES, RELEASE, WRITE)
 
 
@@ -224,7 +224,7 @@ def test_a_protocol_is_not_benched_and_says_why(name):
 
 def test_a_protocol_races_the_tight_loop_only():
     from harness.errors import UserError
-    from harness.experiments.race_trials import RaceParameters
+    from harness.experiments.race.trials import RaceParameters
     with pytest.raises(UserError, match="que is a job library's protocol: it races the tight loop only"):
         RaceParameters(strategy="que", worker_count=2, job_count=10, pause_ms=5).check()
 

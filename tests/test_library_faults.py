@@ -15,8 +15,9 @@ from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED
 from harness.article.sections import library_faults as worker_dies
 from harness.errors import ConservationError, UserError
-from harness.experiments import libraries as library_runs
-from harness.experiments import library_faults, registry
+from harness.experiments.libraries import drain as library_runs
+from harness.experiments import registry
+from harness.experiments.libraries import faults as library_faults
 from harness.server import faults, pooler
 from harness.storage import read_json
 

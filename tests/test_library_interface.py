@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import libraries, library_claims
-from harness.experiments import registry, wakeups
-from harness.strategies import STRATEGIES
+from harness import libraries
+from harness.claims import protocols as library_claims
+from harness.experiments import registry
+from harness.experiments.libraries import wakeups
+from harness.claims.strategies import STRATEGIES
 
 # What every module declares (harness/libraries/__init__.py and harness/libraries/models/__init__.py say what each is).
 TEXT = str
@@ -76,7 +78,7 @@ def test_every_model_declares_the_shared_interface(name):
 
 
 def test_every_library_module_is_declared_once_and_every_declaration_has_a_module():
-    """Adding a library takes its module and its declaration in harness.library_claims.LIBRARIES: a module without
+    """Adding a library takes its module and its declaration in harness.claims.protocols.LIBRARIES: a module without
     a declaration, or a declaration without a module, fails here."""
     declared = [library.name for library in library_claims.LIBRARIES]
     assert len(declared) == len(set(declared))

@@ -15,7 +15,7 @@ from harness.article.findings import CONFIRMED, CORRECTED
 from harness.article.sections import library_faults as worker_dies
 from harness.config import SCHEMA
 from harness.errors import UserError
-from harness.experiments import libraries as library_runs
+from harness.experiments.libraries import drain as library_runs
 from harness.libraries import models, runtime
 from harness.libraries.models import good_job, oban, que, river, solid_queue
 from harness.server import faults
@@ -108,7 +108,8 @@ def test_a_scheduling_pass_is_due_once_per_interval_of_the_clock(monkeypatch):
 
 
 def test_each_model_s_wait_after_its_recovery_is_its_sources_and_bounds_the_runs():
-    from harness.experiments import library_faults, stale_completion
+    from harness.experiments.libraries import faults as library_faults
+    from harness.experiments.libraries import probe as stale_completion
 
     # River: the first retry's backoff at its most (+10 %) and a scheduler pass; Oban: a stager pass
     assert libraries.recovers_within_s("river") == pytest.approx(3.0 + 1.1 + 5.0)

@@ -1,5 +1,5 @@
 """The job libraries under the soak: a library's own workers on its own table, jobs arriving through its own
-enqueue while a transaction holds the horizon (harness.experiments.library_soak). Short real runs of pgmq, held
+enqueue while a transaction holds the horizon (harness.experiments.soak.library). Short real runs of pgmq, held
 and not, side by side; the refusals; the numbered enqueue the arrivals rely on; the rule's pickup series; and the
 article's section over the stored runs."""
 
@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 
 from conftest import assert_held_keeps_dead_rows, soak_runs
-from harness import soak_outcomes as rule
+from harness.experiments.soak import outcomes as rule
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED
 from harness.article.sections import library_soak as section
 from harness.errors import UserError
-from harness.experiments import library_soak, soak
+from harness.experiments.soak import library as library_soak
+from harness.experiments.soak import measure as soak
 from harness.libraries import runtime
 from harness.server import database
 

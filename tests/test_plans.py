@@ -10,10 +10,13 @@ import pytest
 from conftest import run_cli
 from harness import storage
 from harness.article.sections import plans as plan_section
-from harness.experiments import explain, plan_drains, plans, registry
+from harness.experiments import registry
+from harness.experiments.plans import explain
+from harness.experiments.plans import drains as plan_drains
+from harness.experiments.plans import measure as plans
 from harness.server import schema
 from harness.storage import Run, read_json
-from harness.strategies import PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
+from harness.claims.strategies import PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
 
 REQUIRED_JSON_KEYS = {"job_count", "consumed_fraction", "partial_index", "shared_hit_blocks", "shared_read_blocks",
                       "rows_removed_by_filter", "execution_ms"}

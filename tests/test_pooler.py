@@ -14,10 +14,10 @@ from harness.article.findings import CONFIRMED, CORRECTED
 from harness.article.sections import library_faults as worker_dies, library_poolers
 from harness.errors import UserError
 from harness.experiments import registry
-from harness.experiments.race_trials import RaceParameters, RaceSweep
+from harness.experiments.race.trials import RaceParameters, RaceSweep
 from harness.server import pooler
 from harness.storage import Run, read_manifest
-from harness.strategies import STRATEGIES, without_cleanup
+from harness.claims.strategies import STRATEGIES, without_cleanup
 
 TINY_PARAMS = config.PROJECT_ROOT / "notebooks" / "params" / "tiny.yml"
 needs_pgbouncer = pytest.mark.skipif(pooler.binary() is None, reason=f"pgbouncer not found: {pooler.INSTALL_HINT}")
@@ -111,7 +111,7 @@ def test_no_pgbouncer_outlives_the_command_killed_with_sigkill(tmp_path):
 
 
 def test_the_documented_pooler_setting_is_a_third_arm_in_transaction_mode_for_a_library_that_has_one():
-    from harness.experiments.libraries import LibraryParameters, LibrarySweep
+    from harness.experiments.libraries.drain import LibraryParameters, LibrarySweep
     asked = LibrarySweep(libraries=("procrastinate", "chancy", "pgboss"), worker_counts=(2,), job_count=20,
                          poolers=("none", "session", "transaction"), pooler_settings=("default", "documented"))
     documented = [(run.library, run.pooler) for run in asked.runs() if run.pooler_setting == "documented"]
@@ -133,7 +133,7 @@ def test_procrastinate_goes_wrong_through_the_transaction_pooler_with_defaults_a
     """A10's new reading end to end: procrastinate's workers through PgBouncer in session mode, in transaction mode
     with their defaults (psycopg prepares statements: they may fail), and with prepare_threshold=None (they do not,
     and the verdict is that arm's)."""
-    from harness.experiments.libraries import LibrarySweep
+    from harness.experiments.libraries.drain import LibrarySweep
     asked = LibrarySweep(libraries=("procrastinate",), worker_counts=(4,), job_count=100,
                          poolers=("session", "transaction"), pooler_settings=("default", "documented"))
     runs = registry.measure("libraries", asked, tmp_path, db=db, progress=False)

@@ -17,7 +17,7 @@ import pytest
 
 from harness import storage
 from harness.experiments import registry
-from harness.experiments.production import ProductionParameters, ProductionSweep, production_checks
+from harness.experiments.production.measure import ProductionParameters, ProductionSweep, production_checks
 from harness.errors import UserError
 from conftest import PROJECT_ROOT, run_cli
 
@@ -174,7 +174,7 @@ def test_a_bad_sweep_is_refused(settings):
 
 
 def test_polls_with_a_conflict_counts_each_poll_once():
-    from harness.experiments.production import polls_with_a_conflict
+    from harness.experiments.production.measure import polls_with_a_conflict
 
     events = pd.DataFrame({"runner": ["a", "a", "a", "a", "b", "b", "a"],
                            "t_s": [0.0, 0.1, 0.2, 1.0, 0.05, 0.06, 2.0],
@@ -185,7 +185,7 @@ def test_polls_with_a_conflict_counts_each_poll_once():
 
 
 def test_conflict_rounds_group_every_runners_polls_of_one_interval_and_leave_out_empty_polls():
-    from harness.experiments.production import conflict_rounds
+    from harness.experiments.production.measure import conflict_rounds
 
     events = pd.DataFrame({"runner": ["a", "b", "c", "a", "b", "a", "c"],
                            "t_s": [0.1, 0.2, 0.3, 0.35, 1.1, 1.2, 1.3],
@@ -235,7 +235,7 @@ def test_a_pending_runner_claims_every_listed_run_at_once_as_the_original_does(d
 
 
 def test_runs_never_picked_up_count_at_the_end_of_the_window():
-    from harness.experiments.production import figures
+    from harness.experiments.production.measure import figures
 
     runs = pd.DataFrame({"run_id": [1, 2, 3], "status": ["finished", "finished", "pending"],
                          "enqueued_s": [0.0, 1.0, 2.0], "claimed_s": [0.1, 1.1, None]})
@@ -274,7 +274,8 @@ def test_the_sweep_races_the_batch_claim_and_gives_the_single_claim_its_own_wind
 
 
 def test_follow_up_runs_are_found_or_made_until_the_kind_asks_for_none(monkeypatch, tmp_path):
-    from harness.experiments import production, registry
+    from harness.experiments import registry
+    from harness.experiments.production import measure as production
 
     class Stored:
         def __init__(self, path):

@@ -11,7 +11,7 @@ import pytest
 
 from harness import storage
 from harness.experiments import registry
-from harness.experiments.race_trials import RaceSweep
+from harness.experiments.race.trials import RaceSweep
 from harness.server import schema
 from harness.storage import ATTEMPT_SCHEMA, Run, read_json
 

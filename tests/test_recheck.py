@@ -8,7 +8,7 @@ import time
 import pytest
 
 from harness.server import schema
-from harness.strategies import GUARDED_CLAIM
+from harness.claims.strategies import GUARDED_CLAIM
 
 GUARDED = GUARDED_CLAIM.replace("$1", "%s")  # the same statement, in psycopg's placeholder style
 

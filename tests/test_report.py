@@ -94,7 +94,7 @@ def test_reads_as_a_post_no_code_no_prompts_no_progress_bars(page):
 
 @pytest.mark.slow
 def test_the_articles_sql_is_the_packages(page):
-    from harness.strategies import ORIGINAL_STRATEGIES, STRATEGIES
+    from harness.claims.strategies import ORIGINAL_STRATEGIES, STRATEGIES
 
     text = page.get_text()
     for strategy in (STRATEGIES[name] for name in ORIGINAL_STRATEGIES):  # the article races the original three

@@ -15,8 +15,8 @@ import pytest
 from harness.server import schema
 from harness.errors import RaceError, UserError
 from harness.experiments import registry
-from harness.experiments.race_trials import RaceSweep
-from harness.experiments.race import kill_a_worker_after, run_race
+from harness.experiments.race.trials import RaceSweep
+from harness.experiments.race.workers import kill_a_worker_after, run_race
 from conftest import PROJECT_ROOT, run_cli
 
 
@@ -138,7 +138,7 @@ def test_a_job_count_this_machine_cannot_hold_is_refused(tmp_path):
 def test_sigkill_of_the_harness_takes_its_workers_with_it(db, conn):
     # a harness in its own process races a long queue; SIGKILL it mid-race: no worker may survive
     schema.create_queue(conn, 200_000)
-    script = ("import sys; from harness.experiments.race import run_race; "
+    script = ("import sys; from harness.experiments.race.workers import run_race; "
               "run_race(sys.argv[1], 'guarded', 16)")
     harness = subprocess.Popen([sys.executable, "-c", script, db.url], cwd=PROJECT_ROOT)
     deadline = time.monotonic() + 30

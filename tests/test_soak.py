@@ -13,9 +13,9 @@ import psutil
 import pytest
 
 from conftest import assert_held_keeps_dead_rows, run_cli, soak_runs, survivors_of_sigkill
-from harness import soak_outcomes as rule
+from harness.experiments.soak import outcomes as rule
 from harness.errors import UserError
-from harness.experiments import soak
+from harness.experiments.soak import measure as soak
 from harness.storage import Run
 
 PIN_FROM, PIN_TO = 20.0, 40.0
@@ -338,7 +338,8 @@ def test_a_partitioned_table_drops_its_finished_partitions_and_keeps_making_new_
     """Partitions of 500 ids and a retention of 500 here (pgmq's 10,000 and 100,000 would take minutes at this
     rate): the oldest is dropped once past it with every job in it finished, new ones are made ahead of the ids,
     and no job is lost or claimed twice."""
-    from harness.experiments import registry, soak_partitions
+    from harness.experiments import registry
+    from harness.experiments.soak import partitions as soak_partitions
 
     monkeypatch.setattr(soak_partitions, "PARTITION_IDS", 500)
     monkeypatch.setattr(soak_partitions, "RETENTION_IDS", 500)
@@ -359,7 +360,7 @@ def test_a_partitioned_table_drops_its_finished_partitions_and_keeps_making_new_
 
 
 def test_the_maintenance_keeps_a_partition_with_a_pending_job_and_gives_up_a_drop_a_reader_blocks(db, monkeypatch):
-    from harness.experiments import soak_partitions as parts
+    from harness.experiments.soak import partitions as parts
     from harness.server import schema
 
     monkeypatch.setattr(parts, "PARTITION_IDS", 10)
@@ -390,7 +391,8 @@ def test_the_maintenance_keeps_a_partition_with_a_pending_job_and_gives_up_a_dro
 def test_analytics_one_at_a_time_free_the_horizon_between_statements(db, tmp_path, monkeypatch):
     """Statements of 4 s here: staggered, one is always open and the oldest snapshot is never younger than half a
     statement; one at a time, the second waits for the first, and the horizon frees between them."""
-    from harness.experiments import registry, soak_holders
+    from harness.experiments import registry
+    from harness.experiments.soak import holders as soak_holders
 
     monkeypatch.setattr(soak_holders, "ANALYTICS_S", 4.0)
     ages = {}
@@ -406,7 +408,7 @@ def test_analytics_one_at_a_time_free_the_horizon_between_statements(db, tmp_pat
 
 
 def test_the_autovacuum_mitigation_sets_the_table_and_every_partition_made_later(db):
-    from harness.experiments import soak_partitions
+    from harness.experiments.soak import partitions as soak_partitions
 
     with db.connect() as conn:
         soak.create_table(conn, "history", 0, "autovacuum")
@@ -431,7 +433,7 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     seconds; the tables and the chart are made from the runs."""
     from harness.article.sections import soak as section, soak_charts
     from harness.experiments.registry import asked
-    from harness.experiments.soak_sweep import SoakSweep
+    from harness.experiments.soak.sweep import SoakSweep
 
     names = ["none", "repeatable_read", "indexed_none", "idle_in_transaction", "disk_on"]
     loaded = section.load({"soak": asked("soak", SoakSweep(), [arms[name][1].path for name in names])}, {})

@@ -1,4 +1,4 @@
-"""The stale-completion probe (harness.experiments.stale_completion) on the real server with the libraries' own
+"""The stale-completion probe (harness.experiments.libraries.probe) on the real server with the libraries' own
 workers and the models: each outcome it can return, through the command and through stored runs, the source beside
 it, its refusals, and nothing left behind by a SIGKILL."""
 
@@ -17,8 +17,11 @@ from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
 from harness.article.sections import library_faults as worker_dies, stale_completions
-from harness import probe_outcomes, scratch
-from harness.experiments import libraries as library_runs, registry, stale_completion
+from harness import scratch
+from harness.experiments.libraries import outcomes as probe_outcomes
+from harness.experiments import registry
+from harness.experiments.libraries import drain as library_runs
+from harness.experiments.libraries import probe as stale_completion
 from harness.server import faults
 from harness.storage import Run
 

@@ -17,11 +17,14 @@ import pytest
 from conftest import PROJECT_ROOT, run_cli
 from harness import storage
 from harness.errors import ConservationError, UserError
-from harness.experiments import bench, churn, contract, plans, registry
-from harness.experiments.race_trials import RaceParameters, RaceSweep, conservation_checks
+from harness.experiments import contract, registry
+from harness.experiments.bench import measure as bench
+from harness.experiments.churn import measure as churn
+from harness.experiments.plans import measure as plans
+from harness.experiments.race.trials import RaceParameters, RaceSweep, conservation_checks
 from harness.stats import summarise_runs
-from harness.strategies import ORIGINAL_STRATEGIES, parse_strategies
-from harness.claim_steps import ABORTED, EMPTY, LOST, WON
+from harness.claims.strategies import ORIGINAL_STRATEGIES, parse_strategies
+from harness.claims.steps import ABORTED, EMPTY, LOST, WON
 
 SERVER = {"source": "embedded", "version": "PostgreSQL 16.0", "major": 16, "settings": {}}
 
@@ -189,7 +192,7 @@ def test_all_means_the_original_three_and_a_batch_belongs_to_the_batch_strategie
 def test_libraries_among_the_strategies_stands_for_every_job_library_s_protocol():
     """A params section (a list) and --strategy (text) say `libraries` for every protocol the libraries' declaration
     holds, each followed by its variants: a library declared there is raced without editing the list."""
-    from harness.library_claims import LIBRARY_PROTOCOL_ORDER, LIBRARY_STRATEGIES, LIBRARY_VARIANTS
+    from harness.claims.protocols import LIBRARY_PROTOCOL_ORDER, LIBRARY_STRATEGIES, LIBRARY_VARIANTS
 
     assert set(LIBRARY_PROTOCOL_ORDER) == {*LIBRARY_STRATEGIES, *LIBRARY_VARIANTS}
     for variant, library in LIBRARY_VARIANTS.items():
@@ -209,8 +212,8 @@ def test_libraries_among_the_strategies_stands_for_every_job_library_s_protocol(
 @pytest.mark.parametrize("name", ["naive_transaction", "naive_serializable", "skip_locked_batch",
                                   "skip_locked_batch_in", "advisory_lock"])
 def test_the_bench_refuses_what_a_pgbench_script_cannot_count_in_one_line(name):
-    from harness.experiments.pgbench import pgbench_script
-    from harness.strategies import STRATEGIES
+    from harness.experiments.bench.pgbench import pgbench_script
+    from harness.claims.strategies import STRATEGIES
 
     with pytest.raises(UserError, match=f"the bench cannot take {name}: ") as refused:
         bench.BenchParameters(strategies=["guarded", name])
@@ -510,7 +513,7 @@ def test_ensure_reuses_a_stored_run_without_starting_a_server(tmp_path, capsys):
 
 
 def test_worker_counts_from_once_from_workers_up_are_raced_once_and_the_rest_repeats_times():
-    from harness.experiments.race_trials import RaceSweep
+    from harness.experiments.race.trials import RaceSweep
 
     sweep = RaceSweep(strategies=("naive",), worker_counts=(2, 8, 32, 100), job_count=100, repeats=3,
                       once_from_workers=32)

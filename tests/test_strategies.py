@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from harness.experiments import registry
-from harness.experiments.race_trials import RaceSweep
+from harness.experiments.race.trials import RaceSweep
 from harness.server import schema
 from harness.server.database import connect
 from harness.storage import Run, read_manifest
-from harness.strategies import STRATEGIES
-from harness.claim_steps import ABORTED, EMPTY, WON, AttemptNotes
+from harness.claims.strategies import STRATEGIES
+from harness.claims.steps import ABORTED, EMPTY, WON, AttemptNotes
 
 
 def race(db, tmp_path, strategy, worker_count, job_count, **options):
@@ -154,7 +154,7 @@ def test_the_in_form_claims_more_than_its_limit_when_the_plan_reruns_its_subquer
 
 def test_a_serialization_failure_is_rolled_back_and_counted_as_an_aborted_attempt(db, conn, monkeypatch):
     """The claim step's own path: a rival flips job 1 between this worker's pick and its UPDATE."""
-    from harness import strategies
+    from harness.claims import strategies
 
     schema.create_queue(conn, 3)
     with connect(db.url) as worker, connect(db.url) as rival:
@@ -199,6 +199,6 @@ def test_an_empty_answer_is_the_end_of_the_queue_for_every_claim_without_stray_l
 
 
 def test_outcome_codes_are_the_stored_names():
-    from harness.claim_steps import OUTCOME_NAMES
+    from harness.claims.steps import OUTCOME_NAMES
 
     assert OUTCOME_NAMES[WON] == "won" and OUTCOME_NAMES[EMPTY] == "empty" and OUTCOME_NAMES[ABORTED] == "aborted"

@@ -12,7 +12,7 @@ from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
 from harness.article import contents
 from harness.article.sections import wakeups as wake_section
 from harness.errors import UserError
-from harness.experiments import wakeups
+from harness.experiments.libraries import wakeups
 
 S = 1_000_000_000  # ns
 

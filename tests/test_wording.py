@@ -2,7 +2,7 @@
 every field its template names, and every template is said; the rules' code holds no sentence of its own.
 
 A sentence per library is said with `say.each(prefix, names)`: the check reads the names as the section gives them
-(a literal list, or a tuple the section imports by name, such as harness.library_claims.RACED_LIBRARY_STRATEGIES),
+(a literal list, or a tuple the section imports by name, such as harness.claims.protocols.RACED_LIBRARY_STRATEGIES),
 so every `<prefix>.<name>` is checked and counted as said, as a literal key would be."""
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def test_a_missing_key_or_field_fails_naming_it(demo_sentences):
 
 # A section said through say.each, on made-up templates: the check finds each thing the per-name call can get wrong.
 EACH_SOURCE = """
-from harness.library_claims import MODELLED_LIBRARY_STRATEGIES
+from harness.claims.protocols import MODELLED_LIBRARY_STRATEGIES
 
 say = Sentences(NAME)
 
@@ -171,7 +171,7 @@ def caption():
 
 
 def each_templates() -> dict[str, str]:
-    from harness.library_claims import MODELLED_LIBRARY_STRATEGIES
+    from harness.claims.protocols import MODELLED_LIBRARY_STRATEGIES
 
     return {"caption": "Every library.", "advice.a": "set it to {default}", "advice.b": "nothing to set",
             **{f"claim.{name}": f"{name} claims" for name in MODELLED_LIBRARY_STRATEGIES}}
@@ -182,7 +182,7 @@ def test_say_each_counts_every_name_s_template_as_said():
 
 
 def test_say_each_fails_on_a_missing_template_for_a_name_it_is_given():
-    from harness.library_claims import MODELLED_LIBRARY_STRATEGIES
+    from harness.claims.protocols import MODELLED_LIBRARY_STRATEGIES
 
     templates = each_templates()
     del templates["advice.b"], templates[f"claim.{MODELLED_LIBRARY_STRATEGIES[-1]}"]

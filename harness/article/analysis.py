@@ -13,7 +13,8 @@ import pandas as pd
 
 from harness.article.labels import (LOST, SCHEDSTAT_LABELS, SCHEDSTAT_PARTS, STRATEGY_ORDER, TIME_TO_GET_A_JOB,
                                     WAIT_GROUPS, WINNING_CLAIM_LATENCY, WON, WON_SHARED)
-from harness.stats import spread_by_point, summarise_runs, time_to_job_ns
+from harness.experiments.race.outcomes import spread_by_point
+from harness.stats import summarise_runs, time_to_job_ns
 from harness.storage import open_runs
 
 # Figures that get a median and a min-max spread over repeats.
@@ -44,7 +45,7 @@ def runs_of(asked: dict, section: str) -> list:
 
 
 def race_summary(paths) -> pd.DataFrame:
-    """One row per stored run (its Run.summary: harness.stats.summarise_run), in strategy order."""
+    """One row per stored run (its Run.summary: harness.experiments.race.summary), in strategy order."""
     frame = summarise_runs(run_paths=list(paths))
     if not len(frame):
         return frame
@@ -54,7 +55,7 @@ def race_summary(paths) -> pd.DataFrame:
 
 
 def over_repeats(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per strategy and worker count (and whatever else sets a point apart, harness.stats.POINT_KEYS): the
+    """Per strategy and worker count (and whatever else sets a point apart, harness.experiments.race.outcomes.POINT_KEYS): the
     median of each figure over repeats under the figure's own name, its min and max, and `repeats`."""
     if "cpu_bound" in summary:  # a point is CPU-bound when any repeat was: the highest repeat of 0/1 says it
         summary = summary.assign(cpu_bound_repeat=summary["cpu_bound"].map(lambda v: float(v is True or v == 1)))

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from harness.library_claims import (LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES,
+from harness.claims.protocols import (LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES,
                                     RACED_LIBRARY_STRATEGIES)
-from harness.table_states import TABLE_STATES
+from harness.experiments.plans.outcomes import TABLE_STATES
 from harness.service.queries import PENDING_LIMIT
 
 
 def by_position(names: tuple[str, ...], palette: tuple, what: str) -> dict:
-    """Each name (a library or a variant of its protocol, in their declaration's order: harness.library_claims) with
+    """Each name (a library or a variant of its protocol, in their declaration's order: harness.claims.protocols) with
     the palette's value at its position. More names than values fails at import, in one line saying what to add:
     a value drawn twice would make two libraries one on a chart."""
     if len(names) > len(palette):
@@ -53,7 +53,7 @@ STRATEGY_COLOURS = {**STUDY_COLOURS,
                     **by_position(MODELLED_LIBRARY_STRATEGIES, MODELLED_HUES, "MODELLED_HUES"),
                     **by_position(tuple(LIBRARY_VARIANTS), VARIANT_HUES, "VARIANT_HUES"),
                     **by_position(RACED_LIBRARY_STRATEGIES, RACED_HUES, "RACED_HUES")}
-# Why a strategy has no lost races to count, from its SQL (harness.strategies).
+# Why a strategy has no lost races to count, from its SQL (harness.claims.strategies).
 CANNOT_LOSE = {
     "naive": "its UPDATE does not check the status, so it never sees a loss",
     "skip_locked": "it skips rows other workers hold, so it never loses one",
@@ -126,7 +126,7 @@ PROCESS_COLOURS = {"backend": NEUTRAL["charcoal"], "worker process": NEUTRAL["oc
 INDEX_LABELS = {False: "without partial index", True: "with partial index"}
 INDEX_COLOURS = {"without partial index": NEUTRAL["ochre"], "with partial index": NEUTRAL["charcoal"]}
 
-# The table states the plans are measured in; harness.table_states defines them.
+# The table states the plans are measured in; harness.experiments.plans.outcomes defines them.
 TABLE_STATE_LABELS = {state.name: state.label for state in TABLE_STATES}
 # How each state is drawn against fill level: states measured at every fill are lines, each with its own dash;
 # the drains by claims and by a race are measured at one fill, so they are points with a shape of their own.

@@ -14,7 +14,7 @@ from IPython.display import HTML, Markdown, display
 
 # The notebooks import the number formats from here; they are written once, in formats.
 from harness.article.formats import count, missing, ms, number, percent, ratio  # noqa: F401
-from harness.strategies import STRATEGIES
+from harness.claims.strategies import STRATEGIES
 
 
 def md(text: str) -> None:
@@ -75,7 +75,7 @@ def times(n) -> str:
 
 
 def strategy_sql(name: str) -> str:
-    """A strategy's statements exactly as harness.strategies holds them, as a Markdown SQL block."""
+    """A strategy's statements exactly as harness.claims.strategies holds them, as a Markdown SQL block."""
     strategy = STRATEGIES[name]
     return f"```sql\n{strategy.sql}\n```"
 

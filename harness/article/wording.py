@@ -16,7 +16,7 @@ A key the file lacks, or a field the call does not fill, fails at once, naming
 both; tests/test_wording.py checks every key a section says exists and every key
 its file holds is said: for `say.each`, with its literal prefix and its names (a
 literal list, or a tuple the section imports by name, such as the libraries'
-declaration in harness.library_claims), every `<prefix>.<name>`.
+declaration in harness.claims.protocols), every `<prefix>.<name>`.
 """
 
 from __future__ import annotations

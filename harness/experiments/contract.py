@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from harness.errors import UserError
-from harness.strategies import expand_strategies, get_strategy
+from harness.claims.strategies import expand_strategies, get_strategy
 
 
 @dataclass

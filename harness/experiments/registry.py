@@ -31,8 +31,18 @@ from tqdm.auto import tqdm
 from harness import config, stats, storage
 from harness.errors import UserError
 from harness import libraries as library_names
-from harness.experiments import (bench, churn, faults, libraries, library_faults, plans, production, race_trials,
-                                 soak, soak_sweep, wakeups)
+from harness.experiments.bench import measure as bench
+from harness.experiments.churn import measure as churn
+from harness.experiments.faults import measure as faults
+from harness.experiments.libraries import drain as libraries
+from harness.experiments.libraries import faults as library_faults
+from harness.experiments.plans import measure as plans
+from harness.experiments.production import measure as production
+from harness.experiments.race import summary as race_summary
+from harness.experiments.race import trials as race_trials
+from harness.experiments.soak import measure as soak
+from harness.experiments.soak import sweep as soak_sweep
+from harness.experiments.libraries import wakeups
 from harness.experiments.contract import Parameters, implied_settings
 from harness.experiments.limits import server_on_this_machine
 from harness.server import database, pooler, schema
@@ -79,7 +89,7 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {entry.name: entry for entry in (
-    Kind("race", race_trials.RaceParameters, race_trials.measure_race, stats.summarise_run,
+    Kind("race", race_trials.RaceParameters, race_trials.measure_race, race_summary.summarise_run,
          help="race claim strategies over a fresh queue (drops and recreates claimrace.jobs and claimrace.claims "
               "before every trial)",
          show=race_trials.show_runs,

@@ -40,7 +40,7 @@ A library module declares:
     enqueue(url, n, job_s=None[, first])
                            n no-op jobs, through the library's API (job_s: a fault run's, where the job carries it);
                            a library with AUDIT_ID_SQL numbers its jobs, from `first` where it is given (a soak's
-                           arrivals enqueue again and again: harness.experiments.library_soak)
+                           arrivals enqueue again and again: harness.experiments.soak.library)
     work(url, log, ready, start, job_s=None)
                            one worker process: the library's own fetch-and-complete loop at concurrency 1 until
                            the queue is empty, its no-op job appending the job id it was handed, the time (ns) and
@@ -48,7 +48,7 @@ A library module declares:
                            ("... end"), the worker polls on an empty queue until it is stopped, and the library's
                            recovery settings are RECOVERY's raced values
 
-A library that can both listen and poll (harness.experiments.wakeups) also declares:
+A library that can both listen and poll (harness.experiments.libraries.wakeups) also declares:
 
     WAKEUP                 the setting that turns LISTEN/NOTIFY on or off, and the default poll interval (poll_s)
     wake_install(url)      its schema, with its queue's default poll interval
@@ -57,7 +57,7 @@ A library that can both listen and poll (harness.experiments.wakeups) also decla
     enqueue_paced(url, n, interval_s, listen)
                            n no-op jobs, one at a time, interval_s apart, through one open app
 
-harness.experiments.libraries races them, harness.experiments.library_faults injects faults into their workers;
+harness.experiments.libraries.drain races them, harness.experiments.libraries.faults injects faults into their workers;
 `available()` says which ones installed here. The libraries this project does not run are modelled for a fault run
 only (harness.libraries.models, MODELS): `get` finds them too, `available` does not list them.
 """
@@ -71,9 +71,9 @@ from types import ModuleType
 
 from harness.errors import UserError
 from harness.libraries import models
-from harness.library_claims import MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES
+from harness.claims.protocols import MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES
 
-# Read off the one declaration per library (harness.library_claims.LIBRARIES).
+# Read off the one declaration per library (harness.claims.protocols.LIBRARIES).
 NAMES = RACED_LIBRARY_STRATEGIES  # a module each here
 MODELS = MODELLED_LIBRARY_STRATEGIES  # a module each in harness.libraries.models
 

@@ -41,7 +41,7 @@ AUDIT_ID_SQL = "(NEW.kwargs->>'n')::bigint"  # its job id is a uuid: the audit a
 CLAIM_LOGGED = "claim_id = gen_random_uuid()"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running'"
 COMPLETED = "NEW.state = 'succeeded' AND OLD.state IS DISTINCT FROM 'succeeded'"
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "claim_id IS NOT DISTINCT FROM"
 # the parameter of that statement naming the job it completes: the job's uuid, one statement per job in its second's
@@ -144,7 +144,7 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
         asyncio.run(run())
 
 
-# --------------------------------------------------------------------------- wake-ups (harness.experiments.wakeups)
+# --------------------------------------------------------------------------- wake-ups (harness.experiments.libraries.wakeups)
 
 # A worker is woken by a NOTIFY its app sends on a push (notifications, on by default), else finds the job at its
 # queue's next poll: the default polling_interval, and eager_polling off, as declared by default.

@@ -24,7 +24,7 @@ ID_COLUMN = "id"
 CLAIM_LOGGED = "skip locked"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.locked_by IS NOT NULL AND OLD.locked_by IS NULL"
 COMPLETED = "DELETE"  # a finished job's row is deleted
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "_private_jobs as jobs where id = $1::bigint"
 # the parameter of that statement naming the job it completes: its job id (the single-job path; a batch completes an

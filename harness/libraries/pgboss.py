@@ -32,7 +32,7 @@ AUDIT_ID_SQL = "(NEW.data->>'n')::bigint"
 CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statements the server logged
 CLAIMED = "NEW.state = 'active' AND OLD.state IS DISTINCT FROM 'active'"
 COMPLETED = "NEW.state = 'completed' AND OLD.state IS DISTINCT FROM 'completed'"
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "completed_on = now(), state = 'completed'"
 # the parameter of that statement naming the job it completes: an array of job uuids (cancelJobs sets completed_on

@@ -36,7 +36,7 @@ CLAIM_LOGGED = "pgmq.read("  # what marks its claim among the statements the ser
 CLAIM_FUNCTION = "read"  # the function whose body is its claim
 CLAIMED = "NEW.read_ct > OLD.read_ct"
 COMPLETED = "DELETE"  # archive moves the message out of the queue's table  # every read counts; a second read of one message is a second claim
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "SELECT pgmq.archive("
 # the parameter of that statement naming the job it completes: the message id (an array of them for a batch)

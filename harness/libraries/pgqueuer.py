@@ -37,7 +37,7 @@ CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statem
 NOTIFIES_ON_CHANGE = True
 CLAIMED = "NEW.status = 'picked' AND OLD.status IS DISTINCT FROM 'picked'"
 COMPLETED = "DELETE"  # a finished job's row is deleted (and logged to pgqueuer_log)
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "WITH job_status AS"
 # the parameter of that statement naming the job it completes: an array of job ids, one statement for every job its

@@ -29,7 +29,7 @@ CLAIM_LOGGED = "procrastinate_fetch_job_v2"  # what marks its claim among the st
 CLAIM_FUNCTION = "procrastinate_fetch_job_v2"  # the function whose body is its claim
 CLAIMED = "NEW.status = 'doing' AND OLD.status IS DISTINCT FROM 'doing'"
 COMPLETED = "NEW.status = 'succeeded' AND OLD.status IS DISTINCT FROM 'succeeded'"
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "SELECT procrastinate_finish_job"
 # the parameter of that statement naming the job it completes: its job id
@@ -100,7 +100,7 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
                        fetch_job_polling_interval=SETTINGS["fetch_job_polling_interval_s"], listen_notify=True)
 
 
-# --------------------------------------------------------------------------- wake-ups (harness.experiments.wakeups)
+# --------------------------------------------------------------------------- wake-ups (harness.experiments.libraries.wakeups)
 
 # A worker is woken by LISTEN/NOTIFY on a new job (listen_notify, on by default), else finds it at its next poll.
 WAKEUP = {"setting": "listen_notify", "poll_s": SETTINGS["fetch_job_polling_interval_default_s"]}

@@ -1,4 +1,4 @@
-"""What every kind of library run shares (harness.experiments.libraries drains, library_faults, wakeups): the run's
+"""What every kind of library run shares (harness.experiments.libraries.drain drains, library_faults, wakeups): the run's
 own database, the audit trigger on the library's jobs table, the worker processes and their start barrier, their
 logs and error output, stopping them, and the supervisor that starts an exited worker again.
 """
@@ -125,7 +125,7 @@ class _Release:
 def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
                    job_s: float | None = None, pooler_setting: str = "default", gate_dir: str | None = None) -> None:
     """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
-    execution log. job_s: a fault run's (harness.experiments.library_faults) job length. pooler_setting
+    execution log. job_s: a fault run's (harness.experiments.libraries.faults) job length. pooler_setting
     "documented": the library's worker applies its POOLER_SETTING (told through the environment, which its Node
     process inherits). gate_dir: each job runs until the harness opens its gate there (harness.libraries.gate, the
     stale-completion probe). Its error output (and its node process's) goes to a file beside its log, kept with the

@@ -35,7 +35,7 @@ OWNED_RELATIONS.update({
     "finishes": "r", "finishes_pkey": "i", "finishes_finish_seq_seq": "S",
 })
 OWNED_FUNCTIONS.add("record_run_flip")
-# the soak's jobs table (harness.experiments.soak) numbers the jobs it receives from an identity column, and its
+# the soak's jobs table (harness.experiments.soak.measure) numbers the jobs it receives from an identity column, and its
 # partitioned shape makes jobs a partitioned table ('p', its key a partitioned index 'I') with partitions jobs_p<N>
 OWNED_RELATIONS["jobs_id_seq"] = "S"
 OWNED_KINDS = {"jobs": "rp", "jobs_pkey": "iI"}  # a relation that may be of more than one kind

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.claim_steps import BATCH
+from harness.claims.steps import BATCH
 from harness.config import SCHEMA
 from harness.errors import UserError
-from harness.strategies import skip_locked_pick
+from harness.claims.strategies import skip_locked_pick
 
 PROTOCOLS = ("none", "lease", "lease_holder", "lease_fenced")
 PENDING_LIMIT = 5  # GET /pending lists at most this many runs, oldest first, reserving nothing
@@ -81,7 +81,7 @@ def queries_for(protocol: str) -> Queries:
 SET status = 'running', claimed_by = %(runner)s, claimed_at = now(), attempt = attempt + 1{lease}
 WHERE id = %(id)s AND status = 'pending'
 RETURNING {RUN_COLUMNS}"""
-    # skip_locked_batch's statement (harness.strategies.BATCH_CLAIM_CTE) on the runs table: the pick runs once
+    # skip_locked_batch's statement (harness.claims.strategies.BATCH_CLAIM_CTE) on the runs table: the pick runs once
     # in its CTE, so one statement never hands out more than the batch. Its WHERE id IN form can claim more
     # when the planner reruns the subquery per outer row (strategies.BATCH_CLAIM_IN), so it is not used here.
     claim_batch = f"""WITH pick AS ({skip_locked_pick('runs')})

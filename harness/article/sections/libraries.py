@@ -15,9 +15,9 @@ from harness.article.labels import CANNOT_LOSE
 from harness.article.prose import counted, join, table
 from harness.article.wording import Sentences
 from harness.storage import open_runs
-from harness.library_claims import (CHECK, DROPPED, LIBRARY_NAMES, LIBRARY_STATEMENTS, LIBRARY_STRATEGIES,
+from harness.claims.protocols import (CHECK, DROPPED, LIBRARY_NAMES, LIBRARY_STATEMENTS, LIBRARY_STRATEGIES,
                                     LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES, SOURCES)
-from harness.strategies import STRATEGIES
+from harness.claims.strategies import STRATEGIES
 
 NAME = "libraries"
 READS = ("libraries", "library_claims")

@@ -18,14 +18,14 @@ from harness.article.sections import library_poolers, stale_completions
 from harness.article.sections.library_poolers import code_cell
 from harness.article.sections.libraries import library_label
 from harness.article.wording import Sentences
-from harness.library_claims import LIBRARY_STRATEGIES
+from harness.claims.protocols import LIBRARY_STRATEGIES
 from harness.storage import open_runs
 
 NAME = "library_faults"
 READS = ("library_faults", "library_poolers", "pooler_claims")
 say = Sentences(NAME)
 
-# What a fault can do wrong to a job, as the ledger marks it (harness.experiments.library_faults); running a job
+# What a fault can do wrong to a job, as the ledger marks it (harness.experiments.libraries.faults); running a job
 # twice is not among them: it is what at-least-once execution costs, and is counted apart.
 WRONG = ("stuck", "failed", "lost", "completed_twice", "completed_by_stale_holder")
 

@@ -18,7 +18,7 @@ from harness.article.formats import DASH, count, missing, number
 from harness.article.prose import join, numbered, table
 from harness.article.sections.libraries import jobs_per_run, library_label
 from harness.article.wording import Sentences
-from harness.library_claims import LIBRARY_STRATEGIES
+from harness.claims.protocols import LIBRARY_STRATEGIES
 
 # not a section of its own (no NAME): library_faults is, and its Loaded holds the runs read here
 FAULTS = "library_faults"

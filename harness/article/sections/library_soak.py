@@ -1,6 +1,6 @@
 """The job libraries under the soak, in the section "When the queue runs for hours": each library's own workers on
 its own table, jobs arriving through its own enqueue, a transaction holding the horizon for part of the run
-(harness.experiments.library_soak), each held arm read against its control by the soak's rule on each job's
+(harness.experiments.soak.library), each held arm read against its control by the soak's rule on each job's
 pickup (A12).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness import soak_outcomes
+from harness.experiments.soak import outcomes as soak_outcomes
 from harness.article.findings import CONFIRMED, CORRECTED, make_finding, not_measured
 from harness.article.formats import DASH, count, number, span
 from harness.article.prose import join, table

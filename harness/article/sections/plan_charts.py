@@ -7,11 +7,11 @@ import pandas as pd
 
 from harness.article.charts import WIDTH, chart_title, coinciding, dash_legend, index_colour
 from harness.article.labels import INDEX_LABELS, TABLE_STATE_DASHES, TABLE_STATE_LABELS, TABLE_STATE_SHAPES, in_order
-from harness.table_states import TABLE_STATES
+from harness.experiments.plans.outcomes import TABLE_STATES
 
 
 def table_states() -> pd.DataFrame:
-    """The table states the plans are measured in, as harness.table_states describes them, in their order."""
+    """The table states the plans are measured in, as harness.experiments.plans.outcomes describes them, in their order."""
     return pd.DataFrame([{"table_state": s.name, "table": s.label, "what it is": s.description}
                          for s in TABLE_STATES])
 
@@ -19,7 +19,7 @@ def table_states() -> pd.DataFrame:
 def claim_plan_points(points: pd.DataFrame, strategy: str = "skip_locked", statement: str = "claim") -> pd.DataFrame:
     """One strategy statement's EXPLAIN figures at every fill level, ready for charting.
 
-    `table` is the table state's label from harness.table_states.TABLE_STATES, and rows
+    `table` is the table state's label from harness.experiments.plans.outcomes.TABLE_STATES, and rows
     come in that order within each queue size and index setup.
     """
     order = {name: i for i, name in enumerate(TABLE_STATE_LABELS)}

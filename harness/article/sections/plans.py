@@ -17,7 +17,7 @@ from harness.article.formats import DASH, MISSING, count, missing, ms, percent, 
 from harness.article.prose import counted
 from harness.article.wording import Sentences
 from harness.storage import Run
-from harness.table_states import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES,
+from harness.experiments.plans.outcomes import (AFTER_CLAIMS, AFTER_RACE, FIRST_SCAN, HELD_SNAPSHOT, STEADY, TABLE_STATE_NAMES,
                                   UNHELD_STATES, VACUUMED)
 
 NAME = "plans"

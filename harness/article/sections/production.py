@@ -14,8 +14,8 @@ from harness.article.labels import PRODUCTION_ENDPOINT_LABELS
 from harness.article.prose import join, numbered
 from harness.article.sections.production_charts import pickup_tail
 from harness.article.wording import Sentences
-from harness import polling_conflicts
-from harness.polling_conflicts import ORIGINAL_C5_HANDFUL, ORIGINAL_C5_POLL_S
+from harness.experiments.production import outcomes as polling_conflicts
+from harness.experiments.production.outcomes import ORIGINAL_C5_HANDFUL, ORIGINAL_C5_POLL_S
 from harness.service.runner import CLAIM_BATCH
 from harness.stats import percentile_ratio_interval, polls_met_interval
 from harness.storage import open_runs

@@ -20,7 +20,7 @@ from harness.article.prose import counted, join, strategy_sql, table
 from harness.article.wording import Sentences
 from harness.stats import censored_percentile, censored_waits_ns, time_to_job_ns
 from harness.storage import open_runs
-from harness.strategies import STRATEGIES
+from harness.claims.strategies import STRATEGIES
 
 NAME = "races"
 READS = ("races", "client_layouts", "slow_race", "split_cpus", "indexed_race", "no_sampler")

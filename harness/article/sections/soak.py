@@ -1,6 +1,6 @@
 """The section "When the queue runs for hours": jobs arriving at a steady rate for a minute or more, a transaction
 holding the MVCC horizon for part of it, each arm's verdict read against the arm it differs from in one setting
-(harness.experiments.soak, harness.soak_outcomes), and C9 from tables that keep their history.
+(harness.experiments.soak.measure, harness.experiments.soak.outcomes), and C9 from tables that keep their history.
 
 An arm's reference is the stored arm that differs from it in one setting only:
     a mitigation          the same arm without it;
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness import soak_outcomes
+from harness.experiments.soak import outcomes as soak_outcomes
 from harness.article.findings import (CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED,
                                       make_finding, not_measured)
 from harness.article.formats import DASH, count, ms, number, span
@@ -59,16 +59,16 @@ VERDICT_ORDER = (soak_outcomes.SPIRALS, soak_outcomes.CUT_OFF, soak_outcomes.DEG
 @dataclass(frozen=True)
 class Loaded:
     runs: tuple
-    summaries: pd.DataFrame  # one row per run: its summary (harness.experiments.soak), judged again (load)
+    summaries: pd.DataFrame  # one row per run: its summary (harness.experiments.soak.measure), judged again (load)
     series: dict  # run position -> its per-second series (soak_outcomes.SERIES_COLUMNS)
     samples: dict  # run position -> its per-second samples of the table and the horizon
     sample_s: dict  # run position -> how often its sampler read the table and the horizon (s)
 
 
 def _judged_again(summary: dict, series: pd.DataFrame) -> dict:
-    """A run's verdict by the rule as it stands (harness.soak_outcomes), from its stored series: the page reads
+    """A run's verdict by the rule as it stands (harness.experiments.soak.outcomes), from its stored series: the page reads
     every run by one rule, whichever the run was stored under. A library's run judges its pickup (its p99 keys
-    are pickup_p99_ms_*: harness.experiments.library_soak)."""
+    are pickup_p99_ms_*: harness.experiments.soak.library)."""
     judged = soak_outcomes.judge(series, summary["pin_from"], summary["pin_to"], summary["ended_s"],
                                  bool(summary["arrivals_behind"]), summary.get("cpu_bound"),
                                  soak_outcomes.step_of(summary["ended_s"], summary.get("enqueue_calls") or 0))

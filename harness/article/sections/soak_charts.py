@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from harness import soak_outcomes
+from harness.experiments.soak import outcomes as soak_outcomes
 from harness.article.charts import CPU_BOUND_LABEL, WIDTH, chart_title, fixed_scale, plain_frame
 from harness.article.labels import NEUTRAL, TARGET_BAND_COLOUR
 from harness.article.sections.soak import Loaded, arm_label, control_of, held_label, on_disk, say

@@ -1,5 +1,5 @@
-"""The stale-completion probe on the page (harness.experiments.stale_completion, read through
-harness.probe_outcomes): its runs loaded as one row per library, its part of A9 per library, its sentences in A9's
+"""The stale-completion probe on the page (harness.experiments.libraries.probe, read through
+harness.experiments.libraries.outcomes): its runs loaded as one row per library, its part of A9 per library, its sentences in A9's
 note, its cell in the advice table, and its table, each library's outcome beside what its source says. It finds
 nothing of its own: the section "When a worker dies" (harness.article.sections.library_faults), listed after it,
 reads its rows and calls these."""
@@ -11,7 +11,7 @@ from collections import Counter
 
 import pandas as pd
 
-from harness import probe_outcomes
+from harness.experiments.libraries import outcomes as probe_outcomes
 from harness.article.findings import CONFIRMED, CORRECTED
 from harness.article.formats import DASH, count, number
 from harness.article.prose import join, table

@@ -9,7 +9,7 @@ import pandas as pd
 
 from harness.article.analysis import over_repeats, race_summary, runs_of, shares_at, wait_share_table
 from harness.article.compare import Races
-from harness.strategies import STRATEGIES
+from harness.claims.strategies import STRATEGIES
 from harness.article.findings import (ADDED, CONFIRMED, CORRECTED, NOT_MEASURED, NOT_REPRODUCED, Finding,
                                       make_finding, not_measured)
 from harness.article.formats import (DASH, MISSING, count, missing, ms, number, percent, rate, round_trip, spread as

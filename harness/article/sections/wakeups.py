@@ -1,6 +1,6 @@
 """The subsection "Woken or polling" of "When a worker dies": idle workers of the libraries that can both listen and
 poll, woken by LISTEN/NOTIFY against polling only, jobs arriving one at a time at a low and a high rate
-(harness.experiments.wakeups)."""
+(harness.experiments.libraries.wakeups)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ ANSWERS = (SOONER, LATER, OVERLAP, CENSORED, ONE_RUN)
 @dataclass(frozen=True)
 class Loaded:
     runs: tuple
-    summaries: pd.DataFrame  # one row per run: its summary (harness.experiments.wakeups.summarise)
+    summaries: pd.DataFrame  # one row per run: its summary (harness.experiments.libraries.wakeups.summarise)
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:

@@ -1,10 +1,10 @@
 """The job libraries this project does not run (Go, Elixir, Ruby), modelled for a fault run: each library's worker
-loop and what recovers a dead worker's job, rewritten from its source at the commit harness.library_claims.SOURCES
+loop and what recovers a dead worker's job, rewritten from its source at the commit harness.claims.protocols.SOURCES
 names, on a table of this project's.
 
 A model keeps what decides a fault's outcome: the claim, what the worker writes at a job's start and its completion
 and whether the completion checks that the job is still the worker's, the locks and the sessions that hold them,
-and the recovery loop with its settings. Its statements are harness.library_claims's where the fault's path is the
+and the recovery loop with its settings. Its statements are harness.claims.protocols's where the fault's path is the
 one the race takes; each model's module names the ones it adds (good_job's candidates that include started jobs,
 Solid Queue's claimed execution and heartbeats, Que's resolve, River's and Oban's rescue). What every model
 simplifies:
@@ -24,7 +24,7 @@ simplifies:
   would do there is read in its source (POOLER_READ), not run.
 
 A model module declares what a library module does (harness.libraries) for a fault run, CLAIM (the strategy of
-harness.strategies its claim races as, whose pooler runs stand for it), POOLER_READ ({"defaults", "setting"}: what
+harness.claims.strategies its claim races as, whose pooler runs stand for it), POOLER_READ ({"defaults", "setting"}: what
 the library, or its driver, does behind a transaction pooler with its defaults and what it documents instead, each
 cited at a release), and PROTOCOL: the statements of its worker
 loop (claim, start, complete, release) and of its recovery loop (maintain); install, enqueue and work are this
@@ -46,18 +46,18 @@ from typing import Callable
 import psycopg
 
 from harness.config import SCHEMA
-from harness.library_claims import JOBS, SOURCES
+from harness.claims.protocols import JOBS, SOURCES
 from harness.errors import UserError
 from harness import gate
 
-JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN = SCHEMA, "jobs", "id"  # harness.library_claims.JOBS
+JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN = SCHEMA, "jobs", "id"  # harness.claims.protocols.JOBS
 CLAIMED = "NEW.status = 'running' AND OLD.status IS DISTINCT FROM 'running'"
 CONNECTIONS = 2  # one for the worker loop, one for the recovery loop
 IDLE_POLL_S = 0.1  # a worker that finds no job polls again after this (Solid Queue's default polling_interval)
 RECONNECT_S = 15.0  # how long a worker tries to reconnect before it exits (a server restart takes a few seconds)
 RECONNECT_GAP_S = 0.2
 
-# The model's table: the columns harness.library_claims's statements use (id, status, started_at), the process that
+# The model's table: the columns harness.claims.protocols's statements use (id, status, started_at), the process that
 # holds a job (held_by: Solid Queue's claimed execution) and Solid Queue's processes.
 TABLES = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",

@@ -1,5 +1,5 @@
 """good_job (bensheldon/good_job, Ruby), modelled for a fault run (harness.libraries.models), read at the commit
-harness.library_claims.SOURCES["good_job"] names.
+harness.claims.protocols.SOURCES["good_job"] names.
 
 Worker loop, with its default lock strategy, advisory (lib/good_job/configuration.rb): the candidates are every
 unfinished job (finished_at IS NULL, app/models/good_job/job.rb), started or not, and a worker keeps the first
@@ -20,7 +20,7 @@ its notes, not its source); on an earlier Rails the finish fails and only the ne
 from __future__ import annotations
 
 from harness.libraries import models
-from harness.library_claims import (BEGIN, COMMIT, COMPLETE, GOOD_JOB_PICK, GOOD_JOB_RELOAD, GOOD_JOB_START,
+from harness.claims.protocols import (BEGIN, COMMIT, COMPLETE, GOOD_JOB_PICK, GOOD_JOB_RELOAD, GOOD_JOB_START,
                                     GOOD_JOB_UNLOCK)
 
 NAME = "good_job"
@@ -28,7 +28,7 @@ CLAIM = "good_job"
 SOURCE = str(models.SOURCES[NAME]) + "; lib/good_job/configuration.rb (the lock strategy)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every finish: good_job's is unguarded
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "SET status = 'done'"
 # the parameter of that statement naming the job it completes: its job id

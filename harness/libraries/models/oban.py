@@ -1,5 +1,5 @@
 """Oban (oban-bg/oban, Elixir), modelled for a fault run (harness.libraries.models), read at the commit
-harness.library_claims.SOURCES["oban"] names.
+harness.claims.protocols.SOURCES["oban"] names.
 
 Worker loop: the Basic engine's fetch_jobs (lib/oban/engines/basic.ex) sets the next available job 'executing'
 with attempted_at (here started_at) now, in a transaction; its complete_job is an UPDATE by id alone, with no
@@ -18,14 +18,14 @@ installation guide (guides/introduction/installation.md:106) set `lifeline: [res
 from __future__ import annotations
 
 from harness.libraries import models
-from harness.library_claims import BEGIN, COMMIT, COMPLETE, OBAN_CLAIM
+from harness.claims.protocols import BEGIN, COMMIT, COMPLETE, OBAN_CLAIM
 
 NAME = "oban"
 CLAIM = "oban"
 SOURCE = str(models.SOURCES[NAME]) + "; lib/oban/plugins/lifeline.ex (Lifeline)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion: Oban's is unguarded
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "SET status = 'done'"
 # the parameter of that statement naming the job it completes: its job id

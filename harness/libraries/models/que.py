@@ -1,5 +1,5 @@
 """Que (que-rb/que, Ruby), modelled for a fault run (harness.libraries.models), read at the commit
-harness.library_claims.SOURCES["que"] names.
+harness.claims.protocols.SOURCES["que"] names.
 
 Worker loop: the locker (lib/que/locker.rb), on a connection of its own outside the pool, polls
 (lib/que/poller.rb) and takes a session advisory lock on the job, re-reads it, and hands it to a worker
@@ -16,14 +16,14 @@ does not reconnect: it waits on its connection every 50 ms, and an error there e
 from __future__ import annotations
 
 from harness.libraries import models
-from harness.library_claims import JOBS, QUE_EXISTS, QUE_POLL, QUE_UNLOCK_ALONE, QUE_VERIFY
+from harness.claims.protocols import JOBS, QUE_EXISTS, QUE_POLL, QUE_UNLOCK_ALONE, QUE_VERIFY
 
 NAME = "que"
 CLAIM = "que"
 SOURCE = str(models.SOURCES[NAME]) + "; lib/que/job_methods.rb (the resolve)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "DELETE"  # the default resolve destroys the job
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "DELETE FROM claimrace.jobs WHERE id"
 # the parameter of that statement naming the job it completes: its job id

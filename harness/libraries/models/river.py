@@ -1,5 +1,5 @@
 """River (riverqueue/river, Go), modelled for a fault run (harness.libraries.models), read at the commit
-harness.library_claims.SOURCES["river"] names.
+harness.claims.protocols.SOURCES["river"] names.
 
 Worker loop: the claim is JobGetAvailable (riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql): one statement
 sets the next available job running with attempted_at (here started_at) now; the completion is
@@ -21,14 +21,14 @@ IDLE_POLL_S rather than River's FetchPollInterval of 1 s or a notification), and
 from __future__ import annotations
 
 from harness.libraries import models
-from harness.library_claims import GUARDED_COMPLETE, RIVER_CLAIM
+from harness.claims.protocols import GUARDED_COMPLETE, RIVER_CLAIM
 
 NAME = "river"
 CLAIM = "river"
 SOURCE = str(models.SOURCES[NAME]) + " (the claim); internal/maintenance/job_rescuer.go (the rescuer)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion the guard let through
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "SET status = 'done'"
 # the parameter of that statement naming the job it completes: its job id

@@ -1,5 +1,5 @@
 """Solid Queue (rails/solid_queue, Ruby), modelled for a fault run (harness.libraries.models), read at the commit
-harness.library_claims.SOURCES["solid_queue"] names.
+harness.claims.protocols.SOURCES["solid_queue"] names.
 
 Worker loop: each worker registers a process row and touches its heartbeat every process_heartbeat_interval (60 s
 by default, lib/solid_queue.rb; lib/solid_queue/processes/registrable.rb). Its claim (app/models/solid_queue/
@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 
 from harness.libraries import models
-from harness.library_claims import BEGIN, COMMIT, JOBS, SOLID_QUEUE_PICK, SOLID_QUEUE_RESELECT
+from harness.claims.protocols import BEGIN, COMMIT, JOBS, SOLID_QUEUE_PICK, SOLID_QUEUE_RESELECT
 
 NAME = "solid_queue"
 CLAIM = "solid_queue"
@@ -31,7 +31,7 @@ SOURCE = (str(models.SOURCES[NAME]) + "; lib/solid_queue/supervisor/maintenance.
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion the claimed execution's guard let through
 FAILED = "t.status = 'failed'"  # its failed executions: a pruned worker's claimed jobs, waiting for someone to retry them
-# the stale-completion probe (harness.experiments.stale_completion): its completion as the server logs it, and what
+# the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
 COMPLETION_LOGGED = "held_by = $2 AND status = 'running' FOR UPDATE"
 # the parameter of that statement naming the job it completes: its job id

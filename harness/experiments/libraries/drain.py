@@ -1,0 +1,629 @@
+"""The job libraries raced with their own workers: N worker processes drain the same queue through each library.
+
+One run: a fresh database, the library's own schema (its migrations), an audit
+trigger on its jobs table that records every enqueue and every claim (the
+library's own transition to its claimed state), `job_count` no-op jobs enqueued
+through its API, then `worker_count` processes, each running the library's own
+fetch-and-complete loop at concurrency 1 (harness.libraries.<name>.work), held
+at a start barrier until all are connected and released together. The no-op
+job appends the id it was handed to its worker's execution log; a worker stops
+when the library finds the queue empty, or is killed at the run's bound.
+
+What a run measures, per job where it says so:
+
+- executed twice: ids in more than one execution (the workers' logs);
+  claimed twice: ids with more than one claim in the audit;
+- jobs per second: distinct jobs executed / the drain (release to the last execution); the workers' own shutdown
+  after it (a library noticing the queue is empty) is reported apart;
+- pickup: each job's first claim after the release (all jobs were queued before it);
+- statements: lines the server logged for the library's database (log_statement = all, a server started here
+  only), and transactions (pg_stat_database) for any server;
+- WAL bytes: pg_current_wal_lsn() over the window (the audit's own rows included);
+- updates, HOT updates and dead tuples of the jobs table (pg_stat_user_tables);
+- server CPU: the whole server's over the window, background processes included (a server on this machine); the
+  workers' own run-queue share marks the run CPU-bound (harness.server.activity.cpu_bound);
+- advisory locks still held at the end (pg_locks);
+- for a library whose table sends a NOTIFY on every change (NOTIFIES_ON_CHANGE), what a notification costs its
+  worker_count idle listening sessions in transactions (harness.server.pgstats.notification_transactions), after
+  the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from psycopg import sql
+
+from harness import libraries, scratch
+from harness.libraries import models
+from harness.errors import UserError
+from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list, one_of,
+                                         setting)
+from harness.experiments.limits import check_race_size
+from harness.experiments.race.trials import as_pooler_mode, as_poolers, client_list
+from harness.server import activity, database, pgstats, pooler
+from harness.libraries import runtime
+from harness.storage import Run
+
+MAX_WORKERS = 64
+MAX_JOBS = 100_000
+# a run's bound: a library that has not drained by then is stopped, and its unexecuted jobs are counted as such
+MIN_BOUND_S = 60.0
+BOUND_S_PER_JOB = 0.05
+LOG_ENTRY = re.compile(r"^\S+ \S+ \S+ \[\d+\] ")  # a new entry of the server's log (its default line prefix)
+LOG_LINE = re.compile(LOG_ENTRY.pattern + r"(?:\S+ )?LOG:  (?:statement|execute [^:]*):")
+LOG_PARAMETERS = re.compile(LOG_ENTRY.pattern + r"(?:\S+ )?DETAIL:  parameters: ")  # a statement's values
+LOG_PID = re.compile(r"\[(\d+)\]")  # the backend's pid in an entry's prefix
+# a literal, as ?: a quoted string or a number, not a placeholder's ($1)
+LITERAL = re.compile(r"'(?:[^']|'')*'|(?<![$\w])\d+(?:\.\d+)?\b")
+PROBE_NOTIFICATIONS = 100  # NOTIFYs the listener probe sends (NOTIFIES_ON_CHANGE)
+
+
+def as_library(name: str, value) -> str:
+    return libraries.get(str(value)).NAME
+
+
+def as_libraries(name: str, values) -> tuple[str, ...]:
+    if isinstance(values, str):
+        values = parse_libraries(values)
+    names = tuple(as_library(name, v) for v in values)
+    if not names:
+        raise UserError("give at least one library")
+    return names
+
+
+def parse_libraries(text: str) -> tuple[str, ...]:
+    """One name or a comma-separated list, where 'all' stands for every library raced here with its own workers
+    (a sweep leaves out those not installed, with one line each) and 'models' for every library modelled for a
+    fault run: the command's --library, and a params section's `libraries` given as text (`libraries: all`)."""
+    names = []
+    for token in (t.strip() for t in text.split(",") if t.strip()):
+        names += libraries.NAMES if token == "all" else libraries.MODELS if token == "models" else [token]
+    names = list(dict.fromkeys(names))
+    for name in names:
+        libraries.get(name)
+    return tuple(names)
+
+
+# a fault run (harness.experiments.libraries.faults): one fault injected into a library's workers, then its ledger
+FAULTS = ("kill", "pause", "short_pause", "terminate", "restart")
+# short_pause freezes the worker for this share of its library's raced recovery setting: the job must not be handed
+# on, so no outcome hinges on a pause that outlasts the recovery; a library with nothing set to recover a job within
+# a run (libraries.recovers_within_s) has no setting to pause short of, and no short_pause run
+SHORT_PAUSE_SHARE = 0.5
+
+
+def short_pause_s(name: str) -> float | None:
+    """How long short_pause freezes a worker of this library; None where nothing is set to recover its job."""
+    if libraries.recovers_within_s(name) is None:
+        return None
+    return SHORT_PAUSE_SHARE * libraries.get(name).RECOVERY["raced_s"]
+FAULT_MIN_WORKERS, FAULT_MAX_WORKERS = 2, 8  # one to hit, one to recover
+FAULT_MAX_JOBS = 50  # each job lasts a second
+FAULT_WORKERS, FAULT_JOBS = (3,), 6  # a fault run's defaults
+# a probe (harness.experiments.libraries.probe): one job, a worker to lose it and one to take it on
+PROBES = ("stale_completion",)
+PROBE_MIN_WORKERS, PROBE_WORKERS, PROBE_JOBS = 2, (2,), 1
+
+
+def _one_or_none(choices: tuple[str, ...], what: str):
+    """A validator: one of choices, or none."""
+    def one(name: str, value) -> str:
+        if value not in ("none", *choices):
+            raise UserError(f"{what} must be one of {', '.join(choices)} (or none), not {value!r}")
+        return str(value)
+    return one
+
+
+def _several(one, refusal: str):
+    """A validator of a list (or one value) whose every item `one` accepts; `refusal` for an empty one."""
+    def several(name: str, values) -> tuple[str, ...]:
+        values = (values,) if isinstance(values, str) else tuple(values)
+        if not values:
+            raise UserError(refusal)
+        return tuple(one(name, v) for v in values)
+    return several
+
+
+as_probe = _one_or_none(PROBES, "probe")
+as_probes = _several(as_probe, "give a probe, or none")
+as_pooler_setting = one_of(libraries.POOLER_SETTINGS, "pooler setting")
+as_pooler_settings = _several(as_pooler_setting, "give at least one pooler setting")
+as_fault = _one_or_none(FAULTS, "fault")
+as_faults = _several(as_fault, "give at least one fault, or none")
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    """'all' (every fault), one fault, or a comma-separated list."""
+    return FAULTS if text.strip() == "all" else tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+@dataclass(frozen=True)
+class LibraryParameters(Parameters):
+    """One run: worker_count processes drain job_count no-op jobs through one library's own worker; or, with a
+    fault, job_count one-second jobs under that fault (harness.experiments.libraries.faults)."""
+
+    library: str = setting("procrastinate", as_library)
+    worker_count: int = setting(4, as_int)
+    job_count: int = setting(500, as_int)
+    repeat: int = setting(0, as_int)
+    fault: str = setting("none", as_fault, added_later=True)
+    # PgBouncer between the workers and the server (harness.server.pooler); none before it
+    pooler: str = setting("none", as_pooler_mode, added_later=True)
+    # through the pooler with the library's defaults, or with what it documents for a transaction pooler
+    # (harness.libraries: POOLER_SETTING); default before it
+    pooler_setting: str = setting("default", as_pooler_setting, added_later=True)
+    # a probe instead of a drain or a fault run (harness.experiments.libraries.probe); none before it
+    probe: str = setting("none", as_probe, added_later=True)
+
+    def check(self) -> None:
+        check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
+        if self.probe != "none":
+            if self.fault != "none" or self.pooler != "none":
+                raise UserError("a probe runs on its own: no --fault, no --pooler")
+            if not PROBE_MIN_WORKERS <= self.worker_count <= FAULT_MAX_WORKERS:
+                raise UserError(f"a probe takes {PROBE_MIN_WORKERS} to {FAULT_MAX_WORKERS} workers (one to lose the "
+                                f"job, one to take it on), not {self.worker_count}")
+            if self.job_count != PROBE_JOBS:
+                raise UserError(f"a probe races one job, not {self.job_count}")
+        if self.pooler_setting == "documented":
+            if self.pooler == "none":
+                raise UserError("the documented pooler setting is for a run through the pooler, not directly")
+            if self.pooler != "transaction":  # a session-mode run would be shown as the transaction arm
+                raise UserError("the documented pooler setting is raced through the transaction pooler only")
+            if self.fault != "none":
+                raise UserError("the documented pooler setting is raced in a drain, not a fault run")
+            if libraries.documented_setting(self.library) is None:
+                raise UserError(f"{self.library} documents no setting for a pooler")
+        check_each([self.job_count], "job count", 1, MAX_JOBS)
+        if self.fault == "none" and self.probe == "none" and libraries.is_model(self.library):
+            models.refuse_drain(self.library)
+        if self.fault != "none":
+            if not FAULT_MIN_WORKERS <= self.worker_count <= FAULT_MAX_WORKERS:
+                raise UserError(f"a fault run takes {FAULT_MIN_WORKERS} to {FAULT_MAX_WORKERS} workers (one to hit, "
+                                f"one to recover), not {self.worker_count}")
+            if not self.worker_count <= self.job_count <= FAULT_MAX_JOBS:
+                raise UserError(f"a fault run takes between the worker count ({self.worker_count}) and "
+                                f"{FAULT_MAX_JOBS} jobs, not {self.job_count}")
+            if self.fault == "short_pause" and short_pause_s(self.library) is None:
+                raise UserError(f"{self.library} has no recovery set within a run to pause short of: no short_pause")
+        if libraries.version(self.library) is None:
+            raise UserError(f"{self.library} is not installed here: {libraries.install_hint(self.library)}")
+
+
+_SAID_NOT_INSTALLED: set = set()
+
+
+@dataclass(frozen=True)
+class LibrarySweep(Parameters):
+    """Every library at every worker count, `repeats` times: what `python -m harness libraries` and a params
+    section ask."""
+
+    libraries: tuple = setting(libraries.NAMES, as_libraries, Option(
+        "--library", f"one of {', '.join(libraries.NAMES)}; a comma list; or all (every one; one not installed here "
+                     "is left out, with a line saying what to install); with a "
+                     f"fault also {', '.join(libraries.MODELS)} or models (modelled from their sources)",
+        parse_libraries, default_text="all"))
+    worker_counts: tuple | None = setting(None, lambda name, v: None if v is None else as_ints(name, v), Option(
+        "--workers", "worker processes, comma-separated: a sweep", int_list,
+        default_text=f"1,4,16,32; with a fault {','.join(map(str, FAULT_WORKERS))}"))
+    job_count: int | None = setting(None, lambda name, v: None if v is None else as_int(name, v), Option(
+        "--jobs", "jobs queued per run", int, default_text=f"500; with a fault {FAULT_JOBS}"))
+    repeats: int = setting(1, as_int, Option("--repeat", "runs per library and worker count", int))
+    faults: tuple = setting(("none",), as_faults, Option(
+        "--fault", f"{', '.join(FAULTS)}: inject it into the workers and keep the ledger of every job, instead of "
+                   "a drain; a comma list; or all", parse_faults, default_text="none"))
+    poolers: tuple = setting(("none",), as_poolers, Option(
+        "--pooler", "PgBouncer between the workers and the server: transaction or session mode (none: directly); a "
+                    "comma list runs each", client_list, default_text="none", metavar="{none,transaction,session}"))
+    pooler_settings: tuple = setting(("default",), as_pooler_settings, Option(
+        "--pooler-setting", "default: each library as it comes; documented: also in transaction mode with what the "
+                            "library documents for a transaction pooler (prepared statements off), for each library "
+                            "that documents one; a comma list runs each", client_list, default_text="default",
+        metavar="{default,documented}"))
+    probes: tuple = setting(("none",), as_probes, Option(
+        "--probe", f"{', '.join(PROBES)}: one job whose first holder loses it and completes it while a second "
+                   "holder runs it, per library (models too), instead of a drain",
+        client_list, default_text="none", metavar="{stale_completion}"))
+
+    def check(self) -> None:
+        faulted, probed = self.faults != ("none",), self.probes != ("none",)
+        if self.worker_counts is None:  # the default of the kind of run asked
+            object.__setattr__(self, "worker_counts", PROBE_WORKERS if probed else FAULT_WORKERS if faulted
+                               else (1, 4, 16, 32))
+        if self.job_count is None:
+            object.__setattr__(self, "job_count", PROBE_JOBS if probed else FAULT_JOBS if faulted else 500)
+        if probed and "none" in self.probes:
+            raise UserError("a sweep is either probes or not, not both")
+        if faulted and "none" in self.faults:
+            raise UserError("a sweep is either drains (fault none) or faults, not both")
+        check_each(self.worker_counts, "worker count", 1, MAX_WORKERS)
+        check_each([self.repeats], "repeats", 1, 20)
+        for mode in self.poolers:
+            pooler.check_mode(mode, installed=False)  # pgbouncer itself is looked for when a run starts it
+        for one in self.runs():
+            one.check()
+
+    def runs(self) -> list[LibraryParameters]:
+        """One run per library installed here, worker count and repeat; a library not installed is left out,
+        with one line saying what to install (the rest of a report still builds)."""
+        installed = [name for name in self.libraries if libraries.version(name) is not None]
+        for name in self.libraries:
+            if name not in installed and name not in _SAID_NOT_INSTALLED:
+                _SAID_NOT_INSTALLED.add(name)  # once per process: the sweep's runs are listed more than once
+                print(f"{name} not raced: {libraries.install_hint(name)}", file=sys.stderr)
+        if not installed:
+            raise UserError(f"none of {', '.join(self.libraries)} is installed here: "
+                            f"{'; '.join(libraries.install_hint(n) for n in self.libraries)}")
+        # a library whose worker paces itself (JOB_CAP) gets at most that many jobs, so a run ends in seconds
+        # a fault run's jobs each last a second, so no cap
+        # the documented setting is raced in transaction mode only (session mode keeps prepared statements working),
+        # and only for a library that documents one
+        # a short pause leaves out the libraries with nothing to pause short of, unless none asked has one: then
+        # they stay, so that their check refuses the sweep in one line rather than it running nothing
+        pausable = any(short_pause_s(name) is not None for name in installed)
+        return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
+                    self.job_count, getattr(libraries.get(library), "JOB_CAP", self.job_count)), repeat, fault, mode,
+                    chosen, probe)
+                for probe in self.probes for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
+                for library in installed for workers in self.worker_counts for repeat in range(self.repeats)
+                if (chosen == "default" or (mode == "transaction" and fault == "none"
+                                            and libraries.documented_setting(library) is not None))
+                and (fault != "short_pause" or short_pause_s(library) is not None or not pausable)]
+
+
+def workers_needed(parameters: LibraryParameters) -> int:
+    return runtime.connections_per_worker(parameters.library) * parameters.worker_count
+
+
+def check_size(sets: list[LibraryParameters], local: bool, pg_version: int) -> None:
+    check_race_size(max(s.worker_count for s in sets), None, local)
+    if not local and any(s.fault == "restart" for s in sets):
+        raise UserError("the restart fault needs the embedded server (it stops and starts PostgreSQL)")
+
+
+def label(parameters: LibraryParameters) -> str:
+    fault = "" if parameters.fault == "none" else f", {parameters.fault}"
+    fault += "" if parameters.probe == "none" else f", {parameters.probe} probe"
+    through = "" if parameters.pooler == "none" else f", via {parameters.pooler} pooler"
+    if parameters.pooler_setting == "documented":
+        through += " with its documented setting"
+    return f"{parameters.library} x{parameters.worker_count}{fault}{through}"
+
+
+# --------------------------------------------------------------------------- a worker process
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+# What a drain and a fault run (harness.experiments.libraries.faults) share: the run's database, the audit on the
+# library's table, its worker processes.
+
+
+def _counters(conn, library) -> dict:
+    pgstats.force_flush(conn)
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT pg_current_wal_lsn(), d.xact_commit + d.xact_rollback, t.n_tup_upd, t.n_tup_hot_upd, t.n_dead_tup "
+        "FROM pg_stat_database d LEFT JOIN pg_stat_user_tables t ON t.relname = %s "
+        "WHERE d.datname = current_database()", (getattr(library, "STATS_TABLE", library.JOBS_TABLE),)).fetchone()
+    return {"lsn": str(row[0]), "transactions": int(row[1]), "updates": int(row[2] or 0),
+            "hot_updates": int(row[3] or 0), "dead_tuples": int(row[4] or 0)}
+
+
+def _log_size(log: Path | None) -> int | None:
+    return log.stat().st_size if log is not None and log.exists() else None
+
+
+def statement_entries(log: Path, since: int, until: int | None = None) -> list[tuple[int, str]]:
+    """The statements the server logged between bytes `since` and `until` of its log (log_statement = all on the
+    library's database only): each backend's pid and the statement as sent, its whitespace runs read as one space."""
+    return [(pid, text) for pid, text, _ in logged_statements(log, since, until)]
+
+
+def logged_statements(log: Path, since: int, until: int | None = None) -> list[tuple[int, str, str]]:
+    """As statement_entries, with each statement's bound parameters as the server logged them on the entry's
+    DETAIL line ("$1 = '5', $2 = '{...}'"; empty for a statement sent with its values inline)."""
+    with open(log, "rb") as f:
+        f.seek(since)
+        text = f.read(None if until is None else max(0, until - since)).decode("utf-8", "replace")
+    statements, current = [], None
+    for line in text.splitlines():
+        if LOG_ENTRY.match(line):
+            detail = LOG_PARAMETERS.match(line)
+            if detail and current is not None and current[0] == int(LOG_PID.search(line).group(1)):
+                current[2].append(line[detail.end():].strip())
+                continue
+            if current is not None:
+                statements.append(current)
+            match = LOG_LINE.match(line)
+            current = (int(LOG_PID.search(line).group(1)), [line[match.end():].strip()], []) if match else None
+        elif current is not None:  # a statement, or its parameters, over several lines
+            (current[2] or current[1]).append(line.strip())
+    if current is not None:
+        statements.append(current)
+    return [(pid, " ".join(" ".join(parts).split()), " ".join(values)) for pid, parts, values in statements]
+
+
+def _statements_logged(log: Path | None, since: int | None) -> pd.DataFrame | None:
+    """The statements the server logged after byte `since` of its log (log_statement = all on the library's
+    database only), each as sent with its literals as ?, and how often: what the library sent, captured; None
+    without a log here."""
+    if log is None or since is None or not log.exists():
+        return None
+    statements = [text for _, text in statement_entries(log, since)]
+    shapes = pd.Series([LITERAL.sub("?", s) for s in statements], dtype=object)
+    counted = shapes.value_counts(sort=False)
+    return pd.DataFrame({"statement": counted.index.astype(str), "calls": counted.to_numpy(dtype="int64")},
+                        columns=["statement", "calls"])
+
+
+def measure_libraries(db: database.Database, parameters: LibraryParameters, run_id: str,
+                      progress: bool = False) -> Measured:
+    p = parameters
+    library = libraries.get(p.library)
+    server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
+    url = runtime.database_url(db.url)
+    logs = scratch.folder(f"{run_id}-executions")
+    with db.connect() as admin:
+        runtime.fresh_database(admin)
+        if server_log is not None:
+            admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(
+                sql.Identifier(runtime.DATABASE)))
+    through = contextlib.ExitStack()
+    try:
+        library.install(url)
+        # the workers through PgBouncer where asked; the harness's own statements go to the server directly
+        via = through.enter_context(pooler.pooled(url, p.pooler, workers_needed(p)))
+        # the watch reads pg_stat_activity from another database: the library's logs every statement sent to it
+        with database.connect(url) as conn, db.connect() as watching:
+            runtime.install_audit(conn, library)
+            local = activity.server_is_local(conn)
+            library.enqueue(url, p.job_count)
+            context = mp.get_context("fork")  # as the race's workers: no resource tracker outlives the run
+            start = context.Event()
+            workers, readies = [], []
+            for i in range(p.worker_count):
+                ready = context.Event()
+                process = context.Process(target=runtime.worker_process, daemon=True, args=(
+                    p.library, via.url, str(logs / f"{i}.log"), ready, start, os.getpid(), None, p.pooler_setting))
+                process.start()
+                workers.append(process)
+                readies.append(ready)
+            try:
+                runtime.wait_until_ready(p.library, readies)
+                list_backends = _backends_of(watching, {conn.pgconn.backend_pid, watching.pgconn.backend_pid})
+                backends = list_backends()
+                before = _counters(conn, library)
+                server_cpu_before = activity.server_cpu_ns(conn)
+                log_from = _log_size(server_log)  # after the harness's own statements on this database
+                # the backends' wait for a CPU, beside the workers' own (their timings): either side marks a run
+                watch = activity.BackendWatch(list_backends).start() if local else None
+                released_ns = time.time_ns()
+                start.set()
+                bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
+                ends = time.monotonic() + bound_s
+                at_bound = []
+                if getattr(library, "STOPS_ON_ITS_OWN", True):
+                    for process in workers:
+                        process.join(max(0.0, ends - time.monotonic()))
+                else:
+                    at_bound = _stop_once_every_job_ran(workers, logs, p.job_count, ends)
+                stopped = [w for w in workers if w.is_alive()]
+                stopped += [w for w in at_bound if w not in stopped]
+                runtime.kill_left(stopped)
+                ended_ns = time.time_ns()
+                backend_shares = watch.stop() if watch else {}
+                through.close()  # a pooler's server sessions end with it, once every worker has gone
+                statements = _statements_logged(server_log, log_from)
+                pgstats.wait_for_backends_to_exit(conn, backends)
+                server_cpu_after = activity.server_cpu_ns(conn)
+                after = _counters(conn, library)
+            finally:
+                runtime.kill_left(workers)
+            wal_bytes = int(conn.execute("SELECT pg_wal_lsn_diff(%s, %s)", (after["lsn"], before["lsn"])).fetchone()[0])
+            audit = runtime.read_audit(conn)
+            advisory_locks = int(conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())").fetchone()[0])
+            left = int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
+                runtime.jobs_table(library))).fetchone()[0])
+        # a library whose every change sends a NOTIFY to its listening workers: what those cost the server, apart
+        probe = (pgstats.notification_transactions(url, p.worker_count, PROBE_NOTIFICATIONS)
+                 if getattr(library, "NOTIFIES_ON_CHANGE", False) else None)
+    except BaseException:
+        shutil.rmtree(logs, ignore_errors=True)  # a run that failed leaves no execution logs behind
+        raise
+    finally:
+        through.close()
+        with db.connect() as admin:
+            runtime.drop_database(admin)
+    errors = runtime.error_output(logs)
+    executions, timings = _read_logs(logs)
+    server_cpu_ms = ((server_cpu_after - server_cpu_before) / 1e6
+                     if server_cpu_before is not None and server_cpu_after is not None else None)
+    summary = summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after,
+                        None if statements is None else int(statements["calls"].sum()),
+                        server_cpu_ms, advisory_locks, len(stopped), backend_shares)
+    summary |= {"probe_listeners": probe and probe["listeners"], "probe_notifications": probe and probe["notifications"],
+                "probe_transactions": probe and probe["transactions"], "pooler": p.pooler,
+                "pooler_setting": p.pooler_setting,
+                "workers_with_errors": runtime.workers_with_errors(errors)}
+    # a worker stopped at the bound is censored, not refused: its jobs count as not executed
+    checks = {"every_job_enqueued_once": int((audit["event"] == "enqueued").sum()) == p.job_count}
+    checks["passed"] = all(checks.values())
+    return Measured(
+        tables={"audit": audit, "executions": executions, "workers": timings, "errors": errors,
+                **({"statements": statements} if statements is not None else {})},
+        procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
+                   "settings": library.SETTINGS, "claimed": library.CLAIMED, "jobs_table": library.JOBS_TABLE,
+                   "workers": "one process each (forked), the library's own loop at concurrency 1, "
+                              "held at a start barrier until every worker was connected",
+                   "bound_s": bound_s, "statements": "lines logged with log_statement = all for the library's "
+                                                     "database" if server_log is not None else None,
+                   "pooler": via.describe(),
+                   "pooler_setting": {"chosen": p.pooler_setting,
+                                      **((libraries.documented_setting(p.library) or {})
+                                         if p.pooler_setting == "documented" else {})}},
+        checks=checks,
+        results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
+
+
+def _backends_of(watching, harness_own: set[int]):
+    """Lists the backends on the library's database (runtime.DATABASE), but the harness's own."""
+    def listed() -> list[int]:
+        return [int(r[0]) for r in watching.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s", (runtime.DATABASE,)) if int(r[0]) not in harness_own]
+
+    return listed
+
+
+STOP_GRACE_S = 10.0  # how long a worker asked to stop may take before it is killed (and counted as stopped)
+
+
+def _jobs_logged(logs: Path) -> int:
+    """Distinct job ids the workers have logged so far."""
+    ids = set()
+    for log in logs.glob("*.log"):
+        ids.update(line.split(maxsplit=1)[0] for line in log.read_text().splitlines() if line.strip())
+    return len(ids)
+
+
+def _stop_once_every_job_ran(workers: list, logs: Path, job_count: int, ends: float) -> list:
+    """For a library whose worker never stops on an empty queue (STOPS_ON_ITS_OWN = False): once every job has
+    been logged, or at the bound, SIGTERM to every worker (its library's own graceful stop), then wait for them
+    all, together, up to STOP_GRACE_S. Returns the workers stopped at the bound (censored), none if every job ran."""
+    while time.monotonic() < ends and any(w.is_alive() for w in workers) and _jobs_logged(logs) < job_count:
+        time.sleep(0.05)
+    at_bound = [w for w in workers if w.is_alive()] if _jobs_logged(logs) < job_count else []
+    for process in workers:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in workers:
+        process.join(max(0.0, deadline - time.monotonic()))
+    return at_bound
+
+
+def _read_logs(logs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every execution the workers logged (job id, worker) and each worker's timing; the files are removed."""
+    executions, timings = [], []
+    for log in sorted(logs.glob("*.log"), key=lambda path: int(path.stem)):
+        worker = int(log.stem)
+        # a line is "job at_ns [pid]": the job's start (a fault run also logs "job at_ns pid end", not read here)
+        executions += [(int(fields[0]), worker, int(fields[1])) for fields in
+                       (line.split() for line in log.read_text().splitlines() if line.strip())
+                       if fields[-1] != "end"]
+        timing = log.with_name(f"{log.name}.json")
+        if timing.exists():
+            t = json.loads(timing.read_text())
+            delta = activity.schedstat_delta(t["at_release"], t["at_end"])
+            timings.append({"worker": worker, "pid": t["pid"], "released_ns": t["released_ns"],
+                            "ended_ns": t["ended_ns"], "cpu_ns": delta[0] if delta else None,
+                            "run_delay_ns": delta[1] if delta else None})
+            timing.unlink()
+        log.unlink()
+    for errors in logs.glob("*.log.stderr"):  # read before (error_output)
+        errors.unlink()
+    logs.rmdir()
+    return (pd.DataFrame(executions, columns=["job_id", "worker", "at_ns"]),
+            pd.DataFrame(timings, columns=["worker", "pid", "released_ns", "ended_ns", "cpu_ns", "run_delay_ns"]))
+
+
+def summarise(p: LibraryParameters, audit: pd.DataFrame, executions: pd.DataFrame, timings: pd.DataFrame,
+              released_ns: int, ended_ns: int, wal_bytes: int, before: dict, after: dict, statements: int | None,
+              server_cpu_ms: float | None, advisory_locks: int, stopped: int, backend_shares: dict) -> dict:
+    """One run's figures, per job where the name says so."""
+    claims = audit[audit["event"] == "claimed"]
+    per_job = claims.groupby("job_id").size()
+    executed = executions.groupby("job_id").size()
+    first_claim = claims.groupby("job_id")["at_ns"].min()
+    pickups_ms = (first_claim - released_ns).clip(lower=0) / 1e6
+    last_end = int(timings["ended_ns"].max()) if len(timings) and not stopped else ended_ns
+    # the drain: from the release to the last job's execution; the workers' own shutdown after it is apart
+    last_execution = int(executions["at_ns"].max()) if len(executions) else ended_ns
+    window_s = max(1e-9, (last_execution - released_ns) / 1e9)
+    jobs = p.job_count
+    done = int(len(executed))
+    windows = (timings["ended_ns"] - timings["released_ns"]).astype(float) if len(timings) else pd.Series(dtype=float)
+    runnable = (float(timings["run_delay_ns"].sum() / windows.sum())
+                if len(timings) and timings["run_delay_ns"].notna().all() and windows.sum() > 0 else None)
+    running = (float(timings["cpu_ns"].sum() / windows.sum())
+               if len(timings) and timings["cpu_ns"].notna().all() and windows.sum() > 0 else None)
+
+    def per(value):
+        return None if value is None else value / jobs
+
+    return {
+        "library": p.library, "version": libraries.version(p.library), "level": "own_worker",
+        "worker_count": p.worker_count, "repeat": p.repeat, "jobs": jobs,
+        "executed": done, "executed_twice": int((executed > 1).sum()), "not_executed": jobs - done,
+        "duplicate_claims": int((per_job > 1).sum()), "claims": int(len(claims)),
+        "jobs_per_s": done / window_s, "drain_s": window_s, "shutdown_s": max(0.0, (last_end - last_execution) / 1e9),
+        "pickup_p50_ms": float(np.percentile(pickups_ms, 50)) if len(pickups_ms) else None,
+        "pickup_p99_ms": float(np.percentile(pickups_ms, 99)) if len(pickups_ms) else None,
+        "statements_per_job": per(statements),
+        "transactions_per_job": per(after["transactions"] - before["transactions"]),
+        "wal_bytes_per_job": per(wal_bytes),
+        "updates_per_job": per(after["updates"] - before["updates"]),
+        "hot_share": ((after["hot_updates"] - before["hot_updates"]) / (after["updates"] - before["updates"])
+                      if after["updates"] > before["updates"] else None),
+        "dead_tuples_per_job": per(after["dead_tuples"] - before["dead_tuples"]),
+        "server_cpu_ms_per_job": per(server_cpu_ms),
+        "client_runnable_share": runnable, "client_running_share": running,
+        "backend_runnable_share": backend_shares.get("runnable_share"),
+        "backend_running_share": backend_shares.get("running_share"),
+        "cpu_bound": activity.cpu_bound(runnable, running, backend_shares.get("runnable_share")),
+        "advisory_locks_left": advisory_locks, "workers_stopped_at_bound": stopped,
+    }
+
+
+SHOWN = ("library", "version", "level", "pooler", "pooler_setting",
+         "worker_count", "jobs", "executed", "executed_twice",
+         "duplicate_claims",
+         "jobs_per_s", "pickup_p50_ms", "pickup_p99_ms", "statements_per_job", "transactions_per_job",
+         "wal_bytes_per_job", "hot_share", "dead_tuples_per_job", "server_cpu_ms_per_job", "cpu_bound",
+         "advisory_locks_left", "not_executed", "workers_with_errors")
+
+
+def stored_summary(run: Run) -> dict:
+    """A libraries or wake-ups run's figures: what the run summarised from its rows when it was stored, with the
+    CPU-bound mark from today's rule (a run stored before the backends were watched is judged on its workers)."""
+    summary = run.results["summary"]
+    if "client_runnable_share" not in summary:  # a wake-ups run
+        return summary
+    shares = (summary.get("client_runnable_share"), summary.get("client_running_share"),
+              summary.get("backend_runnable_share"))
+    return summary | {"cpu_bound": activity.cpu_bound(*shares), "cpu_bound_side": activity.cpu_bound_side(*shares)}
+
+
+def show_runs(paths, as_json: bool) -> None:
+    """What `python -m harness libraries` prints: one line (or JSON object) per run."""
+    for path in paths:
+        summary = Run(path).summary
+        if as_json:
+            # a run stored before the pooler was one ran directly, and one stored before its setting, with defaults
+            print(json.dumps({key: summary.get(key, {"pooler": "none", "pooler_setting": "default"}.get(key))
+                              for key in SHOWN}))
+            continue
+        through = "" if summary.get("pooler", "none") == "none" else f" via {summary['pooler']}"
+        if summary.get("pooler_setting") == "documented":
+            through += " (documented setting)"
+        print(f"{summary['library'] + through:<14} {summary['version']:<8} {summary['worker_count']:>3} workers  "
+              f"{summary['executed']:>6}/{summary['jobs']} executed  {summary['executed_twice']} twice  "
+              f"{summary['duplicate_claims']} claimed twice  {summary['jobs_per_s']:8.1f} jobs/s  "
+              f"pickup p99 {summary['pickup_p99_ms'] or float('nan'):8.1f} ms  "
+              f"{summary['wal_bytes_per_job']:7.0f} WAL B/job"
+              + ("  CPU-bound" if summary["cpu_bound"] else ""))

@@ -1,0 +1,560 @@
+"""A queue that runs for minutes: jobs arrive at a steady rate, workers claim, run and finish them, and from
+pin_from to pin_to something holds the server's MVCC horizon, so no dead row can be removed.
+
+One run, on a fresh table of one shape:
+
+    history          finished jobs stay, marked 'done' (the original's table), no index on the status;
+    history_indexed  the same, with the partial index on the pending jobs (schema.PARTIAL_INDEX_SQL);
+    delete           finished jobs are deleted, as PgQueuer, pgmq and graphile-worker do;
+    partitioned      finished jobs stay 'done' in their partition, and leave a partition at a time, as pgmq's
+                     partitioned queues do (harness.experiments.soak.partitions).
+
+`history_rows` finished jobs may be there at the start (a table that keeps its history). Processes:
+
+    arrivals   one process inserts the jobs on schedule, open loop: job k is due at k / rate seconds, and every
+               job due is inserted as soon as it is due, in one statement for those due together, whatever the
+               workers do. Each job's due time and its insert's commit are kept.
+    workers    `workers` processes, each on its own connection: the claim (harness.claims.strategies: guarded, the
+               original's read then guarded write; skip_locked; or skip_locked_batch, up to BATCH jobs in one
+               statement), then each job (job_ms) and its finish (an UPDATE to 'done', or a DELETE), in
+               autocommit; a worker that finds nothing waits POLL_S.
+               Each claim's return time and its statement time are kept.
+    holder     from pin_from to pin_to, on connections of its own: a REPEATABLE READ snapshot, an idle
+               transaction's id, staggered analytics statements, or none, the control (harness.experiments.
+               soak_holders, with the mitigations that act on it: timeouts, the analytics one at a time). A holder
+               whose connection is ended ends the pin early; the run records when.
+    sampler    every SAMPLE_S, on its own connection: the table's live and dead tuples, its autovacuum and vacuum
+               counts, heap and index bytes, the age of the oldest snapshot or transaction id a backend holds
+               (transactions) and the longest open transaction holding one (s), and WAL bytes; every
+               EXPLAIN_EVERY_S, the claim's read under EXPLAIN (ANALYZE, BUFFERS): the buffers one claim reads.
+
+The mitigation "autovacuum" sets the jobs table's autovacuum to act at once (AGGRESSIVE_AUTOVACUUM: no scale
+factor, a small threshold, no cost delay); the server's autovacuum_naptime, between two looks at the table, is
+server-wide and left as it is.
+
+storage "disk" puts the embedded server's data directory on a disk (harness.server.database), where each commit
+waits for its WAL flush and the server times the flushes; synchronous_commit "off" lets the workers' and the
+arrivals' commits go without waiting for it.
+
+The arrivals and the workers are harness.experiments.soak.processes. The per-second series (arrivals, claims,
+backlog, claim p50/p99) comes from the kept times, and the verdict from
+it by harness.experiments.soak.outcomes. Every process started dies with the harness (die_with_parent), SIGKILL included; the
+holder's sessions are the harness's own connections, closed with it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing as mp
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from harness import libraries
+from harness.experiments.soak import outcomes as soak_outcomes
+from harness.experiments.soak import holders as soak_holders
+from harness.experiments.soak import partitions as soak_partitions
+from harness.experiments.soak import processes as soak_processes
+from harness.experiments.soak import sampler as soak_sampler
+from harness.experiments.soak.processes import BATCH, FINISH_SQL, INSERT_SQL, JOBS, POLL_S, STOP_GRACE_S
+from harness.experiments.soak.sampler import EXPLAIN_EVERY_S, READ_SQL, SAMPLE_COLUMNS, SAMPLE_S, Sampler
+from harness.experiments.soak.holders import ANALYTICS_S, HOLDERS, MITIGATIONS
+from harness.config import SCHEMA
+from harness.errors import UserError
+from harness.claims.protocols import RACED_LIBRARY_STRATEGIES
+from harness.experiments.contract import Measured, Option, Parameters, as_float, as_int, one_of, setting
+from harness.server import activity, database, pgstats, schema
+from harness.storage import Run
+from harness.claims.strategies import BATCH_CLAIM_CTE, GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
+
+SHAPES = ("history", "history_indexed", "delete", "partitioned")
+STRATEGIES = ("guarded", "skip_locked", "skip_locked_batch")
+SYNCHRONOUS_COMMIT = ("on", "off")
+
+# what a run may ask: bounds this machine honours (2 cores, 24 GiB, the data directory on tmpfs)
+MIN_RATE, MAX_RATE = 1.0, 5000.0  # jobs/s; above what 2 cores claim, a run is marked arrivals_behind
+MAX_WORKERS = 16
+MIN_SECONDS, MAX_SECONDS = 20.0, 4 * 3600.0
+MIN_BEFORE_S = soak_outcomes.WARMUP_S + 5.0  # seconds before the pin: the warm-up, then the spread to judge by
+MAX_JOB_MS = 1000.0
+MAX_HISTORY_ROWS = 2_000_000
+MAX_JOBS = 5_000_000  # rate x seconds + history_rows: the table stays well inside memory
+MIN_SHARE, MAX_SHARE = 1.0, 200.0  # a rate asked as a share of the sustained rate (past 100 %: an overload)
+SUSTAIN_S = 8.0  # how long the workers drain a full queue to measure the rate they sustain
+SUSTAIN_WARMUP_S = 1.0  # its first second is not counted
+SUSTAIN_JOBS = 50_000  # the full queue: more than 2 cores claim in SUSTAIN_S
+
+
+CLAIM_SQL = {"guarded": f"{PICK_OLDEST_PENDING}; then {GUARDED_CLAIM}", "skip_locked": SKIP_LOCKED_CLAIM,
+             "skip_locked_batch": BATCH_CLAIM_CTE.replace("{batch}", str(BATCH))}
+
+
+def as_rate(name: str, value) -> float | str:
+    """Jobs per second (a number), or a share of the sustained rate ("50%")."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    try:
+        return f"{float(text[:-1]):g}%" if text.endswith("%") else float(text)
+    except ValueError:
+        raise UserError(f"rate must be jobs per second, or a share of the sustained rate like 50%, not {value!r}") \
+            from None
+
+
+def check_rate(rate: float) -> None:
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise UserError(f"rate must be between {MIN_RATE:g} and {MAX_RATE:g} jobs/s, not {rate:g}")
+
+
+def check_jobs(rate: float, seconds: float, history_rows: int) -> None:
+    if rate * seconds + history_rows > MAX_JOBS:
+        raise UserError(f"{rate:g} jobs/s for {seconds:g} s and {history_rows:,} history rows make more than "
+                        f"{MAX_JOBS:,} jobs: lower one")
+
+
+@dataclass(frozen=True)
+class SoakParameters(Parameters):
+    """One soak run: a shape, a claim, jobs arriving at `rate` for `seconds`, the horizon held from pin_from to
+    pin_to by `holder`."""
+
+    shape: str = setting("history", one_of(SHAPES, "shape"), Option(
+        "--shape", "history (finished jobs stay 'done'), history_indexed (and the partial index), delete, or "
+                   "partitioned (they leave a partition at a time, as pgmq's partitioned queues)"))
+    strategy: str = setting("skip_locked", one_of(STRATEGIES, "strategy"), Option(
+        "--strategy", "guarded (the original's read, then a guarded write), skip_locked, or skip_locked_batch "
+                      f"(up to {BATCH} jobs a claim, each run and finished in turn)"))
+    rate: float | str = setting("50%", as_rate, Option(
+        "--rate", "jobs arriving per second, on schedule; or a share of the rate the workers sustain with nothing "
+                  "pinned, measured first on the same table, like 50%%", str, default_text="50%%"))
+    workers: int = setting(4, as_int, Option("--workers", "worker processes", int))
+    seconds: float = setting(120.0, as_float, Option("--seconds", "the run's length", float))
+    pin_from: float = setting(40.0, as_float, Option("--pin-from", "when the holder takes the horizon (s)", float))
+    pin_to: float = setting(80.0, as_float, Option("--pin-to", "when it lets go (s)", float))
+    holder: str = setting("repeatable_read", one_of(HOLDERS, "holder"), Option(
+        "--holder", "repeatable_read, idle_in_transaction, analytics, or none (the control)"))
+    job_ms: float = setting(5.0, as_float, Option("--job-ms", "each job's length (ms)", float))
+    history_rows: int = setting(0, as_int, Option("--history-rows", "finished jobs in the table at the start", int))
+    mitigation: str = setting("none", one_of(MITIGATIONS, "mitigation"), Option(
+        "--mitigation", "none, autovacuum (the table's, at once), idle_timeout, statement_timeout, "
+                        "transaction_timeout (PostgreSQL 17+), or one_analytics (the analytics one at a time)"))
+    storage: str = setting("tmpfs", one_of(database.STORAGES, "storage"), Option(
+        "--storage", "where the embedded server keeps its data: tmpfs, or disk (every commit waits for its WAL "
+                     "flush)"))
+    synchronous_commit: str = setting("on", one_of(SYNCHRONOUS_COMMIT, "synchronous commit"), Option(
+        "--synchronous-commit", "on, or off: the workers' and the arrivals' commits do not wait for the flush"))
+    library: str = setting("none", one_of(("none", *RACED_LIBRARY_STRATEGIES), "library"), Option(
+        "--library", "a job library's own workers on its own table instead of shape and strategy "
+                     "(harness.experiments.soak.library): " + ", ".join(RACED_LIBRARY_STRATEGIES)),
+        added_later=True)
+    repeat: int = setting(0, as_int)
+
+    def check(self) -> None:
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise UserError(f"workers must be between 1 and {MAX_WORKERS}, not {self.workers}")
+        if isinstance(self.rate, str):
+            share = float(self.rate[:-1])
+            if not MIN_SHARE <= share <= MAX_SHARE:
+                raise UserError(f"a rate as a share of the sustained rate must be between {MIN_SHARE:g}% and "
+                                f"{MAX_SHARE:g}%, not {self.rate}")
+        else:
+            check_rate(self.rate)
+        if not MIN_SECONDS <= self.seconds <= MAX_SECONDS:
+            raise UserError(f"seconds must be between {MIN_SECONDS:g} and {MAX_SECONDS:g}, not {self.seconds:g}")
+        if not MIN_BEFORE_S <= self.pin_from < self.pin_to < self.seconds:
+            raise UserError(f"the pin must start at {MIN_BEFORE_S:g} s or later and end before the run's "
+                            f"{self.seconds:g} s, after it starts: not {self.pin_from:g} to {self.pin_to:g} s")
+        if self.holder not in soak_holders.APPLIES_TO[self.mitigation]:
+            raise UserError(f"mitigation {self.mitigation} does nothing to holder {self.holder} (it acts on "
+                            f"{' or '.join(soak_holders.APPLIES_TO[self.mitigation])})")
+        if not 0 <= self.job_ms <= MAX_JOB_MS:
+            raise UserError(f"job ms must be between 0 and {MAX_JOB_MS:g}, not {self.job_ms:g}")
+        if not 0 <= self.history_rows <= MAX_HISTORY_ROWS:
+            raise UserError(f"history rows must be between 0 and {MAX_HISTORY_ROWS:,}, not {self.history_rows}")
+        if not isinstance(self.rate, str):
+            check_jobs(self.rate, self.seconds, self.history_rows)
+        if self.library != "none":
+            self._check_library()
+
+    def _check_library(self) -> None:
+        """What a library's run cannot take: its table is its own, made by its own migrations."""
+        if self.history_rows:
+            raise UserError(f"a library's table starts empty: history rows must be 0 with --library, not "
+                            f"{self.history_rows}")
+        if self.mitigation == "autovacuum":
+            raise UserError("mitigation autovacuum sets the soak's own table: it is not raced with --library")
+        if libraries.version(self.library) is None:
+            raise UserError(f"{self.library} is not installed here: {libraries.install_hint(self.library)}")
+
+
+def workers_needed(p: SoakParameters) -> int:
+    # the workers, the arrivals, the holder's two sessions, the sampler's two, the partitions' maintenance, the
+    # backends' watch, and the wal counters read at the end
+    return p.workers + 1 + 2 + 2 + 1 + 1 + 1
+
+
+def label(p: SoakParameters) -> str:
+    if p.library != "none":
+        return f"{p.library} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}"
+    return f"{p.shape} {p.strategy} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}"
+
+
+# --------------------------------------------------------------------------- the table
+
+
+AGGRESSIVE_AUTOVACUUM = {"autovacuum_vacuum_scale_factor": 0, "autovacuum_vacuum_threshold": 500,
+                         "autovacuum_vacuum_insert_scale_factor": 0, "autovacuum_vacuum_insert_threshold": 500,
+                         "autovacuum_vacuum_cost_delay": 0}
+
+
+def autovacuum_options(mitigation: str) -> str:
+    """The storage options a table (or a partition) of the run takes: the aggressive autovacuum, or none."""
+    if mitigation != "autovacuum":
+        return ""
+    return ", ".join(f"{name} = {value}" for name, value in AGGRESSIVE_AUTOVACUUM.items())
+
+
+def set_autovacuum(conn, options: str) -> None:
+    """The jobs table, or each of its partitions (a partitioned table takes no storage options), vacuumed once 500
+    rows changed whatever its size, at full speed."""
+    partitions = [f"{SCHEMA}.{name}" for (name,) in conn.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        f"WHERE i.inhparent = '{JOBS}'::regclass")]
+    for table in partitions or [JOBS]:
+        conn.execute(f"ALTER TABLE {table} SET ({options})")
+
+
+def create_table(conn, shape: str, history_rows: int, mitigation: str = "none") -> int:
+    """A fresh jobs table of the shape; returns its partitions made (0 where it has none)."""
+    schema.ensure_schema(conn)
+    schema.drop_owned(conn)
+    soak_partitions.drop_detached(conn)
+    made = 0
+    if shape == "partitioned":
+        made = soak_partitions.create_table(conn, history_rows)
+    else:
+        conn.execute(f"""CREATE TABLE {JOBS} (
+                             id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                             status     text NOT NULL DEFAULT 'pending',
+                             started_at timestamptz)""")
+    if history_rows:
+        conn.execute(f"INSERT INTO {JOBS} (status, started_at) SELECT 'done', now() "
+                     "FROM generate_series(1, %s)", [history_rows])
+    if shape == "history_indexed":
+        conn.execute(schema.PARTIAL_INDEX_SQL)
+    if autovacuum_options(mitigation):  # the partitions made later take it too (soak_partitions.Maintenance)
+        set_autovacuum(conn, autovacuum_options(mitigation))
+    conn.execute(f"VACUUM ANALYZE {JOBS}")
+    return made
+
+
+def _workers(context, parent: int, url: str, p: SoakParameters, start, stop, results) -> list:
+    return [context.Process(target=soak_processes.worker_main, args=(i, parent, url, p.shape, p.strategy, p.job_ms / 1000,
+                                                       p.synchronous_commit, start, stop, results),
+                            name=f"claimrace-soak-worker-{i}", daemon=True) for i in range(p.workers)]
+
+
+# what this process measured already, per server and table setup: arms that differ only in what holds the horizon
+# (a control and its held arm, a timeout on the same hold) run at one rate
+_SUSTAINED: dict[tuple, dict] = {}
+
+
+def sustained_rate(db: database.Database, p: SoakParameters, run_id: str = "") -> dict:
+    """The rate the run's workers sustain on its table with nothing pinned, measured once per server and table
+    setup (shape, claim, history, workers, job length, storage, commits, the table's autovacuum) in a process;
+    `measured_for` names the run it was measured for."""
+    key = (db.url, p.shape, p.strategy, p.history_rows, p.workers, p.job_ms, p.storage, p.synchronous_commit,
+           p.mitigation == "autovacuum")
+    if key not in _SUSTAINED:
+        _SUSTAINED[key] = _measure_sustained(db, p) | {"measured_for": run_id}
+    return _SUSTAINED[key]
+
+
+def _measure_sustained(db: database.Database, p: SoakParameters) -> dict:
+    """The rate the run's workers sustain on its table with nothing pinned: SUSTAIN_JOBS pending jobs (after its
+    history rows), drained for SUSTAIN_S, the claims after its first SUSTAIN_WARMUP_S counted. A queue drained dry
+    first makes it a lower bound (lower_bound)."""
+    with db.connect() as conn:
+        made = create_table(conn, p.shape, p.history_rows, p.mitigation)
+        if made:  # partitions for the full queue too
+            for index in range(made, (p.history_rows + SUSTAIN_JOBS) // soak_partitions.PARTITION_IDS + 1):
+                soak_partitions.create_partition(conn, index)
+        conn.execute(f"INSERT INTO {JOBS} (status) SELECT 'pending' FROM generate_series(1, %s)", [SUSTAIN_JOBS])
+        conn.execute(f"ANALYZE {JOBS}")
+    context = mp.get_context("fork")
+    start, stop, results = context.Event(), context.Event(), context.Queue()
+    processes = _workers(context, os.getpid(), db.url, p, start, stop, results)
+    try:
+        for proc in processes:
+            proc.start()
+        time.sleep(1.0)
+        began = time.time_ns()
+        start.set()
+        time.sleep(SUSTAIN_S)
+        stop.set()
+        got = soak_processes.collect(results, len(processes), STOP_GRACE_S + 10)
+    finally:
+        soak_processes.stop_all(processes, stop)
+    if got["errors"] or len(got["workers"]) != p.workers:
+        raise RuntimeError("a worker failed while the sustained rate was measured: "
+                           + (got["errors"] or ["it did not report"])[0])
+    returned = np.concatenate([w[2] for w in got["workers"]])
+    counted = returned[(returned >= began + SUSTAIN_WARMUP_S * 1e9) & (returned < began + SUSTAIN_S * 1e9)]
+    return {"sustained_rate": float(len(counted) / (SUSTAIN_S - SUSTAIN_WARMUP_S)),
+            "lower_bound": len(returned) >= SUSTAIN_JOBS, "sustain_s": SUSTAIN_S, "sustain_jobs": SUSTAIN_JOBS}
+
+
+def check_server(major: int, p: SoakParameters) -> None:
+    """What this server cannot do of what the run asks, in one line, before any of the run starts."""
+    if p.mitigation == "transaction_timeout" and major < soak_holders.TRANSACTION_TIMEOUT_SINCE:
+        raise UserError(f"transaction_timeout needs PostgreSQL {soak_holders.TRANSACTION_TIMEOUT_SINCE} or later; "
+                        f"this server is {major} (--pg-version 18 for the embedded one)")
+
+
+def measure(db: database.Database, p: SoakParameters, run_id: str, progress: bool = False) -> Measured:
+    with db.connect() as conn:  # the server's own version: one named by its URL may not be the one asked for
+        check_server(pgstats.server_major(conn), p)
+    sustained = sustained_rate(db, p, run_id) if isinstance(p.rate, str) else None
+    rate = p.rate if sustained is None else sustained["sustained_rate"] * float(p.rate[:-1]) / 100
+    if sustained is not None:  # known only now: the bounds a fixed rate is checked against before anything starts
+        check_rate(rate)
+        check_jobs(rate, p.seconds, p.history_rows)
+    with db.connect() as conn:
+        made = create_table(conn, p.shape, p.history_rows, p.mitigation)
+        settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
+                    for name in ("fsync", "track_wal_io_timing", "autovacuum_naptime",
+                                 "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_threshold")}
+        local = activity.server_is_local(conn)
+        wal_before = wal_syncs(conn)
+    context = mp.get_context("fork")
+    start, stop, results = context.Event(), context.Event(), context.Queue()
+    parent = os.getpid()
+    clock = context.Value("q", 0)  # the run's start (ns), set before the start: the arrivals' schedule counts from it
+    processes = [context.Process(target=soak_processes.arrivals_main, args=(parent, db.url, rate, p.synchronous_commit, clock,
+                                                              start, stop, results),
+                                 name="claimrace-soak-arrivals", daemon=True)]
+    processes += _workers(context, parent, db.url, p, start, stop, results)
+    holder = sampler = bar = maintenance = None
+    backends = clients = None
+    try:
+        for proc in processes:
+            proc.start()
+        watch_url = db.url
+        backends = activity.BackendWatch(lambda: _backends(watch_url), 0.5).start() if local else None
+        clients = activity.BackendWatch(lambda: [proc.pid for proc in processes if proc.pid], 0.5).start()
+        time.sleep(1.0)  # every process connected and prepared before the clock starts
+        began = time.monotonic()
+        start_ns = time.time_ns()
+        clock.value = start_ns
+        start.set()
+        holder = soak_holders.Holder(db.url, p.holder, p.pin_from, p.pin_to, began, p.mitigation).start()
+        sampler = Sampler(db.url, began).start()
+        maintenance = soak_partitions.Maintenance(db.url, began, made, autovacuum_options(p.mitigation)).start() \
+            if made else None
+        bar = _progress(p, progress)
+        while (left := p.seconds - (time.monotonic() - began)) > 0:
+            time.sleep(min(1.0, left))
+            if bar is not None:
+                bar.update(1)
+            if not all(proc.is_alive() for proc in processes):
+                break
+        ended_s = time.monotonic() - began
+        stop.set()
+        got = soak_processes.collect(results, len(processes), STOP_GRACE_S + 10)
+        with db.connect() as conn:
+            wal_after = wal_syncs(conn)
+    finally:
+        soak_processes.stop_all(processes, stop)
+        events = holder.stop() if holder is not None else []
+        samples = sampler.stop() if sampler is not None else pd.DataFrame(columns=SAMPLE_COLUMNS)
+        partitions = maintenance.stop() if maintenance is not None \
+            else pd.DataFrame(columns=soak_partitions.EVENT_COLUMNS)
+        server_share = backends.stop() if backends is not None else activity.share_split([])
+        client_share = clients.stop() if clients is not None else activity.share_split([])
+        if bar is not None:
+            bar.close()
+    if got["errors"]:
+        raise RuntimeError("a soak process failed: " + got["errors"][0])
+    flushes = flush_figures(db, settings, wal_before, wal_after)
+    errors = {"sampler": sampler.error if sampler is not None else None,
+              "partitions": maintenance.error if maintenance is not None else None}
+    return _measured(p, rate, sustained, got, events, samples, partitions, start_ns, ended_s, settings | flushes,
+                     client_share, server_share, errors)
+
+
+def flush_figures(db: database.Database, settings: dict, before: tuple[int, float], after: tuple[int, float]) -> dict:
+    """What a run's commits cost on its storage: the WAL flushes between two wal_syncs readings, the server's own
+    time per flush where it times them (track_wal_io_timing), the storage as the server's start found it, and the
+    same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.flush_cost)."""
+    return {"wal_syncs": after[0] - before[0],
+            "wal_sync_ms_per_sync": (after[1] - before[1]) / (after[0] - before[0])
+            if settings["track_wal_io_timing"] == "on" and after[0] > before[0] else None,
+            "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem"),
+            "pg_test_fsync_ms": (db.details.get("pg_test_fsync") or {}).get("fdatasync_ms")}
+
+
+def wal_syncs(conn) -> tuple[int, float]:
+    """(WAL flushes to disk so far, the ms they took where timed): pg_stat_io's wal rows on PostgreSQL 18,
+    pg_stat_wal from 14 to 17; (0, 0.0) before (nothing counts them)."""
+    major = pgstats.server_major(conn)
+    if major >= 18:
+        row = conn.execute("SELECT sum(fsyncs), sum(fsync_time) FROM pg_stat_io WHERE object = 'wal'").fetchone()
+    elif major >= 14:
+        row = conn.execute("SELECT wal_sync, wal_sync_time FROM pg_stat_wal").fetchone()
+    else:
+        row = (0, 0.0)
+    return int(row[0] or 0), float(row[1] or 0.0)
+
+
+def _backends(url: str) -> list[int]:
+    with database.connect(url, application_name="claimrace-soak-watch") as conn:
+        return [int(r[0]) for r in conn.execute("SELECT pid FROM pg_stat_activity "
+                                                "WHERE application_name LIKE 'claimrace-soak-worker-%'")]
+
+
+def _progress(p: SoakParameters, progress: bool):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=int(math.ceil(p.seconds)), desc=f"soak {label(p)}", unit="s", leave=False)
+
+
+def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict, events: list[dict],
+              samples: pd.DataFrame, partitions: pd.DataFrame, start_ns: int, ended_s: float, settings: dict,
+              client_share: dict, server_share: dict, errors: dict) -> Measured:
+    ids, due, committed = got.get("arrivals", (np.array([], np.int64),) * 3)
+    workers = got["workers"]
+    job_ids = np.concatenate([w[1] for w in workers]) if workers else np.array([], np.int64)
+    returned = np.concatenate([w[2] for w in workers]) if workers else np.array([], np.int64)
+    took_ms = np.concatenate([w[3] for w in workers]) / 1e6 if workers else np.array([], float)
+    claims = pd.DataFrame({"worker": np.concatenate([np.full(len(w[1]), w[0]) for w in workers])
+                           if workers else np.array([], int),
+                           "job_id": job_ids, "returned_ns": returned, "claim_ms": took_ms})
+    arrivals = pd.DataFrame({"job_id": ids, "due_ns": due, "committed_ns": committed})
+    series = soak_outcomes.per_second(committed, returned, took_ms, start_ns, ended_s)
+    seconds = (returned - start_ns) / 1e9
+    window_ms = {"before": took_ms[(seconds >= soak_outcomes.WARMUP_S) & (seconds < p.pin_from)],
+                 "during": took_ms[(seconds >= p.pin_from) & (seconds < p.pin_to)],
+                 "after": took_ms[seconds >= p.pin_to]}
+    shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
+    behind = soak_outcomes.arrivals_behind(series, rate)
+    judged = soak_outcomes.judge(series, p.pin_from, p.pin_to, ended_s, behind, activity.cpu_bound(*shares))
+    samples = samples[samples["t_s"] <= ended_s]  # not the seconds the processes took to stop
+    # pickup: a claimed job's claim return minus its due time (open loop: lateness of the arrivals counts)
+    due_by_id = pd.Series(due, index=ids)
+    pickup_ms = (claims["returned_ns"] - claims["job_id"].map(due_by_id)) / 1e6
+    claims["pickup_ms"] = pickup_ms
+    parts = soak_outcomes.windows(series, p.pin_from, p.pin_to)
+    ended_early = [e for e in events if e["event"] == "ended_early"]
+    summary = {
+        "shape": p.shape, "strategy": p.strategy, "library": None, "rate": rate, "rate_asked": p.rate,
+        "sustained_rate": sustained["sustained_rate"] if sustained else None,
+        "sustained_rate_is_lower_bound": sustained["lower_bound"] if sustained else None, "workers": p.workers,
+        "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": p.pin_to,
+        "pin_s": p.pin_to - p.pin_from, "job_ms": p.job_ms, "history_rows": p.history_rows,
+        "mitigation": p.mitigation, "repeat": p.repeat,
+        "mitigation_setting": soak_holders.SESSION_SETTINGS.get(p.mitigation),  # the server setting it is, if one
+        # a server not started here keeps its own storage: what it is is not known here
+        "storage": settings["storage_found"] or "not known (a server not started here)",
+        "filesystem": settings["filesystem"], "synchronous_commit": p.synchronous_commit,
+        "fsync": settings["fsync"], "wal_syncs": settings["wal_syncs"],
+        "wal_sync_ms_per_sync": settings["wal_sync_ms_per_sync"], "pg_test_fsync_ms": settings["pg_test_fsync_ms"],
+        "jobs_arrived": int(len(ids)), "jobs_claimed": int(len(job_ids)),
+        "duplicate_jobs": int(len(job_ids) - len(np.unique(job_ids))),
+        "lost_races": int(sum(w[4] for w in workers)), "empty_polls": int(sum(w[5] for w in workers)),
+        "claim_errors": int(sum(w[6] for w in workers)),
+        "backlog_max": int(series["backlog"].max()) if len(series) else 0,
+        "backlog_at_end": int(series["backlog"].iloc[-1]) if len(series) else 0,
+        **{f"{what}_per_s_{window}": rate_of(parts[window], what) for window in ("before", "during", "after")
+           for what in ("arrived", "claimed")},
+        **{f"claim_p99_ms_{window}": quantile(window_ms[window], 99) for window in window_ms},
+        "pickup_p99_ms": quantile(pickup_ms.dropna().to_numpy(), 99),
+        **soak_sampler.summary(samples),
+        "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
+        "partitions_dropped": int((partitions["event"] == "dropped").sum()) if p.shape == "partitioned" else None,
+        "partition_ddl_waited": int(partitions["event"].str.endswith("_waited").sum())
+        if p.shape == "partitioned" else None,
+        **{key: judged[key] for key in ("verdict", "verdict_if_judged", "recovered_s", "keeps_up", "p99_within",
+                                        "claim_p99_ms_before_max", "claim_p99_ms_during_median", "backlog_level",
+                                        "watched_after_s")},
+        "arrivals_behind": behind,
+        "client_runnable_share": shares[0], "client_running_share": shares[1], "backend_runnable_share": shares[2],
+        "cpu_bound": activity.cpu_bound(*shares), "cpu_bound_side": activity.cpu_bound_side(*shares),
+        "ended_s": ended_s}
+    checks = {"every_process_reported": "arrivals" in got and len(workers) == p.workers,
+              "no_job_claimed_twice": summary["duplicate_jobs"] == 0,
+              "every_claimed_job_arrived": bool(claims["pickup_ms"].notna().all()),
+              "sampled": errors["sampler"] is None and len(samples) > 0,
+              "partitions_kept": errors["partitions"] is None}
+    checks["passed"] = all(checks.values())
+    return Measured(
+        tables={"claims": claims, "arrivals": arrivals, "series": series, "samples": samples,
+                "holder": pd.DataFrame(events, columns=["t_s", "session", "event", "detail"]),
+                "partitions": partitions},
+        procedure={"shape": p.shape, "claim": CLAIM_SQL[p.strategy], "finish": FINISH_SQL[p.shape],
+                   "sustained": sustained,
+                   "arrivals": INSERT_SQL, "read_explained": READ_SQL, "holder": p.holder,
+                   "analytics_s": ANALYTICS_S if p.holder == "analytics" else None,
+                   "analytics": soak_holders.analytics_sql() if p.holder == "analytics" else None, "poll_s": POLL_S,
+                   "sample_s": SAMPLE_S, "explain_every_s": EXPLAIN_EVERY_S, "server_settings": settings,
+                   "verdict_rule": soak_outcomes.rule_settings(),
+                   "partitions": {"ids_each": soak_partitions.PARTITION_IDS, "premake": soak_partitions.PREMAKE,
+                                  "maintenance_s": soak_partitions.MAINTENANCE_S,
+                                  "lock_timeout_ms": soak_partitions.LOCK_TIMEOUT_MS} if p.shape == "partitioned"
+                   else None,
+                   "errors": errors},
+        checks=checks,
+        results={"summary": summary, "judged": judged})
+
+
+def rate_of(window: pd.DataFrame, column: str) -> float | None:
+    return float(window[column].sum() / len(window)) if len(window) else None
+
+
+def quantile(values, q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def summarise(run: Run) -> dict:
+    return run.results["summary"]
+
+
+SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_sync_ms_per_sync", "pg_test_fsync_ms",
+         "rate",
+         "rate_asked", "sustained_rate", "workers", "seconds", "holder", "pin_s",
+         "mitigation", "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
+         "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",
+         "claimed_per_s_during", "claimed_per_s_after", "claim_p99_ms_before", "claim_p99_ms_during",
+         "claim_p99_ms_after", "dead_tuples_max", "horizon_age_max_s", "table_bytes_max", "index_bytes_max",
+         "autovacuum_runs", "recovered_s", "verdict", "arrivals_behind", "cpu_bound",
+         # a job library's run (harness.experiments.soak.library) judges each job's pickup in place of the claim
+         "latency", "library_version", "finished_jobs", "pickup_p99_ms_before", "pickup_p99_ms_during",
+         "pickup_p99_ms_after", "jobs_claimed_again", "jobs_waiting_at_end", "worker_exits", "worker_restarts")
+
+
+def show_runs(paths, as_json: bool) -> None:
+    for path in paths:
+        run = Run(path)
+        summary = run.summary | {"pg_version": run.manifest.get("server", {}).get("major")}
+        if as_json:
+            print(json.dumps({key: summary.get(key) for key in (*SHOWN, "pg_version")}))
+            continue
+        recovered = "-" if summary["recovered_s"] is None else f"{summary['recovered_s']:.0f} s"
+        latency = summary.get("latency") or "claim"
+        arm = f"{summary['shape']:<15} {summary['strategy']:<11}" if summary.get("library") is None \
+            else f"{summary['library']:<27}"
+        print(f"{arm} {summary['holder']:<19} "
+              f"{summary['rate']:g} jobs/s x {summary['workers']}  backlog max {summary['backlog_max']}  "
+              f"{latency} p99 {_ms(summary[f'{latency}_p99_ms_before'])} / "
+              f"{_ms(summary[f'{latency}_p99_ms_during'])} / "
+              f"{_ms(summary[f'{latency}_p99_ms_after'])} ms  dead max {summary['dead_tuples_max']}  "
+              f"recovered {recovered}  {summary['verdict']}"
+              + ("  ARRIVALS BEHIND" if summary["arrivals_behind"] else "")
+              + ("  cpu-bound" if summary["cpu_bound"] else ""))
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.1f}"

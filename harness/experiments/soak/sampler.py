@@ -1,0 +1,114 @@
+"""The soak's sampler: the jobs table and the MVCC horizon every SAMPLE_S, on a connection of its own, and every
+EXPLAIN_EVERY_S the claim's read under EXPLAIN (ANALYZE, BUFFERS) on another: the buffers one claim reads."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pandas as pd
+
+from harness.config import SCHEMA
+from harness.server import database
+
+JOBS = f"{SCHEMA}.jobs"
+SAMPLE_S = 1.0
+EXPLAIN_EVERY_S = 5.0
+STOP_GRACE_S = 5.0
+# the claim's read, as EXPLAIN sees it: the rows one claim visits to find the oldest pending job (no lock taken)
+READ_SQL = f"SELECT id FROM {JOBS} WHERE status = 'pending' ORDER BY id LIMIT 1"
+# what holds the horizon: a backend's snapshot (backend_xmin), or a transaction id it took and sits on (backend_xid:
+# an idle transaction has no snapshot, and its xid holds the horizon all the same)
+HORIZON_SQL = ("SELECT max(greatest(age(backend_xmin), age(backend_xid))), "
+               "extract(epoch FROM max(clock_timestamp() - xact_start) "
+               "FILTER (WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)) "
+               "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
+               "AND datname = current_database()")  # not autovacuum's (it holds nothing), nor another database's
+
+
+def table_sql(table: str) -> str:
+    """The table's and its partitions' (a dropped one leaves the sums) tuples, vacuums and sizes, and the WAL
+    position."""
+    return (f"WITH parts AS (SELECT '{table}'::regclass::oid AS relid UNION ALL "
+            f"SELECT inhrelid FROM pg_inherits WHERE inhparent = '{table}'::regclass) "
+            "SELECT sum(s.n_live_tup), sum(s.n_dead_tup), sum(s.autovacuum_count), sum(s.vacuum_count), "
+            "sum(pg_relation_size(p.relid)), sum(pg_indexes_size(p.relid)), pg_current_wal_lsn() - '0/0'::pg_lsn "
+            "FROM parts p LEFT JOIN pg_stat_user_tables s ON s.relid = p.relid")
+
+
+SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum_count", "table_bytes",
+                  "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim"]
+
+
+class Sampler:
+    """The table and the horizon every SAMPLE_S, the claim's read buffers every EXPLAIN_EVERY_S. table: another
+    jobs table (a job library's, harness.experiments.soak.library), whose claim is not explained (read_sql None)."""
+
+    def __init__(self, url: str, began: float, table: str = JOBS, read_sql: str | None = READ_SQL):
+        self.url, self.began = url, began
+        self.table_sql, self.read_sql = table_sql(table), read_sql
+        self.rows: list[dict] = []
+        self.error: str | None = None
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="claimrace-soak-sampler", daemon=True)
+
+    def start(self) -> Sampler:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            with database.connect(self.url, application_name="claimrace-soak-sampler") as conn, \
+                    database.connect(self.url, application_name="claimrace-soak-explain") as explain:
+                next_explain = 0.0
+                while True:
+                    t = time.monotonic() - self.began
+                    conn.execute("SELECT pg_stat_clear_snapshot()")
+                    table = conn.execute(self.table_sql).fetchone()
+                    horizon = conn.execute(HORIZON_SQL).fetchone()
+                    buffers = None
+                    if self.read_sql is not None and t >= next_explain:
+                        next_explain = t + EXPLAIN_EVERY_S
+                        plan = explain.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {self.read_sql}")\
+                            .fetchone()[0]
+                        top = plan[0]["Plan"]
+                        buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
+                    self.rows.append(dict(zip(SAMPLE_COLUMNS, (
+                        round(t, 3), *(None if v is None else int(v) for v in table),
+                        None if horizon[0] is None else int(horizon[0]),
+                        None if horizon[1] is None else float(horizon[1]), buffers))))
+                    if self.stopping.wait(SAMPLE_S):
+                        return
+        except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+    def stop(self) -> pd.DataFrame:
+        self.stopping.set()
+        self.thread.join(STOP_GRACE_S + 5)
+        return pd.DataFrame(self.rows, columns=SAMPLE_COLUMNS)
+
+
+def _max(samples: pd.DataFrame, column: str, kind=int):
+    values = samples[column].dropna() if column in samples else ()
+    return kind(values.max()) if len(values) else None
+
+
+def _increments(samples: pd.DataFrame, column: str) -> int | None:
+    """What a counter summed over the table's partitions went up by: its rises, sample to sample (a partition
+    dropped takes its count with it, which is not a fall of the counter)."""
+    values = samples[column].dropna() if column in samples else ()
+    return int(values.diff().clip(lower=0).sum()) if len(values) else None
+
+
+def _span(samples: pd.DataFrame, column: str) -> int | None:
+    values = samples[column].dropna() if column in samples else ()
+    return int(values.max() - values.min()) if len(values) else None
+
+
+def summary(samples: pd.DataFrame) -> dict:
+    """What a run's summary keeps of its samples: the table's and the horizon's highest, the autovacuum runs on the
+    table, and the WAL written."""
+    return {"dead_tuples_max": _max(samples, "n_dead_tup"), "table_bytes_max": _max(samples, "table_bytes"),
+            "index_bytes_max": _max(samples, "index_bytes"), "horizon_age_max_s": _max(samples, "horizon_age_s", float),
+            "buffers_per_claim_max": _max(samples, "buffers_per_claim"),
+            "autovacuum_runs": _increments(samples, "autovacuum_count"), "wal_bytes": _span(samples, "wal_bytes")}

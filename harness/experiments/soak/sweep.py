@@ -1,0 +1,84 @@
+"""What a params-file section asks of the soak: a list of arms, each a run's settings where it differs from the
+section's shared ones, raced `repeats` times (harness.experiments.soak.measure).
+
+    soak:
+      seconds: 55          # shared by every arm unless the arm says otherwise
+      arms:
+        - {shape: delete, holder: none}
+        - {shape: delete, holder: repeatable_read}
+        - {shape: delete, holder: repeatable_read, storage: disk}
+
+An arm is read against the arm that differs from it in one setting only: its control (holder none), the same arm
+without its mitigation, or on tmpfs (harness.article.sections.soak). An arm that names a library races its own
+workers on its own table (harness.experiments.soak.library); the section `library_soak` holds those.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from harness.errors import UserError
+from harness.experiments.soak import library as library_soak
+from harness.experiments.soak import measure as soak
+from harness.experiments.contract import Parameters, _sequence, as_float, as_int, one_of, setting
+
+MAX_ARMS = 32  # arms in one section: at a minute or two each, more than a build would wait for
+ARM_SETTINGS = tuple(spec.name for spec in dataclasses.fields(soak.SoakParameters) if spec.name != "repeat")
+
+
+def as_arms(name: str, values) -> tuple:
+    """A list of arms, each a mapping of SoakParameters settings: one line for anything else. An empty list races
+    nothing: a params file keeps the section (soak_pg18 in report.yml) without paying for its runs."""
+    arms = _sequence(name, values) if values is not None else ()
+    if len(arms) > MAX_ARMS:
+        raise UserError(f"give at most {MAX_ARMS} arms, not {len(arms)}")
+    for index, arm in enumerate(arms, 1):
+        if not isinstance(arm, dict):
+            raise UserError(f"arm {index} must be a mapping of settings, not {arm!r}")
+        unknown = [key for key in arm if key not in ARM_SETTINGS]
+        if unknown:
+            raise UserError(f"arm {index}: unknown setting {unknown[0]!r} (known: {', '.join(ARM_SETTINGS)})")
+    return tuple(dict(arm) for arm in arms)
+
+
+@dataclass(frozen=True)
+class SoakSweep(Parameters):
+    arms: tuple = setting(({"holder": "none"}, {"holder": "repeatable_read"}), as_arms)
+    shape: str = setting("history", one_of(soak.SHAPES, "shape"))
+    strategy: str = setting("skip_locked", one_of(soak.STRATEGIES, "strategy"))
+    rate: float | str = setting("50%", soak.as_rate)
+    workers: int = setting(4, as_int)
+    seconds: float = setting(120.0, as_float)
+    pin_from: float = setting(40.0, as_float)
+    pin_to: float = setting(80.0, as_float)
+    job_ms: float = setting(5.0, as_float)
+    repeats: int = setting(1, as_int)
+
+    def check(self) -> None:
+        if not 1 <= self.repeats <= 10:
+            raise UserError(f"repeats must be between 1 and 10, not {self.repeats}")
+        for index, arm in enumerate(self.arms, 1):  # each arm's own check: the rate, the window, the bounds
+            try:
+                self._arm(arm, 0)
+            except UserError as exc:
+                raise UserError(f"arm {index}: {exc}") from None
+
+    def _arm(self, arm: dict, repeat: int) -> soak.SoakParameters:
+        shared = {name: getattr(self, name) for name in ("shape", "strategy", "rate", "workers", "seconds",
+                                                          "pin_from", "pin_to", "job_ms")}
+        return soak.SoakParameters(**(shared | arm), repeat=repeat)
+
+    def runs(self) -> list[soak.SoakParameters]:
+        """One run per arm and repeat, arm by arm."""
+        return [self._arm(arm, repeat) for arm in self.arms for repeat in range(self.repeats)]
+
+
+def measure_arm(db, p: soak.SoakParameters, run_id: str, progress: bool = False):
+    """One arm: a job library's workers on its own table where it names one (harness.experiments.soak.library),
+    else the soak's own shape and claim."""
+    return (soak.measure if p.library == "none" else library_soak.measure)(db, p, run_id, progress)
+
+
+def workers_needed(p: soak.SoakParameters) -> int:
+    return soak.workers_needed(p) if p.library == "none" else library_soak.workers_needed(p)
