@@ -1,6 +1,6 @@
 """What every kind of experiment declares, and the small parts its declaration is made of.
 
-A kind is one module that declares:
+A kind is a folder, experiments/<kind>/, whose main module declares:
 
 - one frozen parameters dataclass (a subclass of `Parameters`): its fields and
   defaults are the kind's settings, written once; each field's `setting(...)`
@@ -13,6 +13,8 @@ A kind is one module that declares:
 - one measure function, `measure(db, parameters, run_id, progress) -> Measured`:
   it runs on an open server whose run lock the caller holds, and returns the
   tables and notes that the run store writes.
+
+- its `KIND = Kind(...)`: what the command line and the report need of it.
 
 `harness.experiments.registry` lists the kinds; the command line and the
 report's data sections are built from that list.
@@ -218,3 +220,43 @@ def on_off(text: str) -> bool:
     if text not in ("on", "off"):
         raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
     return text == "on"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of experiment as the store, the command line and the report see it."""
+
+    name: str  # the manifest's kind, the run folder, the subcommand
+    parameters: type  # one run's frozen parameters dataclass (contract.Parameters)
+    measure: Callable  # (db, parameters, run_id, progress) -> contract.Measured
+    summarise: Callable  # (storage.Run) -> the run's summary: what Run.summary returns
+    help: str  # the subcommand's help: what it measures and what it drops
+    show: Callable  # (run folders, as_json) -> None: what the subcommand prints
+    sections: tuple[str, ...]  # the report's params-file sections of this kind
+    request: type | None = None  # what a section or the command line fills in, when not one run's parameters
+    expand: Callable | None = None  # request -> [parameters, ...], one run each
+    workers: Callable = lambda parameters: 0  # connections a run opens besides the harness's own
+    check_size: Callable | None = None  # (parameter sets, server on this machine, pg_version): before any server
+    label: Callable | None = None  # parameters -> a few words for the progress bar of a sweep
+    command: type | None = None  # what the subcommand's flags fill in, when not what a params section asks
+    # (request, [stored run summaries]) -> the parameter sets to run next, [] once none is needed: runs whose need
+    # depends on what the runs before them measured (production: C5's rounds until its interval is decided). Each
+    # call must ask for sets not yet among the summaries, so the loop ends.
+    follow_up: Callable | None = None
+    # parameters -> where the embedded server keeps its data ("tmpfs" or "disk"), for a kind that asks; the sets
+    # are run on one server per storage
+    storage: Callable | None = None
+
+    @property
+    def command_asks(self) -> type:
+        """The dataclass the subcommand's flags fill in."""
+        return self.command or self.asks
+
+    @property
+    def asks(self) -> type:
+        """The dataclass a params section or the command line fills in."""
+        return self.request or self.parameters
+
+    def runs(self, asked) -> list:
+        """One run's parameters per run that `asked` (an instance of `asks`) stands for."""
+        return self.expand(asked) if self.expand is not None else [asked]

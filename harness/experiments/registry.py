@@ -1,13 +1,12 @@
 """Every kind of experiment, and the one way runs of any kind are found, made and stored.
 
-A kind (see harness.experiments.contract) is one module with one frozen
-parameters dataclass and one measure function; its entry in KINDS adds what
-the command line and the report need: the subcommand's help and output, the
-params-file sections it serves, and what a run asks of the machine. The CLI
-(harness.cli) builds a subcommand per entry, the report (harness.article.build)
-a data section per params-file section, and both run experiments through
-`measure` and `ensure` here. Adding an experiment means one module and one
-entry below.
+A kind lives in its folder, experiments/<kind>/: one frozen parameters
+dataclass, one measure function, and its KIND (harness.experiments.contract.Kind),
+which adds what the command line and the report need: the subcommand's help and
+output, the params-file sections it serves, and what a run asks of the machine.
+KINDS below lists them. The CLI (harness.cli) builds a subcommand per entry, the
+report (harness.article.build) a data section per params-file section, and both
+run experiments through `measure` and `ensure` here.
 
     ensure(kind, parameters, data_dir, db, pg_version, progress) -> list[Path]
         the stored runs for these parameters (one set, a list, or a sweep), made now where missing
@@ -23,132 +22,29 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import yaml
 from tqdm.auto import tqdm
 
-from harness import config, stats, storage
+from harness import config, storage
 from harness.errors import UserError
-from harness import libraries as library_names
 from harness.experiments.bench import measure as bench
 from harness.experiments.churn import measure as churn
+from harness.experiments.contract import Kind, Parameters, implied_settings
 from harness.experiments.faults import measure as faults
-from harness.experiments.libraries import drain as libraries
 from harness.experiments.libraries import faults as library_faults
+from harness.experiments.libraries import wakeups
+from harness.experiments.limits import server_on_this_machine
 from harness.experiments.plans import measure as plans
 from harness.experiments.production import measure as production
-from harness.experiments.race import summary as race_summary
 from harness.experiments.race import trials as race_trials
-from harness.experiments.soak import measure as soak
 from harness.experiments.soak import sweep as soak_sweep
-from harness.experiments.libraries import wakeups
-from harness.experiments.contract import Parameters, implied_settings
-from harness.experiments.limits import server_on_this_machine
 from harness.server import database, pooler, schema
 
 
-@dataclass(frozen=True)
-class Kind:
-    """One kind of experiment as the store, the command line and the report see it."""
-
-    name: str  # the manifest's kind, the run folder, the subcommand
-    parameters: type  # one run's frozen parameters dataclass (contract.Parameters)
-    measure: Callable  # (db, parameters, run_id, progress) -> contract.Measured
-    summarise: Callable  # (storage.Run) -> the run's summary: what Run.summary returns
-    help: str  # the subcommand's help: what it measures and what it drops
-    show: Callable  # (run folders, as_json) -> None: what the subcommand prints
-    sections: tuple[str, ...]  # the report's params-file sections of this kind
-    request: type | None = None  # what a section or the command line fills in, when not one run's parameters
-    expand: Callable | None = None  # request -> [parameters, ...], one run each
-    workers: Callable = lambda parameters: 0  # connections a run opens besides the harness's own
-    check_size: Callable | None = None  # (parameter sets, server on this machine, pg_version): before any server
-    label: Callable | None = None  # parameters -> a few words for the progress bar of a sweep
-    command: type | None = None  # what the subcommand's flags fill in, when not what a params section asks
-    # (request, [stored run summaries]) -> the parameter sets to run next, [] once none is needed: runs whose need
-    # depends on what the runs before them measured (production: C5's rounds until its interval is decided). Each
-    # call must ask for sets not yet among the summaries, so the loop ends.
-    follow_up: Callable | None = None
-    # parameters -> where the embedded server keeps its data ("tmpfs" or "disk"), for a kind that asks; the sets
-    # are run on one server per storage
-    storage: Callable | None = None
-
-    @property
-    def command_asks(self) -> type:
-        """The dataclass the subcommand's flags fill in."""
-        return self.command or self.asks
-
-    @property
-    def asks(self) -> type:
-        """The dataclass a params section or the command line fills in."""
-        return self.request or self.parameters
-
-    def runs(self, asked) -> list:
-        """One run's parameters per run that `asked` (an instance of `asks`) stands for."""
-        return self.expand(asked) if self.expand is not None else [asked]
-
-
 KINDS: dict[str, Kind] = {entry.name: entry for entry in (
-    Kind("race", race_trials.RaceParameters, race_trials.measure_race, race_summary.summarise_run,
-         help="race claim strategies over a fresh queue (drops and recreates claimrace.jobs and claimrace.claims "
-              "before every trial)",
-         show=race_trials.show_runs,
-         sections=("races", "slow_race", "original_size", "other_strategies", "latency", "indexed_race", "pg18_race",
-                   "others_indexed", "pg18_others", "split_cpus", "no_sampler", "client_layouts",
-                   "library_claims", "pooler_claims", "disk_race"),
-         request=race_trials.RaceSweep,
-         expand=race_trials.RaceSweep.trials, workers=race_trials.workers_needed,
-         check_size=lambda sets, local, pg_version: race_trials.check_size(sets, local),
-         label=race_trials.trial_label, storage=lambda parameters: parameters.storage),
-    Kind("plans", plans.PlansParameters, plans.measure_plans, plans.summarise,
-         help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the partial index "
-              "(drops and recreates claimrace.jobs and claimrace.claims several times for every point)",
-         show=plans.show_runs, sections=("plans",),
-         workers=lambda parameters: 1),  # the session that holds a snapshot
-    Kind("churn", churn.ChurnParameters, churn.measure_churn, churn.summarise,
-         help="HOT updates, dead tuples and pruning under the claims, per fillfactor, row width and partial index "
-              "(drops and recreates claimrace.jobs and claimrace.claims for every drain)",
-         show=churn.show_runs, sections=("churn",), workers=churn.workers_needed,
-         check_size=lambda sets, local, pg_version: churn.check_size(sets, local)),
-    Kind("bench", bench.BenchParameters, bench.measure_bench, bench.summarise,
-         help="the harness against pgbench on the same SQL and server, interleaved (drops and recreates "
-              "claimrace.jobs and claimrace.claims before every run)",
-         show=bench.show_runs, sections=("bench",), workers=bench.workers_needed, check_size=bench.check_size),
-    Kind("production", production.ProductionParameters, production.measure_production, production.summarise,
-         help="a claim service over HTTP, runner processes polling it and runs arriving over time (drops and "
-              "recreates claimrace.runs, claimrace.run_flips and claimrace.finishes before every run)",
-         show=production.show_runs, sections=("production",), request=production.ProductionSweep,
-         expand=production.ProductionSweep.points, workers=production.workers_needed,
-         label=production.label, command=production.ProductionParameters,
-         follow_up=lambda request, summaries: request.follow_up(summaries)),
-    Kind("faults", faults.FaultParameters, faults.measure_faults, faults.summarise,
-         help="protocols none, lease and lease_fenced under injected faults (a killed, paused or cut-off runner, "
-              "a restarted server or service), then the final ledger of every run (drops and recreates "
-              "claimrace.runs, run_flips and finishes before every run)",
-         show=faults.show_runs, sections=("faults",), request=faults.FaultSweep, expand=faults.FaultSweep.runs,
-         workers=faults.workers_needed, check_size=faults.check_size,
-         label=faults.run_label),
-    Kind("libraries", libraries.LibraryParameters, library_faults.measure_run, libraries.stored_summary,
-         help=f"job libraries ({', '.join(library_names.NAMES)}) draining the same queue with their own workers, audited "
-              "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
-              "and drops the database claimrace_libraries for every run)",
-         show=library_faults.show_runs, sections=("libraries", "library_faults", "library_probe", "library_poolers"), request=libraries.LibrarySweep, expand=libraries.LibrarySweep.runs,
-         workers=libraries.workers_needed, check_size=libraries.check_size,
-         label=libraries.label),
-    Kind("wakeups", wakeups.WakeupParameters, wakeups.measure, libraries.stored_summary,
-         help=f"pickup of jobs arriving one at a time for idle workers woken by LISTEN/NOTIFY or by polling only, "
-              f"for the libraries that offer both ({', '.join(wakeups.offering())}) (creates and drops the database "
-              "claimrace_libraries for every run)",
-         show=wakeups.show_runs, sections=("wakeups",), request=wakeups.WakeupSweep, expand=wakeups.WakeupSweep.runs,
-         workers=wakeups.workers_needed, label=wakeups.label),
-    Kind("soak", soak.SoakParameters, soak_sweep.measure_arm, soak.summarise,
-         help="a queue that runs for minutes: jobs arriving at a steady rate, workers claiming and finishing them, "
-              "and a transaction holding the MVCC horizon for part of the run, sampled every second, with a "
-              "verdict per run (drops and recreates claimrace.jobs; with --library, the library's own workers on its "
-              "own table in the database claimrace_libraries, made and dropped for the run)",
-         show=soak.show_runs, sections=("soak", "soak_pg18", "library_soak"), request=soak_sweep.SoakSweep,
-         expand=soak_sweep.SoakSweep.runs, command=soak.SoakParameters, workers=soak_sweep.workers_needed,
-         label=soak.label, storage=lambda parameters: parameters.storage),
+    race_trials.KIND, plans.KIND, churn.KIND, bench.KIND, production.KIND, faults.KIND, library_faults.KIND,
+    wakeups.KIND, soak_sweep.KIND,
 )}
 
 for _entry in KINDS.values():  # the store reads every kind's runs back through these

@@ -43,6 +43,7 @@ from tqdm.auto import tqdm
 from harness.errors import UserError
 from harness.experiments.bench.runs import (PARTIAL_INDEX, Measurement, create_bench_queue, measure_harness,
                                             measure_pgbench, server_counts)
+from harness.experiments.contract import Kind
 from harness.experiments.contract import (Measured, Option, Parameters, as_bool, as_int, as_ints, as_strategies,
                                           int_list, setting)
 from harness.experiments.limits import check_race_size
@@ -457,3 +458,10 @@ def show_runs(paths, as_json: bool) -> None:
     """What `python -m harness bench` prints: per strategy and worker count, the ratios and the target's verdict."""
     for path in paths:
         _print(Run(path), as_json)
+
+
+# The kind as the store, the command line and the report see it (harness.experiments.registry).
+KIND = Kind("bench", BenchParameters, measure_bench, summarise,
+            help="the harness against pgbench on the same SQL and server, interleaved (drops and recreates "
+                 "claimrace.jobs and claimrace.claims before every run)",
+            show=show_runs, sections=("bench",), workers=workers_needed, check_size=check_size)

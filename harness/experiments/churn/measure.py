@@ -58,6 +58,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from harness.errors import UserError
+from harness.experiments.contract import Kind
 from harness.experiments.contract import (Measured, Option, check_each, Parameters, as_bool, as_bools, as_float, as_int, as_ints,
                                           int_list, int_list_or_none, setting)
 from harness.experiments.limits import check_race_size
@@ -475,3 +476,11 @@ def show_runs(paths, as_json: bool) -> None:
 
 __all__ = ["ChurnParameters", "measure_churn", "churn_checks", "summarise", "measure_setup",
            "measure_pruning", "claim_sequentially", "TableSetup"]
+
+
+# The kind as the store, the command line and the report see it (harness.experiments.registry).
+KIND = Kind("churn", ChurnParameters, measure_churn, summarise,
+            help="HOT updates, dead tuples and pruning under the claims, per fillfactor, row width and partial index "
+                 "(drops and recreates claimrace.jobs and claimrace.claims for every drain)",
+            show=show_runs, sections=("churn",), workers=workers_needed,
+            check_size=lambda sets, local, pg_version: check_size(sets, local))

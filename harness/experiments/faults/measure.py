@@ -59,6 +59,7 @@ from tqdm.auto import tqdm
 from harness import scratch
 from harness.config import SCHEMA
 from harness.errors import UserError
+from harness.experiments.contract import Kind
 from harness.experiments.contract import one_of, Measured, Option, Parameters, as_float, as_int, setting
 from harness.experiments.faults.injection import (HELD_FAULTS, RUNS, SERVICE_DOWN_S, TERMINATE_ROUNDS, Watch, drain,
                                                  inject, live_runners, runners_logs)
@@ -466,3 +467,13 @@ def show_runs(paths, as_json: bool) -> None:
 
 
 __all__ = ["FaultParameters", "FaultSweep", "measure_faults", "expectations", "summarise", "PROTOCOLS", "FAULTS"]
+
+
+# The kind as the store, the command line and the report see it (harness.experiments.registry).
+KIND = Kind("faults", FaultParameters, measure_faults, summarise,
+            help="protocols none, lease and lease_fenced under injected faults (a killed, paused or cut-off runner, "
+                 "a restarted server or service), then the final ledger of every run (drops and recreates "
+                 "claimrace.runs, run_flips and finishes before every run)",
+            show=show_runs, sections=("faults",), request=FaultSweep, expand=FaultSweep.runs,
+            workers=workers_needed, check_size=check_size,
+            label=run_label)

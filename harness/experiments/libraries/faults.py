@@ -50,6 +50,7 @@ from psycopg import sql
 from harness import libraries, scratch
 from harness.experiments.libraries import drain as library_runs
 from harness.experiments.libraries import probe as stale_completion
+from harness.experiments.contract import Kind
 from harness.experiments.contract import Measured
 from harness.libraries import runtime
 from harness.storage import Run
@@ -429,3 +430,13 @@ def show(summary: dict, as_json: bool) -> None:
 
 def _or_unseen(value) -> str:
     return "cannot be seen" if value is None else str(value)
+
+
+# The kind as the store, the command line and the report see it (harness.experiments.registry).
+KIND = Kind("libraries", library_runs.LibraryParameters, measure_run, library_runs.stored_summary,
+            help=f"job libraries ({', '.join(libraries.NAMES)}) draining the same queue with their own workers, audited "
+                 "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
+                 "and drops the database claimrace_libraries for every run)",
+            show=show_runs, sections=("libraries", "library_faults", "library_probe", "library_poolers"), request=library_runs.LibrarySweep, expand=library_runs.LibrarySweep.runs,
+            workers=library_runs.workers_needed, check_size=library_runs.check_size,
+            label=library_runs.label)

@@ -31,6 +31,8 @@ import pandas as pd
 from harness import libraries, scratch
 from harness.children import die_with_parent
 from harness.errors import UserError
+from harness.experiments.contract import Kind
+from harness.experiments.libraries import drain as library_runs
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, check_each,
                                           int_list, number_list, one_of, setting)
 from harness.libraries import runtime
@@ -267,3 +269,12 @@ def show_runs(paths, as_json: bool) -> None:
               f"{summary['started']}/{summary['jobs']} started  pickup p50 {at_least}{summary['pickup_p50_ms']:8.1f} ms  "
               f"p99 {at_least}{summary['pickup_p99_ms']:8.1f} ms  max {at_least}{summary['pickup_max_ms']:8.1f} ms  "
               f"{summary['transactions_per_s']:6.1f} transactions/s (polling every {summary['poll_s']:g} s)")
+
+
+# The kind as the store, the command line and the report see it (harness.experiments.registry).
+KIND = Kind("wakeups", WakeupParameters, measure, library_runs.stored_summary,
+            help=f"pickup of jobs arriving one at a time for idle workers woken by LISTEN/NOTIFY or by polling only, "
+                 f"for the libraries that offer both ({', '.join(offering())}) (creates and drops the database "
+                 "claimrace_libraries for every run)",
+            show=show_runs, sections=("wakeups",), request=WakeupSweep, expand=WakeupSweep.runs,
+            workers=workers_needed, label=label)

@@ -91,6 +91,7 @@ from tqdm.auto import tqdm
 
 from harness.errors import UserError
 from harness.experiments.plans import drains as plan_drains
+from harness.experiments.contract import Kind
 from harness.experiments.contract import Measured, Option, check_each, Parameters, as_floats, as_int, as_ints, fraction_list, \
     int_list, setting
 from harness.experiments.plans.explain import SKIP_LOCKED, PlannedStatement, explain, explain_on_cpu, plan_metrics, \
@@ -456,3 +457,11 @@ def show_runs(paths, as_json: bool) -> None:
 
 
 __all__ = ["TABLE_STATES", "TABLE_STATE_NAMES", "PlansParameters", "measure_plans", "plan_checks", "summarise"]
+
+
+# The kind as the store, the command line and the report see it (harness.experiments.registry).
+KIND = Kind("plans", PlansParameters, measure_plans, summarise,
+            help="EXPLAIN (ANALYZE, BUFFERS) of the claims at queue fill levels, with and without the partial index "
+                 "(drops and recreates claimrace.jobs and claimrace.claims several times for every point)",
+            show=show_runs, sections=("plans",),
+            workers=lambda parameters: 1)  # the session that holds a snapshot

@@ -35,6 +35,7 @@ from harness.storage import Run
 from harness.errors import UserError
 from harness.experiments.production.outcomes import (C5_ROUND_POLL_S, C5_ROUND_RUNNERS, C5_ROUND_SECONDS, MAX_C5_EXTRA_SECONDS,
                                       c5_decided, c5_interval, is_c5_round)
+from harness.experiments.contract import Kind
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, as_ints,
                                           check_each, setting)
 from harness.experiments.contract import one_of
@@ -614,3 +615,13 @@ def show_runs(paths, as_json: bool) -> None:
         return
     frame = pd.DataFrame(rows)
     print(frame.loc[:, list(SHOWN)].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+
+
+# The kind as the store, the command line and the report see it (harness.experiments.registry).
+KIND = Kind("production", ProductionParameters, measure_production, summarise,
+            help="a claim service over HTTP, runner processes polling it and runs arriving over time (drops and "
+                 "recreates claimrace.runs, claimrace.run_flips and claimrace.finishes before every run)",
+            show=show_runs, sections=("production",), request=ProductionSweep,
+            expand=ProductionSweep.points, workers=workers_needed,
+            label=label, command=ProductionParameters,
+            follow_up=lambda request, summaries: request.follow_up(summaries))

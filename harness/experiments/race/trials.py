@@ -16,6 +16,8 @@ import pyarrow as pa
 
 from harness import config
 from harness.errors import RaceError, UserError
+from harness.experiments.contract import Kind
+from harness.experiments.race.summary import summarise_run
 from harness.experiments.contract import (REQUIRED, Measured, Option, Parameters, as_bool, as_bools_or_one, as_float,
                                           as_floats_or_one, as_int, as_ints, as_strategies, as_strategy, int_list,
                                           number_list, on_off, setting)
@@ -551,3 +553,17 @@ def show_runs(paths, as_json: bool) -> None:
 
 
 __all__ = ["RaceParameters", "RaceSweep", "measure_race", "conservation_checks", "print_summary"]
+
+
+# The kind as the store, the command line and the report see it (harness.experiments.registry).
+KIND = Kind("race", RaceParameters, measure_race, summarise_run,
+            help="race claim strategies over a fresh queue (drops and recreates claimrace.jobs and claimrace.claims "
+                 "before every trial)",
+            show=show_runs,
+            sections=("races", "slow_race", "original_size", "other_strategies", "latency", "indexed_race", "pg18_race",
+                      "others_indexed", "pg18_others", "split_cpus", "no_sampler", "client_layouts",
+                      "library_claims", "pooler_claims", "disk_race"),
+            request=RaceSweep,
+            expand=RaceSweep.trials, workers=workers_needed,
+            check_size=lambda sets, local, pg_version: check_size(sets, local),
+            label=trial_label, storage=lambda parameters: parameters.storage)

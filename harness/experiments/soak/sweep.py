@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from harness.errors import UserError
 from harness.experiments.soak import library as library_soak
 from harness.experiments.soak import measure as soak
+from harness.experiments.contract import Kind
 from harness.experiments.contract import Parameters, _sequence, as_float, as_int, one_of, setting
 
 MAX_ARMS = 32  # arms in one section: at a minute or two each, more than a build would wait for
@@ -82,3 +83,14 @@ def measure_arm(db, p: soak.SoakParameters, run_id: str, progress: bool = False)
 
 def workers_needed(p: soak.SoakParameters) -> int:
     return soak.workers_needed(p) if p.library == "none" else library_soak.workers_needed(p)
+
+
+# The kind as the store, the command line and the report see it (harness.experiments.registry).
+KIND = Kind("soak", soak.SoakParameters, measure_arm, soak.summarise,
+            help="a queue that runs for minutes: jobs arriving at a steady rate, workers claiming and finishing them, "
+                 "and a transaction holding the MVCC horizon for part of the run, sampled every second, with a "
+                 "verdict per run (drops and recreates claimrace.jobs; with --library, the library's own workers on its "
+                 "own table in the database claimrace_libraries, made and dropped for the run)",
+            show=soak.show_runs, sections=("soak", "soak_pg18", "library_soak"), request=SoakSweep,
+            expand=SoakSweep.runs, command=soak.SoakParameters, workers=workers_needed,
+            label=soak.label, storage=lambda parameters: parameters.storage)
