@@ -401,6 +401,33 @@ class Run:
         return self.manifest["results"]
 
     @property
+    def procedure(self) -> dict:
+        """What the run sent and ran: its SQL, scripts, settings and steps."""
+        return self.manifest.get("procedure") or {}
+
+    @property
+    def server(self) -> dict:
+        """The server it ran on: source, version, major version, settings."""
+        return self.manifest.get("server") or {}
+
+    @property
+    def client(self) -> dict:
+        """The machine the harness ran on: host, CPUs, load, Python and package versions, git commit."""
+        return self.manifest.get("client") or {}
+
+    @property
+    def checks(self) -> dict:
+        return self.manifest["checks"]
+
+    @property
+    def started_at(self) -> str | None:
+        return self.manifest.get("started_at")
+
+    @property
+    def finished_at(self) -> str | None:
+        return self.manifest.get("finished_at")
+
+    @property
     def asked(self) -> dict:
         """The parameters as the manifest stores them (a plain mapping)."""
         return self.manifest["parameters"]

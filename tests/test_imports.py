@@ -174,3 +174,19 @@ def test_the_readme_tree_names_every_package_of_harness():
     named = {entry for entry in tree_under_harness(HARNESS.parent / "README.md") if entry.count("/") == 1}
     packages = {f"{path.parent.name}/" for path in HARNESS.glob("*/__init__.py")}
     assert sorted(named) == sorted(packages)
+
+
+def manifest_reads(source: str) -> list[str]:
+    """Every read of a run's manifest as a dict: `.manifest` and `.asked` (the parameters as stored)."""
+    return [f"line {node.lineno}: .{node.attr}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Attribute) and node.attr in ("manifest", "asked")]
+
+
+def test_the_article_reads_a_run_through_its_parameters_and_summary_not_its_manifest():
+    """A section takes run.parameters.<field> (a setting added later takes its default there, once) and
+    run.summary, run.procedure, run.server; never the manifest dict with a default restated beside it."""
+    readers = {str(path.relative_to(HARNESS)): found for path in (HARNESS / "article").rglob("*.py")
+               if (found := manifest_reads(path.read_text()))}
+    assert readers == {}
+    assert sorted(manifest_reads("run.manifest['parameters'].get('storage', 'tmpfs')\nrun.asked['fault']\n"
+                                 "run.parameters.storage\n")) == ["line 1: .manifest", "line 2: .asked"]

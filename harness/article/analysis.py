@@ -94,8 +94,8 @@ def wait_times(paths: list[Path], strategy: str | tuple[str, ...] = WAIT_STRATEG
         if not len(attempts) or attempts["strategy"].iloc[0] not in wanted:
             continue
         won = attempts["outcome"] == "won"
-        base = {"strategy": attempts["strategy"].iloc[0], "worker_count": int(run.asked["worker_count"]),
-                "repeat": int(run.asked["repeat"])}
+        base = {"strategy": attempts["strategy"].iloc[0], "worker_count": int(run.parameters.worker_count),
+                "repeat": int(run.parameters.repeat)}
         rows.append(pd.DataFrame({**base, "measure": WINNING_CLAIM_LATENCY,
                                   "ms": attempts.loc[won, "latency_ns"].to_numpy() / 1e6}))
         rows.append(pd.DataFrame({**base, "measure": TIME_TO_GET_A_JOB, "ms": time_to_job_ns(attempts) / 1e6}))
@@ -186,16 +186,14 @@ def timeline_counts(frame: pd.DataFrame) -> pd.DataFrame:
 
 def machine(paths: list[Path]) -> dict:
     """The machine and server the runs report in their manifests (first run; ranges where they vary)."""
-    manifests = [run.manifest for run in open_runs(paths)]
-    manifests = [m for m in manifests if m]
-    if not manifests:
+    runs = open_runs(paths)
+    if not runs:
         return {}
-    first = manifests[0]
-    client, server = first.get("client", {}), first.get("server", {})
-    loads = [m.get("client", {}).get("load_average") for m in manifests]
+    client, server = runs[0].client, runs[0].server
+    loads = [run.client.get("load_average") for run in runs]
     one_minute = [load[0] for load in loads if load]
-    started = sorted(str(m.get("started_at", "")) for m in manifests)
-    commits = sorted({str(m.get("client", {}).get("git", {}).get("commit") or "")[:10] for m in manifests} - {""})
+    started = sorted(str(run.started_at or "") for run in runs)
+    commits = sorted({str(run.client.get("git", {}).get("commit") or "")[:10] for run in runs} - {""})
     return {
         "cpu_count": client.get("cpu_count"),
         "platform": client.get("platform"),
@@ -212,7 +210,7 @@ def machine(paths: list[Path]) -> dict:
         "first_started_at": started[0] if started else None,
         "last_started_at": started[-1] if started else None,
         "git_commits": commits,
-        "runs": len(manifests),
+        "runs": len(runs),
     }
 
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 
 import pandas as pd
 
@@ -35,14 +36,14 @@ def fault_summary(paths) -> pd.DataFrame:
     """One row per faults run: parameters, ledger counts, reaps, heartbeats, counters, whether each rule held."""
     rows = []
     for run in open_runs(paths):
-        results, parameters = run.results, run.asked
-        row = {**parameters, **{k: v for k, v in results.items() if not isinstance(v, dict)},
-               "run_dir": str(run.path), "pause_s": (run.manifest["procedure"].get("fault") or {}).get("pause_s")}
+        results, parameters = run.results, run.parameters
+        row = {**dataclasses.asdict(parameters), **{k: v for k, v in results.items() if not isinstance(v, dict)},
+               "run_dir": str(run.path), "pause_s": (run.procedure.get("fault") or {}).get("pause_s")}
         # runs stored before the ledger had the class counted a run still worked on at the bound as lost
         row.setdefault("in_progress_at_timeout", 0)
         effects = results.get("fault_effects")
         row["fault_effects"] = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in effects.items()) \
-            if effects else ("none observed" if parameters["fault"] != "none" and effects is not None else "")
+            if effects else ("none observed" if parameters.fault != "none" and effects is not None else "")
         row.update({f"rule_{name}": held for name, held in results.get("expectations", {}).items()})
         rows.append(row)
     frame = pd.DataFrame(rows)
@@ -95,7 +96,8 @@ def cost_html(paths) -> str:
 def timeline(paths, protocol: str = "lease", fault: str = "pause") -> pd.DataFrame:
     """The events of the run the fault hit (every runner's and the reaper's), and the fault itself."""
     for stored in open_runs(paths):
-        if stored.asked["protocol"] == protocol and stored.asked["fault"] == fault:
+        asked = stored.parameters
+        if asked.protocol == protocol and asked.fault == fault:
             events = stored.table("timeline")
             run = stored.results["hit"].get("run")
             hit = events[(events["run"] == run) | (events["source"] == "fault")].copy()

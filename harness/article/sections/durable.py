@@ -28,7 +28,7 @@ class Loaded:
 
 
 def _storage(run) -> str:
-    return run.manifest.get("parameters", {}).get("storage", "tmpfs")
+    return run.parameters.storage
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:

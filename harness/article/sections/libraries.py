@@ -53,7 +53,7 @@ def library_summary(runs) -> pd.DataFrame:
     """One row per run (folders or storage.Run): its summary, its settings and its source."""
     rows = []
     for run in open_runs(runs):
-        procedure = run.manifest["procedure"]
+        procedure = run.procedure
         rows.append({**run.summary, "settings": procedure["settings"], "source": procedure["source"],
                      "run_id": run.run_id})
     return pd.DataFrame(rows)

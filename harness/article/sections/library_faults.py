@@ -53,7 +53,7 @@ def _summaries(paths) -> pd.DataFrame:
     supervisor's restart delay and its stuck jobs that never started (from its ledger)."""
     rows = []
     for run in open_runs(paths):
-        procedure = run.manifest["procedure"]
+        procedure = run.procedure
         row = {**run.summary, "run_id": run.run_id, "recovery": procedure.get("recovery") or {}}
         if run.has_table("ledger"):
             jobs = run.table("ledger")

@@ -212,8 +212,7 @@ def library_pooler_verdicts(pooled: pd.DataFrame | None, claims: pd.DataFrame | 
 def pgbouncer_version(mine) -> str:
     """PgBouncer's version as the runs recorded it (a drain's procedure, a race's results)."""
     for run in (*mine.pooled_runs, *mine.claim_runs):
-        manifest = run.manifest
-        described = manifest["procedure"].get("pooler") or manifest["results"].get("pooler") or {}
+        described = run.procedure.get("pooler") or run.results.get("pooler") or {}
         if described.get("pgbouncer"):
             return described["pgbouncer"]
     return DASH

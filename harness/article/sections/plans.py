@@ -238,6 +238,7 @@ class Loaded:
     points: pd.DataFrame
     texts: dict
     facts: dict  # plan_facts()
+    reference: dict  # the point every statement is explained at (the run's results)
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
@@ -246,7 +247,8 @@ def load(reads: dict, loaded: dict) -> Loaded | None:
         return None
     run = asked.runs[0]
     points, texts = run.summary, plan_texts(run)
-    return Loaded(run, asked.request, points, texts, plan_facts(points, run.results["reference_point"], texts))
+    reference = run.results["reference_point"]
+    return Loaded(run, asked.request, points, texts, plan_facts(points, reference, texts), reference)
 
 
 def findings(loaded: dict) -> list[Finding]:

@@ -66,10 +66,10 @@ def production_timeline(paths: list[Path]) -> pd.DataFrame:
     """The burst runs' timelines (runs pending and 409s per second), one row per run and second, long form."""
     rows = []
     for run in open_runs(paths):
-        if not run.asked["burst"]:
+        if not run.parameters.burst:
             continue
         frame = run.table("timeline")
-        frame["endpoint_label"] = PRODUCTION_ENDPOINT_LABELS[run.asked["endpoint"]]
+        frame["endpoint_label"] = PRODUCTION_ENDPOINT_LABELS[run.parameters.endpoint]
         rows.append(frame)
     if not rows:
         return pd.DataFrame(columns=["second", "endpoint_label", "measure", "value"])

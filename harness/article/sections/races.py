@@ -105,13 +105,12 @@ def attempt_figures(paths) -> pd.DataFrame:
     rows = []
     for run in open_runs(paths):
         attempts = run.table("attempts")
-        manifest = run.manifest
-        config = manifest["parameters"]
+        asked = run.parameters
         wins = attempts.loc[attempts["outcome"] == "won", "latency_ns"].to_numpy() / 1e6
         waits = time_to_job_ns(attempts) / 1e6
         cut_off = censored_waits_ns(attempts) / 1e6  # waits the drain's end cut off: counted at their bound
-        rows.append({"run_id": manifest["run_id"], "strategy": config["strategy"],
-                     "worker_count": int(config["worker_count"]), "repeat": int(config["repeat"]),
+        rows.append({"run_id": run.run_id, "strategy": asked.strategy,
+                     "worker_count": int(asked.worker_count), "repeat": int(asked.repeat),
                      **{f"claim_p{q}_ms": float(np.percentile(wins, q)) if len(wins) else math.nan for q in (50, 99)},
                      **{f"wait_p{q}_ms": censored_percentile(waits, cut_off, q)[0] for q in (50, 99)},
                      "wait_p99_is_lower_bound": censored_percentile(waits, cut_off, 99)[1],

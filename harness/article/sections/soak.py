@@ -84,11 +84,10 @@ def load_runs(runs) -> Loaded | None:
         return None
     series = {i: run.table("series") for i, run in enumerate(runs)}
     summaries = pd.DataFrame([{"library": None, "library_version": None} | _judged_again(run.summary, series[i])
-                              | {"pg_version": run.manifest.get("server", {}).get("major"),
-                                 "repeat": run.manifest.get("parameters", {}).get("repeat", 0)}
+                              | {"pg_version": run.server.get("major"), "repeat": run.parameters.repeat}
                               for i, run in enumerate(runs)])
     return Loaded(tuple(runs), summaries, series, {i: run.table("samples") for i, run in enumerate(runs)},
-                  {i: run.manifest.get("procedure", {}).get("sample_s") for i, run in enumerate(runs)})
+                  {i: run.procedure.get("sample_s") for i, run in enumerate(runs)})
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:

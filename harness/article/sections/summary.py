@@ -74,8 +74,7 @@ def machine_minutes(run_folders) -> float:
     making this page's data costs on the machine it ran on, whatever was stored before the build."""
     total = 0.0
     for run in open_runs(run_folders):
-        manifest = run.manifest
-        started, finished = manifest.get("started_at"), manifest.get("finished_at")
+        started, finished = run.started_at, run.finished_at
         if started and finished:
             total += (pd.Timestamp(finished) - pd.Timestamp(started)).total_seconds()
     return total / 60
