@@ -11,10 +11,11 @@ import altair as alt
 import pandas as pd
 import pytest
 
-from harness.article import analysis, charts, labels, reliability, vega
+from harness.article import analysis, charts, labels, vega
+from harness.article.sections import fault_runs
 from harness.storage import Run
 from harness.article import sections
-from harness.article.sections import (bench_charts, churn_charts, fault_charts, libraries as library_section, library_charts,
+from harness.article.sections import (bench_charts, churn_charts, race_charts, fault_charts, libraries as library_section, library_charts,
                                       plan_charts, production as production_section, production_charts, soak as soak_section,
                                       soak_charts, strategy_charts)
 from harness.experiments import registry
@@ -45,7 +46,7 @@ def frames():
         "top_workers": int(by_workers["worker_count"].max()),
         "latency": strategy_charts.by_round_trip(analysis.race_summary(runs["latency"])),
         "indexed": strategy_charts.conditions(analysis.race_summary(runs["indexed_race"])),
-        "fault_events": reliability.timeline(runs["faults"], "lease", "pause"),
+        "fault_events": fault_runs.timeline(runs["faults"], "lease", "pause"),
         "production": production_section.production_summary(runs["production"]),
         "production_timeline": production_charts.production_timeline(runs["production"]),
         "libraries": library_section.library_points(library_section.library_summary(runs["libraries"])),
@@ -55,22 +56,22 @@ def frames():
 
 def all_charts(f) -> dict:
     return {
-        "duplicates_chart": charts.duplicates_chart(f["by_workers"]),
-        "throughput_chart": charts.throughput_chart(f["by_workers"]),
-        "losses_chart": charts.losses_chart(f["by_workers"]),
-        "latency_chart": charts.latency_chart(f["by_workers"]),
-        "wait_quantiles_chart": charts.wait_quantiles_chart(analysis.wait_quantiles(f["waits"])),
-        "wait_distribution_chart": charts.wait_distribution_chart(
+        "duplicates_chart": race_charts.duplicates_chart(f["by_workers"]),
+        "throughput_chart": race_charts.throughput_chart(f["by_workers"]),
+        "losses_chart": race_charts.losses_chart(f["by_workers"]),
+        "latency_chart": race_charts.latency_chart(f["by_workers"]),
+        "wait_quantiles_chart": race_charts.wait_quantiles_chart(analysis.wait_quantiles(f["waits"])),
+        "wait_distribution_chart": race_charts.wait_distribution_chart(
             analysis.wait_distribution(f["waits"], f["top_workers"]), f["top_workers"]),
-        "slow_race_chart": charts.slow_race_chart(f["timeline"]),
+        "slow_race_chart": race_charts.slow_race_chart(f["timeline"]),
         "plan_buffers_chart": plan_charts.plan_buffers_chart(f["plan_points"]),
         "plan_time_chart": plan_charts.plan_time_chart(f["plan_points"]),
         "hot_rate_chart": churn_charts.hot_rate_chart(f["churn"]),
         "pruning_chart": churn_charts.pruning_chart(f["pruning"]),
         "bench_ratio_chart": bench_charts.bench_ratio_chart(f["bench"], bench.TARGET_BAND),
-        "wait_share_chart": charts.wait_share_chart(analysis.wait_share_long(analysis.wait_share_table(f["summary"]))),
-        "cpu_split_chart": charts.cpu_split_chart(analysis.cpu_split_long(analysis.wait_share_table(f["summary"]))),
-        "latency_by_fill_chart": charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
+        "wait_share_chart": race_charts.wait_share_chart(analysis.wait_share_long(analysis.wait_share_table(f["summary"]))),
+        "cpu_split_chart": race_charts.cpu_split_chart(analysis.cpu_split_long(analysis.wait_share_table(f["summary"]))),
+        "latency_by_fill_chart": race_charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]),
                                                               sorted(set(f["summary"]["worker_count"]))),
         "round_trip_chart": strategy_charts.round_trip_chart(strategy_charts.round_trip_long(f["latency"])),
         "side_by_side_chart": strategy_charts.side_by_side_chart(
@@ -112,7 +113,7 @@ def test_every_chart_has_tooltips(frames):
 
 
 def test_slow_race_toggle_is_a_radio_bound_parameter(frames):
-    spec = charts.slow_race_chart(frames["timeline"]).to_dict()
+    spec = race_charts.slow_race_chart(frames["timeline"]).to_dict()
     [param] = spec["params"]
     assert param["bind"]["input"] == "radio"
     assert set(param["bind"]["options"]) == {"naive", "guarded", "skip_locked"}
@@ -121,7 +122,7 @@ def test_slow_race_toggle_is_a_radio_bound_parameter(frames):
 
 def test_renderer_emits_a_plain_vega_embed_call(frames):
     vega.enable()
-    bundle = alt.renderers.get()(charts.duplicates_chart(frames["by_workers"]).to_dict())
+    bundle = alt.renderers.get()(race_charts.duplicates_chart(frames["by_workers"]).to_dict())
     html = bundle[vega.EMBED_MIMETYPE]
     assert 'class="claimrace-chart"' in html and "vegaEmbed(" in html
     assert "<script src" not in html and "cdn" not in html.lower() and "require" not in html
@@ -226,7 +227,7 @@ def test_every_colour_domain_is_what_the_chart_draws(frames):
 
 def test_lost_races_per_win_draws_only_who_can_lose_against_the_rivals(frames):
     by_workers = frames["by_workers"]
-    spec = charts.losses_chart(by_workers).to_dict()
+    spec = race_charts.losses_chart(by_workers).to_dict()
     assert _domain(spec, "color", "strategy") == ["guarded"]
     assert {row["strategy"] for row in _rows(spec) if "strategy" in row} == {"guarded"}
     rivals = [view for view in _views(spec) if _mark(view) == "line"
@@ -254,12 +255,12 @@ def test_bench_ratio_draws_parity_and_the_target_band_on_an_uncut_axis(frames):
 
 
 SPREAD_CHARTS = {
-    "duplicates_chart": lambda f: charts.duplicates_chart(f["by_workers"]),
-    "throughput_chart": lambda f: charts.throughput_chart(f["by_workers"]),
-    "losses_chart": lambda f: charts.losses_chart(f["by_workers"]),
-    "latency_chart": lambda f: charts.latency_chart(f["by_workers"]),
-    "wait_quantiles_chart": lambda f: charts.wait_quantiles_chart(analysis.wait_quantiles(f["waits"])),
-    "latency_by_fill_chart": lambda f: charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]), [1, 4]),
+    "duplicates_chart": lambda f: race_charts.duplicates_chart(f["by_workers"]),
+    "throughput_chart": lambda f: race_charts.throughput_chart(f["by_workers"]),
+    "losses_chart": lambda f: race_charts.losses_chart(f["by_workers"]),
+    "latency_chart": lambda f: race_charts.latency_chart(f["by_workers"]),
+    "wait_quantiles_chart": lambda f: race_charts.wait_quantiles_chart(analysis.wait_quantiles(f["waits"])),
+    "latency_by_fill_chart": lambda f: race_charts.latency_by_fill_chart(analysis.latency_by_fill(f["summary"]), [1, 4]),
 }
 
 
@@ -282,7 +283,7 @@ def test_the_spread_spans_the_repeats(repeated):
 
 
 def test_zero_duplicate_lines_stay_visible_one_over_the_other(frames):
-    spec = charts.duplicates_chart(frames["by_workers"]).to_dict()
+    spec = race_charts.duplicates_chart(frames["by_workers"]).to_dict()
     [line, *_] = [v for v in _views(spec) if _mark(v) == "line"]
     widths = dict(zip(line["encoding"]["strokeWidth"]["scale"]["domain"],
                       line["encoding"]["strokeWidth"]["scale"]["range"]))
@@ -298,19 +299,19 @@ def test_zero_duplicate_lines_stay_visible_one_over_the_other(frames):
 
 def test_the_wait_for_a_job_has_skip_locked_beside_guarded(frames):
     assert set(frames["waits"]["strategy"]) == {"guarded", "skip_locked"}
-    spec = charts.wait_quantiles_chart(analysis.wait_quantiles(frames["waits"])).to_dict()
+    spec = race_charts.wait_quantiles_chart(analysis.wait_quantiles(frames["waits"])).to_dict()
     assert _domain(spec, "color", "strategy") == ["guarded", "skip_locked"]
     # skip_locked never loses, so its wait is its winning claim: the chart says the two lines are one
     assert "skip_locked: time to get a job and winning claim latency are the same" in _subtitle(spec)
     distribution = analysis.wait_distribution(frames["waits"], frames["top_workers"])
-    spec = charts.wait_distribution_chart(distribution, frames["top_workers"]).to_dict()
+    spec = race_charts.wait_distribution_chart(distribution, frames["top_workers"]).to_dict()
     assert _domain(spec, "color", "strategy") == ["guarded", "skip_locked"]
 
 
 def test_the_wait_for_a_job_of_one_strategy_still_draws(frames):
     waits = analysis.wait_times(frames["race_runs"], "guarded")
     assert set(waits["strategy"]) == {"guarded"}
-    spec = charts.wait_quantiles_chart(analysis.wait_quantiles(waits)).to_dict()
+    spec = race_charts.wait_quantiles_chart(analysis.wait_quantiles(waits)).to_dict()
     assert _domain(spec, "color", "strategy") == ["guarded"]
 
 
@@ -376,17 +377,17 @@ def test_charts_that_draw_worker_counts_as_categories_or_panels_label_the_cpu_bo
     counts are said on their label or in the title, and the others are not."""
     shares = pd.DataFrame([{"strategy": "guarded", "worker_count": w, "wait": "CPU", "share": 0.5, "order": 0}
                            for w in (2, 32)])
-    spec = json.dumps(charts.wait_share_chart(shares, bound=[32]).to_dict())
+    spec = json.dumps(race_charts.wait_share_chart(shares, bound=[32]).to_dict())
     assert "\"32 (CPU-bound)\"" in spec and "\"2 (CPU-bound)\"" not in spec and "waited for a CPU" in spec
-    assert "(CPU-bound)" not in json.dumps(charts.wait_share_chart(shares).to_dict())
+    assert "(CPU-bound)" not in json.dumps(race_charts.wait_share_chart(shares).to_dict())
     fills = pd.DataFrame([{"strategy": "guarded", "worker_count": w, "drained_to": d, "p50_ms": 1.0, "p99_ms": 2.0}
                           for w in (2, 32) for d in (0.5, 1.0)])
-    spec = json.dumps(charts.latency_by_fill_chart(fills, [2, 32], bound=[32]).to_dict())
+    spec = json.dumps(race_charts.latency_by_fill_chart(fills, [2, 32], bound=[32]).to_dict())
     assert "\"32 (CPU-bound)\"" in spec and "\"2 (CPU-bound)\"" not in spec
     distribution = pd.DataFrame([{"strategy": "guarded", "measure": m, "fraction": f, "ms": 1.0 + f}
                                  for m in ("winning claim", "time to get a job") for f in (0.5, 1.0)])
-    assert "CPU-bound at 32" in json.dumps(charts.wait_distribution_chart(distribution, 32, bound=[32]).to_dict())
-    assert "CPU-bound" not in json.dumps(charts.wait_distribution_chart(distribution, 32, bound=[8]).to_dict())
+    assert "CPU-bound at 32" in json.dumps(race_charts.wait_distribution_chart(distribution, 32, bound=[32]).to_dict())
+    assert "CPU-bound" not in json.dumps(race_charts.wait_distribution_chart(distribution, 32, bound=[8]).to_dict())
 
 
 # --------------------------------------------------------------------------- every chart of CPU-boundable points
@@ -456,16 +457,16 @@ def _cpu_boundable_charts() -> dict:
                              for lib in ("river", "oban") for w in (2, 32)])
 
     return {
-        "duplicates_chart": lambda b: charts.duplicates_chart(by_workers(b)),
-        "throughput_chart": lambda b: charts.throughput_chart(by_workers(b)),
-        "losses_chart": lambda b: charts.losses_chart(by_workers(b)),
-        "latency_chart": lambda b: charts.latency_chart(by_workers(b)),
-        "wait_quantiles_chart": lambda b: charts.wait_quantiles_chart(analysis.wait_quantiles(waits(b)),
+        "duplicates_chart": lambda b: race_charts.duplicates_chart(by_workers(b)),
+        "throughput_chart": lambda b: race_charts.throughput_chart(by_workers(b)),
+        "losses_chart": lambda b: race_charts.losses_chart(by_workers(b)),
+        "latency_chart": lambda b: race_charts.latency_chart(by_workers(b)),
+        "wait_quantiles_chart": lambda b: race_charts.wait_quantiles_chart(analysis.wait_quantiles(waits(b)),
                                                                       charts.cpu_bound_workers(by_workers(b))),
-        "wait_distribution_chart": lambda b: charts.wait_distribution_chart(
+        "wait_distribution_chart": lambda b: race_charts.wait_distribution_chart(
             analysis.wait_distribution(waits(b), 32), 32, charts.cpu_bound_workers(by_workers(b))),
-        "wait_share_chart": lambda b: charts.wait_share_chart(shares, bound=charts.cpu_bound_workers(by_workers(b))),
-        "latency_by_fill_chart": lambda b: charts.latency_by_fill_chart(fills, [2, 32], bound_list(b)),
+        "wait_share_chart": lambda b: race_charts.wait_share_chart(shares, bound=charts.cpu_bound_workers(by_workers(b))),
+        "latency_by_fill_chart": lambda b: race_charts.latency_by_fill_chart(fills, [2, 32], bound_list(b)),
         "round_trip_chart": round_trip,
         "side_by_side_chart": side_by_side,
         "bench_ratio_chart": lambda b: bench_charts.bench_ratio_chart(bench_points(b), bench.TARGET_BAND),

@@ -26,9 +26,48 @@ def test_the_contents_list_every_section_module_once():
     assert sorted(listed) == modules and len(set(listed)) == len(listed)
 
 
-def fake_section(name: str, values: dict):
-    return types.SimpleNamespace(NAME=name, READS=(), load=lambda reads, loaded: None, findings=lambda loaded: [],
-                                 values=lambda loaded, found: values)
+def fake_section(name: str, values: dict, upstream: tuple = (), load=None, findings=None):
+    return types.SimpleNamespace(NAME=name, READS=(), UPSTREAM=upstream, load=load or (lambda reads, loaded: None),
+                                 findings=findings or (lambda loaded: []), values=lambda loaded, found: values)
+
+
+def test_every_section_declares_the_sections_it_reads_and_each_loads_after_them():
+    order = [section.NAME for section in contents.load_order()]
+    for section in contents.SECTIONS:
+        assert isinstance(section.UPSTREAM, tuple) and section.NAME not in section.UPSTREAM, section.NAME
+        assert all(order.index(name) < order.index(section.NAME) for name in section.UPSTREAM), section.NAME
+    assert contents.races.NAME in contents.decision.UPSTREAM
+
+
+def test_a_section_loads_after_its_upstream_and_is_handed_it_alone(monkeypatch):
+    """The loader moves a section after what it names, and hands it its own and its UPSTREAM's loaded data; a read
+    of any other section fails, in load, findings and values alike."""
+    seen = {}
+
+    def reads_first(reads, loaded):
+        seen["first"] = loaded["first"]
+        return "second's"
+
+    first = fake_section("first", {}, load=lambda reads, loaded: "first's")
+    second = fake_section("second", {}, upstream=("first",), load=reads_first)
+    prying = fake_section("prying", {}, findings=lambda loaded: [loaded.get("first")])
+    monkeypatch.setattr(contents, "SECTIONS", (second, first, prying))
+    assert [s.NAME for s in contents.load_order()] == ["first", "second", "prying"]
+    loaded = contents.load({})
+    assert seen == {"first": "first's"} and loaded["second"] == "second's"
+    with pytest.raises(contents.UndeclaredUpstream, match="section prying reads section first"):
+        contents.evaluate(loaded)
+    view = contents.Upstream({"first": "first's"}, second)
+    assert view["first"] == "first's" and view.get("second") is None and sorted(view) == ["first", "second"]
+    with pytest.raises(contents.UndeclaredUpstream):
+        view["prying"]
+
+
+def test_an_upstream_naming_no_section_or_a_circle_fails():
+    with pytest.raises(ValueError, match="UPSTREAM names nowhere, which is no section"):
+        contents.load_order([fake_section("a", {}, upstream=("nowhere",))])
+    with pytest.raises(ValueError, match="sections a, b name each other in UPSTREAM: a circle"):
+        contents.load_order([fake_section("a", {}, upstream=("b",)), fake_section("b", {}, upstream=("a",))])
 
 
 def test_a_placeholder_two_sections_produce_fails_the_page_and_names_both(monkeypatch):

@@ -20,6 +20,7 @@ import pytest
 from harness.article import compare, contents
 from harness.article.sections import should_switch
 from harness.article import analysis, charts, findings
+from harness.article.sections import race_charts
 from harness.experiments import registry
 from harness.experiments.race.trials import RaceSweep
 from harness.server import activity, cpus, database
@@ -183,10 +184,10 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
     # the charts shade the CPU-bound worker counts, and only those
     by_workers = analysis.over_repeats(frame)
     assert charts.cpu_bound_workers(by_workers) == [32]
-    spec = json.dumps(charts.throughput_chart(by_workers).to_dict())
+    spec = json.dumps(race_charts.throughput_chart(by_workers).to_dict())
     assert '"rect"' in spec and "CPU-bound" in spec
     free_only = analysis.over_repeats(analysis.race_summary(free))
-    assert '"rect"' not in json.dumps(charts.throughput_chart(free_only).to_dict())
+    assert '"rect"' not in json.dumps(race_charts.throughput_chart(free_only).to_dict())
 
 
 SERVER_SPINNERS = 2  # on the server's one CPU at normal priority, beside a niced postmaster's backends

@@ -285,18 +285,18 @@ def test_cli_json_contract(tmp_path):
 
 def test_the_article_reads_the_runs(real_runs):
     """The ledger and cost tables, the timeline chart and every glued figure, from the stored runs."""
-    from harness.article import reliability
+    from harness.article.sections import fault_runs
     from harness.article.sections import fault_charts
 
     paths = real_runs["paths"]
-    summary = reliability.fault_summary(paths)
+    summary = fault_runs.fault_summary(paths)
     assert len(summary) == len(real_runs["real"])
-    ledger_table = reliability.ledger_frame(summary)
+    ledger_table = fault_runs.ledger_frame(summary)
     assert list(ledger_table.columns[:3]) == ["fault", "protocol", "runs queued"]
-    assert "<table" in reliability.ledger_html(paths)
-    events = reliability.timeline(paths, "lease", "pause")
+    assert "<table" in fault_runs.ledger_html(paths)
+    events = fault_runs.timeline(paths, "lease", "pause")
     assert {"claimed", "reaped", "pause"} <= set(events["event"])
     fault_charts.fault_timeline_chart(events).to_dict()
-    facts = reliability.fault_facts(paths)
+    facts = fault_runs.fault_facts(paths)
     assert facts["none_kill_stuck"] != "0" and facts["lease_pause_stale"] != "0"
     assert all(isinstance(value, str) for value in facts.values())

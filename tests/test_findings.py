@@ -18,7 +18,7 @@ from harness.article.sections import (backend_time, bench as bench_rules, churn 
                                       guard_cost, job_wait, library_faults as fault_section,
                                       library_poolers as pooler_section,
                                       libraries as library_rules, plans as plan_rules, production as production_rules,
-                                      races as race_rules, should_switch, soak as soak_section, strategies as strategy_rules,
+                                      race_sweep, should_switch, soak as soak_section, strategies as strategy_rules,
                                       without_guard)
 from harness.article.compare import Races
 from harness.errors import UserError
@@ -351,9 +351,9 @@ def attempts(rows) -> pd.DataFrame:
 def test_an_empty_look_is_wasted_when_a_later_attempt_still_won_a_job():
     frame = attempts([(0, 0, 0, 10, "won"), (1, 0, 0, 10, "empty"),  # worker 1 gave up early
                       (0, 1, 20, 10, "won"), (0, 2, 40, 10, "empty")])  # the final empty look is not waste
-    assert race_rules.empty_while_jobs_remained(frame) == 1
-    assert race_rules.empty_while_jobs_remained(frame.iloc[[0, 3]]) == 0
-    assert race_rules.empty_while_jobs_remained(attempts([(0, 0, 0, 10, "empty")])) == 0
+    assert race_sweep.empty_while_jobs_remained(frame) == 1
+    assert race_sweep.empty_while_jobs_remained(frame.iloc[[0, 3]]) == 0
+    assert race_sweep.empty_while_jobs_remained(attempts([(0, 0, 0, 10, "empty")])) == 0
 
 
 # --------------------------------------------------------------------------- F8 per statement and per job, C4, A1
@@ -481,7 +481,7 @@ def test_a2_is_read_at_the_most_workers_that_were_not_cpu_bound():
 @pytest.mark.parametrize("lock, runnable, result", [(0.4, 0.1, "locks"), (0.01, 0.3, "cpu"),
                                                     (0.2, None, "unmeasured"), (0.2, float("nan"), "unmeasured")])
 def test_the_bottleneck_is_whichever_wait_was_measured_longer(lock, runnable, result):
-    assert backend_time.bottleneck(lock, runnable) == result
+    assert race_sweep.bottleneck(lock, runnable) == result
 
 
 def test_fixed_fill_latency_reads_the_bench_at_its_most_workers():
@@ -817,7 +817,7 @@ def test_a_finding_is_a_value_with_a_fixed_vocabulary():
 
 
 def test_the_table_has_one_row_per_finding_in_order():
-    found = contents.evaluate({"races": race_rules.Loaded(pd.DataFrame([race("guarded", 1), race("guarded", 4)]))})
+    found = contents.evaluate({"races": race_sweep.Loaded(pd.DataFrame([race("guarded", 1), race("guarded", 4)]))})
     frame = findings.table(found)
     ids = [re.sub(r"<[^>]+>", "", cell) for cell in frame["finding"]]  # each id links to its section
     assert ids[:3] == ["F1", "F2", "F3"] and ids[-1] == "A12"

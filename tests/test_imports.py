@@ -190,3 +190,25 @@ def test_the_article_reads_a_run_through_its_parameters_and_summary_not_its_mani
     assert readers == {}
     assert sorted(manifest_reads("run.manifest['parameters'].get('storage', 'tmpfs')\nrun.asked['fault']\n"
                                  "run.parameters.storage\n")) == ["line 1: .manifest", "line 2: .asked"]
+
+
+def section_imports(graph: dict[str, set[str]], sections: set[str]) -> list[str]:
+    """Imports of a section module by another module of sections/: a section's data reaches another through its
+    UPSTREAM, and what two sections share lives in a part (a module of sections/ that is not a section)."""
+    prefix = "harness.article.sections."
+    return sorted(f"{name} -> {target}" for name, imported in graph.items() if name.startswith(prefix)
+                  for target in imported if target in sections and target != name)
+
+
+def test_no_section_imports_another_section():
+    from harness.article import contents
+
+    sections = {section.__name__ for section in contents.SECTIONS}
+    assert len(sections) > 15
+    assert section_imports(import_graph(), sections) == []
+    assert section_imports({"harness.article.sections.job_wait": {"harness.article.sections.races",
+                                                                  "harness.article.sections.race_sweep"},
+                            "harness.article.sections.soak_charts": {"harness.article.sections.soak"}},
+                           {"harness.article.sections.races", "harness.article.sections.soak"}) == [
+        "harness.article.sections.job_wait -> harness.article.sections.races",
+        "harness.article.sections.soak_charts -> harness.article.sections.soak"], "the check sees both kinds"

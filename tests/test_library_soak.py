@@ -54,14 +54,14 @@ def test_the_held_library_keeps_its_dead_rows_and_its_control_lets_them_go(arms)
 
 
 def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path):
-    loaded = section.soak.load_runs(tuple(stored for _, stored in arms.values()))
+    loaded = section.arms.load_runs(tuple(stored for _, stored in arms.values()))
     frame = section.rows(loaded)
     assert list(frame["held by"]) == ["nothing (control)", "repeatable read"], frame
     assert frame["its control"].iloc[0] == "—" and frame["its control"].iloc[1] == frame["verdict"].iloc[0]
     found = section.a12_library_pickup({section.NAME: loaded})
     runs = loaded.summaries
     held, control = runs[runs["holder"] != "none"].iloc[0], runs[runs["holder"] == "none"].iloc[0]
-    assert found.verdict == section.soak.held_against_control(held, control)
+    assert found.verdict == section.arms.held_against_control(held, control)
     assert "pgmq" in section.library_table({section.NAME: loaded})
     # the caption says how the jobs arrived: the mean jobs per enqueue call and the time between calls, as stored
     per_call = runs["jobs_arrived"].sum() / runs["enqueue_calls"].sum()
@@ -73,7 +73,7 @@ def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path)
 
 
 def test_a12_is_not_measured_without_a_library_arm_held_beside_its_control(arms):
-    held_only = section.soak.load_runs((arms["repeatable_read"][1],))
+    held_only = section.arms.load_runs((arms["repeatable_read"][1],))
     assert section.a12_library_pickup({section.NAME: held_only}).verdict == NOT_MEASURED
     assert section.a12_library_pickup({section.NAME: None}).verdict == NOT_MEASURED
 
@@ -82,7 +82,7 @@ def test_a12_is_not_measured_without_a_library_arm_held_beside_its_control(arms)
     ("spirals", "survives", CONFIRMED), ("survives", "survives", CORRECTED),
     ("spirals", "spirals", NOT_DISTINGUISHABLE), ("not_judged", "survives", NOT_MEASURED)])
 def test_each_library_part_is_the_held_arm_against_its_control(held, control, part):
-    assert section.soak.held_against_control(pd.Series({"verdict": held}), pd.Series({"verdict": control})) == part
+    assert section.arms.held_against_control(pd.Series({"verdict": held}), pd.Series({"verdict": control})) == part
 
 
 class Tables:
@@ -110,7 +110,7 @@ def test_a_job_s_place_in_its_enqueue_call_is_its_rank_in_enqueue_order():
 
 @pytest.mark.parametrize("second, part", [("degrades", CONFIRMED), ("survives", NOT_DISTINGUISHABLE)])
 def test_a12_reads_a_library_over_its_repeats_and_decides_only_where_they_agree(arms, second, part):
-    loaded = section.soak.load_runs(tuple(stored for _, stored in arms.values()))
+    loaded = section.arms.load_runs(tuple(stored for _, stored in arms.values()))
     first = loaded.summaries.assign(verdict=np.where(loaded.summaries["holder"] == "none", "survives", "spirals"))
     again = first.assign(repeat=1, verdict=np.where(first["holder"] == "none", "survives", second))
     both = dataclasses.replace(loaded, summaries=pd.concat([first, again], ignore_index=True))

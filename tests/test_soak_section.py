@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED
-from harness.article.sections import soak as section
+from harness.article.sections import soak as section, soak_arms
 
 BASE = {"shape": "history", "strategy": "skip_locked", "history_rows": 0, "holder": "none", "mitigation": "none",
         "storage": "tmpfs", "synchronous_commit": "on", "rate_asked": "50%", "workers": 4, "job_ms": 5.0,
@@ -51,7 +51,7 @@ def test_each_arm_is_read_against_the_arm_that_differs_in_one_setting():
     assert section.reference(frame, 7) is None  # a repeat against its own control's repeat
     assert section.reference(frame, 8) is None  # judged on other windows
     assert section.reference(frame, 9) is None  # a server's own storage: its control would be there too
-    assert section.control_of(frame, 6) == 0
+    assert soak_arms.control_of(frame, 6) == 0
 
 
 def test_an_arm_on_a_newer_server_is_held_against_its_own_control_and_that_control_against_the_oldest_s():
@@ -62,7 +62,7 @@ def test_an_arm_on_a_newer_server_is_held_against_its_own_control_and_that_contr
     assert section.reference(frame, 1) == 0 and section.reference(frame, 0) is None
     assert section.reference(frame, 3) == 2  # held on 18: its control on 18
     assert section.reference(frame, 2) == 0  # the control on 18: the same control on 16
-    assert section.reference(frame, 4) == 3 and section.control_of(frame, 4) == 2
+    assert section.reference(frame, 4) == 3 and soak_arms.control_of(frame, 4) == 2
     shown = frame.assign(pg_shown=frame["pg_version"])
     assert section.arm_label(shown.iloc[3]) == "history, PostgreSQL 18"
     assert section.arm_label(frame.iloc[3]) == "history"  # one server major in the build: not named

@@ -1,14 +1,17 @@
 """The article's sections in page order, and the findings they decide.
 
 Each section module under harness/article/sections/ declares the params-file
-sections it reads (`READS`), is handed those sections' requests with their
+sections it reads (`READS`) and the sections whose loaded data it reads
+(`UPSTREAM`). It is handed those params-file sections' requests with their
 stored runs (registry.Asked, read through storage.Run) and loads them once
-(`load(reads, loaded)`, where `loaded` holds the sections before it), decides its
-findings (`findings(loaded)`), may add a note to every finding
-(`annotate(found, loaded)`), and formats the figures its prose names
-(`values(loaded, found)`: placeholder -> text). Each placeholder has exactly one
-producing section: a second one fails the build. Adding a section touches its
-module, this list and the article's markdown.
+(`load(reads, upstream)`), decides its findings (`findings(upstream)`), may add
+a note to every finding (`annotate(found, upstream)`), and formats the figures
+its prose names (`values(upstream, found)`: placeholder -> text). `upstream`
+holds its own loaded data and its UPSTREAM's, nothing else: reading another
+section's fails. Sections load in an order where each follows its UPSTREAM, and
+no section imports another (tests/test_imports.py). Each placeholder has exactly
+one producing section: a second one fails the build. Adding a section touches
+its module, this list and the article's markdown.
 
     page(asked) -> Page                  # the loaded sections, the findings, every placeholder's value
     from_runs(asked) -> list[Finding]    # asked: params-file section -> registry.Asked
@@ -21,6 +24,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,36 +32,87 @@ from harness import config
 from harness.article.findings import Finding, by_id, order
 from harness.article.sections import (backend_time, bench, churn, client_layouts, decision, durable, faults,
                                       guard_cost, job_wait, libraries, library_faults, library_soak, machine, plans,
-                                      production, races, should_switch, soak, stale_completions, strategies, summary,
+                                      production, races, should_switch, soak, strategies, summary,
                                       wakeups, without_guard)
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.stats import jsonable
 
-# Load order. A section may read the ones before it while loading (bench reads the races' CPU-bound points), and the
-# notes annotate adds land in this order (the client layouts' before the bench's). The decision the page opens with
-# reads every finding, so it comes last here.
+# Page order: the notes annotate adds land in this order (the client layouts' before the bench's). Sections load
+# in this order too, except where a section's UPSTREAM comes later (load_order).
 SECTIONS = (summary, races, without_guard, plans, guard_cost, backend_time, job_wait, should_switch, production,
-            strategies, faults, churn, client_layouts, bench, libraries, stale_completions, library_faults, wakeups,
+            strategies, faults, churn, client_layouts, bench, libraries, library_faults, wakeups,
             soak, library_soak, durable, machine, decision)
+
+
+class UndeclaredUpstream(Exception):
+    """A section read a section it does not declare in UPSTREAM."""
+
+
+class Upstream(Mapping):
+    """What a section is handed of the loaded sections: its own and its UPSTREAM's (None where one has no runs or
+    was not loaded); any other name fails, so a section's reads are what it declares."""
+
+    def __init__(self, loaded: dict, section):
+        self._loaded, self._name = loaded, section.NAME
+        self._names = (section.NAME, *section.UPSTREAM)
+
+    def _check(self, name: str) -> None:
+        if name not in self._names:
+            raise UndeclaredUpstream(f"section {self._name} reads section {name}, which its UPSTREAM does not name")
+
+    def __getitem__(self, name: str):
+        self._check(name)
+        return self._loaded.get(name)
+
+    def get(self, name: str, default=None):
+        self._check(name)
+        return self._loaded.get(name, default)
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
+def load_order(sections=None) -> list:
+    """The sections in page order, each moved after the UPSTREAM it names; an UPSTREAM naming no section, or a
+    circle, fails."""
+    sections = tuple(SECTIONS if sections is None else sections)
+    by_name = {section.NAME: section for section in sections}
+    for section in sections:
+        unknown = [name for name in section.UPSTREAM if name not in by_name]
+        if unknown:
+            raise ValueError(f"section {section.NAME}: UPSTREAM names {', '.join(unknown)}, which is no section")
+    ordered, placed = [], set()
+    while len(ordered) < len(sections):
+        ready = next((s for s in sections if s.NAME not in placed and set(s.UPSTREAM) <= placed), None)
+        if ready is None:
+            waiting = sorted(s.NAME for s in sections if s.NAME not in placed)
+            raise ValueError(f"sections {', '.join(waiting)} name each other in UPSTREAM: a circle")
+        ordered.append(ready)
+        placed.add(ready.NAME)
+    return ordered
 
 
 def load(asked: dict[str, registry.Asked]) -> dict:
     """Every section's stored runs, loaded once: {section name: its Loaded, or None where it has no runs}. Each
-    section is handed only the params-file sections it READS."""
+    section is handed only the params-file sections it READS and the loaded sections it names in UPSTREAM."""
     loaded: dict = {}
-    for section in SECTIONS:
-        loaded[section.NAME] = section.load({name: asked[name] for name in section.READS if name in asked}, loaded)
+    for section in load_order():
+        loaded[section.NAME] = section.load({name: asked[name] for name in section.READS if name in asked},
+                                            Upstream(loaded, section))
     return loaded
 
 
 def evaluate(loaded: dict) -> list[Finding]:
     """Every finding, F1-F13, C1-C9 and A1-A12, in that order; a section missing from `loaded` (or None there)
     leaves its findings not measured."""
-    found = [finding for section in SECTIONS for finding in section.findings(loaded)]
+    found = [finding for section in SECTIONS for finding in section.findings(Upstream(loaded, section))]
     for section in SECTIONS:
         if hasattr(section, "annotate"):
-            found = section.annotate(found, loaded)
+            found = section.annotate(found, Upstream(loaded, section))
     return sorted(found, key=lambda f: order(f.id))
 
 
@@ -84,7 +139,7 @@ def page(asked: dict[str, registry.Asked]) -> Page:
     found = evaluate(loaded)
     values, producers, decided = {}, {}, by_id(found)
     for section in SECTIONS:
-        for name, value in section.values(loaded, decided).items():
+        for name, value in section.values(Upstream(loaded, section), decided).items():
             if name in producers:
                 raise ValueError(f"placeholder {name} is produced by both {producers[name]} and {section.NAME}")
             values[name], producers[name] = str(value), section.NAME

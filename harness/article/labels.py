@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from harness import libraries
 from harness.claims.protocols import (LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES,
                                     RACED_LIBRARY_STRATEGIES)
 from harness.experiments.plans.outcomes import TABLE_STATES
@@ -211,3 +212,8 @@ LIBRARY_DASH_CYCLE = ([1, 0], [6, 3], [2, 2], [8, 3, 2, 3], [4, 4], [1, 3], [12,
 LIBRARY_COLOURS = by_position(RACED_LIBRARY_STRATEGIES, LIBRARY_TONES, "LIBRARY_TONES")
 LIBRARY_SHAPES = by_position(RACED_LIBRARY_STRATEGIES, LIBRARY_SHAPE_CYCLE, "LIBRARY_SHAPE_CYCLE")
 LIBRARY_DASHES = by_position(RACED_LIBRARY_STRATEGIES, LIBRARY_DASH_CYCLE, "LIBRARY_DASH_CYCLE")
+
+
+def library_label(library: str) -> str:
+    """A library as the article names it: a model (harness.libraries.models) says so."""
+    return f"{library} (model)" if libraries.is_model(library) else library

@@ -11,47 +11,17 @@ from harness.article.findings import ADDED, Finding, make_finding, not_measured
 from harness.article.formats import DASH, MISSING, count, missing, ms, number, percent
 from harness.article.labels import LOCK_WAIT
 from harness.article.prose import counted, cpu_bound_note, join, table, worker_list
-from harness.article.sections.races import NAME as RACES, race_data
+from harness.article.sections.race_sweep import BOTTLENECK_PHRASES, RACES, bottleneck, race_data, time_spent_sentence
 from harness.article.wording import Sentences
 from harness.server.activity import CPU_BOUND_CLIENT_RUNNABLE_SHARE, SAMPLE_INTERVAL_SECONDS
 
 NAME = "backend_time"
-READS = ()  # it reads the races section's loaded sweep (loaded["races"])
+READS = ()
+UPSTREAM = ("races",)
 say = Sentences(NAME)
 
 
 CPU_FREE_FINDINGS = ("F3", "F5", "F6", "F7", "F8", "C4", "A1", "A2")
-
-
-def bottleneck(lock_share: float, runnable_share: float | None) -> str:
-    """What the backends waited on more, by measurement: "locks" (sampled row/transaction lock waits) or
-    "cpu" (schedstat's runnable time); "unmeasured" without schedstat (a server on another host)."""
-    if runnable_share is None or pd.isna(runnable_share) or lock_share is None or pd.isna(lock_share):
-        return "unmeasured"
-    return "locks" if lock_share > runnable_share else "cpu"
-
-
-BOTTLENECK_PHRASES = {"cpu": "they waited longer for a CPU than on locks",
-                      "locks": "they waited longer on locks than for a CPU",
-                      "unmeasured": "their time waiting for a CPU is not measured (the server is not a process of this "
-                                    "machine)"}
-
-
-def time_spent_sentence(shares: pd.DataFrame | None, worker_count: int) -> str:
-    """Where guarded's backends' time went at one worker count, stated as a cause only when measured."""
-    at = shares_at(shares, "guarded", worker_count)
-    if not at:
-        return ""
-    lock, runnable = at.get(LOCK_WAIT), at.get("runnable_share")
-    found = bottleneck(lock, runnable)
-    if found == "unmeasured":
-        return say("time_spent.unmeasured", workers=worker_count, lock_share=percent(lock),
-                   bottleneck=BOTTLENECK_PHRASES[found])
-    if found == "locks":
-        return say("time_spent.locks", workers=worker_count, lock_share=percent(lock),
-                   runnable_share=percent(runnable), bottleneck=BOTTLENECK_PHRASES[found])
-    return say("time_spent.cpu", workers=worker_count, lock_share=percent(lock), runnable_share=percent(runnable),
-               bottleneck=BOTTLENECK_PHRASES[found])
 
 
 def a2_where_the_time_goes(races: Races, shares: pd.DataFrame | None) -> Finding:

@@ -15,6 +15,7 @@ from harness.storage import Run
 
 NAME = "bench"
 READS = ("bench",)
+UPSTREAM = ("races",)
 say = Sentences(NAME)
 
 

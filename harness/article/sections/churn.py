@@ -19,6 +19,7 @@ from harness.storage import Run
 
 NAME = "churn"
 READS = ("churn",)
+UPSTREAM = ()
 say = Sentences(NAME)
 
 

@@ -12,11 +12,12 @@ from harness.article.findings import (Finding, ORIGINAL_F1_DUPLICATE_JOBS, ORIGI
                                       ORIGINAL_F7_RATIO, ORIGINAL_HIGH_WORKERS, ORIGINAL_JOB_COUNT)
 from harness.article.formats import DASH, count, missing, number, percent, ratio
 from harness.article.prose import join, table, worker_list
-from harness.article.sections.races import NAME as RACES, race_data
+from harness.article.sections.race_sweep import RACES, race_data
 from harness.article.wording import Sentences
 
 NAME = "client_layouts"
-READS = ()  # it reads the races section's loaded sweep (loaded["races"])
+READS = ()
+UPSTREAM = ("races",)
 say = Sentences(NAME)
 
 

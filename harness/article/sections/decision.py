@@ -14,7 +14,8 @@ from harness.article.sections.library_poolers import pgbouncer_version
 from harness.article.wording import Sentences
 
 NAME = "decision"
-READS = ()  # it reads the findings, the race sweep's size and PgBouncer's version (loaded: races, library_faults)
+READS = ()  # it reads the findings
+UPSTREAM = ("races", "library_faults")
 say = Sentences(NAME)
 
 HOLDS = (CONFIRMED, CONFIRMED_DIFFERENT_SIZE)

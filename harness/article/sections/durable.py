@@ -14,7 +14,8 @@ from harness.article.prose import join, numbered, table
 from harness.article.wording import Sentences
 
 NAME = "durable"
-READS = ("disk_race",)  # and the race sweep's runs, loaded before it (races)
+READS = ("disk_race",)
+UPSTREAM = ("races",)
 say = Sentences(NAME)
 
 SLOWER, FASTER, OVERLAP, CPU_BOUND, ONE_SIDE, ONE_RACE = ("slower", "faster", "overlap", "cpu_bound", "one_side",

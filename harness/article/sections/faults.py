@@ -10,11 +10,12 @@ from harness.article.findings import (ADDED, CONFIRMED, NOT_MEASURED, NOT_REPROD
                                       not_measured)
 from harness.article.formats import count
 from harness.article.prose import join, numbered
-from harness.article.reliability import fault_facts, fault_summary
+from harness.article.sections.fault_runs import fault_facts, fault_summary
 from harness.article.wording import Sentences
 
 NAME = "faults"
 READS = ("faults",)
+UPSTREAM = ()
 say = Sentences(NAME)
 
 
@@ -107,7 +108,7 @@ def ledger(raced: pd.DataFrame, holder_faults: int, holder_bad: int, fenced_faul
 @dataclass(frozen=True)
 class Loaded:
     runs: tuple  # the fault runs (storage.Run)
-    summary: pd.DataFrame  # reliability.fault_summary
+    summary: pd.DataFrame  # fault_runs.fault_summary
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:

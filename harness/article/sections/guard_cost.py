@@ -13,12 +13,12 @@ from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRE
                                       not_measured)
 from harness.article.formats import count, missing, ms, number, percent, rate, ratio
 from harness.article.prose import cpu_bound_note, listing, workers_phrase
-from harness.article.sections.backend_time import time_spent_sentence
-from harness.article.sections.races import NAME as RACES, at_point, race_data, whole
+from harness.article.sections.race_sweep import RACES, at_point, race_data, time_spent_sentence, whole
 from harness.article.wording import Sentences
 
 NAME = "guard_cost"
-READS = ()  # it reads the races section's loaded sweep (loaded["races"])
+READS = ()
+UPSTREAM = ("races",)
 say = Sentences(NAME)
 
 

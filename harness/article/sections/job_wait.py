@@ -4,39 +4,18 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.article.compare import Figure, NO_FIGURE, scaled, separated
+from harness.article.compare import scaled, separated
 from harness.article.findings import (ADDED, CONFIRMED, Finding, NOT_DISTINGUISHABLE, NOT_REPRODUCED, make_finding,
                                       not_measured)
 from harness.article.formats import count, ms, number, ratio
 from harness.article.prose import cpu_bound_note
-from harness.article.sections.races import race_data
+from harness.article.sections.race_sweep import job_wait_figures, race_data, waits_workers
 from harness.article.wording import Sentences
 
 NAME = "job_wait"
-READS = ()  # it reads the races section's loaded sweep (loaded["races"])
+READS = ()
+UPSTREAM = ("races",)
 say = Sentences(NAME)
-
-
-def job_wait_figures(job_waits: pd.DataFrame | None, strategy: str, worker_count: int, column: str) -> Figure:
-    """A figure of attempt_figures() over repeats: median [min-max]."""
-    if job_waits is None or not len(job_waits):
-        return NO_FIGURE
-    rows = job_waits[(job_waits["strategy"] == strategy) & (job_waits["worker_count"] == worker_count)][column]
-    rows = rows.dropna()
-    return Figure(float(rows.median()), float(rows.min()), float(rows.max())) if len(rows) else NO_FIGURE
-
-
-def waits_workers(job_waits: pd.DataFrame | None, strategies, least: int = 2, cpu_free: bool = True) -> list[int]:
-    """The worker counts every strategy's waits were measured at, from `least` up; cpu_free: only those none of
-    whose races was CPU-bound."""
-    if job_waits is None or not len(job_waits):
-        return []
-    sets = [set(job_waits.loc[job_waits["strategy"] == s, "worker_count"].astype(int)) for s in strategies]
-    common = set.intersection(*sets)
-    if cpu_free and "cpu_bound" in job_waits:
-        picked = job_waits[job_waits["strategy"].isin(list(strategies))]
-        common -= set(picked.loc[picked["cpu_bound"].fillna(False).astype(bool), "worker_count"].astype(int))
-    return sorted(w for w in common if w >= least)
 
 
 def _waits_cpu_bound(job_waits: pd.DataFrame | None, strategies, least: int = 2) -> list[int]:

@@ -11,16 +11,18 @@ from harness import libraries
 from harness.article.analysis import over_repeats, race_summary
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
 from harness.article.formats import DASH, MISSING, count, missing, ms, number, span
-from harness.article.labels import CANNOT_LOSE
+from harness.article.labels import CANNOT_LOSE, library_label
 from harness.article.prose import counted, join, table
 from harness.article.wording import Sentences
 from harness.storage import open_runs
 from harness.claims.protocols import (CHECK, DROPPED, LIBRARY_NAMES, LIBRARY_STATEMENTS, LIBRARY_STRATEGIES,
                                     LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES, SOURCES)
 from harness.claims.strategies import STRATEGIES
+from harness.article.sections.library_runs import jobs_per_run
 
 NAME = "libraries"
 READS = ("libraries", "library_claims")
+UPSTREAM = ()
 say = Sentences(NAME)
 
 # the figures the section's table and chart read, each with its median, min and max over repeats
@@ -31,11 +33,6 @@ TABLE_COLUMNS = {"library": "library", "worker_count": "workers", "jobs_per_s": 
                  "transactions_per_job": "transactions per job", "wal_bytes_per_job": "WAL bytes per job",
                  "server_cpu_ms_per_job": "server CPU ms per job", "executed_twice": "run twice"}
 
-
-
-def library_label(library: str) -> str:
-    """A library as the article names it: a model (harness.libraries.models) says so."""
-    return f"{library} (model)" if libraries.is_model(library) else library
 
 @dataclass(frozen=True)
 class Loaded:
@@ -273,16 +270,6 @@ def library_settings_table(loaded: dict) -> str:
                                         join(_settings_text(runs["settings"].iloc[0])))))
             for library, runs in summary.groupby("library", sort=False)]
     return table(pd.DataFrame(rows), caption=say("settings_caption"))
-
-
-def jobs_per_run(summary: pd.DataFrame) -> tuple[str, str]:
-    """The jobs queued per run: the sweep's count, and ' (a library: its own)' where one raced fewer (JOB_CAP)."""
-    per_library = summary.groupby("library", sort=False)["jobs"].max()
-    most = int(per_library.max())
-    fewer = [say("fewer_jobs", library=name, jobs=count(int(jobs))) if hasattr(libraries.get(name), "JOB_CAP")
-             else say("fewer_jobs.asked", library=name, jobs=count(int(jobs)))
-             for name, jobs in per_library.items() if jobs < most]
-    return count(most), (f" ({join(fewer)})" if fewer else "")
 
 
 def _not_installed(raced: list[str]) -> str:

@@ -13,16 +13,17 @@ from harness import libraries
 from harness.article.analysis import race_summary
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
 from harness.article.formats import DASH, count, missing, number, span
+from harness.article.labels import library_label
 from harness.article.prose import join, numbered, table
 from harness.article.sections import library_poolers, stale_completions
 from harness.article.sections.library_poolers import code_cell
-from harness.article.sections.libraries import library_label
 from harness.article.wording import Sentences
 from harness.claims.protocols import LIBRARY_STRATEGIES
 from harness.storage import open_runs
 
 NAME = "library_faults"
-READS = ("library_faults", "library_poolers", "pooler_claims")
+READS = ("library_faults", "library_poolers", "pooler_claims", "library_probe")
+UPSTREAM = ()
 say = Sentences(NAME)
 
 # What a fault can do wrong to a job, as the ledger marks it (harness.experiments.libraries.faults); running a job
@@ -44,7 +45,7 @@ class Loaded:
     claim_runs: tuple = ()  # races of the advisory-lock claims through PgBouncer (report section pooler_claims)
     claims: pd.DataFrame | None = None  # analysis.race_summary of those races
     requests: dict | None = None  # what each of those params-file sections asked: {section: its dataclass}
-    # one row per library over the stale-completion probe's runs, as the section stale_completions loaded them
+    # one row per library over the stale-completion probe's runs (stale_completions.probes)
     probes: tuple = ()
 
 
@@ -65,8 +66,8 @@ def _summaries(paths) -> pd.DataFrame:
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
-    fault_paths, pooled_paths, claim_paths = (reads[name].runs if name in reads else () for name in READS)
-    probes = loaded.get(stale_completions.NAME) or ()
+    fault_paths, pooled_paths, claim_paths = (reads[name].runs if name in reads else () for name in READS[:3])
+    probes = stale_completions.probes(reads)
     if not (fault_paths or pooled_paths or claim_paths or probes):
         return None
     return Loaded(fault_paths, _summaries(fault_paths), pooled_paths,

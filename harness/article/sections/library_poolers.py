@@ -15,8 +15,9 @@ from harness import libraries
 from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, VERDICT_LABELS, Finding, make_finding,
                                       not_measured)
 from harness.article.formats import DASH, count, missing, number
+from harness.article.labels import library_label
 from harness.article.prose import join, numbered, table
-from harness.article.sections.libraries import jobs_per_run, library_label
+from harness.article.sections.library_runs import jobs_per_run
 from harness.article.wording import Sentences
 from harness.claims.protocols import LIBRARY_STRATEGIES
 

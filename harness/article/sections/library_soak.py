@@ -13,20 +13,21 @@ from harness.experiments.soak import outcomes as soak_outcomes
 from harness.article.findings import CONFIRMED, CORRECTED, make_finding, not_measured
 from harness.article.formats import DASH, count, number, span
 from harness.article.prose import join, table
-from harness.article.sections import soak
+from harness.article.sections import soak_arms as arms
 from harness.article.wording import Sentences
 
 NAME = "library_soak"
 READS = ("library_soak",)
+UPSTREAM = ()
 say = Sentences(NAME)
 
 COLUMNS = ("library", "its finished jobs", "held by", "jobs/s", "pickup p99 ms: before / during",
            "dead tuples at most", "backlog at most", "verdict", "its control")
 
 
-def load(reads: dict, loaded: dict) -> soak.Loaded | None:
+def load(reads: dict, loaded: dict) -> arms.Loaded | None:
     # an arm without a library listed here is the soak section's to read
-    return soak.load_runs(tuple(run for run in (reads["library_soak"].runs if "library_soak" in reads else ())
+    return arms.load_runs(tuple(run for run in (reads["library_soak"].runs if "library_soak" in reads else ())
                                 if run.summary.get("library") is not None))
 
 
@@ -40,13 +41,13 @@ def finished_label(row) -> str:
 
 def a12_library_pickup(loaded: dict):
     mine = loaded.get(NAME)
-    pairs = soak.held_arms(mine.summaries) if mine is not None else []
+    pairs = arms.held_arms(mine.summaries) if mine is not None else []
     if not pairs:
         return not_measured("A12", say("A12.not_measured"))
     runs = mine.summaries
-    parts = soak.over_repeats([
+    parts = arms.over_repeats([
         (f"{library_label(runs.iloc[h])}, {say('finished.part', finished=finished_label(runs.iloc[h]))}",
-         soak.held_against_control(runs.iloc[h], soak.row_at(runs, c))) for h, c in pairs])
+         arms.held_against_control(runs.iloc[h], arms.row_at(runs, c))) for h, c in pairs])
     held = runs.iloc[[h for h, _ in pairs]]
     decided = [v for _, v in parts if v in (CONFIRMED, CORRECTED)]
     values = {"slowed": count(decided.count(CONFIRMED)), "decided": count(len(decided)),
@@ -55,14 +56,14 @@ def a12_library_pickup(loaded: dict):
               "load": load_said(held),
               "libraries": join(sorted({library_label(row) for _, row in held.iterrows()})),
               "workers": join([str(w) for w in sorted(set(held["workers"]))]),
-              "pg": join([str(v) for v in sorted(set(held["pg_version"]))]), "runs": soak.runs_each(held)}
-    return make_finding("A12", soak.worst_part(v for _, v in parts), say("A12.ours", **values), say("A12.note"), values,
+              "pg": join([str(v) for v in sorted(set(held["pg_version"]))]), "runs": arms.runs_each(held)}
+    return make_finding("A12", arms.worst_part(v for _, v in parts), say("A12.ours", **values), say("A12.note"), values,
                         parts=tuple(parts) if len(parts) > 1 else ())
 
 
 def load_said(runs: pd.DataFrame) -> str:
     """The arrivals as asked: a share of the rate each library's workers sustained, or a fixed rate."""
-    return join(sorted({say("rate.share", share=r) if isinstance(r, str) else soak.say("rate.fixed", rate=number(r, 0))
+    return join(sorted({say("rate.share", share=r) if isinstance(r, str) else say("rate.fixed", rate=number(r, 0))
                         for r in runs["rate_asked"]}))
 
 
@@ -70,19 +71,19 @@ def findings(loaded: dict) -> list:
     return [a12_library_pickup(loaded)]
 
 
-def rows(mine: soak.Loaded) -> pd.DataFrame:
+def rows(mine: arms.Loaded) -> pd.DataFrame:
     """The held arms and their controls, each control first; its control: the arm with nothing held it is read
     against in the end (through a mitigation or a disk)."""
     runs = mine.summaries
-    shown = soak.held_and_controls(runs)
+    shown = arms.held_and_controls(runs)
     shown += [position for position in range(len(runs)) if position not in shown]
     frame = []
     for position in shown:
         row = runs.iloc[position]
         frame.append(dict(zip(COLUMNS, (
-            library_label(row), finished_label(row), soak.held_label(row), number(row["rate"], 0),
+            library_label(row), finished_label(row), arms.held_label(row), number(row["rate"], 0),
             f"{number(row['pickup_p99_ms_before_max'], 0)} / {number(row['pickup_p99_ms_during_median'], 0)}",
-            count(row["dead_tuples_max"]), count(row["backlog_max"]), soak.verdict_text(row),
+            count(row["dead_tuples_max"]), count(row["backlog_max"]), arms.verdict_text(row),
             DASH if row["holder"] == "none" else _control_verdict(runs, position)))))
     return pd.DataFrame(frame, columns=list(COLUMNS))
 
@@ -103,7 +104,7 @@ def pickup_by_place(run) -> tuple[float, float] | None:
     return (float(np.median(first)), float(np.median(last))) if len(first) and len(last) else None
 
 
-def arrival_steps(mine: soak.Loaded) -> str:
+def arrival_steps(mine: arms.Loaded) -> str:
     """How each library's jobs arrived, over its runs: the mean jobs per enqueue call, the mean time between calls
     and the median pickup of a call's first job and of its last (pickup_by_place)."""
     runs = mine.summaries
@@ -121,8 +122,8 @@ def arrival_steps(mine: soak.Loaded) -> str:
 
 
 def _control_verdict(runs: pd.DataFrame, position: int) -> str:
-    control = soak.row_at(runs, soak.control_of(runs, position))
-    return DASH if control is None else soak.verdict_text(control)
+    control = arms.row_at(runs, arms.control_of(runs, position))
+    return DASH if control is None else arms.verdict_text(control)
 
 
 def library_table(loaded: dict) -> str:
@@ -144,7 +145,7 @@ def values(loaded: dict, found: dict) -> dict[str, str]:
     held = runs[runs["holder"] != "none"]
     pins = sorted({(float(a), float(b)) for a, b in zip(held["pin_from"], held["pin_to"])})
     # for the section's opening: each held library's verdict, its control's beside it
-    outcome = say("outcome", held=join([say("outcome.one", library=library_label(row), verdict=soak.verdict_text(row),
+    outcome = say("outcome", held=join([say("outcome.one", library=library_label(row), verdict=arms.verdict_text(row),
                                             control=_control_verdict(runs, position))
                                         for position, row in held.iterrows()])) if len(held) else ""
     return {"library_soak_outcome": outcome, "library_soak_setup": say(

@@ -9,7 +9,8 @@ from harness.article.findings import Finding
 from harness.article.formats import count, span
 
 NAME = "machine"
-READS = ()  # it reads the races' runs, loaded by their section
+READS = ()
+UPSTREAM = ("races",)
 
 
 def load(reads: dict, loaded: dict) -> None:

@@ -22,6 +22,7 @@ from harness.experiments.plans.outcomes import (AFTER_CLAIMS, AFTER_RACE, FIRST_
 
 NAME = "plans"
 READS = ("plans",)
+UPSTREAM = ()
 say = Sentences(NAME)
 
 

@@ -22,6 +22,7 @@ from harness.storage import open_runs
 
 NAME = "production"
 READS = ("production",)
+UPSTREAM = ()
 say = Sentences(NAME)
 
 

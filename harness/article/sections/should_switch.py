@@ -13,12 +13,12 @@ from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE
                                       ORIGINAL_HIGH_WORKERS, make_finding, not_measured)
 from harness.article.formats import DASH, count, missing, ms, ratio
 from harness.article.prose import cpu_bound_note
-from harness.article.sections.job_wait import job_wait_figures, waits_workers
-from harness.article.sections.races import race_data
+from harness.article.sections.race_sweep import job_wait_figures, race_data, waits_workers
 from harness.article.wording import Sentences
 
 NAME = "should_switch"
-READS = ()  # it reads the races section's loaded sweep (loaded["races"])
+READS = ()
+UPSTREAM = ("races", "bench")
 say = Sentences(NAME)
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.article.charts import CPU_BOUND_LABEL, WIDTH, chart_title, fixed_scale, plain_frame
 from harness.article.labels import NEUTRAL, TARGET_BAND_COLOUR
-from harness.article.sections.soak import Loaded, arm_label, control_of, held_label, on_disk, say
+from harness.article.sections.soak_arms import Loaded, arm_label, control_of, held_label, on_disk, repeat_label
 
 # the second is the series' latency: the claim statement's, or a job library's pickup (soak_outcomes.latency_of)
 MEASURES = ("backlog (jobs)", "claim p99 (ms)", "dead tuples", "oldest snapshot (s)")
@@ -46,7 +46,7 @@ def timelines(mine: Loaded | None, name=arm_label) -> pd.DataFrame:
         control = control_of(runs, position)
         bound = any(_cpu_bound(runs.iloc[r]) for r in (position, control) if r is not None)
         arm = f"{name(row)}: {held_label(row)}" \
-            + (say("label.repeat", repeat=int(row["repeat"]) + 1) if runs["repeat"].max() else "") \
+            + repeat_label(row, runs) \
             + (CPU_BOUND_LABEL if bound else "")
         for which, run in (("held", position), ("control", control)):
             if run is None:

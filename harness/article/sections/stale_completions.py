@@ -1,8 +1,8 @@
 """The stale-completion probe on the page (harness.experiments.libraries.probe, read through
 harness.experiments.libraries.outcomes): its runs loaded as one row per library, its part of A9 per library, its sentences in A9's
-note, its cell in the advice table, and its table, each library's outcome beside what its source says. It finds
-nothing of its own: the section "When a worker dies" (harness.article.sections.library_faults), listed after it,
-reads its rows and calls these."""
+note, its cell in the advice table, and its table, each library's outcome beside what its source says. Not a
+section: a part of "When a worker dies" (harness.article.sections.library_faults), which loads its rows and calls
+these."""
 
 from __future__ import annotations
 
@@ -14,27 +14,18 @@ import pandas as pd
 from harness.experiments.libraries import outcomes as probe_outcomes
 from harness.article.findings import CONFIRMED, CORRECTED
 from harness.article.formats import DASH, count, number
+from harness.article.labels import library_label
 from harness.article.prose import join, table
-from harness.article.sections.libraries import library_label
 from harness.article.wording import Sentences
 
-NAME = "stale_completions"
-READS = ("library_probe",)
-say = Sentences(NAME)
+SENTENCES = "stale_completions"  # its sentences' file
+say = Sentences(SENTENCES)
 
 
-def load(reads: dict, loaded: dict) -> tuple | None:
-    """One row per library over its probe runs (probe_outcomes.per_library); None without any."""
+def probes(reads: dict) -> tuple:
+    """One row per library over its probe runs (probe_outcomes.per_library); empty without any."""
     runs = reads["library_probe"].runs if "library_probe" in reads else ()
-    return tuple(probe_outcomes.per_library([run.summary for run in runs])) or None
-
-
-def findings(loaded: dict) -> list:
-    return []
-
-
-def values(loaded: dict, found: dict) -> dict[str, str]:
-    return {}
+    return tuple(probe_outcomes.per_library([run.summary for run in runs]))
 
 
 def probe_verdict(row: dict | None) -> str | None:

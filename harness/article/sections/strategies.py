@@ -21,6 +21,7 @@ from harness.article.wording import Sentences
 
 NAME = "strategies"
 READS = ("other_strategies", "latency", "indexed_race", "pg18_race", "others_indexed", "pg18_others")
+UPSTREAM = ("races",)
 say = Sentences(NAME)
 
 

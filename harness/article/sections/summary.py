@@ -16,6 +16,7 @@ from harness.storage import open_runs
 
 NAME = "summary"
 READS = tuple(registry.SECTIONS)  # every run the page reads
+UPSTREAM = ()
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from harness.article.wording import Sentences
 
 NAME = "wakeups"
 READS = ("wakeups",)
+UPSTREAM = ()
 say = Sentences(NAME)
 
 SOONER, LATER, OVERLAP, CENSORED, ONE_RUN = "sooner", "later", "overlap", "censored", "one run"

@@ -10,13 +10,14 @@ from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, Findi
                                       make_finding, not_measured)
 from harness.article.formats import count, ms, number, percent
 from harness.article.prose import cpu_bound_shown, listing
-from harness.article.sections.races import NAME as RACES, at_point, race_data
+from harness.article.sections.race_sweep import RACES, at_point, race_data
 from harness.article.wording import Sentences
 
 NAME = "without_guard"
 # the sweep comes from the races section (loaded["races"]); original_size is naive at 2 workers on the original's
 # 10,000 jobs, which F1 is judged on where it was raced
 READS = ("original_size",)
+UPSTREAM = ("races",)
 say = Sentences(NAME)
 
 

@@ -1,4 +1,5 @@
-"""The article's side of the fault runs: the ledger table, one fault's timeline, the cost of leases, and the glue.
+"""The fault runs as the faults section reads them: the ledger table, one fault's timeline, the cost of leases,
+and the figures its prose names. A part of that section, beside it; it imports no section.
 
     fault_summary(paths) -> DataFrame      one row per stored faults run: its protocol, fault, ledger counts, cost
     ledger_frame(summary) -> DataFrame     the ledger table, one row per protocol and fault
