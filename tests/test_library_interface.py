@@ -22,8 +22,11 @@ COMMON = {"NAME": TEXT, "SOURCE": TEXT, "CLAIMED": TEXT, "COMPLETED": TEXT, "SET
           "JOBS_TABLE": TEXT, "ID_COLUMN": TEXT}
 RACED = {**COMMON, "PACKAGE": TEXT, "CLAIM_LOGGED": TEXT}
 MODELLED = {**COMMON, "CLAIM": TEXT, "CONNECTIONS": int, "PROTOCOL": object}
+# What a module may leave out: libraries.Adapter's fields, each with its default written there once.
 OPTIONAL = {"JOBS_SCHEMA": TEXT, "STATS_TABLE": TEXT, "AUDIT_ID_SQL": TEXT, "JOB_CAP": int, "NOTIFIES_ON_CHANGE": bool,
-            "CONNECTIONS": int, "STOPS_ON_ITS_OWN": bool, "INSTALL_HINT": TEXT, "CLAIM_FUNCTION": TEXT, "WAKEUP": dict}
+            "CONNECTIONS": int, "STOPS_ON_ITS_OWN": bool, "INSTALL_HINT": TEXT, "CLAIM_FUNCTION": TEXT, "WAKEUP": dict,
+            "FAILED": TEXT, "HOLDS_BY_SESSION": bool, "POOLER_SETTING": (dict, type(None)), "POOLER_READ": dict,
+            "installed_version": types.FunctionType}
 RECOVERY_KEYS = {"mechanism", "setting", "default_s", "raced_s"}
 # name -> the parameters it takes, in order
 FUNCTIONS = {"install": ("url",), "enqueue": ("url", "n", "job_s"), "work": ("url", "log", "ready", "start", "job_s")}
@@ -47,7 +50,8 @@ def interface_problems(module, name: str, declared: dict[str, type]) -> list[str
         if not hasattr(module, attribute):
             problems.append(f"{name}: no {attribute}")
         elif not isinstance(getattr(module, attribute), kind):
-            problems.append(f"{name}: {attribute} is {type(getattr(module, attribute)).__name__}, not {kind.__name__}")
+            wanted = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+            problems.append(f"{name}: {attribute} is {type(getattr(module, attribute)).__name__}, not {wanted}")
     if getattr(module, "NAME", name) != name:
         problems.append(f"{name}: NAME is {module.NAME!r}")
     missing = RECOVERY_KEYS - set(getattr(module, "RECOVERY", None) or {})
@@ -65,14 +69,14 @@ def interface_problems(module, name: str, declared: dict[str, type]) -> list[str
 
 @pytest.mark.parametrize("name", libraries.NAMES)
 def test_every_raced_library_declares_the_shared_interface(name):
-    module = libraries.get(name)
+    module = libraries.get(name).module
     assert interface_problems(module, name, RACED) == []
     assert name in STRATEGIES and STRATEGIES[name].protocol, "its claim protocol races in the tight loop"
 
 
 @pytest.mark.parametrize("name", libraries.MODELS)
 def test_every_model_declares_the_shared_interface(name):
-    module = libraries.get(name)
+    module = libraries.get(name).module
     assert interface_problems(module, name, MODELLED) == []
     assert module.CLAIM in STRATEGIES, "its claim races in the tight loop under this name"
 
@@ -119,3 +123,113 @@ def test_the_interface_check_names_what_a_module_gets_wrong():
         "broken: RECOVERY lacks default_s, raced_s, setting", "broken: no enqueue()",
         "broken: work(url, log, ready) does not take (url, log, ready, start, job_s)", "broken: no wake_install()",
         "broken: no wake_work()", "broken: no enqueue_paced()"]
+
+
+def test_the_declaration_gives_each_optional_part_its_default_and_reads_the_rest_from_the_module():
+    """libraries.Adapter: what a module leaves out takes the default written in its field, what it declares is
+    read as declared, and the parts every library declares come from its module; the test's list of optional
+    parts is the declaration's."""
+    import dataclasses
+
+    assert {field.name for field in dataclasses.fields(libraries.Adapter)[1:]} == set(OPTIONAL)
+    bare = libraries.Adapter.of(types.SimpleNamespace(NAME="bare", JOBS_TABLE="jobs"))
+    assert (bare.JOBS_SCHEMA, bare.JOB_CAP, bare.CONNECTIONS, bare.STOPS_ON_ITS_OWN, bare.WAKEUP) == (None, None, 2,
+                                                                                                    True, None)
+    assert bare.stats_table == "jobs" and bare.NAME == "bare" and bare.INSTALL_HINT == "run make install"
+    with pytest.raises(AttributeError):
+        bare.install
+    pgboss = libraries.get("pgboss")
+    assert pgboss.JOB_CAP == pgboss.module.JOB_CAP and pgboss.stats_table == pgboss.module.STATS_TABLE
+    assert libraries.get("pgmq") is libraries.get("pgmq"), "one declaration a library, read once"
+
+
+def docs_table(after: str) -> dict[str, list[str]]:
+    """The Markdown table of docs/libraries.md that follows the line starting with `after`: {first cell: cells}."""
+    lines = (Path(__file__).resolve().parent.parent / "docs" / "libraries.md").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(after))
+    rows = [line for line in lines[start + 2:] if line.startswith("|")]
+    table = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        table[cells[0]] = cells
+    assert rows and table
+    return table
+
+
+def named_in_docs(library) -> str:
+    """A library as docs/libraries.md's tables name it: its title, a model's without its language and marked."""
+    return library.title if library.runs_here else f"{library.title.split(' (')[0]} (model)"
+
+
+def test_the_docs_tables_of_the_libraries_agree_with_their_declarations():
+    """docs/libraries.md keeps two tables by hand: what the stale-completion probe should find, and where each
+    model's protocol was read. Each row says what the library's declaration says (its STALE_COMPLETION, its
+    Source's release and commit), and each declared library has its row."""
+    probe = docs_table("| library | its completion checks (source) | the probe should find |")
+    sources = docs_table("| strategy | read from (repository, files, commit) |")
+    wrong = []
+    for library in library_claims.LIBRARIES:
+        expected = libraries.get(library.name).STALE_COMPLETION["expected"].replace("_", " ")
+        row = probe.get(named_in_docs(library))
+        if row is None or not row[-1].startswith(expected):
+            wrong.append(f"{library.name}: the probe table says {row and row[-1]!r}, its declaration {expected!r}")
+        if not library.runs_here:
+            read = sources.get(f"`{library.name}`")
+            source = library.source
+            if read is None or f"({source.release})" not in read[1] or f"`{source.commit}`" not in read[1] \
+                    or source.repository not in read[1]:
+                wrong.append(f"{library.name}: the sources table says {read and read[1]!r}, its declaration "
+                             f"{source.repository} {source.release} at {source.commit}")
+    assert wrong == []
+    assert len(probe) == len(library_claims.LIBRARIES)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _sentences(name: str) -> dict:
+    return yaml.safe_load((ROOT / "harness" / "article" / "templates" / "sentences" / f"{name}.yml").read_text())
+
+
+def _pinned(library) -> bool:
+    """Its distribution (or npm package) is pinned where make install reads it."""
+    package = libraries.get(library.name).PACKAGE
+    if (ROOT / "harness" / "libraries" / "node" / "package.json").read_text().count(f'"{package}"'):
+        return True
+    return f'"{package}' in (ROOT / "pyproject.toml").read_text() and \
+        f"{package}==" in (ROOT / "requirements.lock").read_text().lower()
+
+
+# What each file the docs' list names holds of a declared library (library_claims.Library).
+TOUCHED = {
+    "harness/libraries/<name>.py": lambda lib: (ROOT / "harness" / "libraries" / ("" if lib.runs_here else "models")
+                                                / f"{lib.name}.py").exists(),
+    "harness/claims/protocols.py": lambda lib: lib.name in library_claims.PROTOCOLS,
+    "harness/article/templates/sentences/libraries.yml":
+        lambda lib: not lib.runs_here or f"claim.{lib.name}" in _sentences("libraries"),
+    "harness/article/templates/sentences/library_faults.yml":
+        lambda lib: f"configure.{lib.name}" in _sentences("library_faults"),
+    "harness/article/templates/sentences/library_poolers.yml":
+        lambda lib: {f"docs.{lib.name}", f"docs_where.{lib.name}"} <= set(_sentences("library_poolers")),
+    "pyproject.toml": lambda lib: not lib.runs_here or _pinned(lib),
+    "docs/layout.md": lambda lib: f" {lib.name}.py " in (ROOT / "docs" / "layout.md").read_text(),
+    "docs/libraries.md": lambda lib: f"| {named_in_docs(lib)} |" in (ROOT / "docs" / "libraries.md").read_text(),
+}
+
+
+def adding_a_library() -> list[str]:
+    """The first file each step of docs/libraries.md's "Adding a library" names, in order."""
+    text = (ROOT / "docs" / "libraries.md").read_text()
+    section = text[text.index("## Adding a library"):]
+    return [line.split("`")[1] for line in section.splitlines() if line[:1].isdigit() and ". `" in line]
+
+
+def test_adding_a_library_lists_every_file_a_declared_library_is_in():
+    """The docs' numbered list is the files a new library touches: each declared library is found in each of
+    them, and the list names no other file."""
+    assert adding_a_library() == list(TOUCHED)
+    missing = [f"{library.name}: {path}" for library in library_claims.LIBRARIES
+               for path, holds in TOUCHED.items() if not holds(library)]
+    assert missing == []

@@ -58,16 +58,22 @@ A library that can both listen and poll (harness.experiments.libraries.wakeups) 
                            n no-op jobs, one at a time, interval_s apart, through one open app
 
 harness.experiments.libraries.drain races them, harness.experiments.libraries.faults injects faults into their workers;
-`available()` says which ones installed here. The libraries this project does not run are modelled for a fault run
+`available()` says which ones installed here. `get(name)` hands a library's module out as an Adapter: the optional
+parts above with their defaults written once (its fields), the rest read from its module. (Its claim protocol and
+where it was read are declared apart, in harness.claims.protocols.LIBRARIES.) The libraries this project does not run are modelled for a fault run
 only (harness.libraries.models, MODELS): `get` finds them too, `available` does not list them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import importlib.metadata
 import os
+from dataclasses import dataclass
 from types import ModuleType
+from typing import Callable
 
 from harness.errors import UserError
 from harness.libraries import models
@@ -91,17 +97,59 @@ def pooler_setting() -> str:
 
 def documented_setting(name: str) -> dict | None:
     """A library's POOLER_SETTING: what it documents for a transaction pooler; None where it documents none."""
-    return getattr(get(name), "POOLER_SETTING", None)
+    return get(name).POOLER_SETTING
 
 
-def get(name: str) -> ModuleType:
-    """The module of a library raced here, or of a model; one line naming the known ones otherwise."""
+@dataclass(frozen=True)
+class Adapter:
+    """A library's module (its adapter) read through one interface. What every library declares (NAME, SOURCE, JOBS_TABLE,
+    install(), work() and the rest in this module's docstring) is read from its module as written; the optional
+    parts are the fields below, each with its default written here once, so no caller spells one."""
+
+    module: ModuleType
+    JOBS_SCHEMA: str | None = None  # the schema its jobs table is in, where it has its own
+    STATS_TABLE: str | None = None  # the table whose statistics count its claims' writes; None: its JOBS_TABLE
+    AUDIT_ID_SQL: str | None = None  # the job id as an expression on NEW, where its id column is not a number
+    JOB_CAP: int | None = None  # the most jobs a sweep queues for it; None: as many as asked
+    NOTIFIES_ON_CHANGE: bool = False  # its table sends a NOTIFY on every change
+    CONNECTIONS: int = 2  # the server connections one worker may hold
+    STOPS_ON_ITS_OWN: bool = True  # its worker stops on an empty queue (else the harness sends SIGTERM)
+    INSTALL_HINT: str = "run make install"  # how to install it here, in one line
+    CLAIM_FUNCTION: str | None = None  # the function whose body is its claim, where the claim calls one
+    FAILED: str | None = None  # a job failed for good, as a condition on its row t
+    HOLDS_BY_SESSION: bool = False  # its hold on a job is its session's advisory lock
+    WAKEUP: dict | None = None  # the setting that turns LISTEN/NOTIFY on or off, where it can do both
+    POOLER_SETTING: dict | None = None  # what it documents for a transaction pooler; None: nothing
+    POOLER_READ: dict | None = None  # a model's: what its source says a transaction pooler breaks in it
+    installed_version: Callable[[], str | None] | None = None  # its version, where it is not a Python distribution
+
+    @classmethod
+    def of(cls, module: ModuleType) -> "Adapter":
+        given = {field.name: getattr(module, field.name) for field in dataclasses.fields(cls)[1:]
+                 if hasattr(module, field.name)}
+        return cls(module, **given)
+
+    @property
+    def stats_table(self) -> str:
+        return self.STATS_TABLE or self.JOBS_TABLE
+
+    def __getattr__(self, name: str):  # what every library declares: read from its module
+        return getattr(self.module, name)
+
+
+@functools.cache
+def _declared(module_name: str) -> Adapter:
+    return Adapter.of(importlib.import_module(module_name))
+
+
+def get(name: str) -> Adapter:
+    """A library raced here, or a model, as its Adapter; one line naming the known ones otherwise."""
     if name in MODELS:
-        return importlib.import_module(f"harness.libraries.models.{name}")
+        return _declared(f"harness.libraries.models.{name}")
     if name not in NAMES:
         raise UserError(f"no job library named {name!r} (known: {', '.join(NAMES)}, or all; modelled for a fault "
                         f"run: {', '.join(MODELS)}, or models)")
-    return importlib.import_module(f"harness.libraries.{name}")
+    return _declared(f"harness.libraries.{name}")
 
 
 RECOVERS_IN_A_RUN_S = 120.0  # a recovery set longer than this (graphile-worker's 4 h) is not waited for in a run
@@ -127,10 +175,10 @@ def version(name: str) -> str | None:
     if name in MODELS:
         return models.installed_version(name)
     try:
-        module = get(name)
-        if hasattr(module, "installed_version"):
-            return module.installed_version()
-        return importlib.metadata.version(module.PACKAGE)
+        library = get(name)
+        if library.installed_version is not None:
+            return library.installed_version()
+        return importlib.metadata.version(library.PACKAGE)
     except (ImportError, importlib.metadata.PackageNotFoundError):  # its module imports a package not installed
         return None
 
@@ -138,7 +186,7 @@ def version(name: str) -> str | None:
 def install_hint(name: str) -> str:
     """What to do so a library is installed here, in one line."""
     try:
-        return getattr(get(name), "INSTALL_HINT", "run make install")
+        return get(name).INSTALL_HINT
     except ImportError:
         return "run make install"
 

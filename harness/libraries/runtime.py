@@ -30,7 +30,7 @@ READY_TIMEOUT_S = 120.0
 def connections_per_worker(name: str) -> int:
     """The server connections one of a library's workers may hold (its CONNECTIONS, else 2: one to claim, one to
     LISTEN): what a run needs of the server, and the pooler's server connections per worker."""
-    return getattr(get(name), "CONNECTIONS", 2)
+    return get(name).CONNECTIONS
 
 
 def database_url(url: str, name: str = DATABASE) -> str:
@@ -48,14 +48,14 @@ def drop_database(conn, name: str = DATABASE) -> None:
 
 def jobs_table(library) -> sql.Identifier:
     """The library's jobs table, in its own schema where it has one (JOBS_SCHEMA)."""
-    schema = getattr(library, "JOBS_SCHEMA", None)
+    schema = library.JOBS_SCHEMA
     return sql.Identifier(schema, library.JOBS_TABLE) if schema else sql.Identifier(library.JOBS_TABLE)
 
 
 def audit_id_sql(library, row: str = "NEW") -> str:
     """The job's id as the workers log it, on `row` (NEW, OLD or a table alias): its id column, or AUDIT_ID_SQL
     where the id is not a number (pg-boss, chancy)."""
-    expression = getattr(library, "AUDIT_ID_SQL", None) or f'NEW."{library.ID_COLUMN}"'
+    expression = library.AUDIT_ID_SQL or f'NEW."{library.ID_COLUMN}"'
     return expression.replace("NEW.", f"{row}.")
 
 
@@ -78,7 +78,7 @@ def install_audit(conn, library, completions: bool = False, updates: bool = Fals
                          "at timestamptz NOT NULL DEFAULT clock_timestamp(), "
                          "txid bigint NOT NULL DEFAULT txid_current(), "
                          "pid int NOT NULL DEFAULT pg_backend_pid())").format(sql.Identifier(AUDIT)))
-    completed = getattr(library, "COMPLETED", None) if completions else None
+    completed = library.COMPLETED if completions else None
     on_delete = sql.SQL("ELSIF TG_OP = 'DELETE' THEN INSERT INTO {audit} (job_id, event) VALUES ({id}, 'completed'); ")\
         .format(audit=sql.Identifier(AUDIT), id=sql.SQL(audit_id_sql(library, "OLD"))) \
         if completed == "DELETE" else sql.SQL("")

@@ -18,7 +18,7 @@ def jobs_per_run(summary: pd.DataFrame) -> tuple[str, str]:
     """The jobs queued per run: the sweep's count, and ' (a library: its own)' where one raced fewer (JOB_CAP)."""
     per_library = summary.groupby("library", sort=False)["jobs"].max()
     most = int(per_library.max())
-    fewer = [say("fewer_jobs", library=name, jobs=count(int(jobs))) if hasattr(libraries.get(name), "JOB_CAP")
+    fewer = [say("fewer_jobs", library=name, jobs=count(int(jobs))) if libraries.get(name).JOB_CAP is not None
              else say("fewer_jobs.asked", library=name, jobs=count(int(jobs)))
              for name, jobs in per_library.items() if jobs < most]
     return count(most), (f" ({join(fewer)})" if fewer else "")

@@ -274,7 +274,7 @@ class LibrarySweep(Parameters):
         # they stay, so that their check refuses the sweep in one line rather than it running nothing
         pausable = any(short_pause_s(name) is not None for name in installed)
         return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
-                    self.job_count, getattr(libraries.get(library), "JOB_CAP", self.job_count)), repeat, fault, mode,
+                    self.job_count, libraries.get(library).JOB_CAP or self.job_count), repeat, fault, mode,
                     chosen, probe)
                 for probe in self.probes for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
                 for library in installed for workers in self.worker_counts for repeat in range(self.repeats)
@@ -318,7 +318,7 @@ def _counters(conn, library) -> dict:
     row = conn.execute(
         "SELECT pg_current_wal_lsn(), d.xact_commit + d.xact_rollback, t.n_tup_upd, t.n_tup_hot_upd, t.n_dead_tup "
         "FROM pg_stat_database d LEFT JOIN pg_stat_user_tables t ON t.relname = %s "
-        "WHERE d.datname = current_database()", (getattr(library, "STATS_TABLE", library.JOBS_TABLE),)).fetchone()
+        "WHERE d.datname = current_database()", (library.stats_table,)).fetchone()
     return {"lsn": str(row[0]), "transactions": int(row[1]), "updates": int(row[2] or 0),
             "hot_updates": int(row[3] or 0), "dead_tuples": int(row[4] or 0)}
 
@@ -416,7 +416,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
                 ends = time.monotonic() + bound_s
                 at_bound = []
-                if getattr(library, "STOPS_ON_ITS_OWN", True):
+                if library.STOPS_ON_ITS_OWN:
                     for process in workers:
                         process.join(max(0.0, ends - time.monotonic()))
                 else:
@@ -442,7 +442,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 runtime.jobs_table(library))).fetchone()[0])
         # a library whose every change sends a NOTIFY to its listening workers: what those cost the server, apart
         probe = (pgstats.notification_transactions(url, p.worker_count, PROBE_NOTIFICATIONS)
-                 if getattr(library, "NOTIFIES_ON_CHANGE", False) else None)
+                 if library.NOTIFIES_ON_CHANGE else None)
     except BaseException:
         shutil.rmtree(logs, ignore_errors=True)  # a run that failed leaves no execution logs behind
         raise

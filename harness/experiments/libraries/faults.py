@@ -260,8 +260,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         with database.connect(url) as conn:
             audit = runtime.read_audit(conn)
             in_table = _ids_in_table(conn, library)
-            failed = _ids_in_table(conn, library, getattr(library, "FAILED", None)) \
-                if getattr(library, "FAILED", None) else set()
+            failed = _ids_in_table(conn, library, library.FAILED) if library.FAILED else set()
         lines = runtime.read_lines(logs)
         errors = runtime.error_output(logs)
         sent = completions_logged(p.library, server_log, since_log)
@@ -367,7 +366,7 @@ def _all_decided(url: str, library, job_count: int) -> bool:
         with database.connect(runtime.database_url(url)) as conn:
             done = {int(r[0]) for r in conn.execute(f"SELECT DISTINCT job_id FROM {runtime.AUDIT} "
                                                      "WHERE event = 'completed'")}
-            failed = _ids_in_table(conn, library, library.FAILED) if getattr(library, "FAILED", None) else set()
+            failed = _ids_in_table(conn, library, library.FAILED) if library.FAILED else set()
         return len(done | failed) >= job_count
     except Exception:  # the server restarting: not yet
         return False

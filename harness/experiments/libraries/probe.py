@@ -72,7 +72,7 @@ def hand_on_bound_s(name: str) -> float:
 
 
 def holds_by_session(name: str) -> bool:
-    return bool(getattr(libraries.get(name), "HOLDS_BY_SESSION", False))
+    return libraries.get(name).HOLDS_BY_SESSION
 
 
 def expected(name: str) -> dict:

@@ -49,7 +49,7 @@ MAX_ENQUEUE_S = 300.0  # job_count x interval_s: a run's arrivals end within thi
 
 def offering() -> tuple[str, ...]:
     """The libraries with both wake-ups (a WAKEUP in their module), installed here or not."""
-    return tuple(name for name in libraries.NAMES if hasattr(libraries.get(name), "WAKEUP"))
+    return tuple(name for name in libraries.NAMES if libraries.get(name).WAKEUP is not None)
 
 
 def as_wake_library(name: str, value) -> str:

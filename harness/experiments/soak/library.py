@@ -73,7 +73,7 @@ def finished_jobs(name: str) -> str:
 
 def _enqueue(library, url: str, n: int, job_s: float, first: int) -> None:
     # a library whose audit reads the number the harness gave the job (AUDIT_ID_SQL) numbers them on from first
-    if getattr(library, "AUDIT_ID_SQL", None):
+    if library.AUDIT_ID_SQL:
         library.enqueue(url, n, job_s, first=first)
     else:
         library.enqueue(url, n, job_s)
@@ -397,5 +397,5 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
 
 
 def table_name_of(library) -> str:
-    schema = getattr(library, "JOBS_SCHEMA", None)
+    schema = library.JOBS_SCHEMA
     return f"{schema}.{library.JOBS_TABLE}" if schema else library.JOBS_TABLE
