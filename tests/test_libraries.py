@@ -25,7 +25,7 @@ INSTALLED = libraries.available()
 
 def test_the_libraries_this_project_races_install_here():
     # the Python ones from the lock file always; the Node ones wherever make install could run npm ci
-    python_ones = [name for name in libraries.NAMES if not hasattr(libraries.get(name), "installed_version")]
+    python_ones = [name for name in libraries.NAMES if libraries.get(name).installed_version is None]
     assert [name for name in INSTALLED if name in python_ones] == python_ones
     missing = [name for name in libraries.NAMES if name not in INSTALLED]
     if missing:
@@ -74,7 +74,7 @@ def _its_model_is_its_logged_claim(db, name, statements, summary):
     assert not statements["statement"].str.contains("claimrace_audit|pg_stat_|pg_current_wal_lsn").any()
     logged = statements[statements["statement"].str.contains(module.CLAIM_LOGGED, case=False, regex=False)]
     assert summary["executed"] <= int(logged["calls"].sum()) <= summary["executed"] * 1.5, logged
-    text = _function_body(db, module) if hasattr(module, "CLAIM_FUNCTION") else " ".join(logged["statement"])
+    text = _function_body(db, module) if module.CLAIM_FUNCTION else " ".join(logged["statement"])
     assert "SKIP LOCKED" in text.upper()
     assert model.statements_per_attempt <= round(summary["statements_per_job"])
 
@@ -166,7 +166,7 @@ def test_the_command_prints_one_json_object_per_library_and_worker_count(tmp_pat
         assert {"library", "version", "level", "worker_count", "jobs", "executed", "executed_twice",
                 "duplicate_claims", "jobs_per_s", "statements_per_job", "wal_bytes_per_job",
                 "pickup_p99_ms"} <= set(row)
-        queued = min(500, getattr(libraries.get(row["library"]), "JOB_CAP", 500))  # pg-boss paces itself
+        queued = min(500, libraries.get(row["library"]).JOB_CAP or 500)  # pg-boss paces itself
         assert row["level"] == "own_worker" and row["jobs"] == queued and row["executed"] == queued
 
 
@@ -200,7 +200,7 @@ def test_no_worker_outlives_the_command_killed_with_sigkill(tmp_path):
                                  "--quiet", "--data-dir", str(tmp_path)], _all_started(4, forked_workers), 120) == []
 
 
-NODE_LIBRARIES = [name for name in INSTALLED if hasattr(libraries.get(name), "installed_version")]
+NODE_LIBRARIES = [name for name in INSTALLED if libraries.get(name).installed_version is not None]
 
 
 @pytest.mark.skipif(not NODE_LIBRARIES, reason="no Node job library is installed here (make install, with node)")

@@ -22,7 +22,7 @@ COMMON = {"NAME": TEXT, "SOURCE": TEXT, "CLAIMED": TEXT, "COMPLETED": TEXT, "SET
           "JOBS_TABLE": TEXT, "ID_COLUMN": TEXT}
 RACED = {**COMMON, "PACKAGE": TEXT, "CLAIM_LOGGED": TEXT}
 MODELLED = {**COMMON, "CLAIM": TEXT, "CONNECTIONS": int, "PROTOCOL": object}
-# What a module may leave out: libraries.Adapter's fields, each with its default written there once.
+# What a module may leave out: libraries.OptionalParts, each with its default written there once.
 OPTIONAL = {"JOBS_SCHEMA": TEXT, "STATS_TABLE": TEXT, "AUDIT_ID_SQL": TEXT, "JOB_CAP": int, "NOTIFIES_ON_CHANGE": bool,
             "CONNECTIONS": int, "STOPS_ON_ITS_OWN": bool, "INSTALL_HINT": TEXT, "CLAIM_FUNCTION": TEXT, "WAKEUP": dict,
             "FAILED": TEXT, "HOLDS_BY_SESSION": bool, "POOLER_SETTING": (dict, type(None)), "POOLER_READ": dict,
@@ -125,22 +125,34 @@ def test_the_interface_check_names_what_a_module_gets_wrong():
         "broken: no wake_work()", "broken: no enqueue_paced()"]
 
 
-def test_the_declaration_gives_each_optional_part_its_default_and_reads_the_rest_from_the_module():
-    """libraries.Adapter: what a module leaves out takes the default written in its field, what it declares is
-    read as declared, and the parts every library declares come from its module; the test's list of optional
-    parts is the declaration's."""
+def test_the_adapter_gives_each_optional_part_its_default_and_reads_the_rest_from_the_module():
+    """libraries.Adapter: what a module leaves out takes OptionalParts' default, what it declares is read as
+    declared, and a change to the module (a test's monkeypatch, through either) reads the same through both; the
+    test's list of optional parts is OptionalParts'."""
     import dataclasses
 
-    assert {field.name for field in dataclasses.fields(libraries.Adapter)[1:]} == set(OPTIONAL)
-    bare = libraries.Adapter.of(types.SimpleNamespace(NAME="bare", JOBS_TABLE="jobs"))
+    assert {field.name for field in dataclasses.fields(libraries.OptionalParts)} == set(OPTIONAL)
+    bare = libraries.Adapter(types.SimpleNamespace(NAME="bare", JOBS_TABLE="jobs"))
     assert (bare.JOBS_SCHEMA, bare.JOB_CAP, bare.CONNECTIONS, bare.STOPS_ON_ITS_OWN, bare.WAKEUP) == (None, None, 2,
                                                                                                     True, None)
     assert bare.stats_table == "jobs" and bare.NAME == "bare" and bare.INSTALL_HINT == "run make install"
     with pytest.raises(AttributeError):
         bare.install
+    bare.JOB_CAP = 40
+    assert bare.module.JOB_CAP == 40 == bare.JOB_CAP
+
+
+def test_a_monkeypatch_through_the_adapter_is_undone_on_the_module():
+    pgmq = libraries.get("pgmq")
+    written = pgmq.module.COMPLETION_LOGGED
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pgmq, "COMPLETION_LOGGED", "first")
+        patch.setattr(pgmq, "COMPLETION_LOGGED", "second")
+        assert pgmq.module.COMPLETION_LOGGED == "second"
+    assert pgmq.module.COMPLETION_LOGGED == written == pgmq.COMPLETION_LOGGED
     pgboss = libraries.get("pgboss")
     assert pgboss.JOB_CAP == pgboss.module.JOB_CAP and pgboss.stats_table == pgboss.module.STATS_TABLE
-    assert libraries.get("pgmq") is libraries.get("pgmq"), "one declaration a library, read once"
+    assert libraries.get("pgmq") is libraries.get("pgmq"), "one adapter a library"
 
 
 def docs_table(after: str) -> dict[str, list[str]]:

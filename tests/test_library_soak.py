@@ -18,6 +18,7 @@ from harness.article.sections import library_soak as section
 from harness.errors import UserError
 from harness.experiments.soak import library as library_soak
 from harness.experiments.soak import measure as soak
+from harness import libraries
 from harness.libraries import runtime
 from harness.server import database
 
@@ -131,7 +132,7 @@ def test_a_library_soak_it_cannot_run_is_refused_in_one_line(args, said):
 def test_the_arrivals_number_a_library_s_jobs_on_from_where_they_left_off(db):
     """chancy's id is a uuid: its audit reads the number the harness gave the job, so the arrivals' second call
     numbers on from the first's (first), and no two jobs share a number."""
-    from harness.libraries import chancy
+    chancy = libraries.get("chancy")
     url = runtime.database_url(db.url)
     with db.connect() as admin:
         runtime.fresh_database(admin)

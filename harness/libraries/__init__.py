@@ -59,7 +59,7 @@ A library that can both listen and poll (harness.experiments.libraries.wakeups) 
 
 harness.experiments.libraries.drain races them, harness.experiments.libraries.faults injects faults into their workers;
 `available()` says which ones installed here. `get(name)` hands a library's module out as an Adapter: the optional
-parts above with their defaults written once (its fields), the rest read from its module. (Its claim protocol and
+parts above with their defaults written once (OptionalParts), the rest read from its module. (Its claim protocol and
 where it was read are declared apart, in harness.claims.protocols.LIBRARIES.) The libraries this project does not run are modelled for a fault run
 only (harness.libraries.models, MODELS): `get` finds them too, `available` does not list them.
 """
@@ -101,12 +101,9 @@ def documented_setting(name: str) -> dict | None:
 
 
 @dataclass(frozen=True)
-class Adapter:
-    """A library's module (its adapter) read through one interface. What every library declares (NAME, SOURCE, JOBS_TABLE,
-    install(), work() and the rest in this module's docstring) is read from its module as written; the optional
-    parts are the fields below, each with its default written here once, so no caller spells one."""
+class OptionalParts:
+    """The parts of a library's module it may leave out, each with its default, written here once."""
 
-    module: ModuleType
     JOBS_SCHEMA: str | None = None  # the schema its jobs table is in, where it has its own
     STATS_TABLE: str | None = None  # the table whose statistics count its claims' writes; None: its JOBS_TABLE
     AUDIT_ID_SQL: str | None = None  # the job id as an expression on NEW, where its id column is not a number
@@ -123,23 +120,48 @@ class Adapter:
     POOLER_READ: dict | None = None  # a model's: what its source says a transaction pooler breaks in it
     installed_version: Callable[[], str | None] | None = None  # its version, where it is not a Python distribution
 
-    @classmethod
-    def of(cls, module: ModuleType) -> "Adapter":
-        given = {field.name: getattr(module, field.name) for field in dataclasses.fields(cls)[1:]
-                 if hasattr(module, field.name)}
-        return cls(module, **given)
+
+OPTIONAL_DEFAULTS = {field.name: field.default for field in dataclasses.fields(OptionalParts)}
+
+
+class Adapter:
+    """A library's module (its adapter) read through one interface: what the module declares, as declared (what
+    every library declares: NAME, SOURCE, JOBS_TABLE, install(), work() and the rest in this module's docstring),
+    and an optional part it leaves out as OptionalParts' default. It reads the module at each use and writes to
+    it, so a module changed in place (a test's monkeypatch) reads the same through either."""
+
+    # no instance __dict__: every attribute but the module is the module's (pytest's monkeypatch then records and
+    # restores the module's own value)
+    __slots__ = ("module",)
+
+    def __init__(self, module: ModuleType):
+        object.__setattr__(self, "module", module)
+
+    def __repr__(self) -> str:
+        return f"Adapter({self.module.__name__})"
+
+    def __getattr__(self, name: str):
+        try:
+            return getattr(self.module, name)
+        except AttributeError:
+            if name in OPTIONAL_DEFAULTS:
+                return OPTIONAL_DEFAULTS[name]
+            raise
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self.module, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self.module, name)
 
     @property
     def stats_table(self) -> str:
         return self.STATS_TABLE or self.JOBS_TABLE
 
-    def __getattr__(self, name: str):  # what every library declares: read from its module
-        return getattr(self.module, name)
-
 
 @functools.cache
 def _declared(module_name: str) -> Adapter:
-    return Adapter.of(importlib.import_module(module_name))
+    return Adapter(importlib.import_module(module_name))
 
 
 def get(name: str) -> Adapter:
