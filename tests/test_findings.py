@@ -22,7 +22,7 @@ from harness.article.sections import (backend_time, bench as bench_rules, churn 
                                       without_guard)
 from harness.article.compare import Races
 from harness.errors import UserError
-from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
+from harness.article.findings import (ADDED, ADDED_NONE_SEEN, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
                                       NOT_MEASURED, NOT_REPRODUCED)
 
 # --------------------------------------------------------------------------- synthetic races
@@ -703,8 +703,16 @@ HEALTHY_LEASES = [fault_run("lease", "kill", executed_twice=1), fault_run("lease
     # both of the original's statements hold, and a lease alone let a stale holder complete: confirmed, with that added
     ([fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
       fault_run("lease", "pause", stale_completion=1, executed_twice=1)], CONFIRMED, (CONFIRMED, CONFIRMED, ADDED)),
+    # a pause that landed and saw no stale completion: the addition was looked for and not seen
     ([fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
-      fault_run("lease", "pause", executed_twice=1)], CONFIRMED, (CONFIRMED, CONFIRMED, NOT_MEASURED)),
+      fault_run("lease", "pause", executed_twice=1)], CONFIRMED, (CONFIRMED, CONFIRMED, ADDED_NONE_SEEN)),
+    # no pause raced under a lease alone: the addition is not measured
+    ([fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES], CONFIRMED,
+     (CONFIRMED, CONFIRMED, NOT_MEASURED)),
+    # the pause missed its window: not measured either
+    ([fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
+      {**fault_run("lease", "pause", stale_completion=1), "fault_landed": False}], CONFIRMED,
+     (CONFIRMED, CONFIRMED, NOT_MEASURED)),
     ([fault_run("none", "kill", stuck=1, completed_once=11), fault_run("lease", "kill", stuck=1)], NOT_REPRODUCED,
      (CONFIRMED, NOT_REPRODUCED, NOT_MEASURED)),
     ([fault_run("none", "kill", stuck=1, completed_once=11)], NOT_MEASURED, (CONFIRMED, NOT_MEASURED, NOT_MEASURED)),
@@ -755,7 +763,8 @@ def test_c7_says_what_the_attempt_counter_adds_over_checking_the_holder():
 
 def test_c7_ledger_says_why_one_protocol_counts_fewer_faults():
     rows = [fault_run("none", "kill", stuck=1, completed_once=11), *HEALTHY_LEASES,
-            fault_run("lease_holder", "kill"), fault_run("lease_holder", "pause")]
+            fault_run("lease_holder", "kill"), fault_run("lease_holder", "pause"),
+            fault_run("lease_holder", "none"), fault_run("lease_fenced", "none")]  # baselines: no fault to count
     every = fault_rules.c7_claim_is_not_completion(pd.DataFrame(rows)).values["ledger"]
     assert every == ("Runs lost, stuck or completed by a stale holder: 0 over the 2 faults that landed checking the "
                      "holder by name, 0 over the 2 faults that landed with the fence.")
@@ -1056,10 +1065,13 @@ def c8_rows(claim_conflicts=0, claim_duplicates=0, claim_p99=1000.0, pickups=200
     (c8_rows(claim_conflicts=2), NOT_REPRODUCED),
     (c8_rows(claim_duplicates=1), NOT_REPRODUCED),
     (c8_rows(claim_p99=2000.0), CORRECTED),  # runners would see a later pickup at most points
+    # later beyond the margin at one point of three: not every point alike or earlier, so not decided
     (c8_rows()[:2] + [production_run("pending", 10, 1, 300, 40, p99_ms=800.0),
                       production_run("claim_batch", 10, 1, 300, 0, p99_ms=5000.0),
                       production_run("pending", 50, 1, 300, 40, p99_ms=800.0),
-                      production_run("claim_batch", 50, 1, 300, 0, p99_ms=700.0)], CONFIRMED),  # one point of three
+                      production_run("claim_batch", 50, 1, 300, 0, p99_ms=700.0)], NOT_DISTINGUISHABLE),
+    # 12 pickups a point: the intervals hold parity and reach past the margin: overlap is not agreement
+    (c8_rows(pickups=12), NOT_DISTINGUISHABLE),
     (c8_rows()[:1] + c8_rows()[2:3], NOT_MEASURED),  # no point with both endpoints
     # only the single claim beside /pending: runners of unequal capacity decide nothing
     ([row for row in c8_rows() if row["endpoint"] != "claim_batch"], NOT_MEASURED),
@@ -1072,19 +1084,21 @@ def test_c8_the_skip_locked_endpoint_must_remove_409s_without_a_later_pickup(row
     assert found.note
 
 
-@pytest.mark.parametrize("claim_p99, pickups, later, earlier, unclear", [
-    # the batch claim's tail 15 % later at the first point, about /pending's at the second (805 against 800 ms)
-    (1150.0, 200, "1", "0", "1"),  # later beyond the spread on 200 pickups each
-    (1150.0, 12, "0", "0", "2"),  # within it on 12: not distinguishable
-    (500.0, 200, "0", "2", "0"),  # half /pending's: earlier at both
+@pytest.mark.parametrize("claim_p99, pickups, alike, later, earlier, unclear, verdict", [
+    # the batch claim's tail against /pending's 1000 ms at the first point and 800 ms at the second
+    (1150.0, 200, "2", "0", "0", "0", CONFIRMED),  # 15 % later and 20 % shorter, both inside the margin on 200 each
+    (1300.0, 200, "1", "1", "0", "0", NOT_DISTINGUISHABLE),  # 30 % later at the first: beyond the margin
+    (1150.0, 12, "0", "0", "0", "2", NOT_DISTINGUISHABLE),  # on 12 pickups the intervals reach past the margin
+    (500.0, 200, "0", "0", "2", "0", CONFIRMED),  # half /pending's: earlier at both
 ])
-def test_c8_counts_a_later_pickup_only_beyond_the_spread_of_its_points_pickups(claim_p99, pickups, later, earlier,
-                                                                            unclear):
+def test_c8_counts_a_point_alike_only_where_its_interval_lies_inside_the_margin(claim_p99, pickups, alike, later,
+                                                                              earlier, unclear, verdict):
     found = production_rules.c8_skip_locked_endpoint(production(*c8_rows(claim_p99=claim_p99, pickups=pickups)))
-    assert found.verdict == CONFIRMED
-    assert (found.values["later_points"], found.values["earlier_points"], found.values["unclear_points"]) == \
-        (later, earlier, unclear)
-    assert ("Later at: 3 runners every 5.0 s" in found.note) is (later == "1")
+    assert found.verdict == verdict
+    assert (found.values["alike_points"], found.values["later_points"], found.values["earlier_points"],
+            found.values["unclear_points"]) == (alike, later, earlier, unclear)
+    assert ("not decided whether runners would notice" in found.note) is (verdict == NOT_DISTINGUISHABLE)
+    assert found.values["alike_margin"] == "0.80 to 1.25"
 
 
 def test_c8_says_what_the_single_claim_shows_and_whether_capacity_made_the_gap():

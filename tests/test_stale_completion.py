@@ -139,7 +139,8 @@ def _row(outcomes, completed_every_time=True) -> dict:
 
 @pytest.mark.parametrize("row, expected", [
     (None, None), (_row(["accepted", "refused"]), CORRECTED), (_row(["refused", "not_sent"]), CONFIRMED),
-    (_row(["not_applied"]), CONFIRMED), (_row(["refused"], completed_every_time=False), None),
+    (_row(["not_applied"]), None), (_row(["refused", "not_applied"]), CONFIRMED),
+    (_row(["not_sent", "not_applied"]), CONFIRMED), (_row(["refused"], completed_every_time=False), None),
     (_row(["not_handed_on", None]), None), (_row([None]), None)])
 def test_the_probe_decides_a_library_part_of_a9_only_where_it_bears_on_it(row, expected):
     assert stale_completions.probe_verdict(row) == expected

@@ -53,10 +53,13 @@ ADDED = "added"
 NOT_MEASURED = "not_measured"
 NOT_DISTINGUISHABLE = "not_distinguishable"  # the ranges over repeats overlap: more repeats could tell
 VERDICTS = (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_REPRODUCED, NOT_DISTINGUISHABLE, ADDED, NOT_MEASURED)
+# a part of a finding may also say this: what it adds was looked for, in a run that could show it, and not seen
+ADDED_NONE_SEEN = "added_none_seen"
+PART_VERDICTS = (*VERDICTS, ADDED_NONE_SEEN)
 VERDICT_LABELS = {CONFIRMED: "confirmed", CONFIRMED_DIFFERENT_SIZE: "confirmed, different size",
                   CORRECTED: "corrected", NOT_REPRODUCED: "not reproduced",
                   NOT_DISTINGUISHABLE: "not distinguishable at this spread", ADDED: "added",
-                  NOT_MEASURED: "not measured"}
+                  NOT_MEASURED: "not measured", ADDED_NONE_SEEN: "added: none seen"}
 
 # --------------------------------------------------------------------------- the article's sections
 
@@ -249,7 +252,7 @@ def make_finding(finding_id: str, verdict: str, ours: str = "", notes=(), values
     claim = ORIGINAL.get(finding_id) or ADDED_CLAIMS[finding_id]
     note = " ".join(n.strip() for n in ([notes] if isinstance(notes, str) else notes) if n and n.strip())
     for _, part_verdict in parts:
-        if part_verdict not in VERDICTS:
+        if part_verdict not in PART_VERDICTS:
             raise ValueError(f"{finding_id}: unknown verdict {part_verdict!r}")
     return Finding(finding_id, claim.claim, claim.figure, ours, verdict, note, claim.section, dict(values or {}),
                    tuple(int(w) for w in used), tuple(parts))

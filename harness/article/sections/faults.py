@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.article.findings import (ADDED, CONFIRMED, NOT_MEASURED, NOT_REPRODUCED, Finding, make_finding,
-                                      not_measured)
+from harness.article.findings import (ADDED, ADDED_NONE_SEEN, CONFIRMED, NOT_MEASURED, NOT_REPRODUCED, Finding,
+                                      make_finding, not_measured)
 from harness.article.formats import count
 from harness.article.prose import join, numbered
 from harness.article.sections.fault_runs import fault_facts, fault_summary
@@ -47,7 +47,9 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
     paused = _fault_cell(faults, "lease", "pause")
 
     def went_wrong(protocol):
-        rows = faults[faults["protocol"].astype(str) == protocol]
+        """(its faults that landed, the runs they left lost, stuck or completed by a stale holder): the run with
+        no fault is its baseline, not a fault."""
+        rows = faults[(faults["protocol"].astype(str) == protocol) & (faults["fault"].astype(str) != "none")]
         return len(rows), int((rows["lost"] + rows["stuck"] + rows["stale_completion"]).sum()) if len(rows) else 0
 
     fenced_runs, fenced_bad = went_wrong("lease_fenced")
@@ -72,7 +74,8 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
     left_running = CONFIRMED if int(killed["stuck"]) > 0 else NOT_REPRODUCED
     handed_on = (NOT_MEASURED if not leased else
                  NOT_REPRODUCED if any(int(r["stuck"]) + int(r["lost"]) > 0 for r in leased) else CONFIRMED)
-    stale_holder = ADDED if stale > 0 else NOT_MEASURED
+    # a pause that landed and saw no stale completion looked for one and saw none; no pause run measures nothing
+    stale_holder = NOT_MEASURED if paused is None else ADDED if stale > 0 else ADDED_NONE_SEEN
     parts = tuple(zip(C7_PARTS, (left_running, handed_on, stale_holder)))
     if left_running != CONFIRMED:
         return make_finding("C7", NOT_REPRODUCED, ours, say("C7.not_left_running"), values, parts=parts)

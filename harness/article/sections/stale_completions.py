@@ -30,15 +30,17 @@ def probes(reads: dict) -> tuple:
 
 def probe_verdict(row: dict | None) -> str | None:
     """What the stale-completion probe says of one library (a row of probe_outcomes.per_library): corrected where
-    any repeat applied a stale holder's completion; confirmed where every repeat that handed the job on changed
-    nothing by its stale holder and completed the job by its live one; None otherwise: no repeat handed the job on,
-    the fault never landed, or a job handed on was never completed (the fault runs decide what that means)."""
+    any repeat applied a stale holder's completion; confirmed where a repeat handed the job on and its stale holder's
+    completion was seen refused or was seen never sent, and the live holder completed the job every time; None
+    otherwise: no repeat handed the job on, the fault never landed, a job handed on was never completed (the fault
+    runs decide what that means), or every repeat's completion was not_applied, where whether the stale holder sent
+    one cannot be seen, so nothing was measured of it."""
     if row is None:
         return None
     outcomes = set(row["outcomes"])
     if "accepted" in outcomes:
         return CORRECTED
-    handed_on = outcomes & {"refused", "not_sent", "not_applied"}
+    handed_on = outcomes & {"refused", "not_sent"}
     return CONFIRMED if handed_on and row["completed_every_time"] else None
 
 
