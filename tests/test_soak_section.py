@@ -68,10 +68,16 @@ def test_an_arm_on_a_newer_server_is_held_against_its_own_control_and_that_contr
     assert section.arm_label(frame.iloc[3]) == "history"  # one server major in the build: not named
 
 
+# twenty seconds about 0.6 ms each, interleaved: their medians' ratio is known to within the margin
+STEADY, STEADY_TOO = [0.58, 0.6, 0.62, 0.59, 0.61] * 4, [0.59, 0.61, 0.6, 0.62, 0.58] * 4
+
+
 @pytest.mark.parametrize("without, with_index, cost", [
     ([2.0, 2.5, 3.0], [0.5, 0.6, 0.7], section.SLOWER),
     ([0.5, 0.6, 0.7], [2.0, 2.5, 3.0], section.FASTER),
-    ([0.5, 0.9, 0.7], [0.6, 0.8, 0.7], section.OVERLAP),
+    ([0.5, 0.9, 0.7], [0.6, 0.8, 0.7], section.OVERLAP),  # three seconds each: the ratio's interval is wide
+    (STEADY, STEADY_TOO, section.ALIKE),
+    ([0.3, 0.9] * 10, STEADY, section.OVERLAP),  # interleaved, but spread past the margin
     ([], [0.6], None),
 ])
 def test_the_claim_without_the_index_is_slower_faster_or_overlapping_second_by_second(without, with_index, cost):
@@ -83,7 +89,9 @@ MIXED = [0.6, 2.0, 0.7]
 
 
 @pytest.mark.parametrize("rows, without, with_index, verdict, said", [
-    (0, FAST, FAST, CONFIRMED, "the seconds overlap"),
+    (0, STEADY, STEADY_TOO, CONFIRMED, "alike, the 95 % interval"),
+    (0, FAST, FAST, NOT_DISTINGUISHABLE, "the seconds overlap"),  # overlap is not agreement
+    (100_000, STEADY, STEADY_TOO, NOT_REPRODUCED, "alike, the 95 % interval"),
     (0, FAST, SLOW, CONFIRMED, "faster without it beyond the spread"),
     (0, SLOW, FAST, CORRECTED, "slower without it beyond the spread"),
     (100_000, SLOW, FAST, CONFIRMED, "slower without it beyond the spread"),
@@ -99,7 +107,7 @@ def test_c9_per_volume_small_tables_take_no_index_and_six_figures_take_it(rows, 
 def test_c9_has_a_verdict_per_volume_and_is_not_measured_without_both_controls():
     frame = runs({}, {"shape": "history_indexed"}, {"history_rows": 100_000},
                  {"shape": "history_indexed", "history_rows": 100_000})
-    series = {0: seconds(FAST), 1: seconds(FAST), 2: seconds(SLOW), 3: seconds(FAST)}
+    series = {0: seconds(STEADY), 1: seconds(STEADY_TOO), 2: seconds(SLOW), 3: seconds(FAST)}
     c9, _ = section.findings({"soak": loaded(frame, series)})
     assert c9.parts == (("a table starting empty", CONFIRMED), ("100,000 finished jobs at the start", CONFIRMED),
                         ("fillfactor by volume", NOT_MEASURED))
@@ -109,7 +117,7 @@ def test_c9_has_a_verdict_per_volume_and_is_not_measured_without_both_controls()
     assert c9.verdict == NOT_DISTINGUISHABLE and c9.parts[1][1] == NOT_DISTINGUISHABLE
     bound = frame.copy()
     bound.loc[3, "verdict"] = "not_judged"  # a control that could not carry its load decides nothing
-    c9, _ = section.findings({"soak": loaded(bound, {0: seconds(FAST), 1: seconds(FAST), 2: seconds(SLOW),
+    c9, _ = section.findings({"soak": loaded(bound, {0: seconds(STEADY), 1: seconds(STEADY_TOO), 2: seconds(SLOW),
                                                      3: seconds(FAST)})})
     assert c9.parts[1][1] == NOT_MEASURED and "could not carry its load" in c9.ours and c9.verdict == CONFIRMED
     held_only = runs({}, {"shape": "history_indexed", "holder": "repeatable_read"})
@@ -229,5 +237,5 @@ def test_c9_compares_the_seconds_before_the_hold_while_the_table_is_its_starting
     frame = runs({}, {"shape": "history_indexed"})
     grown_slow = seconds(FAST + [0.6] * 12 + [50.0] * 20)  # slow only from second 20 on
     c9, _ = section.findings({"soak": loaded(frame, {0: grown_slow, 1: seconds(FAST + [0.6] * 12)})})
-    assert c9.parts[0] == ("a table starting empty", CONFIRMED) and "the seconds overlap" in c9.ours
+    assert c9.parts[0] == ("a table starting empty", CONFIRMED) and "alike, the 95 % interval" in c9.ours
     assert "up to 2,000 jobs, from 5 s to 20 s into the run" in c9.ours  # 100 a second for 20 s

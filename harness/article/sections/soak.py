@@ -26,6 +26,7 @@ from harness.article.sections.soak_arms import (LOAD, Loaded, arm_label, base_ar
                                                 worst_part)
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
+from harness.stats import percentile_ratio_interval
 
 NAME = "soak"
 READS = ("soak", "soak_pg18")  # the soak's arms, and the same arms on another PostgreSQL major
@@ -34,7 +35,10 @@ say = Sentences(NAME)
 
 SIX_FIGURES = 100_000  # finished jobs a table keeps after a day at six-figure daily volume (C9)
 
-SLOWER, OVERLAP, FASTER = "slower", "overlap", "faster"
+SLOWER, OVERLAP, FASTER, ALIKE = "slower", "overlap", "faster", "alike"
+# two tables' claims are alike where the whole 95 % interval of the ratio of their median seconds lies inside this
+# margin (stated with the rule, as C8's): a claim a fifth faster or a quarter slower decides no table's shape
+ALIKE_MARGIN = (0.8, 1.25)
 NOT_JUDGED_COST = "not_judged"  # a C9 pair one of whose runs could not carry its load
 
 # The two write-ups this section answers, their figures as they give them (read in each, not raced here).
@@ -82,8 +86,10 @@ def compared(series: pd.DataFrame, until_s: float) -> pd.DataFrame:
 
 def claim_cost(without: pd.DataFrame, with_index: pd.DataFrame) -> str | None:
     """The claim without the partial index against with it, second by second: SLOWER where every second's median
-    claim without the index lies above every second's with it, FASTER where every one lies below, OVERLAP where
-    they interleave (not distinguishable here); None without a second of each."""
+    claim without the index lies above every second's with it, FASTER where every one lies below; where they
+    interleave, ALIKE where the 95 % bootstrap interval of the ratio of their median seconds
+    (stats.percentile_ratio_interval) lies inside ALIKE_MARGIN, else OVERLAP (not distinguishable here); None
+    without a second of each."""
     a, b = without["claim_p50_ms"].dropna(), with_index["claim_p50_ms"].dropna()
     if not len(a) or not len(b):
         return None
@@ -91,7 +97,8 @@ def claim_cost(without: pd.DataFrame, with_index: pd.DataFrame) -> str | None:
         return SLOWER
     if a.max() < b.min():
         return FASTER
-    return OVERLAP
+    low, high = percentile_ratio_interval(a.to_numpy(), b.to_numpy(), percentile=50)
+    return ALIKE if ALIKE_MARGIN[0] <= low and high <= ALIKE_MARGIN[1] else OVERLAP
 
 
 def _controls(summaries: pd.DataFrame, history_rows: int) -> tuple[int, int] | None:
@@ -130,9 +137,11 @@ def c9_parts(mine: Loaded) -> list[tuple[str, str, dict]]:
         small = rows < SIX_FIGURES
         if _not_judged(a) or _not_judged(b):
             cost, verdict = NOT_JUDGED_COST, NOT_MEASURED
-        else:  # small: the claim holds where no index costs nothing beyond the spread; six figures: where it does
-            verdict = ({SLOWER: CORRECTED, OVERLAP: CONFIRMED, FASTER: CONFIRMED} if small else
-                       {SLOWER: CONFIRMED, OVERLAP: NOT_DISTINGUISHABLE, FASTER: NOT_REPRODUCED})[cost]
+        else:  # small: the claim holds where no index costs nothing (alike or faster); six figures: where it costs
+            verdict = ({SLOWER: CORRECTED, ALIKE: CONFIRMED, FASTER: CONFIRMED, OVERLAP: NOT_DISTINGUISHABLE}
+                       if small else
+                       {SLOWER: CONFIRMED, ALIKE: NOT_REPRODUCED, FASTER: NOT_REPRODUCED,
+                        OVERLAP: NOT_DISTINGUISHABLE})[cost]
         part = say("C9.part_empty") if rows == 0 else say("C9.part_rows", rows=count(rows))
         parts.append((part, verdict, {
             # the table without the index at the last second compared: every job that arrived stays in it
@@ -140,7 +149,8 @@ def c9_parts(mine: Loaded) -> list[tuple[str, str, dict]]:
                 mine.series[without]["second"] < until, "arrived"].sum())),
             "seconds": f"{soak_outcomes.WARMUP_S:g} s to {until:g} s",
             "without": _p50_span(seconds_a), "with": _p50_span(seconds_b),
-            "rate_without": number(a["rate"], 0), "rate_with": number(b["rate"], 0)}))
+            "rate_without": number(a["rate"], 0), "rate_with": number(b["rate"], 0),
+            "margin": f"{number(ALIKE_MARGIN[0], 2)} to {number(ALIKE_MARGIN[1], 2)}"}))
     return parts
 
 
@@ -154,7 +164,7 @@ def c9_held_history(loaded: dict):
     parts = c9_parts(mine) if mine is not None else []
     if not parts:
         return not_measured("C9", say("C9.not_measured"))
-    said = [say.each("C9", ("slower", "overlap", "faster", "not_judged"), part=part, **figures)[figures["cost"]]
+    said = [say.each("C9", ("slower", "overlap", "alike", "faster", "not_judged"), part=part, **figures)[figures["cost"]]
             for part, _, figures in parts]
     # fillfactor, the claim's third knob, is not varied with the volume: F12 and F13 measure it on its own
     verdicts = [(part, verdict) for part, verdict, _ in parts] + [(say("C9.part_fillfactor"), NOT_MEASURED)]
