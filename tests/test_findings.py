@@ -133,6 +133,8 @@ def _f3(naive_rates, naive_distinct, skip_rates, workers=(4,)):
     ((6_100, 6_200, 6_300), 5_000, (4_000, 4_100, 4_200), CORRECTED, (CONFIRMED, CORRECTED)),  # ahead, once each
     ((3_000, 3_100, 3_200), 2_000, (4_000, 4_100, 4_200), NOT_REPRODUCED, (NOT_REPRODUCED, CONFIRMED)),
     ((3_000, 4_000, 5_000), 2_000, (4_000, 4_100, 4_200), NOT_DISTINGUISHABLE, (NOT_DISTINGUISHABLE, CONFIRMED)),
+    # its duplicates lift its counted rate, but counted once it is within skip_locked's spread: not told apart
+    ((5_900, 6_000, 6_100), 4_100, (4_000, 4_100, 4_200), NOT_DISTINGUISHABLE, (CONFIRMED, NOT_DISTINGUISHABLE)),
     ((5_900, 6_100), 2_000, (4_000, 4_200), NOT_MEASURED, ()),  # two races a side decide nothing
 ])
 def test_f3_is_judged_per_part_beyond_the_spread(naive_rates, naive_distinct, skip_rates, expected, parts):

@@ -44,8 +44,10 @@ def f3_naive_looks_fastest(races: Races) -> Finding:
 
     - naive's counted rate looks fastest: it leads every safe strategy beyond the spread at most of those counts
       (confirmed), one of them leads it at most (not reproduced), else not distinguishable;
-    - because duplicates count: at naive's peak among them, counting each job once takes its lead away
-      (confirmed), or it still leads (corrected).
+    - because duplicates count: at naive's peak among them, counting each job once puts it behind the best safe
+      strategy beyond the spread (confirmed: its lead was its duplicates), or it still leads beyond the spread
+      (corrected), else not distinguishable. That naive's counted rate exceeds its distinct one decides nothing on
+      its own: it does wherever naive hands a job out twice.
     """
     others = [s for s in ("guarded", "skip_locked") if races.has(s)]
     if not races.has("naive") or not others:
@@ -79,9 +81,7 @@ def f3_naive_looks_fastest(races: Races) -> Finding:
                worker_counts=len(compared), least=F3_LEAST_RACES)
     most = len(compared) / 2
     looks_best = CONFIRMED if len(ahead) > most else NOT_REPRODUCED if len(behind) > most else NOT_DISTINGUISHABLE
-    lead_without = separated(naive_distinct, other_peak)
-    because = CORRECTED if lead_without > 0 else {1: CONFIRMED, -1: NOT_REPRODUCED, 0: NOT_DISTINGUISHABLE}[
-        separated(naive_peak, naive_distinct)]
+    because = {1: CORRECTED, -1: CONFIRMED, 0: NOT_DISTINGUISHABLE}[separated(naive_distinct, other_peak)]
     parts = tuple(zip(F3_PARTS, (looks_best, because)))
     notes = [cpu_bound_note(races.cpu_bound_workers("naive"))]
     if looks_best == NOT_REPRODUCED:
@@ -91,7 +91,9 @@ def f3_naive_looks_fastest(races: Races) -> Finding:
     if because == CORRECTED:
         notes.append(say("F3.leads_anyway"))
     elif because == CONFIRMED:
-        notes.append(say("F3.distinct", naive_distinct=naive_distinct.text(rate)))
+        notes.append(say("F3.distinct", naive_distinct=naive_distinct.text(rate), other=best_other))
+    else:
+        notes.append(say("F3.distinct_overlap", naive_distinct=naive_distinct.text(rate), other=best_other))
     if looks_best != CONFIRMED:
         return make_finding("F3", looks_best, ours, notes, values, compared, parts)
     if because != CONFIRMED:
