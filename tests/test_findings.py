@@ -1415,3 +1415,35 @@ def test_the_pooler_setup_names_each_documented_setting_raced():
     old = fault_section.Loaded((), pd.DataFrame(), (), pooled.drop(columns="pooler_setting"),
                                requests={"library_poolers": asked})
     assert "third time" not in pooler_section.pooler_setup(old)  # a build stored before the setting raced none
+
+
+# --------------------------------------------------------------------------- verdicts near the CPU-bound line
+
+
+def _near_line_sweep(share: float) -> list[dict]:
+    """guarded at 1 to 8 workers, three races each, its clients waiting for a CPU `share` of their window at 4 and
+    8 workers (0.2 elsewhere); none past the line."""
+    rows = [race("guarded", w, r, claims_per_second=v - 20 * r, p99_ms=1.0, client_runnable_share=0.2,
+                 client_running_share=0.3, backend_runnable_share=0.2, cpu_bound=False)
+            for w, v in {1: 1_500, 2: 1_400, 4: 1_300, 8: 1_200}.items() for r in range(3)]
+    return [{**row, "client_runnable_share": share} if row["worker_count"] in (4, 8) else row for row in rows]
+
+
+def test_a_verdict_that_rests_on_points_near_the_cpu_bound_line_says_what_it_reads_without_them():
+    near = findings.by_id(contents.evaluate({"races": race_sweep.Loaded(pd.DataFrame(_near_line_sweep(0.45)))}))
+    assert near["F5"].verdict == NOT_DISTINGUISHABLE and near["F5"].near_line == NOT_MEASURED
+    assert near["F6"].verdict == CONFIRMED and near["F6"].near_line == ""  # decided by the points far from it
+    cell = findings.table([near["F5"]])["verdict"].iloc[0]
+    assert "without the points near the CPU-bound line: not measured" in cell
+    assert near["F5"].as_dict()["near_line"] == NOT_MEASURED
+    far = findings.by_id(contents.evaluate({"races": race_sweep.Loaded(pd.DataFrame(_near_line_sweep(0.3)))}))
+    assert all(f.near_line == "" for f in far.values())
+    assert race_sweep.near_the_line(race_sweep.Loaded(pd.DataFrame(_near_line_sweep(0.3)))) is None
+
+
+def test_the_line_moved_down_counts_the_points_near_it():
+    from harness.server.activity import cpu_bound
+
+    assert cpu_bound(0.45) is False and cpu_bound(0.45, below=0.1) is True
+    assert cpu_bound(0.2, 0.6) is False and cpu_bound(0.2, 0.62, below=0.1) is True  # busy 0.82 against 0.8
+    assert cpu_bound(0.1, backend_runnable_share=0.41, below=0.1) is True and cpu_bound(None) is None

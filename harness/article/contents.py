@@ -21,6 +21,7 @@ its module, this list and the article's markdown.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import textwrap
@@ -34,6 +35,7 @@ from harness.article.sections import (backend_time, bench, churn, client_layouts
                                       guard_cost, job_wait, libraries, library_faults, library_soak, machine, plans,
                                       production, races, should_switch, soak, strategies, summary,
                                       wakeups, without_guard)
+from harness.article.sections import race_sweep
 from harness.errors import UserError
 from harness.experiments import registry
 from harness.stats import jsonable
@@ -108,12 +110,22 @@ def load(asked: dict[str, registry.Asked]) -> dict:
 
 def evaluate(loaded: dict) -> list[Finding]:
     """Every finding, F1-F13, C1-C9 and A1-A12, in that order; a section missing from `loaded` (or None there)
-    leaves its findings not measured."""
-    found = [finding for section in SECTIONS for finding in section.findings(Upstream(loaded, section))]
+    leaves its findings not measured. Each is decided again with the race points near the CPU-bound line left out
+    too (race_sweep.near_the_line), and a finding whose verdict then differs says what it would read (near_line)."""
+    found = _decided(loaded)
+    near = race_sweep.near_the_line(loaded.get(race_sweep.RACES))
+    if near is not None:
+        again = by_id(_decided({**loaded, race_sweep.RACES: near}))
+        found = [dataclasses.replace(f, near_line=again[f.id].verdict) if again[f.id].verdict != f.verdict else f
+                 for f in found]
     for section in SECTIONS:
         if hasattr(section, "annotate"):
             found = section.annotate(found, Upstream(loaded, section))
     return sorted(found, key=lambda f: order(f.id))
+
+
+def _decided(loaded: dict) -> list[Finding]:
+    return [finding for section in SECTIONS for finding in section.findings(Upstream(loaded, section))]
 
 
 def from_runs(asked: dict[str, registry.Asked]) -> list[Finding]:

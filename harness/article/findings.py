@@ -221,6 +221,9 @@ class Finding:
     worker_counts_used: tuple = ()
     # a finding with several parts: (part, verdict) each; `verdict` is then its first part's
     parts: tuple = ()
+    # the verdict it reads decided again with the race points near the CPU-bound line left out too, where that
+    # differs (contents.evaluate): it then rests on those points
+    near_line: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -244,7 +247,8 @@ class Finding:
         return {"id": self.id, "claim": self.claim, "original": self.original, "ours": self.ours,
                 "verdict": self.verdict, "note": self.note, "section": self.section, "values": dict(self.values),
                 "worker_counts_used": list(self.worker_counts_used),
-                "parts": [{"part": part, "verdict": verdict} for part, verdict in self.parts]}
+                "parts": [{"part": part, "verdict": verdict} for part, verdict in self.parts],
+                "near_line": self.near_line}
 
 
 def make_finding(finding_id: str, verdict: str, ours: str = "", notes=(), values: dict | None = None,
@@ -277,11 +281,20 @@ def decided_at(finding: Finding) -> str:
     return f"decided at {worker_list(used)} worker{'' if list(used) == [1] else 's'}"
 
 
+NEAR_LINE_LABEL = "without the points near the CPU-bound line: "  # then the verdict it would read
+
+
+def near_line_said(finding: Finding) -> str:
+    """What the verdict reads without the race points near the CPU-bound line, where that differs; else nothing."""
+    return NEAR_LINE_LABEL + VERDICT_LABELS[finding.near_line] if finding.near_line else ""
+
+
 def _verdict_cell(finding: Finding) -> str:
-    """The verdict, and under it where it was decided (a line of its own, not a column most rows leave empty)."""
-    decided = decided_at(finding)
-    return html_text.escape(finding.verdict_label) + (
-        f'<br><span class="decided-at">{html_text.escape(decided)}</span>' if decided else "")
+    """The verdict, and under it where it was decided and, where leaving out the points near the CPU-bound line
+    changes it, what it would read then (lines of their own, not columns most rows leave empty)."""
+    lines = [line for line in (decided_at(finding), near_line_said(finding)) if line]
+    return html_text.escape(finding.verdict_label) + "".join(
+        f'<br><span class="decided-at">{html_text.escape(line)}</span>' for line in lines)
 
 
 def table(findings: list[Finding]) -> pd.DataFrame:

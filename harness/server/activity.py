@@ -500,6 +500,9 @@ CPU_BOUND_BACKEND_RUNNABLE_SHARE = CPU_BOUND_CLIENT_RUNNABLE_SHARE  # the same l
 # A client process that drives many connections (the asyncio layout) is CPU-bound when it is never idle: on a
 # CPU or waiting for one at least this share of its window, so the server waits for it, not it for the server.
 CPU_BOUND_CLIENT_BUSY_SHARE = 0.9
+# How close to the line a point may come before its verdicts are decided again without it (the page flags a verdict
+# that changes): a point at 0.46 is scheduled much as one at 0.52 is, though only the second is left out.
+CPU_BOUND_NEAR = 0.1
 # Which side crossed the line: the values of cpu_bound_side
 CLIENTS, SERVER, BOTH = "clients", "server", "both"
 
@@ -508,21 +511,25 @@ def _measured(share) -> bool:
     return share is not None and not pd.isna(share)
 
 
-def cpu_bound_side(client_runnable_share, client_running_share=None, backend_runnable_share=None) -> str | None:
+def cpu_bound_side(client_runnable_share, client_running_share=None, backend_runnable_share=None,
+                   below: float = 0.0) -> str | None:
     """Which side of a race was CPU-bound: CLIENTS (they waited for a CPU CPU_BOUND_CLIENT_RUNNABLE_SHARE of their
     window, or were busy CPU_BOUND_CLIENT_BUSY_SHARE of it), SERVER (the backends waited for a CPU
-    CPU_BOUND_BACKEND_RUNNABLE_SHARE of theirs), BOTH, or "" for neither; None when neither side was measured."""
+    CPU_BOUND_BACKEND_RUNNABLE_SHARE of theirs), BOTH, or "" for neither; None when neither side was measured.
+    below: each line moved down by this much (CPU_BOUND_NEAR: the points near the line count too)."""
     if not _measured(client_runnable_share) and not _measured(backend_runnable_share):
         return None
     clients = False
     if _measured(client_runnable_share):
         busy = client_runnable_share + (client_running_share if _measured(client_running_share) else 0.0)
-        clients = client_runnable_share >= CPU_BOUND_CLIENT_RUNNABLE_SHARE or busy >= CPU_BOUND_CLIENT_BUSY_SHARE
-    server = _measured(backend_runnable_share) and backend_runnable_share >= CPU_BOUND_BACKEND_RUNNABLE_SHARE
+        clients = client_runnable_share >= CPU_BOUND_CLIENT_RUNNABLE_SHARE - below \
+            or busy >= CPU_BOUND_CLIENT_BUSY_SHARE - below
+    server = _measured(backend_runnable_share) and backend_runnable_share >= CPU_BOUND_BACKEND_RUNNABLE_SHARE - below
     return BOTH if clients and server else CLIENTS if clients else SERVER if server else ""
 
 
-def cpu_bound(client_runnable_share, client_running_share=None, backend_runnable_share=None) -> bool | None:
+def cpu_bound(client_runnable_share, client_running_share=None, backend_runnable_share=None,
+              below: float = 0.0) -> bool | None:
     """Whether a race was CPU-bound on either side (cpu_bound_side); None when neither side was measured."""
-    side = cpu_bound_side(client_runnable_share, client_running_share, backend_runnable_share)
+    side = cpu_bound_side(client_runnable_share, client_running_share, backend_runnable_share, below)
     return None if side is None else bool(side)

@@ -4,6 +4,7 @@ Not a section: sections import it, and it imports no section."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -18,6 +19,7 @@ from harness.article.formats import number, percent, spread as spread_text
 from harness.article.labels import LOCK_WAIT
 from harness.article.wording import Sentences
 from harness.stats import censored_percentile, censored_waits_ns, time_to_job_ns
+from harness.server.activity import CPU_BOUND_NEAR, cpu_bound
 from harness.storage import open_runs
 
 RACES = "races"  # the section that loads the sweep; a section reading it names it in UPSTREAM
@@ -216,3 +218,25 @@ def time_spent_sentence(shares: pd.DataFrame | None, worker_count: int) -> str:
                    runnable_share=percent(runnable), bottleneck=BOTTLENECK_PHRASES[found])
     return say("time_spent.cpu", workers=worker_count, lock_share=percent(lock), runnable_share=percent(runnable),
                bottleneck=BOTTLENECK_PHRASES[found])
+
+
+SHARES = ("client_runnable_share", "client_running_share", "backend_runnable_share")  # what cpu_bound reads
+
+
+def near_the_line(mine: Loaded | None, below: float = CPU_BOUND_NEAR) -> Loaded | None:
+    """The sweep with every race within `below` of the CPU-bound line counted as CPU-bound too, so its points are
+    left out as the CPU-bound ones are; None where no race is that close (or the races stored no shares)."""
+    if mine is None or not len(mine.summary) or not set(SHARES) <= set(mine.summary):
+        return None
+    summary = mine.summary.copy()
+    near = summary.apply(lambda row: cpu_bound(*(row[c] for c in SHARES), below=below), axis=1)
+    before = summary["cpu_bound"].fillna(False).astype(bool) if "cpu_bound" in summary else \
+        pd.Series(False, index=summary.index)
+    if near.fillna(False).astype(bool).equals(before):
+        return None
+    summary["cpu_bound"] = near.fillna(False).astype(bool) | before
+    job_waits = mine.job_waits
+    if job_waits is not None and len(job_waits) and "run_id" in summary:
+        job_waits = job_waits.drop(columns="cpu_bound", errors="ignore").merge(
+            summary[["run_id", "cpu_bound"]], on="run_id", how="left")
+    return dataclasses.replace(mine, summary=summary, job_waits=job_waits)
