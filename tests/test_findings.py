@@ -22,7 +22,7 @@ from harness.article.sections import (backend_time, bench as bench_rules, churn 
                                       without_guard)
 from harness.article.compare import Races
 from harness.errors import UserError
-from harness.article.findings import (ADDED, ADDED_NONE_SEEN, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
+from harness.article.findings import (ADDED, ADDED_NONE_SEEN, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CONFIRMED_IN_PART, CORRECTED, NOT_DISTINGUISHABLE,
                                       NOT_MEASURED, NOT_REPRODUCED)
 
 # --------------------------------------------------------------------------- synthetic races
@@ -301,7 +301,8 @@ def _f7(skip_rate=2_000.0, guarded_rate=100.0, top=100, **skip_figures):
 @pytest.mark.parametrize("kwargs, expected", [
     ({}, CONFIRMED),
     ({"skip_rate": 500.0}, CONFIRMED_DIFFERENT_SIZE),
-    ({"top": 32}, CONFIRMED),  # 20x, but not at the original's high concurrency: that part is not measured
+    # 20x, but not at the original's high concurrency: its size is not measured, so never a bare "confirmed"
+    ({"top": 32}, CONFIRMED_IN_PART),
     ({"empty_while_jobs_remained": 2}, CORRECTED),  # empty looks while jobs remained are wasted attempts
     ({"errors": 1}, CORRECTED),
     ({"duplicate_jobs": 1}, NOT_REPRODUCED),
@@ -328,7 +329,7 @@ def test_f7_reads_100_workers_from_the_split_arm_where_the_sweep_was_cpu_bound()
     assert verdict(found) == CONFIRMED_DIFFERENT_SIZE and "separate CPUs" in found.note and "9.6x" in found.note
     bound_split = races(*[{**row, "cpu_bound": True} for row in split.summary.to_dict("records")])
     found = should_switch.f7_skip_locked_no_waste(races(*sweep_rows), bound_split)
-    assert dict(found.parts)["about 20x at 100 workers"] == NOT_MEASURED and verdict(found) == CONFIRMED
+    assert dict(found.parts)["about 20x at 100 workers"] == NOT_MEASURED and verdict(found) == CONFIRMED_IN_PART
     assert "was CPU-bound" in found.note
 
 

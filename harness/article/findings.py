@@ -11,6 +11,8 @@ confirmed
     the claim holds in our runs, at about the original's size where it gives one;
 confirmed_different_size
     the claim holds in direction, at a materially different size;
+confirmed_in_part
+    every part of the claim that was measured holds, and a part (the original's size, say) was not measured here;
 corrected
     our runs show the claim as stated is wrong in a way they pin down (a different
     scaling, another mechanism, the opposite per job);
@@ -52,14 +54,18 @@ NOT_REPRODUCED = "not_reproduced"
 ADDED = "added"
 NOT_MEASURED = "not_measured"
 NOT_DISTINGUISHABLE = "not_distinguishable"  # the ranges over repeats overlap: more repeats could tell
-VERDICTS = (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_REPRODUCED, NOT_DISTINGUISHABLE, ADDED, NOT_MEASURED)
+CONFIRMED_IN_PART = "confirmed_in_part"  # a finding whose measured parts are confirmed, and a part was not measured
+VERDICTS = (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CONFIRMED_IN_PART, CORRECTED, NOT_REPRODUCED, NOT_DISTINGUISHABLE,
+            ADDED, NOT_MEASURED)
+HOLDS = (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CONFIRMED_IN_PART)  # the verdicts under which a claim holds
 # a part of a finding may also say this: what it adds was looked for, in a run that could show it, and not seen
 ADDED_NONE_SEEN = "added_none_seen"
 PART_VERDICTS = (*VERDICTS, ADDED_NONE_SEEN)
 VERDICT_LABELS = {CONFIRMED: "confirmed", CONFIRMED_DIFFERENT_SIZE: "confirmed, different size",
                   CORRECTED: "corrected", NOT_REPRODUCED: "not reproduced",
                   NOT_DISTINGUISHABLE: "not distinguishable at this spread", ADDED: "added",
-                  NOT_MEASURED: "not measured", ADDED_NONE_SEEN: "added: none seen"}
+                  NOT_MEASURED: "not measured", ADDED_NONE_SEEN: "added: none seen",
+                  CONFIRMED_IN_PART: "confirmed where measured, a part not measured"}
 
 # --------------------------------------------------------------------------- the article's sections
 

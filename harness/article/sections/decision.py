@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_MEASURED, VERDICT_LABELS,
-                                      Finding)
+from harness.article.findings import CONFIRMED, CORRECTED, HOLDS, NOT_MEASURED, VERDICT_LABELS, Finding
 from harness.article.formats import count
 from harness.article.prose import counted, join, table
 from harness.article.sections.library_poolers import pgbouncer_version
@@ -18,7 +17,6 @@ READS = ()  # it reads the findings
 UPSTREAM = ("races", "library_faults")
 say = Sentences(NAME)
 
-HOLDS = (CONFIRMED, CONFIRMED_DIFFERENT_SIZE)
 COLUMNS = ("If you", "use", "because", "measured at")
 
 

@@ -16,8 +16,8 @@ import html
 
 import pandas as pd
 
-from harness.article.findings import (CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED,
-                                      make_finding, not_measured)
+from harness.article.findings import (CONFIRMED, CONFIRMED_IN_PART, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED,
+                                      NOT_REPRODUCED, make_finding, not_measured)
 from harness.article.formats import DASH, count, ms, number, span
 from harness.article.prose import join, numbered, table
 from harness.article.sections.soak_arms import (LOAD, Loaded, arm_label, base_arm, held_against_control,
@@ -168,7 +168,10 @@ def c9_held_history(loaded: dict):
             for part, _, figures in parts]
     # fillfactor, the claim's third knob, is not varied with the volume: F12 and F13 measure it on its own
     verdicts = [(part, verdict) for part, verdict, _ in parts] + [(say("C9.part_fillfactor"), NOT_MEASURED)]
-    return make_finding("C9", worst_part(v for _, v in verdicts), " ".join(said), say("C9.note"), parts=tuple(verdicts))
+    verdict = worst_part(v for _, v in verdicts)
+    if verdict == CONFIRMED:  # fillfactor by volume, a part of the claim, is not measured: never a bare "confirmed"
+        verdict = CONFIRMED_IN_PART
+    return make_finding("C9", verdict, " ".join(said), say("C9.note"), parts=tuple(verdicts))
 
 
 # --------------------------------------------------------------------------- A11

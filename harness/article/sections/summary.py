@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.article.findings import ADDED_CLAIMS, ORIGINAL, Finding, order, table as findings_table, verdict_counts
+from harness.article.findings import (ADDED_CLAIMS, HOLDS, ORIGINAL, Finding, order, table as findings_table,
+                                      verdict_counts)
 from harness.article.formats import count, number
 from harness.article.prose import table
 from harness.experiments import registry
@@ -50,7 +51,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
         "corrected_are": _with_verb(verdicts["corrected"] + verdicts["not_reproduced"], "is", "are"),
         "undecided_count": count(verdicts["not_distinguishable"]),
         "unmeasured_are": _with_verb(verdicts["not_measured"], "is", "are"),
-        "confirmed_hold": _with_verb(verdicts["confirmed"] + verdicts["confirmed_different_size"], "holds", "hold"),
+        "confirmed_hold": _with_verb(sum(verdicts[verdict] for verdict in HOLDS), "holds", "hold"),
         "machine_minutes": number(machine_minutes(list(loaded[NAME].runs)), 0)}
 
 
