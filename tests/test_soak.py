@@ -442,10 +442,11 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     assert section.reference(runs, 4) == 0  # disk_on, nothing held: the same arm off the disk
     assert section.reference(runs, 3) == 2  # the idle transaction over the indexed table: its control
     c9, _ = section.findings({"soak": loaded})
-    cost = section.claim_cost(loaded.series[0], loaded.series[2])
+    until = min(float(runs.iloc[0]["pin_from"]), float(runs.iloc[2]["pin_from"]))  # the seconds C9 compares
+    cost = section.claim_cost(section.compared(loaded.series[0], until), section.compared(loaded.series[2], until))
     judged = "not_judged" not in (runs.iloc[0]["verdict"], runs.iloc[2]["verdict"])  # five arms share two cores
-    expected = {"slower": "corrected", "overlap": "confirmed", "faster": "confirmed"}[cost] if judged \
-        else "not_measured"
+    expected = {"slower": "corrected", "alike": "confirmed", "faster": "confirmed",
+                "overlap": "not_distinguishable"}[cost] if judged else "not_measured"
     assert c9.parts[0] == ("a table starting empty", expected), (c9, cost)
     table = section.verdict_table({"soak": loaded})  # the two held arms and their controls
     assert table.count("<tr>") == 1 + 4 and "nothing (control)" in table
