@@ -20,6 +20,20 @@ def spearman(x, y) -> float:
     return float(np.corrcoef(x, y)[0, 1])
 
 
+# Two figures are alike where the whole interval of their ratio lies inside this margin: a practical margin chosen
+# with the rules that read it (C8, C9), before the runs they judge; overlap alone is not agreement.
+ALIKE_MARGIN = (0.8, 1.25)
+
+
+def alike(low: float, high: float) -> bool:
+    """Whether an interval of a ratio (low, high) lies wholly inside ALIKE_MARGIN."""
+    return ALIKE_MARGIN[0] <= low and high <= ALIKE_MARGIN[1]
+
+
+def alike_margin_said() -> str:
+    return f"{number(ALIKE_MARGIN[0], 2)} to {number(ALIKE_MARGIN[1], 2)}"
+
+
 # A trend counts as rising (falling) when the rank correlation with the worker count is above 0.5 (below -0.5):
 # most steps go that way, a noisy step or two allowed. With two points, the second must be above (below) the first.
 TREND = 0.5

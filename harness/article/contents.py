@@ -112,20 +112,21 @@ def evaluate(loaded: dict) -> list[Finding]:
     """Every finding, F1-F13, C1-C9 and A1-A12, in that order; a section missing from `loaded` (or None there)
     leaves its findings not measured. Each is decided again with the race points near the CPU-bound line left out
     too (race_sweep.near_the_line), and a finding whose verdict then differs says what it would read (near_line)."""
-    found = _decided(loaded)
+    found = _decided(loaded, SECTIONS)
     near = race_sweep.near_the_line(loaded.get(race_sweep.RACES))
-    if near is not None:
-        again = by_id(_decided({**loaded, race_sweep.RACES: near}))
-        found = [dataclasses.replace(f, near_line=again[f.id].verdict) if again[f.id].verdict != f.verdict else f
-                 for f in found]
+    if near is not None:  # only the sections that read the sweep can decide otherwise
+        readers = [s for s in SECTIONS if race_sweep.RACES in (s.NAME, *s.UPSTREAM)]
+        again = by_id(_decided({**loaded, race_sweep.RACES: near}, readers))
+        found = [dataclasses.replace(f, near_line=again[f.id].verdict)
+                 if f.id in again and again[f.id].verdict != f.verdict else f for f in found]
     for section in SECTIONS:
         if hasattr(section, "annotate"):
             found = section.annotate(found, Upstream(loaded, section))
     return sorted(found, key=lambda f: order(f.id))
 
 
-def _decided(loaded: dict) -> list[Finding]:
-    return [finding for section in SECTIONS for finding in section.findings(Upstream(loaded, section))]
+def _decided(loaded: dict, sections) -> list[Finding]:
+    return [finding for section in sections for finding in section.findings(Upstream(loaded, section))]
 
 
 def from_runs(asked: dict[str, registry.Asked]) -> list[Finding]:

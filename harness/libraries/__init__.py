@@ -57,11 +57,12 @@ A library that can both listen and poll (harness.experiments.libraries.wakeups) 
     enqueue_paced(url, n, interval_s, listen)
                            n no-op jobs, one at a time, interval_s apart, through one open app
 
-harness.experiments.libraries.drain races them, harness.experiments.libraries.faults injects faults into their workers;
-`available()` says which ones installed here. `get(name)` hands a library's module out as an Adapter: the optional
-parts above with their defaults written once (OptionalParts), the rest read from its module. (Its claim protocol and
-where it was read are declared apart, in harness.claims.protocols.LIBRARIES.) The libraries this project does not run are modelled for a fault run
-only (harness.libraries.models, MODELS): `get` finds them too, `available` does not list them.
+harness.experiments.libraries.drain races them, harness.experiments.libraries.faults injects faults into their
+workers; `available()` says which ones installed here. `get(name)` hands a library's module out as an Adapter: the
+optional parts above with their defaults written once (OptionalParts), the rest read from its module. (Its claim
+protocol and where it was read are declared apart, in harness.claims.protocols.LIBRARIES.) The libraries this
+project does not run are modelled for a fault run only (harness.libraries.models, MODELS): `get` finds them too,
+`available` does not list them.
 """
 
 from __future__ import annotations

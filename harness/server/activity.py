@@ -501,7 +501,8 @@ CPU_BOUND_BACKEND_RUNNABLE_SHARE = CPU_BOUND_CLIENT_RUNNABLE_SHARE  # the same l
 # CPU or waiting for one at least this share of its window, so the server waits for it, not it for the server.
 CPU_BOUND_CLIENT_BUSY_SHARE = 0.9
 # How close to the line a point may come before its verdicts are decided again without it (the page flags a verdict
-# that changes): a point at 0.46 is scheduled much as one at 0.52 is, though only the second is left out.
+# that changes): a fixed line leaves a point just under it in and one just over it out, so a verdict resting on the
+# first is shown as such.
 CPU_BOUND_NEAR = 0.1
 # Which side crossed the line: the values of cpu_bound_side
 CLIENTS, SERVER, BOTH = "clients", "server", "both"

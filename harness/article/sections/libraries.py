@@ -11,7 +11,7 @@ from harness import libraries
 from harness.article.analysis import over_repeats, race_summary
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
 from harness.article.formats import DASH, MISSING, count, missing, ms, number, span
-from harness.article.labels import CANNOT_LOSE, library_label
+from harness.article.labels import CANNOT_LOSE
 from harness.article.prose import counted, join, table
 from harness.article.wording import Sentences
 from harness.storage import open_runs

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.article.compare import alike, alike_margin_said
 from harness.article.findings import (CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED, Finding,
                                       make_finding, not_measured)
 from harness.article.formats import MISSING, RANGE, count, ms, number, percent
@@ -97,21 +98,18 @@ def c5_conflicts_at_production_polling(production: pd.DataFrame | None, rounds: 
 
 # C8: the pick inside the endpoint, against /pending at equal capacity (both take up to five runs per poll)
 LATER, EARLIER, ALIKE, UNCLEAR = "later", "earlier", "alike", "not distinguishable"
-# the pickup p99s are alike where the whole interval of their ratio lies inside this margin: a tail a fifth shorter
-# or a quarter longer is one a runner would not notice (stated with the rule, before the runs it judges)
-ALIKE_MARGIN = (0.8, 1.25)
 
 
 def c8_tail_comparison(paired: pd.DataFrame, suffix: str) -> pd.Series:
     """Per paired point: the pickup p99 of the claim endpoint (columns `pickups_ms_<suffix>`) against /pending's,
     from the 95 % bootstrap interval of their ratio (stats.percentile_ratio_interval, each endpoint's pickups
-    resampled): ALIKE where it lies wholly inside ALIKE_MARGIN; else LATER where it lies wholly above 1, EARLIER
+    resampled): ALIKE where it lies wholly inside compare.ALIKE_MARGIN; else LATER where it lies wholly above 1, EARLIER
     wholly below; UNCLEAR where it holds 1 and reaches past the margin (a point with a few dozen pickups has a wide
     interval, and is then not distinguishable either way)."""
     outcomes = []
     for claim, pending in zip(paired[f"pickups_ms_{suffix}"], paired["pickups_ms_pending"]):
         low, high = percentile_ratio_interval(claim, pending)
-        outcomes.append(ALIKE if ALIKE_MARGIN[0] <= low and high <= ALIKE_MARGIN[1] else
+        outcomes.append(ALIKE if alike(low, high) else
                         LATER if low > 1 else EARLIER if high < 1 else UNCLEAR)
     return pd.Series(outcomes, index=paired.index, dtype=object)
 
@@ -153,7 +151,7 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
     runner counts and poll intervals, at equal capacity: the batch claim hands a runner up to as many runs per poll
     as /pending lists it, and both run them side by side. Not reproduced where it still met a 409 or handed a run
     out twice; corrected where its pickup p99 was later beyond the noise (c8_tail_comparison) at most points;
-    confirmed where it was alike (inside ALIKE_MARGIN) or earlier at every point; not distinguishable otherwise. The
+    confirmed where it was alike (inside compare.ALIKE_MARGIN) or earlier at every point; not distinguishable otherwise. The
     single claim, one run per poll, is shown beside it and decides nothing."""
     paired = _paired(production, "claim_batch")
     if not len(paired):
@@ -171,7 +169,7 @@ def c8_skip_locked_endpoint(production: pd.DataFrame | None) -> Finding:
     values = {"conflicts": count(conflicts), "pending_conflicts": count(pending_conflicts),
               "points": count(len(paired)), "later_points": count(len(later)), "earlier_points": count(len(earlier)),
               "alike_points": count(len(alike)), "unclear_points": count(len(unclear)),
-              "alike_margin": f"{number(ALIKE_MARGIN[0], 2)} to {number(ALIKE_MARGIN[1], 2)}"}
+              "alike_margin": alike_margin_said()}
     change = say("C8.change")
     if conflicts or duplicates:
         return make_finding("C8", NOT_REPRODUCED, ours, [say("C8.still_conflicts"), single, change], values)

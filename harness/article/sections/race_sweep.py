@@ -235,8 +235,12 @@ def near_the_line(mine: Loaded | None, below: float = CPU_BOUND_NEAR) -> Loaded 
     if near.fillna(False).astype(bool).equals(before):
         return None
     summary["cpu_bound"] = near.fillna(False).astype(bool) | before
-    job_waits = mine.job_waits
-    if job_waits is not None and len(job_waits) and "run_id" in summary:
-        job_waits = job_waits.drop(columns="cpu_bound", errors="ignore").merge(
-            summary[["run_id", "cpu_bound"]], on="run_id", how="left")
-    return dataclasses.replace(mine, summary=summary, job_waits=job_waits)
+    return dataclasses.replace(mine, summary=summary, job_waits=with_cpu_bound(mine.job_waits, summary))
+
+
+def with_cpu_bound(job_waits: pd.DataFrame | None, summary: pd.DataFrame) -> pd.DataFrame | None:
+    """Each race's waits (attempt_figures) with its race's cpu_bound mark from the summary, in place of any it had."""
+    if job_waits is None or not len(job_waits) or not {"run_id", "cpu_bound"} <= set(summary):
+        return job_waits
+    return job_waits.drop(columns="cpu_bound", errors="ignore").merge(summary[["run_id", "cpu_bound"]], on="run_id",
+                                                                       how="left")

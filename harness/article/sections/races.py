@@ -11,7 +11,7 @@ from harness.article.findings import Finding, lost_per_win
 from harness.article.formats import count, ms
 from harness.article.prose import counted, join, strategy_sql, table
 from harness.article.wording import Sentences
-from harness.article.sections.race_sweep import Loaded, attempt_figures, whole
+from harness.article.sections.race_sweep import Loaded, attempt_figures, whole, with_cpu_bound
 from harness.claims.strategies import STRATEGIES
 
 NAME = "races"
@@ -29,8 +29,7 @@ def load(reads: dict, loaded: dict) -> Loaded:
     job_waits = attempt_figures(paths) if paths else None
     if job_waits is not None and len(summary):
         summary = summary.merge(job_waits[["run_id", "empty_while_jobs_remained"]], on="run_id", how="left")
-        if "cpu_bound" in summary:
-            job_waits = job_waits.merge(summary[["run_id", "cpu_bound"]], on="run_id", how="left")
+        job_waits = with_cpu_bound(job_waits, summary)
     layouts = race_summary(runs_of(reads, "client_layouts")) if runs_of(reads, "client_layouts") else None
     return Loaded(summary, job_waits, layouts, tuple(paths), tuple(runs_of(reads, "slow_race")),
                   tuple(runs_of(reads, "split_cpus")), reads["slow_race"].request if "slow_race" in reads else None,

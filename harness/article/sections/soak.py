@@ -16,6 +16,7 @@ import html
 
 import pandas as pd
 
+from harness.article.compare import alike, alike_margin_said
 from harness.article.findings import (CONFIRMED, CONFIRMED_IN_PART, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED,
                                       NOT_REPRODUCED, make_finding, not_measured)
 from harness.article.formats import DASH, count, ms, number, span
@@ -36,9 +37,6 @@ say = Sentences(NAME)
 SIX_FIGURES = 100_000  # finished jobs a table keeps after a day at six-figure daily volume (C9)
 
 SLOWER, OVERLAP, FASTER, ALIKE = "slower", "overlap", "faster", "alike"
-# two tables' claims are alike where the whole 95 % interval of the ratio of their median seconds lies inside this
-# margin (stated with the rule, as C8's): a claim a fifth faster or a quarter slower decides no table's shape
-ALIKE_MARGIN = (0.8, 1.25)
 NOT_JUDGED_COST = "not_judged"  # a C9 pair one of whose runs could not carry its load
 
 # The two write-ups this section answers, their figures as they give them (read in each, not raced here).
@@ -88,7 +86,7 @@ def claim_cost(without: pd.DataFrame, with_index: pd.DataFrame) -> str | None:
     """The claim without the partial index against with it, second by second: SLOWER where every second's median
     claim without the index lies above every second's with it, FASTER where every one lies below; where they
     interleave, ALIKE where the 95 % bootstrap interval of the ratio of their median seconds
-    (stats.percentile_ratio_interval) lies inside ALIKE_MARGIN, else OVERLAP (not distinguishable here); None
+    (stats.percentile_ratio_interval) lies inside compare.ALIKE_MARGIN, else OVERLAP (not distinguishable here); None
     without a second of each."""
     a, b = without["claim_p50_ms"].dropna(), with_index["claim_p50_ms"].dropna()
     if not len(a) or not len(b):
@@ -98,7 +96,7 @@ def claim_cost(without: pd.DataFrame, with_index: pd.DataFrame) -> str | None:
     if a.max() < b.min():
         return FASTER
     low, high = percentile_ratio_interval(a.to_numpy(), b.to_numpy(), percentile=50)
-    return ALIKE if ALIKE_MARGIN[0] <= low and high <= ALIKE_MARGIN[1] else OVERLAP
+    return ALIKE if alike(low, high) else OVERLAP
 
 
 def _controls(summaries: pd.DataFrame, history_rows: int) -> tuple[int, int] | None:
@@ -150,7 +148,7 @@ def c9_parts(mine: Loaded) -> list[tuple[str, str, dict]]:
             "seconds": f"{soak_outcomes.WARMUP_S:g} s to {until:g} s",
             "without": _p50_span(seconds_a), "with": _p50_span(seconds_b),
             "rate_without": number(a["rate"], 0), "rate_with": number(b["rate"], 0),
-            "margin": f"{number(ALIKE_MARGIN[0], 2)} to {number(ALIKE_MARGIN[1], 2)}"}))
+            "margin": alike_margin_said()}))
     return parts
 
 

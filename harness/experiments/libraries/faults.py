@@ -436,6 +436,7 @@ KIND = Kind("libraries", library_runs.LibraryParameters, measure_run, library_ru
             help=f"job libraries ({', '.join(libraries.NAMES)}) draining the same queue with their own workers, audited "
                  "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
                  "and drops the database claimrace_libraries for every run)",
-            show=show_runs, sections=("libraries", "library_faults", "library_probe", "library_poolers"), request=library_runs.LibrarySweep, expand=library_runs.LibrarySweep.runs,
+            show=show_runs, sections=("libraries", "library_faults", "library_probe", "library_poolers"),
+            request=library_runs.LibrarySweep, expand=library_runs.LibrarySweep.runs,
             workers=library_runs.workers_needed, check_size=library_runs.check_size,
             label=library_runs.label)

@@ -119,7 +119,8 @@ def finish(name: str, logs: Path, gates: Path, server_log: Path | None, holder: 
         time.sleep(0.05)
     if sent is not None and not sent and not faults.alive(holder["pid"]):
         # its process is gone, but what it sent before it went may not be in the server's log yet: the logging
-        # collector writes behind the backends, later on a loaded machine
+        # collector writes the backends' lines after them (one fresh-clone run saw not_sent where others saw
+        # refused; that this lag was its cause is not shown)
         time.sleep(LOG_LAG_S)
         sent = _completions_logged(name, server_log, since_log)
     if sent:
