@@ -62,7 +62,7 @@ def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path)
     found = section.a12_library_pickup({section.NAME: loaded})
     runs = loaded.summaries
     held, control = runs[runs["holder"] != "none"].iloc[0], runs[runs["holder"] == "none"].iloc[0]
-    assert found.verdict == section.arms.held_against_control(held, control)
+    assert found.verdict == section.arms.hold_part(runs, [int(held.name)], [int(control.name)])
     assert "pgmq" in section.library_table({section.NAME: loaded})
     # the caption says how the jobs arrived: the mean jobs per enqueue call and the time between calls, as stored
     per_call = runs["jobs_arrived"].sum() / runs["enqueue_calls"].sum()
@@ -80,10 +80,12 @@ def test_a12_is_not_measured_without_a_library_arm_held_beside_its_control(arms)
 
 
 @pytest.mark.parametrize("held, control, part", [
-    ("spirals", "survives", CONFIRMED), ("survives", "survives", CORRECTED),
-    ("spirals", "spirals", NOT_DISTINGUISHABLE), ("not_judged", "survives", NOT_MEASURED)])
+    (3.0, None, CONFIRMED), (None, None, CORRECTED), (3.0, 6.0, NOT_DISTINGUISHABLE)])
 def test_each_library_part_is_the_held_arm_against_its_control(held, control, part):
-    assert section.arms.held_against_control(pd.Series({"verdict": held}), pd.Series({"verdict": control})) == part
+    """The soak's own rule (soak_arms.hold_part, tested in full in tests/test_soak_section.py), on the pickup."""
+    runs = pd.DataFrame([{"holder": "repeatable_read", "verdict": "slowed", "seconds_to_slow": held, "held_s": 15.0},
+                         {"holder": "none", "verdict": "slowed", "seconds_to_slow": control, "held_s": 15.0}])
+    assert section.arms.hold_part(runs, [0], [1]) == part
 
 
 class Tables:
@@ -109,11 +111,12 @@ def test_a_job_s_place_in_its_enqueue_call_is_its_rank_in_enqueue_order():
     assert section.pickup_by_place(Tables(claims=claims.iloc[:0], enqueue_calls=calls)) is None
 
 
-@pytest.mark.parametrize("second, part", [("degrades", CONFIRMED), ("survives", NOT_DISTINGUISHABLE)])
+@pytest.mark.parametrize("second, part", [(2.0, CONFIRMED), (None, NOT_DISTINGUISHABLE)])
 def test_a12_reads_a_library_over_its_repeats_and_decides_only_where_they_agree(arms, second, part):
     loaded = section.arms.load_runs(tuple(stored for _, stored in arms.values()))
-    first = loaded.summaries.assign(verdict=np.where(loaded.summaries["holder"] == "none", "survives", "spirals"))
-    again = first.assign(repeat=1, verdict=np.where(first["holder"] == "none", "survives", second))
+    held = loaded.summaries["holder"] != "none"
+    first = loaded.summaries.assign(verdict="slowed", seconds_to_slow=np.where(held, 1.0, None))
+    again = first.assign(repeat=1, seconds_to_slow=np.where(held, second, None))
     both = dataclasses.replace(loaded, summaries=pd.concat([first, again], ignore_index=True))
     found = section.a12_library_pickup({section.NAME: both})
     assert found.verdict == part and "; 2 runs of each arm)" in found.ours and not found.parts, found

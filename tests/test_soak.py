@@ -46,31 +46,66 @@ def judged(backlog, p99, ended_s=None, **flags):
     return rule.judge(frame, PIN_FROM, PIN_TO, ended_s if ended_s is not None else float(len(frame)), **flags)
 
 
-def test_a_queue_that_keeps_up_with_its_claim_time_in_its_spread_survives():
+def test_a_queue_that_keeps_up_with_its_claim_time_at_its_level_is_held_without_failing():
     found = judged(steady(80), p99s(80, before=1.0, during=0.9))
-    assert (found["verdict"], found["keeps_up"], found["p99_within"], found["recovered_s"]) == \
-        (rule.SURVIVES, True, True, 1.0)
+    assert (found["verdict"], found["seconds_to_slow"], found["seconds_to_fall_behind"], found["recovered_s"],
+            found["held_without_failing"], found["held_s"]) == (rule.HELD, None, None, 1.0, True, 20.0)
 
 
-def test_a_claim_time_beyond_its_spread_degrades_a_queue_that_comes_back():
+def test_a_claim_at_twice_its_level_for_a_run_of_seconds_slowed_a_queue_that_kept_up():
     found = judged(steady(80), p99s(80, before=1.0, during=9.0))
-    assert (found["verdict"], found["keeps_up"], found["p99_within"]) == (rule.DEGRADES, True, False)
+    assert (found["verdict"], found["seconds_to_slow"], found["seconds_to_fall_behind"], found["claim_level_ms"]) \
+        == (rule.SLOWED, 0.0, None, 0.5)
 
 
-def test_the_claim_time_is_compared_second_for_second_so_one_slow_second_in_the_pin_is_within():
-    p99 = p99s(80, before=1.0, during=0.8)
-    p99[25] = 50.0  # one slow second in the pin: its median is still inside the spread before it
-    assert judged(steady(80), p99)["verdict"] == rule.SURVIVES
-    # no claim before the pin: nothing to be within
-    none_before = p99s(80)
-    none_before[:int(PIN_FROM)] = np.nan
-    assert judged(steady(80), none_before)["p99_within"] is False
+@pytest.mark.parametrize("slow_s, to_slow", [(rule.SLOW_RUN_S - 1, None), (rule.SLOW_RUN_S, 5.0)])
+def test_the_claim_is_slow_only_for_a_run_of_seconds_at_the_factor(slow_s, to_slow):
+    p99 = p99s(80)
+    p99[25:25 + slow_s] = 2.0 * rule.SLOW_FACTOR  # p50 at the factor exactly: slow
+    assert judged(steady(80), p99)["seconds_to_slow"] == to_slow
 
 
-def test_a_backlog_that_grows_during_the_pin_and_drains_after_degrades():
+def test_the_claim_level_is_the_median_second_before_the_hold_so_one_slow_second_does_not_raise_it():
+    p99 = p99s(80, during=3.0)
+    p99[12] = 500.0  # one slow second before the hold: the highest before it would hide the hold's slowing
+    found = judged(steady(80), p99)
+    assert (found["claim_level_ms"], found["verdict"]) == (0.5, rule.SLOWED)
+    none_before = p99s(80, during=9.0)
+    none_before[:int(PIN_FROM)] = np.nan  # no claim before the hold: no level, so nothing reads as slow
+    assert (judged(steady(80), none_before)["seconds_to_slow"], judged(steady(80), none_before)["verdict"]) == \
+        (None, rule.HELD)
+
+
+def test_a_second_with_no_claim_is_slow_where_jobs_waited_beyond_the_level_and_not_where_none_did():
+    p99 = p99s(80)
+    p99[int(PIN_FROM):int(PIN_FROM) + 8] = np.nan  # no claim returned in the hold's first 8 seconds
+    waiting = steady(80)
+    waiting[int(PIN_FROM):int(PIN_FROM) + 8] = 50.0
+    assert judged(waiting, p99)["seconds_to_slow"] == 0.0
+    assert judged(steady(80), p99)["seconds_to_slow"] is None  # an empty queue's workers had nothing to claim
+
+
+@pytest.mark.parametrize("above_s, to_behind", [(rule.BEHIND_RUN_S - 1, None), (rule.BEHIND_RUN_S, 3.0)])
+def test_the_queue_fell_behind_only_where_its_backlog_stays_above_its_level_for_a_run_of_seconds(above_s, to_behind):
+    backlog = steady(80)
+    backlog[23:23 + above_s] = 50.0
+    assert judged(backlog, p99s(80))["seconds_to_fall_behind"] == to_behind
+
+
+@pytest.mark.parametrize("backlog, to_behind", [(590.0, None), (610.0, 0.0)])
+def test_the_queue_fell_behind_only_beyond_a_second_of_arrivals(backlog, to_behind):
+    """600 jobs arrive a second: a backlog of 590 is above the in-flight level (60) but less than a second behind;
+    610 is more."""
+    held = np.concatenate([steady(20, 8.0), steady(20, backlog), steady(40, 8.0)])
+    found = rule.judge(series(held, p99s(80), arrived=600), PIN_FROM, PIN_TO, 80.0)
+    assert (found["backlog_level"], found["seconds_to_fall_behind"]) == (60.0, to_behind)
+
+
+def test_a_backlog_that_grows_during_the_hold_and_drains_after_fell_behind_and_recovered():
     backlog = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(180, 2, 10), steady(30)])
-    found = judged(backlog, p99s(80))
-    assert (found["verdict"], found["keeps_up"]) == (rule.DEGRADES, False)
+    found = judged(backlog, p99s(80, during=9.0))
+    assert (found["verdict"], found["seconds_to_fall_behind"], found["seconds_to_slow"]) == \
+        (rule.FELL_BEHIND, 1.0, 0.0)  # the backlog is at its level (2) in the hold's first second, above from the next
     assert found["recovered_s"] == 10.0  # the backlog is back at its level at the end of the 10th second after
 
 
@@ -83,14 +118,14 @@ def test_a_backlog_that_dips_once_and_grows_again_has_not_recovered():
 def test_a_backlog_that_never_comes_back_within_the_time_spirals():
     backlog = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(200, 400, 40)])
     found = judged(backlog, p99s(80, during=5.0))
-    assert (found["verdict"], found["recovered_s"], found["keeps_up"]) == (rule.SPIRALS, None, False)
+    assert (found["verdict"], found["recovered_s"], found["held_without_failing"]) == (rule.SPIRALS, None, False)
     # the same, seen for less than RECOVER_WITHIN_S after the release: a lower bound, not a spiral
     short = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(200, 300, 10)])
     assert judged(short, p99s(50, during=5.0))["verdict"] == rule.CUT_OFF
 
 
-@pytest.mark.parametrize("back_after_s, verdict", [(30, rule.DEGRADES), (31, rule.SPIRALS)])
-def test_a_backlog_back_at_the_edge_of_the_time_degrades_and_one_later_spirals(back_after_s, verdict):
+@pytest.mark.parametrize("back_after_s, verdict", [(30, rule.FELL_BEHIND), (31, rule.SPIRALS)])
+def test_a_backlog_back_at_the_edge_of_the_time_recovered_and_one_later_spirals(back_after_s, verdict):
     """Back at its level at the end of the 30th second after the release: recovered in time; the 31st: not,
     though recovered_s says when it came back."""
     drain = np.linspace(200, 50, back_after_s - 1)
@@ -102,23 +137,23 @@ def test_a_backlog_back_at_the_edge_of_the_time_degrades_and_one_later_spirals(b
 @pytest.mark.parametrize("flags", [{"arrivals_behind": True}, {"cpu_bound": True}])
 def test_a_run_that_could_not_carry_its_load_is_not_judged_and_keeps_what_the_rule_said(flags):
     found = judged(steady(80), p99s(80, before=1.0, during=9.0), **flags)
-    assert (found["verdict"], found["verdict_if_judged"]) == (rule.NOT_JUDGED, rule.DEGRADES)
+    assert (found["verdict"], found["verdict_if_judged"]) == (rule.NOT_JUDGED, rule.SLOWED)
 
 
-def test_the_before_pin_window_skips_the_warm_up_and_its_highest_backlog_is_the_level():
+def test_the_before_hold_window_skips_the_warm_up_and_its_highest_backlog_is_the_level():
     backlog = np.concatenate([[500.0] * int(rule.WARMUP_S), steady(15, 3.0), steady(45, 3.0)])
     found = judged(backlog, p99s(65))
-    assert found["backlog_level"] == 3.0 and found["verdict"] == rule.SURVIVES
+    assert found["backlog_level"] == 3.0 and found["verdict"] == rule.HELD
 
 
-def test_a_backlog_that_wavers_within_the_slack_after_the_pin_has_recovered_and_one_beyond_has_not():
+def test_a_backlog_that_wavers_within_the_slack_after_the_hold_has_recovered_and_one_beyond_has_not():
     """Jobs in flight between polls: where 600 arrive a second, a backlog of 10 to 50 (within 0.1 s of arrivals) is
-    a queue keeping up, though above the highest backlog before the pin (8); one of 70 is not."""
+    a queue keeping up, though above the highest backlog before the hold (8); one of 70 is not."""
     p99 = p99s(80, during=9.0)
     level = 600 * rule.BACKLOG_SLACK_S
-    for after, recovered_s, verdict in (([10.0, 50.0, 30.0, 45.0], 1.0, rule.DEGRADES),
+    for after, recovered_s, verdict in (([10.0, 50.0, 30.0, 45.0], 1.0, rule.FELL_BEHIND),
                                         ([10.0, 70.0, 30.0, 70.0], None, rule.SPIRALS)):
-        backlog = np.concatenate([steady(20, 8.0), steady(20, 500.0), np.tile(after, 10)])
+        backlog = np.concatenate([steady(20, 8.0), steady(20, 1500.0), np.tile(after, 10)])
         found = rule.judge(series(backlog, p99, arrived=600), PIN_FROM, PIN_TO, 80.0)
         assert (found["backlog_level"], found["recovered_s"], found["verdict"]) == (level, recovered_s, verdict)
 
@@ -129,13 +164,22 @@ def test_arrivals_in_steps_widen_the_level_by_a_step_s_jobs_and_only_where_they_
     they fall due has not recovered (0.1 s, 60). A backlog beyond a step's jobs has not recovered either way."""
     p99 = p99s(80, during=9.0)
     for after, step_s, level, recovered_s, verdict in (
-            ([10.0, 150.0, 30.0, 120.0], 0.2, 180.0, 1.0, rule.DEGRADES),
+            ([10.0, 150.0, 30.0, 120.0], 0.2, 180.0, 1.0, rule.FELL_BEHIND),
             ([10.0, 150.0, 30.0, 120.0], 0.0, 60.0, None, rule.SPIRALS),
             ([10.0, 250.0, 30.0, 220.0], 0.2, 180.0, None, rule.SPIRALS)):
-        backlog = np.concatenate([steady(20, 8.0), steady(20, 500.0), np.tile(after, 10)])
+        backlog = np.concatenate([steady(20, 8.0), steady(20, 1500.0), np.tile(after, 10)])
         found = rule.judge(series(backlog, p99, arrived=600), PIN_FROM, PIN_TO, 80.0, step_s=step_s)
         assert (found["backlog_level"], found["recovered_s"], found["verdict"]) == \
             pytest.approx((level, recovered_s, verdict)), (after, step_s, found)
+
+
+def test_the_row_versions_a_hold_keeps_are_counted_from_its_start_and_only_where_something_held():
+    """Each job claimed since the hold began left its claim's UPDATE and its finish: VERSIONS_PER_JOB each. At the
+    onset (the hold's first second here) the hold had kept that second's claims'."""
+    p99 = p99s(80, during=9.0)
+    found = rule.judge(series(steady(80), p99, arrived=10), PIN_FROM, PIN_TO, 80.0, held=True)
+    assert found["unremovable_at_slow"] == rule.VERSIONS_PER_JOB * 10
+    assert rule.judge(series(steady(80), p99, arrived=10), PIN_FROM, PIN_TO, 80.0)["unremovable_at_slow"] is None
 
 
 def test_arrivals_that_fall_behind_their_schedule_mark_the_run():
@@ -165,16 +209,57 @@ def test_the_series_counts_each_second_and_its_backlog_and_quantiles():
     (dict(holder="vacuum_full"), "holder must be one of none, repeatable_read, idle_in_transaction, analytics"),
     (dict(rate="0%"), "a rate as a share of the sustained rate must be between 1% and 200%, not 0%"),
     (dict(rate="fast"), "rate must be jobs per second, or a share of the sustained rate like 50%, not 'fast'"),
+    (dict(hold_until_failure=True, hold_max=0), "hold max must be between 10 s (the rule's 10 s of backlog, past "
+                                                "the 5 s warm-up) and the 80 s the run has after --pin-from, not 0"),
+    (dict(hold_until_failure=True, hold_max=5), "hold max must be between 10 s"),
+    (dict(hold_until_failure=True, hold_max=81), "the 80 s the run has after --pin-from, not 81"),
+    (dict(hold_until_failure=True, pin_from=5), "the hold must start at 10 s or later"),
+    (dict(hold_until_failure=True, library="pgmq", hold_max=20), "--hold-until-failure is not raced with --library"),
 ])
 def test_a_soak_out_of_bounds_is_refused_in_one_line(args, said):
     with pytest.raises(UserError, match=said.replace("(", r"\(").replace(")", r"\)")):
         soak.SoakParameters(**args)
 
 
-def test_the_command_refuses_a_bad_pin_in_one_line_before_anything_starts(tmp_path):
-    done = run_cli("soak", "--pin-from", "50", "--pin-to", "40", "--data-dir", str(tmp_path))
+@pytest.mark.parametrize("args, said", [
+    (("--pin-from", "50", "--pin-to", "40"), "the pin must start"),
+    (("--hold-until-failure", "--hold-max", "0"), "hold max must be between 10 s"),
+    (("--hold-until-failure", "--hold-max", "500", "--seconds", "120"), "the 80 s the run has after --pin-from"),
+])
+def test_the_command_refuses_a_bad_pin_or_hold_in_one_line_before_anything_starts(tmp_path, args, said):
+    done = run_cli("soak", *args, "--data-dir", str(tmp_path))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert "the pin must start" in done.stderr and not (tmp_path / "soak").exists()
+    assert said in done.stderr and not (tmp_path / "soak").exists()
+
+
+# The rule's sensitivity on real runs: a hold long enough that the arm must fall behind (the claim walks every
+# index entry the hold keeps, so its cost grows with the hold), and the same arm with nothing held, which must not.
+# The rate leaves the workers most of their time idle, so that the control keeps up on a loaded machine.
+UNTIL_FAILURE = ["--shape", "history_indexed", "--rate", "300", "--workers", "2", "--job-ms", "0", "--seconds", "105",
+                 "--pin-from", "10", "--hold-until-failure", "--hold-max", "60", "--json", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def until_failure(tmp_path_factory):
+    return soak_runs(tmp_path_factory.mktemp("soak-until-failure"),
+                     {"held": ["--holder", "repeatable_read", *UNTIL_FAILURE], "none": ["--holder", "none",
+                                                                                         *UNTIL_FAILURE]}, 2)
+
+
+def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control_runs_to_the_cap(until_failure):
+    (held, stored), (none, control) = until_failure["held"], until_failure["none"]
+    assert held["verdict"] in rule.FAILED and held["released_because"] == "fell_behind", held
+    assert 0 <= held["seconds_to_slow"] <= held["seconds_to_fall_behind"] < 60 and held["unremovable_at_fall_behind"]
+    # released once the rule's run of seconds behind was seen live, then watched for the recovery
+    assert held["seconds_to_fall_behind"] + rule.BEHIND_RUN_S <= held["pin_s"] <= held["seconds_to_fall_behind"] + \
+        rule.BEHIND_RUN_S + 3, held
+    assert list(stored.table("holder")["event"]) == ["pinned", "released"]
+    assert none["verdict"] not in rule.FAILED and none["seconds_to_fall_behind"] is None, none
+    assert none["released_because"] == "hold_max" and none["pin_s"] == pytest.approx(60, abs=1.5)
+    assert control.summary["ended_s"] == pytest.approx(70, abs=2)  # nothing to recover from: it ends at the cap
+    # the sampler kept a sample of the table for every second, and the claim's buffers while it was slow
+    samples = stored.table("samples")
+    assert soak.soak_sampler.covered(samples, stored.summary["ended_s"]) and samples["buffers_per_claim"].notna().sum() >= 3
 
 
 # Every arm below runs once, all side by side, each on its own embedded server: the tests after it read them.

@@ -157,7 +157,7 @@ class Holder:
                 else:
                     conn.execute(analytics_sql(self.table), [min(ANALYTICS_S, left)])
             except psycopg.errors.QueryCanceled as exc:
-                if self.stopping.is_set():
+                if self.stopping.is_set() or self.pin_to - self._at() <= 0.05:  # stopped, or released early
                     break
                 self._note(session, "statement_cancelled", error=_first_line(exc))
             except psycopg.Error as exc:  # the session was ended (a timeout, from outside): a reporting tool
@@ -177,6 +177,16 @@ class Holder:
         if statements:
             self._note(session, "released")
         conn.close()
+
+    def release(self) -> None:
+        """End the hold now, before pin_to: the idle transactions commit within their next look at the clock, and a
+        running analytics statement is cancelled (and no next one starts)."""
+        self.pin_to = min(self.pin_to, self._at())
+        for conn in self.connections:
+            try:
+                conn.cancel()
+            except Exception:
+                pass
 
     def stop(self) -> list[dict]:
         self.stopping.set()

@@ -327,7 +327,7 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
     lag_s = TICK_S + (float(calls_frame["took_ns"].median()) / 1e9 if len(calls_frame) else 0.0)
     behind = soak_outcomes.arrivals_behind(series, rate, lag_s)
     judged = soak_outcomes.judge(series, p.pin_from, p.pin_to, ended_s, behind, activity.cpu_bound(*shares),
-                                 soak_outcomes.step_of(ended_s, len(calls_frame)))
+                                 soak_outcomes.step_of(ended_s, len(calls_frame)), held=p.holder != "none")
     samples = samples[samples["t_s"] <= ended_s]
     parts = soak_outcomes.windows(series, p.pin_from, p.pin_to)
     ended_early = [e for e in events if e["event"] == "ended_early"]
@@ -340,7 +340,8 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
         "sustained_rate": sustained["sustained_rate"] if sustained else None,
         "sustained_rate_is_lower_bound": sustained["lower_bound"] if sustained else None, "workers": p.workers,
         "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": p.pin_to,
-        "pin_s": p.pin_to - p.pin_from, "job_ms": p.job_ms, "history_rows": 0, "mitigation": p.mitigation,
+        "pin_s": p.pin_to - p.pin_from, "hold_until_failure": False, "hold_asked": p.pin_to - p.pin_from,
+        "released_because": "pin_to", "job_ms": p.job_ms, "history_rows": 0, "mitigation": p.mitigation,
         "repeat": p.repeat, "mitigation_setting": soak_holders.SESSION_SETTINGS.get(p.mitigation),
         "storage": settings["storage_found"] or "not known (a server not started here)",
         "filesystem": settings["filesystem"], "synchronous_commit": p.synchronous_commit,
@@ -364,9 +365,7 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
         "jobs_waiting_at_end": int(len(waiting)),
         **soak_sampler.summary(samples),
         "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
-        **{key: judged[key] for key in ("verdict", "verdict_if_judged", "recovered_s", "keeps_up", "p99_within",
-                                        "pickup_p99_ms_before_max", "pickup_p99_ms_during_median",
-                                        "backlog_level", "watched_after_s")},
+        **{key: judged[key] for key in soak_outcomes.judged_keys("pickup")},
         "arrivals_behind": behind,
         "client_runnable_share": shares[0], "client_running_share": shares[1], "backend_runnable_share": shares[2],
         "cpu_bound": activity.cpu_bound(*shares), "cpu_bound_side": activity.cpu_bound_side(*shares),
@@ -376,7 +375,7 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
               # as many jobs in the audit as the arrivals enqueued: numbers the library reuses would merge jobs
               "every_job_enqueued_once": int(len(enqueued)) == int(calls_frame["jobs"].sum())
               and int((audit["event"] == "enqueued").sum()) == int(calls_frame["jobs"].sum()),
-              "sampled": sampler_error is None and len(samples) > 0}
+              "sampled": soak_sampler.covered(samples, ended_s)}
     checks["passed"] = all(checks.values())
     return Measured(
         tables={"claims": claims, "enqueue_calls": calls_frame, "series": series, "samples": samples,

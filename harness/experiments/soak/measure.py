@@ -66,7 +66,7 @@ from harness.experiments.soak.holders import ANALYTICS_S, HOLDERS, MITIGATIONS
 from harness.config import SCHEMA
 from harness.errors import UserError
 from harness.claims.protocols import RACED_LIBRARY_STRATEGIES
-from harness.experiments.contract import Measured, Option, Parameters, as_float, as_int, one_of, setting
+from harness.experiments.contract import Measured, Option, Parameters, as_bool, as_float, as_int, one_of, setting
 from harness.server import activity, database, pgstats, schema
 from harness.storage import Run
 from harness.claims.strategies import BATCH_CLAIM_CTE, GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
@@ -80,6 +80,7 @@ MIN_RATE, MAX_RATE = 1.0, 5000.0  # jobs/s; above what 2 cores claim, a run is m
 MAX_WORKERS = 16
 MIN_SECONDS, MAX_SECONDS = 20.0, 4 * 3600.0
 MIN_BEFORE_S = soak_outcomes.WARMUP_S + 5.0  # seconds before the pin: the warm-up, then the spread to judge by
+MIN_HOLD_S = float(max(soak_outcomes.WARMUP_S, soak_outcomes.BEHIND_RUN_S))  # a shorter hold cannot fail the rule
 MAX_JOB_MS = 1000.0
 MAX_HISTORY_ROWS = 2_000_000
 MAX_JOBS = 5_000_000  # rate x seconds + history_rows: the table stays well inside memory
@@ -150,7 +151,18 @@ class SoakParameters(Parameters):
         "--library", "a job library's own workers on its own table instead of shape and strategy "
                      "(harness.experiments.soak.library): " + ", ".join(RACED_LIBRARY_STRATEGIES)),
         added_later=True)
+    hold_until_failure: bool = setting(False, as_bool, Option(
+        "--hold-until-failure", "hold from --pin-from until the queue falls behind (outcomes.BEHIND_RUN_S seconds "
+                                "of backlog above its level), or for --hold-max at most; --pin-to is not read",
+        given=True), added_later=True)
+    hold_max: float = setting(120.0, as_float, Option(
+        "--hold-max", "with --hold-until-failure, the longest hold (s)", float), added_later=True)
     repeat: int = setting(0, as_int)
+
+    @property
+    def release_at(self) -> float:
+        """When the hold ends at the latest: pin_to, or with hold_until_failure its cap."""
+        return self.pin_from + self.hold_max if self.hold_until_failure else self.pin_to
 
     def check(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -164,7 +176,9 @@ class SoakParameters(Parameters):
             check_rate(self.rate)
         if not MIN_SECONDS <= self.seconds <= MAX_SECONDS:
             raise UserError(f"seconds must be between {MIN_SECONDS:g} and {MAX_SECONDS:g}, not {self.seconds:g}")
-        if not MIN_BEFORE_S <= self.pin_from < self.pin_to < self.seconds:
+        if self.hold_until_failure:
+            self._check_hold_max()
+        elif not MIN_BEFORE_S <= self.pin_from < self.pin_to < self.seconds:
             raise UserError(f"the pin must start at {MIN_BEFORE_S:g} s or later and end before the run's "
                             f"{self.seconds:g} s, after it starts: not {self.pin_from:g} to {self.pin_to:g} s")
         if self.holder not in soak_holders.APPLIES_TO[self.mitigation]:
@@ -178,6 +192,18 @@ class SoakParameters(Parameters):
             check_jobs(self.rate, self.seconds, self.history_rows)
         if self.library != "none":
             self._check_library()
+
+    def _check_hold_max(self) -> None:
+        if not MIN_BEFORE_S <= self.pin_from < self.seconds:
+            raise UserError(f"the hold must start at {MIN_BEFORE_S:g} s or later and before the run's "
+                            f"{self.seconds:g} s, not at {self.pin_from:g} s")
+        if not MIN_HOLD_S <= self.hold_max <= self.seconds - self.pin_from:
+            raise UserError(f"hold max must be between {MIN_HOLD_S:g} s (the rule's {soak_outcomes.BEHIND_RUN_S} "
+                            f"s of backlog, past the {soak_outcomes.WARMUP_S:g} s warm-up) and the "
+                            f"{self.seconds - self.pin_from:g} s the run has after --pin-from, not "
+                            f"{self.hold_max:g}")
+        if self.library != "none":
+            raise UserError("--hold-until-failure is not raced with --library: a library's hold is fixed")
 
     def _check_library(self) -> None:
         """What a library's run cannot take: its table is its own, made by its own migrations."""
@@ -251,9 +277,10 @@ def create_table(conn, shape: str, history_rows: int, mitigation: str = "none") 
     return made
 
 
-def _workers(context, parent: int, url: str, p: SoakParameters, start, stop, results) -> list:
-    return [context.Process(target=soak_processes.worker_main, args=(i, parent, url, p.shape, p.strategy, p.job_ms / 1000,
-                                                       p.synchronous_commit, start, stop, results),
+def _workers(context, parent: int, url: str, p: SoakParameters, start, stop, results, counts=None) -> list:
+    return [context.Process(target=soak_processes.worker_main,
+                            args=(i, parent, url, p.shape, p.strategy, p.job_ms / 1000, p.synchronous_commit, start,
+                                  stop, results, counts),
                             name=f"claimrace-soak-worker-{i}", daemon=True) for i in range(p.workers)]
 
 
@@ -333,10 +360,11 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     start, stop, results = context.Event(), context.Event(), context.Queue()
     parent = os.getpid()
     clock = context.Value("q", 0)  # the run's start (ns), set before the start: the arrivals' schedule counts from it
-    processes = [context.Process(target=soak_processes.arrivals_main, args=(parent, db.url, rate, p.synchronous_commit, clock,
-                                                              start, stop, results),
+    counts = context.Array("q", 2)  # (arrived, claimed) so far, read live: hold_until_failure's release
+    processes = [context.Process(target=soak_processes.arrivals_main,
+                                 args=(parent, db.url, rate, p.synchronous_commit, clock, start, stop, results, counts),
                                  name="claimrace-soak-arrivals", daemon=True)]
-    processes += _workers(context, parent, db.url, p, start, stop, results)
+    processes += _workers(context, parent, db.url, p, start, stop, results, counts)
     holder = sampler = bar = maintenance = None
     backends = clients = None
     try:
@@ -350,17 +378,12 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         start_ns = time.time_ns()
         clock.value = start_ns
         start.set()
-        holder = soak_holders.Holder(db.url, p.holder, p.pin_from, p.pin_to, began, p.mitigation).start()
+        holder = soak_holders.Holder(db.url, p.holder, p.pin_from, p.release_at, began, p.mitigation).start()
         sampler = Sampler(db.url, began).start()
         maintenance = soak_partitions.Maintenance(db.url, began, made, autovacuum_options(p.mitigation)).start() \
             if made else None
         bar = _progress(p, progress)
-        while (left := p.seconds - (time.monotonic() - began)) > 0:
-            time.sleep(min(1.0, left))
-            if bar is not None:
-                bar.update(1)
-            if not all(proc.is_alive() for proc in processes):
-                break
+        release = _run_until_done(p, began, counts, holder, processes, bar)
         ended_s = time.monotonic() - began
         stop.set()
         got = soak_processes.collect(results, len(processes), STOP_GRACE_S + 10)
@@ -380,9 +403,73 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         raise RuntimeError("a soak process failed: " + got["errors"][0])
     flushes = flush_figures(db, settings, wal_before, wal_after)
     errors = {"sampler": sampler.error if sampler is not None else None,
+              "samples_missed": dict(sampler.missed) if sampler is not None else None,
               "partitions": maintenance.error if maintenance is not None else None}
     return _measured(p, rate, sustained, got, events, samples, partitions, start_ns, ended_s, settings | flushes,
-                     client_share, server_share, errors)
+                     client_share, server_share, errors, release)
+
+
+class LiveSeries:
+    """The backlog at the end of each whole second, from the shared counts, as the run goes: the rule's
+    fall-behind onset (harness.experiments.soak.outcomes) read live, to end a hold once the queue fell behind."""
+
+    def __init__(self):
+        self.seconds: list[float] = []
+        self.arrived: list[int] = []  # in the second
+        self.backlog: list[int] = []  # at its end
+        self._arrived_so_far = 0
+
+    def add(self, second: float, arrived: int, claimed: int) -> None:
+        self.seconds.append(second)
+        self.arrived.append(arrived - self._arrived_so_far)
+        self.backlog.append(arrived - claimed)
+        self._arrived_so_far = arrived
+
+    def fell_behind(self, pin_from: float) -> bool:
+        seconds = np.array(self.seconds, float)
+        before = (seconds >= soak_outcomes.WARMUP_S) & (seconds < pin_from)
+        level = soak_outcomes.behind_level(np.array(self.backlog)[before], np.array(self.arrived)[before])
+        return soak_outcomes.onset(np.array(self.backlog) > level, seconds, pin_from, math.inf,
+                                   soak_outcomes.BEHIND_RUN_S) is not None
+
+
+def _run_until_done(p: SoakParameters, began: float, counts, holder, processes, bar) -> dict:
+    """Wait out the run: to p.seconds, or with hold_until_failure until RECOVER_WITHIN_S and HOLD_S after the
+    release (the recovery the rule watches for), the hold released once the queue fell behind, at its cap, or where
+    the server ended it first (a timeout). A control (nothing held) that did not fall behind ends at the cap: it has
+    nothing to recover from. Returns when the hold was released (s from the start) and why."""
+    live = LiveSeries()
+    end_at = p.seconds
+    release = {"at_s": p.release_at, "because": "hold_max" if p.hold_until_failure else "pin_to"}
+    waiting = p.hold_until_failure  # for the queue to fall behind, or the cap
+    watch_s = soak_outcomes.RECOVER_WITHIN_S + soak_outcomes.HOLD_S
+    second = 1
+    while (now := time.monotonic() - began) < end_at:
+        time.sleep(max(0.0, min(second, end_at) - now))
+        now = time.monotonic() - began
+        if now >= second:
+            with counts.get_lock():
+                arrived, claimed = counts[soak_processes.ARRIVED], counts[soak_processes.CLAIMED]
+            live.add(second - 1, arrived, claimed)
+            second += 1
+            if bar is not None:
+                bar.update(1)
+        if waiting:
+            behind = now >= p.pin_from and live.fell_behind(p.pin_from)
+            ended = [event["t_s"] for event in holder.events if event["event"] == "ended_early"]
+            if behind or ended or now >= p.release_at:
+                waiting = False
+                because = "fell_behind" if behind else "ended_early" if ended else "hold_max"
+                release = {"at_s": min(now, p.release_at, *ended), "because": because}
+                holder.release()
+                nothing_to_watch = p.holder == "none" and because == "hold_max"
+                end_at = min(p.seconds, release["at_s"] + (0.0 if nothing_to_watch else watch_s))
+                if bar is not None:
+                    bar.total = int(math.ceil(end_at))
+                    bar.refresh()
+        if not all(proc.is_alive() for proc in processes):
+            break
+    return release
 
 
 def flush_figures(db: database.Database, settings: dict, before: tuple[int, float], after: tuple[int, float]) -> dict:
@@ -424,7 +511,7 @@ def _progress(p: SoakParameters, progress: bool):
 
 def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict, events: list[dict],
               samples: pd.DataFrame, partitions: pd.DataFrame, start_ns: int, ended_s: float, settings: dict,
-              client_share: dict, server_share: dict, errors: dict) -> Measured:
+              client_share: dict, server_share: dict, errors: dict, release: dict) -> Measured:
     ids, due, committed = got.get("arrivals", (np.array([], np.int64),) * 3)
     workers = got["workers"]
     job_ids = np.concatenate([w[1] for w in workers]) if workers else np.array([], np.int64)
@@ -435,26 +522,30 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
                            "job_id": job_ids, "returned_ns": returned, "claim_ms": took_ms})
     arrivals = pd.DataFrame({"job_id": ids, "due_ns": due, "committed_ns": committed})
     series = soak_outcomes.per_second(committed, returned, took_ms, start_ns, ended_s)
+    pin_to = release["at_s"]  # the release: pin_to, or where hold_until_failure let go
     seconds = (returned - start_ns) / 1e9
     window_ms = {"before": took_ms[(seconds >= soak_outcomes.WARMUP_S) & (seconds < p.pin_from)],
-                 "during": took_ms[(seconds >= p.pin_from) & (seconds < p.pin_to)],
-                 "after": took_ms[seconds >= p.pin_to]}
+                 "during": took_ms[(seconds >= p.pin_from) & (seconds < pin_to)],
+                 "after": took_ms[seconds >= pin_to]}
     shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
     behind = soak_outcomes.arrivals_behind(series, rate)
-    judged = soak_outcomes.judge(series, p.pin_from, p.pin_to, ended_s, behind, activity.cpu_bound(*shares))
+    judged = soak_outcomes.judge(series, p.pin_from, pin_to, ended_s, behind, activity.cpu_bound(*shares),
+                                 held=p.holder != "none")
     samples = samples[samples["t_s"] <= ended_s]  # not the seconds the processes took to stop
     # pickup: a claimed job's claim return minus its due time (open loop: lateness of the arrivals counts)
     due_by_id = pd.Series(due, index=ids)
     pickup_ms = (claims["returned_ns"] - claims["job_id"].map(due_by_id)) / 1e6
     claims["pickup_ms"] = pickup_ms
-    parts = soak_outcomes.windows(series, p.pin_from, p.pin_to)
+    parts = soak_outcomes.windows(series, p.pin_from, pin_to)
     ended_early = [e for e in events if e["event"] == "ended_early"]
     summary = {
         "shape": p.shape, "strategy": p.strategy, "library": None, "rate": rate, "rate_asked": p.rate,
         "sustained_rate": sustained["sustained_rate"] if sustained else None,
         "sustained_rate_is_lower_bound": sustained["lower_bound"] if sustained else None, "workers": p.workers,
-        "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": p.pin_to,
-        "pin_s": p.pin_to - p.pin_from, "job_ms": p.job_ms, "history_rows": p.history_rows,
+        "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": pin_to,
+        "pin_s": pin_to - p.pin_from, "hold_until_failure": p.hold_until_failure,
+        "hold_asked": p.release_at - p.pin_from, "released_because": release["because"],
+        "job_ms": p.job_ms, "history_rows": p.history_rows,
         "mitigation": p.mitigation, "repeat": p.repeat,
         "mitigation_setting": soak_holders.SESSION_SETTINGS.get(p.mitigation),  # the server setting it is, if one
         # a server not started here keeps its own storage: what it is is not known here
@@ -477,9 +568,10 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
         "partitions_dropped": int((partitions["event"] == "dropped").sum()) if p.shape == "partitioned" else None,
         "partition_ddl_waited": int(partitions["event"].str.endswith("_waited").sum())
         if p.shape == "partitioned" else None,
-        **{key: judged[key] for key in ("verdict", "verdict_if_judged", "recovered_s", "keeps_up", "p99_within",
-                                        "claim_p99_ms_before_max", "claim_p99_ms_during_median", "backlog_level",
-                                        "watched_after_s")},
+        **{key: judged[key] for key in soak_outcomes.judged_keys()},
+        **{f"{column}_at_fall_behind": soak_sampler.at(samples, p.pin_from + judged["seconds_to_fall_behind"], column)
+           if judged["seconds_to_fall_behind"] is not None else None
+           for column in ("buffers_per_claim", "horizon_age_s", "n_dead_tup")},
         "arrivals_behind": behind,
         "client_runnable_share": shares[0], "client_running_share": shares[1], "backend_runnable_share": shares[2],
         "cpu_bound": activity.cpu_bound(*shares), "cpu_bound_side": activity.cpu_bound_side(*shares),
@@ -487,7 +579,7 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
     checks = {"every_process_reported": "arrivals" in got and len(workers) == p.workers,
               "no_job_claimed_twice": summary["duplicate_jobs"] == 0,
               "every_claimed_job_arrived": bool(claims["pickup_ms"].notna().all()),
-              "sampled": errors["sampler"] is None and len(samples) > 0,
+              "sampled": soak_sampler.covered(samples, ended_s),
               "partitions_kept": errors["partitions"] is None}
     checks["passed"] = all(checks.values())
     return Measured(
@@ -523,16 +615,21 @@ def summarise(run: Run) -> dict:
 
 
 SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_sync_ms_per_sync", "pg_test_fsync_ms",
-         "rate",
-         "rate_asked", "sustained_rate", "workers", "seconds", "holder", "pin_s",
+         "rate", "rate_asked", "sustained_rate", "workers", "seconds", "holder", "pin_from", "pin_s",
+         "hold_until_failure", "hold_asked", "released_because",
          "mitigation", "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
          "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",
          "claimed_per_s_during", "claimed_per_s_after", "claim_p99_ms_before", "claim_p99_ms_during",
          "claim_p99_ms_after", "dead_tuples_max", "horizon_age_max_s", "table_bytes_max", "index_bytes_max",
-         "autovacuum_runs", "recovered_s", "verdict", "arrivals_behind", "cpu_bound",
+         "buffers_per_claim_max", "autovacuum_runs",
+         # the rule's onsets, from the hold's start, and what the hold kept at them (harness.experiments.soak.outcomes)
+         "claim_level_ms", "backlog_level", "seconds_to_slow", "seconds_to_fall_behind", "unremovable_at_slow",
+         "unremovable_at_fall_behind", "buffers_per_claim_at_fall_behind", "horizon_age_s_at_fall_behind",
+         "held_s", "held_without_failing", "recovered_s", "verdict", "arrivals_behind", "cpu_bound",
          # a job library's run (harness.experiments.soak.library) judges each job's pickup in place of the claim
-         "latency", "library_version", "finished_jobs", "pickup_p99_ms_before", "pickup_p99_ms_during",
-         "pickup_p99_ms_after", "jobs_claimed_again", "jobs_waiting_at_end", "worker_exits", "worker_restarts")
+         "latency", "library_version", "finished_jobs", "pickup_level_ms", "pickup_p99_ms_before",
+         "pickup_p99_ms_during", "pickup_p99_ms_after", "jobs_claimed_again", "jobs_waiting_at_end", "worker_exits",
+         "worker_restarts")
 
 
 def show_runs(paths, as_json: bool) -> None:
@@ -542,18 +639,22 @@ def show_runs(paths, as_json: bool) -> None:
         if as_json:
             print(json.dumps({key: summary.get(key) for key in (*SHOWN, "pg_version")}))
             continue
-        recovered = "-" if summary["recovered_s"] is None else f"{summary['recovered_s']:.0f} s"
         latency = summary.get("latency") or "claim"
         arm = f"{summary['shape']:<15} {summary['strategy']:<11}" if summary.get("library") is None \
             else f"{summary['library']:<27}"
         print(f"{arm} {summary['holder']:<19} "
-              f"{summary['rate']:g} jobs/s x {summary['workers']}  backlog max {summary['backlog_max']}  "
+              f"{summary['rate']:g} jobs/s x {summary['workers']}  held {summary['held_s']:.0f} s  "
               f"{latency} p99 {_ms(summary[f'{latency}_p99_ms_before'])} / "
-              f"{_ms(summary[f'{latency}_p99_ms_during'])} / "
-              f"{_ms(summary[f'{latency}_p99_ms_after'])} ms  dead max {summary['dead_tuples_max']}  "
-              f"recovered {recovered}  {summary['verdict']}"
+              f"{_ms(summary[f'{latency}_p99_ms_during'])} / {_ms(summary[f'{latency}_p99_ms_after'])} ms  "
+              f"slow at {_s(summary['seconds_to_slow'])}  behind at {_s(summary['seconds_to_fall_behind'])}  "
+              f"backlog max {summary['backlog_max']}  recovered {_s(summary['recovered_s'])}  "
+              f"{summary['verdict'].replace('_', ' ')}"
               + ("  ARRIVALS BEHIND" if summary["arrivals_behind"] else "")
               + ("  cpu-bound" if summary["cpu_bound"] else ""))
+
+
+def _s(value) -> str:
+    return "-" if value is None else f"{value:.0f} s"
 
 
 def _ms(value) -> str:

@@ -20,6 +20,7 @@ JOBS = f"{SCHEMA}.jobs"
 BATCH = 10  # skip_locked_batch: the jobs one claim takes at most, each run and finished in turn
 POLL_S = 0.05  # a worker that found the queue empty waits this long before it asks again
 STOP_GRACE_S = 5.0
+ARRIVED, CLAIMED = 0, 1  # the places in a run's shared counts
 INSERT_MAX = 1000  # jobs in one arrivals statement at most: a late schedule catches up in steps
 
 FINISH_SQL = {"history": f"UPDATE {JOBS} SET status = 'done' WHERE id = $1",
@@ -36,9 +37,10 @@ def session(url: str, name: str, synchronous_commit: str):
 
 
 def arrivals_main(parent_pid: int, url: str, rate: float, synchronous_commit: str, clock, start, stop,
-                   results) -> None:
+                  results, counts=None) -> None:
     """Insert every job as soon as it is due (open loop), job k at clock + k / rate (the run's start, as the harness
-    set it before the start: not this process's waking up); put (ids, due ns, committed ns) on results."""
+    set it before the start: not this process's waking up); put (ids, due ns, committed ns) on results. counts: a
+    shared (arrived, claimed) pair the harness reads live; the arrivals add to the first."""
     die_with_parent(parent_pid)
     try:
         conn = session(url, "claimrace-soak-arrivals", synchronous_commit)
@@ -59,6 +61,9 @@ def arrivals_main(parent_pid: int, url: str, rate: float, synchronous_commit: st
             due.extend(began + int((sent + k) / rate * 1e9) for k in range(owed))
             committed.extend([now] * owed)
             sent += owed
+            if counts is not None:
+                with counts.get_lock():
+                    counts[ARRIVED] += owed
         results.put(("arrivals", np.array(ids, dtype=np.int64), np.array(due, dtype=np.int64),
                      np.array(committed, dtype=np.int64)))
         conn.close()
@@ -68,9 +73,9 @@ def arrivals_main(parent_pid: int, url: str, rate: float, synchronous_commit: st
 
 
 def worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_name: str, job_s: float,
-                 synchronous_commit: str, start, stop, results) -> None:
+                synchronous_commit: str, start, stop, results, counts=None) -> None:
     """Claim, run the job, finish it, until stopped; put (job ids, claim return ns, claim statement ns, lost and
-    empty counts) on results."""
+    empty counts) on results. counts: as arrivals_main's; a worker adds the jobs it claimed to the second."""
     die_with_parent(parent_pid)
     try:
         conn = session(url, f"claimrace-soak-worker-{index}", synchronous_commit)
@@ -99,6 +104,9 @@ def worker_main(index: int, parent_pid: int, url: str, shape: str, strategy_name
                     jobs.append(job)
                     returned.append(at)
                     took.append(ended - began)
+                if counts is not None:
+                    with counts.get_lock():
+                        counts[CLAIMED] += len(taken)
                 for job in taken:
                     if job_s:
                         time.sleep(job_s)

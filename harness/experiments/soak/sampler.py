@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import numpy as np
 import pandas as pd
 
 from harness.config import SCHEMA
@@ -37,55 +38,97 @@ def table_sql(table: str) -> str:
 
 
 SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum_count", "table_bytes",
-                  "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim"]
+                  "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim", "explain_ms"]
+COVERED_SHARE = 0.9  # a run sampled this share of its seconds or more passes its "sampled" check
+EXPLAIN_TIMEOUT_S = 30.0  # an EXPLAIN of the claim's read that takes longer is cancelled, and counted as such
 
 
 class Sampler:
-    """The table and the horizon every SAMPLE_S, the claim's read buffers every EXPLAIN_EVERY_S. table: another
-    jobs table (a job library's, harness.experiments.soak.library), whose claim is not explained (read_sql None)."""
+    """The table and the horizon every SAMPLE_S, the claim's read buffers every EXPLAIN_EVERY_S, each on a thread
+    and a connection of its own, so that a slow EXPLAIN (the claims are slowest when it matters) delays no sample
+    of the table. A sample that fails is counted (missed, with its first error) and the next is taken: every sample
+    taken is kept. table: another jobs table (a job library's, harness.experiments.soak.library), whose claim is
+    not explained (read_sql None)."""
 
     def __init__(self, url: str, began: float, table: str = JOBS, read_sql: str | None = READ_SQL):
         self.url, self.began = url, began
         self.table_sql, self.read_sql = table_sql(table), read_sql
         self.rows: list[dict] = []
-        self.error: str | None = None
+        self.explained: list[dict] = []
+        self.error: str | None = None  # the first failure: one that kept a thread from sampling at all, or a sample
+        self.missed = {"table": 0, "explain": 0, "explain_timed_out": 0}
         self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="claimrace-soak-sampler", daemon=True)
+        self.threads = [threading.Thread(target=self._run, args=(self._table, SAMPLE_S, "claimrace-soak-sampler"),
+                                         name="claimrace-soak-sampler", daemon=True)]
+        if read_sql is not None:
+            self.threads.append(threading.Thread(
+                target=self._run, args=(self._explain, EXPLAIN_EVERY_S, "claimrace-soak-explain"),
+                name="claimrace-soak-explain", daemon=True))
 
     def start(self) -> Sampler:
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
         return self
 
-    def _run(self) -> None:
-        try:
-            with database.connect(self.url, application_name="claimrace-soak-sampler") as conn, \
-                    database.connect(self.url, application_name="claimrace-soak-explain") as explain:
-                next_explain = 0.0
-                while True:
-                    t = time.monotonic() - self.began
-                    conn.execute("SELECT pg_stat_clear_snapshot()")
-                    table = conn.execute(self.table_sql).fetchone()
-                    horizon = conn.execute(HORIZON_SQL).fetchone()
-                    buffers = None
-                    if self.read_sql is not None and t >= next_explain:
-                        next_explain = t + EXPLAIN_EVERY_S
-                        plan = explain.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {self.read_sql}")\
-                            .fetchone()[0]
-                        top = plan[0]["Plan"]
-                        buffers = int(top.get("Shared Hit Blocks", 0)) + int(top.get("Shared Read Blocks", 0))
-                    self.rows.append(dict(zip(SAMPLE_COLUMNS, (
-                        round(t, 3), *(None if v is None else int(v) for v in table),
-                        None if horizon[0] is None else int(horizon[0]),
-                        None if horizon[1] is None else float(horizon[1]), buffers))))
-                    if self.stopping.wait(SAMPLE_S):
-                        return
-        except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    def _run(self, sample, every_s: float, name: str) -> None:
+        conn = None
+        while True:
+            t = time.monotonic() - self.began
+            try:
+                if conn is None or conn.closed or conn.broken:
+                    conn = database.connect(self.url, application_name=name)
+                    conn.execute(f"SET statement_timeout = '{EXPLAIN_TIMEOUT_S:g}s'")
+                sample(conn, t)
+            except Exception as exc:
+                kind = "explain" if name.endswith("explain") else "table"
+                timed_out = "statement timeout" in str(exc)
+                self.missed[f"{kind}_timed_out" if timed_out and kind == "explain" else kind] += 1
+                self.error = self.error or f"{type(exc).__name__}: {exc}".splitlines()[0]
+                if conn is not None and not conn.broken:
+                    try:
+                        conn.rollback()
+                    except Exception:
+                        conn = None
+            # the next sample every_s after this one started: a slow one is not followed by a burst
+            if self.stopping.wait(max(0.0, every_s - (time.monotonic() - self.began - t))):
+                if conn is not None:
+                    conn.close()
+                return
+
+    def _table(self, conn, t: float) -> None:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        table = conn.execute(self.table_sql).fetchone()
+        horizon = conn.execute(HORIZON_SQL).fetchone()
+        self.rows.append(dict(zip(SAMPLE_COLUMNS, (
+            round(t, 3), *(None if v is None else int(v) for v in table),
+            None if horizon[0] is None else int(horizon[0]), None if horizon[1] is None else float(horizon[1])))))
+
+    def _explain(self, conn, t: float) -> None:
+        began = time.perf_counter()
+        plan = conn.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {self.read_sql}").fetchone()[0]
+        top = plan[0]["Plan"]
+        self.explained.append({"t_s": round(t, 3), "explain_ms": (time.perf_counter() - began) * 1000,
+                               "buffers_per_claim": int(top.get("Shared Hit Blocks", 0))
+                               + int(top.get("Shared Read Blocks", 0))})
 
     def stop(self) -> pd.DataFrame:
+        """The samples: one row per sample of the table, each EXPLAIN's buffers on the row sampled nearest it."""
         self.stopping.set()
-        self.thread.join(STOP_GRACE_S + 5)
-        return pd.DataFrame(self.rows, columns=SAMPLE_COLUMNS)
+        for thread in self.threads:
+            thread.join(STOP_GRACE_S + EXPLAIN_TIMEOUT_S)
+        rows = pd.DataFrame(self.rows, columns=SAMPLE_COLUMNS).sort_values("t_s").reset_index(drop=True)
+        explained = pd.DataFrame(self.explained, columns=["t_s", "buffers_per_claim", "explain_ms"])
+        if len(rows) and len(explained):
+            nearest = np.abs(rows["t_s"].to_numpy()[:, None] - explained["t_s"].to_numpy()[None, :]).argmin(axis=0)
+            rows["buffers_per_claim"], rows["explain_ms"] = np.nan, np.nan
+            rows.loc[nearest, "buffers_per_claim"] = explained["buffers_per_claim"].to_numpy()
+            rows.loc[nearest, "explain_ms"] = explained["explain_ms"].to_numpy()
+        return rows
+
+
+def covered(samples: pd.DataFrame, ended_s: float) -> bool:
+    """Whether the table was sampled at least COVERED_SHARE of the seconds the run lasted."""
+    return len(samples) >= COVERED_SHARE * ended_s / SAMPLE_S
 
 
 def _max(samples: pd.DataFrame, column: str, kind=int):
@@ -103,6 +146,13 @@ def _increments(samples: pd.DataFrame, column: str) -> int | None:
 def _span(samples: pd.DataFrame, column: str) -> int | None:
     values = samples[column].dropna() if column in samples else ()
     return int(values.max() - values.min()) if len(values) else None
+
+
+def at(samples: pd.DataFrame, t_s: float, column: str):
+    """A column's last value sampled at or before run second t_s (the claim's buffers are read every
+    EXPLAIN_EVERY_S: the last read); None where none was."""
+    values = samples.loc[samples["t_s"] <= t_s + SAMPLE_S, ["t_s", column]].dropna()
+    return None if not len(values) else float(values[column].iloc[-1])
 
 
 def summary(samples: pd.DataFrame) -> dict:

@@ -22,9 +22,10 @@ from harness.errors import UserError
 from harness.experiments.soak import library as library_soak
 from harness.experiments.soak import measure as soak
 from harness.experiments.contract import Kind
-from harness.experiments.contract import Parameters, _sequence, as_float, as_int, one_of, setting
+from harness.experiments.contract import Parameters, _sequence, as_bool, as_float, as_int, one_of, setting
 
 MAX_ARMS = 32  # arms in one section: at a minute or two each, more than a build would wait for
+MAX_REPEATS = 10
 ARM_SETTINGS = tuple(spec.name for spec in dataclasses.fields(soak.SoakParameters) if spec.name != "repeat")
 
 
@@ -37,9 +38,10 @@ def as_arms(name: str, values) -> tuple:
     for index, arm in enumerate(arms, 1):
         if not isinstance(arm, dict):
             raise UserError(f"arm {index} must be a mapping of settings, not {arm!r}")
-        unknown = [key for key in arm if key not in ARM_SETTINGS]
+        unknown = [key for key in arm if key not in (*ARM_SETTINGS, "repeats")]
         if unknown:
-            raise UserError(f"arm {index}: unknown setting {unknown[0]!r} (known: {', '.join(ARM_SETTINGS)})")
+            raise UserError(f"arm {index}: unknown setting {unknown[0]!r} (known: {', '.join(ARM_SETTINGS)}, "
+                            "repeats)")
     return tuple(dict(arm) for arm in arms)
 
 
@@ -54,11 +56,15 @@ class SoakSweep(Parameters):
     pin_from: float = setting(40.0, as_float)
     pin_to: float = setting(80.0, as_float)
     job_ms: float = setting(5.0, as_float)
-    repeats: int = setting(1, as_int)
+    hold_until_failure: bool = setting(False, as_bool)
+    hold_max: float = setting(120.0, as_float)
+    repeats: int = setting(1, as_int)  # each arm's, unless the arm sets its own
 
     def check(self) -> None:
-        if not 1 <= self.repeats <= 10:
-            raise UserError(f"repeats must be between 1 and 10, not {self.repeats}")
+        for index, repeats in enumerate([self.repeats, *(arm.get("repeats", 1) for arm in self.arms)]):
+            if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+                raise UserError(f"{'arm ' + str(index) + ': ' if index else ''}repeats must be between 1 and "
+                                f"{MAX_REPEATS}, not {repeats}")
         for index, arm in enumerate(self.arms, 1):  # each arm's own check: the rate, the window, the bounds
             try:
                 self._arm(arm, 0)
@@ -67,12 +73,14 @@ class SoakSweep(Parameters):
 
     def _arm(self, arm: dict, repeat: int) -> soak.SoakParameters:
         shared = {name: getattr(self, name) for name in ("shape", "strategy", "rate", "workers", "seconds",
-                                                          "pin_from", "pin_to", "job_ms")}
-        return soak.SoakParameters(**(shared | arm), repeat=repeat)
+                                                          "pin_from", "pin_to", "job_ms", "hold_until_failure",
+                                                          "hold_max")}
+        settings = {key: value for key, value in arm.items() if key != "repeats"}
+        return soak.SoakParameters(**(shared | settings), repeat=repeat)
 
     def runs(self) -> list[soak.SoakParameters]:
-        """One run per arm and repeat, arm by arm."""
-        return [self._arm(arm, repeat) for arm in self.arms for repeat in range(self.repeats)]
+        """One run per arm and repeat (the section's repeats, or the arm's own), arm by arm."""
+        return [self._arm(arm, repeat) for arm in self.arms for repeat in range(arm.get("repeats", self.repeats))]
 
 
 def measure_arm(db, p: soak.SoakParameters, run_id: str, progress: bool = False):
