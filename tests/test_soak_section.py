@@ -13,9 +13,16 @@ from harness.article.sections import soak as section, soak_arms
 
 BASE = {"shape": "history", "strategy": "skip_locked", "history_rows": 0, "holder": "none", "mitigation": "none",
         "storage": "tmpfs", "synchronous_commit": "on", "rate_asked": "50%", "workers": 4, "job_ms": 5.0,
-        "pg_version": 16, "sustained_rate": 700.0, "jobs_arrived": 10_000, "verdict": "survives",
-        "verdict_if_judged": "survives", "backlog_max": 3, "cpu_bound": False, "seconds": 70.0, "pin_from": 20.0,
-        "pin_to": 40.0, "pin_s": 20.0, "repeat": 0, "rate": 350.0, "mitigation_setting": None}
+        "pg_version": 16, "sustained_rate": 700.0, "jobs_arrived": 10_000, "verdict": "held_without_failing",
+        "verdict_if_judged": "held_without_failing", "backlog_max": 3, "cpu_bound": False, "seconds": 70.0,
+        "pin_from": 20.0, "pin_to": 40.0, "pin_s": 20.0, "held_s": 20.0, "hold_asked": 20.0,
+        "hold_until_failure": False, "seconds_to_slow": None, "seconds_to_fall_behind": None, "recovered_s": None,
+        "claim_level_ms": 0.5, "claim_p99_ms_during": 1.0, "dead_tuples_max": 100, "unremovable_at_fall_behind": None,
+        "ended_s": 70.0, "repeat": 0, "rate": 350.0, "mitigation_setting": None}
+SLOWED = {"holder": "repeatable_read", "verdict": "slowed", "verdict_if_judged": "slowed", "seconds_to_slow": 3.0}
+BEHIND = SLOWED | {"verdict": "fell_behind", "verdict_if_judged": "fell_behind", "seconds_to_fall_behind": 6.0,
+                   "recovered_s": 12.0}
+HELD = {"holder": "repeatable_read"}
 
 
 def runs(*arms: dict) -> pd.DataFrame:
@@ -40,7 +47,7 @@ def test_each_arm_is_read_against_the_arm_that_differs_in_one_setting():
                  {"holder": "repeatable_read", "storage": "disk"}, {"holder": "repeatable_read", "workers": 8},
                  {"shape": "delete", "holder": "repeatable_read"},
                  {"holder": "repeatable_read", "storage": "disk", "synchronous_commit": "off"},
-                 {"holder": "repeatable_read", "repeat": 1}, {"holder": "repeatable_read", "pin_to": 50.0},
+                 {"holder": "repeatable_read", "repeat": 1}, {"holder": "repeatable_read", "hold_asked": 30.0},
                  {"holder": "repeatable_read", "storage": "not known (a server not started here)"})
     assert section.reference(frame, 0) is None  # a control is read against nothing
     assert section.reference(frame, 1) == 0  # held: its control
@@ -133,12 +140,16 @@ def test_c9_has_a_verdict_per_volume_and_is_not_measured_without_both_controls()
     assert c9.verdict == NOT_MEASURED
 
 
-def test_the_worst_held_arm_is_the_one_that_spiralled_then_the_highest_backlog():
-    frame = runs({}, {"holder": "repeatable_read", "verdict": "degrades", "backlog_max": 900},
-                 {"holder": "repeatable_read", "verdict": "spirals", "backlog_max": 50},
-                 {"holder": "repeatable_read", "verdict": "spirals", "backlog_max": 80, "storage": "disk"})
-    assert section.worst_held(frame) == 2  # disk arms are the storage table's, not the anchors'
-    assert section.worst_held(runs({})) is None
+def test_the_worst_held_arm_is_the_confirmed_one_that_fell_behind_soonest():
+    frame = runs({}, SLOWED | {"seconds_to_slow": 1.0},  # slowed soonest, never fell behind
+                 {"shape": "delete"}, {"shape": "delete"} | BEHIND | {"seconds_to_fall_behind": 8.0},
+                 {"shape": "partitioned"}, {"shape": "partitioned"} | BEHIND,
+                 {"shape": "delete"} | BEHIND | {"storage": "disk", "seconds_to_fall_behind": 1.0})
+    assert section.worst_held(frame) == 5  # disk arms are the storage table's, not the anchors'
+    control_too = frame.copy()  # the control fell behind as soon: the hold's part is not confirmed
+    control_too.loc[4, ["seconds_to_slow", "seconds_to_fall_behind"]] = [3.0, 6.0]
+    assert section.worst_held(control_too) == 3
+    assert section.worst_held(runs({})) is None and section.worst_held(runs({}, HELD)) is None
 
 
 @pytest.mark.parametrize("flags, said", [
@@ -149,34 +160,62 @@ def test_a_run_not_judged_says_why_and_what_the_rule_said(flags, said):
     row = pd.Series(BASE | {"verdict": "not_judged", "verdict_if_judged": "spirals"} | flags)
     assert section.verdict_text(row) == said
     assert section.verdict_text(pd.Series(BASE | {"verdict": "cut_off"})) == "cut off"
+    assert section.verdict_text(pd.Series(BASE)) == "held 20 s without failing"
 
 
 @pytest.mark.parametrize("held, control, verdict", [
-    ("degrades", "survives", CONFIRMED),
-    ("spirals", "survives", CONFIRMED),
-    ("cut_off", "survives", CONFIRMED),
-    ("survives", "survives", CORRECTED),
-    ("degrades", "degrades", NOT_DISTINGUISHABLE),
-    ("not_judged", "survives", NOT_MEASURED),
-    ("degrades", "not_judged", NOT_MEASURED),
+    ([3.0, 5.0, 9.0], [None, None, None], CONFIRMED),  # every repeat slowed, 10 s or more before the control's 20 s
+    ([3.0, 5.0, 11.0], [None, None, None], NOT_DISTINGUISHABLE),  # the latest within the margin of the control's
+    ([3.0, 3.0], [12.0, None], NOT_DISTINGUISHABLE),  # a control slowed too, within the margin of the latest
+    ([3.0, 3.0], [13.0, None], CONFIRMED),  # a control slowed, but 10 s later: the hold made a difference
+    ([None, None, None], [None, None, None], CORRECTED),  # held its 20 s without slowing, every repeat
+    ([None, None], [2.0, 2.0], CORRECTED),  # the hold did not slow it, though the table slowed on its own
+    ([3.0, None, 4.0], [None, None, None], NOT_DISTINGUISHABLE),  # the repeats disagree
 ])
-def test_a11_each_held_arm_is_read_against_its_control(held, control, verdict):
-    assert section.held_against_control({"verdict": held}, {"verdict": control}) == verdict
-    assert section.held_against_control({"verdict": held}, None) == NOT_MEASURED
+def test_a_held_arm_decides_over_its_repeats_against_its_controls_by_a_margin(held, control, verdict):
+    frame = runs(*[HELD | {"seconds_to_slow": at, "repeat": i} for i, at in enumerate(held)],
+                 *[{"seconds_to_slow": at, "repeat": i} for i, at in enumerate(control)])
+    held_at, control_at = list(range(len(held))), list(range(len(held), len(held) + len(control)))
+    assert soak_arms.hold_part(frame, held_at, control_at) == verdict
+    assert soak_arms.hold_part(frame, held_at, []) == NOT_MEASURED
+    not_judged = frame.copy()
+    not_judged.loc[0, "verdict"] = "not_judged"
+    assert soak_arms.hold_part(not_judged, held_at, control_at) == NOT_MEASURED
+
+
+@pytest.mark.parametrize("slow, behind, part", [
+    ((3.0, 4.0), (None, None), CONFIRMED),  # slowed well before the control
+    ((3.0, 12.0), (8.0, 9.0), CONFIRMED),  # slowed within the margin of a control, but fell behind well before
+    ((3.0, 12.0), (None, 9.0), NOT_DISTINGUISHABLE),  # neither onset beyond the margin in every repeat
+    ((None, None), (None, None), CORRECTED),  # neither within its hold, every repeat
+])
+def test_a_held_arm_s_part_is_confirmed_on_either_onset_and_corrected_only_on_both(slow, behind, part):
+    frame = runs(*[HELD | {"seconds_to_slow": s_, "seconds_to_fall_behind": b, "repeat": i}
+                   for i, (s_, b) in enumerate(zip(slow, behind))],
+                 {"seconds_to_slow": 14.0}, {"seconds_to_slow": 14.0, "repeat": 1})
+    assert soak_arms.held_part(frame, [0, 1], [2, 3]) == part
+
+
+def test_an_onset_over_repeats_says_its_span_and_the_holds_without_it():
+    frame = runs(SLOWED, SLOWED | {"seconds_to_slow": 7.0}, HELD)
+    assert soak_arms.onset_text(frame, [0, 1], "seconds_to_slow") == "3 to 7 s"
+    assert soak_arms.onset_text(frame, [0, 2], "seconds_to_slow") == "3 s; none in 20 s"
+    assert soak_arms.onset_text(frame, [2], "seconds_to_fall_behind") == "none in 20 s"
 
 
 def test_a11_has_a_part_per_held_arm_the_worst_decides_and_a_timeout_is_read_against_its_arm():
-    frame = runs({}, {"holder": "repeatable_read", "verdict": "degrades"},
-                 {"shape": "delete"}, {"shape": "delete", "holder": "repeatable_read", "verdict": "survives"},
-                 {"holder": "repeatable_read", "mitigation": "idle_timeout", "verdict": "survives",
-                  "mitigation_setting": "idle_in_transaction_session_timeout"},
-                 {"holder": "repeatable_read", "storage": "disk", "verdict": "spirals"},
-                 {"shape": "partitioned", "holder": "repeatable_read", "verdict": "spirals"})  # no control stored
+    frame = runs({}, BEHIND,
+                 {"shape": "delete"}, {"shape": "delete"} | HELD,
+                 HELD | {"mitigation": "idle_timeout", "mitigation_setting": "idle_in_transaction_session_timeout",
+                         "pin_ended_early_s": 25.0},
+                 BEHIND | {"storage": "disk", "verdict": "spirals"},
+                 {"shape": "partitioned"} | BEHIND)  # no control stored
     _, a11 = section.findings({"soak": loaded(frame, {})})
     assert a11.parts == (("history, repeatable read", CONFIRMED), ("delete, repeatable read", CORRECTED),
                          ("partitioned, repeatable read", NOT_MEASURED))
     assert a11.verdict == CORRECTED and "1 of 2 held arms that decide slowed" in a11.ours
     assert a11.values["mitigation_helped"] == "True" and a11.values["mitigated_arm"] == "history"
+    assert a11.values["mitigated_hold"] == "5 s" and a11.values["mitigated_verdict"] == "held 20 s without failing"
     assert "50% of the rate" in a11.ours and "350 jobs/s" in a11.ours
     _, a11 = section.findings({"soak": loaded(frame.iloc[:2], {})})
     assert a11.verdict == CONFIRMED and not a11.parts and "mitigation_helped" not in a11.values
@@ -186,17 +225,17 @@ def test_a11_has_a_part_per_held_arm_the_worst_decides_and_a_timeout_is_read_aga
     autovacuum.loc[4, ["mitigation", "mitigation_setting"]] = ["autovacuum", None]
     assert "mitigation_helped" not in section.findings({"soak": loaded(autovacuum, {})})[1].values
     slowed_alone = frame.copy()  # the timeout's arm must be one the hold slowed, not the table on its own
-    slowed_alone.loc[0, "verdict"] = "degrades"
+    slowed_alone.loc[0, ["seconds_to_slow", "seconds_to_fall_behind"]] = [4.0, 7.0]
     assert "mitigation_helped" not in section.findings({"soak": loaded(slowed_alone, {})})[1].values
     hurt = frame.copy()
-    hurt.loc[4, "verdict"] = "degrades"
+    hurt.loc[4, ["verdict", "verdict_if_judged", "seconds_to_fall_behind"]] = ["fell_behind", "fell_behind", 2.0]
     assert section.findings({"soak": loaded(hurt, {})})[1].values["mitigation_helped"] == "False"
     fixed = frame.iloc[:2].assign(rate_asked=100.0)
     assert "100 jobs/s;" in section.findings({"soak": loaded(fixed, {})})[1].ours
 
 
 def test_a11_says_how_many_runs_of_each_arm_its_verdict_rests_on():
-    once = runs({}, {"holder": "repeatable_read", "verdict": "degrades"})
+    once = runs({}, SLOWED)
     assert "; one run of each arm)" in section.findings({"soak": loaded(once, {})})[1].ours
     twice = pd.concat([once, once.assign(repeat=1)], ignore_index=True)
     a11 = section.findings({"soak": loaded(twice, {})})[1]
@@ -204,17 +243,29 @@ def test_a11_says_how_many_runs_of_each_arm_its_verdict_rests_on():
 
 
 @pytest.mark.parametrize("second, verdict", [
-    ("degrades", CONFIRMED),  # both repeats slowed where the control did not
-    ("survives", NOT_DISTINGUISHABLE),  # one slowed, one did not: the repeats disagree
+    (4.0, CONFIRMED),  # both repeats slowed and fell behind well before the control
+    (None, NOT_DISTINGUISHABLE),  # one slowed and fell behind, one did neither: the repeats disagree
 ])
 def test_a11_reads_an_arm_over_its_repeats_and_decides_only_where_they_agree(second, verdict):
-    frame = runs({}, {"holder": "repeatable_read", "verdict": "spirals"},
-                 {"shape": "delete"}, {"shape": "delete", "holder": "repeatable_read", "verdict": "survives"})
+    frame = runs({}, BEHIND, {"shape": "delete"}, {"shape": "delete"} | HELD)
     again = frame.assign(repeat=1)
-    again.loc[1, "verdict"] = second
+    again.loc[1, ["seconds_to_slow", "seconds_to_fall_behind"]] = [second, second]
     a11 = section.findings({"soak": loaded(pd.concat([frame, again], ignore_index=True), {})})[1]
     assert a11.parts == (("history, repeatable read", verdict), ("delete, repeatable read", CORRECTED)), a11.parts
     assert f"{1 if verdict == CONFIRMED else 0} of {2 if verdict == CONFIRMED else 1} held arms" in a11.ours
+
+
+def test_the_lead_table_has_a_row_per_held_arm_over_its_repeats_beside_its_control():
+    frame = runs({}, BEHIND, {"repeat": 1}, BEHIND | {"repeat": 1, "seconds_to_fall_behind": 9.0,
+                                                       "recovered_s": None, "verdict": "spirals"})
+    rows = section.verdict_rows(loaded(frame, {}))
+    assert len(rows) == 1
+    row = rows.iloc[0]
+    assert (row["runs"], row["slowed at"], row["fell behind at"], row["the hold's part"]) == \
+        ("2", "3 s", "6 to 9 s", "confirmed")
+    assert row["recovered after the release"] == "12 s; 1 not back by the run's end"
+    assert row["its control: slowed at / fell behind at"] == "none in 20 s / none in 20 s"
+    assert row["verdict"] == "fell behind (1 of 2); spirals (1 of 2)"
 
 
 def test_the_timeline_draws_each_held_arm_beside_its_control_and_marks_a_cpu_bound_one():

@@ -93,7 +93,7 @@ OTHER_CLAIMS = anchor("Other ways to claim")
 LATENCY = anchor("What does a network round trip change?")
 LIBRARIES = anchor("What the job libraries do")
 WORKER_DIES = anchor("When a worker dies")
-LONG_RUNNING = anchor("When the queue runs for hours")
+LONG_RUNNING = anchor("When a transaction holds the horizon")
 
 # --------------------------------------------------------------------------- the original's figures
 

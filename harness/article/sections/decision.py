@@ -125,7 +125,7 @@ def pooler_row(found: dict[str, Finding], version: str) -> dict:
 
 def horizon_row(found: dict[str, Finding]) -> dict:
     """A timeout on long transactions: where a held horizon slowed some table whose control did not (a confirmed
-    part of A11) and the timeout turned that arm into one that survives. Where the timeout did not save it, the row
+    part of A11) and the timeout kept that arm from falling behind. Where the timeout did not save it, the row
     says so instead of advising it."""
     a11 = found.get("A11")
     parts = a11.parts if a11 is not None and a11.parts else ((a11.id, a11.verdict),) if a11 is not None else ()

@@ -1,4 +1,4 @@
-"""The subsection "On a disk" of "When the queue runs for hours": the sweep's strategies raced with the server's data
+"""The subsection "On a disk" of "When a transaction holds the horizon": the sweep's strategies raced with the server's data
 on a disk, where each claim's commit waits for its WAL flush with the row lock held, beside the sweep's own races on
 tmpfs at the same points (harness.experiments.race.trials, storage "disk")."""
 

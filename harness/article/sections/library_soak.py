@@ -1,4 +1,4 @@
-"""The job libraries under the soak, in the section "When the queue runs for hours": each library's own workers on
+"""The job libraries under the soak, in the section "When a transaction holds the horizon": each library's own workers on
 its own table, jobs arriving through its own enqueue, a transaction holding the horizon for part of the run
 (harness.experiments.soak.library), each held arm read against its control by the soak's rule on each job's
 pickup (A12).
@@ -21,8 +21,8 @@ READS = ("library_soak",)
 UPSTREAM = ()
 say = Sentences(NAME)
 
-COLUMNS = ("library", "its finished jobs", "held by", "jobs/s", "pickup p99 ms: before / during",
-           "dead tuples at most", "backlog at most", "verdict", "its control")
+COLUMNS = ("library", "its finished jobs", "held by", "jobs/s", "pickup ms before the hold", "slowed at",
+           "fell behind at", "dead tuples at most", "backlog at most", "verdict", "its control")
 
 
 def load(reads: dict, loaded: dict) -> arms.Loaded | None:
@@ -41,14 +41,13 @@ def finished_label(row) -> str:
 
 def a12_library_pickup(loaded: dict):
     mine = loaded.get(NAME)
-    pairs = arms.held_arms(mine.summaries) if mine is not None else []
-    if not pairs:
+    groups = arms.held_groups(mine.summaries) if mine is not None else []
+    if not groups:
         return not_measured("A12", say("A12.not_measured"))
     runs = mine.summaries
-    parts = arms.over_repeats([
-        (f"{library_label(runs.iloc[h])}, {say('finished.part', finished=finished_label(runs.iloc[h]))}",
-         arms.held_against_control(runs.iloc[h], arms.row_at(runs, c))) for h, c in pairs])
-    held = runs.iloc[[h for h, _ in pairs]]
+    parts = [(f"{library_label(runs.iloc[h[0]])}, {say('finished.part', finished=finished_label(runs.iloc[h[0]]))}",
+              arms.held_part(runs, h, c)) for h, c in groups]
+    held = runs.iloc[[p for h, _ in groups for p in h]]
     decided = [v for _, v in parts if v in (CONFIRMED, CORRECTED)]
     values = {"slowed": count(decided.count(CONFIRMED)), "decided": count(len(decided)),
               "pin": join(sorted({f"{s:g} s" for s in held["pin_s"]})),
@@ -57,7 +56,8 @@ def a12_library_pickup(loaded: dict):
               "libraries": join(sorted({library_label(row) for _, row in held.iterrows()})),
               "workers": join([str(w) for w in sorted(set(held["workers"]))]),
               "pg": join([str(v) for v in sorted(set(held["pg_version"]))]), "runs": arms.runs_each(held)}
-    return make_finding("A12", arms.worst_part(v for _, v in parts), say("A12.ours", **values), say("A12.note"), values,
+    return make_finding("A12", arms.worst_part(v for _, v in parts), say("A12.ours", **values),
+                        say("A12.note", margin=f"{arms.PRACTICAL_MARGIN_S:g} s"), values,
                         parts=tuple(parts) if len(parts) > 1 else ())
 
 
@@ -82,7 +82,8 @@ def rows(mine: arms.Loaded) -> pd.DataFrame:
         row = runs.iloc[position]
         frame.append(dict(zip(COLUMNS, (
             library_label(row), finished_label(row), arms.held_label(row), number(row["rate"], 0),
-            f"{number(row['pickup_p99_ms_before_max'], 0)} / {number(row['pickup_p99_ms_during_median'], 0)}",
+            number(row["pickup_level_ms"], 0), arms.onset_text(runs, [position], "seconds_to_slow"),
+            arms.onset_text(runs, [position], "seconds_to_fall_behind"),
             count(row["dead_tuples_max"]), count(row["backlog_max"]), arms.verdict_text(row),
             DASH if row["holder"] == "none" else _control_verdict(runs, position)))))
     return pd.DataFrame(frame, columns=list(COLUMNS))
@@ -131,7 +132,8 @@ def library_table(loaded: dict) -> str:
     if mine is None:
         return ""
     runs = mine.summaries
-    caption = say("caption", rates=load_said(runs),
+    caption = say("caption", rates=load_said(runs), factor=f"{soak_outcomes.SLOW_FACTOR:g}",
+                  slow_run=f"{soak_outcomes.SLOW_RUN_S}",
                   workers=join([str(w) for w in sorted(set(runs["workers"]))]),
                   job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]), steps=arrival_steps(mine))
     return table(rows(mine), caption=caption, css_class="wide")

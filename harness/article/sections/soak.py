@@ -1,4 +1,4 @@
-"""The section "When the queue runs for hours": jobs arriving at a steady rate for a minute or more, a transaction
+"""The section "When a transaction holds the horizon": jobs arriving at a steady rate for a minute or more, a transaction
 holding the MVCC horizon for part of it, each arm's verdict read against the arm it differs from in one setting
 (harness.experiments.soak.measure, harness.experiments.soak.outcomes), and C9 from tables that keep their history.
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 
+import numpy as np
 import pandas as pd
 
 from harness.article.compare import alike, alike_margin_said
@@ -21,10 +22,11 @@ from harness.article.findings import (CONFIRMED, CONFIRMED_IN_PART, CORRECTED, N
                                       NOT_REPRODUCED, make_finding, not_measured)
 from harness.article.formats import DASH, count, ms, number, span
 from harness.article.prose import join, numbered, table
-from harness.article.sections.soak_arms import (LOAD, Loaded, arm_label, base_arm, held_against_control,
-                                                held_and_controls, held_arms, held_label, load_runs, on_disk,
-                                                over_repeats, reference, repeat_label, row_at, runs_each, verdict_text,
-                                                worst_part)
+from harness.article.sections.soak_arms import (LOAD, PRACTICAL_MARGIN_S, Loaded, arm_label, base_arm,
+                                                held_groups, held_part, held_label, load_runs, on_disk, onset_text,
+                                                reference, repeat_label, row_at, runs_each, verdict_text,
+                                                verdicts_text, worst_part)
+from harness.article.sections.soak_arms import onsets as _onsets
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.stats import percentile_ratio_interval
@@ -53,8 +55,6 @@ ANCHORS = (
      "seen": "155k backlog, lock time over 300 ms, 383k dead tuples; one at a time: no backlog, about 2 ms, "
              "dead tuples cycling 0 to 23k"},
 )
-VERDICT_ORDER = (soak_outcomes.SPIRALS, soak_outcomes.CUT_OFF, soak_outcomes.DEGRADES, soak_outcomes.SURVIVES,
-                 soak_outcomes.NOT_JUDGED)
 
 
 def load(reads: dict, loaded: dict) -> Loaded | None:
@@ -175,6 +175,11 @@ def c9_held_history(loaded: dict):
 # --------------------------------------------------------------------------- A11
 
 
+def _group_of(runs: pd.DataFrame, position: int) -> tuple[list[int], list[int]] | None:
+    """The held arm's repeats and their controls' that `position` is one of."""
+    return next(((held, controls) for held, controls in held_groups(runs) if position in held), None)
+
+
 def timeout_arm(runs: pd.DataFrame) -> tuple[int, int] | None:
     """(a held arm under a timeout, the same arm without it), the first stored off the disk whose arm without it is
     a part of A11 that the hold slowed."""
@@ -183,8 +188,8 @@ def timeout_arm(runs: pd.DataFrame) -> tuple[int, int] | None:
         if not isinstance(setting, str) or on_disk(row) or row["synchronous_commit"] != "on":
             continue
         without = reference(runs, position)
-        if without is not None and held_against_control(
-                runs.iloc[without], row_at(runs, reference(runs, without))) == CONFIRMED:
+        group = _group_of(runs, without) if without is not None else None
+        if group is not None and held_part(runs, *group) == CONFIRMED:
             return position, without
     return None
 
@@ -197,16 +202,16 @@ def load_said(runs: pd.DataFrame) -> str:
 
 def a11_held_horizon(loaded: dict):
     mine = loaded.get(NAME)
-    pairs = held_arms(mine.summaries) if mine is not None else []
-    if not pairs:
+    groups = held_groups(mine.summaries) if mine is not None else []
+    if not groups:
         return not_measured("A11", say("A11.not_measured"))
     runs = mine.summaries
-    parts = over_repeats([(f"{arm_label(runs.iloc[h])}, {held_label(runs.iloc[h])}",
-                           held_against_control(runs.iloc[h], row_at(runs, c))) for h, c in pairs])
+    parts = [(f"{arm_label(runs.iloc[held[0]])}, {held_label(runs.iloc[held[0]])}", held_part(runs, held, controls))
+             for held, controls in groups]
     decided = [v for _, v in parts if v in (CONFIRMED, CORRECTED)]
-    held = runs.iloc[[h for h, _ in pairs]]
+    held = runs.iloc[[p for h, _ in groups for p in h]]
     values = {"slowed": count(decided.count(CONFIRMED)), "decided": count(len(decided)),
-              "pin": join(sorted({f"{s:g} s" for s in held["pin_s"]})),
+              "pin": hold_said(held), "margin": f"{PRACTICAL_MARGIN_S:g} s",
               "rates": span(held["rate"].min(), held["rate"].max(), lambda v: number(v, 0)),
               "load": load_said(held), "workers": join([str(w) for w in sorted(set(held["workers"]))]),
               "pg": join([str(v) for v in sorted(set(held["pg_version"]))])}
@@ -218,12 +223,21 @@ def a11_held_horizon(loaded: dict):
                    # how long the hold lasted under the timeout: until the server ended it, or all of it
                    "mitigated_hold": f"{(ended if ended is not None and not pd.isna(ended) else with_it['pin_to']) - with_it['pin_from']:.0f} s",
                    "mitigated_verdict": verdict_text(with_it), "unmitigated_verdict": verdict_text(without),
-                   "mitigation_helped": str(with_it["verdict"] == soak_outcomes.SURVIVES)}
+                   # the timeout kept the queue from falling behind where the same hold without it did not
+                   "mitigation_helped": str(with_it["verdict"] in (soak_outcomes.HELD, soak_outcomes.SLOWED)
+                                            and without["verdict"] in soak_outcomes.FAILED)}
     values["runs"] = runs_each(held)
     ours = say("A11.ours", **{key: values[key] for key in ("pin", "rates", "load", "workers", "pg", "runs", "slowed",
                                                            "decided")})
-    return make_finding("A11", worst_part(v for _, v in parts), ours, say("A11.note"), values,
-                        parts=tuple(parts) if len(parts) > 1 else ())
+    return make_finding("A11", worst_part(v for _, v in parts), ours, say("A11.note", margin=values["margin"]),
+                        values, parts=tuple(parts) if len(parts) > 1 else ())
+
+
+def hold_said(held: pd.DataFrame) -> str:
+    """How long the arms held: a fixed hold's seconds, or until the queue fell behind, at most its cap."""
+    fixed = sorted({f"{s:g} s" for s in held.loc[~held["hold_until_failure"].astype(bool), "pin_s"]})
+    capped = sorted({f"{s:g}" for s in held.loc[held["hold_until_failure"].astype(bool), "hold_asked"]})
+    return join(fixed + [say("hold.until_failure", cap=cap) for cap in capped])
 
 
 def findings(loaded: dict) -> list:
@@ -233,34 +247,53 @@ def findings(loaded: dict) -> list:
 # --------------------------------------------------------------------------- the page
 
 
-COLUMNS = ("table", "held by", "jobs/s", "claim p99 ms: before / during", "dead tuples at most", "backlog at most",
-           "verdict")
-HELD_COLUMNS = (*COLUMNS, "its control")  # the held arms and their controls
-OTHER_COLUMNS = (*COLUMNS, "read against")  # the arms that change one more setting, and the controls of C9
+HELD_COLUMNS = ("table", "held by", "jobs/s", "runs", "claim ms before the hold", "slowed at", "fell behind at",
+                "recovered after the release", "verdict", "its control: slowed at / fell behind at", "the hold's part")
+OTHER_COLUMNS = ("table", "held by", "jobs/s", "claim ms before the hold", "slowed at", "fell behind at",
+                 "backlog at most", "verdict", "read against")  # the arms that change one more setting; C9's controls
 
 
-def _cells(runs: pd.DataFrame, row) -> tuple:
-    return (arm_label(row) + repeat_label(row, runs),
-            held_label(row), number(row["rate"], 0),
-            f"{number(row['claim_p99_ms_before_max'], 2)} / {number(row['claim_p99_ms_during_median'], 2)}",
-            count(row["dead_tuples_max"]), count(row["backlog_max"]), verdict_text(row))
+def recovered_text(runs: pd.DataFrame, positions) -> str:
+    """After the release, over the repeats that fell behind: the span of the seconds their backlog took to come
+    back, or that it had not by the run's end."""
+    fell = [runs.iloc[p] for p in positions if runs.iloc[p]["verdict_if_judged"] in soak_outcomes.FAILED]
+    if not fell:
+        return DASH
+    back = [float(row["recovered_s"]) for row in fell if row["recovered_s"] is not None
+            and not pd.isna(row["recovered_s"])]
+    said = [span(min(back), max(back), lambda v: f"{v:.0f}") + " s"] if back else []
+    if len(back) < len(fell):
+        said.append(say("recovered.not", runs=count(len(fell) - len(back))))
+    return "; ".join(said)
+
+
+def _level_span(runs: pd.DataFrame, positions) -> str:
+    levels = runs.iloc[list(positions)]["claim_level_ms"].dropna()
+    return span(levels.min(), levels.max(), lambda v: number(v, 2)) if len(levels) else DASH
 
 
 def verdict_rows(mine: Loaded) -> pd.DataFrame:
-    """The held arms and their controls: each held arm's verdict beside its control's."""
+    """One row per held arm with nothing else changed, over its repeats: when its claim slowed and its queue fell
+    behind, from the hold's start, beside its control's, and the part the hold plays (soak_arms.held_part)."""
     runs = mine.summaries
     rows = []
-    for position in held_and_controls(runs):
-        row = runs.iloc[position]
-        control = row_at(runs, reference(runs, position))
-        rows.append(dict(zip(HELD_COLUMNS, (*_cells(runs, row), DASH if control is None else verdict_text(control)))))
+    for held, controls in held_groups(runs):
+        first = runs.iloc[held[0]]
+        control = DASH if not controls else \
+            f"{onset_text(runs, controls, 'seconds_to_slow')} / {onset_text(runs, controls, 'seconds_to_fall_behind')}"
+        rows.append(dict(zip(HELD_COLUMNS, (
+            arm_label(first), held_label(first),
+            span(runs.iloc[held]["rate"].min(), runs.iloc[held]["rate"].max(), lambda v: number(v, 0)),
+            count(len(held)), _level_span(runs, held), onset_text(runs, held, "seconds_to_slow"),
+            onset_text(runs, held, "seconds_to_fall_behind"), recovered_text(runs, held), verdicts_text(runs, held),
+            control, held_part(runs, held, controls).replace("_", " ")))))
     return pd.DataFrame(rows, columns=list(HELD_COLUMNS))
 
 
 def other_rows(mine: Loaded) -> pd.DataFrame:
-    """Every other arm, each beside the arm it is read against."""
+    """Every other arm, each run beside the arm it is read against."""
     runs = mine.summaries
-    shown = set(held_and_controls(runs))
+    shown = {p for held, controls in held_groups(runs) for p in (*held, *controls)}
     rows = []
     for position, row in runs.iterrows():
         if position in shown:
@@ -268,14 +301,21 @@ def other_rows(mine: Loaded) -> pd.DataFrame:
         ref = row_at(runs, reference(runs, position))
         against = DASH if ref is None else say("against", verdict=verdict_text(ref), arm=arm_label(ref),
                                                  held=held_label(ref))
-        rows.append(dict(zip(OTHER_COLUMNS, (*_cells(runs, row), against))))
+        rows.append(dict(zip(OTHER_COLUMNS, (
+            arm_label(row) + repeat_label(row, runs), held_label(row), number(row["rate"], 0),
+            number(row["claim_level_ms"], 2), onset_text(runs, [position], "seconds_to_slow"),
+            onset_text(runs, [position], "seconds_to_fall_behind"), count(row["backlog_max"]), verdict_text(row),
+            against))))
     return pd.DataFrame(rows, columns=list(OTHER_COLUMNS))
 
 
 def _caption(runs: pd.DataFrame, key: str) -> str:
     return say("caption", rates=load_said(runs), workers=join([str(w) for w in sorted(set(runs["workers"]))]),
                job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]),
-               against=say("caption.control") if key == "held" else say("caption.against"))
+               factor=f"{soak_outcomes.SLOW_FACTOR:g}", slow_run=f"{soak_outcomes.SLOW_RUN_S}",
+               behind_run=f"{soak_outcomes.BEHIND_RUN_S}",
+               against=say("caption.control", margin=f"{PRACTICAL_MARGIN_S:g} s") if key == "held"
+               else say("caption.against"))
 
 
 def _table(loaded: dict, rows, key: str) -> str:
@@ -285,7 +325,7 @@ def _table(loaded: dict, rows, key: str) -> str:
 
 
 def verdict_table(loaded: dict) -> str:
-    """The held arms beside their controls (the section's table)."""
+    """The held arms beside their controls, over repeats (the section's lead)."""
     return _table(loaded, verdict_rows, "held")
 
 
@@ -298,13 +338,20 @@ ANCHOR_COLUMNS = ("source", "load", "held by", "seen")
 
 
 def worst_held(runs: pd.DataFrame) -> int | None:
-    """The held arm with nothing else changed that fared worst: by verdict (a spiral first), then by its highest
-    backlog."""
-    held = runs[(runs["holder"] != "none") & runs.apply(base_arm, axis=1)]
-    if not len(held):
-        return None
-    rank = held["verdict"].map({v: i for i, v in enumerate(VERDICT_ORDER)})
-    return int(held.assign(rank=rank).sort_values(["rank", "backlog_max"], ascending=[True, False]).index[0])
+    """Among the held arms whose part the control confirms (soak_arms.held_part), the repeat of the arm that fell
+    behind soonest (by its median repeat), else slowed soonest; None where no part is confirmed."""
+    best = None
+    for held, controls in held_groups(runs):
+        if held_part(runs, held, controls) != CONFIRMED:
+            continue
+        behind = [v for v, censored in _onsets(runs, held, "seconds_to_fall_behind") if not censored]
+        slow = [v for v, _ in _onsets(runs, held, "seconds_to_slow")]
+        rank = (0, float(np.median(behind))) if len(behind) == len(held) else (1, float(np.median(slow)))
+        median_run = sorted(held, key=lambda p: _onsets(runs, [p], "seconds_to_fall_behind" if rank[0] == 0
+                                                         else "seconds_to_slow")[0][0])[len(held) // 2]
+        if best is None or rank < best[0]:
+            best = (rank, median_run)
+    return None if best is None else best[1]
 
 
 def anchors_table(loaded: dict) -> str:
@@ -316,12 +363,17 @@ def anchors_table(loaded: dict) -> str:
     worst = worst_held(mine.summaries) if mine is not None else None
     if worst is not None:
         row = mine.summaries.iloc[worst]
+        runs = mine.summaries
         rows.append(dict(zip(ANCHOR_COLUMNS, (html.escape(say("anchor.ours")), html.escape(say(
             "anchor.load", pg=str(row["pg_version"]), rate=number(row["rate"], 0), shape=arm_label(row))),
-            html.escape(say("anchor.held", held=held_label(row), pin=f"{row['pin_s']:g}")),
-            html.escape(say("anchor.seen", backlog=count(row["backlog_max"]),
-                            before=ms(row["claim_p99_ms_before_max"]), during=ms(row["claim_p99_ms_during_median"]),
-                            dead=count(row["dead_tuples_max"]), verdict=verdict_text(row)))))))
+            html.escape(say("anchor.held", held=held_label(row), pin=f"{row['pin_s']:.0f}")),
+            html.escape(say("anchor.seen", slowed=onset_text(runs, [worst], "seconds_to_slow"),
+                            behind=onset_text(runs, [worst], "seconds_to_fall_behind"),
+                            kept=count(row["unremovable_at_fall_behind"]) if row["unremovable_at_fall_behind"]
+                            is not None and not pd.isna(row["unremovable_at_fall_behind"]) else DASH,
+                            backlog=count(row["backlog_max"]), before=ms(row["claim_level_ms"]),
+                            during=ms(row["claim_p99_ms_during"]), dead=count(row["dead_tuples_max"]),
+                            verdict=verdict_text(row)))))))
     return table(pd.DataFrame(rows, columns=list(ANCHOR_COLUMNS)), caption=say("anchor.caption"), escape=False)
 
 
@@ -329,16 +381,18 @@ def values(loaded: dict, found: dict) -> dict[str, str]:
     mine = loaded.get(NAME)
     if mine is None:
         return {"soak_setup": say("setup.no_runs"), "soak_outcome": "",
-                "soak_recover": f"{soak_outcomes.RECOVER_WITHIN_S:g} s"}
+                "soak_recover": f"{soak_outcomes.RECOVER_WITHIN_S:g} s", "soak_holds": DASH}
     runs = mine.summaries
     pinned = runs[runs["holder"] != "none"]
-    pins = sorted({(float(a), float(b)) for a, b in zip(pinned["pin_from"], pinned["pin_to"])})
-    setup = say("setup.runs", arms=numbered(len(runs), "arm"),
-                seconds=join([f"{s:g} s" for s in sorted(set(runs["seconds"]))]).replace(" and ", " or "),
-                pins=join([f"{a:g} s to {b:g} s" for a, b in pins]) if pins else DASH,
-                recover=f"{soak_outcomes.RECOVER_WITHIN_S:g} s",
+    setup = say("setup.runs", runs=numbered(len(runs), "run"),
+                seconds=span(runs["ended_s"].min(), runs["ended_s"].max(), lambda v: f"{v:.0f}"),
+                starts=join(sorted({f"{v:g} s" for v in pinned["pin_from"]})) if len(pinned) else DASH,
+                holds=hold_said(pinned) if len(pinned) else DASH,
+                recover=f"{soak_outcomes.RECOVER_WITHIN_S:g} s", factor=f"{soak_outcomes.SLOW_FACTOR:g}",
+                slow_run=f"{soak_outcomes.SLOW_RUN_S}", behind_run=f"{soak_outcomes.BEHIND_RUN_S}",
                 pg=join([str(v) for v in sorted(set(runs["pg_version"]))]))
-    verdicts = pinned["verdict"].value_counts()
+    verdicts = pinned["verdict"].map(lambda v: v if v != soak_outcomes.HELD else "held without failing")\
+        .value_counts()
     outcome = say("outcome", counted=join([f"{count(n)} {v.replace('_', ' ')}" for v, n in verdicts.items()])) \
         if len(pinned) else ""
     # the flush every commit waited for: the disk arms with synchronous commits
@@ -350,4 +404,6 @@ def values(loaded: dict, found: dict) -> dict[str, str]:
     if len(tested):  # the same disk by PostgreSQL's own tool, where the run's server took it
         flush += " " + say("flush.tool", fdatasync=span(tested.min(), tested.max(), ms))
     return {"soak_setup": f"{setup} {flush}".strip(), "soak_outcome": outcome,
-            "soak_recover": f"{soak_outcomes.RECOVER_WITHIN_S:g} s"}
+            "soak_recover": f"{soak_outcomes.RECOVER_WITHIN_S:g} s",
+            "soak_holds": span(pinned["pin_s"].min(), pinned["pin_s"].max(), lambda v: f"{v:.0f}") + " s"
+            if len(pinned) else DASH}

@@ -4,12 +4,12 @@ and the soak's chart import it, and it imports no section."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED
-from harness.article.formats import count
+from harness.article.formats import DASH, count, span
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
 
@@ -21,7 +21,11 @@ say = Sentences(SENTENCES)
 ARM = ("library", "library_version", "shape", "strategy", "history_rows", "holder", "mitigation", "storage",
        "synchronous_commit")
 LOAD = ("rate_asked", "workers", "job_ms", "pg_version")  # and the same load, on the same server version
-WINDOWS = ("seconds", "pin_from", "pin_to", "repeat")  # judged on the same windows; a repeat against its own
+# judged on the same windows (the hold asked: its cap where it ends once the queue fell behind); a repeat against
+# its own
+WINDOWS = ("seconds", "pin_from", "hold_asked", "repeat")
+# a difference in onset under the rule's own run of seconds is not one the rule can tell apart
+PRACTICAL_MARGIN_S = float(soak_outcomes.BEHIND_RUN_S)
 
 
 @dataclass(frozen=True)
@@ -31,19 +35,18 @@ class Loaded:
     series: dict  # run position -> its per-second series (soak_outcomes.SERIES_COLUMNS)
     samples: dict  # run position -> its per-second samples of the table and the horizon
     sample_s: dict  # run position -> how often its sampler read the table and the horizon (s)
+    explain_s: dict = field(default_factory=dict)  # run position -> how often it read the claim's buffers (s)
 
 
 def _judged_again(summary: dict, series: pd.DataFrame) -> dict:
     """A run's verdict by the rule as it stands (harness.experiments.soak.outcomes), from its stored series: the page reads
-    every run by one rule, whichever the run was stored under. A library's run judges its pickup (its p99 keys
-    are pickup_p99_ms_*: harness.experiments.soak.library)."""
+    every run by one rule, whichever the run was stored under. A library's run judges its pickup
+    (harness.experiments.soak.library)."""
     judged = soak_outcomes.judge(series, summary["pin_from"], summary["pin_to"], summary["ended_s"],
                                  bool(summary["arrivals_behind"]), summary.get("cpu_bound"),
-                                 soak_outcomes.step_of(summary["ended_s"], summary.get("enqueue_calls") or 0))
-    latency = soak_outcomes.latency_of(series)
-    return summary | {key: judged[key] for key in ("verdict", "verdict_if_judged", "recovered_s", "keeps_up",
-                                                   "p99_within", f"{latency}_p99_ms_before_max",
-                                                   f"{latency}_p99_ms_during_median", "backlog_level")}
+                                 soak_outcomes.step_of(summary["ended_s"], summary.get("enqueue_calls") or 0),
+                                 held=summary["holder"] != "none")
+    return summary | {key: judged[key] for key in soak_outcomes.judged_keys(soak_outcomes.latency_of(series))}
 
 
 def load_runs(runs) -> Loaded | None:
@@ -52,10 +55,13 @@ def load_runs(runs) -> Loaded | None:
         return None
     series = {i: run.table("series") for i, run in enumerate(runs)}
     summaries = pd.DataFrame([{"library": None, "library_version": None} | _judged_again(run.summary, series[i])
-                              | {"pg_version": run.server.get("major"), "repeat": run.parameters.repeat}
+                              | {"pg_version": run.server.get("major"), "repeat": run.parameters.repeat,
+                                 "hold_asked": run.parameters.release_at - run.parameters.pin_from,
+                                 "hold_until_failure": run.parameters.hold_until_failure}
                               for i, run in enumerate(runs)])
     return Loaded(tuple(runs), summaries, series, {i: run.table("samples") for i, run in enumerate(runs)},
-                  {i: run.procedure.get("sample_s") for i, run in enumerate(runs)})
+                  {i: run.procedure.get("sample_s") for i, run in enumerate(runs)},
+                  {i: run.procedure.get("explain_every_s") for i, run in enumerate(runs)})
 
 
 # a server not started here keeps its own storage, stored as "not known": it is the base the disk is read against
@@ -111,18 +117,79 @@ def worst_part(verdicts) -> str:
     return NOT_MEASURED
 
 
-SLOWED = (soak_outcomes.DEGRADES, soak_outcomes.SPIRALS, soak_outcomes.CUT_OFF)
+ONSETS = ("seconds_to_slow", "seconds_to_fall_behind")
 
 
-def held_against_control(held, control) -> str:
-    """One held arm's part of A11: CONFIRMED where it slowed (degrades, spirals, or was cut off slowed) and its
-    control survived; CORRECTED where it survived too; NOT_DISTINGUISHABLE where the control slowed without a hold
-    (the table's own growth); NOT_MEASURED where either run could not carry its load, or no control is stored."""
-    if control is None or soak_outcomes.NOT_JUDGED in (held["verdict"], control["verdict"]):
+def onsets(runs: pd.DataFrame, positions, key: str) -> list[tuple[float, bool]]:
+    """Each run's onset (key: seconds_to_slow or seconds_to_fall_behind) as (seconds, censored): where none came,
+    the hold it lasted through, a lower bound (censored)."""
+    found = []
+    for position in positions:
+        row = runs.iloc[position]
+        value = row[key]
+        found.append((float(row["held_s"]), True) if value is None or pd.isna(value) else (float(value), False))
+    return found
+
+
+def hold_part(runs: pd.DataFrame, held, controls, key: str = "seconds_to_slow") -> str:
+    """One held arm's part, over its repeats against its control's, on an onset (a difference in differences):
+    CONFIRMED where every held repeat came to it and the latest did so PRACTICAL_MARGIN_S or more before the
+    earliest control's (a control that never did counts at the hold it lasted through, a lower bound); CORRECTED
+    where no held repeat came to it within its hold (a lower bound too: "held N s without" it); NOT_DISTINGUISHABLE
+    otherwise (the repeats disagree, or the control came to it as soon); NOT_MEASURED where no control is stored or
+    a run could not carry its load."""
+    if not len(held) or not len(controls) or any(runs.iloc[p]["verdict"] == soak_outcomes.NOT_JUDGED
+                                                 for p in (*held, *controls)):
         return NOT_MEASURED
-    if control["verdict"] != soak_outcomes.SURVIVES:
+    mine, theirs = onsets(runs, held, key), onsets(runs, controls, key)
+    if all(censored for _, censored in mine):
+        return CORRECTED
+    if any(censored for _, censored in mine):
         return NOT_DISTINGUISHABLE
-    return CONFIRMED if held["verdict"] in SLOWED else CORRECTED
+    latest = max(value for value, _ in mine)
+    earliest = min(value for value, _ in theirs)
+    return CONFIRMED if latest + PRACTICAL_MARGIN_S <= earliest else NOT_DISTINGUISHABLE
+
+
+def held_part(runs: pd.DataFrame, held, controls) -> str:
+    """A held arm's part of A11 (and A12): the hold slowed the queue where hold_part confirms it on either onset,
+    the claim's slowing or the queue's falling behind (claims slowed past the workers' headroom); CORRECTED where
+    neither came within any held repeat's hold; else NOT_MEASURED or NOT_DISTINGUISHABLE."""
+    parts = [hold_part(runs, held, controls, key) for key in ONSETS]
+    if NOT_MEASURED in parts:
+        return NOT_MEASURED
+    if CONFIRMED in parts:
+        return CONFIRMED
+    return CORRECTED if all(part == CORRECTED for part in parts) else NOT_DISTINGUISHABLE
+
+
+def arm_key(row) -> tuple:
+    """An arm across its repeats: its settings, load and windows but the repeat."""
+    return tuple(row.get(key) for key in (*ARM, *LOAD, *WINDOWS) if key != "repeat")
+
+
+def held_groups(runs: pd.DataFrame) -> list[tuple[list[int], list[int]]]:
+    """(the held repeats, their controls') for every held arm with nothing else changed, in the order the arms first
+    come."""
+    groups: dict[tuple, tuple[list[int], list[int]]] = {}
+    for held, control in held_arms(runs):
+        mine, theirs = groups.setdefault(arm_key(runs.iloc[held]), ([], []))
+        mine.append(held)
+        if control is not None:
+            theirs.append(control)
+    return list(groups.values())
+
+
+def onset_text(runs: pd.DataFrame, positions, key: str) -> str:
+    """An onset over repeats as the tables say it: the span of those that came to it, in seconds from the hold's
+    start; "none in N s" for those that did not (the hold they lasted through)."""
+    found = onsets(runs, positions, key)
+    came = [value for value, censored in found if not censored]
+    held = [value for value, censored in found if censored]
+    said = [span(min(came), max(came), lambda v: f"{v:.0f}") + " s"] if came else []
+    if held:
+        said.append(say("onset.none", held=f"{min(held):.0f}"))
+    return "; ".join(said) if said else DASH
 
 
 def held_arms(runs: pd.DataFrame) -> list[tuple[int, int | None]]:
@@ -134,15 +201,6 @@ def held_arms(runs: pd.DataFrame) -> list[tuple[int, int | None]]:
 
 def row_at(runs: pd.DataFrame, position: int | None):
     return None if position is None else runs.iloc[position]
-
-
-def over_repeats(parts: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """One part per arm from its repeats' (arm, part) pairs, in the order the arms first come: the part its repeats
-    agree on, or NOT_DISTINGUISHABLE where they differ (the spread over repeats covers both readings)."""
-    verdicts: dict[str, set] = {}
-    for arm, verdict in parts:
-        verdicts.setdefault(arm, set()).add(verdict)
-    return [(arm, seen.pop() if len(seen) == 1 else NOT_DISTINGUISHABLE) for arm, seen in verdicts.items()]
 
 
 def runs_each(held: pd.DataFrame) -> str:
@@ -174,11 +232,23 @@ def held_label(row) -> str:
 
 
 def verdict_text(row) -> str:
-    """The verdict as the table says it: a run not judged says why, and what the rule would have said."""
+    """The verdict as the table says it: an arm held without failing says for how long (a lower bound); a run not
+    judged says why, and what the rule would have said."""
+    if row["verdict"] == soak_outcomes.HELD:
+        return say("verdict.held", held=f"{row['held_s']:.0f}")
     if row["verdict"] != soak_outcomes.NOT_JUDGED:
         return row["verdict"].replace("_", " ")
     why = say("not_judged.cpu_bound") if row.get("cpu_bound") else say("not_judged.arrivals_behind")
-    return say("not_judged.verdict", why=why, verdict=row["verdict_if_judged"].replace("_", " "))
+    said = say("verdict.held", held=f"{row['held_s']:.0f}") if row["verdict_if_judged"] == soak_outcomes.HELD \
+        else row["verdict_if_judged"].replace("_", " ")
+    return say("not_judged.verdict", why=why, verdict=said)
+
+
+def verdicts_text(runs: pd.DataFrame, positions) -> str:
+    """Several repeats' verdicts: each verdict with how many said it."""
+    said = [verdict_text(runs.iloc[p]) for p in positions]
+    return "; ".join(f"{text} ({said.count(text)} of {len(said)})" if len(said) > 1 else text
+                     for text in dict.fromkeys(said))
 
 
 def held_and_controls(runs: pd.DataFrame) -> list[int]:

@@ -8,10 +8,11 @@ import pandas as pd
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.article.charts import CPU_BOUND_LABEL, WIDTH, chart_title, fixed_scale, plain_frame
 from harness.article.labels import NEUTRAL, TARGET_BAND_COLOUR
-from harness.article.sections.soak_arms import Loaded, arm_label, control_of, held_label, on_disk, repeat_label
+from harness.article.sections.soak_arms import Loaded, arm_label, control_of, held_label, on_disk
 
 # the second is the series' latency: the claim statement's, or a job library's pickup (soak_outcomes.latency_of)
-MEASURES = ("backlog (jobs)", "claim p99 (ms)", "dead tuples", "oldest snapshot (s)")
+# what the hold leaves behind, read where it costs: the buffers one claim reads (n_dead_tup climbs in a control too)
+MEASURES = ("backlog (jobs)", "claim p99 (ms)", "buffers per claim", "oldest snapshot (s)")
 PICKUP = "pickup p99 (ms)"
 RUN_COLOURS = {"held": NEUTRAL["charcoal"], "control": NEUTRAL["grey"]}
 
@@ -23,7 +24,8 @@ def _measures(mine: Loaded, position: int) -> pd.DataFrame:
     parts = [pd.DataFrame({"second": series["second"], "measure": MEASURES[0], "value": series["backlog"]}),
              pd.DataFrame({"second": series["second"], "measure": PICKUP if latency == "pickup" else MEASURES[1],
                            "value": series[f"{latency}_p99_ms"]}),
-             pd.DataFrame({"second": samples["t_s"], "measure": MEASURES[2], "value": samples["n_dead_tup"]}),
+             pd.DataFrame({"second": samples["t_s"], "measure": MEASURES[2],
+                           "value": samples["buffers_per_claim"] if "buffers_per_claim" in samples else None}),
              pd.DataFrame({"second": samples["t_s"], "measure": MEASURES[3], "value": samples["horizon_age_s"]})]
     return pd.concat(parts, ignore_index=True).dropna(subset=["value"])
 
@@ -34,27 +36,27 @@ def _cpu_bound(row) -> bool:
 
 
 def timelines(mine: Loaded | None, name=arm_label) -> pd.DataFrame:
-    """Every held arm off the disk with synchronous commits (its mitigation too) with the control it is read
-    against in the end: (arm, run, second, measure, value, pin_from, pin_to, sample_s), run "held" or "control";
+    """Every held arm off the disk with synchronous commits (its mitigation too), its first run where it has
+    repeats, with the control it is read against in the end: (arm, run, second, measure, value, pin_from, pin_to,
+    sample_s), run "held" or "control";
     empty without a soak. name: an arm's name from its row (a job library's: harness.article.sections.
     library_soak.library_label)."""
     frames = []
     runs = mine.summaries if mine is not None else pd.DataFrame(columns=["holder"])
     for position, row in runs.iterrows():
-        if row["holder"] == "none" or on_disk(row) or row["synchronous_commit"] != "on":
+        if row["holder"] == "none" or on_disk(row) or row["synchronous_commit"] != "on" or row["repeat"]:
             continue
         control = control_of(runs, position)
         bound = any(_cpu_bound(runs.iloc[r]) for r in (position, control) if r is not None)
-        arm = f"{name(row)}: {held_label(row)}" \
-            + repeat_label(row, runs) \
-            + (CPU_BOUND_LABEL if bound else "")
+        arm = f"{name(row)}: {held_label(row)}" + (CPU_BOUND_LABEL if bound else "")
         for which, run in (("held", position), ("control", control)):
             if run is None:
                 continue
             frame = _measures(mine, run)
             frames.append(frame.assign(arm=arm, run=which, pin_from=float(row["pin_from"]),
-                                       pin_to=float(row["pin_to"]), sample_s=mine.sample_s.get(run)))
-    columns = ["arm", "run", "second", "measure", "value", "pin_from", "pin_to", "sample_s"]
+                                       pin_to=float(row["pin_to"]), sample_s=mine.sample_s.get(run),
+                                       explain_s=mine.explain_s.get(run)))
+    columns = ["arm", "run", "second", "measure", "value", "pin_from", "pin_to", "sample_s", "explain_s"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
@@ -76,12 +78,15 @@ def soak_timeline_chart(data: pd.DataFrame) -> alt.VConcatChart | alt.Chart:
     measures = [m for m in (MEASURES[0], MEASURES[1], PICKUP, *MEASURES[2:]) if m in set(data["measure"])]
     width = (WIDTH + 120) // len(MEASURES) - 50  # the four panels fill the text column
     every = sorted({f"{s:g} s" for s in data["sample_s"].dropna()})
+    explained = sorted({f"{s:g} s" for s in data["explain_s"].dropna()}) if "explain_s" in data else []
     arms = [alt.layer(shade, lines, data=data[data["arm"] == arm]).properties(width=width, height=70).facet(
         column=alt.Column("measure:N", title=None, sort=measures), title=arm)
         .resolve_scale(y="independent") for arm in dict.fromkeys(data["arm"])]
     return alt.vconcat(*arms).properties(title=chart_title(
         "Held against not held, second by second",
         "shaded: the hold; grey: the same arm with nothing held",
-        f"dead tuples and the oldest snapshot's age sampled every {' or '.join(every) or 'second'}"
+        "the first of each arm's runs; the buffers one claim reads, by EXPLAIN every "
+        f"{' or '.join(explained) or 'few seconds'}, and the oldest snapshot's age every "
+        f"{' or '.join(every) or 'second'}"
         + ("; (CPU-bound): its runs waited for a CPU half their time, and decide nothing"
            if data["arm"].str.endswith(CPU_BOUND_LABEL).any() else "")))
