@@ -232,31 +232,34 @@ def test_the_command_refuses_a_bad_pin_or_hold_in_one_line_before_anything_start
     assert said in done.stderr and not (tmp_path / "soak").exists()
 
 
-# The rule's sensitivity on real runs: a hold long enough that the arm must fall behind (the claim walks every
-# index entry the hold keeps, so its cost grows with the hold), and the same arm with nothing held, which must not.
-# The rate leaves the workers most of their time idle, so that the control keeps up on a loaded machine.
-UNTIL_FAILURE = ["--shape", "history_indexed", "--rate", "300", "--workers", "2", "--job-ms", "0", "--seconds", "105",
-                 "--pin-from", "10", "--hold-until-failure", "--hold-max", "60", "--json", "--quiet"]
+# The rule's sensitivity on real runs. A positive control: a hold long enough that the arm must fall behind (the
+# indexed history's claim walks every index entry the hold keeps, so its cost grows with the hold, past the 2.5 ms
+# of headroom 2 workers have per job at 400 jobs/s of 2 ms; at 300 jobs/s it fell behind 28 s into a hold, the
+# rule's 10 s then past a 45 s cap). A negative control: nothing held on the table whose claim stays flat (finished
+# jobs deleted), at the same load, on which a loaded machine still keeps up.
+UNTIL_FAILURE = ["--rate", "400", "--workers", "2", "--job-ms", "2", "--seconds", "100", "--pin-from", "10",
+                 "--hold-until-failure", "--hold-max", "45", "--json", "--quiet"]
 
 
 @pytest.fixture(scope="module")
 def until_failure(tmp_path_factory):
     return soak_runs(tmp_path_factory.mktemp("soak-until-failure"),
-                     {"held": ["--holder", "repeatable_read", *UNTIL_FAILURE], "none": ["--holder", "none",
-                                                                                         *UNTIL_FAILURE]}, 2)
+                     {"held": ["--shape", "history_indexed", "--holder", "repeatable_read", *UNTIL_FAILURE],
+                      "none": ["--shape", "delete", "--holder", "none", *UNTIL_FAILURE]}, 2)
 
 
 def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control_runs_to_the_cap(until_failure):
     (held, stored), (none, control) = until_failure["held"], until_failure["none"]
-    assert held["verdict"] in rule.FAILED and held["released_because"] == "fell_behind", held
-    assert 0 <= held["seconds_to_slow"] <= held["seconds_to_fall_behind"] < 60 and held["unremovable_at_fall_behind"]
+    # what the rule says, whether or not the run carried its load on a machine the other tests share
+    assert stored.summary["verdict_if_judged"] in rule.FAILED and held["released_because"] == "fell_behind", held
+    assert 0 <= held["seconds_to_slow"] <= held["seconds_to_fall_behind"] < 45 and held["unremovable_at_fall_behind"]
     # released once the rule's run of seconds behind was seen live, then watched for the recovery
     assert held["seconds_to_fall_behind"] + rule.BEHIND_RUN_S <= held["pin_s"] <= held["seconds_to_fall_behind"] + \
         rule.BEHIND_RUN_S + 3, held
     assert list(stored.table("holder")["event"]) == ["pinned", "released"]
-    assert none["verdict"] not in rule.FAILED and none["seconds_to_fall_behind"] is None, none
-    assert none["released_because"] == "hold_max" and none["pin_s"] == pytest.approx(60, abs=1.5)
-    assert control.summary["ended_s"] == pytest.approx(70, abs=2)  # nothing to recover from: it ends at the cap
+    assert control.summary["verdict_if_judged"] not in rule.FAILED and none["seconds_to_fall_behind"] is None, none
+    assert none["released_because"] == "hold_max" and none["pin_s"] == pytest.approx(45, abs=1.5)
+    assert control.summary["ended_s"] == pytest.approx(55, abs=2)  # nothing to recover from: it ends at the cap
     # the sampler kept a sample of the table for every second, and the claim's buffers while it was slow
     samples = stored.table("samples")
     assert soak.soak_sampler.covered(samples, stored.summary["ended_s"]) and samples["buffers_per_claim"].notna().sum() >= 3
