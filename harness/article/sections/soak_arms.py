@@ -260,5 +260,7 @@ def held_and_controls(runs: pd.DataFrame) -> list[int]:
 
 
 def repeat_label(row, runs: pd.DataFrame) -> str:
-    """' (repeat n)' after an arm's label where its runs were repeated, else nothing."""
-    return say("label.repeat", repeat=int(row["repeat"]) + 1) if runs["repeat"].max() else ""
+    """' (repeat n)' after an arm's label where that arm was raced more than once, else nothing."""
+    key = arm_key(row)
+    repeated = any(arm_key(other) == key and other["repeat"] for _, other in runs.iterrows())
+    return " " + say("label.repeat", repeat=int(row["repeat"]) + 1) if repeated else ""
