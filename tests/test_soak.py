@@ -519,7 +519,7 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     """Through the store: each held arm is read against its control, a mitigated one against the same arm without
     it where stored, and C9 is decided from the two controls that keep their history, in agreement with their
     seconds; the tables and the chart are made from the runs."""
-    from harness.article.sections import soak as section, soak_charts
+    from harness.article.sections import soak as section, soak_arms, soak_charts
     from harness.experiments.registry import asked
     from harness.experiments.soak.sweep import SoakSweep
 
@@ -536,8 +536,12 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     expected = {"slower": "corrected", "alike": "confirmed", "faster": "confirmed",
                 "overlap": "not_distinguishable"}[cost] if judged else "not_measured"
     assert c9.parts[0] == ("a table starting empty", expected), (c9, cost)
-    table = section.verdict_table({"soak": loaded})  # the two held arms and their controls
-    assert table.count("<tr>") == 1 + 4 and "nothing (control)" in table
+    table = section.verdict_table({"soak": loaded})  # a row per held arm, its control's onsets beside it
+    assert table.count("<tr>") == 1 + 2 and "repeatable read" in table and "idle in transaction" in table
+    for held, control in ((1, 0), (3, 2)):  # each row's control cell is its control run's onsets
+        said = f"{soak_arms.onset_text(runs, [control], 'seconds_to_slow')} / " \
+               f"{soak_arms.onset_text(runs, [control], 'seconds_to_fall_behind')}"
+        assert said in table, (said, table)
     other = section.other_table({"soak": loaded})  # the disk arm, beside the same arm off the disk
     assert other.count("<tr>") == 1 + 1 and "on a disk" in other and "history, nothing (control)" in other
     assert "brandur.org" in section.anchors_table({"soak": loaded})
