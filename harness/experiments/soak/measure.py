@@ -59,6 +59,7 @@ from harness.experiments.soak import outcomes as soak_outcomes
 from harness.experiments.soak import holders as soak_holders
 from harness.experiments.soak import partitions as soak_partitions
 from harness.experiments.soak import processes as soak_processes
+from harness.experiments.soak import release as soak_release
 from harness.experiments.soak import sampler as soak_sampler
 from harness.experiments.soak.processes import BATCH, FINISH_SQL, INSERT_SQL, JOBS, POLL_S, STOP_GRACE_S
 from harness.experiments.soak.sampler import EXPLAIN_EVERY_S, READ_SQL, SAMPLE_COLUMNS, SAMPLE_S, Sampler
@@ -383,7 +384,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         maintenance = soak_partitions.Maintenance(db.url, began, made, autovacuum_options(p.mitigation)).start() \
             if made else None
         bar = _progress(p, progress)
-        release = _run_until_done(p, began, counts, holder, processes, bar)
+        release = soak_release.run_until_done(p, began, counts, holder, processes, bar)
         ended_s = time.monotonic() - began
         stop.set()
         got = soak_processes.collect(results, len(processes), STOP_GRACE_S + 10)
@@ -407,72 +408,6 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
               "partitions": maintenance.error if maintenance is not None else None}
     return _measured(p, rate, sustained, got, events, samples, partitions, start_ns, ended_s, settings | flushes,
                      client_share, server_share, errors, release)
-
-
-class LiveSeries:
-    """The backlog at the end of each whole second, from the shared counts, as the run goes: the rule's
-    fall-behind onset (harness.experiments.soak.outcomes) read live, to end a hold once the queue fell behind."""
-
-    def __init__(self):
-        self.seconds: list[float] = []
-        self.arrived: list[int] = []  # in the second
-        self.backlog: list[int] = []  # at its end
-        self._arrived_so_far = 0
-
-    def add(self, second: float, arrived: int, claimed: int) -> None:
-        self.seconds.append(second)
-        self.arrived.append(arrived - self._arrived_so_far)
-        self.backlog.append(arrived - claimed)
-        self._arrived_so_far = arrived
-
-    def fell_behind(self, pin_from: float) -> bool:
-        seconds = np.array(self.seconds, float)
-        before = (seconds >= soak_outcomes.WARMUP_S) & (seconds < pin_from)
-        level = soak_outcomes.behind_level(np.array(self.backlog)[before], np.array(self.arrived)[before])
-        return soak_outcomes.onset(np.array(self.backlog) > level, seconds, pin_from, math.inf,
-                                   soak_outcomes.BEHIND_RUN_S) is not None
-
-
-def _run_until_done(p: SoakParameters, began: float, counts, holder, processes, bar) -> dict:
-    """Wait out the run: to p.seconds, or with hold_until_failure until RECOVER_WITHIN_S and HOLD_S after the
-    release (the recovery the rule watches for), the hold released once the queue fell behind, at its cap, or where
-    the server ended it first (a timeout). A run that reached the cap without falling behind has nothing to recover
-    from: it ends HOLD_S later, or at the cap where nothing was held. Returns when the hold was released (s from the
-    start) and why."""
-    live = LiveSeries()
-    end_at = p.seconds
-    release = {"at_s": p.release_at, "because": "hold_max" if p.hold_until_failure else "pin_to"}
-    waiting = p.hold_until_failure  # for the queue to fall behind, or the cap
-    watch_s = soak_outcomes.RECOVER_WITHIN_S + soak_outcomes.HOLD_S
-    second = 1
-    while (now := time.monotonic() - began) < end_at:
-        time.sleep(max(0.0, min(second, end_at) - now))
-        now = time.monotonic() - began
-        if now >= second:
-            with counts.get_lock():
-                arrived, claimed = counts[soak_processes.ARRIVED], counts[soak_processes.CLAIMED]
-            live.add(second - 1, arrived, claimed)
-            second += 1
-            if bar is not None:
-                bar.update(1)
-        if waiting:
-            behind = now >= p.pin_from and live.fell_behind(p.pin_from)
-            ended = [event["t_s"] for event in holder.events if event["event"] == "ended_early"]
-            if behind or ended or now >= p.release_at:
-                waiting = False
-                because = "fell_behind" if behind else "ended_early" if ended else "hold_max"
-                release = {"at_s": min(now, p.release_at, *ended), "because": because}
-                holder.release()
-                # a queue that did not fall behind has no recovery to watch: a held one is watched HOLD_S past the
-                # release (its claims coming back), a control ends at the cap
-                watched_s = watch_s if because != "hold_max" else 0.0 if p.holder == "none" else soak_outcomes.HOLD_S
-                end_at = min(p.seconds, release["at_s"] + watched_s)
-                if bar is not None:
-                    bar.total = int(math.ceil(end_at))
-                    bar.refresh()
-        if not all(proc.is_alive() for proc in processes):
-            break
-    return release
 
 
 def flush_figures(db: database.Database, settings: dict, before: tuple[int, float], after: tuple[int, float]) -> dict:
