@@ -101,6 +101,28 @@ def test_the_queue_fell_behind_only_beyond_a_second_of_arrivals(backlog, to_behi
     assert (found["backlog_level"], found["seconds_to_fall_behind"]) == (60.0, to_behind)
 
 
+def test_an_onset_is_read_in_whole_seconds_of_the_hold_and_a_short_run_end_is_no_recovery():
+    """A release stamped just after a whole second (the live release) leaves the second it falls in out of the
+    hold; a backlog back for fewer than HOLD_S seconds when the run ends has not recovered; and a run that ends
+    before an onset's run of seconds could be seen is watched only that long (observed_s)."""
+    backlog = steady(80)
+    backlog[40:] = 50.0  # behind from the second the release falls in
+    assert rule.judge(series(backlog, p99s(80)), PIN_FROM, 40.2, 80.0)["seconds_to_fall_behind"] is None
+    assert rule.judge(series(backlog, p99s(80)), PIN_FROM, 41.0, 80.0)["seconds_to_fall_behind"] == 20.0
+    fell = np.concatenate([steady(20), steady(20, 500.0), steady(3)])  # back for 3 seconds, then the run ended
+    found = rule.judge(series(fell, p99s(43, during=9.0)), PIN_FROM, PIN_TO, 43.0)
+    assert (found["recovered_s"], found["verdict"]) == (None, rule.CUT_OFF)
+    cut = rule.judge(series(steady(45), p99s(45)), PIN_FROM, PIN_TO, 45.0)
+    assert (cut["held_s"], cut["observed_s"]) == (20.0, 15.0)  # 45 s of series, 10 s for an onset to be seen
+
+
+def test_the_in_run_onsets_read_past_an_early_release():
+    """A hold the server ended after 5 s: the queue that fell behind after it shows in the in-run onset only."""
+    backlog = np.concatenate([steady(30), steady(20, 50.0), steady(30)])
+    found = rule.judge(series(backlog, p99s(80)), PIN_FROM, 25.0, 80.0)
+    assert (found["seconds_to_fall_behind"], found["seconds_to_fall_behind_in_run"]) == (None, 10.0)
+
+
 def test_a_backlog_that_grows_during_the_hold_and_drains_after_fell_behind_and_recovered():
     backlog = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(180, 2, 10), steady(30)])
     found = judged(backlog, p99s(80, during=9.0))
@@ -174,11 +196,12 @@ def test_arrivals_in_steps_widen_the_level_by_a_step_s_jobs_and_only_where_they_
 
 
 def test_the_row_versions_a_hold_keeps_are_counted_from_its_start_and_only_where_something_held():
-    """Each job claimed since the hold began left its claim's UPDATE and its finish: VERSIONS_PER_JOB each. At the
-    onset (the hold's first second here) the hold had kept that second's claims'."""
-    p99 = p99s(80, during=9.0)
+    """Each job claimed since the hold began left its claim's UPDATE and its finish: VERSIONS_PER_JOB each, counted
+    to the onset second's start."""
+    p99 = p99s(80)
+    p99[25:40] = 9.0  # slow from the hold's sixth second: the five seconds before it claimed 10 jobs each
     found = rule.judge(series(steady(80), p99, arrived=10), PIN_FROM, PIN_TO, 80.0, held=True)
-    assert found["unremovable_at_slow"] == rule.VERSIONS_PER_JOB * 10
+    assert (found["seconds_to_slow"], found["unremovable_at_slow"]) == (5.0, rule.VERSIONS_PER_JOB * 10 * 5)
     assert rule.judge(series(steady(80), p99, arrived=10), PIN_FROM, PIN_TO, 80.0)["unremovable_at_slow"] is None
 
 
@@ -259,7 +282,8 @@ def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control
     assert list(stored.table("holder")["event"]) == ["pinned", "released"]
     assert control.summary["verdict_if_judged"] not in rule.FAILED and none["seconds_to_fall_behind"] is None, none
     assert none["released_because"] == "hold_max" and none["pin_s"] == pytest.approx(45, abs=1.5)
-    assert control.summary["ended_s"] == pytest.approx(55, abs=2)  # nothing to recover from: it ends at the cap
+    # nothing to recover from: it ends 10 s past the cap, for an onset begun in the hold's last seconds to be seen
+    assert control.summary["ended_s"] == pytest.approx(65, abs=2) and none["held_without_failing"]
     # the sampler kept a sample of the table for every second, and the claim's buffers while it was slow
     samples = stored.table("samples")
     assert soak.soak_sampler.covered(samples, stored.summary["ended_s"]) and samples["buffers_per_claim"].notna().sum() >= 3

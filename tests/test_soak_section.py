@@ -18,7 +18,8 @@ BASE = {"shape": "history", "strategy": "skip_locked", "history_rows": 0, "holde
         "pin_from": 20.0, "pin_to": 40.0, "pin_s": 20.0, "held_s": 20.0, "hold_asked": 20.0,
         "hold_until_failure": False, "seconds_to_slow": None, "seconds_to_fall_behind": None, "recovered_s": None,
         "claim_level_ms": 0.5, "claim_p99_ms_during": 1.0, "dead_tuples_max": 100, "unremovable_at_fall_behind": None,
-        "ended_s": 70.0, "repeat": 0, "rate": 350.0, "mitigation_setting": None}
+        "ended_s": 70.0, "repeat": 0, "rate": 350.0, "mitigation_setting": None, "observed_s": None,
+        "seconds_to_slow_in_run": None, "seconds_to_fall_behind_in_run": None}
 SLOWED = {"holder": "repeatable_read", "verdict": "slowed", "verdict_if_judged": "slowed", "seconds_to_slow": 3.0}
 BEHIND = SLOWED | {"verdict": "fell_behind", "verdict_if_judged": "fell_behind", "seconds_to_fall_behind": 6.0,
                    "recovered_s": 12.0}
@@ -196,6 +197,16 @@ def test_a_held_arm_s_part_is_confirmed_on_either_onset_and_corrected_only_on_bo
     assert soak_arms.held_part(frame, [0, 1], [2, 3]) == part
 
 
+def test_a_run_without_an_onset_counts_only_the_seconds_of_its_hold_an_onset_could_be_seen_in():
+    """A control cut off at the cap could not show an onset begun in its last seconds: it is a lower bound at
+    observed_s, not at its whole hold."""
+    frame = runs(SLOWED | {"seconds_to_slow": 40.0, "held_s": 60.0},
+                 {"held_s": 60.0, "observed_s": 45.0})
+    assert soak_arms.onsets(frame, [1], "seconds_to_slow") == [(45.0, True)]
+    assert soak_arms.hold_part(frame, [0], [1]) == NOT_DISTINGUISHABLE  # 40 + 10 > 45, though 40 + 10 <= 60
+    assert soak_arms.verdict_text(frame.iloc[1]) == "held 45 s without failing"
+
+
 def test_an_onset_over_repeats_says_its_span_and_the_holds_without_it():
     frame = runs(SLOWED, SLOWED | {"seconds_to_slow": 7.0}, HELD)
     assert soak_arms.onset_text(frame, [0, 1], "seconds_to_slow") == "3 to 7 s"
@@ -228,8 +239,11 @@ def test_a11_has_a_part_per_held_arm_the_worst_decides_and_a_timeout_is_read_aga
     slowed_alone.loc[0, ["seconds_to_slow", "seconds_to_fall_behind"]] = [4.0, 7.0]
     assert "mitigation_helped" not in section.findings({"soak": loaded(slowed_alone, {})})[1].values
     hurt = frame.copy()
-    hurt.loc[4, ["verdict", "verdict_if_judged", "seconds_to_fall_behind"]] = ["fell_behind", "fell_behind", 2.0]
+    hurt.loc[4, "seconds_to_fall_behind_in_run"] = 12.0  # the queue fell behind after the server ended the hold
     assert section.findings({"soak": loaded(hurt, {})})[1].values["mitigation_helped"] == "False"
+    not_judged = frame.copy()  # a timeout run that could not carry its load decides nothing: the row is undecided
+    not_judged.loc[4, "verdict"] = "not_judged"
+    assert "mitigation_helped" not in section.findings({"soak": loaded(not_judged, {})})[1].values
     fixed = frame.iloc[:2].assign(rate_asked=100.0)
     assert "100 jobs/s;" in section.findings({"soak": loaded(fixed, {})})[1].ours
 

@@ -218,7 +218,7 @@ def a11_held_horizon(loaded: dict):
               "load": load_said(held), "workers": join([str(w) for w in sorted(set(held["workers"]))]),
               "pg": join([str(v) for v in sorted(set(held["pg_version"]))])}
     pair = timeout_arm(runs)
-    if pair is not None:
+    if pair is not None and runs.iloc[pair[0]]["verdict"] != soak_outcomes.NOT_JUDGED:  # else the row is undecided
         with_it = runs.iloc[pair[0]]
         ended = with_it.get("pin_ended_early_s")
         values |= {"mitigation": with_it["mitigation_setting"], "mitigated_arm": arm_label(with_it),
@@ -230,9 +230,11 @@ def a11_held_horizon(loaded: dict):
                    # is below it
                    "unmitigated_behind": onset_text(runs, _group_of(runs, pair[1])[0], "seconds_to_fall_behind"),
                    "unmitigated_slow": onset_text(runs, _group_of(runs, pair[1])[0], "seconds_to_slow"),
-                   # the timeout kept the claims from slowing, where the same hold without it slowed them (its part
-                   # confirmed: timeout_arm)
-                   "mitigation_helped": str(with_it["verdict"] == soak_outcomes.HELD)}
+                   # the timeout kept the claims from slowing and the queue from falling behind over the whole run
+                   # (not only its short hold), where the same hold without it did (its part confirmed: timeout_arm)
+                   "mitigation_helped": str(all(with_it.get(key) is None or pd.isna(with_it.get(key))
+                                                for key in ("seconds_to_slow_in_run",
+                                                            "seconds_to_fall_behind_in_run")))}
     values["runs"] = runs_each(held)
     ours = say("A11.ours", **{key: values[key] for key in ("pin", "rates", "load", "workers", "pg", "runs", "slowed",
                                                            "decided")})

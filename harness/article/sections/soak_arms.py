@@ -122,13 +122,20 @@ ONSETS = ("seconds_to_slow", "seconds_to_fall_behind")
 
 def onsets(runs: pd.DataFrame, positions, key: str) -> list[tuple[float, bool]]:
     """Each run's onset (key: seconds_to_slow or seconds_to_fall_behind) as (seconds, censored): where none came,
-    the hold it lasted through, a lower bound (censored)."""
+    the seconds of the hold it was watched for (observed_s), a lower bound (censored)."""
     found = []
     for position in positions:
         row = runs.iloc[position]
         value = row[key]
-        found.append((float(row["held_s"]), True) if value is None or pd.isna(value) else (float(value), False))
+        found.append((watched(row), True) if value is None or pd.isna(value) else (float(value), False))
     return found
+
+
+def watched(row) -> float:
+    """The seconds of a run's hold an onset could be seen in: its hold, or less where the run ended too soon after
+    it for an onset's run of seconds (outcomes.judge's observed_s)."""
+    observed = row.get("observed_s")
+    return float(row["held_s"]) if observed is None or pd.isna(observed) else float(observed)
 
 
 def hold_part(runs: pd.DataFrame, held, controls, key: str = "seconds_to_slow") -> str:
@@ -235,11 +242,11 @@ def verdict_text(row) -> str:
     """The verdict as the table says it: an arm held without failing says for how long (a lower bound); a run not
     judged says why, and what the rule would have said."""
     if row["verdict"] == soak_outcomes.HELD:
-        return say("verdict.held", held=f"{row['held_s']:.0f}")
+        return say("verdict.held", held=f"{watched(row):.0f}")
     if row["verdict"] != soak_outcomes.NOT_JUDGED:
         return row["verdict"].replace("_", " ")
     why = say("not_judged.cpu_bound") if row.get("cpu_bound") else say("not_judged.arrivals_behind")
-    said = say("verdict.held", held=f"{row['held_s']:.0f}") if row["verdict_if_judged"] == soak_outcomes.HELD \
+    said = say("verdict.held", held=f"{watched(row):.0f}") if row["verdict_if_judged"] == soak_outcomes.HELD \
         else row["verdict_if_judged"].replace("_", " ")
     return say("not_judged.verdict", why=why, verdict=said)
 

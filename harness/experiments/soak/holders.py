@@ -180,8 +180,11 @@ class Holder:
 
     def release(self) -> None:
         """End the hold now, before pin_to: the idle transactions commit within their next look at the clock, and a
-        running analytics statement is cancelled (and no next one starts)."""
+        running analytics statement is cancelled (and no next one starts). An idle holder's session is not sent a
+        cancel: the server ignores one at an idle session, and one reaching its COMMIT would read as ended early."""
         self.pin_to = min(self.pin_to, self._at())
+        if self.kind != "analytics":
+            return
         for conn in self.connections:
             try:
                 conn.cancel()

@@ -15,8 +15,9 @@ From the hold's first second on, the rule reads two onsets, each the first secon
 a run of seconds (it may run on past the release), in seconds from the hold's start:
 
     seconds_to_slow         the second's median claim at SLOW_FACTOR times the claim level or more, for SLOW_RUN_S
-                            seconds; a second in which no claim returned while jobs waited beyond the level counts
-                            as slow (every claim in it took longer than the second);
+                            seconds; a second in which no claim returned while the queue was behind (the backlog
+                            above the fall-behind threshold below) counts as slow (every claim in it took longer
+                            than the second);
     seconds_to_fall_behind  the backlog above its level and above BEHIND_S of arrivals, for BEHIND_RUN_S seconds:
                             claims behind arrivals by a delay a user notices, staying;
     recovered_s             from the release to the end of the first second from which the backlog stays at its
@@ -25,7 +26,8 @@ a run of seconds (it may run on past the release), in seconds from the hold's st
 Then, for the run:
 
     held_without_failing  neither onset within the hold: "held N s without failing", a lower bound on the hold the
-                          arm takes (never "survives": a longer hold may fail it);
+                          arm takes (never "survives": a longer hold may fail it). N is observed_s: the hold, or
+                          less where the run ended before an onset's run of seconds could be seen;
     slowed                the claim slowed, the queue kept up;
     fell_behind           the queue fell behind, and its backlog was back at its level within RECOVER_WITHIN_S of
                           the release;
@@ -85,8 +87,8 @@ def rule_settings() -> dict:
 
 def judged_keys(latency: str = "claim") -> tuple[str, ...]:
     """What a run's summary keeps of judge's answer."""
-    return ("verdict", "verdict_if_judged", "seconds_to_slow", "seconds_to_fall_behind", "held_s",
-            "held_without_failing", "recovered_s", f"{latency}_level_ms", "backlog_level", "watched_after_s",
+    return ("verdict", "verdict_if_judged", "seconds_to_slow", "seconds_to_fall_behind", "held_s", "observed_s",
+            "seconds_to_slow_in_run", "seconds_to_fall_behind_in_run", "held_without_failing", "recovered_s", f"{latency}_level_ms", "backlog_level", "watched_after_s",
             "unremovable_at_slow", "unremovable_at_fall_behind")
 
 
@@ -125,10 +127,11 @@ def behind_level(before_backlog, before_arrived, step_s: float = 0.0) -> float:
 
 
 def onset(flags, seconds, start_s: float, end_s: float, run: int) -> float | None:
-    """The first second in [start_s, end_s) from which `flags` holds for `run` seconds in a row (the run may go on
-    past end_s), in seconds from start_s; None where there is none."""
+    """The first second wholly within [start_s, end_s) from which `flags` holds for `run` seconds in a row (the run
+    may go on past end_s), in seconds from start_s; None where there is none. A release stamped just after a whole
+    second (the live one) leaves the second it falls in out."""
     flags, seconds = np.asarray(flags, bool), np.asarray(seconds, float)
-    for i in np.flatnonzero((seconds >= start_s) & (seconds < end_s)):
+    for i in np.flatnonzero((seconds >= start_s) & (seconds + 1 <= end_s)):
         if i + run <= len(flags) and flags[i:i + run].all():
             return float(seconds[i] - start_s)
     return None
@@ -136,10 +139,10 @@ def onset(flags, seconds, start_s: float, end_s: float, run: int) -> float | Non
 
 def recovered_after(series: pd.DataFrame, pin_to: float, level: float) -> float | None:
     """Seconds from the release to the end of the first second after it from which the backlog stays at `level`
-    or below for HOLD_S seconds (or to the run's end, where fewer are left)."""
+    or below for HOLD_S seconds; None where no such HOLD_S seconds were seen."""
     after = series[series["second"] >= pin_to].reset_index(drop=True)
     down = (after["backlog"] <= level).to_numpy()
-    for i in range(len(after)):
+    for i in range(len(after) - HOLD_S + 1):  # HOLD_S seconds seen, not fewer at the run's end
         if down[i:i + HOLD_S].all():
             return float(after["second"].iloc[i] + 1 - pin_to)
     return None
@@ -165,6 +168,9 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
     seconds = series["second"].to_numpy(float)
     to_slow = onset(slow, seconds, pin_from, pin_to, SLOW_RUN_S)
     to_behind = onset(behind, seconds, pin_from, pin_to, BEHIND_RUN_S)
+    # how long the hold was watched for either onset: an onset needs its run of seconds inside the run, so a hold
+    # cut off by the run's end is a lower bound only to the last second one could start
+    observed_s = max(0.0, min(pin_to, float(len(series) - BEHIND_RUN_S)) - pin_from)
     recovered_s = recovered_after(series, pin_to, level)
     watched_s = ended_s - pin_to
     if to_behind is None:
@@ -175,15 +181,22 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
         verdict = SPIRALS
     else:
         verdict = CUT_OFF
-    claimed_since = np.cumsum(np.where(seconds >= pin_from, series["claimed"].to_numpy(float), 0.0))
+    # the jobs claimed from the hold's start to the onset second's start (not that second's own)
+    claimed = np.where(seconds >= pin_from, series["claimed"].to_numpy(float), 0.0)
+    claimed_before = np.cumsum(claimed) - claimed
 
     def unremovable(at: float | None) -> int | None:
         if at is None or not held or latency != "claim":
             return None
-        return int(VERSIONS_PER_JOB * claimed_since[np.searchsorted(seconds, pin_from + at)])
+        return int(VERSIONS_PER_JOB * claimed_before[np.searchsorted(seconds, pin_from + at)])
 
     return {"verdict": NOT_JUDGED if arrivals_behind or cpu_bound else verdict, "verdict_if_judged": verdict,
             "seconds_to_slow": to_slow, "seconds_to_fall_behind": to_behind, "held_s": pin_to - pin_from,
+            "observed_s": observed_s,
+            # over the whole run from the hold's start, released or not: whether a hold the server ended early (a
+            # timeout) still left the queue slowed or behind
+            "seconds_to_slow_in_run": onset(slow, seconds, pin_from, ended_s, SLOW_RUN_S),
+            "seconds_to_fall_behind_in_run": onset(behind, seconds, pin_from, ended_s, BEHIND_RUN_S),
             "held_without_failing": verdict == HELD, "recovered_s": recovered_s,
             f"{latency}_level_ms": claim_level, "backlog_level": level, "watched_after_s": watched_s,
             "unremovable_at_slow": unremovable(to_slow), "unremovable_at_fall_behind": unremovable(to_behind)}

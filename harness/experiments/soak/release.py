@@ -42,8 +42,8 @@ def run_until_done(p, began: float, counts, holder, processes, bar) -> dict:
     """Wait out the run: to p.seconds, or with hold_until_failure until RECOVER_WITHIN_S and HOLD_S after the
     release (the recovery the rule watches for), the hold released once the queue fell behind, at its cap, or where
     the server ended it first (a timeout). A run that reached the cap without falling behind has nothing to recover
-    from: it ends HOLD_S later, or at the cap where nothing was held. Returns when the hold was released (s from the
-    start) and why."""
+    from: it ends BEHIND_RUN_S later, the seconds an onset begun just before the cap needs to be seen. Returns when
+    the hold was released (s from the start) and why."""
     live = LiveSeries()
     end_at = p.seconds
     release = {"at_s": p.release_at, "because": "hold_max" if p.hold_until_failure else "pin_to"}
@@ -68,9 +68,11 @@ def run_until_done(p, began: float, counts, holder, processes, bar) -> dict:
                 because = "fell_behind" if behind else "ended_early" if ended else "hold_max"
                 release = {"at_s": min(now, p.release_at, *ended), "because": because}
                 holder.release()
-                # a queue that did not fall behind has no recovery to watch: a held one is watched HOLD_S past the
-                # release (its claims coming back), a control ends at the cap
-                watched_s = watch_s if because != "hold_max" else 0.0 if p.holder == "none" else soak_outcomes.HOLD_S
+                # a queue that did not fall behind has no recovery to watch: it is watched only for an onset that
+                # began in the hold's last seconds
+                # (BEHIND_RUN_S more, so that an onset starting in the hold's last seconds is seen whole)
+                watched_s = watch_s if because != "hold_max" else float(max(soak_outcomes.BEHIND_RUN_S,
+                                                                            soak_outcomes.HOLD_S))
                 end_at = min(p.seconds, release["at_s"] + watched_s)
                 if bar is not None:
                     bar.total = int(math.ceil(end_at))

@@ -149,8 +149,8 @@ def _span(samples: pd.DataFrame, column: str) -> int | None:
 
 
 def at(samples: pd.DataFrame, t_s: float, column: str):
-    """A column's last value sampled at or before run second t_s (the claim's buffers are read every
-    EXPLAIN_EVERY_S: the last read); None where none was."""
+    """A column's last value sampled by the end of run second t_s (up to SAMPLE_S after its start; the claim's
+    buffers are read every EXPLAIN_EVERY_S: the last read); None where none was."""
     values = samples.loc[samples["t_s"] <= t_s + SAMPLE_S, ["t_s", column]].dropna()
     return None if not len(values) else float(values[column].iloc[-1])
 
