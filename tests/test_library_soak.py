@@ -117,7 +117,7 @@ def test_a12_reads_a_library_over_its_repeats_and_decides_only_where_they_agree(
     held = loaded.summaries["holder"] != "none"
     # holds of 60 s: the margin (10 s) fits between a held repeat's onset and its control's lower bound
     first = loaded.summaries.assign(verdict="slowed", seconds_to_slow=np.where(held, 1.0, None),
-                                    seconds_to_fall_behind=None, held_s=60.0)
+                                    seconds_to_fall_behind=None, held_s=60.0, observed_s=60.0)
     again = first.assign(repeat=1, seconds_to_slow=np.where(held, second, None))
     both = dataclasses.replace(loaded, summaries=pd.concat([first, again], ignore_index=True))
     found = section.a12_library_pickup({section.NAME: both})

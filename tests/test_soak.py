@@ -283,7 +283,7 @@ def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control
     assert control.summary["verdict_if_judged"] not in rule.FAILED and none["seconds_to_fall_behind"] is None, none
     assert none["released_because"] == "hold_max" and none["pin_s"] == pytest.approx(45, abs=1.5)
     # nothing to recover from: it ends 10 s past the cap, for an onset begun in the hold's last seconds to be seen
-    assert control.summary["ended_s"] == pytest.approx(65, abs=2) and none["held_without_failing"]
+    assert control.summary["ended_s"] == pytest.approx(65, abs=2)
     # the sampler kept a sample of the table for every second, and the claim's buffers while it was slow
     samples = stored.table("samples")
     assert soak.soak_sampler.covered(samples, stored.summary["ended_s"]) and samples["buffers_per_claim"].notna().sum() >= 3
