@@ -24,9 +24,8 @@ from harness.article.formats import DASH, count, ms, number, span
 from harness.article.prose import join, numbered, table
 from harness.article.sections.soak_arms import (LOAD, PRACTICAL_MARGIN_S, Loaded, arm_label, base_arm,
                                                 held_groups, held_part, held_label, load_runs, on_disk, onset_text,
-                                                reference, repeat_label, row_at, runs_each, verdict_text,
+                                                onsets, reference, repeat_label, row_at, runs_each, verdict_text,
                                                 verdicts_text, worst_part)
-from harness.article.sections.soak_arms import onsets as _onsets
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.stats import percentile_ratio_interval
@@ -354,13 +353,13 @@ def worst_held(runs: pd.DataFrame) -> int | None:
     for held, controls in held_groups(runs):
         if held_part(runs, held, controls) != CONFIRMED:
             continue
-        behind = [v for v, censored in _onsets(runs, held, "seconds_to_fall_behind") if not censored]
-        slow = [v for v, _ in _onsets(runs, held, "seconds_to_slow")]
-        rank = (0, float(np.median(behind))) if len(behind) == len(held) else (1, float(np.median(slow)))
-        median_run = sorted(held, key=lambda p: _onsets(runs, [p], "seconds_to_fall_behind" if rank[0] == 0
-                                                         else "seconds_to_slow")[0][0])[len(held) // 2]
+        behind = onsets(runs, held, "seconds_to_fall_behind")
+        # every repeat fell behind: ranked by when; else by when the claim slowed
+        key = "seconds_to_fall_behind" if not any(censored for _, censored in behind) else "seconds_to_slow"
+        ordered = sorted(held, key=lambda p: onsets(runs, [p], key)[0][0])
+        rank = (key != "seconds_to_fall_behind", float(np.median([onsets(runs, [p], key)[0][0] for p in held])))
         if best is None or rank < best[0]:
-            best = (rank, median_run)
+            best = (rank, ordered[len(held) // 2])
     return None if best is None else best[1]
 
 
@@ -381,7 +380,7 @@ def anchors_table(loaded: dict) -> str:
                             behind=onset_text(runs, [worst], "seconds_to_fall_behind"),
                             kept=count(row["unremovable_at_fall_behind"]) if row["unremovable_at_fall_behind"]
                             is not None and not pd.isna(row["unremovable_at_fall_behind"]) else DASH,
-                            backlog=count(row["backlog_max"]), before=ms(row["claim_level_ms"]),
+                            backlog=count(row["backlog_max"]), before=ms(row["claim_p99_ms_before"]),
                             during=ms(row["claim_p99_ms_during"]), dead=count(row["dead_tuples_max"]),
                             verdict=verdict_text(row)))))))
     return table(pd.DataFrame(rows, columns=list(ANCHOR_COLUMNS)), caption=say("anchor.caption"), escape=False)
