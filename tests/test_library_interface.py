@@ -26,7 +26,7 @@ MODELLED = {**COMMON, "CLAIM": TEXT, "CONNECTIONS": int, "PROTOCOL": object}
 OPTIONAL = {"JOBS_SCHEMA": TEXT, "STATS_TABLE": TEXT, "AUDIT_ID_SQL": TEXT, "JOB_CAP": int, "NOTIFIES_ON_CHANGE": bool,
             "CONNECTIONS": int, "STOPS_ON_ITS_OWN": bool, "INSTALL_HINT": TEXT, "CLAIM_FUNCTION": TEXT, "WAKEUP": dict,
             "FAILED": TEXT, "HOLDS_BY_SESSION": bool, "POOLER_SETTING": (dict, type(None)), "POOLER_READ": dict,
-            "installed_version": types.FunctionType}
+            "installed_version": types.FunctionType, "EARLIER_RELEASES": dict}
 RECOVERY_KEYS = {"mechanism", "setting", "default_s", "raced_s"}
 # name -> the parameters it takes, in order
 FUNCTIONS = {"install": ("url",), "enqueue": ("url", "n", "job_s"), "work": ("url", "log", "ready", "start", "job_s")}
@@ -87,7 +87,7 @@ def test_every_library_module_is_declared_once_and_every_declaration_has_a_modul
     declared = [library.name for library in library_claims.LIBRARIES]
     assert len(declared) == len(set(declared))
     root = Path(libraries.__file__).parent
-    own = {path.stem for path in root.glob("*.py")} - {"__init__", "node", "runtime"}
+    own = {path.stem for path in root.glob("*.py")} - {"__init__", "node", "runtime", "releases"}
     modelled = {path.stem for path in (root / "models").glob("*.py")} - {"__init__"}
     assert own == {library.name for library in library_claims.LIBRARIES if library.runs_here}
     assert modelled == {library.name for library in library_claims.LIBRARIES if not library.runs_here}
@@ -196,6 +196,27 @@ def test_the_docs_tables_of_the_libraries_agree_with_their_declarations():
                              f"{source.repository} {source.release} at {source.commit}")
     assert wrong == []
     assert len(probe) == len(library_claims.LIBRARIES)
+
+
+def test_the_docs_table_of_earlier_releases_agrees_with_their_declarations():
+    """Each earlier release a library declares (EARLIER_RELEASES) has its row in docs/libraries.md, with what its
+    source says the probe should find, or "(not run)" for one read only; and no row names an undeclared one."""
+    lines = (ROOT / "docs" / "libraries.md").read_text().splitlines()
+    start = lines.index("| library | earlier release | its completion checks (source at that tag) | the probe should find |")
+    rows = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[(cells[0], cells[1])] = cells
+    declared = {}
+    for library in library_claims.LIBRARIES:
+        for release, read in (libraries.get(library.name).EARLIER_RELEASES or {}).items():
+            declared[(named_in_docs(library), release)] = "(not run)" if read.get("read_only") else \
+                read["expected"].replace("_", " ")
+            assert read["source"].count(":") >= 1 and read["checks"], (library.name, release)
+    assert {key: cells[-1] for key, cells in rows.items()} == declared
+    assert ("chancy", "0.25.0") in declared and ("Solid Queue (model)", "1.4.0") in declared
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
 from harness.article.sections import library_faults as worker_dies, stale_completions
-from harness import scratch
+from harness import libraries, scratch
 from harness.experiments.libraries import outcomes as probe_outcomes
 from harness.experiments import registry
 from harness.experiments.libraries import drain as library_runs
@@ -65,6 +65,44 @@ def test_each_outcome_from_the_libraries_own_workers_and_a_model_beside_their_so
     assert "never sent (its worker ended first)" in shown and "by construction" in shown
     for run in (tmp_path / "libraries").iterdir():
         assert Run(run).manifest["checks"]["every_completion_attributed"], Run(run).summary
+
+
+def test_the_release_before_a_guard_is_probed_beside_the_installed_one_and_the_page_says_from_which(tmp_path):
+    """chancy checks the claim_id its fetch set from 0.26.0 (installed); 0.25.0 completes by the job's id alone.
+    --library chancy==0.25.0 installs that release beside the environment's (not in it) and probes it in a child
+    Python: refused from 0.26.0, accepted in 0.25.0, each as its own source says, and the advice says both."""
+    rows = run_cli("libraries", "--probe", "stale_completion", "--library", "chancy,chancy==0.25.0", "--repeat", "1",
+                   "--json", "--quiet", "--data-dir", str(tmp_path), timeout=600)
+    assert rows.returncode == 0, rows.stderr[-3000:]
+    current, earlier = map(json.loads, rows.stdout.splitlines())
+    assert (current["version"], current["release"], current["stale_completion"]) == ("0.26.0", "installed", "refused")
+    assert (earlier["version"], earlier["release"], earlier["stale_completion"]) == ("0.25.0", "0.25.0", "accepted")
+    assert earlier["agrees_with_source"] is True and "chancy/worker.py:506-518" in earlier["source_ref"], earlier
+    assert current["agrees_with_source"] is True, current
+    assert libraries.version("chancy") == "0.26.0", "the environment's release is untouched"
+    loaded = contents.load(handed("library_probe", sorted((tmp_path / "libraries").iterdir())))
+    probes = loaded[worker_dies.NAME].probes
+    [installed] = stale_completions.installed(probes)
+    said = stale_completions.advice(installed, probes)
+    assert said.startswith("refused (observed; its source agrees). refused from 0.26.0; applied in 0.25.0 "
+                           "(observed: its completion checks the job's id alone)"), said
+    a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, probes)
+    assert dict(a9.parts) == {"chancy": CONFIRMED}, a9.parts  # A9 reads the release installed
+    shown = worker_dies.probe_table(loaded)
+    assert "chancy 0.26.0" in shown and "chancy 0.25.0" in shown, shown
+
+
+def test_a_release_read_in_its_source_and_not_run_is_said_as_read():
+    """Solid Queue's guard is first tagged in v1.5.0; 1.4.0 is read, not modelled: the advice says so, with its
+    source."""
+    row = {"library": "solid_queue", "version": "model of 1.5.0", "stale_completion": "not_handed_on",
+           "agrees_with_source": True, "model": True, "source_checks": "its claimed execution",
+           "outcomes": ["not_handed_on"]}
+    said = stale_completions.advice(row, [row])
+    assert said.endswith("not handed on from 1.5.0; in 1.4.0, its completion checks nothing: it finishes the job "
+                         "and destroys its claimed execution without looking for it (read in its source, "
+                         "app/models/solid_queue/claimed_execution.rb:110-115 (finished), v1.4.0 (176721e); not run "
+                         "here)"), said
 
 
 def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(db, tmp_path, monkeypatch):
@@ -151,7 +189,12 @@ def test_the_probe_decides_a_library_part_of_a9_only_where_it_bears_on_it(row, e
     (["--probe", "stale_completion", "--library", "nosuch"], "no job library named 'nosuch'"),
     (["--probe", "stale_completion", "--library", "pgmq", "--fault", "kill"], "a probe runs on its own"),
     (["--probe", "stale_completion", "--library", "pgmq", "--jobs", "3"], "a probe races one job"),
-    (["--probe", "stale_completion", "--library", "pgmq", "--workers", "1"], "a probe takes 2 to 8 workers")])
+    (["--probe", "stale_completion", "--library", "pgmq", "--workers", "1"], "a probe takes 2 to 8 workers"),
+    (["--probe", "stale_completion", "--library", "chancy==0.24.0"],
+     "chancy 0.24.0 is not offered to the probe: its source there was not read (offered: chancy==0.25.0)"),
+    (["--probe", "stale_completion", "--library", "solid_queue==1.4.0"],
+     "solid_queue 1.4.0 is not offered to the probe: it is read in its source, not run"),
+    (["--library", "chancy==0.25.0"], "chancy==0.25.0) is raced by the probe only")])
 def test_a_probe_refuses_what_it_cannot_run_in_one_line_before_anything_starts(args, said, tmp_path):
     done = run_cli("libraries", *args, "--data-dir", str(tmp_path), timeout=60)
     assert done.returncode == 2 and said in done.stderr, done.stderr

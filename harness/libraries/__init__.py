@@ -36,6 +36,8 @@ A library module declares:
     STALE_COMPLETION       what its released source says its completion checks, and so what the stale-completion
                            probe should find: {"expected", "checks", "source"}
     HOLDS_BY_SESSION       (optional, False) True: its hold on a job is its session's advisory lock
+    EARLIER_RELEASES       (optional) releases before the one installed that the probe may race, each with what
+                           its source at that tag says, as STALE_COMPLETION (harness.libraries.releases)
     install(url)           the library's own schema, from its own migrations
     enqueue(url, n, job_s=None[, first])
                            n no-op jobs, through the library's API (job_s: a fault run's, where the job carries it);
@@ -120,6 +122,9 @@ class OptionalParts:
     POOLER_SETTING: dict | None = None  # what it documents for a transaction pooler; None: nothing
     POOLER_READ: dict | None = None  # a model's: what its source says a transaction pooler breaks in it
     installed_version: Callable[[], str | None] | None = None  # its version, where it is not a Python distribution
+    # earlier releases the stale-completion probe may race (harness.libraries.releases): release -> what its
+    # source at that tag says, as STALE_COMPLETION
+    EARLIER_RELEASES: dict | None = None
 
 
 OPTIONAL_DEFAULTS = {field.name: field.default for field in dataclasses.fields(OptionalParts)}

@@ -43,14 +43,22 @@ CLAIMED = "NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running'"
 COMPLETED = "NEW.state = 'succeeded' AND OLD.state IS DISTINCT FROM 'succeeded'"
 # the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
-COMPLETION_LOGGED = "claim_id IS NOT DISTINCT FROM"
+# (the end of its SET list and the job's id: the same in 0.25.0, whose statement stops there, and in 0.26.0, which
+# adds the claim_id)
+COMPLETION_LOGGED = "max_attempts = $8 WHERE id = $9"
 # the parameter of that statement naming the job it completes: the job's uuid, one statement per job in its second's
 # flush
 COMPLETION_JOB = "$9"
 STALE_COMPLETION = {"expected": "refused",
                     "checks": "the job's id and the claim_id its own fetch set; a later fetch sets a new one",
                     "why": "Recovery hands the job on; the completion names the holder's claim",
-                    "source": "chancy/worker.py:686-698 (Worker.flush), release 0.26.0 as installed"}
+                    "source": "chancy/worker.py:684-698 (Worker.flush), release 0.26.0 as installed"}
+# the release before the guard, which the probe can race too (harness.libraries.releases: --library chancy==0.25.0):
+# its completion is the same UPDATE without the claim_id (added by chancy/migrations/v8.py in 0.26.0)
+EARLIER_RELEASES = {"0.25.0": {"expected": "accepted",
+                               "checks": "the job's id alone",
+                               "why": "Recovery hands the job on; the completion names no claim",
+                               "source": "chancy/worker.py:506-518 (Worker._maintain_updates), release 0.25.0"}}
 STOPS_ON_ITS_OWN = False
 # the worker declares the 'default' queue at start without replacing one already declared: the jobs go there,
 # declared at install with these settings

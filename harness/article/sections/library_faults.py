@@ -120,7 +120,7 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
     fault landed, none hit a job, or a job was undecided at the bound (still running, never started, or waiting for
     a recovery set past the time the run waited); confirmed otherwise. A job run twice is the price of
     at-least-once execution, counted, not held against the library. probes: probe_outcomes.per_library's rows."""
-    by_probe = {row["library"]: row for row in probes}
+    by_probe = {row["library"]: row for row in stale_completions.installed(probes)}
     if (faults is None or not len(faults)) and not by_probe:
         return not_measured("A9", say("A9.no_runs"))
     faults = faults if faults is not None and len(faults) else pd.DataFrame(columns=["library", "fault"])
@@ -146,7 +146,7 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
             else:
                 verdicts.append(CONFIRMED)
         parts.append((name, library_poolers.worst_verdict(verdicts) if verdicts else NOT_MEASURED))
-    notes = stale_completions.a9_notes(probes) + notes
+    notes = stale_completions.a9_notes(stale_completions.installed(probes)) + notes
     decided = [name for name, v in parts if v != NOT_MEASURED]
     counted_runs = _landed(faults) if len(faults) else faults.assign(executed_twice=[], jobs_hit=[])
     counted_runs = counted_runs[counted_runs["library"].map(library_label).isin(decided)]
@@ -158,7 +158,8 @@ def a9_a_dead_workers_job_completes_once(faults: pd.DataFrame | None, probes=())
                     faults=join(dict.fromkeys(map(fault_said, counted_runs["fault"]))),
                     runs=numbered(len(counted_runs), "run"))] \
         if len(counted_runs) else []
-    probed = sum(row["handed_on"] for row in probes if library_label(row["library"]) in decided)
+    probed = sum(row["handed_on"] for row in stale_completions.installed(probes)
+                 if library_label(row["library"]) in decided)
     evidence += [say("A9.ours.probes", probes=count(probed))] if probed else []
     ours = say("A9.ours", wrong=count(sum(1 for _, v in parts if v == CORRECTED)), libraries=_libraries(len(decided)),
                evidence="; ".join(evidence)) if decided else ""
@@ -256,7 +257,7 @@ def advice_table(loaded: dict) -> str:
     faults = mine.faults if len(mine.faults) else pd.DataFrame(columns=["library"])
     pooled = library_poolers.library_pooler_verdicts(mine.pooled, mine.claims)
     fixed = library_poolers.libraries_fixed_by_their_setting(mine.pooled)
-    probed = {row["library"]: row for row in mine.probes}
+    probed = {row["library"]: row for row in stale_completions.installed(mine.probes)}
     names = list(dict.fromkeys([*faults["library"], *probed,
                                 *(mine.pooled["library"] if mine.pooled is not None else [])]))
     rows = []
@@ -278,7 +279,8 @@ def advice_table(loaded: dict) -> str:
         rows.append(dict(zip(ADVICE_COLUMNS, (
             html.escape(library_label(library)),
             code_cell(_configure_text(recovery).get(library, DASH)),
-            html.escape(_seen(_landed(runs)) if len(runs) else DASH), html.escape(stale_completions.advice(probed.get(library))),
+            html.escape(_seen(_landed(runs)) if len(runs) else DASH),
+            html.escape(stale_completions.advice(probed.get(library), mine.probes)),
             code_cell(through)))))
     return table(pd.DataFrame(rows, columns=list(ADVICE_COLUMNS)), caption=say("advice_caption"), escape=False)
 

@@ -11,6 +11,7 @@ from collections import Counter
 
 import pandas as pd
 
+from harness import libraries
 from harness.experiments.libraries import outcomes as probe_outcomes
 from harness.article.findings import CONFIRMED, CORRECTED
 from harness.article.formats import DASH, count, number
@@ -26,6 +27,42 @@ def probes(reads: dict) -> tuple:
     """One row per library over its probe runs (probe_outcomes.per_library); empty without any."""
     runs = reads["library_probe"].runs if "library_probe" in reads else ()
     return tuple(probe_outcomes.per_library([run.summary for run in runs]))
+
+
+INSTALLED = "installed"  # a row of the release make install pinned (harness.libraries.releases)
+
+
+def installed(probes) -> list[dict]:
+    """The rows of the releases installed: what A9 and the advice decide on."""
+    return [row for row in probes if row.get("release", INSTALLED) == INSTALLED]
+
+
+def earlier(probes, library: str) -> list[dict]:
+    """The rows of a library's earlier releases probed beside the installed one."""
+    return [row for row in probes if row["library"] == library and row.get("release", INSTALLED) != INSTALLED]
+
+
+def since(row: dict, probes) -> str:
+    """Where a library declares a release before its installed one: what its completion did there, observed where
+    it was probed (its row in probes), read in its source where not, after the installed one's outcome; empty
+    where it declares none."""
+    declared = libraries.get(row["library"]).EARLIER_RELEASES or {}
+    if not declared:
+        return ""
+    probed = {e["release"]: e for e in earlier(probes, row["library"])}
+    said = []
+    for release, read in declared.items():
+        if release in probed:
+            said.append(say("since.observed", release=release, outcome=_outcome_said(probed[release]),
+                            checks=read["checks"]))
+        else:
+            said.append(say("since.read", release=release, checks=read["checks"], source=read["source"]))
+    return say("since.lead", outcome=_outcome_said(row), version=_release_of(row), earlier=join(said))
+
+
+def _release_of(row: dict) -> str:
+    """The release a row ran: a model's is the release its source was read at."""
+    return str(row["version"]).removeprefix("model of ")
 
 
 def probe_verdict(row: dict | None) -> str | None:
@@ -61,18 +98,22 @@ def a9_notes(probes) -> list[str]:
     return notes
 
 
-def advice(row: dict | None) -> str:
+def advice(row: dict | None, probes=()) -> str:
     """The probe's outcome for a library, marked observed (in a model, for a library modelled), with its source's
-    reading where the two disagree, and what its completion checks where the job was never handed on."""
+    reading where the two disagree, and what its completion checks where the job was never handed on; then, where
+    the library declares an earlier release, what its completion did there (since)."""
     if row is None:
         return DASH
     if row["agrees_with_source"] is False:
-        return say("advice.stale_disagrees", outcome=_outcome_said(row),
+        said = say("advice.stale_disagrees", outcome=_outcome_said(row),
                    expected=_said_outcomes()[row["expected_from_source"]])
-    if row["stale_completion"] == "not_handed_on":
-        return say("advice.stale_not_handed_on", checks=row["source_checks"])
-    return say("advice.stale_model", outcome=_outcome_said(row)) if row["model"] else \
-        say("advice.stale", outcome=_outcome_said(row))
+    elif row["stale_completion"] == "not_handed_on":
+        said = say("advice.stale_not_handed_on", checks=row["source_checks"])
+    else:
+        said = say("advice.stale_model", outcome=_outcome_said(row)) if row["model"] else \
+            say("advice.stale", outcome=_outcome_said(row))
+    later = since(row, probes)
+    return f"{said}. {later}" if later else said
 
 
 PROBE_COLUMNS = ("library", "lost its job by", "waited for a second holder, s", "handed on", "its stale completion, observed",
@@ -105,7 +146,9 @@ def probe_table(probes) -> str:
     if not probes:
         return ""
     rows = []
+    releases = Counter(row["library"] for row in probes)
     for row in probes:
+        name = library_label(row["library"]) + (f" {_release_of(row)}" if releases[row["library"]] > 1 else "")
         stale, live = (DASH if not row["handed_on"] else
                        f"{_or_unseen(row[f'{who}_completions_sent'])} / {row[f'{who}_completions_applied']}"
                        for who in ("stale", "live"))
@@ -113,7 +156,7 @@ def probe_table(probes) -> str:
             if not row["agrees_with_source"] else say("probe.by_construction") if row["model"] else say("probe.agrees")
         lost_by = say.each("probe.lost_by", ("frozen", "sessions_cut"))[row["lost_by"].replace(" ", "_")]
         cells = [html.escape(cell) for cell in (
-            library_label(row["library"]), lost_by, number(row["hand_on_bound_s"], 1),
+            name, lost_by, number(row["hand_on_bound_s"], 1),
             f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale, live)]
         # a source path has no break in it; as code it may break anywhere, so the table keeps to the column
         cells.append(f"{html.escape(row['source_checks'])} (<code>{html.escape(row['source_ref'])}</code>)")

@@ -46,7 +46,7 @@ import pandas as pd
 from psycopg import sql
 
 from harness import libraries, scratch
-from harness.libraries import models
+from harness.libraries import models, releases
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list, one_of,
                                          setting)
@@ -74,10 +74,22 @@ def as_library(name: str, value) -> str:
     return libraries.get(str(value)).NAME
 
 
+def as_release_of(name: str, value) -> str:
+    """A library, or an earlier release of it the probe may race ("chancy==0.25.0": harness.libraries.releases)."""
+    library, release = releases.split(str(value))
+    library = as_library(name, library)
+    releases.check(library, release)
+    return library if release == releases.INSTALLED else f"{library}=={release}"
+
+
+def as_release(name: str, value) -> str:
+    return str(value)  # checked against its library in LibraryParameters.check
+
+
 def as_libraries(name: str, values) -> tuple[str, ...]:
     if isinstance(values, str):
         values = parse_libraries(values)
-    names = tuple(as_library(name, v) for v in values)
+    names = tuple(as_release_of(name, v) for v in values)
     if not names:
         raise UserError("give at least one library")
     return names
@@ -92,7 +104,7 @@ def parse_libraries(text: str) -> tuple[str, ...]:
         names += libraries.NAMES if token == "all" else libraries.MODELS if token == "models" else [token]
     names = list(dict.fromkeys(names))
     for name in names:
-        libraries.get(name)
+        libraries.get(releases.split(name)[0])
     return tuple(names)
 
 
@@ -166,6 +178,8 @@ class LibraryParameters(Parameters):
     pooler_setting: str = setting("default", as_pooler_setting, added_later=True)
     # a probe instead of a drain or a fault run (harness.experiments.libraries.probe); none before it
     probe: str = setting("none", as_probe, added_later=True)
+    # the release probed: the one installed, or an earlier one (harness.libraries.releases); installed before it
+    release: str = setting(releases.INSTALLED, as_release, added_later=True)
 
     def check(self) -> None:
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
@@ -177,6 +191,11 @@ class LibraryParameters(Parameters):
                                 f"job, one to take it on), not {self.worker_count}")
             if self.job_count != PROBE_JOBS:
                 raise UserError(f"a probe races one job, not {self.job_count}")
+        if self.release != releases.INSTALLED:
+            releases.check(self.library, self.release)
+            if self.probe == "none":
+                raise UserError(f"an earlier release ({self.library}=={self.release}) is raced by the probe only: "
+                                "add --probe stale_completion")
         if self.pooler_setting == "documented":
             if self.pooler == "none":
                 raise UserError("the documented pooler setting is for a run through the pooler, not directly")
@@ -258,7 +277,7 @@ class LibrarySweep(Parameters):
     def runs(self) -> list[LibraryParameters]:
         """One run per library installed here, worker count and repeat; a library not installed is left out,
         with one line saying what to install (the rest of a report still builds)."""
-        installed = [name for name in self.libraries if libraries.version(name) is not None]
+        installed = [name for name in self.libraries if libraries.version(releases.split(name)[0]) is not None]
         for name in self.libraries:
             if name not in installed and name not in _SAID_NOT_INSTALLED:
                 _SAID_NOT_INSTALLED.add(name)  # once per process: the sweep's runs are listed more than once
@@ -272,12 +291,14 @@ class LibrarySweep(Parameters):
         # and only for a library that documents one
         # a short pause leaves out the libraries with nothing to pause short of, unless none asked has one: then
         # they stay, so that their check refuses the sweep in one line rather than it running nothing
-        pausable = any(short_pause_s(name) is not None for name in installed)
+        # an earlier release (chancy==0.25.0) is a library of its own here; its check refuses it outside a probe
+        pausable = any(short_pause_s(releases.split(name)[0]) is not None for name in installed)
         return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
                     self.job_count, libraries.get(library).JOB_CAP or self.job_count), repeat, fault, mode,
-                    chosen, probe)
+                    chosen, probe, release)
                 for probe in self.probes for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
-                for library in installed for workers in self.worker_counts for repeat in range(self.repeats)
+                for library, release in map(releases.split, installed)
+                for workers in self.worker_counts for repeat in range(self.repeats)
                 if (chosen == "default" or (mode == "transaction" and fault == "none"
                                             and libraries.documented_setting(library) is not None))
                 and (fault != "short_pause" or short_pause_s(library) is not None or not pausable)]
@@ -299,7 +320,8 @@ def label(parameters: LibraryParameters) -> str:
     through = "" if parameters.pooler == "none" else f", via {parameters.pooler} pooler"
     if parameters.pooler_setting == "documented":
         through += " with its documented setting"
-    return f"{parameters.library} x{parameters.worker_count}{fault}{through}"
+    release = "" if parameters.release == releases.INSTALLED else f"=={parameters.release}"
+    return f"{parameters.library}{release} x{parameters.worker_count}{fault}{through}"
 
 
 # --------------------------------------------------------------------------- a worker process

@@ -50,9 +50,10 @@ from psycopg import sql
 from harness import libraries, scratch
 from harness.experiments.libraries import drain as library_runs
 from harness.experiments.libraries import probe as stale_completion
+from harness.experiments.libraries import release as earlier_release
 from harness.experiments.contract import Kind
 from harness.experiments.contract import Measured
-from harness.libraries import runtime
+from harness.libraries import releases, runtime
 from harness.storage import Run
 from harness.server import database, faults, pooler
 
@@ -390,6 +391,8 @@ def measure_run(db: database.Database, p, run_id: str, progress: bool = False) -
     """A libraries run: a drain (harness.experiments.libraries.drain), a probe (harness.experiments.libraries.probe), or,
     with a fault, a fault run (here)."""
     if p.probe != "none":
+        if p.release != releases.INSTALLED:  # in a child Python that imports that release
+            return earlier_release.measure(db, p, run_id, progress)
         return stale_completion.measure(db, p, run_id, progress)
     if p.fault == "none":
         return library_runs.measure_libraries(db, p, run_id, progress)

@@ -52,15 +52,17 @@ def _sent_by_both(summary: dict, what: str) -> int | None:
 
 
 def per_library(summaries: list[dict]) -> list[dict]:
-    """One row per library over its probe runs: what the contract of `--probe --json` prints."""
+    """One row per library and version over its probe runs (an earlier release probed beside the installed one is
+    a row of its own): what the contract of `--probe --json` prints."""
     rows = []
-    for name in dict.fromkeys(s["library"] for s in summaries):
-        mine = [s for s in summaries if s["library"] == name]
+    for name, version in dict.fromkeys((s["library"], s["version"]) for s in summaries):
+        mine = [s for s in summaries if s["library"] == name and s["version"] == version]
         landed = [s for s in mine if s["fault_landed"]]
         outcome = library_outcome([s["stale_completion"] for s in mine])
         first = mine[0]
         rows.append({
-            "library": name, "version": first["version"], "repeats": len(mine), "landed": len(landed),
+            "library": name, "version": version, "release": first.get("release", "installed"),
+            "repeats": len(mine), "landed": len(landed),
             "lost_by": first["lost_by"], "handed_on": sum(bool(s["handed_on"]) for s in landed),
             "stale_completion": outcome,
             "outcomes": [s["stale_completion"] for s in mine],

@@ -46,7 +46,7 @@ from harness.experiments.libraries import drain as library_runs
 from harness.experiments.contract import Measured
 from harness import gate, scratch
 from harness.experiments.libraries import outcomes as probe_outcomes
-from harness.libraries import runtime
+from harness.libraries import releases, runtime
 from harness.server import database, faults
 from harness.storage import Run
 
@@ -76,10 +76,10 @@ def holds_by_session(name: str) -> bool:
     return libraries.get(name).HOLDS_BY_SESSION
 
 
-def expected(name: str) -> dict:
-    """What the library's source says: expected (an outcome), checks (what its completion checks), source (file and
-    lines at the release)."""
-    return libraries.get(name).STALE_COMPLETION
+def expected(name: str, release: str = releases.INSTALLED) -> dict:
+    """What the library's source at the release probed says: expected (an outcome), checks (what its completion
+    checks), source (file and lines at the release)."""
+    return releases.expected(name, release)
 
 
 # --------------------------------------------------------------------------- the run's steps
@@ -246,8 +246,8 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     unattributed = unattributed_completions(audit, job, [a_done, b_done]) \
         if server_log is not None and job is not None else None
     outcome = probe_outcomes.run_outcome(a_holder is not None and lost, b_holder is not None, a_done)
-    source = expected(p.library)
-    summary = {"library": p.library, "version": libraries.version(p.library), "probe": p.probe,
+    source = expected(p.library, p.release)
+    summary = {"library": p.library, "version": libraries.version(p.library), "release": p.release, "probe": p.probe,
                "repeat": p.repeat, "lost_by": lost_by, "fault_landed": lost, "fault_effects": effects,
                "handed_on": b_holder is not None, "stale_completion": outcome,
                "stale_completions_sent": None if a_done is None else a_done["completions_sent"],
@@ -271,7 +271,8 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                 "faults": pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
                                          for k, v in entry.items()} for entry in log.entries]
                                        or [{"t": None, "fault": None}])},
-        procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
+        procedure={"library": p.library, "version": libraries.version(p.library), "release": p.release,
+                   "source": library.SOURCE,
                    "settings": library.SETTINGS, "recovery": library.RECOVERY, "probe": p.probe,
                    "steps": "A starts J; A is " + lost_by + "; J handed to B and B inside J (bound "
                             f"{hand_on_bound_s(p.library)} s); A resumed, its job ends {RESUME_S} s later and it "
@@ -289,7 +290,8 @@ def show_runs(paths, as_json: bool) -> None:
             print(json.dumps(row))
             continue
         sent = "-" if row["stale_completions_sent"] is None else row["stale_completions_sent"]
-        print(f"{row['library']:<16} {row['stale_completion'] or 'NOT LANDED':<14} "
+        name = f"{row['library']} {row['version']}"
+        print(f"{name:<24} {row['stale_completion'] or 'NOT LANDED':<14} "
               f"handed on {row['handed_on']}/{row['landed']}  stale completions sent {sent} applied "
               f"{row['stale_completions_applied']}  source: {row['expected_from_source']} "
               f"({'agrees' if row['agrees_with_source'] else 'DISAGREES' if row['agrees_with_source'] is False else '-'})")

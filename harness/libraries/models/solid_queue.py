@@ -41,7 +41,17 @@ STALE_COMPLETION = {"expected": "not_handed_on",
                     "why": "a dead worker's claimed jobs are failed, not run again",
                     "source": "app/models/solid_queue/claimed_execution.rb:104-124 (finalize, "
                               "unless_already_finalized) and 39-53 (fail_all_with); "
-                              "app/models/solid_queue/process/prunable.rb:24-29, 1.5.0 (29e818d)"}
+                              "app/models/solid_queue/process/prunable.rb:24-29, 1.5.0 (61a9f08)"}
+# the release before the guard, read in its source and not modelled (harness.libraries.releases: a model is written
+# from one release): 1.4.0's completion (finished) finishes the job and destroys its claimed execution in a plain
+# transaction, without looking for it first; the guard (finalize, unless_already_finalized) is first tagged in v1.5.0
+EARLIER_RELEASES = {"1.4.0": {"expected": None, "read_only": True,
+                              "checks": "nothing: it finishes the job and destroys its claimed execution without "
+                                        "looking for it",
+                              "why": "a job a user retries after its worker was pruned could be finished by the "
+                                     "pruned worker",
+                              "source": "app/models/solid_queue/claimed_execution.rb:110-115 (finished), v1.4.0 "
+                                        "(176721e)"}}
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library's driver does with its defaults, and what would avoid it
 POOLER_READ = {
