@@ -248,7 +248,7 @@ LIBRARIES = (
     Library("solid_queue", "Solid Queue (Ruby)",
             Source("rails/solid_queue", ("app/models/solid_queue/ready_execution.rb",
                                          "app/models/solid_queue/claimed_execution.rb"),
-                   "29e818d9c1181195736ffc5d7c1d1c03757b7752", "1.5.0"),
+                   "61a9f08a2bbdf02e60fac2371fbca0553f628dac", "1.5.0"),
             "the ready and claimed tables (an INSERT and a DELETE at claim and at completion), the pause check",
             False, 13),
     # raced with their own code too: read from the release installed here (requirements.lock, package-lock.json)
