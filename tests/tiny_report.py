@@ -2,10 +2,7 @@
 
 notebooks/params/tiny.yml (300 jobs, workers 1 and 4, small plans, churn and
 bench) runs every harness phase and executes every notebook under papermill,
-against the embedded PostgreSQL: about six minutes on a quiet 2-core machine in one
-process (2026-12-06: 344 s). Under the suite it is every test's critical path, so its
-sections are measured in four processes at once (BESIDE), and then built as `make
-report` builds: the build finds the runs stored and executes the notebooks and the page.
+against the embedded PostgreSQL, in about four and a half minutes on a quiet 2-core machine.
 """
 
 from __future__ import annotations
@@ -62,58 +59,10 @@ BUILT = "built"  # written once the shared build is whole
 FIRST_TIMINGS = "first-build-timings.json"  # the first build's timings: tests rebuild into the same folder
 
 
-# The sections measured each by a process of their own beside this one, at once: the build's measuring alone on a
-# quiet machine is some 310 s (2026-12-06), mostly spent waiting on sleeps and servers, and these groups hold about
-# 80 s each. A kind's sections stay in one group, so that no run is made twice. The build itself then finds every
-# run stored and runs what it always runs: every section's lookup, the notebooks and the page.
-BESIDE = (("production", "faults"), ("soak", "soak_pg18", "library_soak"),
-          ("libraries", "library_faults", "library_probe", "library_poolers"))
-_MEASURE = """
-import json, sys
-from pathlib import Path
-from harness import children
-from harness.article import build
-from harness.experiments import registry
-children.die_with_parent(int(sys.argv[4]))
-timings = build.Timings()
-build.ensure_data(registry.load_params(Path(sys.argv[1])), Path(sys.argv[2]), timings, progress=False,
-                  sections=sys.argv[3].split(","))
-print(json.dumps(timings.as_dict()["phases"]))
-"""
-
-
 def _build(root: Path) -> TinyBuild:
-    """Measure the sections in several processes at once (BESIDE), then build: the build's timings are the
-    measuring's, each section's where it was measured, and the build's own for the notebooks and the page."""
-    import subprocess
-    import sys
-
-    from harness.experiments import registry
-
     data_dir, report_dir = root / "data", root / "report"
-    groups = [[section for section in registry.SECTIONS if section in group] for group in BESIDE]
-    here = [section for section in registry.SECTIONS if not any(section in group for group in BESIDE)]
-    others = [subprocess.Popen([sys.executable, "-c", _MEASURE, str(TINY_PARAMS), str(data_dir), ",".join(group),
-                                str(os.getpid())], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-              for group in groups]
-    measured = {}
-    try:
-        timings = report.Timings()
-        report.ensure_data(registry.load_params(TINY_PARAMS), data_dir, timings, progress=False, sections=here)
-        measured |= timings.as_dict()["phases"]
-        for group, other in zip(groups, others):
-            out, err = other.communicate()
-            assert other.returncode == 0, f"measuring {', '.join(group)} failed: {err[-3000:]}"
-            measured |= json.loads(out.strip().splitlines()[-1])
-    finally:
-        for other in others:
-            if other.poll() is None:
-                other.kill()
-                other.wait()
     report.build(TINY_PARAMS, data_dir, report_dir, progress=False)
-    built = json.loads((report_dir / "build-timings.json").read_text())
-    built["phases"] = {name: measured.get(name, entry) for name, entry in built["phases"].items()}
-    (root / FIRST_TIMINGS).write_text(json.dumps(built, indent=2) + "\n")
+    (root / FIRST_TIMINGS).write_bytes((report_dir / "build-timings.json").read_bytes())
     return _read(root)
 
 
