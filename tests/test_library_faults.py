@@ -107,7 +107,7 @@ def test_each_job_counts_the_completions_sent_for_it_beside_those_applied_or_say
     ("$1 = NULL", "$1", []), ("", "$1", [])])                       # nothing bound: DDL, a statement inline
 def test_a_completion_statement_names_its_jobs_by_its_declared_parameter(parameters, which, expected):
     keys = {"5": 5, "6": 6, "7": 7, "aa-1": 1, "bb-2": 2}
-    assert library_faults.named_jobs(parameters, which, keys) == expected
+    assert library_runs.named_jobs(parameters, which, keys) == expected
 
 
 def test_a_completion_marker_that_matches_other_statements_or_misses_the_completion_fails_the_run(db, tmp_path,

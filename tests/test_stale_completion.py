@@ -84,12 +84,41 @@ def test_the_release_before_a_guard_is_probed_beside_the_installed_one_and_the_p
     probes = loaded[worker_dies.NAME].probes
     [installed] = stale_completions.installed(probes)
     said = stale_completions.advice(installed, probes)
-    assert said.startswith("refused (observed; its source agrees). refused from 0.26.0; applied in 0.25.0 "
-                           "(observed: its completion checks the job's id alone)"), said
+    assert said == ("refused (observed; its source agrees), from 0.26.0; applied in 0.25.0 (observed: its "
+                    "completion checks the job's id alone)"), said
     a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, probes)
     assert dict(a9.parts) == {"chancy": CONFIRMED}, a9.parts  # A9 reads the release installed
     shown = worker_dies.probe_table(loaded)
     assert "chancy 0.26.0" in shown and "chancy 0.25.0" in shown, shown
+
+
+def test_procrastinate_as_its_production_how_to_runs_it_hands_a_hung_worker_s_job_on_and_accepts_its_completion(
+        tmp_path):
+    """As it comes, procrastinate hands nothing on. Its production how-to's periodic task retries the jobs of workers
+    whose heartbeat is old: the frozen worker's job runs again on the other worker, and its completion, once the
+    first is resumed, is applied to the job the second is running (its finish checks only that the job is 'todo'
+    or 'doing'). A row per setting; the advice says it in words a reader acts on; A9 reads the defaults."""
+    done = run_cli("libraries", "--probe", "stale_completion", "--library", "procrastinate", "--setting",
+                   "default,production", "--repeat", "1", "--json", "--quiet", "--data-dir", str(tmp_path), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    default, production = map(json.loads, done.stdout.splitlines())
+    assert (default["setting"], default["stale_completion"], default["handed_on"]) == ("default", "not_handed_on", 0)
+    assert (production["setting"], production["stale_completion"], production["handed_on"]) == \
+        ("production", "accepted", 1), production
+    assert production["agrees_with_source"] is True, production
+    # its retry task's own completions are not the probe's job's: one sent by the stale holder, and applied
+    assert (production["stale_completions_sent"], production["stale_completions_applied"]) == (1, 1), production
+    assert production["recovery_setting_s"] == 4.0 and production["recovery_default_s"] == 630.0, production
+    loaded = contents.load(handed("library_probe", sorted((tmp_path / "libraries").iterdir())))
+    probes = loaded[worker_dies.NAME].probes
+    [row] = stale_completions.installed(probes)
+    said = stale_completions.advice(row, probes)
+    assert "Under its production setting (the how-to's periodic retry_stalled_jobs task (get_stalled_jobs, then " \
+           "retry_job on each)): accepted: a hung worker completes a job another worker is running (observed)" \
+           in said, said
+    a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, probes)
+    assert dict(a9.parts) == {"procrastinate": NOT_MEASURED}, a9.parts
+    assert "procrastinate (its production setting)" in worker_dies.probe_table(loaded)
 
 
 def test_a_release_read_in_its_source_and_not_run_is_said_as_read():
@@ -99,10 +128,11 @@ def test_a_release_read_in_its_source_and_not_run_is_said_as_read():
            "agrees_with_source": True, "model": True, "source_checks": "its claimed execution",
            "outcomes": ["not_handed_on"]}
     said = stale_completions.advice(row, [row])
-    assert said.endswith("not handed on from 1.5.0; in 1.4.0, its completion checks nothing: it finishes the job "
-                         "and destroys its claimed execution without looking for it (read in its source, "
-                         "app/models/solid_queue/claimed_execution.rb:110-115 (finished), v1.4.0 (176721e); not run "
-                         "here)"), said
+    assert said == ("not handed on (observed); once you hand it on, its completion checks its claimed execution"
+                    ", from 1.5.0; in 1.4.0, its completion checks nothing: it finishes the job "
+                    "and destroys its claimed execution without looking for it (read in its source, "
+                    "app/models/solid_queue/claimed_execution.rb:110-115 (finished), v1.4.0 (176721e); not run "
+                    "here)"), said
 
 
 def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(db, tmp_path, monkeypatch):
@@ -111,7 +141,7 @@ def test_repeats_that_disagree_vary_and_a_disagreement_with_the_source_is_kept(d
     row says it disagrees with the source."""
     asked = library_runs.LibrarySweep(libraries=("chancy",), probes=("stale_completion",))
     [first] = registry.measure("libraries", asked, tmp_path, db=db, progress=False)
-    monkeypatch.setattr(stale_completion, "hand_on_bound_s", lambda name: 0.5)
+    monkeypatch.setattr(stale_completion, "hand_on_bound_s", lambda name, configuration="default": 0.5)
     [second] = registry.measure("libraries", library_runs.LibraryParameters(
         library="chancy", worker_count=2, job_count=1, repeat=1, probe="stale_completion"), tmp_path, db=db,
         progress=False)
@@ -194,7 +224,12 @@ def test_the_probe_decides_a_library_part_of_a9_only_where_it_bears_on_it(row, e
      "chancy 0.24.0 is not offered to the probe: its source there was not read (offered: chancy==0.25.0)"),
     (["--probe", "stale_completion", "--library", "solid_queue==1.4.0"],
      "solid_queue 1.4.0 is not offered to the probe: it is read in its source, not run"),
-    (["--library", "chancy==0.25.0"], "chancy==0.25.0) is raced by the probe only")])
+    (["--library", "chancy==0.25.0"], "chancy==0.25.0) is raced by the probe only"),
+    (["--probe", "stale_completion", "--library", "chancy", "--setting", "production"],
+     "chancy declares no production setting beyond its defaults (PRODUCTION)"),
+    (["--library", "procrastinate", "--setting", "production"], "the production setting is raced by the probe only"),
+    (["--probe", "stale_completion", "--library", "pgmq", "--setting", "prod"],
+     "setting must be one of default, production")])
 def test_a_probe_refuses_what_it_cannot_run_in_one_line_before_anything_starts(args, said, tmp_path):
     done = run_cli("libraries", *args, "--data-dir", str(tmp_path), timeout=60)
     assert done.returncode == 2 and said in done.stderr, done.stderr

@@ -36,6 +36,8 @@ A library module declares:
     STALE_COMPLETION       what its released source says its completion checks, and so what the stale-completion
                            probe should find: {"expected", "checks", "source"}
     HOLDS_BY_SESSION       (optional, False) True: its hold on a job is its session's advisory lock
+    PRODUCTION             (optional) what its own docs set for production beyond its defaults, as the probe races it
+                           (--setting production; its worker reads configuration())
     EARLIER_RELEASES       (optional) releases before the one installed that the probe may race, each with what
                            its source at that tag says, as STALE_COMPLETION (harness.libraries.releases)
     install(url)           the library's own schema, from its own migrations
@@ -93,6 +95,17 @@ POOLER_SETTINGS = ("default", "documented")
 POOLER_SETTING_ENV = "CLAIMRACE_POOLER_SETTING"
 
 
+# a library as it comes, or as its own docs set it for production (PRODUCTION), where they set more than its defaults
+CONFIGURATIONS = ("default", "production")
+# how a worker process is told which: set by harness.libraries.runtime.worker_process
+CONFIGURATION_ENV = "CLAIMRACE_CONFIGURATION"
+
+
+def configuration() -> str:
+    """"production" where this worker is to run as its library's PRODUCTION says, else "default"."""
+    return os.environ.get(CONFIGURATION_ENV, "default")
+
+
 def pooler_setting() -> str:
     """"documented" where this worker is to apply its library's POOLER_SETTING, else "default"."""
     return os.environ.get(POOLER_SETTING_ENV, "default")
@@ -125,6 +138,10 @@ class OptionalParts:
     # earlier releases the stale-completion probe may race (harness.libraries.releases): release -> what its
     # source at that tag says, as STALE_COMPLETION
     EARLIER_RELEASES: dict | None = None
+    # what its own docs set for production beyond its defaults, where they do: the setting, its source, the values
+    # raced and their defaults, its recovery as raced (recovery_raced_s), and what the probe should find under it
+    # (expected, checks, source_of_checks)
+    PRODUCTION: dict | None = None
 
 
 OPTIONAL_DEFAULTS = {field.name: field.default for field in dataclasses.fields(OptionalParts)}
@@ -183,11 +200,14 @@ def get(name: str) -> Adapter:
 RECOVERS_IN_A_RUN_S = 120.0  # a recovery set longer than this (graphile-worker's 4 h) is not waited for in a run
 
 
-def recovers_within_s(name: str) -> float | None:
+def recovers_within_s(name: str, configuration: str = "default") -> float | None:
     """The most a dead worker's job waits, as raced, before another worker may claim it: the recovery setting and
-    whatever the library adds after it (RECOVERY's then_s); None where nothing is set to recover it within a run
-    (RECOVERS_IN_A_RUN_S)."""
-    recovery = get(name).RECOVERY
+    whatever the library adds after it (RECOVERY's then_s), or, in production, PRODUCTION's recovery_raced_s; None
+    where nothing is set to recover it within a run (RECOVERS_IN_A_RUN_S)."""
+    library = get(name)
+    if configuration == "production" and library.PRODUCTION is not None:
+        return library.PRODUCTION["recovery_raced_s"]
+    recovery = library.RECOVERY
     if recovery["raced_s"] is None:
         return None
     within = recovery["raced_s"] + recovery.get("then_s", 0.0)

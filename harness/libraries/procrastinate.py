@@ -6,7 +6,8 @@ it 'doing' with the worker's id. The worker polls every fetch_job_polling_interv
 by LISTEN/NOTIFY on a new job; with wait=False it stops once a fetch finds nothing.
 
 Recovery: none built in. A worker sends a heartbeat (every 10 s); a job whose worker died stays 'doing' until
-the user's own code finds it (JobManager.get_stalled_jobs, workers silent for 30 s) and retries it (retry_job).
+the user's own code finds it (JobManager.get_stalled_jobs, workers silent for 30 s) and retries it (retry_job): its
+docs' production how-to, which the probe races as PRODUCTION (--setting production).
 """
 
 from __future__ import annotations
@@ -46,6 +47,19 @@ SETTINGS = {"concurrency": 1, "fetch_job_polling_interval_s": 0.1, "fetch_job_po
 # what brings back a job whose worker died: nothing in the library (its user's periodic retry of stalled jobs)
 RECOVERY = {"mechanism": "none built in: the user's code retries stalled jobs (get_stalled_jobs, retry_job)",
             "setting": None, "default_s": None, "raced_s": None}
+# What its docs set for production: the how-to's periodic task (docs/howto/production/retry_stalled_jobs.md:27-34 in
+# procrastinate-org/procrastinate, the same text in every tag from 3.1.0 to 3.9.0 and at 76baeee), deferred every
+# 10 minutes, retrying the jobs of workers whose heartbeat (every 10 s) is older than 30 s. Raced shortened: every
+# second, after 3 s, a heartbeat every second. Its completion checks the same as ever, so a retried job's first
+# worker, resumed, finishes the job its new worker is running.
+PRODUCTION = {"setting": "the how-to's periodic retry_stalled_jobs task (get_stalled_jobs, then retry_job on each)",
+              "source": "docs/howto/production/retry_stalled_jobs.md:27-34 (3.1.0 to 3.9.0, and 76baeee)",
+              "raced": {"cron": "* * * * * *", "seconds_since_heartbeat": 3, "update_heartbeat_interval_s": 1},
+              "defaults": {"cron": "*/10 * * * *", "seconds_since_heartbeat": 30, "update_heartbeat_interval_s": 10},
+              "recovery_raced_s": 3.0 + 1.0, "recovery_default_s": 30.0 + 600.0,
+              "expected": "accepted", "checks": STALE_COMPLETION["checks"],
+              "why": "the retried job is 'doing' under its new worker, which its completion accepts",
+              "source_of_checks": STALE_COMPLETION["source"]}
 
 
 # its connector passes its other arguments to psycopg_pool's AsyncConnectionPool, whose `kwargs` go to each connection
@@ -94,10 +108,25 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
                 await gate.hold_async(context.job.id, job_s)
                 out.write(f"{context.job.id} {time.time_ns()} {os.getpid()} end\n")
 
+        production = {}
+        if libraries.configuration() == "production":
+            raced = PRODUCTION["raced"]
+            production = {"update_heartbeat_interval": raced["update_heartbeat_interval_s"]}
+
+            # the how-to's task, on the raced period and heartbeat age
+            @app.periodic(cron=raced["cron"])
+            @app.task(queue=QUEUE, queueing_lock="retry_stalled_jobs", pass_context=True)
+            async def retry_stalled_jobs(context, timestamp):
+                stalled = await app.job_manager.get_stalled_jobs(
+                    seconds_since_heartbeat=raced["seconds_since_heartbeat"])
+                for job in stalled:
+                    await app.job_manager.retry_job(job)
+
         ready.set()
         start.wait()
         app.run_worker(queues=[QUEUE], concurrency=1, wait=job_s is not None, install_signal_handlers=False,
-                       fetch_job_polling_interval=SETTINGS["fetch_job_polling_interval_s"], listen_notify=True)
+                       fetch_job_polling_interval=SETTINGS["fetch_job_polling_interval_s"], listen_notify=True,
+                       **production)
 
 
 # --------------------------------------------------------------------------- wake-ups (harness.experiments.libraries.wakeups)

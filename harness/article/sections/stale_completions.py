@@ -33,8 +33,25 @@ INSTALLED = "installed"  # a row of the release make install pinned (harness.lib
 
 
 def installed(probes) -> list[dict]:
-    """The rows of the releases installed: what A9 and the advice decide on."""
-    return [row for row in probes if row.get("release", INSTALLED) == INSTALLED]
+    """The rows of the releases installed, as they come: what A9 and the advice decide on."""
+    return [row for row in probes if row.get("release", INSTALLED) == INSTALLED
+            and row.get("setting", "default") == "default"]
+
+
+def in_production(probes, library: str) -> dict | None:
+    """A library's row under the production setting its docs give (its PRODUCTION), where it was probed."""
+    return next((row for row in probes if row["library"] == library and row.get("setting") == "production"), None)
+
+
+def production(row: dict, probes) -> str:
+    """What a hung worker's completion did under the library's production setting, where it was probed; empty
+    where it was not."""
+    found = in_production(probes, row["library"])
+    if found is None:
+        return ""
+    said = say.each("production", ("accepted", "refused", "not_sent", "not_applied", "not_handed_on", "not_landed"))
+    outcome = said[found["stale_completion"]] if found["stale_completion"] in said else _outcome_said(found)
+    return say("production.lead", setting=libraries.get(row["library"]).PRODUCTION["setting"], outcome=outcome)
 
 
 def earlier(probes, library: str) -> list[dict]:
@@ -44,11 +61,8 @@ def earlier(probes, library: str) -> list[dict]:
 
 def since(row: dict, probes) -> str:
     """Where a library declares a release before its installed one: what its completion did there, observed where
-    it was probed (its row in probes), read in its source where not, after the installed one's outcome; empty
-    where it declares none."""
+    it was probed (its row in probes), read in its source where not; empty where it declares none."""
     declared = libraries.get(row["library"]).EARLIER_RELEASES or {}
-    if not declared:
-        return ""
     probed = {e["release"]: e for e in earlier(probes, row["library"])}
     said = []
     for release, read in declared.items():
@@ -57,7 +71,7 @@ def since(row: dict, probes) -> str:
                             checks=read["checks"]))
         else:
             said.append(say("since.read", release=release, checks=read["checks"], source=read["source"]))
-    return say("since.lead", outcome=_outcome_said(row), version=_release_of(row), earlier=join(said))
+    return join(said)
 
 
 def _release_of(row: dict) -> str:
@@ -112,8 +126,10 @@ def advice(row: dict | None, probes=()) -> str:
     else:
         said = say("advice.stale_model", outcome=_outcome_said(row)) if row["model"] else \
             say("advice.stale", outcome=_outcome_said(row))
-    later = since(row, probes)
-    return f"{said}. {later}" if later else said
+    before = since(row, probes)
+    if before:
+        said = say("since.lead", current=said, version=_release_of(row), earlier=before)
+    return ". ".join(part for part in (said, production(row, probes)) if part)
 
 
 PROBE_COLUMNS = ("library", "lost its job by", "waited for a second holder, s", "handed on", "its stale completion, observed",
@@ -146,9 +162,10 @@ def probe_table(probes) -> str:
     if not probes:
         return ""
     rows = []
-    releases = Counter(row["library"] for row in probes)
+    releases = Counter(row["library"] for row in probes if row.get("setting", "default") == "default")
     for row in probes:
-        name = library_label(row["library"]) + (f" {_release_of(row)}" if releases[row["library"]] > 1 else "")
+        name = library_label(row["library"]) + (f" {_release_of(row)}" if releases[row["library"]] > 1 else "") \
+            + (f" {say('probe.in_production')}" if row.get("setting") == "production" else "")
         stale, live = (DASH if not row["handed_on"] else
                        f"{_or_unseen(row[f'{who}_completions_sent'])} / {row[f'{who}_completions_applied']}"
                        for who in ("stale", "live"))

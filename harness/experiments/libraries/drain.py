@@ -82,6 +82,9 @@ def as_release_of(name: str, value) -> str:
     return library if release == releases.INSTALLED else f"{library}=={release}"
 
 
+as_configuration = one_of(libraries.CONFIGURATIONS, "setting")
+
+
 def as_release(name: str, value) -> str:
     return str(value)  # checked against its library in LibraryParameters.check
 
@@ -152,6 +155,7 @@ as_probe = _one_or_none(PROBES, "probe")
 as_probes = _several(as_probe, "give a probe, or none")
 as_pooler_setting = one_of(libraries.POOLER_SETTINGS, "pooler setting")
 as_pooler_settings = _several(as_pooler_setting, "give at least one pooler setting")
+as_configurations = _several(as_configuration, "give at least one setting")
 as_fault = _one_or_none(FAULTS, "fault")
 as_faults = _several(as_fault, "give at least one fault, or none")
 
@@ -180,6 +184,8 @@ class LibraryParameters(Parameters):
     probe: str = setting("none", as_probe, added_later=True)
     # the release probed: the one installed, or an earlier one (harness.libraries.releases); installed before it
     release: str = setting(releases.INSTALLED, as_release, added_later=True)
+    # the library as it comes, or as its own docs set it for production (its PRODUCTION); default before it
+    configuration: str = setting("default", as_configuration, added_later=True)
 
     def check(self) -> None:
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
@@ -191,6 +197,11 @@ class LibraryParameters(Parameters):
                                 f"job, one to take it on), not {self.worker_count}")
             if self.job_count != PROBE_JOBS:
                 raise UserError(f"a probe races one job, not {self.job_count}")
+        if self.configuration == "production":
+            if libraries.get(self.library).PRODUCTION is None:
+                raise UserError(f"{self.library} declares no production setting beyond its defaults (PRODUCTION)")
+            if self.probe == "none":
+                raise UserError("the production setting is raced by the probe only: add --probe stale_completion")
         if self.release != releases.INSTALLED:
             releases.check(self.library, self.release)
             if self.probe == "none":
@@ -251,6 +262,11 @@ class LibrarySweep(Parameters):
                             "library documents for a transaction pooler (prepared statements off), for each library "
                             "that documents one; a comma list runs each", client_list, default_text="default",
         metavar="{default,documented}"))
+    configurations: tuple = setting(("default",), as_configurations, Option(
+        "--setting", "default: each library as it comes; production: also as its own docs set it for production "
+                     "(procrastinate's periodic retry of stalled jobs), for each library whose docs set more than its "
+                     "defaults; a comma list runs each", client_list, default_text="default",
+        metavar="{default,production}"))
     probes: tuple = setting(("none",), as_probes, Option(
         "--probe", f"{', '.join(PROBES)}: one job whose first holder loses it and completes it while a second "
                    "holder runs it, per library (models too), instead of a drain",
@@ -292,13 +308,18 @@ class LibrarySweep(Parameters):
         # a short pause leaves out the libraries with nothing to pause short of, unless none asked has one: then
         # they stay, so that their check refuses the sweep in one line rather than it running nothing
         # an earlier release (chancy==0.25.0) is a library of its own here; its check refuses it outside a probe
+        # the production setting is raced for a library whose docs set one (the rest run as they come), unless none
+        # asked has one: then they stay, so that their check refuses the sweep in one line
         pausable = any(short_pause_s(releases.split(name)[0]) is not None for name in installed)
+        produced = any(libraries.get(releases.split(name)[0]).PRODUCTION is not None for name in installed)
         return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
                     self.job_count, libraries.get(library).JOB_CAP or self.job_count), repeat, fault, mode,
-                    chosen, probe, release)
+                    chosen, probe, release, configuration)
                 for probe in self.probes for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
+                for configuration in self.configurations
                 for library, release in map(releases.split, installed)
                 for workers in self.worker_counts for repeat in range(self.repeats)
+                if configuration == "default" or libraries.get(library).PRODUCTION is not None or not produced
                 if (chosen == "default" or (mode == "transaction" and fault == "none"
                                             and libraries.documented_setting(library) is not None))
                 and (fault != "short_pause" or short_pause_s(library) is not None or not pausable)]
@@ -321,6 +342,7 @@ def label(parameters: LibraryParameters) -> str:
     if parameters.pooler_setting == "documented":
         through += " with its documented setting"
     release = "" if parameters.release == releases.INSTALLED else f"=={parameters.release}"
+    through += "" if parameters.configuration == "default" else f", {parameters.configuration} setting"
     return f"{parameters.library}{release} x{parameters.worker_count}{fault}{through}"
 
 
@@ -377,6 +399,30 @@ def logged_statements(log: Path, since: int, until: int | None = None) -> list[t
     if current is not None:
         statements.append(current)
     return [(pid, " ".join(" ".join(parts).split()), " ".join(values)) for pid, parts, values in statements]
+
+
+PARAMETER = re.compile(r"\$(\d+) = (NULL|'(?:[^']|'')*')")  # one bound value on a DETAIL line
+
+
+def named_jobs(parameters: str, which: str, keys: dict[str, int]) -> list[int]:
+    """The jobs a statement's parameter `which` ($2) names, as the audit counts them: a value, or an array of them
+    ('{1,2}'); a value that names no enqueued job is left out."""
+    values = {f"${n}": value for n, value in PARAMETER.findall(parameters)}
+    value = values.get(which, "NULL")
+    if value == "NULL":
+        return []
+    text = value[1:-1].replace("''", "'")
+    items = text[1:-1].split(",") if text.startswith("{") and text.endswith("}") else [text]
+    return [keys[item.strip().strip('"')] for item in items if item.strip().strip('"') in keys]
+
+
+def names_only_others(parameters: str, which: str, keys: dict[str, int], job: int) -> bool:
+    """Whether a statement's parameter `which` is there and names jobs, none of them `job`: a job read in keys, or
+    one enqueued after them (a periodic task's); False where the parameter is not there or names `job`."""
+    values = {f"${n}": value for n, value in PARAMETER.findall(parameters)}
+    if values.get(which, "NULL") == "NULL":
+        return False
+    return job not in named_jobs(parameters, which, keys)
 
 
 def _statements_logged(log: Path | None, since: int | None) -> pd.DataFrame | None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
-import re
 import shutil
 import time
 from pathlib import Path
@@ -318,21 +317,6 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
 
 
 SENT_COLUMNS = ["pid", "statement", "parameters"]
-PARAMETER = re.compile(r"\$(\d+) = (NULL|'(?:[^']|'')*')")  # one bound value on a DETAIL line
-
-
-def named_jobs(parameters: str, which: str, keys: dict[str, int]) -> list[int]:
-    """The jobs a statement's parameter `which` ($2) names, as the audit counts them: a value, or an array of them
-    ('{1,2}'); a value that names no enqueued job is left out."""
-    values = {f"${n}": value for n, value in PARAMETER.findall(parameters)}
-    value = values.get(which, "NULL")
-    if value == "NULL":
-        return []
-    text = value[1:-1].replace("''", "'")
-    items = text[1:-1].split(",") if text.startswith("{") and text.endswith("}") else [text]
-    return [keys[item.strip().strip('"')] for item in items if item.strip().strip('"') in keys]
-
-
 def sent_per_job(name: str, sent: pd.DataFrame | None, keys: dict[str, int]) -> tuple[dict[int, int] | None, int]:
     """(completion statements sent per job, None where they cannot be seen; statements that named no job)."""
     if sent is None:
@@ -341,7 +325,7 @@ def sent_per_job(name: str, sent: pd.DataFrame | None, keys: dict[str, int]) -> 
     per_job = {job: 0 for job in keys.values()}
     unnamed = 0
     for values in sent["parameters"]:
-        jobs = named_jobs(values, which, keys)
+        jobs = library_runs.named_jobs(values, which, keys)
         unnamed += not jobs
         for job in jobs:
             per_job[job] += 1

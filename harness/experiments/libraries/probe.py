@@ -67,8 +67,8 @@ STOP_GRACE_S = 5.0
 NOT_SEEN = None  # a count the run could not see (no server log here)
 
 
-def hand_on_bound_s(name: str) -> float:
-    within = libraries.recovers_within_s(name)
+def hand_on_bound_s(name: str, configuration: str = "default") -> float:
+    within = libraries.recovers_within_s(name, configuration)
     return NOT_SET_WAIT_S if within is None else HAND_ON_FACTOR * within + HAND_ON_MARGIN_S
 
 
@@ -76,9 +76,13 @@ def holds_by_session(name: str) -> bool:
     return libraries.get(name).HOLDS_BY_SESSION
 
 
-def expected(name: str, release: str = releases.INSTALLED) -> dict:
+def expected(name: str, release: str = releases.INSTALLED, configuration: str = "default") -> dict:
     """What the library's source at the release probed says: expected (an outcome), checks (what its completion
-    checks), source (file and lines at the release)."""
+    checks), source (file and lines at the release); in production, what its PRODUCTION says."""
+    production = libraries.get(name).PRODUCTION
+    if configuration == "production" and production is not None:
+        return {"expected": production["expected"], "checks": production["checks"], "why": production["why"],
+                "source": production["source_of_checks"]}
     return releases.expected(name, release)
 
 
@@ -89,15 +93,21 @@ def _log_size(server_log: Path | None) -> int | None:
     return server_log.stat().st_size if server_log is not None and server_log.exists() else None
 
 
-def _completions_logged(name: str, server_log: Path | None, since: int | None) -> list[int] | None:
-    """The backends that logged the library's completion statement since byte `since`, one entry per statement."""
+def _completions_logged(name: str, server_log: Path | None, since: int | None, keys: dict,
+                        job: int) -> list[int] | None:
+    """The backends that logged the library's completion statement of job since byte `since`, one entry per
+    statement: a completion whose parameter names other jobs only (a periodic task's, under a production setting)
+    is not the probe's."""
     if since is None:
         return NOT_SEEN
-    marker = " ".join(libraries.get(name).COMPLETION_LOGGED.split()).lower()
-    return [pid for pid, text in library_runs.statement_entries(server_log, since) if marker in text.lower()]
+    library = libraries.get(name)
+    marker = " ".join(library.COMPLETION_LOGGED.split()).lower()
+    return [pid for pid, text, values in library_runs.logged_statements(server_log, since)
+            if marker in text.lower() and not library_runs.names_only_others(values, library.COMPLETION_JOB, keys, job)]
 
 
-def finish(name: str, logs: Path, gates: Path, server_log: Path | None, holder: dict, job: int, tend) -> dict:
+def finish(name: str, logs: Path, gates: Path, server_log: Path | None, holder: dict, job: int, tend,
+           keys: dict) -> dict:
     """Open holder's gate and wait for its completion: the completion statements logged in its window (None where
     the server's log is not here), by which backends, and the window; what they applied is read from the audit at
     the run's end (applied)."""
@@ -107,7 +117,7 @@ def finish(name: str, logs: Path, gates: Path, server_log: Path | None, holder: 
     # and at most SETTLE_S + MAX_HOLD_MARGIN_S in all
     began, ended_at, ended, sent = time.monotonic(), None, False, None
     while True:
-        sent = _completions_logged(name, server_log, since_log)
+        sent = _completions_logged(name, server_log, since_log, keys, job)
         if sent or not faults.alive(holder["pid"]):
             break
         if ended_at is None and _ended(logs, job, holder["pid"], began_ns):
@@ -122,10 +132,10 @@ def finish(name: str, logs: Path, gates: Path, server_log: Path | None, holder: 
         # collector writes the backends' lines after them (one fresh-clone run saw not_sent where others saw
         # refused; that this lag was its cause is not shown)
         time.sleep(LOG_LAG_S)
-        sent = _completions_logged(name, server_log, since_log)
+        sent = _completions_logged(name, server_log, since_log, keys, job)
     if sent:
         time.sleep(APPLIED_S)
-        sent = _completions_logged(name, server_log, since_log)
+        sent = _completions_logged(name, server_log, since_log, keys, job)
     return {"pid": holder["pid"], "ended": ended or _ended(logs, job, holder["pid"], began_ns),
             "completions_sent": None if sent is None else len(sent), "backends_sent": sorted(set(sent or [])),
             "window_ns": [began_ns, time.time_ns()]}
@@ -198,9 +208,11 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         with database.connect(url) as conn:
             runtime.install_audit(conn, library, completions=True, updates=True)
             library.enqueue(url, p.job_count, JOB_S)
+            keys = runtime.job_keys(conn, library)  # the job's id as its statements send it
         context = mp.get_context("fork")
         start = context.Event()
-        supervisor = runtime.Supervisor(context, p.library, p.worker_count, url, logs, start, JOB_S, gates)
+        supervisor = runtime.Supervisor(context, p.library, p.worker_count, url, logs, start, JOB_S, gates,
+                                        p.configuration)
         workers = supervisor.processes
         runtime.wait_until_ready(p.library, supervisor.readies)
         released_ns = time.time_ns()
@@ -219,14 +231,14 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                 if not holds_by_session(p.library):
                     time.sleep(0.05)
                     effects["process_stopped"] = int(faults.stop_state(a_pid) == "T")
-                b_holder = runtime.first_start(logs, released_ns, hand_on_bound_s(p.library), job=job,
-                                                other_than=a_pid, tend=supervisor.tend)
+                b_holder = runtime.first_start(logs, released_ns, hand_on_bound_s(p.library, p.configuration),
+                                                job=job, other_than=a_pid, tend=supervisor.tend)
             if entry:
                 effects["process_stopped_s"] = round(entry["paused_seconds"], 3)
             time.sleep(RESUME_S)
-            a_done = finish(p.library, logs, gates, server_log, a_holder, job, supervisor.tend)
+            a_done = finish(p.library, logs, gates, server_log, a_holder, job, supervisor.tend, keys)
             if b_holder is not None:
-                b_done = finish(p.library, logs, gates, server_log, b_holder, job, supervisor.tend)
+                b_done = finish(p.library, logs, gates, server_log, b_holder, job, supervisor.tend, keys)
         ended_ns = time.time_ns()
         supervisor.tend(restart=False)
         runtime.stop_workers(workers, STOP_GRACE_S)
@@ -246,20 +258,25 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     unattributed = unattributed_completions(audit, job, [a_done, b_done]) \
         if server_log is not None and job is not None else None
     outcome = probe_outcomes.run_outcome(a_holder is not None and lost, b_holder is not None, a_done)
-    source = expected(p.library, p.release)
-    summary = {"library": p.library, "version": libraries.version(p.library), "release": p.release, "probe": p.probe,
+    source = expected(p.library, p.release, p.configuration)
+    summary = {"library": p.library, "version": libraries.version(p.library), "release": p.release,
+               "configuration": p.configuration, "probe": p.probe,
                "repeat": p.repeat, "lost_by": lost_by, "fault_landed": lost, "fault_effects": effects,
                "handed_on": b_holder is not None, "stale_completion": outcome,
                "stale_completions_sent": None if a_done is None else a_done["completions_sent"],
                "stale_completions_applied": None if a_done is None else a_done["completions_applied"],
                "live_completions_sent": None if b_done is None else b_done["completions_sent"],
                "live_completions_applied": None if b_done is None else b_done["completions_applied"],
-               "completions_unattributed": unattributed, "hand_on_bound_s": hand_on_bound_s(p.library),
+               "completions_unattributed": unattributed,
+               "hand_on_bound_s": hand_on_bound_s(p.library, p.configuration),
                "hand_on_s": None if b_holder is None else (b_holder["started_ns"] - a_holder["started_ns"]) / 1e9,
                "expected_from_source": source["expected"], "source_checks": source["checks"],
                "source_ref": source["source"], "agrees_with_source": None if outcome is None
                else outcome == source["expected"],
-               "recovery_setting_s": library.RECOVERY["raced_s"], "recovery_default_s": library.RECOVERY["default_s"],
+               "recovery_setting_s": library.RECOVERY["raced_s"] if p.configuration == "default"
+               else library.PRODUCTION["recovery_raced_s"],
+               "recovery_default_s": library.RECOVERY["default_s"] if p.configuration == "default"
+               else library.PRODUCTION["recovery_default_s"],
                "worker_exits": len(supervisor.exits), "workers_with_errors": runtime.workers_with_errors(errors),
                "waited_s": (ended_ns - released_ns) / 1e9}
     checks = {"first_job_started": a_holder is not None, "fault_landed": lost,
@@ -272,10 +289,12 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                                          for k, v in entry.items()} for entry in log.entries]
                                        or [{"t": None, "fault": None}])},
         procedure={"library": p.library, "version": libraries.version(p.library), "release": p.release,
+                   "configuration": p.configuration,
+                   "production": library.PRODUCTION if p.configuration == "production" else None,
                    "source": library.SOURCE,
                    "settings": library.SETTINGS, "recovery": library.RECOVERY, "probe": p.probe,
                    "steps": "A starts J; A is " + lost_by + "; J handed to B and B inside J (bound "
-                            f"{hand_on_bound_s(p.library)} s); A resumed, its job ends {RESUME_S} s later and it "
+                            f"{hand_on_bound_s(p.library, p.configuration)} s); A resumed, its job ends {RESUME_S} s later and it "
                             "completes; then B's job ends and B completes",
                    "completion_logged": library.COMPLETION_LOGGED, "settle_s": SETTLE_S,
                    "holders": {"a": a_done, "b": b_done}, "expected": source},
