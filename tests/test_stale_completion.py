@@ -121,6 +121,27 @@ def test_procrastinate_as_its_production_how_to_runs_it_hands_a_hung_worker_s_jo
     assert "procrastinate (its production setting)" in worker_dies.probe_table(loaded)
 
 
+def test_a_hung_que_worker_that_stays_connected_keeps_its_job_where_a_cut_session_hands_it_on(tmp_path):
+    """Que's hold is its locker's session advisory lock: cut, the job runs again at once (and the old process ends
+    before it completes: not sent); hung with its session kept, nothing hands the job on. A row each, and the
+    advice says both."""
+    done = run_cli("libraries", "--probe", "stale_completion", "--library", "que", "--lost-by", "default,frozen",
+                   "--repeat", "1", "--json", "--quiet", "--data-dir", str(tmp_path), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cut, hung = map(json.loads, done.stdout.splitlines())
+    assert (cut["lost_by"], cut["hung"], cut["stale_completion"]) == ("sessions cut", False, "not_sent"), cut
+    assert (hung["lost_by"], hung["hung"], hung["stale_completion"], hung["handed_on"]) == \
+        ("frozen", True, "not_handed_on", 0), hung
+    assert hung["agrees_with_source"] is True and "locker.rb:428" in hung["source_ref"], hung
+    loaded = contents.load(handed("library_probe", sorted((tmp_path / "libraries").iterdir())))
+    probes = loaded[worker_dies.NAME].probes
+    [row] = stale_completions.installed(probes)
+    assert stale_completions.advice(row, probes).endswith(
+        "A worker that hangs and stays connected: not handed on: the job waits for the hung worker (observed in "
+        "the model of its source)"), stale_completions.advice(row, probes)
+    assert "que (model) (hung, still connected)" in worker_dies.probe_table(loaded)
+
+
 def test_a_release_read_in_its_source_and_not_run_is_said_as_read():
     """Solid Queue's guard is first tagged in v1.5.0; 1.4.0 is read, not modelled: the advice says so, with its
     source."""
@@ -229,7 +250,10 @@ def test_the_probe_decides_a_library_part_of_a9_only_where_it_bears_on_it(row, e
      "chancy declares no production setting beyond its defaults (PRODUCTION)"),
     (["--library", "procrastinate", "--setting", "production"], "the production setting is raced by the probe only"),
     (["--probe", "stale_completion", "--library", "pgmq", "--setting", "prod"],
-     "setting must be one of default, production")])
+     "setting must be one of default, production"),
+    (["--probe", "stale_completion", "--library", "pgmq", "--lost-by", "frozen"],
+     "pgmq's probe freezes its first holder already: --lost-by frozen is for a library whose hold is its session"),
+    (["--library", "que", "--lost-by", "frozen", "--fault", "kill"], "--lost-by is the probe's")])
 def test_a_probe_refuses_what_it_cannot_run_in_one_line_before_anything_starts(args, said, tmp_path):
     done = run_cli("libraries", *args, "--data-dir", str(tmp_path), timeout=60)
     assert done.returncode == 2 and said in done.stderr, done.stderr

@@ -33,9 +33,10 @@ INSTALLED = "installed"  # a row of the release make install pinned (harness.lib
 
 
 def installed(probes) -> list[dict]:
-    """The rows of the releases installed, as they come: what A9 and the advice decide on."""
+    """The rows of the releases installed, as they come, their first holder lost as its hold says: what A9 and the
+    advice decide on."""
     return [row for row in probes if row.get("release", INSTALLED) == INSTALLED
-            and row.get("setting", "default") == "default"]
+            and row.get("setting", "default") == "default" and not row.get("hung")]
 
 
 def in_production(probes, library: str) -> dict | None:
@@ -43,15 +44,30 @@ def in_production(probes, library: str) -> dict | None:
     return next((row for row in probes if row["library"] == library and row.get("setting") == "production"), None)
 
 
+def hung(probes, library: str) -> dict | None:
+    """A library's row with its first holder hung and still connected (--lost-by frozen), where it was probed."""
+    return next((row for row in probes if row["library"] == library and row.get("hung")), None)
+
+
+def _in_words(found: dict) -> str:
+    """A row's outcome as a reader acts on it, marked observed (in the model, for a model)."""
+    said = say.each("outcome", ("accepted", "refused", "not_sent", "not_applied", "not_handed_on", "not_landed"),
+                    seen=say("seen.model") if found["model"] else say("seen.library"))
+    return said.get(found["stale_completion"] or "not_landed") or _outcome_said(found)
+
+
 def production(row: dict, probes) -> str:
-    """What a hung worker's completion did under the library's production setting, where it was probed; empty
-    where it was not."""
+    """What a hung worker's completion did under the library's production setting, and what a hung worker still
+    connected did where its hold is its session, where each was probed; empty where neither was."""
+    said = []
     found = in_production(probes, row["library"])
-    if found is None:
-        return ""
-    said = say.each("production", ("accepted", "refused", "not_sent", "not_applied", "not_handed_on", "not_landed"))
-    outcome = said[found["stale_completion"]] if found["stale_completion"] in said else _outcome_said(found)
-    return say("production.lead", setting=libraries.get(row["library"]).PRODUCTION["setting"], outcome=outcome)
+    if found is not None:
+        said.append(say("production.lead", setting=libraries.get(row["library"]).PRODUCTION["setting"],
+                        outcome=_in_words(found)))
+    found = hung(probes, row["library"])
+    if found is not None:
+        said.append(say("hung.lead", outcome=_in_words(found)))
+    return ". ".join(said)
 
 
 def earlier(probes, library: str) -> list[dict]:
@@ -162,10 +178,12 @@ def probe_table(probes) -> str:
     if not probes:
         return ""
     rows = []
-    releases = Counter(row["library"] for row in probes if row.get("setting", "default") == "default")
+    releases = Counter(row["library"] for row in probes
+                       if row.get("setting", "default") == "default" and not row.get("hung"))
     for row in probes:
         name = library_label(row["library"]) + (f" {_release_of(row)}" if releases[row["library"]] > 1 else "") \
-            + (f" {say('probe.in_production')}" if row.get("setting") == "production" else "")
+            + (f" {say('probe.in_production')}" if row.get("setting") == "production" else "") \
+            + (f" {say('probe.hung')}" if row.get("hung") else "")
         stale, live = (DASH if not row["handed_on"] else
                        f"{_or_unseen(row[f'{who}_completions_sent'])} / {row[f'{who}_completions_applied']}"
                        for who in ("stale", "live"))

@@ -83,6 +83,8 @@ def as_release_of(name: str, value) -> str:
 
 
 as_configuration = one_of(libraries.CONFIGURATIONS, "setting")
+LOSSES = ("default", "frozen")
+as_loss = one_of(LOSSES, "lost by")
 
 
 def as_release(name: str, value) -> str:
@@ -156,6 +158,7 @@ as_probes = _several(as_probe, "give a probe, or none")
 as_pooler_setting = one_of(libraries.POOLER_SETTINGS, "pooler setting")
 as_pooler_settings = _several(as_pooler_setting, "give at least one pooler setting")
 as_configurations = _several(as_configuration, "give at least one setting")
+as_losses = _several(as_loss, "give at least one way to lose the job")
 as_fault = _one_or_none(FAULTS, "fault")
 as_faults = _several(as_fault, "give at least one fault, or none")
 
@@ -186,6 +189,9 @@ class LibraryParameters(Parameters):
     release: str = setting(releases.INSTALLED, as_release, added_later=True)
     # the library as it comes, or as its own docs set it for production (its PRODUCTION); default before it
     configuration: str = setting("default", as_configuration, added_later=True)
+    # how the probe's first holder loses its job: as the library's hold says (frozen, or its sessions cut where its
+    # hold is its session), or frozen with its sessions kept (a hung worker still connected); default before it
+    lost_by: str = setting("default", as_loss, added_later=True)
 
     def check(self) -> None:
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
@@ -197,6 +203,12 @@ class LibraryParameters(Parameters):
                                 f"job, one to take it on), not {self.worker_count}")
             if self.job_count != PROBE_JOBS:
                 raise UserError(f"a probe races one job, not {self.job_count}")
+        if self.lost_by == "frozen":
+            if not libraries.get(self.library).HOLDS_BY_SESSION:
+                raise UserError(f"{self.library}'s probe freezes its first holder already: --lost-by frozen is for "
+                                "a library whose hold is its session (its sessions are cut by default)")
+            if self.probe == "none":
+                raise UserError("--lost-by is the probe's: add --probe stale_completion")
         if self.configuration == "production":
             if libraries.get(self.library).PRODUCTION is None:
                 raise UserError(f"{self.library} declares no production setting beyond its defaults (PRODUCTION)")
@@ -267,6 +279,11 @@ class LibrarySweep(Parameters):
                      "(procrastinate's periodic retry of stalled jobs), for each library whose docs set more than its "
                      "defaults; a comma list runs each", client_list, default_text="default",
         metavar="{default,production}"))
+    losses: tuple = setting(("default",), as_losses, Option(
+        "--lost-by", "default: the probe's first holder loses its job as its library's hold says (frozen; its "
+                     "sessions cut where its hold is its session); frozen: also frozen with its sessions kept, a "
+                     "hung worker still connected, for each library whose hold is its session; a comma list runs "
+                     "each", client_list, default_text="default", metavar="{default,frozen}"))
     probes: tuple = setting(("none",), as_probes, Option(
         "--probe", f"{', '.join(PROBES)}: one job whose first holder loses it and completes it while a second "
                    "holder runs it, per library (models too), instead of a drain",
@@ -312,14 +329,16 @@ class LibrarySweep(Parameters):
         # asked has one: then they stay, so that their check refuses the sweep in one line
         pausable = any(short_pause_s(releases.split(name)[0]) is not None for name in installed)
         produced = any(libraries.get(releases.split(name)[0]).PRODUCTION is not None for name in installed)
+        by_session = any(libraries.get(releases.split(name)[0]).HOLDS_BY_SESSION for name in installed)
         return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
                     self.job_count, libraries.get(library).JOB_CAP or self.job_count), repeat, fault, mode,
-                    chosen, probe, release, configuration)
+                    chosen, probe, release, configuration, loss)
                 for probe in self.probes for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
-                for configuration in self.configurations
+                for configuration in self.configurations for loss in self.losses
                 for library, release in map(releases.split, installed)
                 for workers in self.worker_counts for repeat in range(self.repeats)
                 if configuration == "default" or libraries.get(library).PRODUCTION is not None or not produced
+                if loss == "default" or libraries.get(library).HOLDS_BY_SESSION or not by_session
                 if (chosen == "default" or (mode == "transaction" and fault == "none"
                                             and libraries.documented_setting(library) is not None))
                 and (fault != "short_pause" or short_pause_s(library) is not None or not pausable)]
@@ -343,6 +362,7 @@ def label(parameters: LibraryParameters) -> str:
         through += " with its documented setting"
     release = "" if parameters.release == releases.INSTALLED else f"=={parameters.release}"
     through += "" if parameters.configuration == "default" else f", {parameters.configuration} setting"
+    through += "" if parameters.lost_by == "default" else f", lost by {parameters.lost_by}"
     return f"{parameters.library}{release} x{parameters.worker_count}{fault}{through}"
 
 

@@ -52,18 +52,21 @@ def _sent_by_both(summary: dict, what: str) -> int | None:
 
 
 def per_library(summaries: list[dict]) -> list[dict]:
-    """One row per library, version and setting over its probe runs (an earlier release probed beside the installed
-    one, or its production setting beside its defaults, is a row of its own): what `--probe --json` prints."""
+    """One row per library, version, setting and way of losing the job over its probe runs (an earlier release
+    beside the installed one, its production setting beside its defaults, a hung worker beside its cut sessions:
+    each a row of its own): what `--probe --json` prints."""
     rows = []
-    for name, version, setting in dict.fromkeys((s["library"], s["version"], s.get("configuration", "default"))
-                                                 for s in summaries):
-        mine = [s for s in summaries if s["library"] == name and s["version"] == version
-                and s.get("configuration", "default") == setting]
+    def key(s: dict) -> tuple:
+        return s["library"], s["version"], s.get("configuration", "default"), s.get("hung", False)
+
+    for name, version, setting, hung in dict.fromkeys(key(s) for s in summaries):
+        mine = [s for s in summaries if key(s) == (name, version, setting, hung)]
         landed = [s for s in mine if s["fault_landed"]]
         outcome = library_outcome([s["stale_completion"] for s in mine])
         first = mine[0]
         rows.append({
             "library": name, "version": version, "release": first.get("release", "installed"), "setting": setting,
+            "hung": hung,
             "repeats": len(mine), "landed": len(landed),
             "lost_by": first["lost_by"], "handed_on": sum(bool(s["handed_on"]) for s in landed),
             "stale_completion": outcome,

@@ -76,9 +76,19 @@ def holds_by_session(name: str) -> bool:
     return libraries.get(name).HOLDS_BY_SESSION
 
 
-def expected(name: str, release: str = releases.INSTALLED, configuration: str = "default") -> dict:
+def cuts_sessions(p) -> bool:
+    """Whether the run cuts the first holder's sessions (its library's hold is its session, and it was not asked
+    to hang: --lost-by frozen), rather than freezing it."""
+    return holds_by_session(p.library) and p.lost_by == "default"
+
+
+def expected(name: str, release: str = releases.INSTALLED, configuration: str = "default",
+             hung: bool = False) -> dict:
     """What the library's source at the release probed says: expected (an outcome), checks (what its completion
-    checks), source (file and lines at the release); in production, what its PRODUCTION says."""
+    checks), source (file and lines at the release); in production, what its PRODUCTION says; for a hung worker
+    still connected (a library whose hold is its session), what its HUNG says."""
+    if hung:
+        return libraries.get(name).HUNG
     production = libraries.get(name).PRODUCTION
     if configuration == "production" and production is not None:
         return {"expected": production["expected"], "checks": production["checks"], "why": production["why"],
@@ -197,7 +207,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     a_holder = b_holder = None
     a_done = b_done = None
     effects: dict = {}
-    lost_by = "sessions cut" if holds_by_session(p.library) else "frozen"
+    lost_by = "sessions cut" if cuts_sessions(p) else "frozen"
     try:
         with db.connect() as admin:
             runtime.fresh_database(admin)
@@ -223,12 +233,12 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             target = f"worker {a_holder['worker']} (pid {a_pid})"
             stopped = contextlib.nullcontext({})
             with database.connect(db.url) as control:
-                if holds_by_session(p.library):
+                if cuts_sessions(p):
                     effects["sessions_cut"] = len(faults.cut_sessions_of(control, a_pid, log, target, job=job))
                 else:
                     stopped = faults.stopped(a_pid, log, target, job=job)
             with stopped as entry:
-                if not holds_by_session(p.library):
+                if not cuts_sessions(p):
                     time.sleep(0.05)
                     effects["process_stopped"] = int(faults.stop_state(a_pid) == "T")
                 b_holder = runtime.first_start(logs, released_ns, hand_on_bound_s(p.library, p.configuration),
@@ -258,9 +268,9 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     unattributed = unattributed_completions(audit, job, [a_done, b_done]) \
         if server_log is not None and job is not None else None
     outcome = probe_outcomes.run_outcome(a_holder is not None and lost, b_holder is not None, a_done)
-    source = expected(p.library, p.release, p.configuration)
+    source = expected(p.library, p.release, p.configuration, hung=p.lost_by == "frozen")
     summary = {"library": p.library, "version": libraries.version(p.library), "release": p.release,
-               "configuration": p.configuration, "probe": p.probe,
+               "configuration": p.configuration, "hung": p.lost_by == "frozen", "probe": p.probe,
                "repeat": p.repeat, "lost_by": lost_by, "fault_landed": lost, "fault_effects": effects,
                "handed_on": b_holder is not None, "stale_completion": outcome,
                "stale_completions_sent": None if a_done is None else a_done["completions_sent"],

@@ -40,6 +40,14 @@ STALE_COMPLETION = {"expected": "accepted",
                               "7.1 and later, read in Rails' notes, not its source)",
                     "why": "the lock drops with the session and the job runs again; the old worker finishes it too",
                     "source": "app/models/good_job/job.rb:861-901 (perform), v4.19.2 (81db22b)"}
+# a hung worker still connected (the probe's --lost-by frozen): with its default lock strategy, advisory, its lock
+# lives in its session, which it keeps
+HUNG = {"expected": "not_handed_on",
+        "checks": STALE_COMPLETION["checks"],
+        "why": "its session advisory lock holds the job for as long as its session lives, hung or not",
+        "source": "app/models/concerns/good_job/advisory_lockable.rb:217 (pg_try_advisory_lock, a session lock); "
+                  "app/models/good_job/job.rb:385-399 (perform_with_advisory_lock); lib/good_job/configuration.rb:"
+                  "397-403 (lock_strategy, advisory by default), v4.19.2 (81db22b)"}
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library does with its defaults, and what its source documents instead
 POOLER_READ = {

@@ -35,6 +35,11 @@ STALE_COMPLETION = {"expected": "not_sent",
                     "why": "the lock drops with the session and the job runs again; the old worker's process exits",
                     "source": "lib/que/job_methods.rb:19-23 and 166-174 (destroy); lib/que/locker.rb:183 "
                               "(abort_on_exception), v2.4.1 (17fb2c3)"}
+# a hung worker still connected (the probe's --lost-by frozen): its lock lives in its locker's session, which it keeps
+HUNG = {"expected": "not_handed_on",
+        "checks": STALE_COMPLETION["checks"],
+        "why": "its session advisory lock holds the job for as long as its locker's session lives, hung or not",
+        "source": "lib/que/locker.rb:428 (pg_try_advisory_lock, a session lock), v2.4.1 (17fb2c3)"}
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library does with its defaults, and what its source documents instead
 POOLER_READ = {
