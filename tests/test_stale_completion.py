@@ -84,8 +84,8 @@ def test_the_release_before_a_guard_is_probed_beside_the_installed_one_and_the_p
     probes = loaded[worker_dies.NAME].probes
     [installed] = stale_completions.installed(probes)
     said = stale_completions.advice(installed, probes)
-    assert said == ("refused (observed; its source agrees), from 0.26.0; applied in 0.25.0 (observed: its "
-                    "completion checks the job's id alone)"), said
+    assert said == ("refused (observed; its source agrees), from 0.26.0; applied in 0.25.0 (observed; its source "
+                    "there checks the job's id alone)"), said
     a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, probes)
     assert dict(a9.parts) == {"chancy": CONFIRMED}, a9.parts  # A9 reads the release installed
     shown = worker_dies.probe_table(loaded)
@@ -108,6 +108,7 @@ def test_procrastinate_as_its_production_how_to_runs_it_hands_a_hung_worker_s_jo
     assert production["agrees_with_source"] is True, production
     # its retry task's own completions are not the probe's job's: one sent by the stale holder, and applied
     assert (production["stale_completions_sent"], production["stale_completions_applied"]) == (1, 1), production
+    # found once the heartbeat is 3 s old, at the task's next run a second later at most; by default 30 s and 10 min
     assert production["recovery_setting_s"] == 4.0 and production["recovery_default_s"] == 630.0, production
     loaded = contents.load(handed("library_probe", sorted((tmp_path / "libraries").iterdir())))
     probes = loaded[worker_dies.NAME].probes
@@ -137,9 +138,30 @@ def test_a_hung_que_worker_that_stays_connected_keeps_its_job_where_a_cut_sessio
     probes = loaded[worker_dies.NAME].probes
     [row] = stale_completions.installed(probes)
     assert stale_completions.advice(row, probes).endswith(
-        "A worker that hangs and stays connected: not handed on: the job waits for the hung worker (observed in "
-        "the model of its source)"), stale_completions.advice(row, probes)
+        "A worker that hangs and stays connected: not handed on within 6.0 s, as long as the probe waited (observed "
+        "in the model of its source)"), stale_completions.advice(row, probes)
     assert "que (model) (hung, still connected)" in worker_dies.probe_table(loaded)
+
+
+def _chancy(release: str, outcome: str, agrees: bool = True) -> dict:
+    return {"library": "chancy", "version": "0.26.0" if release == "installed" else release, "release": release,
+            "stale_completion": outcome, "agrees_with_source": agrees, "model": False, "outcomes": [outcome],
+            "source_checks": "the claim", "expected_from_source": "refused" if release == "installed" else "accepted",
+            "setting": "default", "hung": False, "hand_on_bound_s": 8.8}
+
+
+@pytest.mark.parametrize("earlier, said", [
+    (_chancy("0.25.0", "accepted"), "refused (observed; its source agrees), from 0.26.0; applied in 0.25.0 (observed; "
+                                    "its source there checks the job's id alone)"),
+    # the same outcome in both: no "from"
+    (_chancy("0.25.0", "refused", agrees=False), "refused (observed; its source agrees); refused in 0.25.0 "
+                                                 "(observed), where its source there reads applied"),
+    # not probed: read in its source
+    (None, "refused (observed; its source agrees), from 0.26.0; in 0.25.0, its completion checks the job's id alone "
+           "(read in its source, chancy/worker.py:506-518 (Worker._maintain_updates), release 0.25.0; not run here)")])
+def test_the_release_before_says_from_which_only_where_it_differs_and_its_source_where_it_disagrees(earlier, said):
+    current = _chancy("installed", "refused")
+    assert stale_completions.advice(current, [current] + ([earlier] if earlier else [])) == said
 
 
 def test_a_release_read_in_its_source_and_not_run_is_said_as_read():

@@ -48,15 +48,19 @@ SETTINGS = {"concurrency": 1, "fetch_job_polling_interval_s": 0.1, "fetch_job_po
 RECOVERY = {"mechanism": "none built in: the user's code retries stalled jobs (get_stalled_jobs, retry_job)",
             "setting": None, "default_s": None, "raced_s": None}
 # What its docs set for production: the how-to's periodic task (docs/howto/production/retry_stalled_jobs.md:27-34 in
-# procrastinate-org/procrastinate, the same text in every tag from 3.1.0 to 3.9.0 and at 76baeee), deferred every
-# 10 minutes, retrying the jobs of workers whose heartbeat (every 10 s) is older than 30 s. Raced shortened: every
-# second, after 3 s, a heartbeat every second. Its completion checks the same as ever, so a retried job's first
-# worker, resumed, finishes the job its new worker is running.
+# procrastinate-org/procrastinate, the same text in every tag from 3.1.0 to 3.9.0 and at 76baeee; the snapshot read
+# here has no 3.10.0 tag), deferred every 10 minutes, retrying the jobs of workers whose heartbeat (every 10 s) is
+# older than 30 s. Raced shortened: every second, after 3 s, a heartbeat every second. (The how-to's note to adjust
+# stalled_worker_timeout with them is left at its 30 s: it only prunes old workers' rows when a worker starts.) Its
+# completion checks the same as ever, so a retried job's first worker, resumed, finishes the job its new worker runs.
+_RACED = {"cron": "* * * * * *", "every_s": 1.0, "seconds_since_heartbeat": 3, "update_heartbeat_interval_s": 1}
+_DEFAULTS = {"cron": "*/10 * * * *", "every_s": 600.0, "seconds_since_heartbeat": 30, "update_heartbeat_interval_s": 10}
 PRODUCTION = {"setting": "the how-to's periodic retry_stalled_jobs task (get_stalled_jobs, then retry_job on each)",
               "source": "docs/howto/production/retry_stalled_jobs.md:27-34 (3.1.0 to 3.9.0, and 76baeee)",
-              "raced": {"cron": "* * * * * *", "seconds_since_heartbeat": 3, "update_heartbeat_interval_s": 1},
-              "defaults": {"cron": "*/10 * * * *", "seconds_since_heartbeat": 30, "update_heartbeat_interval_s": 10},
-              "recovery_raced_s": 3.0 + 1.0, "recovery_default_s": 30.0 + 600.0,
+              "raced": _RACED, "defaults": _DEFAULTS,
+              # a job is found once its worker's heartbeat is that old, at the task's next run at most a period later
+              "recovery_raced_s": _RACED["seconds_since_heartbeat"] + _RACED["every_s"],
+              "recovery_default_s": _DEFAULTS["seconds_since_heartbeat"] + _DEFAULTS["every_s"],
               "expected": "accepted", "checks": STALE_COMPLETION["checks"],
               "why": "the retried job is 'doing' under its new worker, which its completion accepts",
               "source_of_checks": STALE_COMPLETION["source"]}

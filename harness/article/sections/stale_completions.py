@@ -39,20 +39,31 @@ def installed(probes) -> list[dict]:
             and row.get("setting", "default") == "default" and not row.get("hung")]
 
 
+def _installed_rows(probes, library: str) -> list[dict]:
+    return [row for row in probes if row["library"] == library and row.get("release", INSTALLED) == INSTALLED]
+
+
 def in_production(probes, library: str) -> dict | None:
     """A library's row under the production setting its docs give (its PRODUCTION), where it was probed."""
-    return next((row for row in probes if row["library"] == library and row.get("setting") == "production"), None)
+    return next((row for row in _installed_rows(probes, library)
+                 if row.get("setting") == "production" and not row.get("hung")), None)
 
 
 def hung(probes, library: str) -> dict | None:
     """A library's row with its first holder hung and still connected (--lost-by frozen), where it was probed."""
-    return next((row for row in probes if row["library"] == library and row.get("hung")), None)
+    return next((row for row in _installed_rows(probes, library)
+                 if row.get("hung") and row.get("setting", "default") == "default"), None)
 
 
 def _in_words(found: dict) -> str:
-    """A row's outcome as a reader acts on it, marked observed (in the model, for a model)."""
+    """A row's outcome as a reader acts on it, marked observed (in the model, for a model), with its source's
+    reading where the two disagree."""
+    seen = say("seen.model") if found["model"] else say("seen.library")
+    if found["agrees_with_source"] is False:
+        return say("outcome.disagrees", outcome=_outcome_said(found), seen=seen,
+                   expected=_said_outcomes()[found["expected_from_source"]])
     said = say.each("outcome", ("accepted", "refused", "not_sent", "not_applied", "not_handed_on", "not_landed"),
-                    seen=say("seen.model") if found["model"] else say("seen.library"))
+                    seen=seen, bound=number(found["hand_on_bound_s"], 1))
     return said.get(found["stale_completion"] or "not_landed") or _outcome_said(found)
 
 
@@ -62,8 +73,8 @@ def production(row: dict, probes) -> str:
     said = []
     found = in_production(probes, row["library"])
     if found is not None:
-        said.append(say("production.lead", setting=libraries.get(row["library"]).PRODUCTION["setting"],
-                        outcome=_in_words(found)))
+        setting = found.get("production_setting") or (libraries.get(row["library"]).PRODUCTION or {}).get("setting")
+        said.append(say("production.lead", setting=setting, outcome=_in_words(found)))
     found = hung(probes, row["library"])
     if found is not None:
         said.append(say("hung.lead", outcome=_in_words(found)))
@@ -75,19 +86,28 @@ def earlier(probes, library: str) -> list[dict]:
     return [row for row in probes if row["library"] == library and row.get("release", INSTALLED) != INSTALLED]
 
 
-def since(row: dict, probes) -> str:
+def since(row: dict, probes) -> tuple[str, bool]:
     """Where a library declares a release before its installed one: what its completion did there, observed where
-    it was probed (its row in probes), read in its source where not; empty where it declares none."""
+    it was probed (its row in probes; with its source's reading where the two disagree), read in its source where
+    not; and whether the installed release differs from it (an outcome observed otherwise, or a release read only,
+    whose source says what differs). Empty, False where it declares none."""
     declared = libraries.get(row["library"]).EARLIER_RELEASES or {}
     probed = {e["release"]: e for e in earlier(probes, row["library"])}
-    said = []
+    said, differs = [], False
     for release, read in declared.items():
-        if release in probed:
-            said.append(say("since.observed", release=release, outcome=_outcome_said(probed[release]),
-                            checks=read["checks"]))
-        else:
+        if release not in probed:
             said.append(say("since.read", release=release, checks=read["checks"], source=read["source"]))
-    return join(said)
+            differs = True
+            continue
+        found = probed[release]
+        differs |= found["stale_completion"] != row["stale_completion"]
+        if found["agrees_with_source"] is False:
+            said.append(say("since.disagrees", release=release, outcome=_outcome_said(found),
+                            expected=_said_outcomes()[found["expected_from_source"]]))
+        else:
+            said.append(say("since.observed", release=release, outcome=_outcome_said(found),
+                            checks=read["checks"]))
+    return join(said), differs
 
 
 def _release_of(row: dict) -> str:
@@ -142,9 +162,10 @@ def advice(row: dict | None, probes=()) -> str:
     else:
         said = say("advice.stale_model", outcome=_outcome_said(row)) if row["model"] else \
             say("advice.stale", outcome=_outcome_said(row))
-    before = since(row, probes)
+    before, differs = since(row, probes)
     if before:
-        said = say("since.lead", current=said, version=_release_of(row), earlier=before)
+        said = say("since.lead", current=said, version=_release_of(row), earlier=before) if differs else \
+            say("since.same", current=said, earlier=before)
     return ". ".join(part for part in (said, production(row, probes)) if part)
 
 

@@ -275,15 +275,15 @@ class LibrarySweep(Parameters):
                             "that documents one; a comma list runs each", client_list, default_text="default",
         metavar="{default,documented}"))
     configurations: tuple = setting(("default",), as_configurations, Option(
-        "--setting", "default: each library as it comes; production: also as its own docs set it for production "
-                     "(procrastinate's periodic retry of stalled jobs), for each library whose docs set more than its "
-                     "defaults; a comma list runs each", client_list, default_text="default",
+        "--setting", "default: each library as it comes; production: as its own docs set it for production "
+                     "(procrastinate's periodic retry of stalled jobs), each library whose docs set more than its "
+                     "defaults; default,production runs both", client_list, default_text="default",
         metavar="{default,production}"))
     losses: tuple = setting(("default",), as_losses, Option(
         "--lost-by", "default: the probe's first holder loses its job as its library's hold says (frozen; its "
-                     "sessions cut where its hold is its session); frozen: also frozen with its sessions kept, a "
-                     "hung worker still connected, for each library whose hold is its session; a comma list runs "
-                     "each", client_list, default_text="default", metavar="{default,frozen}"))
+                     "sessions cut where its hold is its session); frozen: frozen with its sessions kept, a hung "
+                     "worker still connected, each library whose hold is its session; default,frozen runs both",
+        client_list, default_text="default", metavar="{default,frozen}"))
     probes: tuple = setting(("none",), as_probes, Option(
         "--probe", f"{', '.join(PROBES)}: one job whose first holder loses it and completes it while a second "
                    "holder runs it, per library (models too), instead of a drain",
@@ -314,10 +314,10 @@ class LibrarySweep(Parameters):
         for name in self.libraries:
             if name not in installed and name not in _SAID_NOT_INSTALLED:
                 _SAID_NOT_INSTALLED.add(name)  # once per process: the sweep's runs are listed more than once
-                print(f"{name} not raced: {libraries.install_hint(name)}", file=sys.stderr)
+                print(f"{name} not raced: {libraries.install_hint(releases.split(name)[0])}", file=sys.stderr)
         if not installed:
             raise UserError(f"none of {', '.join(self.libraries)} is installed here: "
-                            f"{'; '.join(libraries.install_hint(n) for n in self.libraries)}")
+                            f"{'; '.join(libraries.install_hint(releases.split(n)[0]) for n in self.libraries)}")
         # a library whose worker paces itself (JOB_CAP) gets at most that many jobs, so a run ends in seconds
         # a fault run's jobs each last a second, so no cap
         # the documented setting is raced in transaction mode only (session mode keeps prepared statements working),

@@ -66,7 +66,7 @@ def per_library(summaries: list[dict]) -> list[dict]:
         first = mine[0]
         rows.append({
             "library": name, "version": version, "release": first.get("release", "installed"), "setting": setting,
-            "hung": hung,
+            "hung": hung, "production_setting": first.get("production_setting"),
             "repeats": len(mine), "landed": len(landed),
             "lost_by": first["lost_by"], "handed_on": sum(bool(s["handed_on"]) for s in landed),
             "stale_completion": outcome,

@@ -271,6 +271,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     source = expected(p.library, p.release, p.configuration, hung=p.lost_by == "frozen")
     summary = {"library": p.library, "version": libraries.version(p.library), "release": p.release,
                "configuration": p.configuration, "hung": p.lost_by == "frozen", "probe": p.probe,
+               "production_setting": library.PRODUCTION["setting"] if p.configuration == "production" else None,
                "repeat": p.repeat, "lost_by": lost_by, "fault_landed": lost, "fault_effects": effects,
                "handed_on": b_holder is not None, "stale_completion": outcome,
                "stale_completions_sent": None if a_done is None else a_done["completions_sent"],
@@ -319,8 +320,9 @@ def show_runs(paths, as_json: bool) -> None:
             print(json.dumps(row))
             continue
         sent = "-" if row["stale_completions_sent"] is None else row["stale_completions_sent"]
-        name = f"{row['library']} {row['version']}"
-        print(f"{name:<24} {row['stale_completion'] or 'NOT LANDED':<14} "
+        name = f"{row['library']} {row['version']}" + (" production setting" if row["setting"] == "production"
+                                                        else "") + (" hung" if row["hung"] else "")
+        print(f"{name:<40} {row['stale_completion'] or 'NOT LANDED':<14} "
               f"handed on {row['handed_on']}/{row['landed']}  stale completions sent {sent} applied "
               f"{row['stale_completions_applied']}  source: {row['expected_from_source']} "
               f"({'agrees' if row['agrees_with_source'] else 'DISAGREES' if row['agrees_with_source'] is False else '-'})")

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,33 +26,40 @@ from harness.libraries import releases
 from harness.server import database
 
 
+STOP_GRACE_S = 20.0  # a child asked to stop (SIGTERM) runs the probe's own teardown: its workers, its database
+
+
 def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
     """The probe of p.library at p.release, installed first where it is not yet."""
     path = releases.install(p.library, p.release, progress)
     folder = scratch.folder(f"release-{run_id}")
-    asked, answer = folder / "asked.pickle", folder / "measured.pickle"
-    asked.write_bytes(pickle.dumps((dataclasses.replace(db, server=None), p, run_id, progress, os.getpid())))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(path), os.environ.get("PYTHONPATH")])))
-    child = subprocess.Popen([sys.executable, "-m", __name__, str(asked), str(answer)], env=env,
-                             stderr=subprocess.PIPE, text=True)
+    child = None
     try:
+        asked, answer = folder / "asked.pickle", folder / "measured.pickle"
+        asked.write_bytes(pickle.dumps((dataclasses.replace(db, server=None), p, run_id, progress, os.getpid())))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(path), os.environ.get("PYTHONPATH")])))
+        child = subprocess.Popen([sys.executable, "-m", __name__, str(asked), str(answer)], env=env,
+                                 stderr=subprocess.PIPE, text=True)
         _, err = child.communicate()
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    try:
         if child.returncode != 0 or not answer.exists():
             last = (err.strip().splitlines() or [f"exit {child.returncode}"])[-1]
             raise RaceError(f"the probe of {p.library}=={p.release} failed in its child: {last}")
         return pickle.loads(answer.read_bytes())
     finally:
+        if child is not None and child.poll() is None:  # stopped from outside: the child tears its probe down
+            child.terminate()
+            try:
+                child.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(asked: str, answer: str) -> None:
     db, p, run_id, progress, parent = pickle.loads(Path(asked).read_bytes())
     children.die_with_parent(parent)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(1))  # the probe's finally blocks then run
     found = libraries.version(p.library)
     if found != p.release:
         raise SystemExit(f"{p.library} {found} imported where {p.release} was asked: {sys.path[:2]}")
