@@ -199,6 +199,9 @@ def probe_table(probes) -> str:
     if not probes:
         return ""
     rows = []
+    # a library's rows together, as they first came: its installed defaults, then its other releases and settings
+    order = list(dict.fromkeys(row["library"] for row in probes))
+    probes = sorted(probes, key=lambda row: order.index(row["library"]))
     releases = Counter(row["library"] for row in probes
                        if row.get("setting", "default") == "default" and not row.get("hung"))
     for row in probes:

@@ -43,7 +43,8 @@ STALE_COMPLETION = {"expected": "accepted",
 # a hung worker still connected (the probe's --lost-by frozen): with its default lock strategy, advisory, its lock
 # lives in its session, which it keeps
 HUNG = {"expected": "not_handed_on",
-        "checks": STALE_COMPLETION["checks"],
+        "checks": "the job's id only; what keeps the job from other workers is its advisory lock, in its session, "
+                  "which a hung worker keeps",
         "why": "its session advisory lock holds the job for as long as its session lives, hung or not",
         "source": "app/models/concerns/good_job/advisory_lockable.rb:217 (pg_try_advisory_lock, a session lock); "
                   "app/models/good_job/job.rb:385-399 (perform_with_advisory_lock); lib/good_job/configuration.rb:"

@@ -37,7 +37,8 @@ STALE_COMPLETION = {"expected": "not_sent",
                               "(abort_on_exception), v2.4.1 (17fb2c3)"}
 # a hung worker still connected (the probe's --lost-by frozen): its lock lives in its locker's session, which it keeps
 HUNG = {"expected": "not_handed_on",
-        "checks": STALE_COMPLETION["checks"],
+        "checks": "the job's id only (a DELETE by id); what keeps the job from other workers is its lock, in its "
+                  "locker's session, which a hung worker keeps",
         "why": "its session advisory lock holds the job for as long as its locker's session lives, hung or not",
         "source": "lib/que/locker.rb:428 (pg_try_advisory_lock, a session lock), v2.4.1 (17fb2c3)"}
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
