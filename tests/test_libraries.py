@@ -14,6 +14,7 @@ from conftest import forked_workers, run_cli, survivors_of_sigkill
 from harness import libraries
 from harness.errors import UserError
 from harness.experiments.libraries import drain as library_runs
+from harness.experiments.libraries import summary as run_summary
 from harness.experiments import registry
 from harness.libraries import runtime
 from harness.server import activity, database, pgstats
@@ -140,7 +141,7 @@ def summarised(audit_rows, execution_rows, jobs=3):
                              "run_delay_ns": 1}], columns=["worker", "pid", "released_ns", "ended_ns", "cpu_ns",
                                                            "run_delay_ns"])
     counters = {"transactions": 0, "updates": 0, "hot_updates": 0, "dead_tuples": 0}
-    return library_runs.summarise(library_runs.LibraryParameters("procrastinate", 2, jobs), audit, executions,
+    return run_summary.summarise(library_runs.LibraryParameters("procrastinate", 2, jobs), audit, executions,
                                   timings, 0, 5_000_000, 100, counters, counters, None, None, 0, 0, {})
 
 

@@ -16,6 +16,7 @@ from harness.article.findings import CONFIRMED, CORRECTED
 from harness.article.sections import library_faults as worker_dies
 from harness.errors import ConservationError, UserError
 from harness.experiments.libraries import drain as library_runs
+from harness.experiments.libraries import statements as statement_log
 from harness.experiments import registry
 from harness.experiments.libraries import faults as library_faults
 from harness.server import faults, pooler
@@ -107,7 +108,7 @@ def test_each_job_counts_the_completions_sent_for_it_beside_those_applied_or_say
     ("$1 = NULL", "$1", []), ("", "$1", [])])                       # nothing bound: DDL, a statement inline
 def test_a_completion_statement_names_its_jobs_by_its_declared_parameter(parameters, which, expected):
     keys = {"5": 5, "6": 6, "7": 7, "aa-1": 1, "bb-2": 2}
-    assert library_runs.named_jobs(parameters, which, keys) == expected
+    assert statement_log.named_jobs(parameters, which, keys) == expected
 
 
 def test_a_completion_marker_that_matches_other_statements_or_misses_the_completion_fails_the_run(db, tmp_path,

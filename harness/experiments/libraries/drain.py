@@ -34,14 +34,12 @@ import contextlib
 import json
 import multiprocessing as mp
 import os
-import re
 import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from psycopg import sql
 
@@ -54,19 +52,14 @@ from harness.experiments.limits import check_race_size
 from harness.experiments.race.trials import as_pooler_mode, as_poolers, client_list
 from harness.server import activity, database, pgstats, pooler
 from harness.libraries import runtime
-from harness.storage import Run
+from harness.experiments.libraries import statements as statement_log
+from harness.experiments.libraries import summary as run_summary
 
 MAX_WORKERS = 64
 MAX_JOBS = 100_000
 # a run's bound: a library that has not drained by then is stopped, and its unexecuted jobs are counted as such
 MIN_BOUND_S = 60.0
 BOUND_S_PER_JOB = 0.05
-LOG_ENTRY = re.compile(r"^\S+ \S+ \S+ \[\d+\] ")  # a new entry of the server's log (its default line prefix)
-LOG_LINE = re.compile(LOG_ENTRY.pattern + r"(?:\S+ )?LOG:  (?:statement|execute [^:]*):")
-LOG_PARAMETERS = re.compile(LOG_ENTRY.pattern + r"(?:\S+ )?DETAIL:  parameters: ")  # a statement's values
-LOG_PID = re.compile(r"\[(\d+)\]")  # the backend's pid in an entry's prefix
-# a literal, as ?: a quoted string or a number, not a placeholder's ($1)
-LITERAL = re.compile(r"'(?:[^']|'')*'|(?<![$\w])\d+(?:\.\d+)?\b")
 PROBE_NOTIFICATIONS = 100  # NOTIFYs the listener probe sends (NOTIFIES_ON_CHANGE)
 
 
@@ -391,73 +384,6 @@ def _log_size(log: Path | None) -> int | None:
     return log.stat().st_size if log is not None and log.exists() else None
 
 
-def statement_entries(log: Path, since: int, until: int | None = None) -> list[tuple[int, str]]:
-    """The statements the server logged between bytes `since` and `until` of its log (log_statement = all on the
-    library's database only): each backend's pid and the statement as sent, its whitespace runs read as one space."""
-    return [(pid, text) for pid, text, _ in logged_statements(log, since, until)]
-
-
-def logged_statements(log: Path, since: int, until: int | None = None) -> list[tuple[int, str, str]]:
-    """As statement_entries, with each statement's bound parameters as the server logged them on the entry's
-    DETAIL line ("$1 = '5', $2 = '{...}'"; empty for a statement sent with its values inline)."""
-    with open(log, "rb") as f:
-        f.seek(since)
-        text = f.read(None if until is None else max(0, until - since)).decode("utf-8", "replace")
-    statements, current = [], None
-    for line in text.splitlines():
-        if LOG_ENTRY.match(line):
-            detail = LOG_PARAMETERS.match(line)
-            if detail and current is not None and current[0] == int(LOG_PID.search(line).group(1)):
-                current[2].append(line[detail.end():].strip())
-                continue
-            if current is not None:
-                statements.append(current)
-            match = LOG_LINE.match(line)
-            current = (int(LOG_PID.search(line).group(1)), [line[match.end():].strip()], []) if match else None
-        elif current is not None:  # a statement, or its parameters, over several lines
-            (current[2] or current[1]).append(line.strip())
-    if current is not None:
-        statements.append(current)
-    return [(pid, " ".join(" ".join(parts).split()), " ".join(values)) for pid, parts, values in statements]
-
-
-PARAMETER = re.compile(r"\$(\d+) = (NULL|'(?:[^']|'')*')")  # one bound value on a DETAIL line
-
-
-def named_jobs(parameters: str, which: str, keys: dict[str, int]) -> list[int]:
-    """The jobs a statement's parameter `which` ($2) names, as the audit counts them: a value, or an array of them
-    ('{1,2}'); a value that names no enqueued job is left out."""
-    values = {f"${n}": value for n, value in PARAMETER.findall(parameters)}
-    value = values.get(which, "NULL")
-    if value == "NULL":
-        return []
-    text = value[1:-1].replace("''", "'")
-    items = text[1:-1].split(",") if text.startswith("{") and text.endswith("}") else [text]
-    return [keys[item.strip().strip('"')] for item in items if item.strip().strip('"') in keys]
-
-
-def names_only_others(parameters: str, which: str, keys: dict[str, int], job: int) -> bool:
-    """Whether a statement's parameter `which` is there and names jobs, none of them `job`: a job read in keys, or
-    one enqueued after them (a periodic task's); False where the parameter is not there or names `job`."""
-    values = {f"${n}": value for n, value in PARAMETER.findall(parameters)}
-    if values.get(which, "NULL") == "NULL":
-        return False
-    return job not in named_jobs(parameters, which, keys)
-
-
-def _statements_logged(log: Path | None, since: int | None) -> pd.DataFrame | None:
-    """The statements the server logged after byte `since` of its log (log_statement = all on the library's
-    database only), each as sent with its literals as ?, and how often: what the library sent, captured; None
-    without a log here."""
-    if log is None or since is None or not log.exists():
-        return None
-    statements = [text for _, text in statement_entries(log, since)]
-    shapes = pd.Series([LITERAL.sub("?", s) for s in statements], dtype=object)
-    counted = shapes.value_counts(sort=False)
-    return pd.DataFrame({"statement": counted.index.astype(str), "calls": counted.to_numpy(dtype="int64")},
-                        columns=["statement", "calls"])
-
-
 def measure_libraries(db: database.Database, parameters: LibraryParameters, run_id: str,
                       progress: bool = False) -> Measured:
     p = parameters
@@ -515,7 +441,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                 ended_ns = time.time_ns()
                 backend_shares = watch.stop() if watch else {}
                 through.close()  # a pooler's server sessions end with it, once every worker has gone
-                statements = _statements_logged(server_log, log_from)
+                statements = statement_log.statements_logged(server_log, log_from)
                 pgstats.wait_for_backends_to_exit(conn, backends)
                 server_cpu_after = activity.server_cpu_ns(conn)
                 after = _counters(conn, library)
@@ -542,7 +468,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
     executions, timings = _read_logs(logs)
     server_cpu_ms = ((server_cpu_after - server_cpu_before) / 1e6
                      if server_cpu_before is not None and server_cpu_after is not None else None)
-    summary = summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after,
+    summary = run_summary.summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after,
                         None if statements is None else int(statements["calls"].sum()),
                         server_cpu_ms, advisory_locks, len(stopped), backend_shares)
     summary |= {"probe_listeners": probe and probe["listeners"], "probe_notifications": probe and probe["notifications"],
@@ -628,90 +554,3 @@ def _read_logs(logs: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     logs.rmdir()
     return (pd.DataFrame(executions, columns=["job_id", "worker", "at_ns"]),
             pd.DataFrame(timings, columns=["worker", "pid", "released_ns", "ended_ns", "cpu_ns", "run_delay_ns"]))
-
-
-def summarise(p: LibraryParameters, audit: pd.DataFrame, executions: pd.DataFrame, timings: pd.DataFrame,
-              released_ns: int, ended_ns: int, wal_bytes: int, before: dict, after: dict, statements: int | None,
-              server_cpu_ms: float | None, advisory_locks: int, stopped: int, backend_shares: dict) -> dict:
-    """One run's figures, per job where the name says so."""
-    claims = audit[audit["event"] == "claimed"]
-    per_job = claims.groupby("job_id").size()
-    executed = executions.groupby("job_id").size()
-    first_claim = claims.groupby("job_id")["at_ns"].min()
-    pickups_ms = (first_claim - released_ns).clip(lower=0) / 1e6
-    last_end = int(timings["ended_ns"].max()) if len(timings) and not stopped else ended_ns
-    # the drain: from the release to the last job's execution; the workers' own shutdown after it is apart
-    last_execution = int(executions["at_ns"].max()) if len(executions) else ended_ns
-    window_s = max(1e-9, (last_execution - released_ns) / 1e9)
-    jobs = p.job_count
-    done = int(len(executed))
-    windows = (timings["ended_ns"] - timings["released_ns"]).astype(float) if len(timings) else pd.Series(dtype=float)
-    runnable = (float(timings["run_delay_ns"].sum() / windows.sum())
-                if len(timings) and timings["run_delay_ns"].notna().all() and windows.sum() > 0 else None)
-    running = (float(timings["cpu_ns"].sum() / windows.sum())
-               if len(timings) and timings["cpu_ns"].notna().all() and windows.sum() > 0 else None)
-
-    def per(value):
-        return None if value is None else value / jobs
-
-    return {
-        "library": p.library, "version": libraries.version(p.library), "level": "own_worker",
-        "worker_count": p.worker_count, "repeat": p.repeat, "jobs": jobs,
-        "executed": done, "executed_twice": int((executed > 1).sum()), "not_executed": jobs - done,
-        "duplicate_claims": int((per_job > 1).sum()), "claims": int(len(claims)),
-        "jobs_per_s": done / window_s, "drain_s": window_s, "shutdown_s": max(0.0, (last_end - last_execution) / 1e9),
-        "pickup_p50_ms": float(np.percentile(pickups_ms, 50)) if len(pickups_ms) else None,
-        "pickup_p99_ms": float(np.percentile(pickups_ms, 99)) if len(pickups_ms) else None,
-        "statements_per_job": per(statements),
-        "transactions_per_job": per(after["transactions"] - before["transactions"]),
-        "wal_bytes_per_job": per(wal_bytes),
-        "updates_per_job": per(after["updates"] - before["updates"]),
-        "hot_share": ((after["hot_updates"] - before["hot_updates"]) / (after["updates"] - before["updates"])
-                      if after["updates"] > before["updates"] else None),
-        "dead_tuples_per_job": per(after["dead_tuples"] - before["dead_tuples"]),
-        "server_cpu_ms_per_job": per(server_cpu_ms),
-        "client_runnable_share": runnable, "client_running_share": running,
-        "backend_runnable_share": backend_shares.get("runnable_share"),
-        "backend_running_share": backend_shares.get("running_share"),
-        "cpu_bound": activity.cpu_bound(runnable, running, backend_shares.get("runnable_share")),
-        "advisory_locks_left": advisory_locks, "workers_stopped_at_bound": stopped,
-    }
-
-
-SHOWN = ("library", "version", "level", "pooler", "pooler_setting",
-         "worker_count", "jobs", "executed", "executed_twice",
-         "duplicate_claims",
-         "jobs_per_s", "pickup_p50_ms", "pickup_p99_ms", "statements_per_job", "transactions_per_job",
-         "wal_bytes_per_job", "hot_share", "dead_tuples_per_job", "server_cpu_ms_per_job", "cpu_bound",
-         "advisory_locks_left", "not_executed", "workers_with_errors")
-
-
-def stored_summary(run: Run) -> dict:
-    """A libraries or wake-ups run's figures: what the run summarised from its rows when it was stored, with the
-    CPU-bound mark from today's rule (a run stored before the backends were watched is judged on its workers)."""
-    summary = run.results["summary"]
-    if "client_runnable_share" not in summary:  # a wake-ups run
-        return summary
-    shares = (summary.get("client_runnable_share"), summary.get("client_running_share"),
-              summary.get("backend_runnable_share"))
-    return summary | {"cpu_bound": activity.cpu_bound(*shares), "cpu_bound_side": activity.cpu_bound_side(*shares)}
-
-
-def show_runs(paths, as_json: bool) -> None:
-    """What `python -m harness libraries` prints: one line (or JSON object) per run."""
-    for path in paths:
-        summary = Run(path).summary
-        if as_json:
-            # a run stored before the pooler was one ran directly, and one stored before its setting, with defaults
-            print(json.dumps({key: summary.get(key, {"pooler": "none", "pooler_setting": "default"}.get(key))
-                              for key in SHOWN}))
-            continue
-        through = "" if summary.get("pooler", "none") == "none" else f" via {summary['pooler']}"
-        if summary.get("pooler_setting") == "documented":
-            through += " (documented setting)"
-        print(f"{summary['library'] + through:<14} {summary['version']:<8} {summary['worker_count']:>3} workers  "
-              f"{summary['executed']:>6}/{summary['jobs']} executed  {summary['executed_twice']} twice  "
-              f"{summary['duplicate_claims']} claimed twice  {summary['jobs_per_s']:8.1f} jobs/s  "
-              f"pickup p99 {summary['pickup_p99_ms'] or float('nan'):8.1f} ms  "
-              f"{summary['wal_bytes_per_job']:7.0f} WAL B/job"
-              + ("  CPU-bound" if summary["cpu_bound"] else ""))

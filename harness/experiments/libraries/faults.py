@@ -48,6 +48,8 @@ from psycopg import sql
 
 from harness import libraries, scratch
 from harness.experiments.libraries import drain as library_runs
+from harness.experiments.libraries import summary as run_summary
+from harness.experiments.libraries import statements as statement_log
 from harness.experiments.libraries import probe as stale_completion
 from harness.experiments.libraries import release as earlier_release
 from harness.experiments.contract import Kind
@@ -325,7 +327,7 @@ def sent_per_job(name: str, sent: pd.DataFrame | None, keys: dict[str, int]) -> 
     per_job = {job: 0 for job in keys.values()}
     unnamed = 0
     for values in sent["parameters"]:
-        jobs = library_runs.named_jobs(values, which, keys)
+        jobs = statement_log.named_jobs(values, which, keys)
         unnamed += not jobs
         for job in jobs:
             per_job[job] += 1
@@ -340,7 +342,7 @@ def completions_logged(name: str, server_log: Path | None, since: int | None) ->
         return None
     marker = " ".join(libraries.get(name).COMPLETION_LOGGED.split()).lower()
     return pd.DataFrame([(pid, text, values) for pid, text, values
-                         in library_runs.logged_statements(server_log, since) if marker in text.lower()],
+                         in statement_log.logged_statements(server_log, since) if marker in text.lower()],
                         columns=SENT_COLUMNS)
 
 
@@ -396,7 +398,7 @@ def show_runs(paths, as_json: bool) -> None:
         if "fault" in summary:
             show(summary, as_json)
         else:
-            library_runs.show_runs([path], as_json)
+            run_summary.show_runs([path], as_json)
 
 
 def show(summary: dict, as_json: bool) -> None:
@@ -419,7 +421,7 @@ def _or_unseen(value) -> str:
 
 
 # The kind as the store, the command line and the report see it (harness.experiments.registry).
-KIND = Kind("libraries", library_runs.LibraryParameters, measure_run, library_runs.stored_summary,
+KIND = Kind("libraries", library_runs.LibraryParameters, measure_run, run_summary.stored_summary,
             help=f"job libraries ({', '.join(libraries.NAMES)}) draining the same queue with their own workers, audited "
                  "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
                  "and drops the database claimrace_libraries for every run)",

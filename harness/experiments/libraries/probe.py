@@ -43,6 +43,7 @@ from psycopg import sql
 
 from harness import libraries
 from harness.experiments.libraries import drain as library_runs
+from harness.experiments.libraries import statements as statement_log
 from harness.experiments.contract import Measured
 from harness import gate, scratch
 from harness.experiments.libraries import outcomes as probe_outcomes
@@ -112,8 +113,8 @@ def _completions_logged(name: str, server_log: Path | None, since: int | None, k
         return NOT_SEEN
     library = libraries.get(name)
     marker = " ".join(library.COMPLETION_LOGGED.split()).lower()
-    return [pid for pid, text, values in library_runs.logged_statements(server_log, since)
-            if marker in text.lower() and not library_runs.names_only_others(values, library.COMPLETION_JOB, keys, job)]
+    return [pid for pid, text, values in statement_log.logged_statements(server_log, since)
+            if marker in text.lower() and not statement_log.names_only_others(values, library.COMPLETION_JOB, keys, job)]
 
 
 def finish(name: str, logs: Path, gates: Path, server_log: Path | None, holder: dict, job: int, tend,

@@ -33,6 +33,7 @@ from harness.children import die_with_parent
 from harness.errors import UserError
 from harness.experiments.contract import Kind
 from harness.experiments.libraries import drain as library_runs
+from harness.experiments.libraries import summary as run_summary
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, check_each,
                                           int_list, number_list, one_of, setting)
 from harness.libraries import runtime
@@ -272,7 +273,7 @@ def show_runs(paths, as_json: bool) -> None:
 
 
 # The kind as the store, the command line and the report see it (harness.experiments.registry).
-KIND = Kind("wakeups", WakeupParameters, measure, library_runs.stored_summary,
+KIND = Kind("wakeups", WakeupParameters, measure, run_summary.stored_summary,
             help=f"pickup of jobs arriving one at a time for idle workers woken by LISTEN/NOTIFY or by polling only, "
                  f"for the libraries that offer both ({', '.join(offering())}) (creates and drops the database "
                  "claimrace_libraries for every run)",
