@@ -122,6 +122,22 @@ def test_procrastinate_as_its_production_how_to_runs_it_hands_a_hung_worker_s_jo
     assert "procrastinate (its production setting)" in worker_dies.probe_table(loaded)
 
 
+@pytest.mark.skipif(libraries.version("graphile_worker") is None, reason="graphile-worker is not installed here")
+def test_graphile_worker_s_force_unlock_hands_a_worker_declared_dead_on_and_accepts_its_completion(tmp_path):
+    """As it comes, a graphile-worker job stays locked for 4 hours. forceUnlockWorkers, for a worker declared dead
+    (here as soon as it is frozen), unlocks its job at once: the other worker runs it, and the frozen one, resumed,
+    deletes it by id while it runs."""
+    done = run_cli("libraries", "--probe", "stale_completion", "--library", "graphile_worker", "--setting",
+                   "production", "--repeat", "1", "--json", "--quiet", "--data-dir", str(tmp_path), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [row] = map(json.loads, done.stdout.splitlines())
+    assert (row["setting"], row["stale_completion"], row["handed_on"], row["agrees_with_source"]) == \
+        ("production", "accepted", 1, True), row
+    assert (row["stale_completions_sent"], row["stale_completions_applied"]) == (1, 1), row
+    [stored] = [Run(path) for path in (tmp_path / "libraries").iterdir()]
+    assert stored.summary["fault_effects"]["declared_dead"] == 1, stored.summary
+
+
 def test_a_hung_que_worker_that_stays_connected_keeps_its_job_where_a_cut_session_hands_it_on(tmp_path):
     """Que's hold is its locker's session advisory lock: cut, the job runs again at once (and the old process ends
     before it completes: not sent); hung with its session kept, nothing hands the job on. A row each, and the

@@ -142,6 +142,9 @@ class OptionalParts:
     # raced and their defaults, its recovery as raced (recovery_raced_s), and what the probe should find under it
     # (expected, checks, source_of_checks)
     PRODUCTION: dict | None = None
+    # under PRODUCTION, what a user does once a worker is declared dead, called by the probe once its first holder
+    # is frozen: declare_dead(url, job)
+    declare_dead: Callable[[str, int], None] | None = None
     # for a library whose hold is its session: what its source says of a hung worker still connected (the probe's
     # --lost-by frozen), as STALE_COMPLETION
     HUNG: dict | None = None

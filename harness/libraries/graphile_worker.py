@@ -46,5 +46,32 @@ RECOVERY = {"mechanism": "stale locks: a job locked for 4 hours is unlocked", "s
             "default_s": 4 * 3600.0, "raced_s": 4 * 3600.0}
 
 
+# What its docs give for a worker that will not come back: forceUnlockWorkers with its id, which unlocks its jobs at
+# once (dist/interfaces.d.ts:190-195 at 0.17.3: "Only use this if the workers in question are no longer running").
+# The probe's production setting declares the frozen worker dead as soon as it is frozen (declare_dead): a worker
+# declared dead in error, or one that hangs and comes back, then meets its job run by another; its completion checks
+# the id alone, so its source says accepted.
+PRODUCTION = {"setting": "forceUnlockWorkers on a worker declared dead (here: as soon as it is frozen)",
+              "source": "graphile-worker/dist/interfaces.d.ts:190-195 (WorkerUtils.forceUnlockWorkers), release "
+                        "0.17.3 as installed",
+              "raced": {"declared_dead_after_s": 0.0, "poll_interval_s": 0.1},
+              "defaults": {"declared_dead_after_s": None, "poll_interval_s": 2.0},
+              # the unlock at once, then the other worker's next poll
+              "recovery_raced_s": 1.0, "recovery_default_s": 4 * 3600.0,
+              "expected": "accepted", "checks": STALE_COMPLETION["checks"],
+              "why": "its completion deletes the job by id, whoever holds it now",
+              "source_of_checks": STALE_COMPLETION["source"]}
+
+
+def declare_dead(url: str, job: int) -> None:
+    """Unlock the jobs of the worker that holds job, with the library's own forceUnlockWorkers."""
+    from harness.server import database
+
+    with database.connect(url) as conn:
+        holder = conn.execute(f"SELECT locked_by FROM {JOBS_SCHEMA}.{JOBS_TABLE} WHERE id = %s", (job,)).fetchone()
+    if holder and holder[0]:
+        node.run(SCRIPT, "unlock", url, holder[0])
+
+
 INSTALL_HINT = node.INSTALL_HINT
 installed_version, install, enqueue, work = node.commands(PACKAGE, SCRIPT)

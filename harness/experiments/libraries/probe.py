@@ -242,6 +242,9 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                 if not cuts_sessions(p):
                     time.sleep(0.05)
                     effects["process_stopped"] = int(faults.stop_state(a_pid) == "T")
+                if p.configuration == "production" and library.declare_dead is not None:
+                    library.declare_dead(url, job)  # its production setting's step once a worker is declared dead
+                    effects["declared_dead"] = 1
                 b_holder = runtime.first_start(logs, released_ns, hand_on_bound_s(p.library, p.configuration),
                                                 job=job, other_than=a_pid, tend=supervisor.tend)
             if entry:

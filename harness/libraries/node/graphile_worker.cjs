@@ -1,6 +1,7 @@
 "use strict";
 // graphile-worker raced with its own worker: runOnce at concurrency 1, which takes jobs until none is left and
-// returns. Commands: install URL | enqueue URL N | work URL LOG [JOB_MS] (harness/libraries/graphile_worker.py
+// returns. Commands: install URL | enqueue URL N | unlock URL WORKER_ID | work URL LOG [JOB_MS]
+// (harness/libraries/graphile_worker.py
 // runs them). A fault run's worker keeps polling (run, not runOnce) until SIGTERM, and each job lasts JOB_MS and
 // logs its end.
 
@@ -24,6 +25,15 @@ run(async () => {
         for (let i = first; i < Math.min(n, first + 1000); i++) specs.push({ identifier: "noop", payload: { n: i } });
         await utils.addJobs(specs);
       }
+    } finally {
+      await utils.release();
+    }
+  } else if (command === "unlock") {
+    // what a user runs once a worker is declared dead: forceUnlockWorkers (dist/interfaces.d.ts: "Only use this if
+    // the workers in question are no longer running")
+    const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
+    try {
+      await utils.forceUnlockWorkers([arg]);
     } finally {
       await utils.release();
     }
