@@ -119,7 +119,9 @@ def test_procrastinate_as_its_production_how_to_runs_it_hands_a_hung_worker_s_jo
            in said, said
     a9 = worker_dies.a9_a_dead_workers_job_completes_once(None, probes)
     assert dict(a9.parts) == {"procrastinate": NOT_MEASURED}, a9.parts
-    assert "procrastinate (its production setting)" in worker_dies.probe_table(loaded)
+    shown = worker_dies.probe_table(loaded)
+    assert "procrastinate (its production setting)" in shown
+    assert "procrastinate: the how-to&#x27;s periodic retry_stalled_jobs task" in shown, shown
 
 
 @pytest.mark.skipif(libraries.version("graphile_worker") is None, reason="graphile-worker is not installed here")

@@ -139,8 +139,8 @@ class OptionalParts:
     # source at that tag says, as STALE_COMPLETION
     EARLIER_RELEASES: dict | None = None
     # what its own docs set for production beyond its defaults, where they do: the setting, its source, the values
-    # raced and their defaults, its recovery as raced (recovery_raced_s), and what the probe should find under it
-    # (expected, checks, source_of_checks)
+    # raced and their defaults, its recovery (raced_s, default_s, as RECOVERY's) and what the probe should find under
+    # it (stale_completion, as STALE_COMPLETION)
     PRODUCTION: dict | None = None
     # under PRODUCTION, what a user does once a worker is declared dead, called by the probe once its first holder
     # is frozen: declare_dead(url, job)
@@ -208,11 +208,11 @@ RECOVERS_IN_A_RUN_S = 120.0  # a recovery set longer than this (graphile-worker'
 
 def recovers_within_s(name: str, configuration: str = "default") -> float | None:
     """The most a dead worker's job waits, as raced, before another worker may claim it: the recovery setting and
-    whatever the library adds after it (RECOVERY's then_s), or, in production, PRODUCTION's recovery_raced_s; None
+    whatever the library adds after it (RECOVERY's then_s), or, in production, PRODUCTION's raced recovery; None
     where nothing is set to recover it within a run (RECOVERS_IN_A_RUN_S)."""
     library = get(name)
     if configuration == "production" and library.PRODUCTION is not None:
-        return library.PRODUCTION["recovery_raced_s"]
+        return library.PRODUCTION["recovery"]["raced_s"]
     recovery = library.RECOVERY
     if recovery["raced_s"] is None:
         return None

@@ -54,13 +54,13 @@ RECOVERY = {"mechanism": "stale locks: a job locked for 4 hours is unlocked", "s
 PRODUCTION = {"setting": "forceUnlockWorkers on a worker declared dead (here: as soon as it is frozen)",
               "source": "graphile-worker/dist/interfaces.d.ts:190-195 (WorkerUtils.forceUnlockWorkers), release "
                         "0.17.3 as installed",
+              # the fault-run worker's poll (graphile_worker.cjs), and its default (dist/config.js:18-19 at 0.17.3)
               "raced": {"declared_dead_after_s": 0.0, "poll_interval_s": 0.1},
               "defaults": {"declared_dead_after_s": None, "poll_interval_s": 2.0},
               # the unlock at once, then the other worker's next poll
-              "recovery_raced_s": 1.0, "recovery_default_s": 4 * 3600.0,
-              "expected": "accepted", "checks": STALE_COMPLETION["checks"],
-              "why": "its completion deletes the job by id, whoever holds it now",
-              "source_of_checks": STALE_COMPLETION["source"]}
+              "recovery": {"raced_s": 1.0, "default_s": RECOVERY["default_s"]},
+              "stale_completion": STALE_COMPLETION | {
+                  "expected": "accepted", "why": "its completion deletes the job by id, whoever holds it now"}}
 
 
 def declare_dead(url: str, job: int) -> None:

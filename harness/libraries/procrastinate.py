@@ -59,11 +59,11 @@ PRODUCTION = {"setting": "the how-to's periodic retry_stalled_jobs task (get_sta
               "source": "docs/howto/production/retry_stalled_jobs.md:27-34 (3.1.0 to 3.9.0, and 76baeee)",
               "raced": _RACED, "defaults": _DEFAULTS,
               # a job is found once its worker's heartbeat is that old, at the task's next run at most a period later
-              "recovery_raced_s": _RACED["seconds_since_heartbeat"] + _RACED["every_s"],
-              "recovery_default_s": _DEFAULTS["seconds_since_heartbeat"] + _DEFAULTS["every_s"],
-              "expected": "accepted", "checks": STALE_COMPLETION["checks"],
-              "why": "the retried job is 'doing' under its new worker, which its completion accepts",
-              "source_of_checks": STALE_COMPLETION["source"]}
+              "recovery": {"raced_s": _RACED["seconds_since_heartbeat"] + _RACED["every_s"],
+                           "default_s": _DEFAULTS["seconds_since_heartbeat"] + _DEFAULTS["every_s"]},
+              "stale_completion": STALE_COMPLETION | {
+                  "expected": "accepted",
+                  "why": "the retried job is 'doing' under its new worker, which its completion accepts"}}
 
 
 # its connector passes its other arguments to psycopg_pool's AsyncConnectionPool, whose `kwargs` go to each connection

@@ -221,6 +221,10 @@ def probe_table(probes) -> str:
         cells.append(f"{html.escape(row['source_checks'])} (<code>{html.escape(row['source_ref'])}</code>)")
         cells += [html.escape(_said_outcomes()[row["expected_from_source"]]), html.escape(agree)]
         rows.append(dict(zip(PROBE_COLUMNS, cells)))
-    return table(pd.DataFrame(rows), caption=say(
-        "probe_caption", repeats=count(max(row["repeats"] for row in probes))),
-        css_class="wide", escape=False)
+    caption = say("probe_caption", repeats=count(max(row["repeats"] for row in probes)))
+    # a row under a production setting was made with its step too: say which, as the run did it
+    settings = sorted({f"{library_label(row['library'])}: {row['production_setting']}" for row in probes
+                       if row.get("setting") == "production" and row.get("production_setting")})
+    if settings:
+        caption += " " + say("probe_caption_production", settings="; ".join(settings))
+    return table(pd.DataFrame(rows), caption=caption, css_class="wide", escape=False)

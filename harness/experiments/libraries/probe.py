@@ -90,10 +90,8 @@ def expected(name: str, release: str = releases.INSTALLED, configuration: str = 
     still connected (a library whose hold is its session), what its HUNG says."""
     if hung:
         return libraries.get(name).HUNG
-    production = libraries.get(name).PRODUCTION
-    if configuration == "production" and production is not None:
-        return {"expected": production["expected"], "checks": production["checks"], "why": production["why"],
-                "source": production["source_of_checks"]}
+    if configuration == "production":
+        return libraries.get(name).PRODUCTION["stale_completion"]
     return releases.expected(name, release)
 
 
@@ -273,6 +271,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         if server_log is not None and job is not None else None
     outcome = probe_outcomes.run_outcome(a_holder is not None and lost, b_holder is not None, a_done)
     source = expected(p.library, p.release, p.configuration, hung=p.lost_by == "frozen")
+    recovery = library.PRODUCTION["recovery"] if p.configuration == "production" else library.RECOVERY
     summary = {"library": p.library, "version": libraries.version(p.library), "release": p.release,
                "configuration": p.configuration, "hung": p.lost_by == "frozen", "probe": p.probe,
                "production_setting": library.PRODUCTION["setting"] if p.configuration == "production" else None,
@@ -288,10 +287,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "expected_from_source": source["expected"], "source_checks": source["checks"],
                "source_ref": source["source"], "agrees_with_source": None if outcome is None
                else outcome == source["expected"],
-               "recovery_setting_s": library.RECOVERY["raced_s"] if p.configuration == "default"
-               else library.PRODUCTION["recovery_raced_s"],
-               "recovery_default_s": library.RECOVERY["default_s"] if p.configuration == "default"
-               else library.PRODUCTION["recovery_default_s"],
+               "recovery_setting_s": recovery["raced_s"], "recovery_default_s": recovery["default_s"],
                "worker_exits": len(supervisor.exits), "workers_with_errors": runtime.workers_with_errors(errors),
                "waited_s": (ended_ns - released_ns) / 1e9}
     checks = {"first_job_started": a_holder is not None, "fault_landed": lost,

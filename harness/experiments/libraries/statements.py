@@ -65,10 +65,8 @@ def named_jobs(parameters: str, which: str, keys: dict[str, int]) -> list[int]:
 def names_only_others(parameters: str, which: str, keys: dict[str, int], job: int) -> bool:
     """Whether a statement's parameter `which` is there and names jobs, none of them `job`: a job read in keys, or
     one enqueued after them (a periodic task's); False where the parameter is not there or names `job`."""
-    values = {f"${n}": value for n, value in PARAMETER.findall(parameters)}
-    if values.get(which, "NULL") == "NULL":
-        return False
-    return job not in named_jobs(parameters, which, keys)
+    there = dict(PARAMETER.findall(parameters)).get(which.lstrip("$"), "NULL") != "NULL"
+    return there and job not in named_jobs(parameters, which, keys)
 
 
 def statements_logged(log: Path | None, since: int | None) -> pd.DataFrame | None:

@@ -88,8 +88,9 @@ def rule_settings() -> dict:
 def judged_keys(latency: str = "claim") -> tuple[str, ...]:
     """What a run's summary keeps of judge's answer."""
     return ("verdict", "verdict_if_judged", "seconds_to_slow", "seconds_to_fall_behind", "held_s", "observed_s",
-            "seconds_to_slow_in_run", "seconds_to_fall_behind_in_run", "held_without_failing", "recovered_s", f"{latency}_level_ms", "backlog_level", "watched_after_s",
-            "unremovable_at_slow", "unremovable_at_fall_behind")
+            "seconds_to_slow_in_run", "seconds_to_fall_behind_in_run", "held_without_failing", "recovered_s",
+            f"{latency}_level_ms", "backlog_level", "watched_after_s", "unremovable_at_slow",
+            "unremovable_at_fall_behind")
 
 
 def step_of(ended_s: float, calls: int) -> float:
