@@ -67,14 +67,19 @@ def _in_words(found: dict) -> str:
     return said.get(found["stale_completion"] or "not_landed") or _outcome_said(found)
 
 
+def _production_setting(row: dict) -> str | None:
+    """The production setting a row ran under, as its runs stored it (or, for runs stored before they did, as its
+    library declares it)."""
+    return row.get("production_setting") or (libraries.get(row["library"]).PRODUCTION or {}).get("setting")
+
+
 def production(row: dict, probes) -> str:
     """What a hung worker's completion did under the library's production setting, and what a hung worker still
     connected did where its hold is its session, where each was probed; empty where neither was."""
     said = []
     found = in_production(probes, row["library"])
     if found is not None:
-        setting = found.get("production_setting") or (libraries.get(row["library"]).PRODUCTION or {}).get("setting")
-        said.append(say("production.lead", setting=setting, outcome=_in_words(found)))
+        said.append(say("production.lead", setting=_production_setting(found), outcome=_in_words(found)))
     found = hung(probes, row["library"])
     if found is not None:
         said.append(say("hung.lead", outcome=_in_words(found)))
@@ -223,8 +228,8 @@ def probe_table(probes) -> str:
         rows.append(dict(zip(PROBE_COLUMNS, cells)))
     caption = say("probe_caption", repeats=count(max(row["repeats"] for row in probes)))
     # a row under a production setting was made with its step too: say which, as the run did it
-    settings = sorted({f"{library_label(row['library'])}: {row['production_setting']}" for row in probes
-                       if row.get("setting") == "production" and row.get("production_setting")})
+    settings = sorted({f"{library_label(row['library'])}: {_production_setting(row)}" for row in probes
+                       if row.get("setting") == "production"})
     if settings:
         caption += " " + say("probe_caption_production", settings="; ".join(settings))
     return table(pd.DataFrame(rows), caption=caption, css_class="wide", escape=False)
