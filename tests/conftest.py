@@ -346,7 +346,10 @@ def survivors_of_sigkill(args: list[str], find: Callable[[psutil.Process], list]
         harness = psutil.Process(command.pid)
         deadline, found = time.monotonic() + wait_s, []
         while time.monotonic() < deadline and not found:
-            found = find(harness)
+            try:
+                found = find(harness)
+            except psutil.NoSuchProcess:  # a child gone between listing it and reading it: look again
+                found = []
             time.sleep(0.05)
         assert found, f"nothing to watch ever started: {' '.join(args)}"
         watched = found + [p for p in watch(harness) if p not in found]
