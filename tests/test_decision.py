@@ -2,28 +2,47 @@
 
 from __future__ import annotations
 
-from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
-                                      NOT_MEASURED, make_finding)
-from harness.article.sections import decision
+from harness.article.findings import (CONFIRMED, CONFIRMED_DIFFERENT_SIZE, CORRECTED, NOT_DISTINGUISHABLE,
+                                      NOT_MEASURED, NOT_REPRODUCED, make_finding)
+from harness.article.sections import decision, library_poolers
 
 SWEEP = {"job_count": "5,000", "races": "three races"}
 UNDECIDED = "not decided here"
 
 
-def f7(faster=CONFIRMED, duplicates=CONFIRMED):
+def f7(faster=CONFIRMED, duplicates=CONFIRMED, bound=""):
     return make_finding("F7", CONFIRMED, values={"duplicate_jobs": "0", "wasted": "0", "attempts": "90,441",
-                                                 "speedup": "3.6x [2.9–3.6]", "workers": "4"},
+                                                 "speedup": "3.6x [2.9–3.6]", "workers": "4", "bound_workers": bound},
                         parts=(("no duplicates", duplicates), ("no wasted attempts", CONFIRMED),
                                ("faster under contention", faster), ("about 20x at 100 workers", NOT_MEASURED)))
 
 
-def test_the_claim_row_advises_skip_locked_only_where_it_was_clean_and_faster():
+def f8(order):
+    return make_finding("F8", NOT_DISTINGUISHABLE, values={"job_order": order, "job_workers": "4"})
+
+
+def test_the_claim_row_advises_skip_locked_where_it_was_clean_and_says_what_its_speed_rests_on():
     row = decision.claim_row({"F7": f7()}, SWEEP)
-    assert "SKIP LOCKED" in row["use"] and "3.6x [2.9–3.6]" in row["because"] and "4 workers" in row["measured at"]
-    for finding in (f7(faster=NOT_DISTINGUISHABLE), f7(duplicates=CORRECTED)):
+    assert "SKIP LOCKED" in row["use"] and "3.6x [2.9–3.6] the claims/s" in row["because"]
+    assert "4 workers" in row["measured at"]
+    row = decision.claim_row({"F7": f7(faster=NOT_DISTINGUISHABLE)}, SWEEP)
+    assert "SKIP LOCKED" in row["use"] and "could not be told apart at 4 workers" in row["because"]
+    row = decision.claim_row({"F7": f7(faster=NOT_MEASURED, bound="2, 4 and 8")}, SWEEP)
+    assert "SKIP LOCKED" in row["use"] and "not tested here: at 2, 4 and 8 workers the CPUs" in row["because"]
+    assert row["measured at"].startswith("the whole sweep, three races a side")
+    row = decision.claim_row({"F7": f7(faster=NOT_MEASURED)}, SWEEP)
+    assert "not tested here (no point with two or more workers" in row["because"]
+    for finding in (f7(faster=NOT_REPRODUCED), f7(duplicates=CORRECTED)):
         row = decision.claim_row({"F7": finding}, SWEEP)
         assert row["use"] == UNDECIDED and "F7 confirmed" in row["because"]
     assert decision.claim_row({}, SWEEP)["use"] == UNDECIDED
+
+
+def test_the_claim_row_adds_the_wait_for_a_job_only_where_it_was_lower_in_every_repeat():
+    assert "lower than a guarded worker's in every repeat at 4 workers (F8)" in decision.claim_row(
+        {"F7": f7(), "F8": f8("lower")}, SWEEP)["because"]
+    for order in ("higher", "overlap"):
+        assert "F8" not in decision.claim_row({"F7": f7(), "F8": f8(order)}, SWEEP)["because"]
 
 
 def test_the_guard_row_needs_naive_to_share_jobs_and_guarded_never_to():
@@ -44,10 +63,11 @@ def test_the_index_row_follows_f9():
     assert row["use"] == UNDECIDED and "F9 not measured" in row["because"]
 
 
-def c7(holder_bad="0", fenced_bad="0", verdict=CONFIRMED):
+def c7(holder_bad="0", fenced_bad="0", verdict=CONFIRMED, ran_twice="10"):
     return make_finding("C7", verdict, values={"stuck": "1", "leased_stuck": "0", "stale": "1", "fenced_runs": "8",
                                                "fenced_bad": fenced_bad, "holder_runs": "8",
-                                               "holder_bad": holder_bad})
+                                               "holder_bad": holder_bad, "ran_twice": ran_twice,
+                                               "checked_runs": "24"})
 
 
 def test_the_lease_row_advises_only_the_checks_that_let_no_stale_holder_through():
@@ -58,12 +78,29 @@ def test_the_lease_row_advises_only_the_checks_that_let_no_stale_holder_through(
     assert decision.lease_row({"C7": c7(verdict=CORRECTED)})["use"] == UNDECIDED
 
 
+def test_the_lease_row_says_recovered_jobs_ran_twice_where_they_did():
+    assert ("10 of the 24 runs queued beside those faults ran twice, so a job must be safe to run again"
+            in decision.lease_row({"C7": c7()})["because"])
+    said = decision.lease_row({"C7": c7(ran_twice="0")})["because"]
+    assert "none of the 24 runs" in said and "safe to run again" not in said
+
+
+def pooled(name, mode, rate, bound=False):
+    return library_poolers.PooledPoint("library", name, 2, mode, 100, 100, 0, 0, None, 0, rate, bound)
+
+
 def test_the_pooler_row_advises_session_mode_only_where_transaction_mode_went_wrong():
     wrong = make_finding("A10", CORRECTED, parts=(("procrastinate", CORRECTED), ("pgmq", CONFIRMED)))
-    a9 = make_finding("A9", CORRECTED, parts=(("procrastinate", CORRECTED), ("pgmq", CONFIRMED), ("chancy", ADDED)))
-    row = decision.pooler_row({"A10": wrong, "A9": a9}, "1.18.0")
+    costs = [("pgqueuer", pooled("pgqueuer", "session", 582.0), pooled("pgqueuer", "documented", 12.4, True))]
+    row = decision.pooler_row({"A10": wrong}, "1.18.0", costs)
     assert row["use"].startswith("session mode or no pooler") and row["because"].startswith("1 of 2")
-    assert "1 of 2 left a job stuck" in row["because"], "of the libraries whose runs decided, not of every one" and "PgBouncer 1.18.0" in row["measured at"]
+    assert row["because"].endswith("(A10); with the documented setting, jobs/s through the transaction pooler against "
+                                   "session mode, one run each: pgqueuer 12 (CPU-bound) against 582"), row["because"]
+    assert "A9" not in row["because"]
+    assert "PgBouncer 1.18.0" in row["measured at"] and "1.21 and later" in row["measured at"]
+    assert "1.21" not in decision.pooler_row({"A10": wrong}, "1.23.1")["measured at"]
+    assert "1.21" not in decision.pooler_row({"A10": wrong}, "—")["measured at"]
+    assert decision.pooler_row({"A10": wrong}, "1.18.0", [])["because"].endswith("(A10)")
     clean = make_finding("A10", CONFIRMED, parts=(("procrastinate", CONFIRMED), ("pgmq", CONFIRMED)))
     assert decision.pooler_row({"A10": clean}, "1.18.0")["use"] == "session or transaction mode"
     assert decision.pooler_row({"A10": make_finding("A10", NOT_MEASURED)}, "")["use"] == UNDECIDED

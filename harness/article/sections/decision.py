@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.article.findings import CONFIRMED, CORRECTED, HOLDS, NOT_MEASURED, VERDICT_LABELS, Finding
-from harness.article.formats import count
+from harness.article.findings import (CONFIRMED, CORRECTED, HOLDS, NOT_DISTINGUISHABLE, NOT_MEASURED, VERDICT_LABELS,
+                                      Finding)
+from harness.article.formats import count, number
+from harness.article.labels import library_label
 from harness.article.prose import counted, join, table
-from harness.article.sections.library_poolers import pgbouncer_version
+from harness.article.sections.library_poolers import documented_costs, pgbouncer_version
 from harness.article.wording import Sentences
 
 NAME = "decision"
@@ -45,17 +47,39 @@ def _undecided(if_you: str, *rested_on: Finding) -> dict:
 
 
 def claim_row(found: dict[str, Finding], sweep: dict) -> dict:
-    """SKIP LOCKED in the pick: where F7's first three parts (no duplicates, no waste, faster than guarded) hold."""
+    """SKIP LOCKED in the pick: where F7's safety parts hold (no duplicates, no wasted attempts over the whole sweep)
+    and its speed part did not find it slower. Its speed against a guarded UPDATE is given where it was told apart,
+    and said in plain words where it was not (not distinguishable) or could not be (every point with contention
+    CPU-bound, or none raced); F8's wait for a job is added where it was lower in every repeat."""
     f7 = found.get("F7")
     parts = _parts(f7) if f7 else {}
-    needed = ("no duplicates", "no wasted attempts", "faster under contention")
-    if f7 is None or any(parts.get(part) != CONFIRMED for part in needed):
+    safe = ("no duplicates", "no wasted attempts")
+    faster = parts.get("faster under contention", NOT_MEASURED)
+    if f7 is None or any(parts.get(part) != CONFIRMED for part in safe) or faster not in SPEEDS:
         return _undecided(say("claim.if"), *([f7] if f7 else []))
     v = f7.values
+    if faster == CONFIRMED:
+        speed = say("claim.faster", speedup=v["speedup"], workers=v["workers"])
+        at = say("claim.at", workers=v["workers"], **sweep)
+    elif faster == NOT_DISTINGUISHABLE:
+        speed = say("claim.not_told_apart", workers=v["workers"])
+        at = say("claim.at", workers=v["workers"], **sweep)
+    else:
+        speed = (say("claim.untested_bound", bound=v["bound_workers"]) if v.get("bound_workers")
+                 else say("claim.untested"))
+        at = say("claim.at_sweep", **sweep)
+    f8 = found.get("F8")
+    wait = (say("claim.wait", workers=f8.values["job_workers"])
+            if f8 is not None and f8.values.get("job_order") == "lower" else "")
     return {"If you": say("claim.if"), "use": say("claim.use"),
             "because": say("claim.because", duplicates=v["duplicate_jobs"], wasted=v["wasted"],
-                           attempts=v["attempts"], speedup=v["speedup"]),
-            "measured at": say("claim.at", workers=v["workers"], **sweep)}
+                           attempts=v["attempts"], speed=speed, wait=wait),
+            "measured at": at}
+
+
+# the speed part's verdicts under which the row still advises SKIP LOCKED: faster, or not told apart or not tested
+# (said so in the row); slower in every repeat leaves the row undecided
+SPEEDS = (CONFIRMED, NOT_DISTINGUISHABLE, NOT_MEASURED)
 
 
 def guard_row(found: dict[str, Finding], sweep: dict) -> dict:
@@ -94,33 +118,54 @@ def lease_row(found: dict[str, Finding]) -> dict:
     clean = [checks[check] for check in checks if _int(v[f"{check}_runs"]) > 0 and _int(v[f"{check}_bad"]) == 0]
     if not clean:
         return _undecided(say("lease.if"), c7)
+    # a run handed on from a holder that had started it is done twice: the reader's jobs must be safe to repeat
+    twice = ("" if "ran_twice" not in v else
+             say("lease.ran_twice", twice=v["ran_twice"], runs=v["checked_runs"]) if _int(v["ran_twice"]) else
+             say("lease.none_twice", runs=v["checked_runs"]))
     return {"If you": say("lease.if"), "use": say("lease.use", checks=" or ".join(clean)),
             "because": say("lease.because", stuck=v["stuck"], stale=v["stale"], holder_bad=v["holder_bad"],
-                           holder_runs=v["holder_runs"], fenced_bad=v["fenced_bad"], fenced_runs=v["fenced_runs"]),
+                           holder_runs=v["holder_runs"], fenced_bad=v["fenced_bad"], fenced_runs=v["fenced_runs"],
+                           twice=twice),
             "measured at": say("lease.at")}
 
 
-def pooler_row(found: dict[str, Finding], version: str) -> dict:
+def pooler_row(found: dict[str, Finding], version: str, costs: list | None = None) -> dict:
     """Session mode (or no pooler) for a job library: where some library or claim went wrong through the
     transaction pooler (A10's parts) and the control ran clean. Where none went wrong, the row says transaction
-    mode ran clean here."""
+    mode ran clean here. costs (library_poolers.documented_costs): each library's drain rate through the
+    transaction pooler with its documented setting beside session mode's, the dearest first. Before PgBouncer 1.21 the
+    row says that later releases can keep prepared statements, which these runs do not test."""
     a10 = found.get("A10")
     if a10 is None or a10.verdict == NOT_MEASURED or not a10.parts:
         return _undecided(say("pooler.if"), *([a10] if a10 else []))
     wrong = [part for part, verdict in a10.parts if verdict == CORRECTED]
     decided = [part for part, verdict in a10.parts if verdict in (CONFIRMED, CORRECTED)]
-    at = say("pooler.at", version=version)
+    at = say("pooler.at", version=version) + (say("pooler.later_releases") if _before_1_21(version) else "")
     if not wrong:
         return {"If you": say("pooler.if"), "use": say("pooler.use_either"),
                 "because": say("pooler.because_clean", names=count(len(decided))),
                 "measured at": at}
-    a9 = found.get("A9")
-    stuck = [part for part, verdict in (a9.parts if a9 else ()) if verdict == CORRECTED]
-    judged = [part for part, verdict in (a9.parts if a9 else ()) if verdict in (CONFIRMED, CORRECTED)]
-    faults = say("pooler.faults", bad=count(len(stuck)), libraries=count(len(judged))) if judged else ""
+    # each library's rate with its documented setting beside session mode's: one run each, so printed, not judged
+    cost = say("pooler.cost", rates="; ".join(
+        say("pooler.rates", library=library_label(name), session=_rate(session), documented=_rate(documented))
+        for name, session, documented in costs)) if costs else ""
     return {"If you": say("pooler.if"), "use": say("pooler.use_session"),
-            "because": say("pooler.because", wrong=count(len(wrong)), names=count(len(decided)), faults=faults),
+            "because": say("pooler.because", wrong=count(len(wrong)), names=count(len(decided)), cost=cost),
             "measured at": at}
+
+
+def _rate(point) -> str:
+    rate = say("pooler.rate", rate=number(point.jobs_per_s, 0))
+    return rate + (" " + say("pooler.cpu_bound") if point.cpu_bound else "")
+
+
+def _before_1_21(version: str) -> bool:
+    """Whether a PgBouncer version ("1.18.0") predates 1.21, the first to keep prepared statements in transaction
+    mode (its changelog); an unknown version is not said to."""
+    try:
+        return tuple(int(part) for part in version.split(".")[:2]) < (1, 21)
+    except ValueError:
+        return False
 
 
 def horizon_row(found: dict[str, Finding]) -> dict:
@@ -139,9 +184,9 @@ def horizon_row(found: dict[str, Finding]) -> dict:
             "because": say("horizon.because", **v), "measured at": say("horizon.at", **v)}
 
 
-def rows(found: dict[str, Finding], sweep: dict, version: str) -> pd.DataFrame:
+def rows(found: dict[str, Finding], sweep: dict, version: str, costs: list | None = None) -> pd.DataFrame:
     return pd.DataFrame([claim_row(found, sweep), guard_row(found, sweep), index_row(found), lease_row(found),
-                         pooler_row(found, version), horizon_row(found)], columns=list(COLUMNS))
+                         pooler_row(found, version, costs), horizon_row(found)], columns=list(COLUMNS))
 
 
 def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
@@ -150,4 +195,5 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     sweep = {"job_count": count(facts["job_count"]), "races": counted(facts["repeats"], "race")}
     faults = loaded.get("library_faults")
     version = pgbouncer_version(faults) if faults is not None else ""
-    return {"decision_table": table(rows(found, sweep, version), css_class="decision", escape=False)}
+    costs = documented_costs(faults.pooled) if faults is not None else []
+    return {"decision_table": table(rows(found, sweep, version, costs), css_class="decision", escape=False)}

@@ -62,6 +62,12 @@ def c7_claim_is_not_completion(faults: pd.DataFrame | None) -> Finding:
     holder = (", " + say("C7.holder", holder_bad=count(holder_bad), holder_runs=numbered(holder_runs, "fault"))
               if holder_runs else "")
     values["ledger"] = ledger(raced, holder_runs, holder_bad, fenced_runs, fenced_bad)
+    # a lease hands a dead holder's run on, so its work can be done twice: the runs the checked finishes ran twice,
+    # over the runs queued in their faults' runs
+    checked = faults[faults["protocol"].astype(str).isin(["lease_holder", "lease_fenced"])
+                     & (faults["fault"].astype(str) != "none")]
+    values |= {"ran_twice": count(int(checked["executed_twice"].sum())),
+               "checked_runs": count(int(checked["runs"].sum()))}
     ours = say("C7.ours", stuck=numbered(int(killed["stuck"]), "run"), leased_stuck=values["leased_stuck"],
                stale=numbered(stale, "run"), fenced_bad=numbered(fenced_bad, "run"),
                fenced_runs=numbered(fenced_runs, "fault"), holder=holder)

@@ -201,6 +201,15 @@ def libraries_fixed_by_their_setting(pooled: pd.DataFrame | None) -> set[str]:
     return {name for name, fixed in by_name.items() if all(fixed)}
 
 
+def documented_costs(pooled: pd.DataFrame | None) -> list[tuple[str, PooledPoint, PooledPoint]]:
+    """(library, its session-mode drain, its drain in transaction mode with its documented setting) for every
+    library raced both ways at one worker count, the dearest setting first (session rate over documented rate)."""
+    pairs = [(name, modes["session"], modes[DOCUMENTED])
+             for (kind, name, _), modes in _grouped(pooled_points(pooled, None)).items()
+             if "session" in modes and DOCUMENTED in modes]
+    return sorted(pairs, key=lambda pair: -pair[1].jobs_per_s / max(pair[2].jobs_per_s, 1e-9))
+
+
 def library_pooler_verdicts(pooled: pd.DataFrame | None, claims: pd.DataFrame | None = None) -> dict[str, str]:
     """Per library drained through the pooler, its worst part over its worker counts; per claim raced through it,
     keyed "<claim> (claim)", the same."""

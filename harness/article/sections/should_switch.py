@@ -12,7 +12,7 @@ from harness.article.findings import (ADDED, CONFIRMED, CONFIRMED_DIFFERENT_SIZE
                                       NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED, ORIGINAL_F7_RATIO,
                                       ORIGINAL_HIGH_WORKERS, make_finding, not_measured)
 from harness.article.formats import DASH, count, missing, ms, ratio
-from harness.article.prose import cpu_bound_note
+from harness.article.prose import cpu_bound_note, worker_list
 from harness.article.sections.race_sweep import job_wait_figures, race_data, waits_workers
 from harness.article.wording import Sentences
 
@@ -54,13 +54,14 @@ def f7_skip_locked_no_waste(races: Races, split: Races | None = None) -> Finding
     wasted = lost + (early or 0)
     both = [w for w in races.workers("skip_locked", least=2, cpu_free=True)
             if w in races.workers("guarded", cpu_free=True)]
-    skipped = cpu_bound_note(sorted(set(races.cpu_bound_workers("skip_locked", least=2))
-                                    | set(races.cpu_bound_workers("guarded", least=2))))
+    bound = sorted(set(races.cpu_bound_workers("skip_locked", least=2))
+                   | set(races.cpu_bound_workers("guarded", least=2)))
+    skipped = cpu_bound_note(bound)
     top = both[-1] if both else None
     speedup = _paired_ratio(races, "skip_locked", "guarded", top, "claims_per_second") if top else NO_FIGURE
     values = {"duplicate_jobs": count(duplicates), "attempts": count(attempts), "wasted": count(wasted),
               "empty_while_jobs_remained": count(early), "speedup": speedup.text(ratio),
-              "workers": count(top) if top else DASH}
+              "workers": count(top) if top else DASH, "bound_workers": worker_list(bound) if bound else ""}
     ours = (say("F7.ours", duplicate_jobs=count(duplicates), wasted=count(wasted), attempts=count(attempts),
                 lost=count(lost), early=count(early))
             + ("; " + say("F7.ours_speedup", speedup=speedup.text(ratio), workers=top) if top else ""))
@@ -157,6 +158,7 @@ def f8_tail_latency(races: Races, job_waits: pd.DataFrame | None = None, fixed_f
         values.update(job_skip_p99=skip_job.text(ms), job_guarded_p99=guarded_job.text(ms), job_workers=count(w),
                       job_ratio=ratio(guarded_job.median / skip_job.median))
         order = separated(skip_job, guarded_job)
+        values["job_order"] = {1: "higher", -1: "lower", 0: "overlap"}[order]  # skip_locked's, over every repeat
         job_part = ADDED
         notes.append(say("F8.per_job", workers=w, skip_locked_p99=skip_job.text(ms), guarded_p99=guarded_job.text(ms),
                          order={1: say("F8.per_job_higher"), -1: say("F8.per_job_lower"),
