@@ -365,6 +365,36 @@ def test_every_link_inside_the_page_lands_on_a_heading(page):
     assert not missing, f"links with no target: {missing}"
 
 
+NOTES_PAGE = """<h2 id="s">S</h2><p>The claim holds at two workers here. Its rate rose with <code>workers</code> as well.</p>
+<table class="wide notes"><tr><th>finding</th><th>verdict</th><th>note</th></tr>
+<tr><td><a href="#s">F1</a></td><td>confirmed</td><td>The claim holds at two workers here. Its rate rose with
+`workers` as well.</td></tr>
+<tr><td><a href="#s">F2</a></td><td>confirmed</td><td>The claim holds at two workers here. A sentence the page
+prints nowhere else.</td></tr>
+<tr><td><a href="#s">F3</a></td><td>confirmed</td><td>Too short.</td></tr></table>"""
+
+
+def test_a_note_the_page_prints_elsewhere_becomes_a_link_and_a_note_partly_printed_stays():
+    rendered = BeautifulSoup(report.link_repeated_notes(NOTES_PAGE, BeautifulSoup), "html.parser")
+    notes = [row.find_all("td")[2] for row in rendered.find("table", class_="notes").find_all("tr")[1:]]
+    assert [" ".join(note.get_text(" ").split()) for note in notes] == [
+        "printed under its section", "The claim holds at two workers here. A sentence the page prints nowhere else.",
+        "Too short."]
+    assert notes[0].find("a")["href"] == "#s"
+
+
+def test_no_note_of_the_notes_table_is_printed_elsewhere_on_the_page(page):
+    page = BeautifulSoup(str(page), "html.parser")
+    notes = page.find("table", class_="notes")
+    cells = [row.find_all("td")[2] for row in notes.find_all("tr")[1:]]
+    linked = [cell for cell in cells if cell.find("a")]
+    assert linked, "F7's note is printed under its section ({{f7_note}}), so its row links there"
+    kept = [" ".join(cell.get_text(" ").replace("`", "").split()) for cell in cells if not cell.find("a")]
+    notes.decompose()
+    elsewhere = " ".join(page.get_text(" ").split())
+    assert [note for note in kept if note.rstrip(".") in elsewhere] == []
+
+
 def test_the_page_shows_no_placeholder(page):
     assert "{{" not in page.get_text() and "}}" not in page.get_text()
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -178,8 +179,40 @@ def render_article(executed_article: Path, html_path: Path, colophon: str = "") 
     resources = {"vega_embed_bundle": vega.javascript_bundle(), "colophon": colophon,
                  "description": notebook.metadata.get("description", "")}
     body, _ = exporter.from_notebook_node(notebook, resources=resources)
-    html_path.write_text(add_table_of_contents(body, BeautifulSoup))
+    html_path.write_text(link_repeated_notes(add_table_of_contents(body, BeautifulSoup), BeautifulSoup))
     return html_path
+
+
+def _sentences(text: str) -> list[str]:
+    """A note's sentences (and clauses after a semicolon or colon) of at least six words, backticks dropped (the
+    page prints them as code)."""
+    parts = re.split(r"(?<=[.;:])\s+", " ".join(text.replace("`", "").split()))
+    return [part.rstrip(".;:") for part in parts if len(part.split()) >= 6]
+
+
+def link_repeated_notes(html: str, soup_class) -> str:
+    """In the notes table (summary.NOTES_CLASS), a note whose every sentence the page prints elsewhere becomes a
+    link to its finding's section, the link its id already carries: no note is printed twice."""
+    from harness.article.sections import summary
+
+    soup = soup_class(html, "html.parser")
+    notes = soup.find("table", class_=summary.NOTES_CLASS)
+    if notes is None:
+        return html
+    marker = soup.new_tag("span")
+    notes.replace_with(marker)
+    elsewhere = " ".join(" ".join(text.split()) for text in soup.find_all(string=True)
+                         if text.parent.name not in ("script", "style"))
+    marker.replace_with(notes)
+    for row in notes.find_all("tr")[1:]:
+        finding, _, note = row.find_all("td")
+        link, said = finding.find("a"), _sentences(note.get_text(" "))
+        if link is not None and said and all(sentence in elsewhere for sentence in said):
+            note.clear()
+            replacement = soup.new_tag("a", href=link["href"])
+            replacement.string = summary.note_in_section()
+            note.append(replacement)
+    return str(soup)
 
 
 def add_table_of_contents(html: str, soup_class) -> str:

@@ -4,20 +4,23 @@ took."""
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import pandas as pd
 
-from harness.article.findings import (ADDED_CLAIMS, HOLDS, ORIGINAL, Finding, order, table as findings_table,
-                                      verdict_counts)
+from harness.article.findings import (ADDED_CLAIMS, HOLDS, ORIGINAL, PART_VERDICTS, VERDICT_LABELS, Finding, order,
+                                      table as findings_table, verdict_counts)
 from harness.article.formats import count, number
 from harness.article.prose import table
+from harness.article.wording import Sentences
 from harness.experiments import registry
 from harness.storage import open_runs
 
 NAME = "summary"
 READS = tuple(registry.SECTIONS)  # every run the page reads
 UPSTREAM = ()
+say = Sentences(NAME)
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
         "original_table": comparison_table([f for f in found.values() if f.id in ORIGINAL]),
         "added_table": comparison_table([f for f in found.values() if f.id in ADDED_CLAIMS]),
         "notes_table": notes_table(list(found.values())),
+        "verdict_legend": verdict_legend(),
         "original_count": count(sum(verdicts.values())),
         # each count with its verb, which agrees with it
         "corrected_are": _with_verb(verdicts["corrected"] + verdicts["not_reproduced"], "is", "are"),
@@ -65,10 +69,31 @@ def comparison_table(found: list[Finding]) -> str:
 
 
 def notes_table(found: list[Finding]) -> str:
-    """Every finding's note, in id order: what differs from the original, and why where a run shows it."""
-    rows = [{"finding": f.id, "verdict": f.verdict_label, "note": f.note}
+    """Every finding's note, in id order: what differs from the original, and why where a run shows it. Each id links
+    to its finding's section; a note the page prints there too is replaced by that link once the page is rendered
+    (harness.article.build.link_repeated_notes), so no note is printed twice."""
+    claims = ORIGINAL | ADDED_CLAIMS
+    rows = [{"finding": f'<a href="#{claims[f.id].section}">{f.id}</a>' if f.id in claims else f.id,
+             "verdict": html.escape(f.verdict_label), "note": html.escape(f.note)}
             for f in sorted(found, key=lambda f: order(f.id)) if f.note]
-    return table(pd.DataFrame(rows, columns=["finding", "verdict", "note"]), css_class="wide")
+    return table(pd.DataFrame(rows, columns=["finding", "verdict", "note"]), css_class=f"wide {NOTES_CLASS}",
+                 escape=False)
+
+
+NOTES_CLASS = "notes"  # the notes table's class, by which the rendered page finds it
+
+
+def note_in_section() -> str:
+    """The words that replace a note the page prints under its finding's section."""
+    return say("note_in_section")
+
+
+def verdict_legend() -> str:
+    """What each verdict word means, one line each, for the tables of findings."""
+    meanings = say.each("legend", PART_VERDICTS)
+    items = "".join(f"<li><b>{html.escape(VERDICT_LABELS[verdict])}</b>: {html.escape(meanings[verdict])}</li>"
+                    for verdict in PART_VERDICTS)
+    return f'<ul class="legend">{items}</ul>'
 
 
 def machine_minutes(run_folders) -> float:
