@@ -108,8 +108,8 @@ def parse_libraries(text: str) -> tuple[str, ...]:
 
 # a fault run (harness.experiments.libraries.faults): one fault injected into a library's workers, then its ledger
 FAULTS = ("kill", "pause", "short_pause", "terminate", "restart")
-# short_pause freezes the worker for this share of its library's raced recovery setting: the job must not be handed
-# on, so no outcome hinges on a pause that outlasts the recovery; a library with nothing set to recover a job within
+# short_pause freezes the worker for this share of its library's raced recovery setting, short of it, so that no
+# outcome hinges on a pause that outlasts the recovery; a library with nothing set to recover a job within
 # a run (libraries.recovers_within_s) has no setting to pause short of, and no short_pause run
 SHORT_PAUSE_SHARE = 0.5
 
