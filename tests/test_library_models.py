@@ -215,3 +215,18 @@ def test_no_model_worker_outlives_the_command_killed_with_sigkill_while_one_is_p
     paused = lambda harness: [p for p in forked_workers(harness) if faults.stop_state(p.pid) == "T"]  # noqa: E731
     assert survivors_of_sigkill(["libraries", "--library", "solid_queue", "--fault", "pause", "--quiet",
                                  "--data-dir", str(tmp_path)], paused, 120) == []
+
+
+def test_river_production_is_a_pair_its_client_accepts_with_its_fixed_30_s_rescuer():
+    from harness.experiments.libraries import probe
+
+    river = libraries.get("river")
+    raced, defaults = river.PRODUCTION["raced"], river.PRODUCTION["defaults"]
+    # client.go:590-592, after the defaults: RescueStuckJobsAfter may not be less than JobTimeout, which must
+    # outlast the probe's job or cancel it
+    assert raced["RescueStuckJobsAfter_s"] >= raced["JobTimeout_s"] > probe.JOB_S
+    assert raced["rescuer_interval_s"] == defaults["rescuer_interval_s"] == river.SETTINGS["rescuer_interval_default_s"]
+    # the default row's shortened setting is one River would refuse beside its default JobTimeout, as the docs say
+    assert river.RECOVERY["raced_s"] < defaults["JobTimeout_s"]
+    assert libraries.recovers_within_s("river", "production") == pytest.approx(3.0 + 30.0 + river.RECOVERY["then_s"])
+    assert probe.hand_on_bound_s("river", "production") > libraries.recovers_within_s("river", "production")

@@ -20,6 +20,7 @@ IDLE_POLL_S rather than River's FetchPollInterval of 1 s or a notification), and
 
 from __future__ import annotations
 
+from harness import libraries
 from harness.libraries import models
 from harness.claims.protocols import GUARDED_COMPLETE, RIVER_CLAIM
 
@@ -56,12 +57,43 @@ RECOVERY = {"mechanism": "the rescuer, on the leader, makes a job running longer
             "setting": "RescueStuckJobsAfter", "default_s": 3600.0, "raced_s": 3.0,
             "then": "its first retry's backoff (1 s, +/- 10 %), then the scheduler's next pass (every 5 s)",
             "then_s": SETTINGS["first_retry_s"] * (1 + RETRY_JITTER) + SETTINGS["scheduler_interval_s"]}
+# As River's client accepts it. The default row's 3 s RescueStuckJobsAfter, checked every second, cannot be set in
+# River: NewClient applies the defaults (JobTimeout 1 minute) before it validates, and RescueStuckJobsAfter may not
+# be less than JobTimeout (client.go:524, 590-592, 816-820), and the rescuer's interval is a constant, not a setting
+# (internal/maintenance/job_rescuer.go:31, 128). A job is rescued only once its JobTimeout has passed too (:357-358;
+# JobTimeout -1 never). So production races JobTimeout 2 s (above the probe's and a fault run's 1 s jobs) and
+# RescueStuckJobsAfter 3 s, the least pair it accepts, with the rescuer's pass every 30 s. All at v0.43.0.
+_RACED = {"JobTimeout_s": 2.0, "RescueStuckJobsAfter_s": 3.0, "rescuer_interval_s": 30.0}
+_DEFAULTS = {"JobTimeout_s": 60.0, "RescueStuckJobsAfter_s": 3600.0, "rescuer_interval_s": 30.0}
+_THEN_S = RECOVERY["then_s"]  # the first retry's backoff and the scheduler's pass, as in the default row
+
+
+def _within_s(values: dict) -> float:
+    """The most a dead worker's job waits: rescuable after the later of its two settings, found at the rescuer's
+    next pass, then its backoff and the scheduler's pass."""
+    return max(values["JobTimeout_s"], values["RescueStuckJobsAfter_s"]) + values["rescuer_interval_s"] + _THEN_S
+
+
+PRODUCTION = {"setting": "JobTimeout 2 s and RescueStuckJobsAfter 3 s, the least pair its client accepts above a "
+                         "1 s job; the rescuer's pass every 30 s, which is not a setting",
+              "source": "client.go:524, 590-592, 816-820 and internal/maintenance/job_rescuer.go:31, 128, 357-358 "
+                        "at v0.43.0 (60435dc)",
+              "raced": _RACED, "defaults": _DEFAULTS,
+              "recovery": {"raced_s": _within_s(_RACED), "default_s": _within_s(_DEFAULTS)},
+              "stale_completion": STALE_COMPLETION}
 RESCUE = models.rescue(RECOVERY["raced_s"], SETTINGS["first_retry_s"])
+PRODUCTION_RESCUE = models.rescue(max(_RACED["JobTimeout_s"], _RACED["RescueStuckJobsAfter_s"]),
+                                  SETTINGS["first_retry_s"])
 scheduler = models.Ticks(SETTINGS["scheduler_interval_s"])
+rescuer = models.Ticks(_RACED["rescuer_interval_s"])  # production's: one pass per 30 s of the clock
 
 
 def _maintain(conn, me):
-    conn.execute(RESCUE)
+    if libraries.configuration() == "production":
+        if rescuer.due():
+            conn.execute(PRODUCTION_RESCUE)
+    else:
+        conn.execute(RESCUE)
     if scheduler.due():
         conn.execute(models.SCHEDULE)
 
