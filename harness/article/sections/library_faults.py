@@ -272,6 +272,9 @@ def advice_table(loaded: dict) -> str:
             through = say("advice.by_its_claim", verdict=through)
         elif library in fixed:
             through = say("advice.with_its_setting", setting=libraries.documented_setting(library)["setting"])
+        rates = library_poolers.rates_said(mine.pooled, library)
+        if rates:
+            through = say("advice.with_rates", through=through, rates=rates)
         read = libraries.get(library).POOLER_READ if claim else None
         if read:  # what the model's claim cannot show: the library's driver and session state, read in its source
             through = say("advice.model_read_only", **read) if through == DASH else \

@@ -210,6 +210,22 @@ def documented_costs(pooled: pd.DataFrame | None) -> list[tuple[str, PooledPoint
     return sorted(pairs, key=lambda pair: -pair[1].jobs_per_s / max(pair[2].jobs_per_s, 1e-9))
 
 
+def rates_said(pooled: pd.DataFrame | None, library: str) -> str:
+    """A library's drain rate in each mode it ran through the pooler (one worker count: its first), one run each:
+    printed beside its advice, not judged; '' where it did not run through it."""
+    by_workers = {workers: modes for (kind, name, workers), modes in _grouped(pooled_points(pooled, None)).items()
+                  if kind == "library" and name == library}
+    if not by_workers:
+        return ""
+    modes = by_workers[min(by_workers)]
+    words = {"session": say("rates.session"), "transaction": say("rates.transaction"),
+             DOCUMENTED: say("rates.documented")}
+    rates = [say("rates.mode", rate=number(modes[mode].jobs_per_s, 0), mode=words[mode])
+             + (" " + say("rates.cpu_bound") if modes[mode].cpu_bound else "")
+             for mode in (*MODES, DOCUMENTED) if mode in modes]
+    return say("rates.said", rates=join(rates), workers=count(min(by_workers)))
+
+
 def library_pooler_verdicts(pooled: pd.DataFrame | None, claims: pd.DataFrame | None = None) -> dict[str, str]:
     """Per library drained through the pooler, its worst part over its worker counts; per claim raced through it,
     keyed "<claim> (claim)", the same."""
