@@ -371,7 +371,8 @@ NOTES_PAGE = """<h2 id="s">S</h2><p>The claim holds at two workers here. Its rat
 `workers` as well.</td></tr>
 <tr><td><a href="#s">F2</a></td><td>confirmed</td><td>The claim holds at two workers here. A sentence the page
 prints nowhere else.</td></tr>
-<tr><td><a href="#s">F3</a></td><td>confirmed</td><td>Too short.</td></tr></table>"""
+<tr><td><a href="#s">F3</a></td><td>confirmed</td><td>Too short.</td></tr>
+<tr><td><a href="#s">F4</a></td><td>confirmed</td><td>Too short.</td></tr></table>"""
 
 
 def test_a_note_the_page_prints_elsewhere_becomes_a_link_and_a_note_partly_printed_stays():
@@ -379,7 +380,7 @@ def test_a_note_the_page_prints_elsewhere_becomes_a_link_and_a_note_partly_print
     notes = [row.find_all("td")[2] for row in rendered.find("table", class_="notes").find_all("tr")[1:]]
     assert [" ".join(note.get_text(" ").split()) for note in notes] == [
         "printed under its section", "The claim holds at two workers here. A sentence the page prints nowhere else.",
-        "Too short."]
+        "Too short.", "the same as F3's"]
     assert notes[0].find("a")["href"] == "#s"
 
 
@@ -393,6 +394,7 @@ def test_no_note_of_the_notes_table_is_printed_elsewhere_on_the_page(page):
     notes.decompose()
     elsewhere = " ".join(page.get_text(" ").split())
     assert [note for note in kept if note.rstrip(".") in elsewhere] == []
+    assert len(set(kept)) == len(kept), "a note word for word another's says whose it is"
 
 
 def test_the_page_shows_no_placeholder(page):

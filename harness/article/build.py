@@ -192,7 +192,8 @@ def _sentences(text: str) -> list[str]:
 
 def link_repeated_notes(html: str, soup_class) -> str:
     """In the notes table (summary.NOTES_CLASS), a note whose every sentence the page prints elsewhere becomes a
-    link to its finding's section, the link its id already carries: no note is printed twice."""
+    link to its finding's section, the link its id already carries, and a note word for word an earlier finding's
+    says so: no note is printed twice."""
     from harness.article.sections import summary
 
     soup = soup_class(html, "html.parser")
@@ -204,14 +205,20 @@ def link_repeated_notes(html: str, soup_class) -> str:
     elsewhere = " ".join(" ".join(text.split()) for text in soup.find_all(string=True)
                          if text.parent.name not in ("script", "style"))
     marker.replace_with(notes)
+    first = {}  # a note's text: the finding that printed it first in the table
     for row in notes.find_all("tr")[1:]:
         finding, _, note = row.find_all("td")
-        link, said = finding.find("a"), _sentences(note.get_text(" "))
+        text = " ".join(note.get_text(" ").split())
+        link, said = finding.find("a"), _sentences(text)
         if link is not None and said and all(sentence in elsewhere for sentence in said):
             note.clear()
             replacement = soup.new_tag("a", href=link["href"])
             replacement.string = summary.note_in_section()
             note.append(replacement)
+        elif text in first:  # word for word an earlier finding's note
+            note.string = summary.note_same_as(first[text])
+        else:
+            first[text] = finding.get_text(strip=True)
     return str(soup)
 
 

@@ -46,11 +46,12 @@ def _undecided(if_you: str, *rested_on: Finding) -> dict:
             "measured at": ""}
 
 
-def claim_row(found: dict[str, Finding], sweep: dict) -> dict:
+def claim_row(found: dict[str, Finding], sweep: dict, repeats: int = 2) -> dict:
     """SKIP LOCKED in the pick: where F7's safety parts hold (no duplicates, no wasted attempts over the whole sweep)
     and its speed part did not find it slower. Its speed against a guarded UPDATE is given where it was told apart,
     and said in plain words where it was not (not distinguishable) or could not be (every point with contention
-    CPU-bound, or none raced); F8's wait for a job is added where it was lower in every repeat."""
+    CPU-bound, or none raced); F8's wait for a job is added where it was lower in every repeat. With one race a
+    side (repeats) a speed and a wait have no spread to judge by: they are printed as one race's."""
     f7 = found.get("F7")
     parts = _parts(f7) if f7 else {}
     safe = ("no duplicates", "no wasted attempts")
@@ -58,7 +59,10 @@ def claim_row(found: dict[str, Finding], sweep: dict) -> dict:
     if f7 is None or any(parts.get(part) != CONFIRMED for part in safe) or faster not in SPEEDS:
         return _undecided(say("claim.if"), *([f7] if f7 else []))
     v = f7.values
-    if faster == CONFIRMED:
+    if faster == CONFIRMED and repeats < 2:
+        speed = say("claim.one_race", speedup=v["speedup"], workers=v["workers"])
+        at = say("claim.at", workers=v["workers"], **sweep)
+    elif faster == CONFIRMED:
         speed = say("claim.faster", speedup=v["speedup"], workers=v["workers"])
         at = say("claim.at", workers=v["workers"], **sweep)
     elif faster == NOT_DISTINGUISHABLE:
@@ -70,7 +74,7 @@ def claim_row(found: dict[str, Finding], sweep: dict) -> dict:
         at = say("claim.at_sweep", **sweep)
     f8 = found.get("F8")
     wait = (say("claim.wait", workers=f8.values["job_workers"])
-            if f8 is not None and f8.values.get("job_order") == "lower" else "")
+            if f8 is not None and f8.values.get("job_order") == "lower" and repeats >= 2 else "")
     return {"If you": say("claim.if"), "use": say("claim.use"),
             "because": say("claim.because", duplicates=v["duplicate_jobs"], wasted=v["wasted"],
                            attempts=v["attempts"], speed=speed, wait=wait),
@@ -146,15 +150,19 @@ def pooler_row(found: dict[str, Finding], version: str, costs: list | None = Non
                 "because": say("pooler.because_clean", names=count(len(decided))),
                 "measured at": at}
     # each library's rate with its documented setting beside session mode's: one run each, so printed, not judged
-    cost = say("pooler.cost", rates="; ".join(
+    cost = say("pooler.cost", jobs=count(costs[0][1].jobs), workers=count(costs[0][1].workers), rates="; ".join(
         say("pooler.rates", library=library_label(name), session=_rate(session), documented=_rate(documented))
         for name, session, documented in costs)) if costs else ""
     return {"If you": say("pooler.if"), "use": say("pooler.use_session"),
-            "because": say("pooler.because", wrong=count(len(wrong)), names=count(len(decided)), cost=cost),
+            "because": say("pooler.because", wrong=count(len(wrong)), names=count(len(decided)),
+                           which=join([part.replace(" (claim)", "'s claim") for part in wrong]), cost=cost),
             "measured at": at}
 
 
 def _rate(point) -> str:
+    """A drain's rate; where some of its jobs did not run, how many did instead (a rate over them misleads)."""
+    if point.ran < point.jobs:
+        return say("pooler.partial", ran=count(point.ran), jobs=count(point.jobs))
     rate = say("pooler.rate", rate=number(point.jobs_per_s, 0))
     return rate + (" " + say("pooler.cpu_bound") if point.cpu_bound else "")
 
@@ -184,8 +192,9 @@ def horizon_row(found: dict[str, Finding]) -> dict:
             "because": say("horizon.because", **v), "measured at": say("horizon.at", **v)}
 
 
-def rows(found: dict[str, Finding], sweep: dict, version: str, costs: list | None = None) -> pd.DataFrame:
-    return pd.DataFrame([claim_row(found, sweep), guard_row(found, sweep), index_row(found), lease_row(found),
+def rows(found: dict[str, Finding], sweep: dict, version: str, costs: list | None = None,
+         repeats: int = 2) -> pd.DataFrame:
+    return pd.DataFrame([claim_row(found, sweep, repeats), guard_row(found, sweep), index_row(found), lease_row(found),
                          pooler_row(found, version, costs), horizon_row(found)], columns=list(COLUMNS))
 
 
@@ -196,4 +205,5 @@ def values(loaded: dict, found: dict[str, Finding]) -> dict[str, str]:
     faults = loaded.get("library_faults")
     version = pgbouncer_version(faults) if faults is not None else ""
     costs = documented_costs(faults.pooled) if faults is not None else []
-    return {"decision_table": table(rows(found, sweep, version, costs), css_class="decision", escape=False)}
+    return {"decision_table": table(rows(found, sweep, version, costs, int(facts["repeats"])), css_class="decision",
+                                    escape=False)}

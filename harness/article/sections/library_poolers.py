@@ -212,7 +212,8 @@ def documented_costs(pooled: pd.DataFrame | None) -> list[tuple[str, PooledPoint
 
 def rates_said(pooled: pd.DataFrame | None, library: str) -> str:
     """A library's drain rate in each mode it ran through the pooler (one worker count: its first), one run each:
-    printed beside its advice, not judged; '' where it did not run through it."""
+    printed beside its advice, not judged; where a drain left jobs unrun, how many it ran instead; '' where it did
+    not run through it."""
     by_workers = {workers: modes for (kind, name, workers), modes in _grouped(pooled_points(pooled, None)).items()
                   if kind == "library" and name == library}
     if not by_workers:
@@ -220,10 +221,13 @@ def rates_said(pooled: pd.DataFrame | None, library: str) -> str:
     modes = by_workers[min(by_workers)]
     words = {"session": say("rates.session"), "transaction": say("rates.transaction"),
              DOCUMENTED: say("rates.documented")}
-    rates = [say("rates.mode", rate=number(modes[mode].jobs_per_s, 0), mode=words[mode])
-             + (" " + say("rates.cpu_bound") if modes[mode].cpu_bound else "")
+    rates = [(say("rates.mode", rate=number(modes[mode].jobs_per_s, 0), mode=words[mode])
+              + (" " + say("rates.cpu_bound") if modes[mode].cpu_bound else "")
+              if modes[mode].ran >= modes[mode].jobs else  # a rate over the jobs a failing drain ran misleads
+              say("rates.partial", ran=count(modes[mode].ran), mode=words[mode]))
              for mode in (*MODES, DOCUMENTED) if mode in modes]
-    return say("rates.said", rates=join(rates), workers=count(min(by_workers)))
+    first = next(iter(modes.values()))
+    return say("rates.said", rates=join(rates), jobs=count(first.jobs), workers=count(min(by_workers)))
 
 
 def library_pooler_verdicts(pooled: pd.DataFrame | None, claims: pd.DataFrame | None = None) -> dict[str, str]:

@@ -88,6 +88,11 @@ def note_in_section() -> str:
     return say("note_in_section")
 
 
+def note_same_as(finding: str) -> str:
+    """The words that replace a note word for word the same as an earlier finding's in the notes table."""
+    return say("note_same_as", finding=finding)
+
+
 def verdict_legend() -> str:
     """What each verdict word means, one line each, for the tables of findings."""
     meanings = say.each("legend", PART_VERDICTS)
