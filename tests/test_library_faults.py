@@ -221,6 +221,40 @@ def test_a_killed_worker_job_stays_stuck_where_nothing_recovers_it(db, tmp_path)
     assert found.parts == (("procrastinate", CORRECTED),) and "procrastinate: after kill, 1 stuck." in found.note
 
 
+def test_under_its_production_setting_procrastinate_runs_a_killed_worker_job_again_apart_from_its_defaults(
+        db, tmp_path):
+    # its production how-to's periodic retry (raced every second) brings the job back; the task's own jobs are not
+    # the run's, and the article reads the run beside the library as it comes, never in A9
+    parameters = [library_runs.LibraryParameters("procrastinate", 2, 2, fault="kill", configuration=setting)
+                  for setting in ("default", "production")]
+    default, production = (registry.measure("libraries", p, tmp_path, db, progress=False)[0] for p in parameters)
+    manifest = read_json(production / "manifest.json")
+    summary = manifest["results"]["summary"]
+    assert manifest["checks"]["passed"], manifest["checks"]
+    assert summary["setting"] == "production" and summary["fault_landed"]
+    assert (summary["stuck"], summary["completed_once"], summary["jobs_hit"]) == (0, 2, 1), summary
+    assert summary["recovery_s"] is not None and summary["recovery_s"] <= summary["bound_s"]
+    assert summary["recovery_setting_s"] == libraries.get("procrastinate").PRODUCTION["recovery"]["raced_s"]
+    mine = contents.load(handed("library_faults", [default, production]))[worker_dies.NAME]
+    assert list(mine.faults["library"]) == ["procrastinate"] and list(mine.production["library"]) == ["procrastinate"]
+    found = worker_dies.a9_a_dead_workers_job_completes_once(mine.faults)
+    assert found.parts == (("procrastinate", CORRECTED),), "A9 reads the library as it comes"
+    advice = worker_dies.advice_table({worker_dies.NAME: mine})
+    assert "1 job left stuck or lost after kill. Under its production setting: 1 job hit in 1 run" in advice, advice
+
+
+def test_the_production_setting_is_raced_by_a_kill_or_a_pause_of_a_library_that_declares_one():
+    sweep = library_runs.LibrarySweep(libraries=("procrastinate", "pgmq"), faults=("kill", "short_pause"),
+                                      configurations=("default", "production"))
+    assert [(r.library, r.fault, r.configuration) for r in sweep.runs()] == [
+        ("procrastinate", "kill", "default"), ("pgmq", "kill", "default"), ("procrastinate", "kill", "production"),
+        ("pgmq", "short_pause", "default")]
+    with pytest.raises(UserError, match="raced by the probe and by a fault run of kill or pause, not by short_pause"):
+        library_runs.LibraryParameters("procrastinate", 3, 6, fault="short_pause", configuration="production").check()
+    with pytest.raises(UserError, match="pgmq declares no production setting"):
+        library_runs.LibraryParameters("pgmq", 3, 6, fault="kill", configuration="production").check()
+
+
 def test_each_fault_lands_on_a_library_and_the_command_prints_its_ledger(tmp_path):
     """pgmq under each fault, through the command: its JSON per run, every job in one class; a killed or paused
     worker's message is read again once its visibility timeout ran out (the raced one, stated beside it)."""

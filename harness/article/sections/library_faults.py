@@ -47,6 +47,9 @@ class Loaded:
     requests: dict | None = None  # what each of those params-file sections asked: {section: its dataclass}
     # one row per library over the stale-completion probe's runs (stale_completions.probes)
     probes: tuple = ()
+    # the fault runs under a library's production setting (its PRODUCTION), kept out of faults: A9 and the ledger
+    # read each library as it comes, the advice reads these beside them
+    production: pd.DataFrame | None = None
 
 
 def _summaries(paths) -> pd.DataFrame:
@@ -70,10 +73,15 @@ def load(reads: dict, loaded: dict) -> Loaded | None:
     probes = stale_completions.probes(reads)
     if not (fault_paths or pooled_paths or claim_paths or probes):
         return None
-    return Loaded(fault_paths, _summaries(fault_paths), pooled_paths,
+    faults = _summaries(fault_paths)
+    # a run stored before runs recorded their setting ran the library as it comes
+    production = faults["setting"].fillna("default") == "production" if "setting" in faults else \
+        pd.Series(False, index=faults.index)
+    return Loaded(fault_paths, faults[~production], pooled_paths,
                   _summaries(pooled_paths) if pooled_paths else None, claim_paths,
                   race_summary(list(claim_paths)) if claim_paths else None,
-                  {name: asked.request for name, asked in reads.items()}, probes)
+                  {name: asked.request for name, asked in reads.items()}, probes,
+                  faults[production] if production.any() else None)
 
 
 # --------------------------------------------------------------------------- A9
@@ -282,7 +290,7 @@ def advice_table(loaded: dict) -> str:
         rows.append(dict(zip(ADVICE_COLUMNS, (
             html.escape(library_label(library)),
             code_cell(_configure_text(recovery).get(library, DASH)),
-            html.escape(_seen(_landed(runs)) if len(runs) else DASH),
+            html.escape(_seen_both(runs, _production_runs(mine, library))),
             html.escape(stale_completions.advice(probed.get(library), mine.probes)),
             code_cell(through)))))
     return table(pd.DataFrame(rows, columns=list(ADVICE_COLUMNS)), caption=say("advice_caption"), escape=False)
@@ -302,6 +310,22 @@ def _default(runs: pd.DataFrame) -> str:
     user turns it on (Oban's Lifeline)."""
     recovery = runs["recovery"].iloc[0] if "recovery" in runs else {}
     return say("default_off") if recovery.get("off_by_default") else duration(runs["recovery_default_s"].iloc[0])
+
+
+def _production_runs(mine: Loaded, library: str) -> pd.DataFrame | None:
+    if mine.production is None:
+        return None
+    runs = mine.production[mine.production["library"] == library]
+    return runs if len(runs) else None
+
+
+def _seen_both(runs: pd.DataFrame, production: pd.DataFrame | None) -> str:
+    """What the fault runs saw of a library as it comes, and under its production setting where it ran so."""
+    said = _seen(_landed(runs)) if len(runs) else DASH
+    if production is None:
+        return said
+    return " ".join(part for part in (said if said != DASH else "",
+                                       say("seen.production", seen=_seen(_landed(production)))) if part)
 
 
 def _seen(runs: pd.DataFrame | None) -> str:

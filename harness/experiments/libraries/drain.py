@@ -119,6 +119,8 @@ def short_pause_s(name: str) -> float | None:
     if libraries.recovers_within_s(name) is None:
         return None
     return SHORT_PAUSE_SHARE * libraries.get(name).RECOVERY["raced_s"]
+# under a library's production setting, the faults whose recovery it sets: a dead worker and one stopped past it
+PRODUCTION_FAULTS = ("kill", "pause")
 FAULT_MIN_WORKERS, FAULT_MAX_WORKERS = 2, 8  # one to hit, one to recover
 FAULT_MAX_JOBS = 50  # each job lasts a second
 FAULT_WORKERS, FAULT_JOBS = (3,), 6  # a fault run's defaults
@@ -205,8 +207,9 @@ class LibraryParameters(Parameters):
         if self.configuration == "production":
             if libraries.get(self.library).PRODUCTION is None:
                 raise UserError(f"{self.library} declares no production setting beyond its defaults (PRODUCTION)")
-            if self.probe == "none":
-                raise UserError("the production setting is raced by the probe only: add --probe stale_completion")
+            if self.probe == "none" and self.fault not in PRODUCTION_FAULTS:
+                raise UserError(f"the production setting is raced by the probe and by a fault run of "
+                                f"{' or '.join(PRODUCTION_FAULTS)}, not by {self.fault}")
         if self.release != releases.INSTALLED:
             releases.check(self.library, self.release)
             if self.probe == "none":
@@ -331,6 +334,7 @@ class LibrarySweep(Parameters):
                 for library, release in map(releases.split, installed)
                 for workers in self.worker_counts for repeat in range(self.repeats)
                 if configuration == "default" or libraries.get(library).PRODUCTION is not None or not produced
+                if configuration == "default" or fault == "none" or fault in PRODUCTION_FAULTS
                 if loss == "default" or libraries.get(library).HOLDS_BY_SESSION or not by_session
                 if (chosen == "default" or (mode == "transaction" and fault == "none"
                                             and libraries.documented_setting(library) is not None))

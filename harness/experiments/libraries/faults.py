@@ -73,19 +73,26 @@ TERMINATE_SQL = ("SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WH
                  "AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
 
 
-def recovery(name: str) -> dict:
-    return libraries.get(name).RECOVERY
+def recovery(name: str, configuration: str = "default") -> dict:
+    """What brings a dead worker's job back, as raced: its RECOVERY, or under its production setting that setting's
+    recovery (its PRODUCTION), in RECOVERY's shape."""
+    library = libraries.get(name)
+    if configuration != "production":
+        return library.RECOVERY
+    production = library.PRODUCTION
+    return {"mechanism": production["setting"], "setting": production["setting"],
+            "raced_s": production["recovery"]["raced_s"], "default_s": production["recovery"]["default_s"]}
 
 
-def pause_s(name: str) -> float:
-    within = libraries.recovers_within_s(name)
+def pause_s(name: str, configuration: str = "default") -> float:
+    within = libraries.recovers_within_s(name, configuration)
     return PAUSE_S if within is None else within + PAUSE_MARGIN_S
 
 
 def bound_s(parameters) -> float:
     """How long a run waits for every job to complete after its release."""
     p = parameters
-    within = libraries.recovers_within_s(p.library)
+    within = libraries.recovers_within_s(p.library, p.configuration)
     recovers = within or 0.0
     rounds = -(-p.job_count // (p.worker_count - 1))  # the healthy workers' rounds of jobs
     return min(MAX_BOUND_S, SETTLE_S + 2 * recovers + (paused_for_s(p) or 0.0) + 2 * rounds * JOB_S)
@@ -94,7 +101,7 @@ def bound_s(parameters) -> float:
 def paused_for_s(parameters) -> float | None:
     """How long a pause run freezes its worker: past the recovery (pause), or short of it (short_pause)."""
     p = parameters
-    return pause_s(p.library) if p.fault == "pause" else \
+    return pause_s(p.library, p.configuration) if p.fault == "pause" else \
         library_runs.short_pause_s(p.library) if p.fault == "short_pause" else None
 
 
@@ -239,7 +246,8 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.workers_needed(p)))
         context = mp.get_context("fork")
         start = context.Event()
-        supervisor = runtime.Supervisor(context, p.library, p.worker_count, via.url, logs, start, JOB_S)
+        supervisor = runtime.Supervisor(context, p.library, p.worker_count, via.url, logs, start, JOB_S,
+                                        configuration=p.configuration)
         workers = supervisor.processes  # every worker process started, restarted ones too (stopped in finally)
         runtime.wait_until_ready(p.library, supervisor.readies)
         released_ns = time.time_ns()
@@ -251,9 +259,14 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             with database.connect(db.url) as control:
                 fault_ns = time.time_ns()
                 effects = inject(p.fault, p, db, control, trigger, log)
+            if p.configuration == "production" and library.declare_dead is not None:
+                # what its production setting has a user do once a worker is declared dead (graphile-worker's
+                # forceUnlockWorkers): the worker the fault hit, as soon as it was hit
+                library.declare_dead(url, int(trigger["job_id"]))
         # until every job completed or failed for good, or the bound; a worker that exits is started again, as a
         # supervisor would
-        while time.monotonic() < ends and supervisor.tend() and not _all_decided(db.url, library, p.job_count):
+        ours = set(keys.values())  # a production setting's periodic task enqueues jobs of its own (procrastinate's)
+        while time.monotonic() < ends and supervisor.tend() and not _all_decided(db.url, library, ours):
             time.sleep(0.1)
         ended_ns = time.time_ns()
         live_pids = {int(pid) for pid in runtime.read_lines(logs)["pid"].unique() if faults.alive(int(pid))}
@@ -261,8 +274,9 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         runtime.stop_workers(workers, STOP_GRACE_S)
         with database.connect(url) as conn:
             audit = runtime.read_audit(conn)
-            in_table = _ids_in_table(conn, library)
-            failed = _ids_in_table(conn, library, library.FAILED) if library.FAILED else set()
+            audit = audit[audit["job_id"].isin(ours)]
+            in_table = _ids_in_table(conn, library) & ours
+            failed = (_ids_in_table(conn, library, library.FAILED) & ours) if library.FAILED else set()
         lines = runtime.read_lines(logs)
         errors = runtime.error_output(logs)
         sent = completions_logged(p.library, server_log, since_log)
@@ -273,11 +287,12 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         with db.connect() as admin:
             runtime.drop_database(admin)
     victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause", "short_pause") else None
-    per_job, unnamed = sent_per_job(p.library, sent, keys)
+    per_job, unnamed = sent_per_job(p.library, sent, keys, others=p.configuration == "production")
     rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim, failed, per_job)
     counts = totals(rows)
-    settings = recovery(p.library)
+    settings = recovery(p.library, p.configuration)
     summary = {"library": p.library, "version": libraries.version(p.library), "fault": p.fault, "pooler": p.pooler,
+               "setting": p.configuration,
                "worker_count": p.worker_count, "jobs": p.job_count, "fault_landed": landed(p.fault, effects),
                "fault_effects": effects, **counts, "worker_exits": len(supervisor.exits),
                "worker_restarts": supervisor.restarts,
@@ -319,8 +334,11 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
 
 
 SENT_COLUMNS = ["pid", "statement", "parameters"]
-def sent_per_job(name: str, sent: pd.DataFrame | None, keys: dict[str, int]) -> tuple[dict[int, int] | None, int]:
-    """(completion statements sent per job, None where they cannot be seen; statements that named no job)."""
+def sent_per_job(name: str, sent: pd.DataFrame | None, keys: dict[str, int],
+                 others: bool = False) -> tuple[dict[int, int] | None, int]:
+    """(completion statements sent per job, None where they cannot be seen; statements that named no job). others:
+    a statement naming only jobs enqueued after the run's (a production setting's periodic task) is theirs, not
+    one that named no job."""
     if sent is None:
         return None, 0
     which = libraries.get(name).COMPLETION_JOB
@@ -328,6 +346,8 @@ def sent_per_job(name: str, sent: pd.DataFrame | None, keys: dict[str, int]) -> 
     unnamed = 0
     for values in sent["parameters"]:
         jobs = statement_log.named_jobs(values, which, keys)
+        if not jobs and others and statement_log.names_only_others(values, which, keys, -1):
+            continue
         unnamed += not jobs
         for job in jobs:
             per_job[job] += 1
@@ -346,15 +366,15 @@ def completions_logged(name: str, server_log: Path | None, since: int | None) ->
                         columns=SENT_COLUMNS)
 
 
-def _all_decided(url: str, library, job_count: int) -> bool:
-    """Every job completed, or failed for good (the library's FAILED state, which nothing in it leaves: Solid
-    Queue's failed executions wait for a user's retry), so the run has nothing left to wait for."""
+def _all_decided(url: str, library, ours: set[int]) -> bool:
+    """Every job of the run's (ours) completed, or failed for good (the library's FAILED state, which nothing in
+    it leaves: Solid Queue's failed executions wait for a user's retry), so the run has nothing left to wait for."""
     try:
         with database.connect(runtime.database_url(url)) as conn:
             done = {int(r[0]) for r in conn.execute(f"SELECT DISTINCT job_id FROM {runtime.AUDIT} "
                                                      "WHERE event = 'completed'")}
             failed = _ids_in_table(conn, library, library.FAILED) if library.FAILED else set()
-        return len(done | failed) >= job_count
+        return ours <= done | failed
     except Exception:  # the server restarting: not yet
         return False
 
@@ -367,7 +387,8 @@ def _ids_in_table(conn, library, where: str | None = None) -> set[int]:
     return {int(r[0]) for r in rows}
 
 
-SHOWN = ("library", "version", "fault", "pooler", "fault_landed", "fault_effects", *CLASSES, *MARKS, "worker_exits",
+SHOWN = ("library", "version", "fault", "pooler", "setting", "fault_landed", "fault_effects", *CLASSES, *MARKS,
+         "worker_exits",
          "workers_with_errors", "completions_sent", "completions_applied", "completions_not_applied", "recovery_s",
          "recovery_setting_s", "recovery_then_s", "recovery_default_s", "jobs_hit", "worker_count", "jobs",
          "waited_s", "bound_s")
@@ -406,7 +427,8 @@ def show(summary: dict, as_json: bool) -> None:
         print(json.dumps({key: summary.get(key) for key in SHOWN}))
         return
     recovery_s = summary["recovery_s"]
-    through = "" if summary.get("pooler", "none") == "none" else f" via {summary['pooler']}"
+    through = ("" if summary.get("pooler", "none") == "none" else f" via {summary['pooler']}") + \
+        (" production" if summary.get("setting") == "production" else "")
     print(f"{summary['library']:<16} {summary['fault'] + through:<9} "
           f"{'landed' if summary['fault_landed'] else 'NOT LANDED':<10} "
           + "  ".join(f"{name} {summary[name]}" for name in (*CLASSES, *MARKS, "worker_exits"))
