@@ -99,7 +99,7 @@ def test_the_pooler_row_advises_session_mode_only_where_transaction_mode_went_wr
     assert row["use"].startswith("session mode or no pooler") and row["because"].startswith("1 of 2")
     assert "1 of 2 libraries and claims (procrastinate) went wrong" in row["because"]
     assert row["because"].endswith("(A10); with the documented setting, jobs/s through the transaction pooler against "
-                                   "session mode, one drain of 100 jobs at 2 workers each, too short to compare: "
+                                   "session mode (100 jobs at 2 workers, one run each: printed, not compared): "
                                    "pgqueuer 12 (CPU-bound) against 582"), row["because"]
     partial = [("pgmq", pooled("pgmq", "session", 800.0), pooled("pgmq", "documented", 500.0, ran=60))]
     assert "pgmq 60 of 100 jobs run against 800" in decision.pooler_row({"A10": wrong}, "1.18.0", partial)["because"]
