@@ -24,7 +24,7 @@ def f8(order):
 def test_the_claim_row_advises_skip_locked_where_it_was_clean_and_says_what_its_speed_rests_on():
     row = decision.claim_row({"F7": f7()}, SWEEP)
     assert "SKIP LOCKED" in row["use"] and "3.6x [2.9–3.6] the claims/s" in row["because"]
-    assert row["measured at"] == "the sweep, three races a side of 5,000 jobs; its speed at 4 workers"
+    assert row["measured at"] == "three races a side of 5,000 jobs; speed at 4 workers"
     row = decision.claim_row({"F7": f7()}, SWEEP, repeats=1)  # one race a side: no spread to judge a speed by
     assert "in one race a side, which has no spread to judge by" in row["because"]
     row = decision.claim_row({"F7": f7(faster=NOT_DISTINGUISHABLE)}, SWEEP)
@@ -41,7 +41,7 @@ def test_the_claim_row_advises_skip_locked_where_it_was_clean_and_says_what_its_
 
 
 def test_the_claim_row_adds_the_wait_for_a_job_only_where_it_was_lower_in_every_repeat():
-    assert "lower than a guarded worker's in every repeat at 4 workers (F8)" in decision.claim_row(
+    assert "a lower p99 wait for a job in every repeat (F8)" in decision.claim_row(
         {"F7": f7(), "F8": f8("lower")}, SWEEP)["because"]
     assert "F8" not in decision.claim_row({"F7": f7(), "F8": f8("lower")}, SWEEP, repeats=1)["because"]
     for order in ("higher", "overlap"):
@@ -82,10 +82,10 @@ def test_the_lease_row_advises_only_the_checks_that_let_no_stale_holder_through(
 
 
 def test_the_lease_row_says_recovered_jobs_ran_twice_where_they_did():
-    assert ("10 of the 24 jobs queued in those faults' runs ran twice, so a job must be safe to run again"
+    assert ("(C7); 10 of 24 jobs ran twice: make jobs safe to repeat"
             in decision.lease_row({"C7": c7()})["because"])
     said = decision.lease_row({"C7": c7(ran_twice="0")})["because"]
-    assert "none of the 24 jobs" in said and "safe to run again" not in said
+    assert said.endswith("none of 24 jobs ran twice here") and "safe to repeat" not in said
 
 
 def pooled(name, mode, rate, bound=False, ran=100):
@@ -96,18 +96,23 @@ def test_the_pooler_row_advises_session_mode_only_where_transaction_mode_went_wr
     wrong = make_finding("A10", CORRECTED, parts=(("procrastinate", CORRECTED), ("pgmq", CONFIRMED)))
     costs = [("pgqueuer", pooled("pgqueuer", "session", 582.0), pooled("pgqueuer", "documented", 12.4, True))]
     row = decision.pooler_row({"A10": wrong}, "1.18.0", costs)
-    assert row["use"].startswith("session mode or no pooler") and row["because"].startswith("1 of 2")
-    assert "1 of 2 libraries and claims (procrastinate) went wrong" in row["because"]
-    assert row["because"].endswith("(A10); with the documented setting, jobs/s through the transaction pooler against "
-                                   "session mode (100 jobs at 2 workers, one run each: printed, not compared): "
-                                   "pgqueuer 12 (CPU-bound) against 582"), row["because"]
+    assert row["use"].startswith("session mode or no pooler") and row["because"].startswith("1 of 2 libraries and claims went wrong")
+    assert row["because"] == ("1 of 2 libraries and claims went wrong in transaction mode, not in session mode "
+                              "(procrastinate; A10); "
+                              "pgqueuer, its documented setting: 12 jobs/s (CPU-bound), 582 jobs/s in session mode "
+                              "(one run each)"), row["because"]
+    named = make_finding("A10", CORRECTED, parts=(("chancy", CORRECTED), ("que (claim)", CORRECTED),
+                                                  ("good_job (claim)", CORRECTED), ("pgmq", CONFIRMED)))
+    assert "(chancy and the que and good_job claims; A10)" in decision.pooler_row({"A10": named}, "1.18.0")["because"]
     partial = [("pgmq", pooled("pgmq", "session", 800.0), pooled("pgmq", "documented", 500.0, ran=60))]
-    assert "pgmq 60 of 100 jobs run against 800" in decision.pooler_row({"A10": wrong}, "1.18.0", partial)["because"]
+    assert "pgmq, its documented setting: only 60 of 100 jobs, 800 jobs/s" in decision.pooler_row(
+        {"A10": wrong}, "1.18.0", partial)["because"]
     assert "A9" not in row["because"]
-    assert "PgBouncer 1.18.0" in row["measured at"] and "1.21 and later" in row["measured at"]
+    assert row["measured at"] == ("PgBouncer 1.18.0, a run per library and mode; 1.21+ keeps prepared statements, "
+                                  "not advisory locks (not run)")
     assert "1.21" not in decision.pooler_row({"A10": wrong}, "1.23.1")["measured at"]
     assert "1.21" not in decision.pooler_row({"A10": wrong}, "—")["measured at"]
-    assert decision.pooler_row({"A10": wrong}, "1.18.0", [])["because"].endswith("(A10)")
+    assert decision.pooler_row({"A10": wrong}, "1.18.0", [])["because"].endswith("(procrastinate; A10)")
     clean = make_finding("A10", CONFIRMED, parts=(("procrastinate", CONFIRMED), ("pgmq", CONFIRMED)))
     assert decision.pooler_row({"A10": clean}, "1.18.0")["use"] == "session or transaction mode"
     assert decision.pooler_row({"A10": make_finding("A10", NOT_MEASURED)}, "")["use"] == UNDECIDED

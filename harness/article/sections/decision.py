@@ -63,7 +63,7 @@ def claim_row(found: dict[str, Finding], sweep: dict, repeats: int = 2) -> dict:
         speed = say("claim.one_race", speedup=v["speedup"], workers=v["workers"])
         at = say("claim.at", workers=v["workers"], **sweep)
     elif faster == CONFIRMED:
-        speed = say("claim.faster", speedup=v["speedup"], workers=v["workers"])
+        speed = say("claim.faster", speedup=v["speedup"])
         at = say("claim.at", workers=v["workers"], **sweep)
     elif faster == NOT_DISTINGUISHABLE:
         speed = say("claim.not_told_apart", workers=v["workers"])
@@ -73,7 +73,7 @@ def claim_row(found: dict[str, Finding], sweep: dict, repeats: int = 2) -> dict:
                  else say("claim.untested"))
         at = say("claim.at_sweep", **sweep)
     f8 = found.get("F8")
-    wait = (say("claim.wait", workers=f8.values["job_workers"])
+    wait = (say("claim.wait")
             if f8 is not None and f8.values.get("job_order") == "lower" and repeats >= 2 else "")
     return {"If you": say("claim.if"), "use": say("claim.use"),
             "because": say("claim.because", duplicates=v["duplicate_jobs"], wasted=v["wasted"],
@@ -137,7 +137,8 @@ def pooler_row(found: dict[str, Finding], version: str, costs: list | None = Non
     """Session mode (or no pooler) for a job library: where some library or claim went wrong through the
     transaction pooler (A10's parts) and the control ran clean. Where none went wrong, the row says transaction
     mode ran clean here. costs (library_poolers.documented_costs): each library's drain rate through the
-    transaction pooler with its documented setting beside session mode's, the dearest first. Before PgBouncer 1.21 the
+    transaction pooler with its documented setting beside session mode's, the dearest first, of which the row gives
+    the dearest. Before PgBouncer 1.21 the
     row says that later releases can keep prepared statements, which these runs do not test."""
     a10 = found.get("A10")
     if a10 is None or a10.verdict == NOT_MEASURED or not a10.parts:
@@ -149,14 +150,23 @@ def pooler_row(found: dict[str, Finding], version: str, costs: list | None = Non
         return {"If you": say("pooler.if"), "use": say("pooler.use_either"),
                 "because": say("pooler.because_clean", names=count(len(decided))),
                 "measured at": at}
-    # each library's rate with its documented setting beside session mode's: one run each, so printed, not judged
-    cost = say("pooler.cost", jobs=count(costs[0][1].jobs), workers=count(costs[0][1].workers), rates="; ".join(
-        say("pooler.rates", library=library_label(name), session=_rate(session), documented=_rate(documented))
-        for name, session, documented in costs)) if costs else ""
+    # the dearest documented setting's rate beside session mode's (the per-library table gives every library's):
+    # one run each, so printed, not judged
+    cost = ""
+    if costs:
+        name, session, documented = costs[0]
+        cost = say("pooler.cost", library=library_label(name), session=_rate(session), documented=_rate(documented))
     return {"If you": say("pooler.if"), "use": say("pooler.use_session"),
             "because": say("pooler.because", wrong=count(len(wrong)), names=count(len(decided)),
-                           which=join([part.replace(" (claim)", "'s claim") for part in wrong]), cost=cost),
+                           which=_which(wrong), cost=cost),
             "measured at": at}
+
+
+def _which(parts: list[str]) -> str:
+    """A10's parts that went wrong, libraries first, then the claims together: "chancy and the que, oban claims"."""
+    claims = [part.removesuffix(" (claim)") for part in parts if part.endswith(" (claim)")]
+    libraries_wrong = [part for part in parts if not part.endswith(" (claim)")]
+    return join(libraries_wrong + ([say("pooler.claims", names=join(claims))] if claims else []))
 
 
 def _rate(point) -> str:
