@@ -275,7 +275,10 @@ def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control
     (held, stored), (none, control) = until_failure["held"], until_failure["none"]
     # what the rule says, whether or not the run carried its load on a machine the other tests share
     assert stored.summary["verdict_if_judged"] in rule.FAILED and held["released_because"] == "fell_behind", held
-    assert 0 <= held["seconds_to_slow"] <= held["seconds_to_fall_behind"] < 45 and held["unremovable_at_fall_behind"]
+    assert 0 <= held["seconds_to_fall_behind"] < 45 and held["unremovable_at_fall_behind"]
+    # its claim slowed too, before or after: on a machine the other tests share, workers waiting for a CPU can let
+    # the backlog grow first (slowed at 12 s, behind at 8 s, in one fresh-clone suite of 2026-12-06)
+    assert held["seconds_to_slow"] is not None and held["seconds_to_slow"] >= 0, held
     # released once the rule's run of seconds behind was seen live, then watched for the recovery
     assert held["seconds_to_fall_behind"] + rule.BEHIND_RUN_S <= held["pin_s"] <= held["seconds_to_fall_behind"] + \
         rule.BEHIND_RUN_S + 3, held
