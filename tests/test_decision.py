@@ -104,6 +104,8 @@ def test_the_pooler_row_advises_session_mode_only_where_transaction_mode_went_wr
     named = make_finding("A10", CORRECTED, parts=(("chancy", CORRECTED), ("que (claim)", CORRECTED),
                                                   ("good_job (claim)", CORRECTED), ("pgmq", CONFIRMED)))
     assert "(chancy and the que and good_job claims; A10)" in decision.pooler_row({"A10": named}, "1.18.0")["because"]
+    one = make_finding("A10", CORRECTED, parts=(("que (claim)", CORRECTED), ("pgmq", CONFIRMED)))
+    assert "(the que claim; A10)" in decision.pooler_row({"A10": one}, "1.18.0")["because"]
     partial = [("pgmq", pooled("pgmq", "session", 800.0), pooled("pgmq", "documented", 500.0, ran=60))]
     assert "pgmq, its documented setting: only 60 of 100 jobs, 800 jobs/s" in decision.pooler_row(
         {"A10": wrong}, "1.18.0", partial)["because"]

@@ -8,10 +8,10 @@ import pandas as pd
 
 from harness.article.findings import (CONFIRMED, CORRECTED, HOLDS, NOT_DISTINGUISHABLE, NOT_MEASURED, VERDICT_LABELS,
                                       Finding)
-from harness.article.formats import count, number
+from harness.article.formats import count
 from harness.article.labels import library_label
 from harness.article.prose import counted, join, table
-from harness.article.sections.library_poolers import documented_costs, pgbouncer_version
+from harness.article.sections.library_poolers import documented_costs, pgbouncer_version, point_rate
 from harness.article.wording import Sentences
 
 NAME = "decision"
@@ -60,7 +60,7 @@ def claim_row(found: dict[str, Finding], sweep: dict, repeats: int = 2) -> dict:
         return _undecided(say("claim.if"), *([f7] if f7 else []))
     v = f7.values
     if faster == CONFIRMED and repeats < 2:
-        speed = say("claim.one_race", speedup=v["speedup"], workers=v["workers"])
+        speed = say("claim.one_race", speedup=v["speedup"])
         at = say("claim.at", workers=v["workers"], **sweep)
     elif faster == CONFIRMED:
         speed = say("claim.faster", speedup=v["speedup"])
@@ -155,7 +155,8 @@ def pooler_row(found: dict[str, Finding], version: str, costs: list | None = Non
     cost = ""
     if costs:
         name, session, documented = costs[0]
-        cost = say("pooler.cost", library=library_label(name), session=_rate(session), documented=_rate(documented))
+        cost = say("pooler.cost", library=library_label(name), session=point_rate(session),
+                   documented=point_rate(documented))
     return {"If you": say("pooler.if"), "use": say("pooler.use_session"),
             "because": say("pooler.because", wrong=count(len(wrong)), names=count(len(decided)),
                            which=_which(wrong), cost=cost),
@@ -166,15 +167,9 @@ def _which(parts: list[str]) -> str:
     """A10's parts that went wrong, libraries first, then the claims together: "chancy and the que, oban claims"."""
     claims = [part.removesuffix(" (claim)") for part in parts if part.endswith(" (claim)")]
     libraries_wrong = [part for part in parts if not part.endswith(" (claim)")]
-    return join(libraries_wrong + ([say("pooler.claims", names=join(claims))] if claims else []))
-
-
-def _rate(point) -> str:
-    """A drain's rate; where some of its jobs did not run, how many did instead (a rate over them misleads)."""
-    if point.ran < point.jobs:
-        return say("pooler.partial", ran=count(point.ran), jobs=count(point.jobs))
-    rate = say("pooler.rate", rate=number(point.jobs_per_s, 0))
-    return rate + (" " + say("pooler.cpu_bound") if point.cpu_bound else "")
+    named = [say("pooler.claims", names=join(claims))] if len(claims) > 1 else \
+        [say("pooler.claim", name=claims[0])] if claims else []
+    return join(libraries_wrong + named)
 
 
 def _before_1_21(version: str) -> bool:

@@ -210,6 +210,15 @@ def documented_costs(pooled: pd.DataFrame | None) -> list[tuple[str, PooledPoint
     return sorted(pairs, key=lambda pair: -pair[1].jobs_per_s / max(pair[2].jobs_per_s, 1e-9))
 
 
+def point_rate(point: PooledPoint) -> str:
+    """A drain's rate, marked where it was CPU-bound; where some of its jobs did not run, how many did instead (a
+    rate over the jobs a failing drain ran misleads)."""
+    if point.ran < point.jobs:
+        return say("rates.partial", ran=count(point.ran), jobs=count(point.jobs))
+    rate = say("rates.rate", rate=number(point.jobs_per_s, 0))
+    return rate + (" " + say("rates.cpu_bound") if point.cpu_bound else "")
+
+
 def rates_said(pooled: pd.DataFrame | None, library: str) -> str:
     """A library's drain rate in each mode it ran through the pooler (one worker count: its first), one run each:
     printed beside its advice, not judged; where a drain left jobs unrun, how many it ran instead; '' where it did
@@ -221,10 +230,7 @@ def rates_said(pooled: pd.DataFrame | None, library: str) -> str:
     modes = by_workers[min(by_workers)]
     words = {"session": say("rates.session"), "transaction": say("rates.transaction"),
              DOCUMENTED: say("rates.documented")}
-    rates = [(say("rates.mode", rate=number(modes[mode].jobs_per_s, 0), mode=words[mode])
-              + (" " + say("rates.cpu_bound") if modes[mode].cpu_bound else "")
-              if modes[mode].ran >= modes[mode].jobs else  # a rate over the jobs a failing drain ran misleads
-              say("rates.partial", ran=count(modes[mode].ran), mode=words[mode]))
+    rates = [say("rates.mode", rate=point_rate(modes[mode]), mode=words[mode])
              for mode in (*MODES, DOCUMENTED) if mode in modes]
     first = next(iter(modes.values()))
     return say("rates.said", rates=join(rates), jobs=count(first.jobs), workers=count(min(by_workers)))
