@@ -159,7 +159,8 @@ def test_the_pickup_series_names_its_quantiles_and_the_rule_reads_them():
     arrivals = (start + np.array([0.1, 0.2, 1.5]) * 1e9).astype(np.int64)
     claims = (start + np.array([0.3, 1.6]) * 1e9).astype(np.int64)
     frame = rule.per_second(arrivals, claims, np.array([200.0, 100.0]), start, 2.0, latency="pickup")
-    assert list(frame.columns[-2:]) == ["pickup_p50_ms", "pickup_p99_ms"] and rule.latency_of(frame) == "pickup"
+    assert list(frame.columns[-3:]) == ["pickup_p50_ms", "pickup_p99_ms", "pickup_mean_ms"] \
+        and rule.latency_of(frame) == "pickup"
     assert list(frame["pickup_p99_ms"]) == [200.0, 100.0]
 
 

@@ -283,6 +283,9 @@ def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control
     assert held["seconds_to_fall_behind"] + rule.BEHIND_RUN_S <= held["pin_s"] <= held["seconds_to_fall_behind"] + \
         rule.BEHIND_RUN_S + 3, held
     assert list(stored.table("holder")["event"]) == ["pinned", "released"]
+    # the model's slope: a claim gains time with every version the hold keeps; a control keeps none
+    assert held["claim_ms_per_100k"] is not None and held["claim_ms_per_100k"] > 0, held
+    assert none["claim_ms_per_100k"] is None
     assert control.summary["verdict_if_judged"] not in rule.FAILED and none["seconds_to_fall_behind"] is None, none
     assert none["released_because"] == "hold_max" and none["pin_s"] == pytest.approx(45, abs=1.5)
     # nothing to recover from: it ends 10 s past the cap, for an onset begun in the hold's last seconds to be seen

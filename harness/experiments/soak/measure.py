@@ -69,7 +69,7 @@ from harness.errors import UserError
 from harness.claims.protocols import RACED_LIBRARY_STRATEGIES
 from harness.experiments.contract import Measured, Option, Parameters, as_bool, as_float, as_int, one_of, setting
 from harness.server import activity, database, pgstats, schema
-from harness.storage import Run
+from harness.storage import Run, run_dirs
 from harness.claims.strategies import BATCH_CLAIM_CTE, GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
 
 SHAPES = ("history", "history_indexed", "delete", "partitioned")
@@ -565,16 +565,24 @@ SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_s
          "unremovable_at_fall_behind", "buffers_per_claim_at_fall_behind", "horizon_age_s_at_fall_behind",
          "held_s", "observed_s", "held_without_failing", "seconds_to_slow_in_run", "seconds_to_fall_behind_in_run",
          "recovered_s", "verdict", "arrivals_behind", "cpu_bound",
+         # the model's slope from this run's hold, and its prediction for this run from the runs stored beside it
+         "claim_ms_per_100k", "predicted_seconds_to_fall_behind",
          # a job library's run (harness.experiments.soak.library) judges each job's pickup in place of the claim
          "latency", "library_version", "finished_jobs", "pickup_level_ms", "pickup_p99_ms_before",
          "pickup_p99_ms_during", "pickup_p99_ms_after", "jobs_claimed_again", "jobs_waiting_at_end", "worker_exits",
          "worker_restarts")
 
 
+def beside(path) -> list[dict]:
+    """The summaries of the soak runs stored beside a run, but its own: what the model is fitted on for it."""
+    return [Run(other).summary for other in run_dirs(path.parent) if other != path and Run(other).kind == "soak"]
+
+
 def show_runs(paths, as_json: bool) -> None:
     for path in paths:
         run = Run(path)
         summary = run.summary | {"pg_version": run.manifest.get("server", {}).get("major")}
+        summary["predicted_seconds_to_fall_behind"] = soak_outcomes.predicted_for(beside(path), summary)
         if as_json:
             print(json.dumps({key: summary.get(key) for key in (*SHOWN, "pg_version")}))
             continue
@@ -585,7 +593,8 @@ def show_runs(paths, as_json: bool) -> None:
               f"{summary['rate']:g} jobs/s x {summary['workers']}  held {summary['held_s']:.0f} s  "
               f"{latency} p99 {_ms(summary[f'{latency}_p99_ms_before'])} / "
               f"{_ms(summary[f'{latency}_p99_ms_during'])} / {_ms(summary[f'{latency}_p99_ms_after'])} ms  "
-              f"slow at {_s(summary['seconds_to_slow'])}  behind at {_s(summary['seconds_to_fall_behind'])}  "
+              f"slow at {_s(summary['seconds_to_slow'])}  behind at {_s(summary['seconds_to_fall_behind'])} "
+              f"(predicted {_s(summary['predicted_seconds_to_fall_behind'])})  "
               f"backlog max {summary['backlog_max']}  recovered {_s(summary['recovered_s'])}  "
               f"{summary['verdict'].replace('_', ' ')}"
               + ("  ARRIVALS BEHIND" if summary["arrivals_behind"] else "")

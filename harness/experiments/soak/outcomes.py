@@ -75,7 +75,20 @@ HELD, SLOWED, FELL_BEHIND, SPIRALS, CUT_OFF, NOT_JUDGED = (
 VERDICTS = (HELD, SLOWED, FELL_BEHIND, SPIRALS, CUT_OFF, NOT_JUDGED)
 FAILED = (FELL_BEHIND, SPIRALS, CUT_OFF)  # the queue fell behind
 
-SERIES_COLUMNS = ("second", "arrived", "claimed", "backlog", "claim_p50_ms", "claim_p99_ms")
+SERIES_COLUMNS = ("second", "arrived", "claimed", "backlog", "claim_p50_ms", "claim_p99_ms", "claim_mean_ms")
+
+# The model (issue #41): while the horizon is held, every job claimed leaves VERSIONS_PER_JOB row versions nothing can
+# remove, and the claim steps over them; its mean time grows with them at a slope fitted per run (claim_slope), in
+# milliseconds per PER_VERSIONS versions. A worker's time per job is workers / sustained rate with nothing held,
+# plus what the claim gained; the queue falls behind once that leaves the workers short of the arrivals by
+# BEHIND_S of them (predict_fall_behind). The rule that checks it (model_check) was written before the runs at a
+# second rate that test it.
+PER_VERSIONS = 100_000
+FIT_MIN_S = 10  # hold seconds with a claim, at least, for a slope
+MODEL_STEP_S = 0.05  # the prediction's time step
+MODEL_HORIZON_S = 7200.0  # predictions beyond this are "not within two hours"
+MODEL_FACTOR = 1.5  # a prediction holds where the measured onset lies within this factor of it, either way
+MODEL_HOLDS, MODEL_OFF, MODEL_UNTESTED = "holds", "off", "untested"
 
 
 def rule_settings() -> dict:
@@ -90,7 +103,7 @@ def judged_keys(latency: str = "claim") -> tuple[str, ...]:
     return ("verdict", "verdict_if_judged", "seconds_to_slow", "seconds_to_fall_behind", "held_s", "observed_s",
             "seconds_to_slow_in_run", "seconds_to_fall_behind_in_run", "held_without_failing", "recovered_s",
             f"{latency}_level_ms", "backlog_level", "watched_after_s", "unremovable_at_slow",
-            "unremovable_at_fall_behind")
+            "unremovable_at_fall_behind", "claim_ms_per_100k")
 
 
 def step_of(ended_s: float, calls: int) -> float:
@@ -191,6 +204,8 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
             return None
         return int(VERSIONS_PER_JOB * claimed_before[np.searchsorted(seconds, pin_from + at)])
 
+    fitted_until = pin_from + to_behind if to_behind is not None else pin_to
+    slope = claim_slope(series, pin_from, fitted_until) if held and latency == "claim" else None
     return {"verdict": NOT_JUDGED if arrivals_behind or cpu_bound else verdict, "verdict_if_judged": verdict,
             "seconds_to_slow": to_slow, "seconds_to_fall_behind": to_behind, "held_s": pin_to - pin_from,
             "observed_s": observed_s,
@@ -200,7 +215,100 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
             "seconds_to_fall_behind_in_run": onset(behind, seconds, pin_from, ended_s, BEHIND_RUN_S),
             "held_without_failing": verdict == HELD, "recovered_s": recovered_s,
             f"{latency}_level_ms": claim_level, "backlog_level": level, "watched_after_s": watched_s,
-            "unremovable_at_slow": unremovable(to_slow), "unremovable_at_fall_behind": unremovable(to_behind)}
+            "unremovable_at_slow": unremovable(to_slow), "unremovable_at_fall_behind": unremovable(to_behind),
+            "claim_ms_per_100k": None if slope is None else slope * PER_VERSIONS}
+
+
+def kept_versions(series: pd.DataFrame, pin_from: float) -> np.ndarray:
+    """Per second, the row versions the hold kept by the second's middle: VERSIONS_PER_JOB per job claimed since the
+    hold began (half the second's own); 0 before the hold."""
+    seconds = series["second"].to_numpy(float)
+    claimed = np.where(seconds >= pin_from, series["claimed"].to_numpy(float), 0.0)
+    return VERSIONS_PER_JOB * (np.cumsum(claimed) - claimed / 2)
+
+
+def claim_slope(series: pd.DataFrame, pin_from: float, until_s: float) -> float | None:
+    """What a claim gains per row version the hold kept, in ms: the Theil-Sen slope (the median of the slopes
+    between every two seconds: a slow second or an autovacuum pass moves it little) of each second's mean claim
+    against the versions kept by then, over the hold's seconds before until_s (the second the queue fell behind, or
+    the release: a queue behind makes its workers' claims wait for each other too). None with fewer than
+    FIT_MIN_S seconds, or for a series stored without the mean."""
+    if "claim_mean_ms" not in series:
+        return None
+    seconds = series["second"].to_numpy(float)
+    mean = series["claim_mean_ms"].to_numpy(float)
+    keep = (seconds >= pin_from) & (seconds < until_s) & ~np.isnan(mean)
+    x, y = kept_versions(series, pin_from)[keep], mean[keep]
+    if len(x) < FIT_MIN_S:
+        return None
+    if len(x) > 400:  # a long hold: evenly spaced seconds, so the pairs stay few
+        pick = np.linspace(0, len(x) - 1, 400).round().astype(int)
+        x, y = x[pick], y[pick]
+    i, j = np.triu_indices(len(x), 1)
+    apart = x[j] - x[i]
+    slopes = (y[j] - y[i])[apart > 0] / apart[apart > 0]
+    return float(np.median(slopes)) if len(slopes) else None
+
+
+def predict_fall_behind(ms_per_100k: float, rate: float, workers: int, sustained_rate: float,
+                        job_ms_more: float = 0.0, horizon_s: float = MODEL_HORIZON_S) -> float | None:
+    """The seconds from a hold's start until the queue falls behind (the rule's seconds_to_fall_behind), by the
+    model: per worker, a job takes workers / sustained_rate with nothing held (job_ms_more: a job that much longer),
+    plus ms_per_100k per PER_VERSIONS versions kept; jobs arrive at `rate`, two versions are kept per job claimed,
+    and the onset is the second whose end finds more than BEHIND_S of arrivals waiting. None where that is beyond
+    horizon_s, or where the workers could not keep up with nothing held."""
+    base_s = workers / sustained_rate + job_ms_more / 1000
+    if rate <= 0 or workers / base_s <= rate:
+        return None
+    per_version_s = max(ms_per_100k, 0.0) / PER_VERSIONS / 1000
+    kept = backlog = elapsed = 0.0
+    while elapsed < horizon_s:
+        served = min(workers / (base_s + per_version_s * kept) * MODEL_STEP_S, backlog + rate * MODEL_STEP_S)
+        backlog += rate * MODEL_STEP_S - served
+        kept += VERSIONS_PER_JOB * served
+        elapsed += MODEL_STEP_S
+        if backlog > rate * BEHIND_S:
+            return float(np.floor(elapsed))
+    return None
+
+
+FIT_ALIKE = ("shape", "strategy", "holder", "workers", "job_ms", "storage", "synchronous_commit")  # a fit's runs share these
+
+
+def fitted(summaries, like: dict) -> tuple[float, float, float, int] | None:
+    """The model's slope for a run like `like`, from other runs' summaries: those held with nothing else changed (no
+    mitigation), judged, with a slope, and alike in FIT_ALIKE. (median, lowest, highest, runs) of their slopes, in
+    ms per PER_VERSIONS versions; None where none is stored. The caller leaves the run it predicts out."""
+    slopes = [float(s["claim_ms_per_100k"]) for s in summaries
+              if s.get("holder") not in (None, "none") and s.get("mitigation", "none") == "none"
+              and s.get("verdict") != NOT_JUDGED and s.get("claim_ms_per_100k") is not None
+              and not pd.isna(s.get("claim_ms_per_100k")) and all(s.get(k) == like.get(k) for k in FIT_ALIKE)]
+    if not slopes:
+        return None
+    return float(np.median(slopes)), min(slopes), max(slopes), len(slopes)
+
+
+def predicted_for(summaries, run: dict) -> float | None:
+    """predict_fall_behind for `run` (a summary) from the slope fitted on `summaries` (without it)."""
+    fit = fitted(summaries, run)
+    if fit is None or run.get("holder") in (None, "none") or not run.get("sustained_rate"):
+        return None
+    return predict_fall_behind(fit[0], float(run["rate"]), int(run["workers"]), float(run["sustained_rate"]))
+
+def model_check(predicted: float | None, measured: float | None, observed_s: float) -> str:
+    """A prediction against a run the fit left out. measured: its seconds_to_fall_behind, None where it held
+    observed_s without falling behind (a lower bound); predicted: None where the model put the fall beyond its
+    horizon. MODEL_HOLDS where the measured onset lies within MODEL_FACTOR of the predicted, either way; MODEL_OFF
+    where it lies outside, where the run fell behind and the model said it would not, or where the run held more
+    than MODEL_FACTOR times the predicted seconds without falling behind; else MODEL_UNTESTED (the run ended
+    before a fall the model put later, or too soon after it to tell)."""
+    if measured is None:
+        return MODEL_OFF if predicted is not None and observed_s > MODEL_FACTOR * max(predicted, 1.0) \
+            else MODEL_UNTESTED
+    if predicted is None:
+        return MODEL_OFF
+    ratio = max(measured, 1.0) / max(predicted, 1.0)  # an onset is a whole second: 0 s counts as 1
+    return MODEL_HOLDS if 1 / MODEL_FACTOR <= ratio <= MODEL_FACTOR else MODEL_OFF
 
 
 def arrivals_behind(series: pd.DataFrame, rate: float, lag_s: float = 0.0) -> bool:
@@ -225,8 +333,9 @@ def per_second(arrival_ns: np.ndarray, claim_ns: np.ndarray, claim_ms: np.ndarra
                seconds: float, latency: str = "claim") -> pd.DataFrame:
     """The series the rule reads: per whole second from the start (a last second cut short is left out), the jobs
     that arrived (their insert's commit), the jobs claimed (the claim's return), the backlog at the second's end,
-    and the p50 and p99 of claim_ms over the claims that returned in it: the claim statement's time, or with
-    latency "pickup" each job's wait from its enqueue to its claim (columns pickup_p50_ms, pickup_p99_ms)."""
+    and the p50, p99 and mean of claim_ms over the claims that returned in it: the claim statement's time, or with
+    latency "pickup" each job's wait from its enqueue to its claim (columns pickup_p50_ms, pickup_p99_ms,
+    pickup_mean_ms). Runs stored before the mean was kept have no mean column: the model leaves them out."""
     count = max(int(seconds), 0)
     arrival_slot = (np.asarray(arrival_ns) - start_ns) // 1_000_000_000
     arrival_slot = arrival_slot[(arrival_slot >= 0) & (arrival_slot < count)].astype(int)
@@ -235,13 +344,13 @@ def per_second(arrival_ns: np.ndarray, claim_ns: np.ndarray, claim_ms: np.ndarra
     slot, claim_ms = slot[inside].astype(int), np.asarray(claim_ms)[inside]
     arrived = np.bincount(arrival_slot, minlength=count)[:count]
     claimed = np.bincount(slot, minlength=count)[:count]
-    p50 = np.full(count, np.nan)
-    p99 = np.full(count, np.nan)
+    p50, p99, mean = np.full(count, np.nan), np.full(count, np.nan), np.full(count, np.nan)
     if len(slot):
         grouped = pd.Series(claim_ms).groupby(slot)
         p50[grouped.median().index] = grouped.median().to_numpy()
         p99[grouped.quantile(0.99).index] = grouped.quantile(0.99).to_numpy()
+        mean[grouped.mean().index] = grouped.mean().to_numpy()  # what the workers' capacity turns on (the model)
     return pd.DataFrame({"second": np.arange(count, dtype=float), "arrived": arrived, "claimed": claimed,
                          "backlog": np.cumsum(arrived) - np.cumsum(claimed), f"{latency}_p50_ms": p50,
-                         f"{latency}_p99_ms": p99},
-                        columns=[*SERIES_COLUMNS[:4], f"{latency}_p50_ms", f"{latency}_p99_ms"])
+                         f"{latency}_p99_ms": p99, f"{latency}_mean_ms": mean},
+                        columns=[*SERIES_COLUMNS[:4], f"{latency}_p50_ms", f"{latency}_p99_ms", f"{latency}_mean_ms"])
