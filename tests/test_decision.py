@@ -126,25 +126,34 @@ def test_the_table_has_a_row_per_choice_with_its_columns():
     assert list(frame["use"]).count(UNDECIDED) == 4
 
 
-def a11(helped="True", parts=(("history", CONFIRMED), ("delete", CORRECTED))):
+def a11(helped="True", parts=(("history", CONFIRMED), ("delete", CORRECTED)), model=True):
     values = {"slowed": "1", "decided": "2", "pin": "20 s", "rates": "350 to 600", "load": "80% of ...",
               "workers": "4", "pg": "16", "mitigation": "idle_in_transaction_session_timeout",
               "mitigated_arm": "history indexed", "unmitigated_verdict": "spirals", "mitigated_hold": "5 s",
-              "mitigated_verdict": "held 5 s without failing" if helped == "True" else "spirals",
+              "mitigated_rate": "586", "mitigated_verdict": "held 5 s without failing",
+              "mitigated_outcome": "did not fall behind in the 100 s from the hold's start to the run's end"
+              if helped == "True" else "still fell behind 40 s into the run",
               "mitigation_helped": helped, "runs": "3 runs of each arm", "unmitigated_behind": "13 to 50 s",
               "unmitigated_slow": "2 to 5 s"}
+    if model:
+        values |= {"model_at": "146 jobs/s (25% of that rate)", "model_hold": "19 min"}
     return make_finding("A11", CORRECTED, values=values, parts=parts)
 
 
 def test_the_horizon_row_advises_a_timeout_only_where_a_hold_slowed_a_table_and_the_timeout_helped():
     row = decision.horizon_row({"A11": a11()})
-    assert "idle_in_transaction_session_timeout" in row["use"] and "1 of 2" in row["because"]
-    assert "without the timeout the history indexed table's claims slowed at 2 to 5 s into the hold, and it fell " \
-        "behind at 13 to 50 s; with it (the hold ended after 5 s) it held 5 s without failing" in row["because"], \
+    assert "idle_in_transaction_session_timeout" in row["use"] and "shorter than the hold" in row["use"]
+    assert "held at 586 jobs/s, the history indexed table's claims slowed 2 to 5 s into the hold, and it fell " \
+        "behind at 13 to 50 s; with the hold ended after 5 s, it did not fall behind in the 100 s" in row["because"], \
         row["because"]
+    assert "At 146 jobs/s (25% of that rate), the model fitted on these runs puts the fall at 19 min (A11)" \
+        in row["because"], row["because"]
     assert "350 to 600 jobs/s" in row["measured at"] and "3 runs of each arm" in row["measured at"]
+    no_model = decision.horizon_row({"A11": a11(model=False)})  # no fit: the measured hold alone
+    assert "idle_in_transaction" in no_model["use"] and "model" not in no_model["because"]
+    assert no_model["because"].endswith("run's end (A11)")
     row = decision.horizon_row({"A11": a11(helped="False")})
-    assert row["use"] == UNDECIDED and "the history indexed table still spirals" in row["because"]
+    assert row["use"] == UNDECIDED and "it still fell behind 40 s into the run" in row["because"]
     assert "after 5 s" in row["because"] and "350 to 600 jobs/s" in row["measured at"]
     assert decision.horizon_row({"A11": a11(parts=(("delete", CORRECTED), ("history", NOT_DISTINGUISHABLE)))})[
         "use"] == UNDECIDED

@@ -309,3 +309,22 @@ def test_c9_compares_the_seconds_before_the_hold_while_the_table_is_its_starting
     c9, _ = section.findings({"soak": loaded(frame, {0: grown_slow, 1: seconds(FAST + [0.6] * 12)})})
     assert c9.parts[0] == ("a table starting empty", CONFIRMED) and "alike, the 95 % interval" in c9.ours
     assert "up to 2,000 jobs, from 5 s to 20 s into the run" in c9.ours  # 100 a second for 20 s
+
+
+def test_the_timeout_helped_where_its_run_never_fell_behind_and_every_repeat_without_it_did():
+    """Changed after a run (docs/soak.md): a timeout run whose claims slowed after the server ended the hold, but
+    whose queue kept up, helped; one whose arm did not fall behind in every repeat without it cannot show it."""
+    frame = runs({}, BEHIND, HELD | {"mitigation": "idle_timeout", "pin_ended_early_s": 25.0,
+                                     "mitigation_setting": "idle_in_transaction_session_timeout"})
+    slowed = frame.copy()
+    slowed.loc[2, "seconds_to_slow_in_run"] = 26.0  # 21 s after the release, as one cold build's run did
+    values = section.findings({"soak": loaded(slowed, {})})[1].values
+    assert values["mitigation_helped"] == "True", values
+    assert values["mitigated_outcome"] == "did not fall behind in the 50 s from the hold's start to the run's end"
+    assert values["mitigated_slowed"] == "; its claims slowed 26 s into the run"
+    assert values["mitigated_rate"] == "350" and values["unmitigated_behind"] == "6 s"
+    kept_up = runs({}, BEHIND, {"repeat": 1}, SLOWED | {"repeat": 1},
+                   HELD | {"mitigation": "idle_timeout", "pin_ended_early_s": 25.0,
+                           "mitigation_setting": "idle_in_transaction_session_timeout"})
+    values = section.findings({"soak": loaded(kept_up, {})})[1].values  # one repeat without it kept up
+    assert values["mitigation_helped"] == "False" and values["unmitigated_behind"] == "6 s; none in 20 s"

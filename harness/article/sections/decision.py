@@ -183,8 +183,8 @@ def _before_1_21(version: str) -> bool:
 
 def horizon_row(found: dict[str, Finding]) -> dict:
     """A timeout on long transactions: where a held horizon slowed some table whose control did not (a confirmed
-    part of A11) and the timeout kept that arm from falling behind. Where the timeout did not save it, the row
-    says so instead of advising it."""
+    part of A11) and the timeout kept that arm from falling behind, with the hold it took and the model's hold at
+    a lower rate where a fit exists. Where the timeout did not save it, the row says so instead of advising it."""
     a11 = found.get("A11")
     parts = a11.parts if a11 is not None and a11.parts else ((a11.id, a11.verdict),) if a11 is not None else ()
     if a11 is None or not any(v == CONFIRMED for _, v in parts) or "mitigation_helped" not in a11.values:
@@ -193,8 +193,9 @@ def horizon_row(found: dict[str, Finding]) -> dict:
     if v["mitigation_helped"] != "True":
         return {"If you": say("horizon.if"), "use": say("undecided.use"), "because": say("horizon.not_saved", **v),
                 "measured at": say("horizon.at", **v)}
+    because = say("horizon.because", **v) if "model_hold" in v else say("horizon.because_no_model", **v)
     return {"If you": say("horizon.if"), "use": say("horizon.use", setting=v["mitigation"]),
-            "because": say("horizon.because", **v), "measured at": say("horizon.at", **v)}
+            "because": because, "measured at": say("horizon.at", **v)}
 
 
 def rows(found: dict[str, Finding], sweep: dict, version: str, costs: list | None = None,

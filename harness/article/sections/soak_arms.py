@@ -177,14 +177,21 @@ def arm_key(row) -> tuple:
 
 def held_groups(runs: pd.DataFrame) -> list[tuple[list[int], list[int]]]:
     """(the held repeats, their controls') for every held arm with nothing else changed, in the order the arms first
-    come."""
+    come. A held arm with no control stored, where the same arm under another load has one, is left out: it was
+    raced to check the model at another rate (soak_model), not to be read against a control."""
     groups: dict[tuple, tuple[list[int], list[int]]] = {}
     for held, control in held_arms(runs):
         mine, theirs = groups.setdefault(arm_key(runs.iloc[held]), ([], []))
         mine.append(held)
         if control is not None:
             theirs.append(control)
-    return list(groups.values())
+    controlled = {_arm_only(runs.iloc[held[0]]) for held, controls in groups.values() if controls}
+    return [(held, controls) for held, controls in groups.values()
+            if controls or _arm_only(runs.iloc[held[0]]) not in controlled]
+
+
+def _arm_only(row) -> tuple:
+    return tuple(row.get(key) for key in ARM)
 
 
 def onset_text(runs: pd.DataFrame, positions, key: str) -> str:

@@ -1,0 +1,149 @@
+"""The soak's model, checked on runs it was not fitted on (harness.experiments.soak.outcomes: claim_slope,
+predict_fall_behind, model_check). Not a section: the soak section imports it, and it imports no section.
+
+A table's slope (what a claim gains per row version the hold kept) is fitted on its arm raced most often at one
+rate: each of those repeats is predicted from the others' slopes (one left out in turn), and every other held run
+of the same table and claim (another rate) from all of theirs."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.article.formats import DASH, count, number, span
+from harness.article.prose import join, table
+from harness.article.sections.soak_arms import arm_label, base_arm, held_label, onset_text, watched
+from harness.article.wording import Sentences
+from harness.experiments.soak import outcomes as soak_outcomes
+
+SENTENCES = "soak_model"
+say = Sentences(SENTENCES)
+
+COLUMNS = ("table", "held by", "jobs/s", "fitted on", "claim ms per 100,000 versions kept", "fell behind at: predicted",
+           "measured", "measured / predicted", "the model")
+SHARES = (0.1, 0.25, 0.5)  # a reader's rates, as shares of what the workers sustain: the model's hold at each
+
+
+def _fit_rate(runs: pd.DataFrame, positions: list[int]):
+    """The rate the fit's arm was raced at: the one with the most runs (the first such, on a tie)."""
+    rates = runs.iloc[positions]["rate_asked"].astype(str)
+    return rates.value_counts(sort=True).index[0]
+
+
+def fittable(runs: pd.DataFrame) -> dict[tuple, list[int]]:
+    """Held runs with nothing else changed, judged, with a slope, grouped by what a fit's runs share
+    (outcomes.FIT_ALIKE)."""
+    groups: dict[tuple, list[int]] = {}
+    for position, row in runs.iterrows():
+        slope = row.get("claim_ms_per_100k")
+        if row["holder"] == "none" or not base_arm(row) or row["verdict"] == soak_outcomes.NOT_JUDGED \
+                or slope is None or pd.isna(slope):
+            continue
+        groups.setdefault(tuple(row[key] for key in soak_outcomes.FIT_ALIKE), []).append(position)
+    return groups
+
+
+def checked(runs: pd.DataFrame) -> list[dict]:
+    """Each run the model predicts from runs other than itself: its fit (median, lowest, highest, runs, rate), the
+    prediction, the measured onset (censored: held observed_s) and outcomes.model_check's word."""
+    found = []
+    for positions in fittable(runs).values():
+        rate = _fit_rate(runs, positions)
+        fit_runs = [p for p in positions if str(runs.iloc[p]["rate_asked"]) == rate]
+        for position in positions:
+            others = [runs.iloc[p].to_dict() for p in fit_runs if p != position]
+            row = runs.iloc[position].to_dict()
+            fit = soak_outcomes.fitted(others, row)
+            if fit is None:
+                continue
+            predicted = soak_outcomes.predict_fall_behind(fit[0], float(row["rate"]), int(row["workers"]),
+                                                          float(row["sustained_rate"]))
+            measured = row["seconds_to_fall_behind"]
+            measured = None if measured is None or pd.isna(measured) else float(measured)
+            found.append({"position": position, "fit": fit, "fit_rate": float(runs.iloc[fit_runs[0]]["rate"]),
+                          "in_fit_arm": position in fit_runs, "predicted": predicted, "measured": measured,
+                          "check": soak_outcomes.model_check(predicted, measured, watched(runs.iloc[position]))})
+    return found
+
+
+def _seconds(value: float | None) -> str:
+    """A predicted hold: seconds, minutes from two of them, or beyond the model's horizon."""
+    if value is None:
+        return say("beyond", hours=f"{soak_outcomes.MODEL_HORIZON_S / 3600:g}")
+    return f"{value:.0f} s" if value < 120 else say("minutes", minutes=f"{value / 60:.0f}")
+
+
+def at_share(mine, position: int, share: float) -> dict[str, str]:
+    """The model's hold for the table of the run at `position`, at `share` of that run's rate, fitted on every held
+    run of that table stored (outcomes.fitted): what the decision says beside the measured hold. Nothing where no
+    fit exists."""
+    row = mine.summaries.iloc[position].to_dict()
+    fit = soak_outcomes.fitted([r.to_dict() for _, r in mine.summaries.iterrows()], row)
+    if fit is None or not row.get("sustained_rate"):
+        return {}
+    rate = share * float(row["rate"])
+    hold = soak_outcomes.predict_fall_behind(fit[0], rate, int(row["workers"]), float(row["sustained_rate"]))
+    return {"model_at": say("at_rate", rate=number(rate, 0), share=f"{share:.0%}"), "model_hold": _seconds(hold)}
+
+
+def _ratio(found: dict, row) -> str:
+    if found["predicted"] is None:
+        return DASH
+    if found["measured"] is None:  # held without falling behind: the ratio is at least this
+        return say("ratio.at_least", ratio=number(watched(row) / max(found["predicted"], 1.0), 2))
+    return number(max(found["measured"], 1.0) / max(found["predicted"], 1.0), 2)
+
+
+def _check_said(word: str) -> str:
+    if word == soak_outcomes.MODEL_HOLDS:
+        return say("check.holds")
+    return say("check.off") if word == soak_outcomes.MODEL_OFF else say("check.untested")
+
+
+def rows(runs: pd.DataFrame) -> pd.DataFrame:
+    out = []
+    for found in checked(runs):
+        row = runs.iloc[found["position"]]
+        median, low, high, fitted_runs = found["fit"]
+        out.append(dict(zip(COLUMNS, (
+            arm_label(row), held_label(row), f"{number(row['rate'], 0)} ({row['rate_asked']})",
+            say("fitted_on", runs=count(fitted_runs), rate=number(found["fit_rate"], 0),
+                which=say("fitted.others") if found["in_fit_arm"] else say("fitted.all")),
+            f"{number(median, 1)} ({span(low, high, lambda v: number(v, 1))})",
+            _seconds(found["predicted"]), onset_text(runs, [found["position"]], "seconds_to_fall_behind"),
+            _ratio(found, row), _check_said(found["check"])))))
+    return pd.DataFrame(out, columns=list(COLUMNS))
+
+
+def model_table(mine) -> str:
+    """The model's predictions beside what was measured, run by run."""
+    frame = rows(mine.summaries) if mine is not None else pd.DataFrame()
+    if not len(frame):
+        return ""
+    return table(frame, caption=say("caption", factor=f"{soak_outcomes.MODEL_FACTOR:g}",
+                                    per=count(soak_outcomes.PER_VERSIONS)), css_class="wide")
+
+
+def values(mine) -> dict[str, str]:
+    """What the section's prose and the decision say of the model: how its checks came out, the slopes, and the
+    hold it predicts at a reader's rates."""
+    found = checked(mine.summaries) if mine is not None else []
+    if not found:
+        return {"model_outcome": say("none"), "model_reader": ""}
+    runs = mine.summaries
+    words = [f["check"] for f in found]
+    tested = [w for w in words if w != soak_outcomes.MODEL_UNTESTED]
+    said = say("outcome", held=count(words.count(soak_outcomes.MODEL_HOLDS)), tested=count(len(tested)),
+               runs=count(len(found)), factor=f"{soak_outcomes.MODEL_FACTOR:g}",
+               untested=say("outcome.untested", n=count(words.count(soak_outcomes.MODEL_UNTESTED)))
+               if len(tested) < len(words) else "")
+    # the model's hold at a reader's rates: the fit with the most runs, at shares of what its workers sustain
+    best = max(found, key=lambda f: f["fit"][3])
+    row = runs.iloc[best["position"]]
+    at = [say("at_share", share=f"{share:.0%}", rate=number(share * row["sustained_rate"], 0),
+              hold=_seconds(soak_outcomes.predict_fall_behind(best["fit"][0], share * row["sustained_rate"],
+                                                              int(row["workers"]), float(row["sustained_rate"]))))
+          for share in SHARES]
+    return {"model_outcome": said,
+            "model_reader": say("reader", table=arm_label(row), slope=number(best["fit"][0], 1),
+                                workers=str(int(row["workers"])), sustained=number(row["sustained_rate"], 0),
+                                holds=join(at))}

@@ -1,0 +1,137 @@
+"""The soak's model (harness.experiments.soak.outcomes: claim_slope, predict_fall_behind, model_check, fitted) and
+its table (harness.article.sections.soak_model), on synthetic series and runs: one test per outcome each rule can
+return. A real hold's slope is read in tests/test_soak.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.article.sections import soak_arms, soak_model
+from harness.experiments.soak import outcomes as rule
+
+from tests.test_soak_section import BASE, BEHIND, loaded, runs
+
+
+def held_series(ms_per_100k: float, rate: int = 500, seconds: int = 60, pin_from: int = 20,
+                noise: float = 0.0) -> pd.DataFrame:
+    """Jobs claimed at `rate` a second; from pin_from each second's mean claim grows by ms_per_100k per 100,000
+    versions kept (two per job claimed since then)."""
+    second = np.arange(seconds, dtype=float)
+    claimed = np.full(seconds, rate)
+    kept = np.where(second >= pin_from, 2 * rate * (second - pin_from) + rate, 0)
+    mean = 0.2 + ms_per_100k * kept / 100_000 + noise * np.random.default_rng(1).standard_normal(seconds)
+    return pd.DataFrame({"second": second, "arrived": claimed, "claimed": claimed, "backlog": 0,
+                         "claim_p50_ms": mean, "claim_p99_ms": mean * 2, "claim_mean_ms": mean})
+
+
+def test_the_slope_is_what_a_claim_gains_per_version_kept_over_the_hold_before_the_fall():
+    assert rule.claim_slope(held_series(5.0), 20, 60) * rule.PER_VERSIONS == pytest.approx(5.0)
+    # a slow second or two moves a median of slopes little
+    spiky = held_series(5.0)
+    spiky.loc[[30, 45], "claim_mean_ms"] = 40.0
+    assert rule.claim_slope(spiky, 20, 60) * rule.PER_VERSIONS == pytest.approx(5.0, rel=0.05)
+    # only the seconds before until_s: after the fall, waiting workers are not the claim's cost
+    late = held_series(5.0)
+    late.loc[late["second"] >= 40, "claim_mean_ms"] = 50.0
+    assert rule.claim_slope(late, 20, 40) * rule.PER_VERSIONS == pytest.approx(5.0)
+    assert rule.claim_slope(held_series(5.0), 20, 20 + rule.FIT_MIN_S - 1) is None  # too few seconds
+    assert rule.claim_slope(held_series(5.0).drop(columns="claim_mean_ms"), 20, 60) is None  # stored before
+
+
+def test_judge_gives_a_held_run_its_slope_and_a_control_none():
+    series = held_series(5.0)
+    assert rule.judge(series, 20, 60, 60, held=True)["claim_ms_per_100k"] == pytest.approx(5.0)
+    assert rule.judge(series, 20, 60, 60, held=False)["claim_ms_per_100k"] is None
+
+
+def test_the_prediction_comes_sooner_with_a_steeper_slope_a_faster_rate_or_a_longer_job():
+    at = {"workers": 4, "sustained_rate": 800.0}
+    base = rule.predict_fall_behind(5.0, 640, **at)  # 80 %: 1.25 ms of headroom per job
+    # the capacity crosses the arrivals where 5 ms per 100,000 versions reach the headroom (25,000 versions, kept
+    # at 1,280 a second: 19.5 s); the shortfall then grows about 6.5 jobs/s each second, and a second of arrivals
+    # has piled up about 14 s later
+    assert 31 <= base <= 36
+    assert rule.predict_fall_behind(10.0, 640, **at) < base
+    assert rule.predict_fall_behind(5.0, 400, **at) > base
+    assert rule.predict_fall_behind(5.0, 640, job_ms_more=0.5, **at) < base
+    assert rule.predict_fall_behind(5.0, 900, **at) is None  # behind with nothing held: not the hold's doing
+    assert rule.predict_fall_behind(0.0, 640, **at) is None  # a claim that does not grow: never
+    assert rule.predict_fall_behind(5.0, 20, **at) is None  # beyond the horizon
+
+
+@pytest.mark.parametrize("predicted, measured, observed, word", [
+    (30.0, 40.0, 60.0, rule.MODEL_HOLDS),  # within 1.5 times
+    (30.0, 20.0, 60.0, rule.MODEL_HOLDS),
+    (30.0, 50.0, 60.0, rule.MODEL_OFF),  # later than 1.5 times
+    (30.0, 15.0, 60.0, rule.MODEL_OFF),  # sooner
+    (None, 40.0, 60.0, rule.MODEL_OFF),  # it fell behind where the model said it would not
+    (30.0, None, 60.0, rule.MODEL_OFF),  # held twice the prediction without falling behind
+    (50.0, None, 60.0, rule.MODEL_UNTESTED),  # held a little past it: too soon to tell
+    (90.0, None, 60.0, rule.MODEL_UNTESTED),  # the run ended first
+    (None, None, 60.0, rule.MODEL_UNTESTED),
+])
+def test_a_prediction_holds_only_within_its_factor_and_a_run_that_ended_first_does_not_test_it(
+        predicted, measured, observed, word):
+    assert rule.model_check(predicted, measured, observed) == word
+
+
+HELD_RUN = BASE | BEHIND | {"shape": "delete", "hold_until_failure": True, "hold_asked": 60.0, "held_s": 60.0,
+                     "observed_s": 60.0, "rate_asked": "80%", "rate": 560.0, "sustained_rate": 700.0}
+
+
+def test_a_fit_takes_only_held_judged_runs_alike_and_not_the_run_it_predicts():
+    summaries = [HELD_RUN | {"claim_ms_per_100k": 4.0}, HELD_RUN | {"claim_ms_per_100k": 6.0},
+                 HELD_RUN | {"claim_ms_per_100k": 100.0, "workers": 8},  # another load's
+                 HELD_RUN | {"claim_ms_per_100k": 100.0, "mitigation": "idle_timeout"},
+                 HELD_RUN | {"claim_ms_per_100k": 100.0, "verdict": "not_judged"},
+                 BASE | {"shape": "delete", "claim_ms_per_100k": None}]
+    assert rule.fitted(summaries, HELD_RUN) == (5.0, 4.0, 6.0, 2)
+    assert rule.fitted(summaries[2:], HELD_RUN) is None
+    assert rule.predicted_for(summaries, HELD_RUN) == rule.predict_fall_behind(5.0, 560.0, 4, 700.0)
+    assert rule.predicted_for(summaries, HELD_RUN | {"sustained_rate": None}) is None  # a fixed rate: no headroom
+
+
+def model_runs(slopes_and_onsets, other=None) -> pd.DataFrame:
+    """Held runs of one arm at 80 % with these (slope, fell behind at), one at 70 % where `other` is given, and a
+    control."""
+    arms = [HELD_RUN | {"claim_ms_per_100k": slope, "seconds_to_fall_behind": onset, "repeat": i}
+            for i, (slope, onset) in enumerate(slopes_and_onsets)]
+    if other is not None:
+        arms.append(HELD_RUN | {"rate_asked": "70%", "rate": 490.0, "claim_ms_per_100k": other[0],
+                                "seconds_to_fall_behind": other[1], "hold_asked": 120.0, "held_s": 120.0,
+                                "observed_s": 120.0})
+    return runs(*arms, {"shape": "delete", "rate_asked": "80%", "hold_asked": 60.0, "hold_until_failure": True})
+
+
+def test_each_run_is_predicted_from_the_others_and_the_other_rate_from_all_of_them():
+    at_80 = rule.predict_fall_behind(5.0, 560.0, 4, 700.0)
+    at_70 = rule.predict_fall_behind(5.0, 490.0, 4, 700.0)
+    frame = model_runs([(5.0, at_80), (5.0, at_80 + 1), (5.0, None)], other=(5.0, at_70 * 3))
+    frame.loc[2, ["observed_s", "held_s"]] = [100.0, 100.0]  # held past 1.5 times its prediction
+    found = {f["position"]: f for f in soak_model.checked(frame)}
+    assert [found[p]["check"] for p in range(4)] == [rule.MODEL_HOLDS, rule.MODEL_HOLDS, rule.MODEL_OFF,
+                                                    rule.MODEL_OFF]
+    assert found[0]["fit"][3] == 2 and found[3]["fit"][3] == 3 and not found[3]["in_fit_arm"]
+    table = soak_model.rows(frame)
+    assert list(table["the model"]) == ["holds", "holds", "off", "off"]
+    assert table["fitted on"].iloc[3] == "3 at 560 jobs/s (every one of them)"
+    assert table["measured / predicted"].iloc[2].startswith("at least")
+    said = soak_model.values(loaded(frame, {}))
+    assert "held on 2 of the 4 runs" in said["model_outcome"]
+    assert "10% (70 jobs/s)" in said["model_reader"]
+
+
+def test_without_a_slope_the_model_says_so_and_draws_no_table():
+    frame = model_runs([(None, 30.0), (None, 31.0)])
+    assert soak_model.checked(frame) == [] and soak_model.model_table(loaded(frame, {})) == ""
+    assert "No held run" in soak_model.values(loaded(frame, {}))["model_outcome"]
+    assert "No held run" in soak_model.values(None)["model_outcome"]
+
+
+def test_a_held_arm_at_another_rate_without_its_own_control_checks_the_model_and_is_not_a_part():
+    frame = model_runs([(5.0, 30.0), (5.0, 31.0)], other=(5.0, 60.0))
+    assert soak_arms.held_groups(frame) == [([0, 1], [3])]
+    alone = frame.iloc[[0, 1, 2]].reset_index(drop=True)  # no arm has a control: each stays, to be not measured
+    assert soak_arms.held_groups(alone) == [([0, 1], []), ([2], [])]
