@@ -136,7 +136,7 @@ def a11(helped="True", parts=(("history", CONFIRMED), ("delete", CORRECTED)), mo
               "mitigation_helped": helped, "runs": "3 runs of each arm", "unmitigated_behind": "13 to 50 s",
               "unmitigated_slow": "2 to 5 s"}
     if model:
-        values |= {"model_at": "146 jobs/s (25% of that rate)", "model_hold": "19 min"}
+        values |= {"model_at": "146 jobs/s (25% of that rate)", "model_hold": "at 19 min"}
     return make_finding("A11", CORRECTED, values=values, parts=parts)
 
 

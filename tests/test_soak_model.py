@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.article.sections import soak_arms, soak_model
+from harness.article.sections import soak as section, soak_arms, soak_model
 from harness.experiments.soak import outcomes as rule
 
 from tests.test_soak_section import BASE, BEHIND, loaded, runs
@@ -135,3 +135,33 @@ def test_a_held_arm_at_another_rate_without_its_own_control_checks_the_model_and
     assert soak_arms.held_groups(frame) == [([0, 1], [3])]
     alone = frame.iloc[[0, 1, 2]].reset_index(drop=True)  # no arm has a control: each stays, to be not measured
     assert soak_arms.held_groups(alone) == [([0, 1], []), ([2], [])]
+
+
+def test_the_write_ups_are_set_in_this_page_s_units_beside_this_build_s_slope():
+    assert section.their_slope(section.PLANETSCALE) == pytest.approx((300 - 2) / 383_000 * 100_000)
+    assert section.their_slope(section.BRANDUR) is None  # he gives no claim time
+    table = section.anchors_table({})
+    assert "at least 78" in table and "about 180,000 (1 h at its rate, a dead tuple a job)" in table
+    assert "60,000 behind; about 15 min from onset to hopeless" in table
+    frame = model_runs([(5.0, 30.0), (6.0, 31.0)])
+    said = section.anchors_said(loaded(frame, {}))
+    assert "at least 78 ms per 100,000 dead tuples, 14 times this build's 5.5" in said, said
+    assert "At Brandur's 50 jobs/s" in said and "puts the fall beyond 2 h into a hold" in said
+    assert section.anchors_said(None) == section.anchors_said(loaded(model_runs([(None, 30.0)]), {})) \
+        == "No held run in this build had a slope to set beside the write-ups'."
+
+
+def test_the_timeline_draws_the_model_s_backlog_over_a_held_run_it_was_not_fitted_on():
+    from harness.article.sections import soak_charts
+    frame = model_runs([(5.0, 30.0), (6.0, 31.0)])
+    series = {i: pd.DataFrame({"second": [0.0, 1.0], "backlog": [1, 2], "claim_p99_ms": [0.5, 0.6]}) for i in range(3)}
+    samples = {i: pd.DataFrame({"t_s": [0.0, 1.0], "horizon_age_s": [None, 1.0]}) for i in range(3)}
+    drawn = soak_charts.timelines(soak_arms.Loaded((), frame, series, samples, {i: 1.0 for i in range(3)}))
+    model = drawn[drawn["run"] == "model"]
+    # the first repeat, predicted from the second's slope, over its 20 s hold, backlog only
+    assert set(model["measure"]) == {"backlog (jobs)"} and len(model) == 20 and model["second"].min() == 20.0
+    expected = rule.predicted_backlog(6.0, 560.0, 4, 700.0, 20)
+    assert list(model["value"]) == pytest.approx(list(expected))
+    assert "ochre: the backlog the model predicts" in str(soak_charts.soak_timeline_chart(drawn).to_dict())
+    unfitted = soak_charts.timelines(soak_arms.Loaded((), model_runs([(None, 30.0)]), series, samples, {}))
+    assert "model" not in set(unfitted["run"])

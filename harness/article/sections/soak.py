@@ -42,19 +42,19 @@ SIX_FIGURES = 100_000  # finished jobs a table keeps after a day at six-figure d
 SLOWER, OVERLAP, FASTER, ALIKE = "slower", "overlap", "faster", "alike"
 NOT_JUDGED_COST = "not_judged"  # a C9 pair one of whose runs could not carry its load
 
-# The two write-ups this section answers, their figures as they give them (read in each, not raced here).
+# The two write-ups this section answers, their figures as they give them (read in each, not raced here; the search
+# tool's copies of brandur.org/postgres-queues and planetscale.com/blog/keeping-a-postgres-queue-healthy, read
+# 2026-12-06). None: not given there. The page converts them to its own units (anchor_rows).
 ANCHORS = (
     {"source": "Brandur Leach, “Postgres Job Queues & Failure By MVCC” (2015)",
-     "url": "https://brandur.org/postgres-queues",
-     "setup": "Que on PostgreSQL 9.x, about 50 jobs/s of churn",
-     "held": "one long-lived transaction",
-     "seen": "60,000 jobs queued an hour in; about 15 minutes from onset to hopeless"},
+     "url": "https://brandur.org/postgres-queues", "pg": "9.x", "queue": "Que", "rate": 50.0,
+     "held": "one long-lived transaction", "held_s": 3600.0, "versions_per_job": 1,  # Que deletes a finished job
+     "dead": None, "claim_before_ms": None, "claim_then_ms": None, "behind": 60_000, "hopeless_s": 15 * 60.0},
     {"source": "PlanetScale, “Keeping a Postgres queue healthy” (April 2026)",
-     "url": "https://planetscale.com/blog/keeping-a-postgres-queue-healthy",
-     "setup": "PostgreSQL 18, 800 jobs/s",
-     "held": "three overlapping 120 s analytics queries; then one at a time",
-     "seen": "155k backlog, lock time over 300 ms, 383k dead tuples; one at a time: no backlog, about 2 ms, "
-             "dead tuples cycling 0 to 23k"},
+     "url": "https://planetscale.com/blog/keeping-a-postgres-queue-healthy", "pg": "18", "queue": "its own",
+     "rate": 800.0, "held": "three overlapping 120 s analytics statements", "held_s": None, "versions_per_job": 1,
+     "dead": 383_000, "claim_before_ms": 2.0, "claim_then_ms": 300.0,  # "over 300 ms" of lock time
+     "behind": 155_000, "hopeless_s": None},
 )
 
 
@@ -360,7 +360,9 @@ def model_table(loaded: dict) -> str:
     return soak_model.model_table(loaded.get(NAME))
 
 
-ANCHOR_COLUMNS = ("source", "load", "held by", "seen")
+ANCHOR_COLUMNS = ("source", "PostgreSQL, queue", "jobs/s", "held by", "row versions kept when it failed",
+                  "claim before, then (ms)", "claim ms per 100,000 versions kept", "behind")
+BRANDUR, PLANETSCALE = ANCHORS
 
 
 def worst_held(runs: pd.DataFrame) -> int | None:
@@ -380,33 +382,87 @@ def worst_held(runs: pd.DataFrame) -> int | None:
     return None if best is None else best[1]
 
 
+def their_slope(anchor: dict) -> float | None:
+    """A write-up's claim cost in this page's units: what its claim gained over the dead tuples it gives, per
+    100,000 (a lower bound where its later figure is one); None where it gives no claim time."""
+    if anchor["claim_then_ms"] is None or not anchor["dead"]:
+        return None
+    return (anchor["claim_then_ms"] - anchor["claim_before_ms"]) / anchor["dead"] * soak_outcomes.PER_VERSIONS
+
+
+def _their_row(anchor: dict) -> dict:
+    kept = count(anchor["dead"]) if anchor["dead"] else say(
+        "anchor.kept_estimate", kept=count(anchor["rate"] * anchor["held_s"] * anchor["versions_per_job"]),
+        hours=f"{anchor['held_s'] / 3600:g}")
+    slope = their_slope(anchor)
+    behind = say("anchor.their_behind", behind=count(anchor["behind"])) + (
+        say("anchor.hopeless", minutes=f"{anchor['hopeless_s'] / 60:g}") if anchor["hopeless_s"] else "")
+    return dict(zip(ANCHOR_COLUMNS, (
+        f'<a href="{html.escape(anchor["url"])}">{html.escape(anchor["source"])}</a>',
+        html.escape(f'{anchor["pg"]}, {anchor["queue"]}'), number(anchor["rate"], 0), html.escape(anchor["held"]),
+        kept, DASH if anchor["claim_then_ms"] is None else say(
+            "anchor.claim_then", before=number(anchor["claim_before_ms"], 0), then=number(anchor["claim_then_ms"], 0)),
+        DASH if slope is None else say("anchor.at_least", slope=number(slope, 0)), behind)))
+
+
+def _fall_claim(mine: Loaded, position: int) -> float | None:
+    """The median claim of the second a run fell behind in (its series)."""
+    row, series = mine.summaries.iloc[position], mine.series[position]
+    at = row["pin_from"] + row["seconds_to_fall_behind"]
+    found = series.loc[series["second"] == at, "claim_p50_ms"] if "claim_p50_ms" in series else ()
+    return float(found.iloc[0]) if len(found) and not pd.isna(found.iloc[0]) else None
+
+
 def anchors_table(loaded: dict) -> str:
-    """The two write-ups' figures as they give them, and this build's worst held arm beside them."""
-    rows = [dict(zip(ANCHOR_COLUMNS, (f'<a href="{html.escape(a["url"])}">{html.escape(a["source"])}</a>',
-                                      html.escape(a["setup"]), html.escape(a["held"]), html.escape(a["seen"]))))
-            for a in ANCHORS]
+    """The two write-ups' figures in this page's units, and this build's worst held arm beside them."""
+    rows = [_their_row(anchor) for anchor in ANCHORS]
     mine = loaded.get(NAME)
     worst = worst_held(mine.summaries) if mine is not None else None
     if worst is not None:
-        row = mine.summaries.iloc[worst]
         runs = mine.summaries
-        rows.append(dict(zip(ANCHOR_COLUMNS, (html.escape(say("anchor.ours")), html.escape(say(
-            "anchor.load", pg=str(row["pg_version"]), rate=number(row["rate"], 0), shape=arm_label(row))),
-            html.escape(say("anchor.held", held=held_label(row), pin=f"{row['pin_s']:.0f}")),
+        row = runs.iloc[worst]
+        slopes = runs.iloc[_group_of(runs, worst)[0]]["claim_ms_per_100k"].dropna() \
+            if "claim_ms_per_100k" in runs else pd.Series(dtype=float)
+        fell = not pd.isna(row["seconds_to_fall_behind"]) and row["seconds_to_fall_behind"] is not None
+        then = _fall_claim(mine, worst) if fell else None
+        rows.append(dict(zip(ANCHOR_COLUMNS, (
+            html.escape(say("anchor.ours")), html.escape(f"{row['pg_version']}, {arm_label(row)}"),
+            number(row["rate"], 0), html.escape(say("anchor.held", held=held_label(row), pin=f"{row['pin_s']:.0f}")),
+            count(row["unremovable_at_fall_behind"]) if fell and not pd.isna(row["unremovable_at_fall_behind"])
+            else DASH,
+            say("anchor.claim_then", before=number(row["claim_level_ms"], 2), then=number(then, 2))
+            if then is not None else DASH,
+            span(slopes.min(), slopes.max(), lambda v: number(v, 1)) if len(slopes) else DASH,
             html.escape(say("anchor.seen", slowed=onset_text(runs, [worst], "seconds_to_slow"),
                             behind=onset_text(runs, [worst], "seconds_to_fall_behind"),
-                            kept=count(row["unremovable_at_fall_behind"]) if row["unremovable_at_fall_behind"]
-                            is not None and not pd.isna(row["unremovable_at_fall_behind"]) else DASH,
-                            backlog=count(row["backlog_max"]), before=ms(row["claim_p99_ms_before"]),
-                            during=ms(row["claim_p99_ms_during"]), dead=count(row["dead_tuples_max"]),
-                            verdict=verdict_text(row)))))))
+                            backlog=count(row["backlog_max"]), verdict=verdict_text(row)))))))
     return table(pd.DataFrame(rows, columns=list(ANCHOR_COLUMNS)), caption=say("anchor.caption"), escape=False)
+
+
+def anchors_said(mine: Loaded | None) -> str:
+    """Where this build and the write-ups agree in the same units, and where not: PlanetScale's claim cost against
+    this build's slopes, and this build's model at Brandur's rate."""
+    slopes = mine.summaries["claim_ms_per_100k"].dropna() if mine is not None and \
+        "claim_ms_per_100k" in mine.summaries else pd.Series(dtype=float)
+    held = mine.summaries[(mine.summaries["holder"] != "none") & (mine.summaries["mitigation"] == "none")] \
+        if mine is not None else None
+    if not len(slopes) or held is None or not len(held):
+        return say("anchor.compare_none")
+    ours = float(slopes.median())
+    row = held.iloc[0]
+    at_brandur = soak_model.hold_at_rate(mine, held.index[0], BRANDUR["rate"])
+    return say("anchor.compare", theirs=number(their_slope(PLANETSCALE), 0), ours=number(ours, 1),
+               times=number(their_slope(PLANETSCALE) / ours, 0) if ours > 0 else DASH,
+               their_behind=count(PLANETSCALE["behind"]), rate=number(BRANDUR["rate"], 0),
+               model=at_brandur, workers=str(int(row["workers"])), sustained=number(row["sustained_rate"], 0),
+               brandur_behind=count(BRANDUR["behind"]))
 
 
 def values(loaded: dict, found: dict) -> dict[str, str]:
     mine = loaded.get(NAME)
     if mine is None:
         return soak_model.values(None) | {"soak_setup": say("setup.no_runs"), "soak_outcome": "",
+                                          "soak_anchors": anchors_said(None),
                 "soak_recover": f"{soak_outcomes.RECOVER_WITHIN_S:g} s", "soak_holds": DASH}
     runs = mine.summaries
     pinned = runs[runs["holder"] != "none"]
@@ -430,6 +486,7 @@ def values(loaded: dict, found: dict) -> dict[str, str]:
     if len(tested):  # the same disk by PostgreSQL's own tool, where the run's server took it
         flush += " " + say("flush.tool", fdatasync=span(tested.min(), tested.max(), ms))
     return soak_model.values(mine) | {"soak_setup": f"{setup} {flush}".strip(), "soak_outcome": outcome,
+                                      "soak_anchors": anchors_said(mine),
             "soak_recover": f"{soak_outcomes.RECOVER_WITHIN_S:g} s",
             "soak_holds": span(pinned["pin_s"].min(), pinned["pin_s"].max(), lambda v: f"{v:.0f}") + " s"
             if len(pinned) else DASH}

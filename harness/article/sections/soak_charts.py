@@ -8,13 +8,14 @@ import pandas as pd
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.article.charts import CPU_BOUND_LABEL, WIDTH, chart_title, fixed_scale, plain_frame
 from harness.article.labels import NEUTRAL, TARGET_BAND_COLOUR
+from harness.article.sections import soak_model
 from harness.article.sections.soak_arms import Loaded, arm_label, control_of, held_label, on_disk
 
 # the second is the series' latency: the claim statement's, or a job library's pickup (soak_outcomes.latency_of)
 # what the hold leaves behind, read where it costs: the buffers one claim reads (n_dead_tup climbs in a control too)
 MEASURES = ("backlog (jobs)", "claim p99 (ms)", "buffers per claim", "oldest snapshot (s)")
 PICKUP = "pickup p99 (ms)"
-RUN_COLOURS = {"held": NEUTRAL["charcoal"], "control": NEUTRAL["grey"]}
+RUN_COLOURS = {"held": NEUTRAL["charcoal"], "control": NEUTRAL["grey"], "model": NEUTRAL["ochre"]}
 
 
 def _measures(mine: Loaded, position: int) -> pd.DataFrame:
@@ -49,10 +50,12 @@ def timelines(mine: Loaded | None, name=arm_label) -> pd.DataFrame:
         control = control_of(runs, position)
         bound = any(_cpu_bound(runs.iloc[r]) for r in (position, control) if r is not None)
         arm = f"{name(row)}: {held_label(row)}" + (CPU_BOUND_LABEL if bound else "")
-        for which, run in (("held", position), ("control", control)):
-            if run is None:
+        # the model's backlog over the hold, predicted from runs other than this one (soak_model)
+        predicted = soak_model.predicted_backlog(mine, position) if row.get("library") is None else None
+        for which, run in (("held", position), ("control", control), ("model", position)):
+            if run is None or (which == "model" and predicted is None):
                 continue
-            frame = _measures(mine, run)
+            frame = _measures(mine, run) if which != "model" else predicted.assign(measure=MEASURES[0])
             frames.append(frame.assign(arm=arm, run=which, pin_from=float(row["pin_from"]),
                                        pin_to=float(row["pin_to"]), sample_s=mine.sample_s.get(run),
                                        explain_s=mine.explain_s.get(run)))
@@ -84,7 +87,8 @@ def soak_timeline_chart(data: pd.DataFrame) -> alt.VConcatChart | alt.Chart:
         .resolve_scale(y="independent") for arm in dict.fromkeys(data["arm"])]
     return alt.vconcat(*arms).properties(title=chart_title(
         "Held against not held, second by second",
-        "shaded: the hold; grey: the same arm with nothing held",
+        "shaded: the hold; grey: the same arm with nothing held"
+        + ("; ochre: the backlog the model predicts, fitted on the other runs" if "model" in drawn else ""),
         "the first of each arm's runs; the buffers one claim reads, by EXPLAIN every "
         f"{' or '.join(explained) or 'few seconds'}, and the oldest snapshot's age every "
         f"{' or '.join(every) or 'second'}"

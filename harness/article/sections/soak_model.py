@@ -7,6 +7,7 @@ of the same table and claim (another rate) from all of theirs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from harness.article.formats import DASH, count, number, span
@@ -35,7 +36,7 @@ def fittable(runs: pd.DataFrame) -> dict[tuple, list[int]]:
     groups: dict[tuple, list[int]] = {}
     for position, row in runs.iterrows():
         slope = row.get("claim_ms_per_100k")
-        if row["holder"] == "none" or not base_arm(row) or row["verdict"] == soak_outcomes.NOT_JUDGED \
+        if row["holder"] == "none" or not base_arm(row) or row.get("verdict") == soak_outcomes.NOT_JUDGED \
                 or slope is None or pd.isna(slope):
             continue
         groups.setdefault(tuple(row[key] for key in soak_outcomes.FIT_ALIKE), []).append(position)
@@ -65,6 +66,19 @@ def checked(runs: pd.DataFrame) -> list[dict]:
     return found
 
 
+def predicted_backlog(mine, position: int) -> pd.DataFrame | None:
+    """The model's backlog over the hold of the run at `position`, predicted from runs other than itself (checked):
+    (second into the run, value); None where the run is not predicted."""
+    found = next((f for f in checked(mine.summaries) if f["position"] == position), None)
+    row = mine.summaries.iloc[position]
+    ends = None if found is None else soak_outcomes.predicted_backlog(
+        found["fit"][0], float(row["rate"]), int(row["workers"]), float(row["sustained_rate"]),
+        float(row["pin_to"] - row["pin_from"]))
+    if ends is None:
+        return None
+    return pd.DataFrame({"second": float(row["pin_from"]) + np.arange(len(ends), dtype=float), "value": ends})
+
+
 def _seconds(value: float | None) -> str:
     """A predicted hold: seconds, minutes from two of them, or beyond the model's horizon."""
     if value is None:
@@ -72,17 +86,36 @@ def _seconds(value: float | None) -> str:
     return f"{value:.0f} s" if value < 120 else say("minutes", minutes=f"{value / 60:.0f}")
 
 
-def at_share(mine, position: int, share: float) -> dict[str, str]:
-    """The model's hold for the table of the run at `position`, at `share` of that run's rate, fitted on every held
-    run of that table stored (outcomes.fitted): what the decision says beside the measured hold. Nothing where no
-    fit exists."""
+def _when(value: float | None) -> str:
+    """A predicted hold in a sentence: at N s or N min, or beyond the model's horizon."""
+    return say("when.beyond", hours=f"{soak_outcomes.MODEL_HORIZON_S / 3600:g}") if value is None \
+        else say("when.at", hold=_seconds(value))
+
+
+def _hold(mine, position: int, rate: float) -> float | None | bool:
+    """The model's hold for the table of the run at `position`, at `rate`, fitted on every held run of that table
+    stored (outcomes.fitted); False where no fit exists."""
     row = mine.summaries.iloc[position].to_dict()
     fit = soak_outcomes.fitted([r.to_dict() for _, r in mine.summaries.iterrows()], row)
     if fit is None or not row.get("sustained_rate"):
+        return False
+    return soak_outcomes.predict_fall_behind(fit[0], rate, int(row["workers"]), float(row["sustained_rate"]))
+
+
+def hold_at_rate(mine, position: int, rate: float) -> str:
+    """_hold as the page says it; a dash where no fit exists."""
+    hold = _hold(mine, position, rate)
+    return DASH if hold is False else _when(hold)
+
+
+def at_share(mine, position: int, share: float) -> dict[str, str]:
+    """The model's hold at `share` of the rate of the run at `position`: what the decision says beside the measured
+    hold. Nothing where no fit exists."""
+    rate = share * float(mine.summaries.iloc[position]["rate"])
+    hold = _hold(mine, position, rate)
+    if hold is False:
         return {}
-    rate = share * float(row["rate"])
-    hold = soak_outcomes.predict_fall_behind(fit[0], rate, int(row["workers"]), float(row["sustained_rate"]))
-    return {"model_at": say("at_rate", rate=number(rate, 0), share=f"{share:.0%}"), "model_hold": _seconds(hold)}
+    return {"model_at": say("at_rate", rate=number(rate, 0), share=f"{share:.0%}"), "model_hold": _when(hold)}
 
 
 def _ratio(found: dict, row) -> str:

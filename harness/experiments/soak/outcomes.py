@@ -250,27 +250,38 @@ def claim_slope(series: pd.DataFrame, pin_from: float, until_s: float) -> float 
     return float(np.median(slopes)) if len(slopes) else None
 
 
+def predicted_backlog(ms_per_100k: float, rate: float, workers: int, sustained_rate: float, seconds: float,
+                      job_ms_more: float = 0.0) -> np.ndarray | None:
+    """The model's backlog at the end of each whole second of a hold, for `seconds` seconds (the module's model:
+    predict_fall_behind's docstring); None where the workers could not keep up with nothing held."""
+    base_s = workers / sustained_rate + job_ms_more / 1000
+    if rate <= 0 or workers / base_s <= rate:
+        return None
+    per_version_s = max(ms_per_100k, 0.0) / PER_VERSIONS / 1000
+    steps = int(round(1 / MODEL_STEP_S))
+    kept = backlog = 0.0
+    ends = np.empty(int(seconds))
+    for second in range(len(ends)):
+        for _ in range(steps):
+            served = min(workers / (base_s + per_version_s * kept) * MODEL_STEP_S, backlog + rate * MODEL_STEP_S)
+            backlog += rate * MODEL_STEP_S - served
+            kept += VERSIONS_PER_JOB * served
+        ends[second] = backlog
+    return ends
+
+
 def predict_fall_behind(ms_per_100k: float, rate: float, workers: int, sustained_rate: float,
                         job_ms_more: float = 0.0, horizon_s: float = MODEL_HORIZON_S) -> float | None:
     """The seconds from a hold's start until the queue falls behind (the rule's seconds_to_fall_behind), by the
     model: per worker, a job takes workers / sustained_rate with nothing held (job_ms_more: a job that much longer),
     plus ms_per_100k per PER_VERSIONS versions kept; jobs arrive at `rate`, two versions are kept per job claimed,
-    and the onset is the second whose end finds more than BEHIND_S of arrivals waiting. None where that is beyond
-    horizon_s, or where the workers could not keep up with nothing held."""
-    base_s = workers / sustained_rate + job_ms_more / 1000
-    if rate <= 0 or workers / base_s <= rate:
+    and the onset is the first second whose end finds more than BEHIND_S of arrivals waiting. None where that is
+    beyond horizon_s, or where the workers could not keep up with nothing held."""
+    ends = predicted_backlog(ms_per_100k, rate, workers, sustained_rate, horizon_s, job_ms_more)
+    if ends is None:
         return None
-    per_version_s = max(ms_per_100k, 0.0) / PER_VERSIONS / 1000
-    kept = backlog = elapsed = 0.0
-    while elapsed < horizon_s:
-        served = min(workers / (base_s + per_version_s * kept) * MODEL_STEP_S, backlog + rate * MODEL_STEP_S)
-        backlog += rate * MODEL_STEP_S - served
-        kept += VERSIONS_PER_JOB * served
-        elapsed += MODEL_STEP_S
-        if backlog > rate * BEHIND_S:
-            return float(np.floor(elapsed))
-    return None
-
+    over = np.flatnonzero(ends > rate * BEHIND_S)
+    return float(over[0]) if len(over) else None
 
 FIT_ALIKE = ("shape", "strategy", "holder", "workers", "job_ms", "storage", "synchronous_commit")  # a fit's runs share these
 
