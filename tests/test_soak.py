@@ -295,6 +295,22 @@ def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control
     assert soak.soak_sampler.covered(samples, stored.summary["ended_s"]) and samples["buffers_per_claim"].notna().sum() >= 3
 
 
+def test_a_held_arm_that_fell_behind_asks_for_its_mitigation_from_its_stored_run(until_failure):
+    """The follow-up through the store: a section of this run's arm and its control, asking for the idle timeout
+    where a held arm failed, asks for it once this run is stored; the control alone asks for nothing."""
+    from harness.experiments.soak.sweep import SoakSweep
+    (_, held), (_, control) = until_failure["held"], until_failure["none"]
+    request = SoakSweep.from_mapping({
+        "rate": 400, "workers": 2, "job_ms": 2, "seconds": 100, "pin_from": 10, "hold_until_failure": True,
+        "hold_max": 45, "mitigate": ["idle_timeout"],
+        "arms": [{"shape": "history_indexed", "holder": "none"},
+                 {"shape": "history_indexed", "holder": "repeatable_read"}]}, "soak")
+    wanted = request.follow_up([held.summary, control.summary])
+    assert [(p.shape, p.holder, p.mitigation, p.rate) for p in wanted] == [
+        ("history_indexed", "repeatable_read", "idle_timeout", 400.0)]
+    assert request.follow_up([control.summary]) == []  # the held arm not stored: nothing known to have failed
+
+
 # Every arm below runs once, all side by side, each on its own embedded server: the tests after it read them.
 ARMS = {
     "repeatable_read": ["--holder", "repeatable_read", "--shape", "history"],

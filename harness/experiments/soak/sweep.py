@@ -19,13 +19,23 @@ import dataclasses
 from dataclasses import dataclass
 
 from harness.errors import UserError
+from harness.experiments.soak import holders as soak_holders
 from harness.experiments.soak import library as library_soak
 from harness.experiments.soak import measure as soak
+from harness.experiments.soak import outcomes as soak_outcomes
 from harness.experiments.contract import Kind
 from harness.experiments.contract import Parameters, _sequence, as_bool, as_float, as_int, one_of, setting
 
 MAX_ARMS = 32  # arms in one section: at a minute or two each, more than a build would wait for
 MAX_REPEATS = 10
+# the mitigations a section may ask to race on every held arm that failed (mitigate): transaction_timeout needs a
+# server of 17 or later, which the section does not know before its runs, so it stays an arm of its own (soak_pg18)
+CHOSEN_MITIGATIONS = ("idle_timeout", "statement_timeout", "one_analytics", "autovacuum")
+# what a run's summary says of the settings that tell it apart (a follow-up asks only for runs not yet among them)
+SAID = {"shape": "shape", "strategy": "strategy", "holder": "holder", "mitigation": "mitigation",
+        "rate": "rate_asked", "workers": "workers", "job_ms": "job_ms", "history_rows": "history_rows",
+        "synchronous_commit": "synchronous_commit", "seconds": "seconds", "pin_from": "pin_from",
+        "hold_until_failure": "hold_until_failure", "repeat": "repeat"}
 ARM_SETTINGS = tuple(spec.name for spec in dataclasses.fields(soak.SoakParameters) if spec.name != "repeat")
 
 
@@ -45,6 +55,17 @@ def as_arms(name: str, values) -> tuple:
     return tuple(dict(arm) for arm in arms)
 
 
+def as_mitigations(name: str, values) -> tuple[str, ...]:
+    """A list of CHOSEN_MITIGATIONS, each once: one line for anything else."""
+    chosen = _sequence(name, values) if values is not None else ()
+    for value in chosen:
+        if value not in CHOSEN_MITIGATIONS:
+            raise UserError(f"{name} may list {', '.join(CHOSEN_MITIGATIONS)}, not {value!r}")
+    if len(set(chosen)) < len(chosen):
+        raise UserError(f"{name} lists a mitigation twice")
+    return tuple(chosen)
+
+
 @dataclass(frozen=True)
 class SoakSweep(Parameters):
     arms: tuple = setting(({"holder": "none"}, {"holder": "repeatable_read"}), as_arms)
@@ -59,6 +80,9 @@ class SoakSweep(Parameters):
     hold_until_failure: bool = setting(False, as_bool)
     hold_max: float = setting(120.0, as_float)
     repeats: int = setting(1, as_int)  # each arm's, unless the arm sets its own
+    # raced once on every held arm with its control in the section whose repeats all fell behind, each where it
+    # acts on the holder (holders.APPLIES_TO): chosen at run time by which arms failed (follow_up)
+    mitigate: tuple = setting((), lambda name, values: as_mitigations(name, values))
 
     def check(self) -> None:
         for index, repeats in enumerate([self.repeats, *(arm.get("repeats", 1) for arm in self.arms)]):
@@ -78,9 +102,47 @@ class SoakSweep(Parameters):
         settings = {key: value for key, value in arm.items() if key != "repeats"}
         return soak.SoakParameters(**(shared | settings), repeat=repeat)
 
+    def follow_up(self, summaries: list[dict]) -> list[soak.SoakParameters]:
+        """The mitigations asked for (mitigate), once each, on every held arm with nothing else changed whose
+        control is among the arms and whose repeats were all stored and all fell behind (the rule's verdict, judged
+        or not); none already stored. Asked after the arms, then never again: the loop ends."""
+        wanted = []
+        for arm in self.arms:
+            held = [self._arm(arm, r) for r in range(arm.get("repeats", self.repeats))]
+            first = held[0]
+            if first.holder == "none" or first.mitigation != "none" or first.storage != "tmpfs" \
+                    or first.synchronous_commit != "on" or first.library != "none" or not self._has_control(arm):
+                continue
+            stored = [_stored(summaries, p) for p in held]
+            if any(s is None for s in stored) or not all(s.get("verdict_if_judged") in soak_outcomes.FAILED
+                                                         for s in stored):
+                continue
+            for mitigation in self.mitigate:
+                if first.holder not in soak_holders.APPLIES_TO[mitigation]:
+                    continue
+                mitigated = self._arm({key: value for key, value in arm.items() if key != "repeats"}
+                                      | {"mitigation": mitigation}, 0)
+                if _stored(summaries, mitigated) is None and mitigated not in wanted:
+                    wanted.append(mitigated)
+        return wanted
+
+    def _has_control(self, arm: dict) -> bool:
+        control = {key: value for key, value in arm.items() if key != "repeats"} | {"holder": "none"}
+        return any(self._arm({k: v for k, v in other.items() if k != "repeats"}, 0) == self._arm(control, 0)
+                   for other in self.arms)
+
     def runs(self) -> list[soak.SoakParameters]:
         """One run per arm and repeat (the section's repeats, or the arm's own), arm by arm."""
         return [self._arm(arm, repeat) for arm in self.arms for repeat in range(arm.get("repeats", self.repeats))]
+
+
+def _stored(summaries: list[dict], p: soak.SoakParameters) -> dict | None:
+    """The summary of the stored run of `p` among `summaries`, or None."""
+    for summary in summaries:
+        if summary.get("library") is None and all(summary.get(said) == getattr(p, name)
+                                                  for name, said in SAID.items()):
+            return summary
+    return None
 
 
 def measure_arm(db, p: soak.SoakParameters, run_id: str, progress: bool = False):
@@ -101,4 +163,5 @@ KIND = Kind("soak", soak.SoakParameters, measure_arm, soak.summarise,
                  "own table in the database claimrace_libraries, made and dropped for the run)",
             show=soak.show_runs, sections=("soak", "soak_pg18", "library_soak"), request=SoakSweep,
             expand=SoakSweep.runs, command=soak.SoakParameters, workers=workers_needed,
+            follow_up=lambda request, summaries: request.follow_up(summaries),
             label=soak.label, storage=lambda parameters: parameters.storage)
