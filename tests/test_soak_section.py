@@ -328,3 +328,15 @@ def test_the_timeout_helped_where_its_run_never_fell_behind_and_every_repeat_wit
                            "mitigation_setting": "idle_in_transaction_session_timeout"})
     values = section.findings({"soak": loaded(kept_up, {})})[1].values  # one repeat without it kept up
     assert values["mitigation_helped"] == "False" and values["unmitigated_behind"] == "6 s; none in 20 s"
+
+
+def test_the_lead_table_says_what_each_mitigation_raced_on_a_held_arm_did_over_its_whole_run():
+    frame = runs({}, BEHIND, HELD | {"mitigation": "idle_timeout", "pin_ended_early_s": 25.0,
+                                     "mitigation_setting": "idle_in_transaction_session_timeout"},
+                 BEHIND | {"mitigation": "autovacuum", "seconds_to_fall_behind_in_run": 9.0})
+    row = section.verdict_rows(loaded(frame, {})).iloc[0]
+    assert row["a mitigation, raced where it fell behind"] == (
+        "idle timeout: did not fall behind in the 50 s from the hold's start to the run's end; "
+        "autovacuum: still fell behind 9 s into the run")
+    assert section.verdict_rows(loaded(frame.iloc[:2], {})).iloc[0]["a mitigation, raced where it fell behind"] \
+        == "—"

@@ -269,7 +269,8 @@ def findings(loaded: dict) -> list:
 
 
 HELD_COLUMNS = ("table", "held by", "jobs/s", "runs", "claim ms before the hold", "slowed at", "fell behind at",
-                "recovered after the release", "verdict", "its control: slowed at / fell behind at", "the hold's part")
+                "recovered after the release", "verdict", "its control: slowed at / fell behind at", "the hold's part",
+                "a mitigation, raced where it fell behind")
 OTHER_COLUMNS = ("table", "held by", "jobs/s", "claim ms before the hold", "slowed at", "fell behind at",
                  "backlog at most", "verdict", "read against")  # the arms that change one more setting; C9's controls
 
@@ -307,8 +308,22 @@ def verdict_rows(mine: Loaded) -> pd.DataFrame:
             span(runs.iloc[held]["rate"].min(), runs.iloc[held]["rate"].max(), lambda v: number(v, 0)),
             count(len(held)), _level_span(runs, held), onset_text(runs, held, "seconds_to_slow"),
             onset_text(runs, held, "seconds_to_fall_behind"), recovered_text(runs, held), verdicts_text(runs, held),
-            control, held_part(runs, held, controls).replace("_", " ")))))
+            control, held_part(runs, held, controls).replace("_", " "), mitigated_text(runs, held)))))
     return pd.DataFrame(rows, columns=list(HELD_COLUMNS))
+
+
+def mitigated_text(runs: pd.DataFrame, held) -> str:
+    """Each mitigation raced on a held arm (sweep.SoakSweep.follow_up, or an arm of its own), read over its whole
+    run from the hold's start: whether its queue fell behind, and when."""
+    said = []
+    for position, row in runs.iterrows():
+        if row["mitigation"] == "none" or reference(runs, position) not in held:
+            continue
+        fell = row.get("seconds_to_fall_behind_in_run")
+        said.append(say("mitigated", mitigation=row["mitigation"].replace("_", " "), outcome=say(
+            "timeout.kept", watched=f"{row['ended_s'] - row['pin_from']:.0f}") if fell is None or pd.isna(fell)
+            else say("timeout.fell", behind=f"{fell:.0f} s")))
+    return "; ".join(said) if said else DASH
 
 
 def other_rows(mine: Loaded) -> pd.DataFrame:
