@@ -57,8 +57,9 @@ PRODUCTION = {"setting": "forceUnlockWorkers on a worker declared dead (here: as
               # the fault-run worker's poll (graphile_worker.cjs), and its default (dist/config.js:18-19 at 0.17.3)
               "raced": {"declared_dead_after_s": 0.0, "poll_interval_s": 0.1},
               "defaults": {"declared_dead_after_s": None, "poll_interval_s": 2.0},
-              # the unlock at once, then the other worker's next poll
-              "recovery": {"raced_s": 1.0, "default_s": RECOVERY["default_s"]},
+              # the unlock at once, then the other worker's next poll; without the call, its 4 hours. Once the user
+              # has declared the worker dead, its default poll (dist/config.js:18-19 at 0.17.3)
+              "recovery": {"raced_s": 1.0, "default_s": RECOVERY["default_s"], "after_declared_dead_s": 2.0},
               "stale_completion": STALE_COMPLETION | {
                   "expected": "accepted", "why": "its completion deletes the job by id, whoever holds it now"}}
 

@@ -15,7 +15,7 @@ from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding
 from harness.article.formats import DASH, count, missing, number, span
 from harness.article.labels import library_label
 from harness.article.prose import join, numbered, table
-from harness.article.sections import library_poolers, stale_completions
+from harness.article.sections import library_choice, library_poolers, stale_completions
 from harness.article.sections.library_poolers import code_cell
 from harness.article.wording import Sentences
 from harness.claims.protocols import LIBRARY_STRATEGIES
@@ -250,6 +250,11 @@ def _models_caveat(faults: pd.DataFrame) -> str:
     """For "What doesn't this prove?": which libraries ran as models, not as their own code."""
     models = [name for name in dict.fromkeys(faults.get("library", [])) if libraries.is_model(name)]
     return say("models_caveat", models=join(models)) if models else say("no_models_caveat")
+
+
+def choice_table(loaded: dict) -> str:
+    """The table a reader picks a library from (library_choice)."""
+    return library_choice.choice_table(loaded.get(NAME))
 
 
 ADVICE_COLUMNS = ("library", "to run a dead worker's job again", "seen here", "a stale holder's completion",

@@ -60,11 +60,11 @@ def _in_words(found: dict) -> str:
     reading where the two disagree."""
     seen = say("seen.model") if found["model"] else say("seen.library")
     if found["agrees_with_source"] is False:
-        return say("outcome.disagrees", outcome=_outcome_said(found), seen=seen,
+        return say("outcome.disagrees", outcome=outcome_said(found), seen=seen,
                    expected=_said_outcomes()[found["expected_from_source"]])
     said = say.each("outcome", ("accepted", "refused", "not_sent", "not_applied", "not_handed_on", "not_landed"),
                     seen=seen, bound=number(found["hand_on_bound_s"], 1))
-    return said.get(found["stale_completion"] or "not_landed") or _outcome_said(found)
+    return said.get(found["stale_completion"] or "not_landed") or outcome_said(found)
 
 
 def _production_setting(row: dict) -> str | None:
@@ -107,10 +107,10 @@ def since(row: dict, probes) -> tuple[str, bool]:
         found = probed[release]
         differs |= found["stale_completion"] != row["stale_completion"]
         if found["agrees_with_source"] is False:
-            said.append(say("since.disagrees", release=release, outcome=_outcome_said(found),
+            said.append(say("since.disagrees", release=release, outcome=outcome_said(found),
                             expected=_said_outcomes()[found["expected_from_source"]]))
         else:
-            said.append(say("since.observed", release=release, outcome=_outcome_said(found),
+            said.append(say("since.observed", release=release, outcome=outcome_said(found),
                             checks=read["checks"]))
     return join(said), differs
 
@@ -148,7 +148,7 @@ def a9_notes(probes) -> list[str]:
                      say("A9.probe_accepted_some", libraries=names))
     for row in probes:
         if row["agrees_with_source"] is False:
-            notes.append(say("A9.probe_disagrees", library=library_label(row["library"]), observed=_outcome_said(row),
+            notes.append(say("A9.probe_disagrees", library=library_label(row["library"]), observed=outcome_said(row),
                              expected=_said_outcomes()[row["expected_from_source"]]))
     return notes
 
@@ -160,13 +160,13 @@ def advice(row: dict | None, probes=()) -> str:
     if row is None:
         return DASH
     if row["agrees_with_source"] is False:
-        said = say("advice.stale_disagrees", outcome=_outcome_said(row),
+        said = say("advice.stale_disagrees", outcome=outcome_said(row),
                    expected=_said_outcomes()[row["expected_from_source"]])
     elif row["stale_completion"] == "not_handed_on":
         said = say("advice.stale_not_handed_on", checks=row["source_checks"])
     else:
-        said = say("advice.stale_model", outcome=_outcome_said(row)) if row["model"] else \
-            say("advice.stale", outcome=_outcome_said(row))
+        said = say("advice.stale_model", outcome=outcome_said(row)) if row["model"] else \
+            say("advice.stale", outcome=outcome_said(row))
     before, differs = since(row, probes)
     if before:
         said = say("since.lead", current=said, version=_release_of(row), earlier=before) if differs else \
@@ -184,7 +184,7 @@ def _said_outcomes() -> dict[str, str]:
     return say.each("probe", ("accepted", "refused", "not_sent", "not_applied", "not_handed_on", "not_landed"))
 
 
-def _outcome_said(row: dict) -> str:
+def outcome_said(row: dict) -> str:
     """A library's outcome over its repeats, as the table says it: 'varies' counts each outcome its repeats had."""
     said = _said_outcomes()
     if row["stale_completion"] == probe_outcomes.VARIES:
@@ -221,7 +221,7 @@ def probe_table(probes) -> str:
         lost_by = say.each("probe.lost_by", ("frozen", "sessions_cut"))[row["lost_by"].replace(" ", "_")]
         cells = [html.escape(cell) for cell in (
             name, lost_by, number(row["hand_on_bound_s"], 1),
-            f"{row['handed_on']} of {row['landed']}", _outcome_said(row), stale, live)]
+            f"{row['handed_on']} of {row['landed']}", outcome_said(row), stale, live)]
         # a source path has no break in it; as code it may break anywhere, so the table keeps to the column
         cells.append(f"{html.escape(row['source_checks'])} (<code>{html.escape(row['source_ref'])}</code>)")
         cells += [html.escape(_said_outcomes()[row["expected_from_source"]]), html.escape(agree)]

@@ -79,7 +79,8 @@ PRODUCTION = {"setting": "JobTimeout 2 s and RescueStuckJobsAfter 3 s, the least
               "source": "client.go:524, 590-592, 816-820 and internal/maintenance/job_rescuer.go:31, 128, 357-358 "
                         "at v0.43.0 (60435dc)",
               "raced": _RACED, "defaults": _DEFAULTS,
-              "recovery": {"raced_s": _within_s(_RACED), "default_s": _within_s(_DEFAULTS)},
+              # at its defaults the same hour as it comes; a user sets the pair, no lower than the least it accepts
+              "recovery": {"raced_s": _within_s(_RACED), "default_s": _within_s(_DEFAULTS), "least_s": _within_s(_RACED)},
               "stale_completion": STALE_COMPLETION}
 RESCUE = models.rescue(RECOVERY["raced_s"], SETTINGS["first_retry_s"])
 PRODUCTION_RESCUE = models.rescue(max(_RACED["JobTimeout_s"], _RACED["RescueStuckJobsAfter_s"]),
