@@ -23,7 +23,7 @@ import pandas as pd
 
 from harness import libraries
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
-from harness.article.formats import DASH, missing, number
+from harness.article.formats import DASH, missing
 from harness.article.labels import library_label
 from harness.article.prose import table
 from harness.article.sections import library_poolers, stale_completions

@@ -14,9 +14,9 @@ import pandas as pd
 from harness import libraries
 from harness.experiments.libraries import outcomes as probe_outcomes
 from harness.article.findings import CONFIRMED, CORRECTED
-from harness.article.formats import DASH, count, number
+from harness.article.formats import DASH, number
 from harness.article.labels import library_label
-from harness.article.prose import join, table
+from harness.article.prose import join, numbered, table
 from harness.article.wording import Sentences
 
 SENTENCES = "stale_completions"  # its sentences' file
@@ -226,7 +226,7 @@ def probe_table(probes) -> str:
         cells.append(f"{html.escape(row['source_checks'])} (<code>{html.escape(row['source_ref'])}</code>)")
         cells += [html.escape(_said_outcomes()[row["expected_from_source"]]), html.escape(agree)]
         rows.append(dict(zip(PROBE_COLUMNS, cells)))
-    caption = say("probe_caption", repeats=count(max(row["repeats"] for row in probes)))
+    caption = say("probe_caption", repeats=numbered(max(row["repeats"] for row in probes), "repeat"))
     # a row under a production setting was made with its step too: say which, as the run did it
     settings = sorted({f"{library_label(row['library'])}: {_production_setting(row)}" for row in probes
                        if row.get("setting") == "production"})
