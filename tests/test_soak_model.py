@@ -165,3 +165,12 @@ def test_the_timeline_draws_the_model_s_backlog_over_a_held_run_it_was_not_fitte
     assert "ochre: the backlog the model predicts" in str(soak_charts.soak_timeline_chart(drawn).to_dict())
     unfitted = soak_charts.timelines(soak_arms.Loaded((), model_runs([(None, 30.0)]), series, samples, {}))
     assert "model" not in set(unfitted["run"])
+
+
+def test_an_arm_raced_at_two_rates_draws_two_panels_each_named_by_its_rate():
+    from harness.article.sections import soak_charts
+    frame = model_runs([(5.0, 30.0)], other=(5.0, 60.0))
+    series = {i: pd.DataFrame({"second": [0.0, 1.0], "backlog": [1, 2], "claim_p99_ms": [0.5, 0.6]}) for i in range(3)}
+    samples = {i: pd.DataFrame({"t_s": [0.0, 1.0], "horizon_age_s": [None, 1.0]}) for i in range(3)}
+    drawn = soak_charts.timelines(soak_arms.Loaded((), frame, series, samples, {i: 1.0 for i in range(3)}))
+    assert list(dict.fromkeys(drawn["arm"])) == ["delete: repeatable read at 80%", "delete: repeatable read at 70%"]

@@ -44,12 +44,16 @@ def timelines(mine: Loaded | None, name=arm_label) -> pd.DataFrame:
     library_soak.library_label)."""
     frames = []
     runs = mine.summaries if mine is not None else pd.DataFrame(columns=["holder"])
+    # an arm raced at more than one rate (the model's check) says its rate, so that its panels stay apart
+    rates = runs.groupby(runs.apply(lambda r: f"{name(r)}: {held_label(r)}", axis=1))["rate_asked"].nunique() \
+        if len(runs) and "rate_asked" in runs else pd.Series(dtype=int)
     for position, row in runs.iterrows():
         if row["holder"] == "none" or on_disk(row) or row["synchronous_commit"] != "on" or row["repeat"]:
             continue
         control = control_of(runs, position)
         bound = any(_cpu_bound(runs.iloc[r]) for r in (position, control) if r is not None)
-        arm = f"{name(row)}: {held_label(row)}" + (CPU_BOUND_LABEL if bound else "")
+        arm = f"{name(row)}: {held_label(row)}"
+        arm += (f" at {row['rate_asked']}" if rates.get(arm, 1) > 1 else "") + (CPU_BOUND_LABEL if bound else "")
         # the model's backlog over the hold, predicted from runs other than this one (soak_model)
         predicted = soak_model.predicted_backlog(mine, position) if row.get("library") is None else None
         for which, run in (("held", position), ("control", control), ("model", position)):
