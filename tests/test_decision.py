@@ -149,6 +149,13 @@ def test_the_horizon_row_advises_a_timeout_only_where_a_hold_slowed_a_table_and_
     assert "At 146 jobs/s (25% of that rate), the model fitted on these runs puts the fall at 19 min (A11)" \
         in row["because"], row["because"]
     assert "350 to 600 jobs/s" in row["measured at"] and "3 runs of each arm" in row["measured at"]
+    off = a11(model=False)
+    off.values["model_off"] = "the model fitted on these runs was off (at 483 jobs/s it predicted the fall at 85 s, " \
+        "and it came at 43 s), so no hold at another rate is given"
+    row = decision.horizon_row({"A11": off})  # a model off on its check is said so, and gives no hold
+    assert "idle_in_transaction" in row["use"] and row["because"].endswith(
+        "run's end; the model fitted on these runs was off (at 483 jobs/s it predicted the fall at 85 s, and it came "
+        "at 43 s), so no hold at another rate is given (A11)"), row["because"]
     no_model = decision.horizon_row({"A11": a11(model=False)})  # no fit: the measured hold alone
     assert "idle_in_transaction" in no_model["use"] and "model" not in no_model["because"]
     assert no_model["because"].endswith("run's end (A11)")

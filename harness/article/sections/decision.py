@@ -193,7 +193,8 @@ def horizon_row(found: dict[str, Finding]) -> dict:
     if v["mitigation_helped"] != "True":
         return {"If you": say("horizon.if"), "use": say("undecided.use"), "because": say("horizon.not_saved", **v),
                 "measured at": say("horizon.at", **v)}
-    because = say("horizon.because", **v) if "model_hold" in v else say("horizon.because_no_model", **v)
+    because = say("horizon.because", **v) if "model_hold" in v else say("horizon.because_model_off", **v) \
+        if "model_off" in v else say("horizon.because_no_model", **v)
     return {"If you": say("horizon.if"), "use": say("horizon.use", setting=v["mitigation"]),
             "because": because, "measured at": say("horizon.at", **v)}
 

@@ -456,21 +456,28 @@ def anchors_table(loaded: dict) -> str:
 
 def anchors_said(mine: Loaded | None) -> str:
     """Where this build and the write-ups agree in the same units, and where not: PlanetScale's claim cost against
-    this build's slopes, and this build's model at Brandur's rate."""
-    slopes = mine.summaries["claim_ms_per_100k"].dropna() if mine is not None and \
-        "claim_ms_per_100k" in mine.summaries else pd.Series(dtype=float)
-    held = mine.summaries[(mine.summaries["holder"] != "none") & (mine.summaries["mitigation"] == "none")] \
-        if mine is not None else None
-    if not len(slopes) or held is None or not len(held):
+    the slopes of this build's worst held arm (worst_held, the anchors table's row), and the model of that arm's
+    table at Brandur's rate."""
+    worst = worst_held(mine.summaries) if mine is not None else None
+    if worst is None:
+        return say("anchor.compare_none")
+    runs = mine.summaries
+    slopes = runs.iloc[_group_of(runs, worst)[0]]["claim_ms_per_100k"].dropna() \
+        if "claim_ms_per_100k" in runs else pd.Series(dtype=float)
+    if not len(slopes):
         return say("anchor.compare_none")
     ours = float(slopes.median())
-    row = held.iloc[0]
-    at_brandur = soak_model.hold_at_rate(mine, held.index[0], BRANDUR["rate"])
-    return say("anchor.compare", theirs=number(their_slope(PLANETSCALE), 0), ours=number(ours, 1),
-               times=number(their_slope(PLANETSCALE) / ours, 0) if ours > 0 else DASH,
-               their_behind=count(PLANETSCALE["behind"]), rate=number(BRANDUR["rate"], 0),
-               model=at_brandur, workers=str(int(row["workers"])), sustained=number(row["sustained_rate"], 0),
-               brandur_behind=count(BRANDUR["behind"]))
+    row = runs.iloc[worst]
+    planetscale = say("anchor.compare", theirs=number(their_slope(PLANETSCALE), 0), ours=number(ours, 1),
+                      times=number(their_slope(PLANETSCALE) / ours, 0) if ours > 0 else DASH,
+                      their_behind=count(PLANETSCALE["behind"]))
+    brandur = {"rate": number(BRANDUR["rate"], 0), "brandur_behind": count(BRANDUR["behind"])}
+    if soak_model.plans_by(mine, worst):
+        brandur = say("anchor.brandur", model=soak_model.hold_at_rate(mine, worst, BRANDUR["rate"]),
+                      workers=str(int(row["workers"])), sustained=number(row["sustained_rate"], 0), **brandur)
+    else:
+        brandur = say("anchor.brandur_unplanned", **brandur)
+    return f"{planetscale} {brandur}"
 
 
 def values(loaded: dict, found: dict) -> dict[str, str]:
