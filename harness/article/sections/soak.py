@@ -268,7 +268,7 @@ def findings(loaded: dict) -> list:
 # --------------------------------------------------------------------------- the page
 
 
-HELD_COLUMNS = ("table", "held by", "jobs/s", "runs", "claim ms before the hold", "slowed at", "fell behind at",
+HELD_COLUMNS = ("table", "held by", "jobs/s", "claim ms before the hold", "slowed at", "fell behind at",
                 "recovered after the release", "verdict", "its control: slowed at / fell behind at", "the hold's part",
                 "a mitigation, raced where it fell behind")
 OTHER_COLUMNS = ("table", "held by", "jobs/s", "claim ms before the hold", "slowed at", "fell behind at",
@@ -306,7 +306,7 @@ def verdict_rows(mine: Loaded) -> pd.DataFrame:
         rows.append(dict(zip(HELD_COLUMNS, (
             arm_label(first), held_label(first),
             span(runs.iloc[held]["rate"].min(), runs.iloc[held]["rate"].max(), lambda v: number(v, 0)),
-            count(len(held)), _level_span(runs, held), onset_text(runs, held, "seconds_to_slow"),
+            _level_span(runs, held), onset_text(runs, held, "seconds_to_slow"),
             onset_text(runs, held, "seconds_to_fall_behind"), recovered_text(runs, held), verdicts_text(runs, held),
             control, held_part(runs, held, controls).replace("_", " "), mitigated_text(runs, held)))))
     return pd.DataFrame(rows, columns=list(HELD_COLUMNS))
