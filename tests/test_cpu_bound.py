@@ -230,7 +230,10 @@ def test_findings_json_names_the_worker_counts_each_verdict_used(db, tmp_path):
     runs = sweep(db, tmp_path, ["guarded", "skip_locked"], [1, 2, 4])
     found = findings.by_id(contents.from_runs(handed("races", runs)))
     as_dict = found["F5"].as_dict()
-    assert as_dict["worker_counts_used"] == [2, 4]
+    # F5 reads 2 and 4 workers, less any the machine made CPU-bound (the suite's load can, on 2 CPUs)
+    races = compare.Races(analysis.race_summary(runs))
+    bound = {w for strategy in ("guarded", "skip_locked") for w in races.cpu_bound_workers(strategy)}
+    assert as_dict["worker_counts_used"] == [w for w in (2, 4) if w not in bound], bound
     assert found["F6"].worker_counts_used == (1, 2, 4)
 
 

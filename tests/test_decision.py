@@ -143,22 +143,24 @@ def a11(helped="True", parts=(("history", CONFIRMED), ("delete", CORRECTED)), mo
 def test_the_horizon_row_advises_a_timeout_only_where_a_hold_slowed_a_table_and_the_timeout_helped():
     row = decision.horizon_row({"A11": a11()})
     assert "idle_in_transaction_session_timeout" in row["use"] and "shorter than the hold" in row["use"]
-    assert "held at 586 jobs/s, the history indexed table's claims slowed 2 to 5 s into the hold, and it fell " \
-        "behind at 13 to 50 s; with the hold ended after 5 s, it kept up over the 100 s" in row["because"], \
-        row["because"]
-    assert "At 146 jobs/s (25% of that rate), the model fitted on these runs puts the fall at 19 min (A11)" \
-        in row["because"], row["because"]
+    assert "held at 586 jobs/s, the history indexed table fell behind 13 to 50 s into the hold; with the hold ended " \
+        "after 5 s, it kept up over the 100 s" in row["because"], row["because"]
+    assert "At 146 jobs/s (25% of that rate), the model of these runs puts the fall at 19 min; a running report " \
+        "needs <code>statement_timeout</code> (not raced) (A11)" in row["because"], row["because"]
+    assert row["measured at"].endswith("3 runs of each arm, the timeout once")
     assert "350 to 600 jobs/s" in row["measured at"] and "3 runs of each arm" in row["measured at"]
     off = a11(model=False)
-    off.values["model_off"] = "the model fitted on these runs was off (at 483 jobs/s: 85 s predicted, 43 s " \
-        "measured), so it sets no other hold"
+    off.values["model_off"] = "the model of these runs was off (at 483 jobs/s: 85 s predicted, 43 s measured) " \
+        "and gives no other hold"
     row = decision.horizon_row({"A11": off})  # a model off on its check is said so, and gives no hold
     assert "idle_in_transaction" in row["use"] and row["because"].endswith(
-        "the hold ended after 5 s, it kept up over the 100 s from the hold's start; the model fitted on these runs was "
-        "off (at 483 jobs/s: 85 s predicted, 43 s measured), so it sets no other hold (A11)"), row["because"]
+        "with the hold ended after 5 s, it kept up over the 100 s from the hold's start; the model of these runs was off "
+        "(at 483 jobs/s: 85 s predicted, 43 s measured) and gives no other hold; a running report "
+        "needs <code>statement_timeout</code> (not raced) (A11)"), row["because"]
     no_model = decision.horizon_row({"A11": a11(model=False)})  # no fit: the measured hold alone
     assert "idle_in_transaction" in no_model["use"] and "model" not in no_model["because"]
-    assert no_model["because"].endswith("from the hold's start (A11)")
+    assert no_model["because"].endswith("from the hold's start; a running report needs "
+                                        "<code>statement_timeout</code> (not raced) (A11)")
     row = decision.horizon_row({"A11": a11(helped="False")})
     assert row["use"] == UNDECIDED and "it still fell behind 40 s into the run" in row["because"]
     assert "after 5 s" in row["because"] and "350 to 600 jobs/s" in row["measured at"]

@@ -283,8 +283,12 @@ def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control
     assert held["seconds_to_fall_behind"] + rule.BEHIND_RUN_S <= held["pin_s"] <= held["seconds_to_fall_behind"] + \
         rule.BEHIND_RUN_S + 3, held
     assert list(stored.table("holder")["event"]) == ["pinned", "released"]
-    # the model's slope: a claim gains time with every version the hold keeps; a control keeps none
-    assert held["claim_ms_per_100k"] is not None and held["claim_ms_per_100k"] > 0, held
+    # the model's slope: a claim gains time with every version the hold keeps, fitted on the hold's seconds before
+    # the fall (none where it fell before FIT_MIN_S: the suite's load can hasten it); a control keeps none
+    if held["seconds_to_fall_behind"] >= rule.FIT_MIN_S:
+        assert held["claim_ms_per_100k"] is not None and held["claim_ms_per_100k"] > 0, held
+    else:
+        assert held["claim_ms_per_100k"] is None, held
     assert none["claim_ms_per_100k"] is None
     assert control.summary["verdict_if_judged"] not in rule.FAILED and none["seconds_to_fall_behind"] is None, none
     assert none["released_because"] == "hold_max" and none["pin_s"] == pytest.approx(45, abs=1.5)

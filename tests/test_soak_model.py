@@ -148,7 +148,7 @@ def test_the_write_ups_are_set_in_this_page_s_units_beside_this_build_s_slope():
     assert "60,000 behind; about 15 min from onset to hopeless" in table
     frame = model_runs([(5.0, 30.0), (6.0, 31.0)])
     said = section.anchors_said(loaded(frame, {}))
-    assert "at least 78 ms per 100,000 dead tuples, 14 times this build's 5.5" in said, said
+    assert "at least 78 ms per 100,000 dead tuples, at least 14 times this build's 5.5" in said, said
     # no run at another rate tested the model: no hold at Brandur's rate (the parametrised test above has the rest)
     assert said.endswith("At Brandur's 50 jobs/s his queue was 60,000 jobs behind an hour into a hold; this build's "
                          "model gives no hold to set beside it, as it did not hold on its checks here.")

@@ -40,6 +40,8 @@ def about(seconds: float) -> str:
     """A wait as a reader plans for it: whole seconds under two minutes, then minutes, then hours."""
     if seconds < 120:
         return f"{seconds:.0f} s"
+    if seconds < 600:  # 149 s is 2.5 min, not 2
+        return f"{seconds / 60:.1f} min".replace(".0 min", " min")
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
@@ -97,9 +99,14 @@ def production_wait(library: str, production: pd.DataFrame | None) -> str:
     return DASH if missing(default) else say("declared", wait=about(float(default)))
 
 
-def _completion(row: dict | None) -> str:
-    """A probe row's outcome in a word or two; a dash where the library was not probed so."""
-    return DASH if row is None else stale_completions.outcome_said(row)
+def _completion(row: dict | None, hung: dict | None = None) -> str:
+    """A probe row's outcome in a word or two; a dash where the library was not probed so. Where its hold is its
+    session (Que, good_job), the row lost its job by its sessions cut, and `hung` (the worker hung and still
+    connected) is said beside it."""
+    if row is None:
+        return DASH
+    said = stale_completions.outcome_said(row)
+    return said if hung is None else say("completion.both", cut=said, hung=stale_completions.outcome_said(hung))
 
 
 def _pooler(library: str, verdicts: dict, fixed: set, pooled) -> str:
@@ -135,7 +142,8 @@ def choice_table(mine) -> str:
         recovery = runs["recovery"].iloc[0] if len(runs) else {}
         rows.append(dict(zip(COLUMNS, (
             html.escape(library_label(library)), html.escape(dead_worker_wait(runs, recovery)),
-            html.escape(production_wait(library, mine.production)), html.escape(_completion(probed.get(library))),
+            html.escape(production_wait(library, mine.production)),
+            html.escape(_completion(probed.get(library), stale_completions.hung(mine.probes, library))),
             html.escape(_completion(stale_completions.in_production(mine.probes, library))),
             html.escape(_pooler(library, verdicts, fixed, mine.pooled))))))
     if not rows:

@@ -257,8 +257,9 @@ def hold_said(held: pd.DataFrame) -> str:
     """How long the arms held: a fixed hold's seconds, or until the queue fell behind, at most its cap."""
     fixed = sorted({say("hold.fixed", seconds=f"{s:g} s")
                     for s in held.loc[~held["hold_until_failure"].astype(bool), "pin_s"]})
-    capped = sorted({f"{s:g}" for s in held.loc[held["hold_until_failure"].astype(bool), "hold_asked"]})
-    return join(fixed + [say("hold.until_failure", cap=cap) for cap in capped])
+    capped = [f"{s:g}" for s in sorted(set(held.loc[held["hold_until_failure"].astype(bool), "hold_asked"]))]
+    # one phrase for every cap: "until the queue fell behind, 60 or 120 s at most"
+    return join(fixed + ([say("hold.until_failure", cap=join(capped).replace(" and ", " or "))] if capped else []))
 
 
 def findings(loaded: dict) -> list:
@@ -447,10 +448,11 @@ def anchors_table(loaded: dict) -> str:
             else DASH,
             say("anchor.claim_then", before=number(row["claim_level_ms"], 2), then=number(then, 2))
             if then is not None else DASH,
-            span(slopes.min(), slopes.max(), lambda v: number(v, 1)) if len(slopes) else DASH,
+            f"{number(slopes.median(), 1)} ({span(slopes.min(), slopes.max(), lambda v: number(v, 1))})"
+            if len(slopes) else DASH,
             html.escape(say("anchor.seen", slowed=onset_text(runs, [worst], "seconds_to_slow"),
                             behind=onset_text(runs, [worst], "seconds_to_fall_behind"),
-                            backlog=count(row["backlog_max"]), verdict=verdict_text(row)))))))
+                            backlog=count(row["backlog_max"])))))))
     return table(pd.DataFrame(rows, columns=list(ANCHOR_COLUMNS)), caption=say("anchor.caption"), escape=False)
 
 
@@ -469,7 +471,7 @@ def anchors_said(mine: Loaded | None) -> str:
     ours = float(slopes.median())
     row = runs.iloc[worst]
     planetscale = say("anchor.compare", theirs=number(their_slope(PLANETSCALE), 0), ours=number(ours, 1),
-                      times=number(their_slope(PLANETSCALE) / ours, 0) if ours > 0 else DASH,
+                      times=str(int(their_slope(PLANETSCALE) // ours)) if ours > 0 else DASH,
                       their_behind=count(PLANETSCALE["behind"]))
     brandur = {"rate": number(BRANDUR["rate"], 0), "brandur_behind": count(BRANDUR["behind"])}
     if soak_model.plans_by(mine, worst):

@@ -19,8 +19,8 @@ from harness.experiments.soak import outcomes as soak_outcomes
 SENTENCES = "soak_model"
 say = Sentences(SENTENCES)
 
-COLUMNS = ("table", "held by", "jobs/s", "fitted on", "claim ms per 100,000 versions kept", "fell behind at: predicted",
-           "measured", "measured / predicted", "the model")
+COLUMNS = ("table", "held by", "jobs/s", "fitted on", "claim ms per 100,000 versions kept: fitted (range); its own",
+           "fell behind at: predicted", "measured", "measured / predicted", "the model")
 SHARES = (0.1, 0.25, 0.5)  # a reader's rates, as shares of what the workers sustain: the model's hold at each
 
 
@@ -182,7 +182,8 @@ def rows(runs: pd.DataFrame) -> pd.DataFrame:
             arm_label(row), held_label(row), f"{number(row['rate'], 0)} ({row['rate_asked']})",
             say("fitted_on", runs=count(fitted_runs), rate=number(found["fit_rate"], 0),
                 which=say("fitted.others") if found["in_fit_arm"] else say("fitted.all")),
-            f"{number(median, 1)} ({span(low, high, lambda v: number(v, 1))})",
+            say("slopes", fitted=number(median, 1), range=span(low, high, lambda v: number(v, 1)),
+                own=number(row["claim_ms_per_100k"], 1)),
             _seconds(found["predicted"]), onset_text(runs, [found["position"]], "seconds_to_fall_behind"),
             _ratio(found, row), _check_said(found["check"])))))
     return pd.DataFrame(out, columns=list(COLUMNS))
