@@ -39,7 +39,7 @@ def test_in_production_the_wait_is_the_production_runs_where_they_ran_else_the_d
     raced = kills((3.2,)).assign(library="procrastinate")
     assert choice.production_wait("procrastinate", raced).endswith("(its default, plus what the runs took past their setting)")
     assert choice.production_wait("procrastinate", None).endswith(
-        "(its production default, read in its source; no fault run under it here)")
+        "(its production default, as its docs give it; no fault run under it here)")
     assert choice.production_wait("graphile_worker", None) == \
         "about 2 s after you declare the worker dead (read in its source; no fault run under it here)"
     assert choice.production_wait("river", None) == \

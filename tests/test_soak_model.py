@@ -144,7 +144,7 @@ def test_the_write_ups_are_set_in_this_page_s_units_beside_this_build_s_slope():
     assert section.their_slope(section.PLANETSCALE) == pytest.approx((300 - 2) / 383_000 * 100_000)
     assert section.their_slope(section.BRANDUR) is None  # he gives no claim time
     table = section.anchors_table({})
-    assert "at least 78" in table and "about 180,000 (1 h at its rate, a dead tuple a job)" in table
+    assert "at least 78" in table and "about 180,000 (estimated: 1 h at its rate, a dead tuple a job)" in table
     assert "60,000 behind; about 15 min from onset to hopeless" in table
     frame = model_runs([(5.0, 30.0), (6.0, 31.0)])
     said = section.anchors_said(loaded(frame, {}))

@@ -49,6 +49,18 @@ def round_trip(value) -> str:
     return MISSING if missing(value) else f"{float(value):,g} ms"
 
 
+def wait(seconds: float) -> str:
+    """A wait as a reader plans for it: whole seconds under two minutes, then minutes (one decimal under ten: 149 s
+    is 2.5 min, not 2), then hours."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 600:
+        return f"{seconds / 60:.1f} min".replace(".0 min", " min")
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
+
+
 def percent(value, digits: int = 1) -> str:
     """A share (0.976) as 97.6%."""
     return MISSING if missing(value) else f"{100 * float(value):.{digits}f}%"

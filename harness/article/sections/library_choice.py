@@ -23,7 +23,7 @@ import pandas as pd
 
 from harness import libraries
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
-from harness.article.formats import DASH, missing
+from harness.article.formats import DASH, missing, wait as about
 from harness.article.labels import library_label
 from harness.article.prose import table
 from harness.article.sections import library_poolers, stale_completions
@@ -34,17 +34,6 @@ say = Sentences(SENTENCES)
 
 COLUMNS = ("library", "dead worker: its job runs again after", "dead worker, in production",
            "hung worker: its completion", "hung worker, in production", "behind PgBouncer")
-
-
-def about(seconds: float) -> str:
-    """A wait as a reader plans for it: whole seconds under two minutes, then minutes, then hours."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 600:  # 149 s is 2.5 min, not 2
-        return f"{seconds / 60:.1f} min".replace(".0 min", " min")
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
 
 
 def _kills(runs: pd.DataFrame | None) -> pd.DataFrame:

@@ -42,13 +42,16 @@ SIX_FIGURES = 100_000  # finished jobs a table keeps after a day at six-figure d
 SLOWER, OVERLAP, FASTER, ALIKE = "slower", "overlap", "faster", "alike"
 NOT_JUDGED_COST = "not_judged"  # a C9 pair one of whose runs could not carry its load
 
-# The two write-ups this section answers, their figures as they give them (read in each, not raced here; the search
-# tool's copies of brandur.org/postgres-queues and planetscale.com/blog/keeping-a-postgres-queue-healthy, read
-# 2026-12-06). None: not given there. The page converts them to its own units (anchor_rows).
+# The two write-ups this section answers, their figures as they give them (not raced here), as earlier sessions read
+# them in each post; on 2026-12-06 the search tool's copy of brandur.org/postgres-queues showed his (50 jobs/s, 60k
+# an hour in, about 15 minutes from onset to hopeless), and its copy of PlanetScale's post shows its opening only:
+# its figures here agree with a summary of it (sysdesign-wiki.pages.dev, 2026-04-11). None: not given there. The
+# page converts them to its own units (_their_row); Brandur's versions kept are an estimate from his rate.
 ANCHORS = (
     {"source": "Brandur Leach, “Postgres Job Queues & Failure By MVCC” (2015)",
      "url": "https://brandur.org/postgres-queues", "pg": "9.x", "queue": "Que", "rate": 50.0,
-     "held": "one long-lived transaction", "held_s": 3600.0, "versions_per_job": 1,  # Que deletes a finished job
+     # a dead tuple per job: Que deletes a job it finished (assumed for the estimate, not read here at a tag)
+     "held": "one long-lived transaction", "held_s": 3600.0, "versions_per_job": 1,
      "dead": None, "claim_before_ms": None, "claim_then_ms": None, "behind": 60_000, "hopeless_s": 15 * 60.0},
     {"source": "PlanetScale, “Keeping a Postgres queue healthy” (April 2026)",
      "url": "https://planetscale.com/blog/keeping-a-postgres-queue-healthy", "pg": "18", "queue": "its own",
@@ -223,16 +226,14 @@ def a11_held_horizon(loaded: dict):
         with_it = runs.iloc[pair[0]]
         ended = with_it.get("pin_ended_early_s")
         without = _group_of(runs, pair[1])[0]
-        fell_in_run = with_it.get("seconds_to_fall_behind_in_run")
-        fell_in_run = None if fell_in_run is None or pd.isna(fell_in_run) else float(fell_in_run)
+        fell_in_run = _fell_in_run(with_it)
         values |= {"mitigation": with_it["mitigation_setting"], "mitigated_arm": arm_label(with_it),
                    "mitigated_rate": number(with_it["rate"], 0),
                    # how long the hold lasted under the timeout: until the server ended it, or all of it
                    "mitigated_hold": f"{(ended if ended is not None and not pd.isna(ended) else with_it['pin_to']) - with_it['pin_from']:.0f} s",
                    "mitigated_verdict": verdict_text(with_it),
                    # over the whole run from the hold's start, the seconds after the server ended it included
-                   "mitigated_outcome": say("timeout.kept", watched=f"{with_it['ended_s'] - with_it['pin_from']:.0f}")
-                   if fell_in_run is None else say("timeout.fell", behind=f"{fell_in_run:.0f} s"),
+                   "mitigated_outcome": run_outcome(with_it),
                    "mitigated_slowed": "" if pd.isna(with_it.get("seconds_to_slow_in_run")) else say(
                        "timeout.slowed", slowed=f"{with_it['seconds_to_slow_in_run']:.0f} s"),
                    "unmitigated_verdict": verdicts_text(runs, without),
@@ -320,11 +321,20 @@ def mitigated_text(runs: pd.DataFrame, held) -> str:
     for position, row in runs.iterrows():
         if row["mitigation"] == "none" or reference(runs, position) not in held:
             continue
-        fell = row.get("seconds_to_fall_behind_in_run")
-        said.append(say("mitigated", mitigation=row["mitigation"].replace("_", " "), outcome=say(
-            "timeout.kept", watched=f"{row['ended_s'] - row['pin_from']:.0f}") if fell is None or pd.isna(fell)
-            else say("timeout.fell", behind=f"{fell:.0f} s")))
+        said.append(say("mitigated", mitigation=row["mitigation"].replace("_", " "), outcome=run_outcome(row)))
     return "; ".join(said) if said else DASH
+
+
+def _fell_in_run(row) -> float | None:
+    fell = row.get("seconds_to_fall_behind_in_run")
+    return None if fell is None or pd.isna(fell) else float(fell)
+
+
+def run_outcome(row) -> str:
+    """A mitigated run over its whole run from the hold's start: kept up over its seconds, or fell behind when."""
+    fell = _fell_in_run(row)
+    return say("timeout.kept", watched=f"{row['ended_s'] - row['pin_from']:.0f}") if fell is None \
+        else say("timeout.fell", behind=f"{fell:.0f} s")
 
 
 def other_rows(mine: Loaded) -> pd.DataFrame:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.article.formats import DASH, count, number, span
+from harness.article.formats import DASH, count, number, span, wait
 from harness.article.prose import join, table
 from harness.article.sections.soak_arms import arm_label, base_arm, held_label, onset_text, watched
 from harness.article.wording import Sentences
@@ -35,9 +35,7 @@ def fittable(runs: pd.DataFrame) -> dict[tuple, list[int]]:
     (outcomes.FIT_ALIKE)."""
     groups: dict[tuple, list[int]] = {}
     for position, row in runs.iterrows():
-        slope = row.get("claim_ms_per_100k")
-        if row["holder"] == "none" or not base_arm(row) or row.get("verdict") == soak_outcomes.NOT_JUDGED \
-                or slope is None or pd.isna(slope):
+        if not soak_outcomes.fits(row) or not base_arm(row):
             continue
         groups.setdefault(tuple(row[key] for key in soak_outcomes.FIT_ALIKE), []).append(position)
     return groups
@@ -118,7 +116,7 @@ def _seconds(value: float | None) -> str:
     """A predicted hold: seconds, minutes from two of them, or beyond the model's horizon."""
     if value is None:
         return say("beyond", hours=f"{soak_outcomes.MODEL_HORIZON_S / 3600:g}")
-    return f"{value:.0f} s" if value < 120 else say("minutes", minutes=f"{value / 60:.0f}")
+    return wait(value)
 
 
 def _when(value: float | None) -> str:

@@ -45,6 +45,7 @@ slow as it grows (the history shape) can fall behind without a hold.
 
 from __future__ import annotations
 
+import itertools
 
 import numpy as np
 import pandas as pd
@@ -250,24 +251,30 @@ def claim_slope(series: pd.DataFrame, pin_from: float, until_s: float) -> float 
     return float(np.median(slopes)) if len(slopes) else None
 
 
-def predicted_backlog(ms_per_100k: float, rate: float, workers: int, sustained_rate: float, seconds: float,
-                      job_ms_more: float = 0.0) -> np.ndarray | None:
-    """The model's backlog at the end of each whole second of a hold, for `seconds` seconds (the module's model:
-    predict_fall_behind's docstring); None where the workers could not keep up with nothing held."""
+def _backlog_ends(ms_per_100k: float, rate: float, workers: int, sustained_rate: float, job_ms_more: float):
+    """The model's backlog at the end of each whole second of a hold, one second at a time, for as long as asked
+    (predict_fall_behind's docstring); nothing where the workers could not keep up with nothing held."""
     base_s = workers / sustained_rate + job_ms_more / 1000
     if rate <= 0 or workers / base_s <= rate:
-        return None
+        return
     per_version_s = max(ms_per_100k, 0.0) / PER_VERSIONS / 1000
     steps = int(round(1 / MODEL_STEP_S))
     kept = backlog = 0.0
-    ends = np.empty(int(seconds))
-    for second in range(len(ends)):
+    while True:
         for _ in range(steps):
             served = min(workers / (base_s + per_version_s * kept) * MODEL_STEP_S, backlog + rate * MODEL_STEP_S)
             backlog += rate * MODEL_STEP_S - served
             kept += VERSIONS_PER_JOB * served
-        ends[second] = backlog
-    return ends
+        yield backlog
+
+
+def predicted_backlog(ms_per_100k: float, rate: float, workers: int, sustained_rate: float, seconds: float,
+                      job_ms_more: float = 0.0) -> np.ndarray | None:
+    """The model's backlog at the end of each whole second of a hold, for `seconds` seconds; None where the workers
+    could not keep up with nothing held."""
+    ends = np.fromiter(itertools.islice(_backlog_ends(ms_per_100k, rate, workers, sustained_rate, job_ms_more),
+                                        int(seconds)), float)
+    return ends if len(ends) or int(seconds) == 0 else None
 
 
 def predict_fall_behind(ms_per_100k: float, rate: float, workers: int, sustained_rate: float,
@@ -277,13 +284,21 @@ def predict_fall_behind(ms_per_100k: float, rate: float, workers: int, sustained
     plus ms_per_100k per PER_VERSIONS versions kept; jobs arrive at `rate`, two versions are kept per job claimed,
     and the onset is the first second whose end finds more than BEHIND_S of arrivals waiting. None where that is
     beyond horizon_s, or where the workers could not keep up with nothing held."""
-    ends = predicted_backlog(ms_per_100k, rate, workers, sustained_rate, horizon_s, job_ms_more)
-    if ends is None:
-        return None
-    over = np.flatnonzero(ends > rate * BEHIND_S)
-    return float(over[0]) if len(over) else None
+    ends = _backlog_ends(ms_per_100k, rate, workers, sustained_rate, job_ms_more)
+    for second, backlog in enumerate(itertools.islice(ends, int(horizon_s))):
+        if backlog > rate * BEHIND_S:
+            return float(second)
+    return None
 
 FIT_ALIKE = ("shape", "strategy", "holder", "workers", "job_ms", "storage", "synchronous_commit")  # a fit's runs share these
+
+
+def fits(summary) -> bool:
+    """Whether a run's summary (a dict or a row) can be fitted on: held with nothing else changed (no mitigation),
+    judged, with a slope."""
+    slope = summary.get("claim_ms_per_100k")
+    return summary.get("holder") not in (None, "none") and summary.get("mitigation", "none") == "none" \
+        and summary.get("verdict") != NOT_JUDGED and slope is not None and not pd.isna(slope)
 
 
 def fitted(summaries, like: dict) -> tuple[float, float, float, int] | None:
@@ -291,9 +306,7 @@ def fitted(summaries, like: dict) -> tuple[float, float, float, int] | None:
     mitigation), judged, with a slope, and alike in FIT_ALIKE. (median, lowest, highest, runs) of their slopes, in
     ms per PER_VERSIONS versions; None where none is stored. The caller leaves the run it predicts out."""
     slopes = [float(s["claim_ms_per_100k"]) for s in summaries
-              if s.get("holder") not in (None, "none") and s.get("mitigation", "none") == "none"
-              and s.get("verdict") != NOT_JUDGED and s.get("claim_ms_per_100k") is not None
-              and not pd.isna(s.get("claim_ms_per_100k")) and all(s.get(k) == like.get(k) for k in FIT_ALIKE)]
+              if fits(s) and all(s.get(k) == like.get(k) for k in FIT_ALIKE)]
     if not slopes:
         return None
     return float(np.median(slopes)), min(slopes), max(slopes), len(slopes)
