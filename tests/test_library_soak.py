@@ -18,6 +18,7 @@ from harness.article.sections import library_soak as section
 from harness.errors import UserError
 from harness.experiments.soak import library as library_soak
 from harness.experiments.soak import measure as soak
+from harness.experiments.soak import show as soak_show
 from harness import libraries
 from harness.libraries import runtime
 from harness.server import database
@@ -173,7 +174,7 @@ def test_arrivals_sent_in_steps_are_behind_only_beyond_their_step():
 
 
 def test_the_command_prints_a_library_run_by_its_library_and_pickup(arms, capsys):
-    soak.show_runs([arms["none"][1].path], False)
+    soak_show.show_runs([arms["none"][1].path], False)
     line = capsys.readouterr().out
     assert line.startswith("pgmq ") and "pickup p99" in line and "claim p99" not in line, line
 

@@ -381,6 +381,55 @@ def other_table(loaded: dict) -> str:
     return _table(loaded, other_rows, "other")
 
 
+PHASE_COLUMNS = ("arm", "phase", "seconds", "jobs/s", "claim level (ms)", "backlog at most", "slowed at",
+                 "fell behind at", "recovered in", "verdict")
+
+
+def phase_rows(mine: Loaded) -> pd.DataFrame:
+    """A row per phase of each run raced in phases (harness.experiments.soak.phases), its verdict against the clean
+    phase before it."""
+    rows = []
+    for run in mine.phased:
+        arm = say("phases.arm", shape=run["shape"], strategy=run["strategy"], workers=count(run["workers"]),
+                  repeat=count(run["repeat"] + 1))
+        for phase in run["phase_results"]:
+            verdict = phase["verdict"] if phase["verdict"] != soak_outcomes.NOT_JUDGED \
+                else say("phases.not_judged", verdict=(phase["verdict_if_judged"] or "").replace("_", " "))
+            against = say("phases.against", reference=phase["reference"]) if phase["reference"] else ""
+            kind = phase["kind"] if phase["kind"] != "hold" else f"hold ({phase['holder'].replace('_', ' ')})"
+            judged = phase["kind"] in ("hold", "ramp")
+            rows.append({"arm": arm, "phase": f"{phase['label']}: {kind}",
+                         "seconds": f"{phase['start_s']:.0f}-{phase['end_s']:.0f}",
+                         "jobs/s": number(phase["rate"], 0),
+                         "claim level (ms)": ms(phase["claim_level_ms"]) if phase["claim_level_ms"] is not None
+                         else DASH, "backlog at most": number(phase["backlog_max"], 0)
+                         if phase["backlog_max"] is not None else DASH,
+                         "slowed at": _phase_onset(phase, "seconds_to_slow") if judged else DASH,
+                         "fell behind at": _phase_onset(phase, "seconds_to_fall_behind") if judged else DASH,
+                         "recovered in": (f"{phase['recovered_s']:.0f} s" if phase["recovered_s"] is not None
+                                          else say("phases.not_back", seconds=f"{phase['end_s'] - phase['start_s']:.0f}"))
+                         if phase["kind"] == "recovery" else DASH,
+                         "verdict": f"{(verdict or DASH).replace('_', ' ')}{against}"})
+    return pd.DataFrame(rows, columns=PHASE_COLUMNS)
+
+
+def _phase_onset(phase: dict, key: str) -> str:
+    if phase[key] is not None:
+        return f"{phase[key]:.0f} s"
+    return say("phases.none_in", seconds=f"{phase['observed_s']:.0f}")
+
+
+def phases_table(loaded: dict) -> str:
+    """The runs raced in phases, a row per phase; nothing where none was raced."""
+    mine = loaded.get(NAME)
+    if mine is None or not mine.phased:
+        return ""
+    return table(phase_rows(mine), caption=say("phases.caption", factor=f"{soak_outcomes.SLOW_FACTOR:g}",
+                                               slow_run=f"{soak_outcomes.SLOW_RUN_S}",
+                                               behind_run=f"{soak_outcomes.BEHIND_RUN_S}",
+                                               hold=f"{soak_outcomes.HOLD_S}"), css_class="wide")
+
+
 def model_table(loaded: dict) -> str:
     """The model's predictions beside what was measured (soak_model)."""
     return soak_model.model_table(loaded.get(NAME))

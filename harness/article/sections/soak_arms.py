@@ -36,6 +36,9 @@ class Loaded:
     samples: dict  # run position -> its per-second samples of the table and the horizon
     sample_s: dict  # run position -> how often its sampler read the table and the horizon (s)
     explain_s: dict = field(default_factory=dict)  # run position -> how often it read the claim's buffers (s)
+    # the runs raced in phases (harness.experiments.soak.phases), read by their own table and not among the arms
+    # above: each a summary with its phases judged again by the rule as it stands
+    phased: tuple = ()
 
 
 def _judged_again(summary: dict, series: pd.DataFrame) -> dict:
@@ -49,8 +52,22 @@ def _judged_again(summary: dict, series: pd.DataFrame) -> dict:
     return summary | {key: judged[key] for key in soak_outcomes.judged_keys(soak_outcomes.latency_of(series))}
 
 
+def _phases_again(run) -> dict:
+    """A run raced in phases, each phase judged again by the rule as it stands, from its stored series."""
+    summary = run.summary
+    phases = [{key: phase[key] for key in ("label", "kind", "start_s", "end_s", "holder", "rate_asked", "rate")}
+              for phase in summary["phase_results"]]
+    return summary | {"repeat": run.parameters.repeat, "pg_version": run.server.get("major"),
+                      "phase_results": soak_outcomes.judge_phases(run.table("series"), phases,
+                                                                  bool(summary["arrivals_behind"]),
+                                                                  summary.get("cpu_bound"))}
+
+
 def load_runs(runs) -> Loaded | None:
-    """A params section's soak runs, each judged again: this section's, or the libraries' (library_soak)."""
+    """A params section's soak runs, each judged again: this section's, or the libraries' (library_soak). Runs
+    raced in phases are kept apart (Loaded.phased), beside the arms: a section of phased runs alone shows none."""
+    phased = tuple(_phases_again(run) for run in runs if run.parameters.phases)
+    runs = tuple(run for run in runs if not run.parameters.phases)
     if not runs:
         return None
     series = {i: run.table("series") for i, run in enumerate(runs)}
@@ -61,7 +78,7 @@ def load_runs(runs) -> Loaded | None:
                               for i, run in enumerate(runs)])
     return Loaded(tuple(runs), summaries, series, {i: run.table("samples") for i, run in enumerate(runs)},
                   {i: run.procedure.get("sample_s") for i, run in enumerate(runs)},
-                  {i: run.procedure.get("explain_every_s") for i, run in enumerate(runs)})
+                  {i: run.procedure.get("explain_every_s") for i, run in enumerate(runs)}, phased)
 
 
 # a server not started here keeps its own storage, stored as "not known": it is the base the disk is read against

@@ -203,5 +203,31 @@ class Holder:
         return self.events
 
 
+class Holders:
+    """The holders of a run's hold phases (harness.experiments.soak.phases), each in its own window, as one: started
+    and stopped together; release() ends the first (hold_until_failure has one hold)."""
+
+    def __init__(self, holders: list[Holder]):
+        self.holders = holders
+
+    @property
+    def events(self) -> list[dict]:
+        return sorted((event for holder in self.holders for event in holder.events), key=lambda e: e["t_s"])
+
+    def start(self) -> Holders:
+        for holder in self.holders:
+            holder.start()
+        return self
+
+    def release(self) -> None:
+        if self.holders:
+            self.holders[0].release()
+
+    def stop(self) -> list[dict]:
+        for holder in self.holders:
+            holder.stop()
+        return self.events
+
+
 def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

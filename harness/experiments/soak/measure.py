@@ -44,7 +44,6 @@ holder's sessions are the harness's own connections, closed with it.
 
 from __future__ import annotations
 
-import json
 import math
 import multiprocessing as mp
 import os
@@ -58,18 +57,20 @@ from harness import libraries
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.experiments.soak import holders as soak_holders
 from harness.experiments.soak import partitions as soak_partitions
+from harness.experiments.soak import phases as soak_phases
 from harness.experiments.soak import processes as soak_processes
 from harness.experiments.soak import release as soak_release
 from harness.experiments.soak import sampler as soak_sampler
 from harness.experiments.soak.processes import BATCH, FINISH_SQL, INSERT_SQL, JOBS, POLL_S, STOP_GRACE_S
 from harness.experiments.soak.sampler import EXPLAIN_EVERY_S, READ_SQL, SAMPLE_COLUMNS, SAMPLE_S, Sampler
 from harness.experiments.soak.holders import ANALYTICS_S, HOLDERS, MITIGATIONS
+from harness.experiments.soak.phases import as_rate
 from harness.config import SCHEMA
 from harness.errors import UserError
 from harness.claims.protocols import RACED_LIBRARY_STRATEGIES
 from harness.experiments.contract import Measured, Option, Parameters, as_bool, as_float, as_int, one_of, setting
 from harness.server import activity, database, pgstats, schema
-from harness.storage import Run, run_dirs
+from harness.storage import Run
 from harness.claims.strategies import BATCH_CLAIM_CTE, GUARDED_CLAIM, PICK_OLDEST_PENDING, SKIP_LOCKED_CLAIM
 
 SHAPES = ("history", "history_indexed", "delete", "partitioned")
@@ -93,18 +94,6 @@ SUSTAIN_JOBS = 50_000  # the full queue: more than 2 cores claim in SUSTAIN_S
 
 CLAIM_SQL = {"guarded": f"{PICK_OLDEST_PENDING}; then {GUARDED_CLAIM}", "skip_locked": SKIP_LOCKED_CLAIM,
              "skip_locked_batch": BATCH_CLAIM_CTE.replace("{batch}", str(BATCH))}
-
-
-def as_rate(name: str, value) -> float | str:
-    """Jobs per second (a number), or a share of the sustained rate ("50%")."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    text = str(value).strip()
-    try:
-        return f"{float(text[:-1]):g}%" if text.endswith("%") else float(text)
-    except ValueError:
-        raise UserError(f"rate must be jobs per second, or a share of the sustained rate like 50%, not {value!r}") \
-            from None
 
 
 def check_rate(rate: float) -> None:
@@ -158,12 +147,35 @@ class SoakParameters(Parameters):
         given=True), added_later=True)
     hold_max: float = setting(120.0, as_float, Option(
         "--hold-max", "with --hold-until-failure, the longest hold (s)", float), added_later=True)
+    phases: tuple = setting((), soak_phases.as_phases, Option(
+        "--phases", "the run as phases, label=kind:seconds separated by commas (harness.experiments.soak.phases): "
+                    "warmup, clean, hold or hold(holder), ramp(rate), recovery; --seconds, --pin-from and --pin-to "
+                    "are not read", metavar="PHASES"), added_later=True)
     repeat: int = setting(0, as_int)
+
+    def plan(self) -> list[soak_phases.Phase]:
+        """The run's phases: as asked, or made from seconds, pin_from and the hold's end (its cap with
+        hold_until_failure)."""
+        if self.phases:
+            return soak_phases.parse(self.phases, self.holder)
+        return soak_phases.classic(self.seconds, self.pin_from, self.release_at, self.holder)
 
     @property
     def release_at(self) -> float:
-        """When the hold ends at the latest: pin_to, or with hold_until_failure its cap."""
+        """When the hold ends at the latest: pin_to, or with hold_until_failure its cap; with phases, the first hold
+        or ramp's end."""
+        if self.phases:
+            return soak_phases.first_judged(self.plan()).end_s
         return self.pin_from + self.hold_max if self.hold_until_failure else self.pin_to
+
+    @property
+    def hold_from(self) -> float:
+        """When the hold starts: pin_from; with phases, the first hold or ramp's start."""
+        return soak_phases.first_judged(self.plan()).start_s if self.phases else self.pin_from
+
+    @property
+    def length_s(self) -> float:
+        return soak_phases.length(self.plan()) if self.phases else self.seconds
 
     def check(self) -> None:
         if not 1 <= self.workers <= MAX_WORKERS:
@@ -177,7 +189,9 @@ class SoakParameters(Parameters):
             check_rate(self.rate)
         if not MIN_SECONDS <= self.seconds <= MAX_SECONDS:
             raise UserError(f"seconds must be between {MIN_SECONDS:g} and {MAX_SECONDS:g}, not {self.seconds:g}")
-        if self.hold_until_failure:
+        if self.phases:
+            self._check_phases()
+        elif self.hold_until_failure:
             self._check_hold_max()
         elif not MIN_BEFORE_S <= self.pin_from < self.pin_to < self.seconds:
             raise UserError(f"the pin must start at {MIN_BEFORE_S:g} s or later and end before the run's "
@@ -189,10 +203,32 @@ class SoakParameters(Parameters):
             raise UserError(f"job ms must be between 0 and {MAX_JOB_MS:g}, not {self.job_ms:g}")
         if not 0 <= self.history_rows <= MAX_HISTORY_ROWS:
             raise UserError(f"history rows must be between 0 and {MAX_HISTORY_ROWS:,}, not {self.history_rows}")
-        if not isinstance(self.rate, str):
+        if not isinstance(self.rate, str) and not self.phases:
             check_jobs(self.rate, self.seconds, self.history_rows)
         if self.library != "none":
             self._check_library()
+
+    def _check_phases(self) -> None:
+        phases = self.plan()
+        soak_phases.check(phases)
+        if not MIN_SECONDS <= soak_phases.length(phases) <= MAX_SECONDS:
+            raise UserError(f"the phases must last between {MIN_SECONDS:g} and {MAX_SECONDS:g} s, not "
+                            f"{soak_phases.length(phases):g}")
+        for phase in phases:
+            if isinstance(phase.rate, str) and not MIN_SHARE <= float(phase.rate[:-1]) <= MAX_SHARE:
+                raise UserError(f"phase {phase.label}: a share of the sustained rate must be between "
+                                f"{MIN_SHARE:g}% and {MAX_SHARE:g}%, not {phase.rate}")
+            if phase.rate is not None and not isinstance(phase.rate, str):
+                check_rate(phase.rate)
+            if phase.kind == "hold" and phase.holder not in soak_holders.APPLIES_TO[self.mitigation]:
+                raise UserError(f"mitigation {self.mitigation} does nothing to phase {phase.label}'s holder "
+                                f"{phase.holder}")
+        if not soak_phases.needs_sustained(phases) and not isinstance(self.rate, str):
+            check_jobs(max(soak_phases.rates(phases, self.rate, None)), soak_phases.length(phases),
+                       self.history_rows)
+        if self.hold_until_failure or self.library != "none":
+            raise UserError(f"{'--hold-until-failure' if self.hold_until_failure else '--library'} is not raced "
+                            "with --phases")
 
     def _check_hold_max(self) -> None:
         if not MIN_BEFORE_S <= self.pin_from < self.seconds:
@@ -226,7 +262,8 @@ def workers_needed(p: SoakParameters) -> int:
 def label(p: SoakParameters) -> str:
     if p.library != "none":
         return f"{p.library} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}"
-    return f"{p.shape} {p.strategy} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}"
+    return f"{p.shape} {p.strategy} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}" \
+        + (f" in {len(p.phases)} phases" if p.phases else "")
 
 
 # --------------------------------------------------------------------------- the table
@@ -345,11 +382,15 @@ def check_server(major: int, p: SoakParameters) -> None:
 def measure(db: database.Database, p: SoakParameters, run_id: str, progress: bool = False) -> Measured:
     with db.connect() as conn:  # the server's own version: one named by its URL may not be the one asked for
         check_server(pgstats.server_major(conn), p)
-    sustained = sustained_rate(db, p, run_id) if isinstance(p.rate, str) else None
-    rate = p.rate if sustained is None else sustained["sustained_rate"] * float(p.rate[:-1]) / 100
+    plan = p.plan()
+    sustained = sustained_rate(db, p, run_id) if isinstance(p.rate, str) or soak_phases.needs_sustained(plan) \
+        else None
+    rate = p.rate if not isinstance(p.rate, str) else sustained["sustained_rate"] * float(p.rate[:-1]) / 100
+    phase_rates = soak_phases.rates(plan, rate, sustained and sustained["sustained_rate"])
     if sustained is not None:  # known only now: the bounds a fixed rate is checked against before anything starts
-        check_rate(rate)
-        check_jobs(rate, p.seconds, p.history_rows)
+        for each in phase_rates:
+            check_rate(each)
+        check_jobs(max(phase_rates), p.length_s, p.history_rows)
     with db.connect() as conn:
         made = create_table(conn, p.shape, p.history_rows, p.mitigation)
         settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
@@ -363,7 +404,8 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     clock = context.Value("q", 0)  # the run's start (ns), set before the start: the arrivals' schedule counts from it
     counts = context.Array("q", 2)  # (arrived, claimed) so far, read live: hold_until_failure's release
     processes = [context.Process(target=soak_processes.arrivals_main,
-                                 args=(parent, db.url, rate, p.synchronous_commit, clock, start, stop, results, counts),
+                                 args=(parent, db.url, soak_phases.schedule(plan, phase_rates),
+                                       p.synchronous_commit, clock, start, stop, results, counts),
                                  name="claimrace-soak-arrivals", daemon=True)]
     processes += _workers(context, parent, db.url, p, start, stop, results, counts)
     holder = sampler = bar = maintenance = None
@@ -379,7 +421,9 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         start_ns = time.time_ns()
         clock.value = start_ns
         start.set()
-        holder = soak_holders.Holder(db.url, p.holder, p.pin_from, p.release_at, began, p.mitigation).start()
+        holder = soak_holders.Holders([soak_holders.Holder(db.url, phase.holder, phase.start_s, phase.end_s, began,
+                                                           p.mitigation) for phase in plan if phase.kind == "hold"])
+        holder.start()
         sampler = Sampler(db.url, began).start()
         maintenance = soak_partitions.Maintenance(db.url, began, made, autovacuum_options(p.mitigation)).start() \
             if made else None
@@ -406,8 +450,8 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     errors = {"sampler": sampler.error if sampler is not None else None,
               "samples_missed": dict(sampler.missed) if sampler is not None else None,
               "partitions": maintenance.error if maintenance is not None else None}
-    return _measured(p, rate, sustained, got, events, samples, partitions, start_ns, ended_s, settings | flushes,
-                     client_share, server_share, errors, release)
+    return _measured(p, (rate, phase_rates), sustained, got, events, samples, partitions, start_ns, ended_s,
+                     settings | flushes, client_share, server_share, errors, release)
 
 
 def flush_figures(db: database.Database, settings: dict, before: tuple[int, float], after: tuple[int, float]) -> dict:
@@ -444,12 +488,14 @@ def _progress(p: SoakParameters, progress: bool):
     if not progress:
         return None
     from tqdm.auto import tqdm
-    return tqdm(total=int(math.ceil(p.seconds)), desc=f"soak {label(p)}", unit="s", leave=False)
+    return tqdm(total=int(math.ceil(p.length_s)), desc=f"soak {label(p)}", unit="s", leave=False)
 
 
-def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict, events: list[dict],
+def _measured(p: SoakParameters, rates: tuple, sustained: dict | None, got: dict, events: list[dict],
               samples: pd.DataFrame, partitions: pd.DataFrame, start_ns: int, ended_s: float, settings: dict,
               client_share: dict, server_share: dict, errors: dict, release: dict) -> Measured:
+    rate, phase_rates = rates  # the arm's, and each phase's
+    plan = p.plan()
     ids, due, committed = got.get("arrivals", (np.array([], np.int64),) * 3)
     workers = got["workers"]
     job_ids = np.concatenate([w[1] for w in workers]) if workers else np.array([], np.int64)
@@ -462,27 +508,33 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
     series = soak_outcomes.per_second(committed, returned, took_ms, start_ns, ended_s)
     pin_to = release["at_s"]  # the release: pin_to, or where hold_until_failure let go
     seconds = (returned - start_ns) / 1e9
-    window_ms = {"before": took_ms[(seconds >= soak_outcomes.WARMUP_S) & (seconds < p.pin_from)],
-                 "during": took_ms[(seconds >= p.pin_from) & (seconds < pin_to)],
+    pin_from = p.hold_from
+    window_ms = {"before": took_ms[(seconds >= soak_outcomes.WARMUP_S) & (seconds < pin_from)],
+                 "during": took_ms[(seconds >= pin_from) & (seconds < pin_to)],
                  "after": took_ms[seconds >= pin_to]}
     shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
-    behind = soak_outcomes.arrivals_behind(series, rate)
-    judged = soak_outcomes.judge(series, p.pin_from, pin_to, ended_s, behind, activity.cpu_bound(*shares),
+    scheduled = soak_phases.schedule(plan, phase_rates)
+    behind = soak_outcomes.arrivals_behind(series, rate, scheduled=[scheduled.due_by(t + 1) for t in series["second"]])
+    judged = soak_outcomes.judge(series, pin_from, pin_to, ended_s, behind, activity.cpu_bound(*shares),
                                  held=p.holder != "none")
     samples = samples[samples["t_s"] <= ended_s]  # not the seconds the processes took to stop
     # pickup: a claimed job's claim return minus its due time (open loop: lateness of the arrivals counts)
     due_by_id = pd.Series(due, index=ids)
     pickup_ms = (claims["returned_ns"] - claims["job_id"].map(due_by_id)) / 1e6
     claims["pickup_ms"] = pickup_ms
-    parts = soak_outcomes.windows(series, p.pin_from, pin_to)
+    parts = soak_outcomes.windows(series, pin_from, pin_to)
+    phased = soak_outcomes.judge_phases(series, [phase.as_dict() | {"rate": each} for phase, each
+                                                 in zip(plan, phase_rates)], behind, activity.cpu_bound(*shares))
     ended_early = [e for e in events if e["event"] == "ended_early"]
     summary = {
         "shape": p.shape, "strategy": p.strategy, "library": None, "rate": rate, "rate_asked": p.rate,
         "sustained_rate": sustained["sustained_rate"] if sustained else None,
         "sustained_rate_is_lower_bound": sustained["lower_bound"] if sustained else None, "workers": p.workers,
-        "seconds": p.seconds, "holder": p.holder, "pin_from": p.pin_from, "pin_to": pin_to,
-        "pin_s": pin_to - p.pin_from, "hold_until_failure": p.hold_until_failure,
-        "hold_asked": p.release_at - p.pin_from, "released_because": release["because"],
+        "seconds": p.length_s, "holder": p.holder, "pin_from": pin_from, "pin_to": pin_to,
+        "pin_s": pin_to - pin_from, "hold_until_failure": p.hold_until_failure,
+        "hold_asked": p.release_at - pin_from, "released_because": release["because"],
+        # the run as phases (harness.experiments.soak.phases), each judged against the clean one before it
+        "phases": list(p.phases), "phase_results": phased,
         "job_ms": p.job_ms, "history_rows": p.history_rows,
         "mitigation": p.mitigation, "repeat": p.repeat,
         "mitigation_setting": soak_holders.SESSION_SETTINGS.get(p.mitigation),  # the server setting it is, if one
@@ -507,7 +559,7 @@ def _measured(p: SoakParameters, rate: float, sustained: dict | None, got: dict,
         "partition_ddl_waited": int(partitions["event"].str.endswith("_waited").sum())
         if p.shape == "partitioned" else None,
         **{key: judged[key] for key in soak_outcomes.judged_keys()},
-        **{f"{column}_at_fall_behind": soak_sampler.at(samples, p.pin_from + judged["seconds_to_fall_behind"], column)
+        **{f"{column}_at_fall_behind": soak_sampler.at(samples, pin_from + judged["seconds_to_fall_behind"], column)
            if judged["seconds_to_fall_behind"] is not None else None
            for column in ("buffers_per_claim", "horizon_age_s", "n_dead_tup")},
         "arrivals_behind": behind,
@@ -550,60 +602,3 @@ def quantile(values, q: float) -> float | None:
 
 def summarise(run: Run) -> dict:
     return run.results["summary"]
-
-
-SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_sync_ms_per_sync", "pg_test_fsync_ms",
-         "rate", "rate_asked", "sustained_rate", "workers", "seconds", "holder", "pin_from", "pin_s",
-         "hold_until_failure", "hold_asked", "released_because",
-         "mitigation", "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
-         "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",
-         "claimed_per_s_during", "claimed_per_s_after", "claim_p99_ms_before", "claim_p99_ms_during",
-         "claim_p99_ms_after", "dead_tuples_max", "horizon_age_max_s", "table_bytes_max", "index_bytes_max",
-         "buffers_per_claim_max", "autovacuum_runs",
-         # the rule's onsets, from the hold's start, and what the hold kept at them (harness.experiments.soak.outcomes)
-         "claim_level_ms", "backlog_level", "seconds_to_slow", "seconds_to_fall_behind", "unremovable_at_slow",
-         "unremovable_at_fall_behind", "buffers_per_claim_at_fall_behind", "horizon_age_s_at_fall_behind",
-         "held_s", "observed_s", "held_without_failing", "seconds_to_slow_in_run", "seconds_to_fall_behind_in_run",
-         "recovered_s", "verdict", "arrivals_behind", "cpu_bound",
-         # the model's slope from this run's hold, and its prediction for this run from the runs stored beside it
-         "claim_ms_per_100k", "predicted_seconds_to_fall_behind",
-         # a job library's run (harness.experiments.soak.library) judges each job's pickup in place of the claim
-         "latency", "library_version", "finished_jobs", "pickup_level_ms", "pickup_p99_ms_before",
-         "pickup_p99_ms_during", "pickup_p99_ms_after", "jobs_claimed_again", "jobs_waiting_at_end", "worker_exits",
-         "worker_restarts")
-
-
-def beside(path) -> list[dict]:
-    """The summaries of the soak runs stored beside a run, but its own: what the model is fitted on for it."""
-    return [Run(other).summary for other in run_dirs(path.parent) if other != path and Run(other).kind == "soak"]
-
-
-def show_runs(paths, as_json: bool) -> None:
-    for path in paths:
-        run = Run(path)
-        summary = run.summary | {"pg_version": run.manifest.get("server", {}).get("major")}
-        summary["predicted_seconds_to_fall_behind"] = soak_outcomes.predicted_for(beside(path), summary)
-        if as_json:
-            print(json.dumps({key: summary.get(key) for key in (*SHOWN, "pg_version")}))
-            continue
-        latency = summary.get("latency") or "claim"
-        arm = f"{summary['shape']:<15} {summary['strategy']:<11}" if summary.get("library") is None \
-            else f"{summary['library']:<27}"
-        print(f"{arm} {summary['holder']:<19} "
-              f"{summary['rate']:g} jobs/s x {summary['workers']}  held {summary['held_s']:.0f} s  "
-              f"{latency} p99 {_ms(summary[f'{latency}_p99_ms_before'])} / "
-              f"{_ms(summary[f'{latency}_p99_ms_during'])} / {_ms(summary[f'{latency}_p99_ms_after'])} ms  "
-              f"slow at {_s(summary['seconds_to_slow'])}  behind at {_s(summary['seconds_to_fall_behind'])} "
-              f"(predicted {_s(summary['predicted_seconds_to_fall_behind'])})  "
-              f"backlog max {summary['backlog_max']}  recovered {_s(summary['recovered_s'])}  "
-              f"{summary['verdict'].replace('_', ' ')}"
-              + ("  ARRIVALS BEHIND" if summary["arrivals_behind"] else "")
-              + ("  cpu-bound" if summary["cpu_bound"] else ""))
-
-
-def _s(value) -> str:
-    return "-" if value is None else f"{value:.0f} s"
-
-
-def _ms(value) -> str:
-    return "-" if value is None else f"{value:.1f}"

@@ -220,6 +220,75 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
             "claim_ms_per_100k": None if slope is None else slope * PER_VERSIONS}
 
 
+REFERENCE, WARMUP, RECOVERED, NOT_RECOVERED = "reference", "warmup", "recovered", "not_recovered"
+PHASE_VERDICTS = (WARMUP, REFERENCE, HELD, SLOWED, FELL_BEHIND, RECOVERED, NOT_RECOVERED, NOT_JUDGED)
+
+
+def judge_phases(series: pd.DataFrame, phases: list[dict], arrivals_behind: bool = False,
+                 cpu_bound: bool | None = None) -> list[dict]:
+    """Each phase of a run (harness.experiments.soak.phases: label, kind, start_s, end_s, rate, holder) judged
+    against the clean phase before it, its reference, by the rule's constants:
+
+        warmup     not judged;
+        clean      the reference: its claim level and backlog level, from its seconds after WARMUP_S;
+        hold/ramp  seconds_to_slow and seconds_to_fall_behind from the phase's start, as judge's, except that the
+                   backlog is behind above BEHIND_S of the phase's own arrivals (a ramp's are more); held without
+                   failing (observed_s, a lower bound), slowed, or fell behind;
+        recovery   recovered_s, from its start to the end of the first second from which the backlog stays at the
+                   reference's level for HOLD_S seconds inside the phase; recovered, or not.
+
+    A run that could not carry its load (arrivals behind, CPU-bound) is not judged, what the rule would have said
+    kept beside it."""
+    seconds = series["second"].to_numpy(float)
+    latency = latency_of(series)
+    p50 = series[f"{latency}_p50_ms"].to_numpy(float)
+    backlog = series["backlog"].to_numpy(float)
+    arrived = series["arrived"].to_numpy(float)
+    reference, judged = None, []
+    for phase in phases:
+        start, end = float(phase["start_s"]), float(phase["end_s"])
+        inside = (seconds >= start) & (seconds < end)
+        row = dict(phase) | {"reference": None, "claim_level_ms": None, "backlog_level": None, "seconds_to_slow": None,
+                             "seconds_to_fall_behind": None, "observed_s": None, "recovered_s": None,
+                             "arrived_per_s": float(arrived[inside].mean()) if inside.any() else None,
+                             "backlog_max": float(backlog[inside].max()) if inside.any() else None}
+        if phase["kind"] == "warmup" or (phase["kind"] != "clean" and reference is None):
+            row["verdict_if_judged"] = WARMUP if phase["kind"] == "warmup" else None
+        elif phase["kind"] == "clean":
+            counted = inside & (seconds >= WARMUP_S)
+            levels = series[counted]
+            p50s = levels[f"{latency}_p50_ms"].dropna()
+            reference = {"label": phase["label"], "claim_level_ms": float(p50s.median()) if len(p50s) else None,
+                         "backlog_level": backlog_level(levels["backlog"], levels["arrived"])}
+            row |= {"claim_level_ms": reference["claim_level_ms"], "backlog_level": reference["backlog_level"],
+                    "verdict_if_judged": REFERENCE}
+        else:
+            row |= {"reference": reference["label"], "claim_level_ms": reference["claim_level_ms"],
+                    "backlog_level": reference["backlog_level"]}
+            if phase["kind"] == "recovery":
+                down = backlog <= reference["backlog_level"]
+                for i in np.flatnonzero(inside):
+                    if seconds[i] + HOLD_S <= end and i + HOLD_S <= len(down) and down[i:i + HOLD_S].all():
+                        row["recovered_s"] = float(seconds[i] + 1 - start)
+                        break
+                row["verdict_if_judged"] = RECOVERED if row["recovered_s"] is not None else NOT_RECOVERED
+            else:
+                own = arrived[inside]
+                behind = backlog > max(reference["backlog_level"], float(np.median(own)) * BEHIND_S if len(own) else 0)
+                level = reference["claim_level_ms"]
+                slow = (np.nan_to_num(p50, nan=np.inf) >= SLOW_FACTOR * level) & (~np.isnan(p50) | behind) \
+                    if level is not None else np.zeros(len(series), bool)
+                row["seconds_to_slow"] = onset(slow, seconds, start, end, SLOW_RUN_S)
+                row["seconds_to_fall_behind"] = onset(behind, seconds, start, end, BEHIND_RUN_S)
+                row["observed_s"] = max(0.0, min(end, float(len(series) - BEHIND_RUN_S)) - start)
+                row["verdict_if_judged"] = FELL_BEHIND if row["seconds_to_fall_behind"] is not None \
+                    else SLOWED if row["seconds_to_slow"] is not None else HELD
+        unjudged = row["verdict_if_judged"] in (None, WARMUP, REFERENCE)
+        row["verdict"] = row["verdict_if_judged"] if unjudged or not (arrivals_behind or cpu_bound) else NOT_JUDGED
+        judged.append(row)
+    return judged
+
+
 def kept_versions(series: pd.DataFrame, pin_from: float) -> np.ndarray:
     """Per second, the row versions the hold kept by the second's middle: VERSIONS_PER_JOB per job claimed since the
     hold began (half the second's own); 0 before the hold."""
@@ -335,14 +404,17 @@ def model_check(predicted: float | None, measured: float | None, observed_s: flo
     return MODEL_HOLDS if 1 / MODEL_FACTOR <= ratio <= MODEL_FACTOR else MODEL_OFF
 
 
-def arrivals_behind(series: pd.DataFrame, rate: float, lag_s: float = 0.0) -> bool:
+def arrivals_behind(series: pd.DataFrame, rate: float, lag_s: float = 0.0, scheduled=None) -> bool:
     """Whether the arrivals fell more than ARRIVALS_BEHIND_SHARE behind their schedule at the end of any second
     (beyond one job: a schedule of a few jobs a second is always a job behind at some instant). lag_s: how far
     arrivals sent in steps trail their schedule by design (a job library's enqueue, called once per step:
-    harness.experiments.soak.library), taken off the schedule first."""
+    harness.experiments.soak.library), taken off the schedule first. scheduled: the jobs due by each second's end,
+    where the rate changes from phase to phase (harness.experiments.soak.phases); else `rate` from the start."""
     if not len(series):
         return False
-    scheduled = np.maximum(series["second"] + 1 - lag_s, 0) * rate
+    if scheduled is None:
+        scheduled = np.maximum(series["second"] + 1 - lag_s, 0) * rate
+    scheduled = np.asarray(scheduled, float)
     arrived = series["arrived"].cumsum()
     return bool((arrived < scheduled * (1 - ARRIVALS_BEHIND_SHARE) - 1).any())
 

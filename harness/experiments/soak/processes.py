@@ -36,11 +36,12 @@ def session(url: str, name: str, synchronous_commit: str):
     return conn
 
 
-def arrivals_main(parent_pid: int, url: str, rate: float, synchronous_commit: str, clock, start, stop,
+def arrivals_main(parent_pid: int, url: str, schedule, synchronous_commit: str, clock, start, stop,
                   results, counts=None) -> None:
-    """Insert every job as soon as it is due (open loop), job k at clock + k / rate (the run's start, as the harness
-    set it before the start: not this process's waking up); put (ids, due ns, committed ns) on results. counts: a
-    shared (arrived, claimed) pair the harness reads live; the arrivals add to the first."""
+    """Insert every job as soon as it is due (open loop), job k at clock + schedule.due_s(k) (the run's start, as
+    the harness set it before the start: not this process's waking up; harness.experiments.soak.phases.Schedule);
+    put (ids, due ns, committed ns) on results. counts: a shared (arrived, claimed) pair the harness reads live;
+    the arrivals add to the first."""
     die_with_parent(parent_pid)
     try:
         conn = session(url, "claimrace-soak-arrivals", synchronous_commit)
@@ -49,16 +50,16 @@ def arrivals_main(parent_pid: int, url: str, rate: float, synchronous_commit: st
         began = clock.value
         sent = 0
         while not stop.is_set():
-            owed = int((time.time_ns() - began) / 1e9 * rate) + 1 - sent
+            owed = int(schedule.due_by((time.time_ns() - began) / 1e9)) + 1 - sent
             if owed <= 0:
-                wait_s = (sent / rate) - (time.time_ns() - began) / 1e9
+                wait_s = schedule.due_s(sent) - (time.time_ns() - began) / 1e9
                 stop.wait(max(0.0, min(wait_s, 0.05)))
                 continue
             owed = min(owed, INSERT_MAX)
             rows = conn.execute(INSERT_SQL, [owed]).fetchall()
             now = time.time_ns()
             ids.extend(row[0] for row in rows)
-            due.extend(began + int((sent + k) / rate * 1e9) for k in range(owed))
+            due.extend(began + int(schedule.due_s(sent + k) * 1e9) for k in range(owed))
             committed.extend([now] * owed)
             sent += owed
             if counts is not None:

@@ -39,13 +39,13 @@ class LiveSeries:
 
 
 def run_until_done(p, began: float, counts, holder, processes, bar) -> dict:
-    """Wait out the run: to p.seconds, or with hold_until_failure until RECOVER_WITHIN_S and HOLD_S after the
+    """Wait out the run: to its length (its phases'), or with hold_until_failure until RECOVER_WITHIN_S and HOLD_S after the
     release (the recovery the rule watches for), the hold released once the queue fell behind, at its cap, or where
     the server ended it first (a timeout). A run that reached the cap without falling behind has nothing to recover
     from: it ends BEHIND_RUN_S later, the seconds an onset begun just before the cap needs to be seen. Returns when
     the hold was released (s from the start) and why."""
     live = LiveSeries()
-    end_at = p.seconds
+    end_at = p.length_s
     release = {"at_s": p.release_at, "because": "hold_max" if p.hold_until_failure else "pin_to"}
     waiting = p.hold_until_failure  # for the queue to fall behind, or the cap
     watch_s = soak_outcomes.RECOVER_WITHIN_S + soak_outcomes.HOLD_S
@@ -73,7 +73,7 @@ def run_until_done(p, began: float, counts, holder, processes, bar) -> dict:
                 # (BEHIND_RUN_S more, so that an onset starting in the hold's last seconds is seen whole)
                 watched_s = watch_s if because != "hold_max" else float(max(soak_outcomes.BEHIND_RUN_S,
                                                                             soak_outcomes.HOLD_S))
-                end_at = min(p.seconds, release["at_s"] + watched_s)
+                end_at = min(p.length_s, release["at_s"] + watched_s)
                 if bar is not None:
                     bar.total = int(math.ceil(end_at))
                     bar.refresh()

@@ -8,6 +8,9 @@ section's shared ones, raced `repeats` times (harness.experiments.soak.measure).
         - {shape: delete, holder: repeatable_read}
         - {shape: delete, holder: repeatable_read, storage: disk}
 
+An arm may give `phases` instead (harness.experiments.soak.phases): a rising load, a burst, a second hold; the
+section's seconds, pin and hold settings are not read for it.
+
 An arm is read against the arm that differs from it in one setting only: its control (holder none), the same arm
 without its mitigation, or on tmpfs (harness.article.sections.soak). An arm that names a library races its own
 workers on its own table (harness.experiments.soak.library); the section `library_soak` holds those.
@@ -23,6 +26,7 @@ from harness.experiments.soak import holders as soak_holders
 from harness.experiments.soak import library as library_soak
 from harness.experiments.soak import measure as soak
 from harness.experiments.soak import outcomes as soak_outcomes
+from harness.experiments.soak import show as soak_show
 from harness.experiments.contract import Kind
 from harness.experiments.contract import Parameters, _sequence, as_bool, as_float, as_int, one_of, setting
 
@@ -35,7 +39,8 @@ CHOSEN_MITIGATIONS = ("idle_timeout", "statement_timeout", "one_analytics", "aut
 SAID = {"shape": "shape", "strategy": "strategy", "holder": "holder", "mitigation": "mitigation",
         "rate": "rate_asked", "workers": "workers", "job_ms": "job_ms", "history_rows": "history_rows",
         "synchronous_commit": "synchronous_commit", "seconds": "seconds", "pin_from": "pin_from",
-        "hold_until_failure": "hold_until_failure", "repeat": "repeat"}
+        "hold_until_failure": "hold_until_failure", "repeat": "repeat", "phases": "phases"}
+WINDOW = ("seconds", "pin_from", "pin_to", "hold_until_failure", "hold_max")  # not read by an arm in phases
 ARM_SETTINGS = tuple(spec.name for spec in dataclasses.fields(soak.SoakParameters) if spec.name != "repeat")
 
 
@@ -100,6 +105,8 @@ class SoakSweep(Parameters):
                                                           "pin_from", "pin_to", "job_ms", "hold_until_failure",
                                                           "hold_max")}
         settings = {key: value for key, value in arm.items() if key != "repeats"}
+        if settings.get("phases"):  # an arm in phases reads none of the section's window: its phases are its own
+            shared = {key: value for key, value in shared.items() if key not in WINDOW}
         return soak.SoakParameters(**(shared | settings), repeat=repeat)
 
     def follow_up(self, summaries: list[dict]) -> list[soak.SoakParameters]:
@@ -110,7 +117,7 @@ class SoakSweep(Parameters):
         for arm in self.arms:
             held = [self._arm(arm, r) for r in range(arm.get("repeats", self.repeats))]
             first = held[0]
-            if first.holder == "none" or first.mitigation != "none" or first.storage != "tmpfs" \
+            if first.phases or first.holder == "none" or first.mitigation != "none" or first.storage != "tmpfs" \
                     or first.synchronous_commit != "on" or first.library != "none" or not self._has_control(arm):
                 continue
             stored = [_stored(summaries, p) for p in held]
@@ -139,10 +146,15 @@ class SoakSweep(Parameters):
 def _stored(summaries: list[dict], p: soak.SoakParameters) -> dict | None:
     """The summary of the stored run of `p` among `summaries`, or None."""
     for summary in summaries:
-        if summary.get("library") is None and all(summary.get(said) == getattr(p, name)
+        if summary.get("library") is None and all(_said(summary, said) == getattr(p, name)
                                                   for name, said in SAID.items()):
             return summary
     return None
+
+
+def _said(summary: dict, said: str):
+    """A summary's value of a setting as the parameters hold it: phases a tuple, () in a run stored before them."""
+    return tuple(summary.get(said) or ()) if said == "phases" else summary.get(said)
 
 
 def measure_arm(db, p: soak.SoakParameters, run_id: str, progress: bool = False):
@@ -161,7 +173,7 @@ KIND = Kind("soak", soak.SoakParameters, measure_arm, soak.summarise,
                  "and a transaction holding the MVCC horizon for part of the run, sampled every second, with a "
                  "verdict per run (drops and recreates claimrace.jobs; with --library, the library's own workers on its "
                  "own table in the database claimrace_libraries, made and dropped for the run)",
-            show=soak.show_runs, sections=("soak", "soak_pg18", "library_soak"), request=SoakSweep,
+            show=soak_show.show_runs, sections=("soak", "soak_pg18", "library_soak"), request=SoakSweep,
             expand=SoakSweep.runs, command=soak.SoakParameters, workers=workers_needed,
             follow_up=lambda request, summaries: request.follow_up(summaries),
             label=soak.label, storage=lambda parameters: parameters.storage)

@@ -1,0 +1,186 @@
+"""The soak as phases (harness.experiments.soak.phases): the grammar and its one-line errors, the arrivals'
+schedule, the per-phase rule with every outcome it returns, and one real run in phases, stored, judged and shown
+on the page."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import run_cli, soak_runs
+from harness.article.sections import soak as section
+from harness.article.sections import soak_arms
+from harness.errors import UserError
+from harness.experiments.soak import measure as soak
+from harness.experiments.soak import outcomes as rule
+from harness.experiments.soak import phases
+from harness.experiments.soak.sweep import SoakSweep
+
+
+@pytest.mark.parametrize("asked, said", [
+    ("x", "a phase is label=kind:seconds"),
+    ("a=clean:0", "its seconds must be more than 0"),
+    ("a=soak:20", "the kind must be one of"),
+    ("a=clean(3):20", "only hold(holder) and ramp(rate) take a value"),
+    ("a=clean:20,b=ramp:20", "a ramp names its rate"),
+    ("a=clean:20,b=ramp(fast):20", "rate must be jobs per second"),
+    ("a=clean:20,b=ramp(500%):20", "a share of the sustained rate must be between"),
+    ("a=clean:20,b=ramp(9000):20", "rate must be between"),
+    ("a=clean:20,b=hold(lock):20", "the holder must be one of"),
+    ("w=warmup:5,h=hold:20", "a clean phase with 5 s after the first 5 s of the run comes before it"),
+    ("c=clean:20,w=warmup:5,h=hold:20", "a warm-up comes first"),
+    ("a=clean:20,b=hold:5", "lasts 10 s at least"),
+    ("a=clean:20,a=hold:20", "given twice"),
+    ("a=clean:20,r=recovery:10", "a recovery follows a hold or a ramp"),
+    ("a=clean:20,b=clean:10", "the phases judge nothing"),
+    ("a=clean:20,b=hold:15000", "the phases must last between"),
+])
+def test_a_bad_phase_is_one_line(asked, said):
+    with pytest.raises(UserError, match=said.replace("(", r"\(").replace(")", r"\)")) as caught:
+        soak.SoakParameters(shape="delete", rate=100.0, phases=asked)
+    assert "\n" not in str(caught.value)
+
+
+def test_phases_do_not_take_a_hold_until_failure_a_library_or_a_mitigation_that_does_nothing_to_a_hold():
+    for settings, said in [({"hold_until_failure": True}, "--hold-until-failure is not raced with --phases"),
+                           ({"holder": "analytics", "mitigation": "statement_timeout"},
+                            "does nothing to phase h's holder"),
+                           ({"library": "pgmq"}, "--library is not raced with --phases")]:
+        with pytest.raises(UserError, match=said):
+            soak.SoakParameters(**{"shape": "delete", "rate": 100.0, "phases": "c=clean:20,h=hold(repeatable_read):20"}
+                                | settings)
+
+
+def test_the_command_says_a_bad_phase_in_one_line_and_exits_2(tmp_path):
+    done = run_cli("soak", "--shape", "delete", "--phases", "c=clean:20,r=ramp:20", "--data-dir", str(tmp_path))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "a ramp names its rate" in done.stderr
+
+
+def test_the_schedule_falls_due_phase_by_phase_and_a_classic_arm_is_its_rate_from_the_start():
+    asked = soak.SoakParameters(shape="delete", rate=100.0,
+                                phases=["w=warmup:5", "c=clean:10", "up=ramp(50%):10", "back=recovery:10"])
+    plan = asked.plan()
+    rates = phases.rates(plan, 100.0, 600.0)
+    assert rates == [100.0, 100.0, 300.0, 100.0] and asked.length_s == 35 and asked.hold_from == 15
+    due = phases.schedule(plan, rates)
+    assert due.due_by(15) == pytest.approx(1500) and due.due_by(25) == pytest.approx(4500)
+    assert due.due_s(1500) == pytest.approx(15) and due.due_s(1800) == pytest.approx(16)
+    assert due.due_s(4600) == pytest.approx(26)
+    classic = soak.SoakParameters(shape="delete", rate=100.0, seconds=60, pin_from=20, pin_to=40)
+    plan = classic.plan()
+    assert [(p.kind, p.start_s, p.end_s) for p in plan] == [("warmup", 0, 5), ("clean", 5, 20), ("hold", 20, 40),
+                                                             ("recovery", 40, 60)]
+    flat = phases.schedule(plan, phases.rates(plan, 100.0, None))
+    assert all(flat.due_s(k) == pytest.approx(k / 100) for k in (0, 1, 1999, 2000, 5999))
+
+
+def test_an_arm_in_phases_reads_none_of_the_section_s_window_and_gets_no_mitigation_after_it():
+    sweep = SoakSweep(rate="80%", seconds=120, pin_from=20, hold_until_failure=True, hold_max=60,
+                      mitigate=("idle_timeout",),
+                      arms=({"shape": "delete", "holder": "none", "phases": ["c=clean:20", "h=hold:20"]},
+                            {"shape": "delete", "holder": "repeatable_read", "phases": ["c=clean:20", "h=hold:20"]}))
+    held = sweep.runs()[1]
+    assert not held.hold_until_failure and held.seconds == 120 and held.length_s == 40
+    stored = [{"shape": "delete", "strategy": "skip_locked", "holder": "repeatable_read", "mitigation": "none",
+               "library": None, "verdict_if_judged": rule.FELL_BEHIND, "phases": list(held.phases)}]
+    assert sweep.follow_up(stored) == []
+
+
+def _series(backlog, p50, arrived=None) -> pd.DataFrame:
+    backlog = np.asarray(backlog, float)
+    arrived = np.full(len(backlog), 100.0) if arrived is None else np.asarray(arrived, float)
+    claimed = arrived - np.diff(backlog, prepend=0.0)
+    return pd.DataFrame({"second": np.arange(len(backlog), dtype=float), "arrived": arrived, "claimed": claimed,
+                         "backlog": backlog, "claim_p50_ms": p50, "claim_p99_ms": np.asarray(p50) * 2,
+                         "claim_mean_ms": p50})
+
+
+PLAN = [{"label": "w", "kind": "warmup", "start_s": 0, "end_s": 5, "holder": "none", "rate": 100.0},
+        {"label": "c", "kind": "clean", "start_s": 5, "end_s": 20, "holder": "none", "rate": 100.0},
+        {"label": "h", "kind": "hold", "start_s": 20, "end_s": 40, "holder": "repeatable_read", "rate": 100.0},
+        {"label": "back", "kind": "recovery", "start_s": 40, "end_s": 55, "holder": "none", "rate": 100.0}]
+
+
+def test_each_phase_is_judged_against_the_clean_one_before_it_with_every_outcome():
+    quiet, level = np.full(55, 5.0), np.full(55, 1.0)
+    judged = {p["label"]: p for p in rule.judge_phases(_series(quiet, level), PLAN)}
+    assert judged["w"]["verdict"] == rule.WARMUP and judged["c"]["verdict"] == rule.REFERENCE
+    assert judged["c"]["claim_level_ms"] == 1.0 and judged["h"]["reference"] == "c"
+    assert judged["h"]["verdict"] == rule.HELD and judged["h"]["observed_s"] == 20
+    assert judged["back"]["verdict"] == rule.RECOVERED and judged["back"]["recovered_s"] == 1
+
+    slow = level.copy()
+    slow[28:40] = 2.5  # twice the clean phase's level from 8 s into the hold
+    judged = {p["label"]: p for p in rule.judge_phases(_series(quiet, slow), PLAN)}
+    assert judged["h"]["verdict"] == rule.SLOWED and judged["h"]["seconds_to_slow"] == 8
+
+    behind = quiet.copy()
+    behind[30:] = np.linspace(150, 1500, 25)  # past a second of arrivals from 10 s into the hold, never back
+    judged = {p["label"]: p for p in rule.judge_phases(_series(behind, level), PLAN)}
+    assert judged["h"]["verdict"] == rule.FELL_BEHIND and judged["h"]["seconds_to_fall_behind"] == 10
+    assert judged["back"]["verdict"] == rule.NOT_RECOVERED and judged["back"]["recovered_s"] is None
+
+    back_late = quiet.copy()
+    back_late[30:45] = 400  # behind, back 5 s into the recovery
+    judged = {p["label"]: p for p in rule.judge_phases(_series(back_late, level), PLAN)}
+    assert judged["back"]["recovered_s"] == 6
+
+    cpu = {p["label"]: p for p in rule.judge_phases(_series(behind, level), PLAN, cpu_bound=True)}
+    assert cpu["h"]["verdict"] == rule.NOT_JUDGED and cpu["h"]["verdict_if_judged"] == rule.FELL_BEHIND
+    assert cpu["c"]["verdict"] == rule.REFERENCE
+
+
+def test_a_ramp_is_behind_only_past_a_second_of_its_own_arrivals():
+    """At 300 jobs/s a backlog of 200 is less than a second of arrivals: not behind, as it is at 100 jobs/s."""
+    plan = [dict(PLAN[1]), dict(PLAN[2], label="up", kind="ramp", holder="none", rate=300.0)]
+    arrived = np.r_[np.full(20, 100.0), np.full(20, 300.0)]
+    backlog = np.r_[np.full(20, 5.0), np.full(20, 200.0)]
+    ramp = rule.judge_phases(_series(backlog, np.full(40, 1.0), arrived), plan)[1]
+    assert ramp["verdict"] == rule.HELD, ramp
+    hold = rule.judge_phases(_series(backlog, np.full(40, 1.0)), [PLAN[1], PLAN[2]])[1]
+    assert hold["verdict"] == rule.FELL_BEHIND, hold
+
+
+PHASED = ["--shape", "delete", "--holder", "repeatable_read", "--workers", "2", "--job-ms", "20", "--rate", "30",
+          "--phases", "w=warmup:5,base=clean:6,h=hold:10,back=recovery:6,over=ramp(300):10,tail=recovery:6", "--json"]
+
+
+@pytest.fixture(scope="module")
+def phased(tmp_path_factory):
+    return soak_runs(tmp_path_factory.mktemp("soak-phases"), {"phased": PHASED}, 1)["phased"]
+
+
+def test_a_run_in_phases_arrives_at_each_phase_s_rate_holds_in_its_hold_and_is_judged_phase_by_phase(phased):
+    """Two workers on 20 ms jobs claim about 100 jobs/s: 30 a second keeps up held for 10 s, and a ramp to 300 falls
+    behind and is not back within the 6 s after it."""
+    row, stored = phased
+    judged = {p["label"]: p for p in row["phase_results"]}
+    assert row["duplicate_jobs"] == 0 and row["seconds"] == 43 and row["pin_from"] == 11 and row["pin_to"] == 21
+    assert abs(judged["base"]["arrived_per_s"] - 30) <= 3 and abs(judged["over"]["arrived_per_s"] - 300) <= 30, judged
+    holder = stored.table("holder")
+    assert list(holder["event"]) == ["pinned", "released"] and 10.5 <= holder["t_s"].iloc[0] <= 12, holder
+    assert 20.5 <= holder["t_s"].iloc[1] <= 22.5, holder
+    # what the rule says, whether or not the run carried its load on a machine the other tests share
+    assert judged["h"]["verdict_if_judged"] in (rule.HELD, rule.SLOWED) and judged["h"]["reference"] == "base"
+    assert judged["back"]["verdict_if_judged"] == rule.RECOVERED, judged["back"]
+    assert judged["over"]["verdict_if_judged"] == rule.FELL_BEHIND and judged["over"]["seconds_to_fall_behind"] <= 3
+    assert judged["tail"]["verdict_if_judged"] == rule.NOT_RECOVERED, judged["tail"]
+
+
+def test_the_page_shows_a_run_in_phases_a_row_per_phase_apart_from_the_arms(phased):
+    _, stored = phased
+    assert soak_arms.load_runs([stored]) is None  # not among the arms: the arms' tables read none of it
+    again = soak_arms._phases_again(stored)
+    loaded = soak_arms.Loaded((), pd.DataFrame(), {}, {}, {}, phased=(again,))
+    rows = section.phase_rows(loaded)
+    assert list(rows["phase"]) == ["w: warmup", "base: clean", "h: hold (repeatable read)", "back: recovery",
+                                   "over: ramp", "tail: recovery"]
+    over = rows.iloc[4]
+    assert over["jobs/s"] == "300" and over["fell behind at"].endswith(" s") and "(against base)" in over["verdict"]
+    assert rows.iloc[5]["recovered in"] == "not back in 6 s"
+    assert "<table" in section.phases_table({"soak": loaded}) and section.phases_table({"soak": None}) == ""
+    assert dataclasses.asdict(stored.parameters)["phases"] == tuple(PHASED[PHASED.index("--phases") + 1].split(","))
