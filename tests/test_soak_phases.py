@@ -159,7 +159,7 @@ def test_a_run_in_phases_arrives_at_each_phase_s_rate_holds_in_its_hold_and_is_j
     behind and is not back within the 6 s after it."""
     row, stored = phased
     judged = {p["label"]: p for p in row["phase_results"]}
-    assert row["duplicate_jobs"] == 0 and row["seconds"] == 43 and row["pin_from"] == 11 and row["pin_to"] == 21
+    assert row["duplicate_jobs"] == 0 and row["seconds"] == 43 and row["pin_from"] == 11 and row["pin_s"] == 10
     assert abs(judged["base"]["arrived_per_s"] - 30) <= 3 and abs(judged["over"]["arrived_per_s"] - 300) <= 30, judged
     holder = stored.table("holder")
     assert list(holder["event"]) == ["pinned", "released"] and 10.5 <= holder["t_s"].iloc[0] <= 12, holder
