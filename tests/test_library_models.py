@@ -4,6 +4,7 @@ by statement on its own connections, then two models under a killed worker throu
 from __future__ import annotations
 
 import json
+import time
 
 import psycopg
 import pytest
@@ -128,10 +129,19 @@ def test_a_session_advisory_lock_keeps_a_job_while_its_session_lives_and_frees_i
     other = model.PROTOCOL.claim(b, None)
     assert other not in (None, job)
     model.PROTOCOL.release(b, other, None)
-    a.close()  # a's worker killed: its session ends and its lock drops; the job is free at once, started or not
+    backend = a.info.backend_pid
+    a.close()  # a's worker killed: its session ends and its lock drops; the job is free once it has, started or not
     c = model_db()
+    _wait_until_gone(c, backend)  # the server ends the backend after the client closed, on a busy machine later
     assert model.PROTOCOL.claim(c, None) == job
     assert model.PROTOCOL.start(c, job, None)
+
+
+def _wait_until_gone(conn, backend: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = $1", (backend,)).fetchone():
+        assert time.monotonic() < deadline, f"backend {backend} still there {timeout_s:g} s after its client closed"
+        time.sleep(0.02)
 
 
 def test_solid_queue_fails_a_silent_process_claims_and_its_late_completion_does_nothing(model_db):
