@@ -381,7 +381,7 @@ def other_table(loaded: dict) -> str:
     return _table(loaded, other_rows, "other")
 
 
-PHASE_COLUMNS = ("arm", "phase", "seconds", "jobs/s", "claim level (ms)", "backlog at most", "slowed at",
+PHASE_COLUMNS = ("arm", "phase", "seconds", "jobs/s", "claim level", "backlog at most", "slowed at",
                  "fell behind at", "recovered in", "verdict")
 
 
@@ -401,7 +401,7 @@ def phase_rows(mine: Loaded) -> pd.DataFrame:
             rows.append({"arm": arm, "phase": f"{phase['label']}: {kind}",
                          "seconds": f"{phase['start_s']:.0f}-{phase['end_s']:.0f}",
                          "jobs/s": number(phase["rate"], 0),
-                         "claim level (ms)": ms(phase["claim_level_ms"]) if phase["claim_level_ms"] is not None
+                         "claim level": ms(phase["claim_level_ms"]) if phase["claim_level_ms"] is not None
                          else DASH, "backlog at most": number(phase["backlog_max"], 0)
                          if phase["backlog_max"] is not None else DASH,
                          "slowed at": _phase_onset(phase, "seconds_to_slow") if judged else DASH,
@@ -409,7 +409,7 @@ def phase_rows(mine: Loaded) -> pd.DataFrame:
                          "recovered in": (f"{phase['recovered_s']:.0f} s" if phase["recovered_s"] is not None
                                           else say("phases.not_back", seconds=f"{phase['end_s'] - phase['start_s']:.0f}"))
                          if phase["kind"] == "recovery" else DASH,
-                         "verdict": f"{(verdict or DASH).replace('_', ' ')}{against}"})
+                         "verdict": f"{(verdict or DASH).replace('_', ' ')} {against}".strip()})
     return pd.DataFrame(rows, columns=PHASE_COLUMNS)
 
 
