@@ -65,7 +65,7 @@ def test_the_schedule_falls_due_phase_by_phase_and_a_classic_arm_is_its_rate_fro
                                 phases=["w=warmup:5", "c=clean:10", "up=ramp(50%):10", "back=recovery:10"])
     plan = asked.plan()
     rates = phases.rates(plan, 100.0, 600.0)
-    assert rates == [100.0, 100.0, 300.0, 100.0] and asked.length_s == 35 and asked.hold_from == 15
+    assert rates == [100.0, 100.0, 300.0, 100.0] and asked.length_s == 35 and phases.first_judged(plan).start_s == 15
     due = phases.schedule(plan, rates)
     assert due.due_by(15) == pytest.approx(1500) and due.due_by(25) == pytest.approx(4500)
     assert due.due_s(1500) == pytest.approx(15) and due.due_s(1800) == pytest.approx(16)

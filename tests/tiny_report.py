@@ -76,12 +76,8 @@ def make_sections(data_dir: Path, sections) -> dict:
     """The tiny params' runs of `sections` made in data_dir, each timed as a build times it: {section: entry}."""
     from harness.experiments import registry
 
-    params = registry.load_params(TINY_PARAMS)
     timings = report.Timings()
-    for section in sections:
-        with timings.phase(section) as entry:
-            runs, made = registry.ensure_section(params, section, data_dir, None, False)
-            entry.update(runs=len(runs), runs_made=made)
+    report.ensure_data(registry.load_params(TINY_PARAMS), data_dir, timings, progress=False, sections=sections)
     return timings.phases
 
 

@@ -113,10 +113,10 @@ def _write_state(report_dir: Path, state: dict) -> None:
 
 
 def ensure_data(params: dict, data_dir: Path, timings: Timings, db: str | None = None,
-                progress: bool = True) -> dict[str, list[Path]]:
-    """Every section's runs, reused or run now; returns the run folders of each section."""
+                progress: bool = True, sections=registry.SECTIONS) -> dict[str, list[Path]]:
+    """Every section's runs (or those of `sections`), reused or run now; returns the run folders of each section."""
     runs: dict[str, list[Path]] = {}
-    for section in registry.SECTIONS:
+    for section in sections:
         with timings.phase(section) as entry:
             runs[section], made = registry.ensure_section(params, section, data_dir, db, progress)
             entry.update(runs=len(runs[section]), runs_made=made)

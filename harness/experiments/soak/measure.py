@@ -169,11 +169,6 @@ class SoakParameters(Parameters):
         return self.pin_from + self.hold_max if self.hold_until_failure else self.pin_to
 
     @property
-    def hold_from(self) -> float:
-        """When the hold starts: pin_from; with phases, the first hold or ramp's start."""
-        return soak_phases.first_judged(self.plan()).start_s if self.phases else self.pin_from
-
-    @property
     def length_s(self) -> float:
         return soak_phases.length(self.plan()) if self.phases else self.seconds
 
@@ -387,6 +382,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         else None
     rate = p.rate if not isinstance(p.rate, str) else sustained["sustained_rate"] * float(p.rate[:-1]) / 100
     phase_rates = soak_phases.rates(plan, rate, sustained and sustained["sustained_rate"])
+    schedule = soak_phases.schedule(plan, phase_rates)
     if sustained is not None:  # known only now: the bounds a fixed rate is checked against before anything starts
         for each in phase_rates:
             check_rate(each)
@@ -404,8 +400,8 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     clock = context.Value("q", 0)  # the run's start (ns), set before the start: the arrivals' schedule counts from it
     counts = context.Array("q", 2)  # (arrived, claimed) so far, read live: hold_until_failure's release
     processes = [context.Process(target=soak_processes.arrivals_main,
-                                 args=(parent, db.url, soak_phases.schedule(plan, phase_rates),
-                                       p.synchronous_commit, clock, start, stop, results, counts),
+                                 args=(parent, db.url, schedule, p.synchronous_commit, clock, start, stop, results,
+                                       counts),
                                  name="claimrace-soak-arrivals", daemon=True)]
     processes += _workers(context, parent, db.url, p, start, stop, results, counts)
     holder = sampler = bar = maintenance = None
@@ -450,7 +446,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     errors = {"sampler": sampler.error if sampler is not None else None,
               "samples_missed": dict(sampler.missed) if sampler is not None else None,
               "partitions": maintenance.error if maintenance is not None else None}
-    return _measured(p, (rate, phase_rates), sustained, got, events, samples, partitions, start_ns, ended_s,
+    return _measured(p, (plan, rate, phase_rates, schedule), sustained, got, events, samples, partitions, start_ns, ended_s,
                      settings | flushes, client_share, server_share, errors, release)
 
 
@@ -491,11 +487,10 @@ def _progress(p: SoakParameters, progress: bool):
     return tqdm(total=int(math.ceil(p.length_s)), desc=f"soak {label(p)}", unit="s", leave=False)
 
 
-def _measured(p: SoakParameters, rates: tuple, sustained: dict | None, got: dict, events: list[dict],
+def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: dict, events: list[dict],
               samples: pd.DataFrame, partitions: pd.DataFrame, start_ns: int, ended_s: float, settings: dict,
               client_share: dict, server_share: dict, errors: dict, release: dict) -> Measured:
-    rate, phase_rates = rates  # the arm's, and each phase's
-    plan = p.plan()
+    plan, rate, phase_rates, schedule = planned  # the phases, the arm's rate, each phase's, the arrivals' schedule
     ids, due, committed = got.get("arrivals", (np.array([], np.int64),) * 3)
     workers = got["workers"]
     job_ids = np.concatenate([w[1] for w in workers]) if workers else np.array([], np.int64)
@@ -508,15 +503,15 @@ def _measured(p: SoakParameters, rates: tuple, sustained: dict | None, got: dict
     series = soak_outcomes.per_second(committed, returned, took_ms, start_ns, ended_s)
     pin_to = release["at_s"]  # the release: pin_to, or where hold_until_failure let go
     seconds = (returned - start_ns) / 1e9
-    pin_from = p.hold_from
+    first = soak_phases.first_judged(plan)  # the window the one-window rule reads: the hold, or the first ramp
+    pin_from = first.start_s
     window_ms = {"before": took_ms[(seconds >= soak_outcomes.WARMUP_S) & (seconds < pin_from)],
                  "during": took_ms[(seconds >= pin_from) & (seconds < pin_to)],
                  "after": took_ms[seconds >= pin_to]}
     shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
-    scheduled = soak_phases.schedule(plan, phase_rates)
-    behind = soak_outcomes.arrivals_behind(series, rate, scheduled=[scheduled.due_by(t + 1) for t in series["second"]])
+    behind = soak_outcomes.arrivals_behind(series, rate, scheduled=[schedule.due_by(t + 1) for t in series["second"]])
     judged = soak_outcomes.judge(series, pin_from, pin_to, ended_s, behind, activity.cpu_bound(*shares),
-                                 held=p.holder != "none")
+                                 held=first.holder != "none")
     samples = samples[samples["t_s"] <= ended_s]  # not the seconds the processes took to stop
     # pickup: a claimed job's claim return minus its due time (open loop: lateness of the arrivals counts)
     due_by_id = pd.Series(due, index=ids)

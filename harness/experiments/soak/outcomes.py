@@ -163,6 +163,20 @@ def recovered_after(series: pd.DataFrame, pin_to: float, level: float) -> float 
     return None
 
 
+def slow_seconds(p50, claim_level: float | None, behind) -> np.ndarray:
+    """Per second, whether the claim was slow: its median at SLOW_FACTOR times the level or more; a second with no
+    claim returned while jobs waited beyond the level counts too (every claim in it ran past the second)."""
+    if claim_level is None:
+        return np.zeros(len(p50), bool)
+    return (np.nan_to_num(p50, nan=np.inf) >= SLOW_FACTOR * claim_level) & (~np.isnan(p50) | behind)
+
+
+def observed(series: pd.DataFrame, start_s: float, end_s: float) -> float:
+    """How long a window was watched for either onset: an onset needs its run of seconds inside the run, so a
+    window cut off by the run's end is a lower bound only to the last second one could start."""
+    return max(0.0, min(end_s, float(len(series) - BEHIND_RUN_S)) - start_s)
+
+
 def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, arrivals_behind: bool = False,
           cpu_bound: bool | None = None, step_s: float = 0.0, held: bool = False) -> dict:
     """The verdict and what it rests on; ended_s: when the run ended, from its start. step_s: how far apart the
@@ -177,15 +191,11 @@ def judge(series: pd.DataFrame, pin_from: float, pin_to: float, ended_s: float, 
     level = backlog_level(before["backlog"], before["arrived"], step_s)
     backlog = series["backlog"].to_numpy(float)
     behind = backlog > behind_level(before["backlog"], before["arrived"], step_s)
-    # a second with no claim returned while jobs waited beyond the level: every claim in it ran past the second
-    slow = (np.nan_to_num(p50, nan=np.inf) >= SLOW_FACTOR * claim_level) & (~np.isnan(p50) | behind) \
-        if claim_level is not None else np.zeros(len(series), bool)
+    slow = slow_seconds(p50, claim_level, behind)
     seconds = series["second"].to_numpy(float)
     to_slow = onset(slow, seconds, pin_from, pin_to, SLOW_RUN_S)
     to_behind = onset(behind, seconds, pin_from, pin_to, BEHIND_RUN_S)
-    # how long the hold was watched for either onset: an onset needs its run of seconds inside the run, so a hold
-    # cut off by the run's end is a lower bound only to the last second one could start
-    observed_s = max(0.0, min(pin_to, float(len(series) - BEHIND_RUN_S)) - pin_from)
+    observed_s = observed(series, pin_from, pin_to)
     recovered_s = recovered_after(series, pin_to, level)
     watched_s = ended_s - pin_to
     if to_behind is None:
@@ -265,22 +275,16 @@ def judge_phases(series: pd.DataFrame, phases: list[dict], arrivals_behind: bool
         else:
             row |= {"reference": reference["label"], "claim_level_ms": reference["claim_level_ms"],
                     "backlog_level": reference["backlog_level"]}
-            if phase["kind"] == "recovery":
-                down = backlog <= reference["backlog_level"]
-                for i in np.flatnonzero(inside):
-                    if seconds[i] + HOLD_S <= end and i + HOLD_S <= len(down) and down[i:i + HOLD_S].all():
-                        row["recovered_s"] = float(seconds[i] + 1 - start)
-                        break
+            if phase["kind"] == "recovery":  # back within the phase: its HOLD_S seconds inside it
+                row["recovered_s"] = recovered_after(series[seconds < end], start, reference["backlog_level"])
                 row["verdict_if_judged"] = RECOVERED if row["recovered_s"] is not None else NOT_RECOVERED
             else:
                 own = arrived[inside]
                 behind = backlog > max(reference["backlog_level"], float(np.median(own)) * BEHIND_S if len(own) else 0)
-                level = reference["claim_level_ms"]
-                slow = (np.nan_to_num(p50, nan=np.inf) >= SLOW_FACTOR * level) & (~np.isnan(p50) | behind) \
-                    if level is not None else np.zeros(len(series), bool)
+                slow = slow_seconds(p50, reference["claim_level_ms"], behind)
                 row["seconds_to_slow"] = onset(slow, seconds, start, end, SLOW_RUN_S)
                 row["seconds_to_fall_behind"] = onset(behind, seconds, start, end, BEHIND_RUN_S)
-                row["observed_s"] = max(0.0, min(end, float(len(series) - BEHIND_RUN_S)) - start)
+                row["observed_s"] = observed(series, start, end)
                 row["verdict_if_judged"] = FELL_BEHIND if row["seconds_to_fall_behind"] is not None \
                     else SLOWED if row["seconds_to_slow"] is not None else HELD
         unjudged = row["verdict_if_judged"] in (None, WARMUP, REFERENCE)

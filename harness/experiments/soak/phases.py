@@ -23,7 +23,7 @@ phase before it.
 
 from __future__ import annotations
 
-import math
+import bisect
 import re
 from dataclasses import dataclass
 
@@ -162,34 +162,27 @@ def length(phases: list[Phase]) -> float:
     return phases[-1].end_s if phases else 0.0
 
 
-@dataclass(frozen=True)
 class Schedule:
     """When each job falls due: `segments` are (start s, jobs/s), each running to the next's start, the last on
-    without end."""
+    without end. Read in the arrivals' loop, once per job: each answer is a search over the segments' bounds, kept
+    from the start."""
 
-    segments: tuple
+    def __init__(self, segments):
+        self.segments = tuple(segments)
+        self.starts = [start_s for start_s, _ in self.segments]
+        self.firsts = [0.0]  # the jobs due by each segment's start
+        for (start_s, rate), (end_s, _) in zip(self.segments, self.segments[1:]):
+            self.firsts.append(self.firsts[-1] + rate * (end_s - start_s))
 
     def due_by(self, t_s: float) -> float:
         """The jobs due by t_s seconds from the start (a fraction: job k falls due as this reaches k)."""
-        due = 0.0
-        for index, (start_s, rate) in enumerate(self.segments):
-            end_s = self.segments[index + 1][0] if index + 1 < len(self.segments) else math.inf
-            due += rate * max(0.0, min(t_s, end_s) - start_s)
-        return due
+        i = max(bisect.bisect_right(self.starts, t_s) - 1, 0)
+        return self.firsts[i] + self.segments[i][1] * max(0.0, t_s - self.starts[i])
 
     def due_s(self, k: int) -> float:
         """When job k (from 0) falls due, in seconds from the start."""
-        before = 0.0
-        for index, (start_s, rate) in enumerate(self.segments):
-            end_s = self.segments[index + 1][0] if index + 1 < len(self.segments) else math.inf
-            in_segment = rate * (end_s - start_s)
-            if k < before + in_segment:
-                return start_s + (k - before) / rate
-            before += in_segment
-        return math.inf
-
-    def rate_at(self, t_s: float) -> float:
-        return [rate for start_s, rate in self.segments if start_s <= t_s][-1]
+        i = bisect.bisect_right(self.firsts, k) - 1
+        return self.starts[i] + (k - self.firsts[i]) / self.segments[i][1]
 
 
 def rates(phases: list[Phase], arm_rate: float, sustained_rate: float | None) -> list[float]:
@@ -201,7 +194,12 @@ def rates(phases: list[Phase], arm_rate: float, sustained_rate: float | None) ->
 
 
 def schedule(phases: list[Phase], phase_rates: list[float]) -> Schedule:
-    return Schedule(tuple((phase.start_s, rate) for phase, rate in zip(phases, phase_rates)))
+    """The arrivals' schedule; phases at one rate run as one segment (a classic arm's is its rate from the start)."""
+    segments = []
+    for phase, rate in zip(phases, phase_rates):
+        if not segments or segments[-1][1] != rate:
+            segments.append((phase.start_s, rate))
+    return Schedule(segments)
 
 
 def needs_sustained(phases: list[Phase]) -> bool:
