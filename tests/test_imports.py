@@ -55,6 +55,14 @@ def test_nothing_imports_the_cli_and_lower_floors_do_not_import_higher_ones():
                             if name.startswith("harness.experiments")
                             for target in imported if target.startswith(("harness.article", "harness.report")))
     assert experiments_up == []
+    # a library's folder is read by the claims, the experiments and the article: it reaches none of them, nor the
+    # server (what a library run needs of a server is experiments/library_runtime.py's)
+    libraries_up = sorted(f"{name} -> {target}" for name, imported in graph.items()
+                          if name.startswith("harness.libraries")
+                          for target in imported if target.startswith(("harness.claims", "harness.experiments",
+                                                                       "harness.article", "harness.report",
+                                                                       "harness.server", "harness.service")))
+    assert libraries_up == []
 
 
 # What reads a run's files: the store's Run is the only caller of these outside harness/storage.py.

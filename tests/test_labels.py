@@ -1,4 +1,4 @@
-"""The article's library labels are read off the libraries' declaration (harness.claims.protocols.LIBRARIES): every
+"""The article's library labels are read off the libraries' declaration (harness.libraries.catalogue.LIBRARIES): every
 strategy a race runs has its place in the order and its own hue, every library raced here its own tone, shape and
 dash, and a library the palettes have no value left for fails at import, in one line."""
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from harness.article import labels
-from harness.claims.protocols import RACED_LIBRARY_STRATEGIES
+from harness.libraries.catalogue import RACED_LIBRARY_STRATEGIES
 from harness.claims.strategies import STRATEGIES
 
 
@@ -42,7 +42,7 @@ def test_a_library_beyond_the_palettes_fails_the_import_in_one_line():
     """Declared libraries past every palette's spare values: importing the labels fails, the last line of the
     traceback naming the libraries and the palette to extend."""
     extra = tuple(f"new_library_{n}" for n in range(len(labels.LIBRARY_DASH_CYCLE)))
-    script = ("import harness.claims.protocols as declared\n"
+    script = ("import harness.libraries.catalogue as declared\n"
               f"declared.RACED_LIBRARY_STRATEGIES += {extra!r}\n"
               "import harness.article.labels\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

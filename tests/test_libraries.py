@@ -16,7 +16,7 @@ from harness.errors import UserError
 from harness.experiments.libraries import drain as library_runs
 from harness.experiments.libraries import summary as run_summary
 from harness.experiments import registry
-from harness.libraries import runtime
+from harness.experiments import library_runtime as runtime
 from harness.server import activity, database, pgstats
 from harness.storage import read_json
 from harness.claims.strategies import STRATEGIES
@@ -208,7 +208,7 @@ NODE_LIBRARIES = [name for name in INSTALLED if libraries.get(name).installed_ve
 def test_no_node_worker_outlives_the_command_killed_with_sigkill(tmp_path):
     """The harness killed mid-drain: its worker processes die with it, and the node process each one started dies
     with that worker."""
-    script = libraries.get(NODE_LIBRARIES[0]).SCRIPT
+    script = str(libraries.get(NODE_LIBRARIES[0]).SCRIPT)
     nodes = lambda harness: [p for p in harness.children(recursive=True) if _runs(p, script, "work")]  # noqa: E731
     assert survivors_of_sigkill(["libraries", "--library", NODE_LIBRARIES[0], "--workers", "2", "--jobs", "20000",
                                  "--quiet", "--data-dir", str(tmp_path)], _all_started(2, nodes), 180) == []

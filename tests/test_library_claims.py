@@ -9,7 +9,9 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from harness.claims import protocols as library
+from harness.libraries import catalogue, declaration
+from harness.libraries.good_job import library as good_job
+from harness.libraries.que import library as que
 from harness.article.analysis import race_summary
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED
 from harness.article.sections import libraries as section
@@ -20,8 +22,8 @@ from harness.server.database import connect
 from harness.storage import Run, read_manifest
 from harness import libraries
 from harness.claims.strategies import STRATEGIES
-from harness.claims.protocols import (CHECK, LIBRARY_STRATEGIES, MODELLED_LIBRARY_STRATEGIES, PICK,
-                                    RACED_LIBRARY_STRATEGIES, RELEASE, WRITE)
+from harness.libraries.declaration import CHECK, PICK, RELEASE, WRITE
+from harness.libraries.catalogue import LIBRARY_STRATEGIES, MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES
 
 
 def pgmq_sql_version() -> str:
@@ -63,7 +65,7 @@ def test_river_fetches_with_one_skip_locked_cte_update_and_no_transaction():
 def test_oban_claims_inside_begin_and_commit_and_completes_by_id_afterwards():
     begin, claim, commit, complete = sequence("oban")
     assert begin.startswith("BEGIN") and commit == "COMMIT"
-    assert claim == library.SKIP_LOCKED_CLAIM and "FOR UPDATE SKIP LOCKED" in claim and "UPDATE" in claim
+    assert claim == declaration.SKIP_LOCKED_CLAIM and "FOR UPDATE SKIP LOCKED" in claim and "UPDATE" in claim
     assert complete.startswith("UPDATE") and "WHERE id = $1" in complete and "status =" not in complete.split("WHERE")[1]
 
 
@@ -81,7 +83,7 @@ def test_good_job_takes_its_lock_over_a_thousand_materialised_candidates_with_an
     assert "AS MATERIALIZED" in pick and "LIMIT 1000" in pick and "LIMIT 1)" in pick
     assert "md5('jobs-' || id::text), 1, 16))::bit(64)::bigint" in pick
     assert "status <> 'done'" in reload
-    assert (begin, commit, begin2, commit2) == (library.BEGIN, "COMMIT", library.BEGIN, "COMMIT")
+    assert (begin, commit, begin2, commit2) == (declaration.BEGIN, "COMMIT", declaration.BEGIN, "COMMIT")
     assert start.startswith("UPDATE") and finish.startswith("UPDATE") and "'done'" in finish
     assert "pg_locks" in held and "pg_advisory_unlock" in unlock and "pg_locks" in held_after
     assert STRATEGIES["good_job"].statements_per_attempt == 11
@@ -97,17 +99,17 @@ def test_solid_queue_holds_its_skip_locked_row_across_the_claim_and_locks_plainl
 
 def test_every_protocol_names_its_source_and_what_it_leaves_out():
     for name in MODELLED_LIBRARY_STRATEGIES:  # read at a commit
-        source = library.SOURCES[name]
+        source = catalogue.SOURCES[name]
         assert STRATEGIES[name].library_source == str(source) and len(source.commit) == 40 and source.files
         assert source.short.startswith(f"{source.repository} @ {source.commit[:7]}: ")
-        assert library.DROPPED[name] and library.LIBRARY_STATEMENTS[name] >= STRATEGIES[name].statements_per_attempt
+        assert catalogue.DROPPED[name] and catalogue.LIBRARY_STATEMENTS[name] >= STRATEGIES[name].statements_per_attempt
     for name in RACED_LIBRARY_STRATEGIES:  # read from the release installed here, which its own worker races
-        source = library.SOURCES[name]
+        source = catalogue.SOURCES[name]
         installed = pgmq_sql_version() if name == "pgmq" else libraries.version(name)
         assert STRATEGIES[name].library_source == str(source) and not source.commit
         assert installed is None or source.release in (installed, f"SQL {installed}")  # the release raced here
-        assert source.short.startswith(f"{source.repository} @ {source.release}: ") and library.DROPPED[name]
-        assert name in libraries.NAMES and name not in library.LIBRARY_STATEMENTS  # its count is the logged one
+        assert source.short.startswith(f"{source.repository} @ {source.release}: ") and catalogue.DROPPED[name]
+        assert name in libraries.NAMES and name not in catalogue.LIBRARY_STATEMENTS  # its count is the logged one
 
 
 # --------------------------------------------------------------------------- the locks, on a real server
@@ -119,11 +121,11 @@ def test_ques_walk_tries_each_lock_once_and_holds_only_the_job_it_returns(db, co
     try:
         other.execute("SELECT pg_advisory_lock(id) FROM generate_series(1, 3) AS id")  # three jobs held elsewhere
         with connect(db.url) as mine:
-            [(picked,)] = mine.execute(library.QUE_POLL).fetchall()
+            [(picked,)] = mine.execute(que.QUE_POLL).fetchall()
             held = mine.execute("SELECT objid FROM pg_locks WHERE locktype = 'advisory' "
                                 "AND pid = pg_backend_pid()").fetchall()
             assert picked == 4 and [int(h[0]) for h in held] == [4]
-            assert mine.execute(psycopg_form(library.QUE_UNLOCK), (picked,)).fetchone()[0] == 0
+            assert mine.execute(psycopg_form(que.QUE_UNLOCK), (picked,)).fetchone()[0] == 0
     finally:
         other.close()
 
@@ -131,12 +133,12 @@ def test_ques_walk_tries_each_lock_once_and_holds_only_the_job_it_returns(db, co
 def test_good_jobs_lock_check_finds_the_key_its_pick_took_and_the_unlock_frees_it(db, conn):
     schema.create_queue(conn, 5)
     with connect(db.url) as mine:
-        [(picked,)] = mine.execute(library.GOOD_JOB_PICK).fetchall()
+        [(picked,)] = mine.execute(good_job.GOOD_JOB_PICK).fetchall()
         assert picked == 1
-        assert mine.execute(psycopg_form(library.GOOD_JOB_LOCK_HELD), (picked,)).fetchall() == [(1,)]
-        assert mine.execute(psycopg_form(library.GOOD_JOB_UNLOCK), (picked,)).fetchone()[0] is True
-        assert mine.execute(psycopg_form(library.GOOD_JOB_LOCK_HELD), (picked,)).fetchall() == []
-        assert mine.execute(library.GOOD_JOB_HELD_AFTER).fetchone()[0] == 0
+        assert mine.execute(psycopg_form(good_job.GOOD_JOB_LOCK_HELD), (picked,)).fetchall() == [(1,)]
+        assert mine.execute(psycopg_form(good_job.GOOD_JOB_UNLOCK), (picked,)).fetchone()[0] is True
+        assert mine.execute(psycopg_form(good_job.GOOD_JOB_LOCK_HELD), (picked,)).fetchall() == []
+        assert mine.execute(good_job.GOOD_JOB_HELD_AFTER).fetchone()[0] == 0
 
 
 # --------------------------------------------------------------------------- raced, and A8 on stored races

@@ -3,7 +3,9 @@ library kinds run it through, and agrees with the other lists that name the libr
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import re
 import types
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import pytest
 import yaml
 
 from harness import libraries
-from harness.claims import protocols as library_claims
+from harness.claims import protocols
+from harness.libraries import catalogue
 from harness.experiments import registry
 from harness.experiments.libraries import wakeups
 from harness.claims.strategies import STRATEGIES
@@ -82,23 +85,25 @@ def test_every_model_declares_the_shared_interface(name):
     assert module.CLAIM in STRATEGIES, "its claim races in the tight loop under this name"
 
 
-def test_every_library_module_is_declared_once_and_every_declaration_has_a_module():
-    """Adding a library takes its module and its declaration in harness.claims.protocols.LIBRARIES: a module without
-    a declaration, or a declaration without a module, fails here."""
-    declared = [library.name for library in library_claims.LIBRARIES]
+def test_every_library_folder_is_declared_once_and_every_declaration_has_a_folder():
+    """Adding a library takes its folder (its library.py and adapter.py) and its place in
+    harness.libraries.catalogue.LIBRARIES: a folder left out of the catalogue, or a declaration without its folder,
+    fails here."""
+    declared = [library.name for library in catalogue.LIBRARIES]
     assert len(declared) == len(set(declared))
     root = Path(libraries.__file__).parent
-    own = {path.stem for path in root.glob("*.py")} - {"__init__", "node", "runtime", "releases"}
-    modelled = {path.stem for path in (root / "models").glob("*.py")} - {"__init__"}
-    assert own == {library.name for library in library_claims.LIBRARIES if library.runs_here}
-    assert modelled == {library.name for library in library_claims.LIBRARIES if not library.runs_here}
+    folders = {path.parent.name for path in root.glob("*/library.py")}
+    adapters = {path.parent.name for path in root.glob("*/adapter.py")}
+    assert folders == adapters == set(declared)
+    assert set(libraries.NAMES) == {library.name for library in catalogue.LIBRARIES if library.runs_here}
+    assert set(libraries.MODELS) == {library.name for library in catalogue.LIBRARIES if not library.runs_here}
 
 
 def test_no_params_file_names_every_library_one_by_one():
     """A params section that runs every library says so in one word (`all`, `models`, `libraries` among strategies),
     which its kind reads off the declaration: a list naming each of them would need a new library added to it."""
     groups = {"raced here": libraries.NAMES, "modelled": libraries.MODELS,
-              "whose protocol races": library_claims.LIBRARY_STRATEGIES}
+              "whose protocol races": catalogue.LIBRARY_STRATEGIES}
     spelled = []
     for path in sorted((Path(__file__).resolve().parent.parent / "notebooks" / "params").glob("*.yml")):
         for section, settings in yaml.safe_load(path.read_text()).items():
@@ -183,11 +188,15 @@ def test_the_docs_tables_of_the_libraries_agree_with_their_declarations():
     probe = docs_table("| library | its completion checks (source) | the probe should find |")
     sources = docs_table("| strategy | read from (repository, files, commit) |")
     wrong = []
-    for library in library_claims.LIBRARIES:
+    for library in catalogue.LIBRARIES:
         expected = libraries.get(library.name).STALE_COMPLETION["expected"].replace("_", " ")
         row = probe.get(named_in_docs(library))
         if row is None or not row[-1].startswith(expected):
             wrong.append(f"{library.name}: the probe table says {row and row[-1]!r}, its declaration {expected!r}")
+        elif library.name != "pgmq" and not re.search(  # pgmq's row cites the SQL as its client ships it
+                rf"\(v?{re.escape(library.source.release.removeprefix('v'))}[,)]", row[1]):
+            wrong.append(f"{library.name}: the probe table cites {row[1]!r}, its declaration the release "
+                         f"{library.source.release}")
         if not library.runs_here:
             read = sources.get(f"`{library.name}`")
             source = library.source
@@ -196,7 +205,7 @@ def test_the_docs_tables_of_the_libraries_agree_with_their_declarations():
                 wrong.append(f"{library.name}: the sources table says {read and read[1]!r}, its declaration "
                              f"{source.repository} {source.release} at {source.commit}")
     assert wrong == []
-    assert len(probe) == len(library_claims.LIBRARIES)
+    assert len(probe) == len(catalogue.LIBRARIES)
 
 
 def test_the_docs_table_of_earlier_releases_agrees_with_their_declarations():
@@ -211,7 +220,7 @@ def test_the_docs_table_of_earlier_releases_agrees_with_their_declarations():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
         rows[(cells[0], cells[1])] = cells
     declared = {}
-    for library in library_claims.LIBRARIES:
+    for library in catalogue.LIBRARIES:
         for release, read in (libraries.get(library.name).EARLIER_RELEASES or {}).items():
             declared[(named_in_docs(library), release)] = "(not run)" if read.get("read_only") else \
                 read["expected"].replace("_", " ")
@@ -236,11 +245,21 @@ def _pinned(library) -> bool:
         f"{package}==" in (ROOT / "requirements.lock").read_text().lower()
 
 
-# What each file the docs' list names holds of a declared library (library_claims.Library).
+def _folder(lib) -> Path:
+    return ROOT / "harness" / "libraries" / lib.name
+
+
+# What each file the docs' list names holds of a declared library (harness.libraries.declaration.Library).
 TOUCHED = {
-    "harness/libraries/<name>.py": lambda lib: (ROOT / "harness" / "libraries" / ("" if lib.runs_here else "models")
-                                                / f"{lib.name}.py").exists(),
-    "harness/claims/protocols.py": lambda lib: lib.name in library_claims.PROTOCOLS,
+    "harness/libraries/<name>/library.py":
+        lambda lib: importlib.import_module(f"harness.libraries.{lib.name}.library").LIBRARY is lib,
+    "harness/libraries/<name>/adapter.py": lambda lib: libraries.get(lib.name).module.__file__ == str(
+        _folder(lib) / "adapter.py"),
+    "harness/libraries/<name>/__init__.py": lambda lib: (_folder(lib) / "__init__.py").read_text() == "",
+    "harness/libraries/<name>/worker.cjs":
+        lambda lib: (_folder(lib) / "worker.cjs").exists() == (libraries.get(lib.name).installed_version is not None
+                                                               and lib.runs_here),
+    "harness/libraries/catalogue.py": lambda lib: lib in catalogue.LIBRARIES,
     "harness/article/templates/sentences/libraries.yml":
         lambda lib: not lib.runs_here or f"claim.{lib.name}" in _sentences("libraries"),
     "harness/article/templates/sentences/library_faults.yml":
@@ -248,7 +267,7 @@ TOUCHED = {
     "harness/article/templates/sentences/library_poolers.yml":
         lambda lib: {f"docs.{lib.name}", f"docs_where.{lib.name}"} <= set(_sentences("library_poolers")),
     "pyproject.toml": lambda lib: not lib.runs_here or _pinned(lib),
-    "docs/layout.md": lambda lib: f" {lib.name}.py " in (ROOT / "docs" / "layout.md").read_text(),
+    "docs/layout.md": lambda lib: f"    {lib.name}/ " in (ROOT / "docs" / "layout.md").read_text(),
     "docs/libraries.md": lambda lib: f"| {named_in_docs(lib)} |" in (ROOT / "docs" / "libraries.md").read_text(),
 }
 
@@ -264,6 +283,54 @@ def test_adding_a_library_lists_every_file_a_declared_library_is_in():
     """The docs' numbered list is the files a new library touches: each declared library is found in each of
     them, and the list names no other file."""
     assert adding_a_library() == list(TOUCHED)
-    missing = [f"{library.name}: {path}" for library in library_claims.LIBRARIES
+    missing = [f"{library.name}: {path}" for library in catalogue.LIBRARIES
                for path, holds in TOUCHED.items() if not holds(library)]
     assert missing == []
+
+
+def _spelled(release: str) -> list[str]:
+    """Where harness/ (its code, sentences and scripts) spells a release, by file and line."""
+    bare = release.removeprefix("SQL ").removeprefix("v")
+    pattern = re.compile(rf"(?<![\d.]){re.escape(bare)}(?!\.?\d)")
+    return [f"{path.relative_to(ROOT)}:{number}" for path in sorted((ROOT / "harness").rglob("*"))
+            if path.suffix in (".py", ".yml", ".cjs") and "node_modules" not in path.parts
+            for number, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+
+
+@pytest.mark.parametrize("library", catalogue.LIBRARIES, ids=lambda library: library.name)
+def test_a_release_is_named_once_and_is_the_one_installed(library):
+    """A library's release is spelled in its library.py alone (its adapter and sentences read it from there); one
+    raced here is the release installed and pinned (for pgmq, the SQL its client ships)."""
+    assert _spelled(library.source.release) == [f"harness/libraries/{library.name}/library.py:"
+                                                 f"{_line_of(library)}"]
+    if not library.runs_here:
+        return
+    if library.name == "pgmq":
+        from pgmq.install import get_embedded_sql_version
+        assert library.source.release == f"SQL {get_embedded_sql_version()}"
+        return
+    assert libraries.version(library.name) == library.source.release
+    package = libraries.get(library.name).PACKAGE
+    pins = (ROOT / "requirements.lock").read_text().lower() + (ROOT / "harness" / "libraries" / "node" /
+                                                                 "package.json").read_text()
+    assert f"{package}=={library.source.release}" in pins or f'"{package}": "{library.source.release}"' in pins
+
+
+def _line_of(library) -> int:
+    lines = (ROOT / "harness" / "libraries" / library.name / "library.py").read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if f'"{library.source.release}"' in line)
+
+
+def test_the_release_check_finds_a_second_spelling(tmp_path, monkeypatch):
+    """The check sees a release spelled outside its library.py."""
+    assert _spelled("0.26.0") == ["harness/libraries/chancy/library.py:" + str(_line_of(libraries_named("chancy")))]
+    probe = ROOT / "harness" / "libraries" / "chancy" / "spelled_twice.py"
+    probe.write_text('NOTE = "chancy 0.26.0"\n')
+    try:
+        assert "harness/libraries/chancy/spelled_twice.py:1" in _spelled("0.26.0")
+    finally:
+        probe.unlink()
+
+
+def libraries_named(name: str):
+    return next(library for library in catalogue.LIBRARIES if library.name == name)

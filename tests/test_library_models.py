@@ -17,8 +17,13 @@ from harness.article.sections import library_faults as worker_dies
 from harness.config import SCHEMA
 from harness.errors import UserError
 from harness.experiments.libraries import drain as library_runs
-from harness.libraries import models, runtime
-from harness.libraries.models import good_job, oban, que, river, solid_queue
+from harness.experiments import library_runtime as runtime
+from harness.libraries import models
+from harness.libraries.good_job import adapter as good_job
+from harness.libraries.oban import adapter as oban
+from harness.libraries.que import adapter as que
+from harness.libraries.river import adapter as river
+from harness.libraries.solid_queue import adapter as solid_queue
 from harness.server import faults
 
 

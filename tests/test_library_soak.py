@@ -20,7 +20,7 @@ from harness.experiments.soak import library as library_soak
 from harness.experiments.soak import measure as soak
 from harness.experiments.soak import show as soak_show
 from harness import libraries
-from harness.libraries import runtime
+from harness.experiments import library_runtime as runtime
 from harness.server import database
 
 pytestmark = pytest.mark.xdist_group("library_soak")

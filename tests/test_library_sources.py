@@ -1,7 +1,7 @@
 """The claim and completion statements credited to each library installed here are in its installed package's own
 files (site-packages, node_modules): an upgrade that changes one fails here, by name, rather than leaving a sentence
 about the library that its code no longer bears out. The fragments are declared beside each library
-(harness.claims.protocols.LIBRARIES, Source.credited)."""
+(harness.libraries.catalogue.LIBRARIES, Source.credited)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.libraries.node import NODE_DIR
-from harness.claims.protocols import LIBRARIES, Credited
+from harness.libraries.catalogue import LIBRARIES
+from harness.libraries.declaration import Credited
 
 INSTALLED = [library for library in LIBRARIES if library.runs_here]
 

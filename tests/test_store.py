@@ -192,7 +192,8 @@ def test_all_means_the_original_three_and_a_batch_belongs_to_the_batch_strategie
 def test_libraries_among_the_strategies_stands_for_every_job_library_s_protocol():
     """A params section (a list) and --strategy (text) say `libraries` for every protocol the libraries' declaration
     holds, each followed by its variants: a library declared there is raced without editing the list."""
-    from harness.claims.protocols import LIBRARY_PROTOCOL_ORDER, LIBRARY_STRATEGIES, LIBRARY_VARIANTS
+    from harness.claims.protocols import LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS
+    from harness.libraries.catalogue import LIBRARY_STRATEGIES
 
     assert set(LIBRARY_PROTOCOL_ORDER) == {*LIBRARY_STRATEGIES, *LIBRARY_VARIANTS}
     for variant, library in LIBRARY_VARIANTS.items():

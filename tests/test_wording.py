@@ -2,7 +2,7 @@
 every field its template names, and every template is said; the rules' code holds no sentence of its own.
 
 A sentence per library is said with `say.each(prefix, names)`: the check reads the names as the section gives them
-(a literal list, or a tuple the section imports by name, such as harness.claims.protocols.RACED_LIBRARY_STRATEGIES),
+(a literal list, or a tuple the section imports by name, such as harness.libraries.catalogue.RACED_LIBRARY_STRATEGIES),
 so every `<prefix>.<name>` is checked and counted as said, as a literal key would be."""
 
 from __future__ import annotations
@@ -60,6 +60,19 @@ def names_given(node: ast.expr, imported: dict[str, tuple[str, str]]) -> tuple[s
     return tuple(value)
 
 
+def own_values(call: ast.Call, imported: dict[str, tuple[str, str]]):
+    """The fields a `say.each` call's `own=` function adds for a name (read by calling it, as the section imports
+    it): none where the call has none; every field where the check cannot read it (checked when it runs)."""
+    own = next((kw.value for kw in call.keywords if kw.arg == "own"), None)
+    if own is None:
+        return lambda name: set()
+    if isinstance(own, ast.Name) and own.id in imported:
+        module, name = imported[own.id]
+        function = getattr(importlib.import_module(module), name)
+        return lambda library: set(function(library))
+    return lambda name: {None}
+
+
 def wording_problems(source: str, templates: dict[str, str]) -> list[str]:
     """What a section's source gets wrong against its templates, one line each: a key said that is not a literal or
     has no template, a field its template needs and the call does not fill or one it fills and no template uses,
@@ -92,7 +105,8 @@ def wording_problems(source: str, templates: dict[str, str]) -> list[str]:
             problems.append(f"line {call.lineno}: say.each({prefix!r}, ...) is given names the check cannot read "
                             "(a literal list, or a tuple the section imports by name)")
             continue
-        given = {kw.arg for kw in call.keywords}
+        given = {kw.arg for kw in call.keywords} - {"own"}
+        own = own_values(call, imported)
         used = set()
         for name in names:
             key = f"{prefix}.{name}"
@@ -101,8 +115,9 @@ def wording_problems(source: str, templates: dict[str, str]) -> list[str]:
                 problems.append(f"line {call.lineno}: no template {key}")
                 continue
             used |= wording.fields(templates[key])
-            if None not in given and wording.fields(templates[key]) - given:
-                problems.append(f"line {call.lineno}: {key} needs {sorted(wording.fields(templates[key]) - given)}")
+            needs = wording.fields(templates[key]) - given - own(name)
+            if None not in given and needs:
+                problems.append(f"line {call.lineno}: {key} needs {sorted(needs)}")
         if None not in given and given - used:
             problems.append(f"line {call.lineno}: no {prefix}.<name> template uses {sorted(given - used)}")
     problems += [f"template {key} is never said" for key in sorted(set(templates) - keys)]
@@ -152,7 +167,7 @@ def test_a_missing_key_or_field_fails_naming_it(demo_sentences):
 
 # A section said through say.each, on made-up templates: the check finds each thing the per-name call can get wrong.
 EACH_SOURCE = """
-from harness.claims.protocols import MODELLED_LIBRARY_STRATEGIES
+from harness.libraries.catalogue import MODELLED_LIBRARY_STRATEGIES
 
 say = Sentences(NAME)
 
@@ -171,7 +186,7 @@ def caption():
 
 
 def each_templates() -> dict[str, str]:
-    from harness.claims.protocols import MODELLED_LIBRARY_STRATEGIES
+    from harness.libraries.catalogue import MODELLED_LIBRARY_STRATEGIES
 
     return {"caption": "Every library.", "advice.a": "set it to {default}", "advice.b": "nothing to set",
             **{f"claim.{name}": f"{name} claims" for name in MODELLED_LIBRARY_STRATEGIES}}
@@ -182,7 +197,7 @@ def test_say_each_counts_every_name_s_template_as_said():
 
 
 def test_say_each_fails_on_a_missing_template_for_a_name_it_is_given():
-    from harness.claims.protocols import MODELLED_LIBRARY_STRATEGIES
+    from harness.libraries.catalogue import MODELLED_LIBRARY_STRATEGIES
 
     templates = each_templates()
     del templates["advice.b"], templates[f"claim.{MODELLED_LIBRARY_STRATEGIES[-1]}"]

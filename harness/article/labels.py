@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from harness import libraries
-from harness.claims.protocols import (LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES,
-                                    RACED_LIBRARY_STRATEGIES)
+from harness.claims.protocols import LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS
+from harness.libraries.catalogue import MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES, SOURCES
 from harness.experiments.plans.outcomes import TABLE_STATES
 from harness.service.queries import PENDING_LIMIT
 
 
 def by_position(names: tuple[str, ...], palette: tuple, what: str) -> dict:
-    """Each name (a library or a variant of its protocol, in their declaration's order: harness.claims.protocols) with
+    """Each name (a library or a variant of its protocol, in their declaration's order: harness.libraries.catalogue) with
     the palette's value at its position. More names than values fails at import, in one line saying what to add:
     a value drawn twice would make two libraries one on a chart."""
     if len(names) > len(palette):
@@ -217,3 +217,11 @@ LIBRARY_DASHES = by_position(RACED_LIBRARY_STRATEGIES, LIBRARY_DASH_CYCLE, "LIBR
 def library_label(library: str) -> str:
     """A library as the article names it: a model (harness.libraries.models) says so."""
     return f"{library} (model)" if libraries.is_model(library) else library
+
+
+def release_said(library: str) -> dict[str, str]:
+    """A library's release as its sentences cite it, from its declaration alone (each template takes what it needs):
+    release ("1.2.3"), tag ("v1.2.3"), commit (its first 7 digits, a model's) and at ("v1.2.3 (abcdef0)")."""
+    source = SOURCES[library]
+    return {"release": source.release, "tag": source.tag, "commit": source.commit[:7],
+            "at": source.at if source.commit else source.tag}

@@ -16,7 +16,7 @@ A key the file lacks, or a field the call does not fill, fails at once, naming
 both; tests/test_wording.py checks every key a section says exists and every key
 its file holds is said: for `say.each`, with its literal prefix and its names (a
 literal list, or a tuple the section imports by name, such as the libraries'
-declaration in harness.claims.protocols), every `<prefix>.<name>`.
+declaration in harness.libraries.catalogue), every `<prefix>.<name>`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ class Sentences:
             raise KeyError(f"sentence {self.section}:{key} needs {', '.join(sorted(unfilled))}")
         return template.format(**values)
 
-    def each(self, prefix: str, names, **values) -> dict[str, str]:
+    def each(self, prefix: str, names, own=None, **values) -> dict[str, str]:
         """{name: the template `<prefix>.<name>` filled}, for each name in order. Every template fills what it names
-        of `values`: one library's sentence may name a default that another's has no use for."""
-        return {name: self(f"{prefix}.{name}", **values) for name in names}
+        of `values`: one library's sentence may name a default that another's has no use for; `own(name)`, where it
+        is given, adds the values that are each name's own (a library's release: labels.release_said)."""
+        return {name: self(f"{prefix}.{name}", **values, **(own(name) if own else {})) for name in names}

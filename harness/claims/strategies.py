@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import time
 
-from harness.claims import protocols as library
 from harness.claims.steps import (BATCH, COMMAND_OK, EMPTY, ERROR, LOST, OK, TUPLES_OK, WON, AttemptNotes, Strategy,
                                  abandon_transaction, failed_statement, one_statement_stepwise)
 from harness.claims.protocols import LIBRARY_PROTOCOL_ORDER, LIBRARY_VARIANTS, PROTOCOLS, library_strategy
 from harness.config import SCHEMA
+from harness.libraries.que.library import QUE_UNLOCK_ALONE
 from harness.errors import UserError
 
 # What `--strategy all` means: the study's three, the sweep the report races.
 ORIGINAL_STRATEGIES = ("naive", "guarded", "skip_locked")
 # A word that stands for several strategies in a list of them (`--strategy skip_locked,libraries`, a params section's
 # `strategies: [skip_locked, libraries]`): every job library's protocol, each followed by its variants, in the
-# libraries' declaration's order (harness.claims.protocols.LIBRARIES), so a library declared there is raced too.
+# libraries' declaration's order (harness.libraries.catalogue.LIBRARIES), so a library declared there is raced too.
 STRATEGY_GROUPS = {"libraries": LIBRARY_PROTOCOL_ORDER}
 PICK_OLDEST_PENDING = f"SELECT id FROM {SCHEMA}.jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
 
@@ -432,7 +432,7 @@ STRATEGIES.update(PROTOCOLS)
 # The harness's clean-up of advisory locks after each job, taken out of a protocol for a race through a transaction
 # pooler: there a session's statements come from any client, and releasing every lock the session holds would
 # release other clients'. Per protocol, a statement replaced by the library's own (or None: dropped).
-WITHOUT_CLEANUP = {"que": {"unlock": library.QUE_UNLOCK_ALONE}, "good_job": {"held_after": None}}
+WITHOUT_CLEANUP = {"que": {"unlock": QUE_UNLOCK_ALONE}, "good_job": {"held_after": None}}
 
 
 def without_cleanup(name: str) -> Strategy:

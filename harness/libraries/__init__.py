@@ -1,6 +1,8 @@
-"""The job libraries raced with their own code: one module per library, each declaring the same few things.
+"""The job libraries: a folder each (harness/libraries/<name>/), holding its declaration and claim protocol
+(library.py: harness.libraries.declaration, listed in harness.libraries.catalogue), its adapter (adapter.py) and,
+for a Node library, its script (worker.cjs).
 
-A library module declares:
+A library raced with its own code has an adapter that declares:
 
     NAME, PACKAGE          its name here and the distribution its version is read from
     SOURCE                 where its claim lives: repository, file and the release raced
@@ -64,9 +66,9 @@ A library that can both listen and poll (harness.experiments.libraries.wakeups) 
 harness.experiments.libraries.drain races them, harness.experiments.libraries.faults injects faults into their
 workers; `available()` says which ones installed here. `get(name)` hands a library's module out as an Adapter: the
 optional parts above with their defaults written once (OptionalParts), the rest read from its module. (Its claim
-protocol and where it was read are declared apart, in harness.claims.protocols.LIBRARIES.) The libraries this
-project does not run are modelled for a fault run only (harness.libraries.models, MODELS): `get` finds them too,
-`available` does not list them.
+protocol and where it was read are its library.py's.) The libraries this project does not run are modelled for a
+fault run only (harness.libraries.models, MODELS): their adapter is a model, `get` finds them too, `available`
+does not list them.
 """
 
 from __future__ import annotations
@@ -75,40 +77,16 @@ import dataclasses
 import functools
 import importlib
 import importlib.metadata
-import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
 
 from harness.errors import UserError
-from harness.libraries import models
-from harness.claims.protocols import MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES
+from harness.libraries.catalogue import MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES, SOURCES
 
-# Read off the one declaration per library (harness.claims.protocols.LIBRARIES).
-NAMES = RACED_LIBRARY_STRATEGIES  # a module each here
-MODELS = MODELLED_LIBRARY_STRATEGIES  # a module each in harness.libraries.models
-
-
-# a drain through PgBouncer with each library's defaults, or with what it documents for a transaction pooler
-POOLER_SETTINGS = ("default", "documented")
-# how a worker process (and the Node process it starts) is told which: set by harness.libraries.runtime.worker_process
-POOLER_SETTING_ENV = "CLAIMRACE_POOLER_SETTING"
-
-
-# a library as it comes, or as its own docs set it for production (PRODUCTION), where they set more than its defaults
-CONFIGURATIONS = ("default", "production")
-# how a worker process is told which: set by harness.libraries.runtime.worker_process
-CONFIGURATION_ENV = "CLAIMRACE_CONFIGURATION"
-
-
-def configuration() -> str:
-    """"production" where this worker is to run as its library's PRODUCTION says, else "default"."""
-    return os.environ.get(CONFIGURATION_ENV, "default")
-
-
-def pooler_setting() -> str:
-    """"documented" where this worker is to apply its library's POOLER_SETTING, else "default"."""
-    return os.environ.get(POOLER_SETTING_ENV, "default")
+# Read off the one declaration per library (harness.libraries.catalogue.LIBRARIES); each has its folder here.
+NAMES = RACED_LIBRARY_STRATEGIES  # raced with their own code: its adapter.py runs it
+MODELS = MODELLED_LIBRARY_STRATEGIES  # modelled: its adapter.py is a model (harness.libraries.models)
 
 
 def documented_setting(name: str) -> dict | None:
@@ -195,12 +173,10 @@ def _declared(module_name: str) -> Adapter:
 
 def get(name: str) -> Adapter:
     """A library raced here, or a model, as its Adapter; one line naming the known ones otherwise."""
-    if name in MODELS:
-        return _declared(f"harness.libraries.models.{name}")
-    if name not in NAMES:
+    if name not in NAMES and name not in MODELS:
         raise UserError(f"no job library named {name!r} (known: {', '.join(NAMES)}, or all; modelled for a fault "
                         f"run: {', '.join(MODELS)}, or models)")
-    return _declared(f"harness.libraries.{name}")
+    return _declared(f"harness.libraries.{name}.adapter")
 
 
 RECOVERS_IN_A_RUN_S = 120.0  # a recovery set longer than this (graphile-worker's 4 h) is not waited for in a run
@@ -226,8 +202,9 @@ def is_model(name: str) -> bool:
 
 def version(name: str) -> str | None:
     """The installed version of a library's distribution (or npm package); None where it is not installed."""
-    if name in MODELS:
-        return models.installed_version(name)
+    if name in MODELS:  # what a model stands for: its library's release (or its commit) as read
+        source = SOURCES[name]
+        return f"model of {source.release or source.commit[:7]}"
     try:
         library = get(name)
         if library.installed_version is not None:

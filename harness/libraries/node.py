@@ -1,7 +1,8 @@
-"""Running the Node job libraries' scripts (harness/libraries/node/*.cjs) from a library module.
+"""Running the Node job libraries' scripts (each library's worker.cjs, beside its adapter) from a library module.
 
 The libraries are installed by `make install` (`npm ci` in harness/libraries/node, from its package-lock.json)
-where `node` and `npm` are on the PATH. Each script takes a command: install URL, enqueue URL N, or
+where `node` and `npm` are on the PATH; a script finds them there (NODE_PATH) and the helpers every script shares in
+common.cjs. Each script takes a command: install URL, enqueue URL N, or
 work URL LOG [ARGS]. A worker script says "ready" once connected and starts on a line on stdin; it dies with the
 worker process that started it (PR_SET_PDEATHSIG), and a SIGTERM to that process is passed on to it.
 """
@@ -21,6 +22,8 @@ from psycopg import conninfo
 from harness.children import die_with_parent
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
+# what a library's script requires, found where npm ci installed it (the script lives in its library's folder)
+NODE_ENV = {"NODE_PATH": str(NODE_DIR / "node_modules")}
 SCRIPT_TIMEOUT_S = 300
 INSTALL_HINT = "install Node.js 20 and npm, then run make install"
 
@@ -60,28 +63,33 @@ def _die_with(parent_pid: int):
 FIRST_JOB_ENV = "CLAIMRACE_FIRST_JOB"  # where a script that numbers its jobs (pg-boss) starts numbering them
 
 
-def run(script: str, *args: str, first: int = 0) -> None:
+def named(script: Path) -> str:
+    """A script as an error names it: its library's folder and its name."""
+    return f"{script.parent.name}/{script.name}"
+
+
+def run(script: Path, *args: str, first: int = 0) -> None:
     """One command of a script (install URL, enqueue URL N), to its end; its error output in the exception if it
     fails. first: the number its first job takes, told through the environment (FIRST_JOB_ENV)."""
     command, url, *rest = args
-    result = subprocess.run([node() or "node", str(NODE_DIR / script), command, uri(url), *rest], cwd=NODE_DIR,
-                            capture_output=True, env=os.environ | {FIRST_JOB_ENV: str(first)},
+    result = subprocess.run([node() or "node", str(script), command, uri(url), *rest], cwd=NODE_DIR,
+                            capture_output=True, env=os.environ | NODE_ENV | {FIRST_JOB_ENV: str(first)},
                             text=True, timeout=SCRIPT_TIMEOUT_S, preexec_fn=_die_with(os.getpid()))
     if result.returncode != 0:
-        raise RuntimeError(f"{script} {command}: {result.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"{named(script)} {command}: {result.stderr.strip()[-2000:]}")
 
 
-def work(script: str, url: str, log: Path, ready, start, *args: str) -> dict | None:
+def work(script: Path, url: str, log: Path, ready, start, *args: str) -> dict | None:
     """A worker: the script's work command, ready once it says so, started when the harness releases it. Returns
     the node process's own scheduler readings (/proc/self/schedstat) at its start and at its end, as it printed
     them: the CPU the worker used is node's, not this waiting process's."""
-    process = subprocess.Popen([node() or "node", str(NODE_DIR / script), "work", uri(url), str(log), *args], cwd=NODE_DIR,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    process = subprocess.Popen([node() or "node", str(script), "work", uri(url), str(log), *args], cwd=NODE_DIR,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=os.environ | NODE_ENV,
                                preexec_fn=_die_with(os.getpid()))
     signal.signal(signal.SIGTERM, lambda signum, frame: process.send_signal(signal.SIGTERM))
     try:
         if process.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"{script}: the worker ended before it was ready (exit {process.wait()})")
+            raise RuntimeError(f"{named(script)}: the worker ended before it was ready (exit {process.wait()})")
         ready.set()
         start.wait()
         process.stdin.write("start\n")
@@ -96,7 +104,7 @@ def work(script: str, url: str, log: Path, ready, start, *args: str) -> dict | N
             process.wait()
 
 
-def commands(package: str, script: str, *work_args: str, fault_work_args=None, fault_enqueue_args=None):
+def commands(package: str, script: Path, *work_args: str, fault_work_args=None, fault_enqueue_args=None):
     """A Node library module's installed_version, install, enqueue and work, each running its script. A fault run
     (job_s given) adds the job's length in ms to the work command's arguments, then what fault_work_args(job_s)
     returns; and to the enqueue command's, what fault_enqueue_args(job_s) returns."""

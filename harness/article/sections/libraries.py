@@ -15,8 +15,10 @@ from harness.article.labels import CANNOT_LOSE
 from harness.article.prose import counted, join, table
 from harness.article.wording import Sentences
 from harness.storage import open_runs
-from harness.claims.protocols import (CHECK, DROPPED, LIBRARY_NAMES, LIBRARY_STATEMENTS, LIBRARY_STRATEGIES,
-                                    LIBRARY_VARIANTS, MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES, SOURCES)
+from harness.libraries.declaration import CHECK
+from harness.libraries.catalogue import (DROPPED, LIBRARY_NAMES, LIBRARY_STATEMENTS, LIBRARY_STRATEGIES,
+                                         MODELLED_LIBRARY_STRATEGIES, RACED_LIBRARY_STRATEGIES, SOURCES)
+from harness.claims.protocols import LIBRARY_VARIANTS
 from harness.claims.strategies import STRATEGIES
 from harness.article.sections.library_runs import jobs_per_run
 

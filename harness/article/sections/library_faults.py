@@ -13,12 +13,12 @@ from harness import libraries
 from harness.article.analysis import race_summary
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_MEASURED, Finding, make_finding, not_measured
 from harness.article.formats import DASH, count, missing, number, span
-from harness.article.labels import library_label
+from harness.article.labels import library_label, release_said
 from harness.article.prose import join, numbered, table
 from harness.article.sections import library_choice, library_poolers, stale_completions
 from harness.article.sections.library_poolers import code_cell
 from harness.article.wording import Sentences
-from harness.claims.protocols import LIBRARY_STRATEGIES
+from harness.libraries.catalogue import LIBRARY_STRATEGIES
 from harness.storage import open_runs
 
 NAME = "library_faults"
@@ -303,11 +303,11 @@ def advice_table(loaded: dict) -> str:
 
 def _configure_text(recovery: dict) -> dict[str, str]:
     """What a user of each library sets so a dead worker's job runs again, as its source shows (RECOVERY in
-    harness/libraries/<name>.py or harness/libraries/models/<name>.py); `recovery`: the library's, whose default (or,
+    harness/libraries/<name>/adapter.py); `recovery`: the library's, whose default (or,
     for a recovery off by default, its setting's default once turned on) the sentence names."""
     default = duration(recovery.get("enabled_default_s") if recovery.get("off_by_default")
                        else recovery.get("default_s"))
-    return say.each("configure", LIBRARY_STRATEGIES, default=default)
+    return say.each("configure", LIBRARY_STRATEGIES, own=release_said, default=default)
 
 
 def _default(runs: pd.DataFrame) -> str:

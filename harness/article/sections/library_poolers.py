@@ -15,11 +15,11 @@ from harness import libraries
 from harness.article.findings import (CONFIRMED, CORRECTED, NOT_MEASURED, VERDICT_LABELS, Finding, make_finding,
                                       not_measured)
 from harness.article.formats import DASH, count, missing, number
-from harness.article.labels import library_label
+from harness.article.labels import library_label, release_said
 from harness.article.prose import join, numbered, table
 from harness.article.sections.library_runs import jobs_per_run
 from harness.article.wording import Sentences
-from harness.claims.protocols import LIBRARY_STRATEGIES
+from harness.libraries.catalogue import LIBRARY_STRATEGIES
 
 # not a section of its own (no NAME): library_faults is, and its Loaded holds the runs read here
 FAULTS = "library_faults"
@@ -314,7 +314,8 @@ DOCS_COLUMNS = ("library", "what its documentation says about poolers", "read at
 
 def _docs() -> dict[str, tuple[str, str]]:
     """Per library, what its own documentation says about PgBouncer and poolers, and where that was read."""
-    docs, where = say.each("docs", LIBRARY_STRATEGIES), say.each("docs_where", LIBRARY_STRATEGIES)
+    docs, where = (say.each("docs", LIBRARY_STRATEGIES, own=release_said),
+                   say.each("docs_where", LIBRARY_STRATEGIES, own=release_said))
     return {name: (docs[name], where[name]) for name in LIBRARY_STRATEGIES}
 
 

@@ -44,14 +44,14 @@ import pandas as pd
 from psycopg import sql
 
 from harness import libraries, scratch
-from harness.libraries import models, releases
+from harness.libraries import models, releases, settings
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list, one_of,
                                          setting)
 from harness.experiments.limits import check_race_size
 from harness.experiments.race.trials import as_pooler_mode, as_poolers, client_list
 from harness.server import activity, database, pgstats, pooler
-from harness.libraries import runtime
+from harness.experiments import library_runtime as runtime
 from harness.experiments.libraries import statements as statement_log
 from harness.experiments.libraries import summary as run_summary
 
@@ -75,7 +75,7 @@ def as_release_of(name: str, value) -> str:
     return library if release == releases.INSTALLED else f"{library}=={release}"
 
 
-as_configuration = one_of(libraries.CONFIGURATIONS, "setting")
+as_configuration = one_of(settings.CONFIGURATIONS, "setting")
 LOSSES = ("default", "frozen")
 as_loss = one_of(LOSSES, "lost by")
 
@@ -150,7 +150,7 @@ def _several(one, refusal: str):
 
 as_probe = _one_or_none(PROBES, "probe")
 as_probes = _several(as_probe, "give a probe, or none")
-as_pooler_setting = one_of(libraries.POOLER_SETTINGS, "pooler setting")
+as_pooler_setting = one_of(settings.POOLER_SETTINGS, "pooler setting")
 as_pooler_settings = _several(as_pooler_setting, "give at least one pooler setting")
 as_configurations = _several(as_configuration, "give at least one setting")
 as_losses = _several(as_loss, "give at least one way to lose the job")

@@ -54,7 +54,8 @@ from harness.experiments.libraries import probe as stale_completion
 from harness.experiments.libraries import release as earlier_release
 from harness.experiments.contract import Kind
 from harness.experiments.contract import Measured
-from harness.libraries import releases, runtime
+from harness.experiments import library_runtime as runtime
+from harness.libraries import releases
 from harness.storage import Run
 from harness.server import database, faults, pooler
 

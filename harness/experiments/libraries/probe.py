@@ -47,7 +47,8 @@ from harness.experiments.libraries import statements as statement_log
 from harness.experiments.contract import Measured
 from harness import gate, scratch
 from harness.experiments.libraries import outcomes as probe_outcomes
-from harness.libraries import releases, runtime
+from harness.experiments import library_runtime as runtime
+from harness.libraries import releases
 from harness.server import database, faults
 from harness.storage import Run
 

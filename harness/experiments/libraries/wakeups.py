@@ -36,7 +36,7 @@ from harness.experiments.libraries import drain as library_runs
 from harness.experiments.libraries import summary as run_summary
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, check_each,
                                           int_list, number_list, one_of, setting)
-from harness.libraries import runtime
+from harness.experiments import library_runtime as runtime
 from harness.storage import Run
 from harness.server import activity, database, pgstats
 

@@ -2,7 +2,7 @@
 rate through the library's own enqueue, its workers claiming, running and finishing them, and from pin_from to
 pin_to something holding the MVCC horizon on the library's database.
 
-One run, in a database made for it (harness.libraries.runtime), the library's schema from its own migrations:
+One run, in a database made for it (harness.experiments.library_runtime), the library's schema from its own migrations:
 
     arrivals   one process calls the library's enqueue as jobs fall due (job k at k / rate seconds, open loop),
                for every job due at once, at most every TICK_S: a call that takes longer (a Node library starts
@@ -45,7 +45,7 @@ from harness.experiments.soak import measure as soak
 from harness.experiments.soak import holders as soak_holders
 from harness.experiments.soak import sampler as soak_sampler
 from harness.experiments.contract import Measured
-from harness.libraries import runtime
+from harness.experiments import library_runtime as runtime
 from harness.server import activity, database, pgstats
 
 TICK_S = 0.2  # the arrivals call the library's enqueue at most this often

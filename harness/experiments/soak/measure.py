@@ -67,7 +67,7 @@ from harness.experiments.soak.holders import ANALYTICS_S, HOLDERS, MITIGATIONS
 from harness.experiments.soak.phases import as_rate
 from harness.config import SCHEMA
 from harness.errors import UserError
-from harness.claims.protocols import RACED_LIBRARY_STRATEGIES
+from harness.libraries.catalogue import RACED_LIBRARY_STRATEGIES
 from harness.experiments.contract import Measured, Option, Parameters, as_bool, as_float, as_int, one_of, setting
 from harness.server import activity, database, pgstats, schema
 from harness.storage import Run

@@ -1,4 +1,5 @@
-"""chancy, raced with its own worker (https://github.com/TkTech/chancy, 0.26.0 from PyPI).
+"""chancy, raced with its own worker (https://github.com/TkTech/chancy, from PyPI at the release
+its library.py names).
 
 Its claim is Worker.fetch_jobs in chancy/worker.py: in one transaction, a CTE picks the queue's next 'pending'
 jobs `FOR UPDATE OF jobs SKIP LOCKED`, up to the executor's free slots, and an UPDATE sets them 'running' with a
@@ -11,7 +12,7 @@ Recovery: the Recovery plugin (on by default) runs on the cluster's leader (the 
 poll_interval (60 s) and sets back to 'pending' every running job whose worker has not been seen for
 heartbeat_timeout (90 s; a worker's heartbeat every 30 s), with a new claim: the old holder's completion is
 refused. The Leadership and Recovery plugins are among its default plugins (chancy/app.py:236-242), so a user
-adds neither, and chancy 0.26.0 takes no advisory locks.
+adds neither, and the release raced takes no advisory locks.
 
 A lost connection: the worker's loops retry a database error with a backoff, without limit by default
 (backoff_max_retries None, chancy/worker.py:135-137 and 153, chancy/retry.py:51), so nothing in the loops seen
@@ -31,10 +32,12 @@ from chancy.plugins.leadership import Leadership
 from chancy.plugins.recovery import Recovery
 
 from harness import gate
+from harness.libraries.chancy.library import LIBRARY
 
 NAME = "chancy"
+RELEASE = LIBRARY.source.release  # the release raced and read, named once in its library.py
 PACKAGE = "chancy"
-SOURCE = "TkTech/chancy, chancy/worker.py (Worker.fetch_jobs), release 0.26.0"
+SOURCE = f"TkTech/chancy, chancy/worker.py (Worker.fetch_jobs), release {RELEASE}"
 JOBS_TABLE = "chancy_jobs"
 ID_COLUMN = "id"
 AUDIT_ID_SQL = "(NEW.kwargs->>'n')::bigint"  # its job id is a uuid: the audit and the log use the job's n
@@ -43,7 +46,7 @@ CLAIMED = "NEW.state = 'running' AND OLD.state IS DISTINCT FROM 'running'"
 COMPLETED = "NEW.state = 'succeeded' AND OLD.state IS DISTINCT FROM 'succeeded'"
 # the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
 # its source says the probe should find
-# (the end of its SET list and the job's id: the same in 0.25.0, whose statement stops there, and in 0.26.0, which
+# (the end of its SET list and the job's id: the same in 0.25.0, whose statement stops there, and in the release raced, which
 # adds the claim_id)
 COMPLETION_LOGGED = "max_attempts = $8 WHERE id = $9"
 # the parameter of that statement naming the job it completes: the job's uuid, one statement per job in its second's
@@ -52,9 +55,9 @@ COMPLETION_JOB = "$9"
 STALE_COMPLETION = {"expected": "refused",
                     "checks": "the job's id and the claim_id its own fetch set; a later fetch sets a new one",
                     "why": "Recovery hands the job on; the completion names the holder's claim",
-                    "source": "chancy/worker.py:684-698 (Worker.flush), release 0.26.0 as installed"}
+                    "source": f"chancy/worker.py:684-698 (Worker.flush), release {RELEASE} as installed"}
 # the release before the guard, which the probe can race too (harness.libraries.releases: --library chancy==0.25.0):
-# its completion is the same UPDATE without the claim_id (added by chancy/migrations/v8.py in 0.26.0)
+# its completion is the same UPDATE without the claim_id (added by chancy/migrations/v8.py in the release raced)
 EARLIER_RELEASES = {"0.25.0": {"expected": "accepted",
                                "checks": "the job's id alone",
                                "why": "Recovery hands the job on; the completion names no claim",

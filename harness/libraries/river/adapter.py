@@ -1,5 +1,5 @@
 """River (riverqueue/river, Go), modelled for a fault run (harness.libraries.models), read at the commit
-harness.claims.protocols.SOURCES["river"] names.
+its library.py names.
 
 Worker loop: the claim is JobGetAvailable (riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql): one statement
 sets the next available job running with attempted_at (here started_at) now; the completion is
@@ -11,7 +11,8 @@ not a setting), on the elected leader: JobGetStuck finds jobs 'running' with att
 RescueStuckJobsAfter (1 hour by default; at least JobTimeout, 1 minute by default), and JobRescueMany makes them
 'retryable', scheduled at the retry policy's next time (job_rescuer.go:275-277): attempt^4 s with +/- 10 % jitter,
 1 s for a first failure (internal/retrypolicy/default.go:31-40, 49-76). The scheduler (JobSchedule, every 5 s:
-JobSchedulerIntervalDefault, internal/maintenance/job_scheduler.go:26) then makes them available. All at v0.43.0.
+JobSchedulerIntervalDefault, internal/maintenance/job_scheduler.go:26) then makes them available. All at
+the release its library.py names.
 
 Left out here: the leader (every worker runs the rescuer, each second as raced; the scheduler's pass is one per 5 s
 of the clock, on whichever worker comes first, as one leader's would be), the fetch poll (a worker polls every
@@ -20,13 +21,14 @@ IDLE_POLL_S rather than River's FetchPollInterval of 1 s or a notification), and
 
 from __future__ import annotations
 
-from harness import libraries
-from harness.libraries import models
-from harness.claims.protocols import GUARDED_COMPLETE, RIVER_CLAIM
+from harness.libraries import models, settings
+from harness.libraries.declaration import GUARDED_COMPLETE
+from harness.libraries.river.library import LIBRARY, RIVER_CLAIM
 
 NAME = "river"
 CLAIM = "river"
-SOURCE = str(models.SOURCES[NAME]) + " (the claim); internal/maintenance/job_rescuer.go (the rescuer)"
+AT, TAG = LIBRARY.source.at, LIBRARY.source.tag  # the release read, as the citations say it
+SOURCE = str(LIBRARY.source) + " (the claim); internal/maintenance/job_rescuer.go (the rescuer)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion the guard let through
 # the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
@@ -38,16 +40,16 @@ STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id and state = 'running'; not attempt, not attempted_by",
                     "why": "the rescuer hands the job on; the completion does not check who holds it",
                     "source": "riverdriver/riverpgxv5/internal/dbsqlc/river_job.sql:620-699 "
-                              "(JobSetStateIfRunningMany; its guard at 684-685), v0.43.0 (60435dc)"}
+                              f"(JobSetStateIfRunningMany; its guard at 684-685), {AT}"}
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library's driver does with its defaults, and what its source documents instead
 POOLER_READ = {
     "defaults": "pgx prepares and caches named statements (`QueryExecModeCacheStatement`, jackc/pgx `conn.go:191` at "
-                "v5.10.0, the version v0.43.0 requires), which PgBouncer before 1.21 in transaction mode breaks, and "
+                f"v5.10.0, the version {TAG} requires), which PgBouncer before 1.21 in transaction mode breaks, and "
                 "its work coordinator keeps a connection to `LISTEN` on "
                 "(`riverdriver/riverpgxv5/river_pgx_v5_driver.go:1120-1129`)",
     "setting": "`default_query_exec_mode=simple_protocol` (the mode its driver tests run for PgBouncer, "
-               "`riverdriver/riverdrivertest/driver_test.go:104-108`) with `PollOnly` (`client.go:320-321`), at v0.43.0"}
+               f"`riverdriver/riverdrivertest/driver_test.go:104-108`) with `PollOnly` (`client.go:320-321`), at {TAG}"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "completions": "at once (River batches them)", "rescuer_interval_s": 1.0,
             "rescuer_interval_default_s": 30.0, "first_retry_s": 1.0, "scheduler_interval_s": 5.0,
@@ -62,7 +64,7 @@ RECOVERY = {"mechanism": "the rescuer, on the leader, makes a job running longer
 # be less than JobTimeout (client.go:524, 590-592, 816-820), and the rescuer's interval is a constant, not a setting
 # (internal/maintenance/job_rescuer.go:31, 128). A job is rescued only once its JobTimeout has passed too (:357-358;
 # JobTimeout -1 never). So production races JobTimeout 2 s (above the probe's and a fault run's 1 s jobs) and
-# RescueStuckJobsAfter 3 s, the least pair it accepts, with the rescuer's pass every 30 s. All at v0.43.0.
+# RescueStuckJobsAfter 3 s, the least pair it accepts, with the rescuer's pass every 30 s. All at the release read.
 _RACED = {"JobTimeout_s": 2.0, "RescueStuckJobsAfter_s": 3.0, "rescuer_interval_s": 30.0}
 _DEFAULTS = {"JobTimeout_s": 60.0, "RescueStuckJobsAfter_s": 3600.0, "rescuer_interval_s": 30.0}
 _THEN_S = RECOVERY["then_s"]  # the first retry's backoff and the scheduler's pass, as in the default row
@@ -77,7 +79,7 @@ def _within_s(values: dict) -> float:
 PRODUCTION = {"setting": "JobTimeout 2 s and RescueStuckJobsAfter 3 s, the least pair its client accepts above a "
                          "1 s job; the rescuer's pass every 30 s, which is not a setting",
               "source": "client.go:524, 590-592, 816-820 and internal/maintenance/job_rescuer.go:31, 128, 357-358 "
-                        "at v0.43.0 (60435dc)",
+                        f"at {AT}",
               "raced": _RACED, "defaults": _DEFAULTS,
               # at its defaults the same hour as it comes; a user sets the pair, no lower than the least it accepts
               "recovery": {"raced_s": _within_s(_RACED), "default_s": _within_s(_DEFAULTS), "least_s": _within_s(_RACED)},
@@ -90,7 +92,7 @@ rescuer = models.Ticks(_RACED["rescuer_interval_s"])  # production's: one pass p
 
 
 def _maintain(conn, me):
-    if libraries.configuration() == "production":
+    if settings.configuration() == "production":
         if rescuer.due():
             conn.execute(PRODUCTION_RESCUE)
     else:

@@ -1,4 +1,5 @@
-"""procrastinate, raced with its own worker (https://github.com/procrastinate-org/procrastinate, 3.10.0 from PyPI).
+"""procrastinate, raced with its own worker (https://github.com/procrastinate-org/procrastinate, from
+PyPI at the release its library.py names).
 
 Its claim is the plpgsql function procrastinate_fetch_job_v2 in procrastinate/sql/schema.sql: a CTE picks the
 oldest 'todo' job whose lock has no earlier or running job, `FOR UPDATE OF jobs SKIP LOCKED`, and an UPDATE sets
@@ -18,12 +19,15 @@ from pathlib import Path
 
 import procrastinate
 
-from harness import libraries
+from harness.libraries import settings
 from harness import gate
+from harness.libraries.procrastinate.library import LIBRARY
 
 NAME = "procrastinate"
+RELEASE = LIBRARY.source.release  # the release raced and read, named once in its library.py
 PACKAGE = "procrastinate"
-SOURCE = "procrastinate-org/procrastinate, procrastinate/sql/schema.sql (procrastinate_fetch_job_v2), release 3.10.0"
+SOURCE = (f"procrastinate-org/procrastinate, procrastinate/sql/schema.sql (procrastinate_fetch_job_v2), "
+          f"release {RELEASE}")
 JOBS_TABLE = "procrastinate_jobs"
 ID_COLUMN = "id"
 CLAIM_LOGGED = "procrastinate_fetch_job_v2"  # what marks its claim among the statements the server logged
@@ -38,7 +42,7 @@ COMPLETION_JOB = "$1"
 STALE_COMPLETION = {"expected": "not_handed_on",
                     "checks": "the job's id and that it is still 'todo' or 'doing'; nothing names the worker",
                     "why": "nothing built in hands a dead worker's job on",
-                    "source": "procrastinate/sql/schema.sql:264-285 (procrastinate_finish_job_v1), release 3.10.0 "
+                    "source": f"procrastinate/sql/schema.sql:264-285 (procrastinate_finish_job_v1), release {RELEASE} "
                               "as installed"}
 QUEUE = "claimrace"
 CONNECTIONS = 5  # its connector's pool keeps 4 per worker (min_size), and its LISTEN takes a fifth, apart from the pool
@@ -49,7 +53,7 @@ RECOVERY = {"mechanism": "none built in: the user's code retries stalled jobs (g
             "setting": None, "default_s": None, "raced_s": None}
 # What its docs set for production: the how-to's periodic task (docs/howto/production/retry_stalled_jobs.md:27-34 in
 # procrastinate-org/procrastinate, the same text in every tag from 3.1.0 to 3.9.0 and at 76baeee; the snapshot read
-# here has no 3.10.0 tag), deferred every 10 minutes, retrying the jobs of workers whose heartbeat (every 10 s) is
+# here has no tag for the release raced), deferred every 10 minutes, retrying the jobs of workers whose heartbeat (every 10 s) is
 # older than 30 s. Raced shortened: every second, after 3 s, a heartbeat every second. (The how-to's note to adjust
 # stalled_worker_timeout with them is left at its 30 s: it only prunes old workers' rows when a worker starts.) Its
 # completion checks the same as ever, so a retried job's first worker, resumed, finishes the job its new worker runs.
@@ -74,7 +78,7 @@ POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs
 
 
 def _app(url: str) -> procrastinate.App:
-    documented = {"kwargs": {"prepare_threshold": None}} if libraries.pooler_setting() == "documented" else {}
+    documented = {"kwargs": {"prepare_threshold": None}} if settings.pooler_setting() == "documented" else {}
     return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url, **documented))
 
 
@@ -113,7 +117,7 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
                 out.write(f"{context.job.id} {time.time_ns()} {os.getpid()} end\n")
 
         production = {}
-        if libraries.configuration() == "production":
+        if settings.configuration() == "production":
             raced = PRODUCTION["raced"]
             production = {"update_heartbeat_interval": raced["update_heartbeat_interval_s"]}
 

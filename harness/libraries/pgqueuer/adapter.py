@@ -1,4 +1,5 @@
-"""PgQueuer, raced with its own worker (https://github.com/janbjorge/pgqueuer, 1.6.0 from PyPI).
+"""PgQueuer, raced with its own worker (https://github.com/janbjorge/pgqueuer, from PyPI at the
+release its library.py names).
 
 Its claim is the dequeue statement pgqueuer/adapters/persistence/qb.py builds: a CTE takes the next 'queued' jobs
 of the registered entrypoints `FOR UPDATE SKIP LOCKED` (and re-picks 'picked' jobs whose heartbeat went stale),
@@ -24,12 +25,14 @@ from pgqueuer.adapters.persistence.queries import Queries
 from pgqueuer.core.qm import QueueManager
 from pgqueuer.domain.types import QueueExecutionMode
 
-from harness import libraries
+from harness.libraries import settings
 from harness import gate
+from harness.libraries.pgqueuer.library import LIBRARY
 
 NAME = "pgqueuer"
+RELEASE = LIBRARY.source.release  # the release raced and read, named once in its library.py
 PACKAGE = "pgqueuer"
-SOURCE = "janbjorge/pgqueuer, pgqueuer/adapters/persistence/qb.py (the dequeue query), release 1.6.0"
+SOURCE = f"janbjorge/pgqueuer, pgqueuer/adapters/persistence/qb.py (the dequeue query), release {RELEASE}"
 JOBS_TABLE = "pgqueuer"
 ID_COLUMN = "id"
 CLAIM_LOGGED = "FOR UPDATE SKIP LOCKED"  # what marks its claim among the statements the server logged
@@ -46,8 +49,8 @@ COMPLETION_JOB = "$1"
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id only: it deletes every id it is given that did not fail",
                     "why": "a stale heartbeat hands the job on; the completion does not check who holds it",
-                    "source": "pgqueuer/adapters/persistence/qb.py:677-686 (build_log_job_query), release 1.6.0 as "
-                              "installed"}
+                    "source": "pgqueuer/adapters/persistence/qb.py:677-686 (build_log_job_query), "
+                              f"release {RELEASE} as installed"}
 ENTRYPOINT = "noop"
 SETTINGS = {"batch_size": 1, "dequeue_timeout_s": 0.1, "dequeue_timeout_default_s": 30.0, "mode": "drain",
             "max_concurrent_tasks": None}
@@ -57,7 +60,7 @@ RECOVERY = {"mechanism": "heartbeat: a worker's dequeue re-picks a picked job wh
             "max_concurrent_tasks": 2}
 
 
-# PgQueuer 1.6.0's package names no prepared-statement setting for poolers (its pooler advice is about LISTEN); it
+# PgQueuer's package (the release raced) names no prepared-statement setting for poolers (its pooler advice is about LISTEN); it
 # runs here on its psycopg driver (PsycopgDriver over a connection made here), whose documented answer is psycopg's
 # prepare_threshold=None (asyncpg's statement_cache_size=0 is the same for its asyncpg driver)
 POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs, advanced/prepare.html (the driver's; "
@@ -65,7 +68,7 @@ POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs
 
 
 async def _connect(url: str) -> psycopg.AsyncConnection:
-    documented = {"prepare_threshold": None} if libraries.pooler_setting() == "documented" else {}
+    documented = {"prepare_threshold": None} if settings.pooler_setting() == "documented" else {}
     return await psycopg.AsyncConnection.connect(url, autocommit=True, **documented)
 
 

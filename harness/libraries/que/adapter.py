@@ -1,5 +1,5 @@
 """Que (que-rb/que, Ruby), modelled for a fault run (harness.libraries.models), read at the commit
-harness.claims.protocols.SOURCES["que"] names.
+its library.py names.
 
 Worker loop: the locker (lib/que/locker.rb), on a connection of its own outside the pool, polls
 (lib/que/poller.rb) and takes a session advisory lock on the job, re-reads it, and hands it to a worker
@@ -16,11 +16,13 @@ does not reconnect: it waits on its connection every 50 ms, and an error there e
 from __future__ import annotations
 
 from harness.libraries import models
-from harness.claims.protocols import JOBS, QUE_EXISTS, QUE_POLL, QUE_UNLOCK_ALONE, QUE_VERIFY
+from harness.libraries.declaration import JOBS
+from harness.libraries.que.library import LIBRARY, QUE_EXISTS, QUE_POLL, QUE_UNLOCK_ALONE, QUE_VERIFY
 
 NAME = "que"
 CLAIM = "que"
-SOURCE = str(models.SOURCES[NAME]) + "; lib/que/job_methods.rb (the resolve)"
+AT, TAG = LIBRARY.source.at, LIBRARY.source.tag  # the release read, as the citations say it
+SOURCE = str(LIBRARY.source) + "; lib/que/job_methods.rb (the resolve)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "DELETE"  # the default resolve destroys the job
 # the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
@@ -34,13 +36,13 @@ STALE_COMPLETION = {"expected": "not_sent",
                               "lost locker connection ends the process first, so the stale completion is never sent",
                     "why": "the lock drops with the session and the job runs again; the old worker's process exits",
                     "source": "lib/que/job_methods.rb:19-23 and 166-174 (destroy); lib/que/locker.rb:183 "
-                              "(abort_on_exception), v2.4.1 (17fb2c3)"}
+                              f"(abort_on_exception), {AT}"}
 # a hung worker still connected (the probe's --lost-by frozen): its lock lives in its locker's session, which it keeps
 HUNG = {"expected": "not_handed_on",
         "checks": "the job's id only (a DELETE by id); what keeps the job from other workers is its lock, in its "
                   "locker's session, which a hung worker keeps",
         "why": "its session advisory lock holds the job for as long as its locker's session lives, hung or not",
-        "source": "lib/que/locker.rb:428 (pg_try_advisory_lock, a session lock), v2.4.1 (17fb2c3)"}
+        "source": f"lib/que/locker.rb:428 (pg_try_advisory_lock, a session lock), {AT}"}
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library does with its defaults, and what its source documents instead
 POOLER_READ = {
@@ -48,7 +50,7 @@ POOLER_READ = {
                 "functions (`lib/que/poller.rb:197-202`) and prepares its poll (`lib/que/connection.rb:84-92`): none of "
                 "them lasts past a transaction under transaction pooling",
     "setting": "a direct connection for the locker (`--connection-url`, `docs/README.md:101`; `CHANGELOG.md:322` at "
-               "v2.4.1); the workers' connections may go through PgBouncer"}
+               f"{TAG}); the workers' connections may go through PgBouncer"}
 CONNECTIONS = models.CONNECTIONS  # the locker's, and the pool's
 SETTINGS = {"concurrency": 1, "resolve": "destroy (the default)"}
 RECOVERY = {"mechanism": "the job's session advisory lock drops when its locker's connection closes; the job runs "

@@ -1,14 +1,14 @@
 "use strict";
 // graphile-worker raced with its own worker: runOnce at concurrency 1, which takes jobs until none is left and
 // returns. Commands: install URL | enqueue URL N | unlock URL WORKER_ID | work URL LOG [JOB_MS]
-// (harness/libraries/graphile_worker.py
+// (harness/libraries/graphile_worker/adapter.py
 // runs them). A fault run's worker keeps polling (run, not runOnce) until SIGTERM, and each job lasts JOB_MS and
 // logs its end.
 
 const fs = require("node:fs");
 const { Pool } = require("pg");
 const { Logger, makeWorkerUtils, run: runWorker, runMigrations, runOnce } = require("graphile-worker");
-const { hold, nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
+const { hold, nowNs, readyThenStart, run, sayReadings } = require("../node/common.cjs");
 
 const quiet = new Logger(() => () => {});
 const [command, url, arg, jobMsArg] = process.argv.slice(2);

@@ -2,8 +2,8 @@
 
 pgmq is a message queue, not a job runner: its consumer is the loop its README shows, which this module runs
 as written there. A worker reads one message with a visibility timeout, `pgmq.read(queue, vt, 1)`: the plpgsql
-function in pgmq/pgmq's pgmq-extension/sql/pgmq.sql (1.13.0, the copy the client ships as pgmq/sql/pgmq.sql)
-runs a CTE that takes the oldest visible message `FOR UPDATE SKIP LOCKED`, and an UPDATE that moves its `vt`
+function in pgmq/pgmq's pgmq-extension/sql/pgmq.sql (the copy the client ships as pgmq/sql/pgmq.sql, at the SQL
+release its library.py names) runs a CTE that takes the oldest visible message `FOR UPDATE SKIP LOCKED`, and an UPDATE that moves its `vt`
 forward and counts the read (`read_ct + 1`). The message is then handled and archived (moved to the queue's
 archive table), as the README's example does. A message not archived or deleted within vt is read again. The
 worker stops at its first empty read.
@@ -21,7 +21,7 @@ from pgmq import PGMQueue
 from pgmq.install import get_embedded_install_sql, get_embedded_sql_version, install_pgmq_sql
 from psycopg_pool import ConnectionPool
 
-from harness import libraries
+from harness.libraries import settings
 from harness import gate
 
 NAME = "pgmq"
@@ -61,7 +61,7 @@ POOLER_SETTING = {"setting": "prepare_threshold=None", "source": "psycopg 3 docs
 
 
 def _client(url: str) -> PGMQueue:
-    if libraries.pooler_setting() == "documented":
+    if settings.pooler_setting() == "documented":
         pool = ConnectionPool(url, min_size=1, max_size=1, kwargs={"prepare_threshold": None}, open=True)
         queue = PGMQueue(conn_string=url, init_extension=False, pool_size=1, pool=pool)
     else:

@@ -1,5 +1,5 @@
 """Oban (oban-bg/oban, Elixir), modelled for a fault run (harness.libraries.models), read at the commit
-harness.claims.protocols.SOURCES["oban"] names.
+its library.py names.
 
 Worker loop: the Basic engine's fetch_jobs (lib/oban/engines/basic.ex) sets the next available job 'executing'
 with attempted_at (here started_at) now, in a transaction; its complete_job is an UPDATE by id alone, with no
@@ -10,19 +10,21 @@ Recovery: Lifeline (lib/oban/plugins/lifeline.ex), once a minute on the leader: 
 'executing' with attempted_at older than rescue_after (60 minutes by default, lifeline.ex:70) available again, at
 once (lib/oban/engines/basic.ex:181-201); an idle queue hears of them at the stager's next pass, which notifies the
 queues that have available jobs (lib/oban/stager.ex:84-125; stage_interval 1 s by default, lib/oban/config.ex:46).
-In the latest release, v2.23.1, Lifeline is off unless configured: Oban.Config's plugins default to none
-(lib/oban/config.ex:41). On main, not yet released, `mix oban.install` (lib/mix/tasks/oban.install.ex:83) and the
+In the release read (its library.py's, the latest), Lifeline is off unless configured: Oban.Config's plugins
+default to none (lib/oban/config.ex:41). On main, not yet released, `mix oban.install` (lib/mix/tasks/oban.install.ex:83) and the
 installation guide (guides/introduction/installation.md:106) set `lifeline: [rescue_after: {2, :hours}]`.
 """
 
 from __future__ import annotations
 
 from harness.libraries import models
-from harness.claims.protocols import BEGIN, COMMIT, COMPLETE, OBAN_CLAIM
+from harness.libraries.declaration import BEGIN, COMMIT, COMPLETE
+from harness.libraries.oban.library import LIBRARY, OBAN_CLAIM
 
 NAME = "oban"
 CLAIM = "oban"
-SOURCE = str(models.SOURCES[NAME]) + "; lib/oban/plugins/lifeline.ex (Lifeline)"
+AT, TAG = LIBRARY.source.at, LIBRARY.source.tag  # the release read, as the citations say it
+SOURCE = str(LIBRARY.source) + "; lib/oban/plugins/lifeline.ex (Lifeline)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion: Oban's is unguarded
 # the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
@@ -33,15 +35,15 @@ COMPLETION_JOB = "$1"
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id only; attempted_by, written at fetch, is not checked",
                     "why": "Lifeline (once configured) hands the job on; the completion checks nothing",
-                    "source": "lib/oban/engines/basic.ex:216-224 (complete_job), v2.23.1 (f86cc92)"}
+                    "source": f"lib/oban/engines/basic.ex:216-224 (complete_job), {AT}"}
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library's driver does with its defaults, and what its source documents instead
 POOLER_READ = {
     "defaults": "Postgrex prepares named statements (`prepare: :named`, elixir-ecto/postgrex `lib/postgrex.ex:147-148` "
                 "at v0.22.2), which PgBouncer before 1.21 in transaction mode breaks, and its Postgres notifier "
-                "`LISTEN`s (`lib/oban/notifiers/postgres.ex:8-9` at v2.23.1)",
+                f"`LISTEN`s (`lib/oban/notifiers/postgres.ex:8-9` at {TAG})",
     "setting": "`prepare: :unnamed` on the Repo (postgrex `lib/postgrex.ex:203-207`) and `Oban.Notifiers.PG` "
-               "(`guides/advanced/troubleshooting.md:65-79` at v2.23.1)"}
+               f"(`guides/advanced/troubleshooting.md:65-79` at {TAG})"}
 CONNECTIONS = models.CONNECTIONS
 SETTINGS = {"concurrency": 1, "lifeline_interval_s": 1.0, "lifeline_interval_default_s": 60.0,
             "stage_interval_s": 1.0, "stage_interval_default_s": 1.0}

@@ -1,5 +1,5 @@
 """good_job (bensheldon/good_job, Ruby), modelled for a fault run (harness.libraries.models), read at the commit
-harness.claims.protocols.SOURCES["good_job"] names.
+its library.py names.
 
 Worker loop, with its default lock strategy, advisory (lib/good_job/configuration.rb): the candidates are every
 unfinished job (finished_at IS NULL, app/models/good_job/job.rb), started or not, and a worker keeps the first
@@ -20,12 +20,13 @@ its notes, not its source); on an earlier Rails the finish fails and only the ne
 from __future__ import annotations
 
 from harness.libraries import models
-from harness.claims.protocols import (BEGIN, COMMIT, COMPLETE, GOOD_JOB_PICK, GOOD_JOB_RELOAD, GOOD_JOB_START,
-                                    GOOD_JOB_UNLOCK)
+from harness.libraries.declaration import BEGIN, COMMIT, COMPLETE
+from harness.libraries.good_job.library import LIBRARY, GOOD_JOB_PICK, GOOD_JOB_RELOAD, GOOD_JOB_START, GOOD_JOB_UNLOCK
 
 NAME = "good_job"
 CLAIM = "good_job"
-SOURCE = str(models.SOURCES[NAME]) + "; lib/good_job/configuration.rb (the lock strategy)"
+AT, TAG = LIBRARY.source.at, LIBRARY.source.tag  # the release read, as the citations say it
+SOURCE = str(LIBRARY.source) + "; lib/good_job/configuration.rb (the lock strategy)"
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every finish: good_job's is unguarded
 # the stale-completion probe (harness.experiments.libraries.probe): its completion as the server logs it, and what
@@ -39,7 +40,7 @@ STALE_COMPLETION = {"expected": "accepted",
                               "is checked); sent on a new connection where ActiveRecord reconnects inside it (Rails "
                               "7.1 and later, read in Rails' notes, not its source)",
                     "why": "the lock drops with the session and the job runs again; the old worker finishes it too",
-                    "source": "app/models/good_job/job.rb:861-901 (perform), v4.19.2 (81db22b)"}
+                    "source": f"app/models/good_job/job.rb:861-901 (perform), {AT}"}
 # a hung worker still connected (the probe's --lost-by frozen): with its default lock strategy, advisory, its lock
 # lives in its session, which it keeps
 HUNG = {"expected": "not_handed_on",
@@ -48,15 +49,15 @@ HUNG = {"expected": "not_handed_on",
         "why": "its session advisory lock holds the job for as long as its session lives, hung or not",
         "source": "app/models/concerns/good_job/advisory_lockable.rb:217 (pg_try_advisory_lock, a session lock); "
                   "app/models/good_job/job.rb:385-399 (perform_with_advisory_lock); lib/good_job/configuration.rb:"
-                  "397-403 (lock_strategy, advisory by default), v4.19.2 (81db22b)"}
+                  f"397-403 (lock_strategy, advisory by default), {AT}"}
 # Behind a transaction pooler, read in its source and not run (the model's pooler row is its rewritten claim's):
 # what the library does with its defaults, and what its source documents instead
 POOLER_READ = {
     "defaults": "it claims with session advisory locks (`lock_strategy` `:advisory`, "
                 "`lib/good_job/configuration.rb:401-402`) and `LISTEN`s; its README says it is not compatible with "
-                "transaction mode (`README.md:1570` at v4.19.2)",
+                f"transaction mode (`README.md:1570` at {TAG})",
     "setting": "`lock_strategy = :skiplocked` with `LISTEN`/`NOTIFY` and the lock heartbeat off (`README.md:1527-1566` "
-               "at v4.19.2), and on PgBouncer before 1.21 ActiveRecord's `prepared_statements: false` (true by "
+               f"at {TAG}), and on PgBouncer before 1.21 ActiveRecord's `prepared_statements: false` (true by "
                "default: rails/rails `activerecord/lib/active_record/connection_adapters/abstract_adapter.rb:"
                "1230-1231` at v8.0.5), which that README does not "
                "name"}

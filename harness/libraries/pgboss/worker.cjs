@@ -2,12 +2,12 @@
 // pg-boss raced with its own worker: boss.work() on one queue, one job per fetch. Its loop never stops on an
 // empty queue: the harness stops it with SIGTERM once every job has run, and it stops gracefully.
 // Commands: install URL | enqueue URL N [EXPIRE_S] | work URL LOG POLL_S [JOB_MS MAINTENANCE_S]
-// (harness/libraries/pgboss.py runs them). A fault run's jobs expire after EXPIRE_S, each lasts JOB_MS and logs
+// (harness/libraries/pgboss/adapter.py runs them). A fault run's jobs expire after EXPIRE_S, each lasts JOB_MS and logs
 // its end, and every worker supervises (its maintenance every MAINTENANCE_S).
 
 const fs = require("node:fs");
 const PgBoss = require("pg-boss");
-const { hold, nowNs, readyThenStart, run, sayReadings } = require("./common.cjs");
+const { hold, nowNs, readyThenStart, run, sayReadings } = require("../node/common.cjs");
 
 const QUEUE = "claimrace";
 const [command, url, arg, pollArg, jobMsArg, maintenanceArg] = process.argv.slice(2);

@@ -1,12 +1,12 @@
-"""pg-boss, raced with its own worker (https://github.com/timgit/pg-boss, 10.4.2 from npm, run by Node; npm
-resolves 10.x on Node 20).
+"""pg-boss, raced with its own worker (https://github.com/timgit/pg-boss, from npm at the release its library.py
+names, run by Node; npm resolves 10.x on Node 20).
 
 Its claim is fetchNextJob in src/plans.js: a CTE takes the next jobs of the queue whose state is before 'active'
 `FOR UPDATE SKIP LOCKED`, and an UPDATE sets them 'active'; complete() (completeJobs) sets a job 'completed' if
 its state is still 'active', and checks nothing more: not which worker holds it, so a worker that lost the job
 completes it while another runs it (src/plans.js:543-557 as installed).
 Jobs live in a partition of pgboss.job per queue. The worker is boss.work() with batchSize 1
-(harness/libraries/node/pgboss.cjs): its loop fetches, runs the job, completes it, then waits out the rest of
+(its worker.cjs, beside this file): its loop fetches, runs the job, completes it, then waits out the rest of
 the polling interval before it fetches again, whether or not it found a job. It never stops on an empty queue:
 the harness stops it (SIGTERM, and pg-boss's graceful stop) once every job has run.
 
@@ -18,11 +18,16 @@ retries left (retryLimit, 2 by default).
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
+
 from harness.libraries import node
+from harness.libraries.pgboss.library import LIBRARY
 
 NAME = "pgboss"
+RELEASE = LIBRARY.source.release  # the release raced and read, named once in its library.py
 PACKAGE = "pg-boss"
-SOURCE = "timgit/pg-boss, src/plans.js (fetchNextJob, completeJobs) and src/worker.js (the loop), release 10.4.2 from npm"
+SOURCE = (f"timgit/pg-boss, src/plans.js (fetchNextJob, completeJobs) and src/worker.js (the loop), release {RELEASE} "
+          "from npm")
 QUEUE = "claimrace"
 JOBS_SCHEMA = "pgboss"
 JOBS_TABLE = "job"  # partitioned by queue: the audit trigger on it is cloned to each queue's partition
@@ -41,13 +46,13 @@ COMPLETION_JOB = "$2"
 STALE_COMPLETION = {"expected": "accepted",
                     "checks": "the job's id and state = 'active': any worker's active job",
                     "why": "expiry retries the job; the completion does not check who holds it",
-                    "source": "pg-boss/src/plans.js:543-556 (completeJobs), release 10.4.2 as installed"}
+                    "source": f"pg-boss/src/plans.js:543-556 (completeJobs), release {RELEASE} as installed"}
 STOPS_ON_ITS_OWN = False
 # pg-boss documents nothing for poolers (its README says nothing of PgBouncer or prepared statements) and needs
 # nothing: its Db.executeSql is node-postgres's pool.query(text, values) without a name (src/db.js), an unnamed
 # statement, which a transaction pooler carries
 POOLER_SETTING = None
-SCRIPT = "pgboss.cjs"
+SCRIPT = Path(__file__).with_name("worker.cjs")  # its Node script, beside this file
 POLL_S = 0.5  # the least pg-boss allows (attorney.js, MIN_POLLING_INTERVAL_MS)
 # its worker runs about two jobs a second at that interval: a sweep queues at most this many jobs for it
 JOB_CAP = 40

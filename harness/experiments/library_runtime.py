@@ -17,7 +17,8 @@ from psycopg import conninfo, sql
 
 from harness import gate
 from harness.children import die_with_parent
-from harness.libraries import CONFIGURATION_ENV, POOLER_SETTING_ENV, get
+from harness.libraries import get
+from harness.libraries.settings import CONFIGURATION_ENV, POOLER_SETTING_ENV
 from harness.server import activity
 
 DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it

@@ -1,5 +1,5 @@
 """Solid Queue (rails/solid_queue, Ruby), modelled for a fault run (harness.libraries.models), read at the commit
-harness.claims.protocols.SOURCES["solid_queue"] names.
+its library.py names.
 
 Worker loop: each worker registers a process row and touches its heartbeat every process_heartbeat_interval (60 s
 by default, lib/solid_queue.rb; lib/solid_queue/processes/registrable.rb). Its claim (app/models/solid_queue/
@@ -22,11 +22,13 @@ from __future__ import annotations
 import time
 
 from harness.libraries import models
-from harness.claims.protocols import BEGIN, COMMIT, JOBS, SOLID_QUEUE_PICK, SOLID_QUEUE_RESELECT
+from harness.libraries.declaration import BEGIN, COMMIT, JOBS
+from harness.libraries.solid_queue.library import LIBRARY, SOLID_QUEUE_PICK, SOLID_QUEUE_RESELECT
 
 NAME = "solid_queue"
 CLAIM = "solid_queue"
-SOURCE = (str(models.SOURCES[NAME]) + "; lib/solid_queue/supervisor/maintenance.rb and "
+AT, TAG = LIBRARY.source.at, LIBRARY.source.tag  # the release read, as the citations say it
+SOURCE = (str(LIBRARY.source) + "; lib/solid_queue/supervisor/maintenance.rb and "
           "app/models/solid_queue/process/prunable.rb (pruning)")
 JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN, CLAIMED = models.JOBS_SCHEMA, models.JOBS_TABLE, models.ID_COLUMN, models.CLAIMED
 COMPLETED = "NEW.status = 'done'"  # every completion the claimed execution's guard let through
@@ -41,10 +43,10 @@ STALE_COMPLETION = {"expected": "not_handed_on",
                     "why": "a dead worker's claimed jobs are failed, not run again",
                     "source": "app/models/solid_queue/claimed_execution.rb:104-124 (finalize, "
                               "unless_already_finalized) and 39-53 (fail_all_with); "
-                              "app/models/solid_queue/process/prunable.rb:24-29, 1.5.0 (61a9f08)"}
+                              f"app/models/solid_queue/process/prunable.rb:24-29, {AT}"}
 # the release before the guard, read in its source and not modelled (harness.libraries.releases: a model is written
 # from one release): 1.4.0's completion (finished) finishes the job and destroys its claimed execution in a plain
-# transaction, without looking for it first; the guard (finalize, unless_already_finalized) is first tagged in v1.5.0
+# transaction, without looking for it first; the guard (finalize, unless_already_finalized) is first tagged in the release read
 EARLIER_RELEASES = {"1.4.0": {"expected": None, "read_only": True,
                               "checks": "nothing: it finishes the job and destroys its claimed execution without "
                                         "looking for it",
@@ -56,7 +58,7 @@ EARLIER_RELEASES = {"1.4.0": {"expected": None, "read_only": True,
 # what the library's driver does with its defaults, and what would avoid it
 POOLER_READ = {
     "defaults": "it keeps no session state (no advisory locks, no `LISTEN`: it polls), and its claim is one "
-                "transaction (`app/models/solid_queue/ready_execution.rb:26-34` at 1.5.0), but ActiveRecord prepares "
+                f"transaction (`app/models/solid_queue/ready_execution.rb:26-34` at {TAG}), but ActiveRecord prepares "
                 "its statements by default (rails/rails `activerecord/lib/active_record/connection_adapters/"
                 "abstract_adapter.rb:1230-1231` at v8.0.5), which "
                 "PgBouncer before 1.21 in transaction mode breaks",

@@ -1,10 +1,10 @@
 """The job libraries this project does not run (Go, Elixir, Ruby), modelled for a fault run: each library's worker
-loop and what recovers a dead worker's job, rewritten from its source at the commit harness.claims.protocols.SOURCES
+loop and what recovers a dead worker's job, rewritten from its source at the commit its library.py
 names, on a table of this project's.
 
 A model keeps what decides a fault's outcome: the claim, what the worker writes at a job's start and its completion
 and whether the completion checks that the job is still the worker's, the locks and the sessions that hold them,
-and the recovery loop with its settings. Its statements are harness.claims.protocols's where the fault's path is the
+and the recovery loop with its settings. Its statements are its library.py's protocol's where the fault's path is the
 one the race takes; each model's module names the ones it adds (good_job's candidates that include started jobs,
 Solid Queue's claimed execution and heartbeats, Que's resolve, River's and Oban's rescue). What every model
 simplifies:
@@ -23,12 +23,12 @@ simplifies:
 - a model is never run behind a pooler: its claim's races are (CLAIM), and what its driver and its session state
   would do there is read in its source (POOLER_READ), not run.
 
-A model module declares what a library module does (harness.libraries) for a fault run, CLAIM (the strategy of
-harness.claims.strategies its claim races as, whose pooler runs stand for it), POOLER_READ ({"defaults", "setting"}: what
-the library, or its driver, does behind a transaction pooler with its defaults and what it documents instead, each
-cited at a release), and PROTOCOL: the statements of its worker
-loop (claim, start, complete, release) and of its recovery loop (maintain); install, enqueue and work are this
-package's (worker(PROTOCOL)), and its version and its refusal of a drain too (installed_version, refuse_drain).
+A model (its folder's adapter.py) declares what a library's adapter does (harness.libraries) for a fault run, CLAIM
+(the strategy of harness.claims.strategies its claim races as, whose pooler runs stand for it), POOLER_READ
+({"defaults", "setting"}: what the library, or its driver, does behind a transaction pooler with its defaults and
+what it documents instead, each cited at a release), and PROTOCOL: the statements of its worker loop (claim, start,
+complete, release) and of its recovery loop (maintain); install, enqueue and work are this module's
+(worker(PROTOCOL)), and its refusal of a drain too (refuse_drain).
 """
 
 from __future__ import annotations
@@ -46,19 +46,19 @@ from typing import Callable
 import psycopg
 
 from harness.config import SCHEMA
-from harness.claims.protocols import JOBS, SOURCES
+from harness.libraries.declaration import JOBS
 from harness.errors import UserError
 from harness import gate
 
-JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN = SCHEMA, "jobs", "id"  # harness.claims.protocols.JOBS
+JOBS_SCHEMA, JOBS_TABLE, ID_COLUMN = SCHEMA, "jobs", "id"  # harness.libraries.declaration.JOBS
 CLAIMED = "NEW.status = 'running' AND OLD.status IS DISTINCT FROM 'running'"
 CONNECTIONS = 2  # one for the worker loop, one for the recovery loop
 IDLE_POLL_S = 0.1  # a worker that finds no job polls again after this (Solid Queue's default polling_interval)
 RECONNECT_S = 15.0  # how long a worker tries to reconnect before it exits (a server restart takes a few seconds)
 RECONNECT_GAP_S = 0.2
 
-# The model's table: the columns harness.claims.protocols's statements use (id, status, started_at), the process that
-# holds a job (held_by: Solid Queue's claimed execution) and Solid Queue's processes.
+# The model's table: the columns the protocols' statements use (id, status, started_at: harness.libraries.declaration),
+# the process that holds a job (held_by: Solid Queue's claimed execution) and Solid Queue's processes.
 TABLES = (
     f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}",
     f"CREATE TABLE {SCHEMA}.jobs (id bigint PRIMARY KEY, status text NOT NULL DEFAULT 'pending', "
@@ -67,12 +67,6 @@ TABLES = (
     f"CREATE TABLE {SCHEMA}.processes (id bigserial PRIMARY KEY, pid int NOT NULL, "
     "last_heartbeat_at timestamptz NOT NULL DEFAULT now())",
 )
-
-
-def installed_version(name: str) -> str:
-    """What a model stands for: its library's release, or its commit, as read."""
-    source = SOURCES[name]
-    return f"model of {source.release or source.commit[:7]}"
 
 
 def rescue(after_s: float, retry_s: float = 0.0) -> str:
