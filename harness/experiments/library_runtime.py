@@ -1,25 +1,31 @@
-"""What every kind of library run shares (harness.experiments.libraries.drain drains, library_faults, wakeups): the run's
-own database, the audit trigger on the library's jobs table, the worker processes and their start barrier, their
-logs and error output, stopping them, and the supervisor that starts an exited worker again.
+"""What every run of a library's own workers shares (the libraries' drain, faults, probe and wake-ups, and the soak's
+library arm): its lifecycle (library_run: the run's own database with the library's schema and the audit trigger on
+its jobs table, a folder for its workers' logs, and the teardown however the run ends), the worker processes and
+their start barrier, their logs and error output, stopping them, and the supervisor that starts an exited worker
+again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import multiprocessing as mp
 import os
 import re
+import shutil
 import signal
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 from psycopg import conninfo, sql
 
-from harness import gate
+from harness import gate, scratch
 from harness.children import die_with_parent
-from harness.libraries import get
+from harness.libraries import Adapter, get
 from harness.libraries.settings import CONFIGURATION_ENV, POOLER_SETTING_ENV
-from harness.server import activity
+from harness.server import activity, database
 
 DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it
 
@@ -45,6 +51,69 @@ def fresh_database(conn, name: str = DATABASE) -> None:
 
 def drop_database(conn, name: str = DATABASE) -> None:
     conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@dataclass
+class LibraryRun:
+    """One run of a library's own workers, as library_run set it up: the library, its database's URL, the folder
+    its workers log to, the server's log where it records every statement sent to that database (else None), and
+    the worker processes started (the teardown kills any still alive)."""
+
+    name: str
+    library: Adapter
+    url: str
+    logs: Path
+    server_log: Path | None
+    workers: list = field(default_factory=list)
+
+    def fork_workers(self, count: int, target, url: str, *extra) -> tuple:
+        """count worker processes forked, each target(name, url, its log, its ready event, start, this pid, *extra)
+        and held at the start barrier: (start, the ready events). url: the database's, or its pooler's."""
+        context = mp.get_context("fork")  # as the race's workers: no resource tracker outlives the run
+        start, readies = context.Event(), []
+        for i in range(count):
+            ready = context.Event()
+            process = context.Process(target=target, daemon=True, args=(
+                self.name, url, str(self.logs / f"{i}.log"), ready, start, os.getpid(), *extra))
+            process.start()
+            self.workers.append(process)
+            readies.append(ready)
+        return start, readies
+
+
+@contextlib.contextmanager
+def library_run(db: database.Database, name: str, run_id: str, audit: dict | None = None,
+                statements: bool = False, keep_logs: bool = False, database_settings: dict | None = None,
+                install=None):
+    """A library run's lifecycle. Before: its own database, made afresh (with database_settings, and
+    log_statement = all where `statements` and the server's log can be read here), the library's schema from its
+    own migrations (`install`, else its adapter's), and the audit trigger on its jobs table (install_audit's
+    options, where `audit` is given). After, however the run ends: its workers killed, its database dropped, its
+    workers' logs removed (kept for the caller to read where keep_logs, unless the run failed)."""
+    library = get(name)
+    server_log = Path(db.details["data_dir"]) / "server.log" if statements and db.details.get("data_dir") else None
+    run = LibraryRun(name, library, database_url(db.url), scratch.folder(f"{run_id}-executions"), server_log)
+    settings = dict(database_settings or {}) | ({"log_statement": "all"} if server_log is not None else {})
+    try:
+        with db.connect() as admin:
+            fresh_database(admin)
+            for setting, value in settings.items():
+                admin.execute(sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                    sql.Identifier(DATABASE), sql.Identifier(setting), sql.Literal(value)))
+        (install or library.install)(run.url)
+        if audit is not None:
+            with database.connect(run.url) as conn:
+                install_audit(conn, library, **audit)
+        yield run
+    except BaseException:
+        shutil.rmtree(run.logs, ignore_errors=True)
+        raise
+    finally:
+        kill_left(run.workers)
+        if not keep_logs:
+            shutil.rmtree(run.logs, ignore_errors=True)
+        with db.connect() as admin:
+            drop_database(admin)
 
 
 def jobs_table(library) -> sql.Identifier:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import signal
 import time
@@ -46,6 +47,11 @@ class FaultLog:
                  "at": dt.datetime.now(dt.timezone.utc).isoformat(), "fault": fault, "target": target, **detail}
         self.entries.append(entry)
         return entry
+
+    def rows(self) -> list[dict]:
+        """The entries as a table's rows, a list or dict in one as its JSON; one empty row where none was injected."""
+        return [{k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in entry.items()}
+                for entry in self.entries] or [{"t": None, "fault": None}]
 
 
 def can_restart(db) -> bool:

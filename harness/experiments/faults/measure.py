@@ -417,9 +417,7 @@ def measure_faults(db: database.Database, parameters: FaultParameters, run_id: s
         row["run_id"] = run_id
     return Measured(
         tables={"ledger": pd.DataFrame(rows), "timeline": _timeline(events, log, reaps, zero),
-                "faults": pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
-                                         for k, v in entry.items()} for entry in log.entries]
-                                       or [{"t": None, "fault": None}])},
+                "faults": pd.DataFrame(log.rows())},
         procedure={
             "runners": {**asdict(settings), "count": p.runner_count},
             "service": {"protocol": p.protocol, "lease_s": p.lease_s, "pool_size": SERVICE_POOL_SIZE,

@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing as mp
-import os
 import shutil
 import sys
 import time
@@ -43,7 +41,7 @@ from pathlib import Path
 import pandas as pd
 from psycopg import sql
 
-from harness import libraries, scratch
+from harness import libraries
 from harness.libraries import models, releases, settings
 from harness.errors import UserError
 from harness.experiments.contract import (Measured, Option, Parameters, as_int, as_ints, check_each, int_list, one_of,
@@ -392,65 +390,47 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
                       progress: bool = False) -> Measured:
     p = parameters
     library = libraries.get(p.library)
-    server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
-    url = runtime.database_url(db.url)
-    logs = scratch.folder(f"{run_id}-executions")
-    with db.connect() as admin:
-        runtime.fresh_database(admin)
-        if server_log is not None:
-            admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(
-                sql.Identifier(runtime.DATABASE)))
-    through = contextlib.ExitStack()
-    try:
-        library.install(url)
-        # the workers through PgBouncer where asked; the harness's own statements go to the server directly
+    # the workers through PgBouncer where asked (closed before the database is dropped); the harness's own
+    # statements go to the server directly
+    with runtime.library_run(db, p.library, run_id, audit={}, statements=True, keep_logs=True) as run, \
+            contextlib.ExitStack() as through:
+        url, logs, server_log = run.url, run.logs, run.server_log
         via = through.enter_context(pooler.pooled(url, p.pooler, workers_needed(p)))
+        through.callback(runtime.kill_left, run.workers)  # the workers go before their pooler
         # the watch reads pg_stat_activity from another database: the library's logs every statement sent to it
         with database.connect(url) as conn, db.connect() as watching:
-            runtime.install_audit(conn, library)
             local = activity.server_is_local(conn)
             library.enqueue(url, p.job_count)
-            context = mp.get_context("fork")  # as the race's workers: no resource tracker outlives the run
-            start = context.Event()
-            workers, readies = [], []
-            for i in range(p.worker_count):
-                ready = context.Event()
-                process = context.Process(target=runtime.worker_process, daemon=True, args=(
-                    p.library, via.url, str(logs / f"{i}.log"), ready, start, os.getpid(), None, p.pooler_setting))
-                process.start()
-                workers.append(process)
-                readies.append(ready)
-            try:
-                runtime.wait_until_ready(p.library, readies)
-                list_backends = _backends_of(watching, {conn.pgconn.backend_pid, watching.pgconn.backend_pid})
-                backends = list_backends()
-                before = _counters(conn, library)
-                server_cpu_before = activity.server_cpu_ns(conn)
-                log_from = _log_size(server_log)  # after the harness's own statements on this database
-                # the backends' wait for a CPU, beside the workers' own (their timings): either side marks a run
-                watch = activity.BackendWatch(list_backends).start() if local else None
-                released_ns = time.time_ns()
-                start.set()
-                bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
-                ends = time.monotonic() + bound_s
-                at_bound = []
-                if library.STOPS_ON_ITS_OWN:
-                    for process in workers:
-                        process.join(max(0.0, ends - time.monotonic()))
-                else:
-                    at_bound = _stop_once_every_job_ran(workers, logs, p.job_count, ends)
-                stopped = [w for w in workers if w.is_alive()]
-                stopped += [w for w in at_bound if w not in stopped]
-                runtime.kill_left(stopped)
-                ended_ns = time.time_ns()
-                backend_shares = watch.stop() if watch else {}
-                through.close()  # a pooler's server sessions end with it, once every worker has gone
-                statements = statement_log.statements_logged(server_log, log_from)
-                pgstats.wait_for_backends_to_exit(conn, backends)
-                server_cpu_after = activity.server_cpu_ns(conn)
-                after = _counters(conn, library)
-            finally:
-                runtime.kill_left(workers)
+            start, readies = run.fork_workers(p.worker_count, runtime.worker_process, via.url, None, p.pooler_setting)
+            workers = run.workers
+            runtime.wait_until_ready(p.library, readies)
+            list_backends = _backends_of(watching, {conn.pgconn.backend_pid, watching.pgconn.backend_pid})
+            backends = list_backends()
+            before = _counters(conn, library)
+            server_cpu_before = activity.server_cpu_ns(conn)
+            log_from = _log_size(server_log)  # after the harness's own statements on this database
+            # the backends' wait for a CPU, beside the workers' own (their timings): either side marks a run
+            watch = activity.BackendWatch(list_backends).start() if local else None
+            released_ns = time.time_ns()
+            start.set()
+            bound_s = max(MIN_BOUND_S, BOUND_S_PER_JOB * p.job_count)
+            ends = time.monotonic() + bound_s
+            at_bound = []
+            if library.STOPS_ON_ITS_OWN:
+                for process in workers:
+                    process.join(max(0.0, ends - time.monotonic()))
+            else:
+                at_bound = _stop_once_every_job_ran(workers, logs, p.job_count, ends)
+            stopped = [w for w in workers if w.is_alive()]
+            stopped += [w for w in at_bound if w not in stopped]
+            runtime.kill_left(stopped)
+            ended_ns = time.time_ns()
+            backend_shares = watch.stop() if watch else {}
+            through.close()  # a pooler's server sessions end with it, once every worker has gone
+            statements = statement_log.statements_logged(server_log, log_from)
+            pgstats.wait_for_backends_to_exit(conn, backends)
+            server_cpu_after = activity.server_cpu_ns(conn)
+            after = _counters(conn, library)
             wal_bytes = int(conn.execute("SELECT pg_wal_lsn_diff(%s, %s)", (after["lsn"], before["lsn"])).fetchone()[0])
             audit = runtime.read_audit(conn)
             advisory_locks = int(conn.execute(
@@ -461,15 +441,9 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         # a library whose every change sends a NOTIFY to its listening workers: what those cost the server, apart
         probe = (pgstats.notification_transactions(url, p.worker_count, PROBE_NOTIFICATIONS)
                  if library.NOTIFIES_ON_CHANGE else None)
-    except BaseException:
-        shutil.rmtree(logs, ignore_errors=True)  # a run that failed leaves no execution logs behind
-        raise
-    finally:
-        through.close()
-        with db.connect() as admin:
-            runtime.drop_database(admin)
     errors = runtime.error_output(logs)
     executions, timings = _read_logs(logs)
+    shutil.rmtree(logs, ignore_errors=True)
     server_cpu_ms = ((server_cpu_after - server_cpu_before) / 1e6
                      if server_cpu_before is not None and server_cpu_after is not None else None)
     summary = run_summary.summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after,
@@ -485,18 +459,23 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
     return Measured(
         tables={"audit": audit, "executions": executions, "workers": timings, "errors": errors,
                 **({"statements": statements} if statements is not None else {})},
-        procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
-                   "settings": library.SETTINGS, "claimed": library.CLAIMED, "jobs_table": library.JOBS_TABLE,
-                   "workers": "one process each (forked), the library's own loop at concurrency 1, "
-                              "held at a start barrier until every worker was connected",
-                   "bound_s": bound_s, "statements": "lines logged with log_statement = all for the library's "
-                                                     "database" if server_log is not None else None,
-                   "pooler": via.describe(),
-                   "pooler_setting": {"chosen": p.pooler_setting,
-                                      **((libraries.documented_setting(p.library) or {})
-                                         if p.pooler_setting == "documented" else {})}},
+        procedure=_procedure(p, library, bound_s, server_log is not None, via.describe()),
         checks=checks,
         results={"summary": summary, "jobs_left_in_table": left, "local_server": local})
+
+
+def _procedure(p: LibraryParameters, library, bound_s: float, logged: bool, pooled: dict) -> dict:
+    """How a drain ran: the library as installed and set, its workers, the bound, the statements' log, the pooler."""
+    return {"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
+            "settings": library.SETTINGS, "claimed": library.CLAIMED, "jobs_table": library.JOBS_TABLE,
+            "workers": "one process each (forked), the library's own loop at concurrency 1, "
+                       "held at a start barrier until every worker was connected",
+            "bound_s": bound_s, "statements": "lines logged with log_statement = all for the library's "
+                                              "database" if logged else None,
+            "pooler": pooled,
+            "pooler_setting": {"chosen": p.pooler_setting,
+                               **((libraries.documented_setting(p.library) or {})
+                                  if p.pooler_setting == "documented" else {})}}
 
 
 def _backends_of(watching, harness_own: set[int]):

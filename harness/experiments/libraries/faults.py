@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
-import shutil
 import time
 from pathlib import Path
 
@@ -46,7 +45,7 @@ import numpy as np
 import pandas as pd
 from psycopg import sql
 
-from harness import libraries, scratch
+from harness import libraries
 from harness.experiments.libraries import drain as library_runs
 from harness.experiments.libraries import summary as run_summary
 from harness.experiments.libraries import statements as statement_log
@@ -225,31 +224,23 @@ def landed(fault: str, effects: dict) -> bool:
 
 def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
     library = libraries.get(p.library)
-    url = runtime.database_url(db.url)
-    server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
-    logs = scratch.folder(f"{run_id}-executions")
     log = faults.FaultLog()
-    workers: list = []
-    through = contextlib.ExitStack()
-    try:
-        with db.connect() as admin:
-            runtime.fresh_database(admin)
-            if server_log is not None:  # what the workers send, read back from the server's log (sent)
-                admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(
-                    sql.Identifier(runtime.DATABASE)))
+    # what the workers send is read back from the server's log (sent); the workers go through PgBouncer where asked
+    # (closed before the database is dropped), the harness's own statements to the server directly
+    with runtime.library_run(db, p.library, run_id, statements=True) as run, contextlib.ExitStack() as through:
+        url, logs, server_log = run.url, run.logs, run.server_log
         since_log = stale_completion._log_size(server_log)
-        library.install(url)
         with database.connect(url) as conn:
             runtime.install_audit(conn, library, completions=True)
             library.enqueue(url, p.job_count, JOB_S)
             keys = runtime.job_keys(conn, library)
-        # the workers through PgBouncer where asked; the harness's own statements go to the server directly
         via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.workers_needed(p)))
+        through.callback(runtime.kill_left, run.workers)  # the workers go before their pooler
         context = mp.get_context("fork")
         start = context.Event()
         supervisor = runtime.Supervisor(context, p.library, p.worker_count, via.url, logs, start, JOB_S,
                                         configuration=p.configuration)
-        workers = supervisor.processes  # every worker process started, restarted ones too (stopped in finally)
+        run.workers = workers = supervisor.processes  # every one started, restarted ones too (killed at the end)
         runtime.wait_until_ready(p.library, supervisor.readies)
         released_ns = time.time_ns()
         start.set()
@@ -281,12 +272,6 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         lines = runtime.read_lines(logs)
         errors = runtime.error_output(logs)
         sent = completions_logged(p.library, server_log, since_log)
-    finally:
-        runtime.kill_left(workers)
-        through.close()
-        shutil.rmtree(logs, ignore_errors=True)
-        with db.connect() as admin:
-            runtime.drop_database(admin)
     victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause", "short_pause") else None
     per_job, unnamed = sent_per_job(p.library, sent, keys, others=p.configuration == "production")
     rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim, failed, per_job)
@@ -302,7 +287,19 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "recovery_then_s": settings.get("then_s"),
                "recovery_mechanism": settings["mechanism"], "bound_s": bound_s(p),
                "waited_s": (ended_ns - released_ns) / 1e9}
-    checks = {"first_job_started": trigger is not None,
+    checks = _checks(p, trigger is not None, unnamed, per_job, rows, audit, released_ns)
+    return Measured(
+        tables={"audit": audit, "executions": lines, "ledger": rows, "errors": errors,
+                "completions_sent": sent if sent is not None else pd.DataFrame(columns=SENT_COLUMNS),
+                "faults": pd.DataFrame(log.rows())},
+        procedure=_procedure(p, library, settings, via.describe(), supervisor.exits, server_log is not None),
+        checks=checks,
+        results={"summary": summary, "hit": trigger or {}})
+
+
+def _checks(p, started: bool, unnamed: int, per_job, rows: pd.DataFrame, audit: pd.DataFrame,
+            released_ns: int) -> dict:
+    checks = {"first_job_started": started,
               # a marker that matched another statement (DDL, a cancel) would count completions never sent
               "every_completion_sent_names_a_job": not unnamed,
               # and one that missed a completion statement would leave a completion applied and never sent
@@ -312,26 +309,22 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
               "every_job_enqueued_once": int(((audit["event"] == "enqueued")
                                               & (audit["at_ns"] < released_ns)).sum()) == p.job_count,
               "every_job_classified": len(rows) == p.job_count}
-    checks["passed"] = all(checks.values())
-    return Measured(
-        tables={"audit": audit, "executions": lines, "ledger": rows, "errors": errors,
-                "completions_sent": sent if sent is not None else pd.DataFrame(columns=SENT_COLUMNS),
-                "faults": pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
-                                         for k, v in entry.items()} for entry in log.entries]
-                                       or [{"t": None, "fault": None}])},
-        procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
-                   "settings": library.SETTINGS, "recovery": settings, "claimed": library.CLAIMED,
-                   "completed": library.COMPLETED, "job_s": JOB_S, "pooler": via.describe(),
-                   "supervisor": {"restart_delay_s": runtime.RESTART_DELAY_S, "max_restarts": runtime.MAX_RESTARTS,
-                                  "exits": supervisor.exits},
-                   "fault": {"kind": p.fault, "trigger": "the first job start any worker logged",
-                             "pause_s": paused_for_s(p),
-                             "terminate_rounds": TERMINATE_ROUNDS if p.fault == "terminate" else None},
-                   "statements_logged": server_log is not None,  # log_statement = all on the library's database
-                   "workers": "one process each (forked), the library's own loop at concurrency 1, polling on an "
-                              "empty queue until stopped", "bound_s": bound_s(p)},
-        checks=checks,
-        results={"summary": summary, "hit": trigger or {}})
+    return checks | {"passed": all(checks.values())}
+
+
+def _procedure(p, library, settings: dict, pooled: dict, exits: list, logged: bool) -> dict:
+    """How a fault run ran: the library as installed and set, its recovery, the supervisor, the fault."""
+    return {"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
+            "settings": library.SETTINGS, "recovery": settings, "claimed": library.CLAIMED,
+            "completed": library.COMPLETED, "job_s": JOB_S, "pooler": pooled,
+            "supervisor": {"restart_delay_s": runtime.RESTART_DELAY_S, "max_restarts": runtime.MAX_RESTARTS,
+                           "exits": exits},
+            "fault": {"kind": p.fault, "trigger": "the first job start any worker logged",
+                      "pause_s": paused_for_s(p),
+                      "terminate_rounds": TERMINATE_ROUNDS if p.fault == "terminate" else None},
+            "statements_logged": logged,  # log_statement = all on the library's database
+            "workers": "one process each (forked), the library's own loop at concurrency 1, polling on an "
+                       "empty queue until stopped", "bound_s": bound_s(p)}
 
 
 SENT_COLUMNS = ["pid", "statement", "parameters"]

@@ -34,18 +34,15 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing as mp
-import shutil
 import time
 from pathlib import Path
 
 import pandas as pd
-from psycopg import sql
 
 from harness import libraries
-from harness.experiments.libraries import drain as library_runs
 from harness.experiments.libraries import statements as statement_log
 from harness.experiments.contract import Measured
-from harness import gate, scratch
+from harness import gate
 from harness.experiments.libraries import outcomes as probe_outcomes
 from harness.experiments import library_runtime as runtime
 from harness.libraries import releases
@@ -196,62 +193,31 @@ def _ended(logs: Path, job: int, pid: int, since_ns: int) -> bool:
 
 def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
     library = libraries.get(p.library)
-    url = runtime.database_url(db.url)
-    server_log = Path(db.details["data_dir"]) / "server.log" if db.details.get("data_dir") else None
-    folder = scratch.folder(f"probe-{run_id}")
-    logs, gates = folder / "executions", folder / "gates"
-    logs.mkdir()
-    gates.mkdir()
     log = faults.FaultLog()
-    workers: list = []
     a_holder = b_holder = None
     a_done = b_done = None
     effects: dict = {}
     lost_by = "sessions cut" if cuts_sessions(p) else "frozen"
-    try:
-        with db.connect() as admin:
-            runtime.fresh_database(admin)
-            if server_log is not None:
-                admin.execute(sql.SQL("ALTER DATABASE {} SET log_statement = 'all'").format(
-                    sql.Identifier(runtime.DATABASE)))
-        library.install(url)
+    with runtime.library_run(db, p.library, run_id, audit={"completions": True, "updates": True},
+                             statements=True) as run:
+        url, logs, server_log = run.url, run.logs, run.server_log
+        gates = logs / "gates"  # a job's gate, opened by the harness (harness.gate)
+        gates.mkdir()
         with database.connect(url) as conn:
-            runtime.install_audit(conn, library, completions=True, updates=True)
             library.enqueue(url, p.job_count, JOB_S)
             keys = runtime.job_keys(conn, library)  # the job's id as its statements send it
         context = mp.get_context("fork")
         start = context.Event()
         supervisor = runtime.Supervisor(context, p.library, p.worker_count, url, logs, start, JOB_S, gates,
                                         p.configuration)
-        workers = supervisor.processes
+        run.workers = workers = supervisor.processes
         runtime.wait_until_ready(p.library, supervisor.readies)
         released_ns = time.time_ns()
         start.set()
         a_holder = runtime.first_start(logs, released_ns, TRIGGER_TIMEOUT_S, tend=supervisor.tend)
         if a_holder is not None:
-            job, a_pid = a_holder["job_id"], a_holder["pid"]
-            target = f"worker {a_holder['worker']} (pid {a_pid})"
-            stopped = contextlib.nullcontext({})
-            with database.connect(db.url) as control:
-                if cuts_sessions(p):
-                    effects["sessions_cut"] = len(faults.cut_sessions_of(control, a_pid, log, target, job=job))
-                else:
-                    stopped = faults.stopped(a_pid, log, target, job=job)
-            with stopped as entry:
-                if not cuts_sessions(p):
-                    time.sleep(0.05)
-                    effects["process_stopped"] = int(faults.stop_state(a_pid) == "T")
-                if p.configuration == "production" and library.declare_dead is not None:
-                    library.declare_dead(url, job)  # its production setting's step once a worker is declared dead
-                    effects["declared_dead"] = 1
-                b_holder = runtime.first_start(logs, released_ns, hand_on_bound_s(p.library, p.configuration),
-                                                job=job, other_than=a_pid, tend=supervisor.tend)
-            if entry:
-                effects["process_stopped_s"] = round(entry["paused_seconds"], 3)
-            time.sleep(RESUME_S)
-            a_done = finish(p.library, logs, gates, server_log, a_holder, job, supervisor.tend, keys)
-            if b_holder is not None:
-                b_done = finish(p.library, logs, gates, server_log, b_holder, job, supervisor.tend, keys)
+            a_done, b_holder, b_done = _lose_and_complete(p, library, db, url, logs, gates, server_log, supervisor,
+                                                          keys, a_holder, released_ns, log, effects)
         ended_ns = time.time_ns()
         supervisor.tend(restart=False)
         runtime.stop_workers(workers, STOP_GRACE_S)
@@ -259,11 +225,6 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             audit = runtime.read_audit(conn)
         lines = runtime.read_lines(logs)
         errors = runtime.error_output(logs)
-    finally:
-        runtime.kill_left(workers)
-        shutil.rmtree(folder, ignore_errors=True)
-        with db.connect() as admin:
-            runtime.drop_database(admin)
     lost = bool(effects.get("sessions_cut") or effects.get("process_stopped"))
     job = a_holder["job_id"] if a_holder is not None else None
     a_done = a_done and a_done | applied(audit, job, a_done, rewrites=False)
@@ -297,9 +258,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         and checks["every_completion_attributed"]
     return Measured(
         tables={"audit": audit, "executions": lines, "errors": errors,
-                "faults": pd.DataFrame([{k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
-                                         for k, v in entry.items()} for entry in log.entries]
-                                       or [{"t": None, "fault": None}])},
+                "faults": pd.DataFrame(log.rows())},
         procedure={"library": p.library, "version": libraries.version(p.library), "release": p.release,
                    "configuration": p.configuration,
                    "production": library.PRODUCTION if p.configuration == "production" else None,
@@ -312,6 +271,38 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                    "holders": {"a": a_done, "b": b_done}, "expected": source},
         checks=checks,
         results={"summary": summary, "holders": {"a": a_holder or {}, "b": b_holder or {}}})
+
+
+def _lose_and_complete(p, library, db, url, logs, gates, server_log, supervisor, keys, a_holder, released_ns, log,
+                       effects):
+    """A, which started the job, loses it (its sessions cut, or frozen); the job is handed to B within its bound, or
+    not; A resumes and completes, then B: (A's completion, B's start, B's completion), each None where not seen.
+    What the fault did is added to effects."""
+    b_holder = b_done = None
+    job, a_pid = a_holder["job_id"], a_holder["pid"]
+    target = f"worker {a_holder['worker']} (pid {a_pid})"
+    stopped = contextlib.nullcontext({})
+    with database.connect(db.url) as control:
+        if cuts_sessions(p):
+            effects["sessions_cut"] = len(faults.cut_sessions_of(control, a_pid, log, target, job=job))
+        else:
+            stopped = faults.stopped(a_pid, log, target, job=job)
+    with stopped as entry:
+        if not cuts_sessions(p):
+            time.sleep(0.05)
+            effects["process_stopped"] = int(faults.stop_state(a_pid) == "T")
+        if p.configuration == "production" and library.declare_dead is not None:
+            library.declare_dead(url, job)  # its production setting's step once a worker is declared dead
+            effects["declared_dead"] = 1
+        b_holder = runtime.first_start(logs, released_ns, hand_on_bound_s(p.library, p.configuration),
+                                        job=job, other_than=a_pid, tend=supervisor.tend)
+    if entry:
+        effects["process_stopped_s"] = round(entry["paused_seconds"], 3)
+    time.sleep(RESUME_S)
+    a_done = finish(p.library, logs, gates, server_log, a_holder, job, supervisor.tend, keys)
+    if b_holder is not None:
+        b_done = finish(p.library, logs, gates, server_log, b_holder, job, supervisor.tend, keys)
+    return a_done, b_holder, b_done
 
 
 def show_runs(paths, as_json: bool) -> None:

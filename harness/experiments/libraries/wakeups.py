@@ -18,9 +18,7 @@ exited, since an idle backend publishes its counts late.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,11 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import libraries, scratch
+from harness import libraries
 from harness.children import die_with_parent
 from harness.errors import UserError
 from harness.experiments.contract import Kind
-from harness.experiments.libraries import drain as library_runs
 from harness.experiments.libraries import summary as run_summary
 from harness.experiments.contract import (Measured, Option, Parameters, as_float, as_floats, as_int, check_each,
                                           int_list, number_list, one_of, setting)
@@ -190,26 +187,11 @@ def summarise(p: WakeupParameters, jobs: pd.DataFrame, transactions: int, window
 
 def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: bool = False) -> Measured:
     library = libraries.get(p.library)
-    url = runtime.database_url(db.url)
-    logs = scratch.folder(f"{run_id}-executions")
-    workers: list = []
-    try:
-        with db.connect() as admin:
-            runtime.fresh_database(admin)
-        library.wake_install(url)
+    with runtime.library_run(db, p.library, run_id, audit={}, install=library.wake_install) as run:
+        url, logs = run.url, run.logs
         with database.connect(url) as conn:
-            runtime.install_audit(conn, library)
             local = activity.server_is_local(conn)
-        context = mp.get_context("fork")
-        start = context.Event()
-        readies = []
-        for i in range(p.worker_count):
-            ready = context.Event()
-            process = context.Process(target=worker_process, args=(p.library, url, str(logs / f"{i}.log"), ready,
-                                                                   start, os.getpid(), p.wake == "listen"), daemon=True)
-            process.start()
-            workers.append(process)
-            readies.append(ready)
+        start, readies = run.fork_workers(p.worker_count, worker_process, url, p.wake == "listen")
         runtime.wait_until_ready(p.library, readies)
         start.set()
         time.sleep(SETTLE_S)
@@ -224,17 +206,12 @@ def measure(db: database.Database, p: WakeupParameters, run_id: str, progress: b
                 time.sleep(0.05)
             ended_ns = time.time_ns()
             audit = runtime.read_audit(conn)
-            runtime.stop_workers(workers)
+            runtime.stop_workers(run.workers)
             # an idle backend publishes its counts late; one that exits, at once: the counts after every worker's
             pgstats.wait_for_backends_to_exit(conn, backends)
             after = pgstats.transactions(conn)
         starts = _started(logs)
         errors = runtime.error_output(logs)
-    finally:
-        runtime.stop_workers(workers, grace_s=0.0)
-        shutil.rmtree(logs, ignore_errors=True)
-        with db.connect() as admin:
-            runtime.drop_database(admin)
     jobs = pickups(audit, starts[starts["at_ns"] >= began_ns], ended_ns)
     summary = summarise(p, jobs, after - before, (ended_ns - began_ns) / 1e9, local)
     summary["workers_with_errors"] = runtime.workers_with_errors(errors)

@@ -29,16 +29,14 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import os
-import shutil
 import time
 import traceback
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from psycopg import sql
 
-from harness import libraries, scratch, stats
+from harness import libraries, stats
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.children import die_with_parent
 from harness.experiments.soak import measure as soak
@@ -124,18 +122,6 @@ def _server_ns(conn) -> int:
     return int(conn.execute("SELECT (extract(epoch FROM clock_timestamp()) * 1e9)::bigint").fetchone()[0])
 
 
-def _fresh(db: database.Database, url: str, library, synchronous_commit: str) -> None:
-    """The run's own database, the library's schema in it and the audit on its jobs table."""
-    with db.connect() as admin:
-        runtime.fresh_database(admin)
-        if synchronous_commit == "off":  # the library's sessions, the workers' and the arrivals', take it
-            admin.execute(sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
-                sql.Identifier(runtime.DATABASE)))
-    library.install(url)
-    with _connect(url) as conn:
-        runtime.install_audit(conn, library)
-
-
 # what this process measured already, per server and library setup: arms measured together run at one rate
 _SUSTAINED: dict[tuple, dict] = {}
 
@@ -154,16 +140,14 @@ def _measure_sustained(db: database.Database, p, run_id: str) -> dict:
     """SUSTAIN_JOBS queued, drained for SUSTAIN_S, the jobs the audit saw claimed after the first SUSTAIN_WARMUP_S
     counted; a worker that exited or wrote an error fails the measurement."""
     library = libraries.get(p.library)
-    url = runtime.database_url(db.url)
-    logs = scratch.folder(f"{run_id}-sustain")
-    workers: list = []
-    try:
-        _fresh(db, url, library, p.synchronous_commit)
+    commit = {"synchronous_commit": "off"} if p.synchronous_commit == "off" else {}
+    with runtime.library_run(db, p.library, f"{run_id}-sustain", audit={}, database_settings=commit) as run:
+        url, logs = run.url, run.logs
         _enqueue(library, url, SUSTAIN_JOBS, p.job_ms / 1000, 0)
         context = mp.get_context("fork")
         start = context.Event()
         supervisor = runtime.Supervisor(context, p.library, p.workers, url, logs, start, p.job_ms / 1000)
-        workers = supervisor.processes
+        run.workers = workers = supervisor.processes
         runtime.wait_until_ready(p.library, supervisor.readies)
         time.sleep(READY_GRACE_S)
         with _connect(url) as conn:
@@ -179,12 +163,7 @@ def _measure_sustained(db: database.Database, p, run_id: str) -> dict:
         failed = runtime.workers_with_errors(runtime.error_output(logs))
         if supervisor.exits or failed:
             raise RuntimeError(f"{p.library}: while its sustained rate was measured, {len(supervisor.exits)} "
-                               f"worker(s) exited and {failed} wrote an error (their output: {logs})")
-    finally:
-        runtime.kill_left(workers)
-        shutil.rmtree(logs, ignore_errors=True)
-        with db.connect() as admin:
-            runtime.drop_database(admin)
+                               f"worker(s) exited and {failed} wrote an error")
     return {"sustained_rate": float(claims[0] / (SUSTAIN_S - SUSTAIN_WARMUP_S)),
             "lower_bound": int(claims[1]) >= SUSTAIN_JOBS, "sustain_s": SUSTAIN_S, "sustain_jobs": SUSTAIN_JOBS}
 
@@ -198,76 +177,70 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     if sustained is not None:
         soak.check_rate(rate)
         soak.check_jobs(rate, p.seconds, 0)
-    url = runtime.database_url(db.url)
     table_name = table_name_of(library)
-    logs = scratch.folder(f"{run_id}-executions")
     context = mp.get_context("fork")
     start, stop, results = context.Event(), context.Event(), context.Queue()
-    workers: list = []
     arrivals = holder = sampler = bar = backends = clients = None
-    try:
-        _fresh(db, url, library, p.synchronous_commit)
-        with _connect(url) as conn:
-            settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
-                        for name in ("fsync", "track_wal_io_timing", "autovacuum_naptime", "synchronous_commit")}
-            local = activity.server_is_local(conn)
-            wal_before = soak.wal_syncs(conn)
-        supervisor = runtime.Supervisor(context, p.library, p.workers, url, logs, start, p.job_ms / 1000)
-        workers = supervisor.processes
-        arrivals = context.Process(target=_arrivals_main, args=(os.getpid(), p.library, url, rate, p.job_ms / 1000,
-                                                                 start, stop, results),
-                                   name="claimrace-soak-arrivals", daemon=True)
-        arrivals.start()
-        runtime.wait_until_ready(p.library, supervisor.readies)
-        time.sleep(READY_GRACE_S)
-        backends = activity.BackendWatch(lambda: _library_backends(db.url), 0.5).start() if local else None
-        # the workers (and a Node library's script under each) and the arrivals, as the soak's own clients
-        clients = activity.BackendWatch(lambda: [pid for process in [arrivals, *supervisor.processes] if process.pid
-                                                 for pid in (process.pid, *_children(process.pid))], 0.5).start()
-        with _connect(url) as conn:
-            start_ns = _server_ns(conn)
-        began = time.monotonic()
-        start.set()
-        holder = soak_holders.Holder(url, p.holder, p.pin_from, p.pin_to, began, p.mitigation, table_name).start()
-        sampler = soak_sampler.Sampler(url, began, table_name, None).start()
-        bar = _progress(p, progress)
-        while (left := p.seconds - (time.monotonic() - began)) > 0:
-            time.sleep(min(1.0, left))
-            supervisor.tend()
+    commit = {"synchronous_commit": "off"} if p.synchronous_commit == "off" else {}  # its sessions take it
+    with runtime.library_run(db, p.library, run_id, audit={}, database_settings=commit) as run:
+        try:
+            url, logs = run.url, run.logs
+            with _connect(url) as conn:
+                settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
+                            for name in ("fsync", "track_wal_io_timing", "autovacuum_naptime", "synchronous_commit")}
+                local = activity.server_is_local(conn)
+                wal_before = soak.wal_syncs(conn)
+            supervisor = runtime.Supervisor(context, p.library, p.workers, url, logs, start, p.job_ms / 1000)
+            run.workers = workers = supervisor.processes
+            arrivals = context.Process(target=_arrivals_main, args=(os.getpid(), p.library, url, rate,
+                                                                     p.job_ms / 1000, start, stop, results),
+                                       name="claimrace-soak-arrivals", daemon=True)
+            arrivals.start()
+            runtime.wait_until_ready(p.library, supervisor.readies)
+            time.sleep(READY_GRACE_S)
+            backends = activity.BackendWatch(lambda: _library_backends(db.url), 0.5).start() if local else None
+            # the workers (and a Node library's script under each) and the arrivals, as the soak's own clients
+            clients = activity.BackendWatch(lambda: [pid for process in [arrivals, *supervisor.processes]
+                                                     if process.pid for pid in (process.pid, *_children(process.pid))],
+                                            0.5).start()
+            with _connect(url) as conn:
+                start_ns = _server_ns(conn)
+            began = time.monotonic()
+            start.set()
+            holder = soak_holders.Holder(url, p.holder, p.pin_from, p.pin_to, began, p.mitigation, table_name).start()
+            sampler = soak_sampler.Sampler(url, began, table_name, None).start()
+            bar = _progress(p, progress)
+            while (left := p.seconds - (time.monotonic() - began)) > 0:
+                time.sleep(min(1.0, left))
+                supervisor.tend()
+                if bar is not None:
+                    bar.update(1)
+                if not arrivals.is_alive():
+                    break
+            ended_s = time.monotonic() - began
+            stop.set()
+            got = _arrivals_result(results)
+            supervisor.tend(restart=False)
+            runtime.stop_workers(workers, STOP_GRACE_S)
+            with _connect(url) as conn:
+                audit = runtime.read_audit(conn)
+                wal_after = soak.wal_syncs(conn)
+            lines = runtime.read_lines(logs)
+            errors = runtime.error_output(logs)
+        finally:  # every process and session of the run's ends before its database is dropped
+            stop.set()
+            runtime.kill_left(run.workers)
+            if arrivals is not None:
+                arrivals.join(STOP_GRACE_S)
+                if arrivals.is_alive():
+                    arrivals.kill()
+                    arrivals.join(1)
+            events = holder.stop() if holder is not None else []
+            samples = sampler.stop() if sampler is not None else pd.DataFrame(columns=soak_sampler.SAMPLE_COLUMNS)
+            server_share = backends.stop() if backends is not None else activity.share_split([])
+            client_share = clients.stop() if clients is not None else activity.share_split([])
             if bar is not None:
-                bar.update(1)
-            if not arrivals.is_alive():
-                break
-        ended_s = time.monotonic() - began
-        stop.set()
-        got = _arrivals_result(results)
-        supervisor.tend(restart=False)
-        runtime.stop_workers(workers, STOP_GRACE_S)
-        with _connect(url) as conn:
-            audit = runtime.read_audit(conn)
-            wal_after = soak.wal_syncs(conn)
-        lines = runtime.read_lines(logs)
-        errors = runtime.error_output(logs)
-    except BaseException:
-        shutil.rmtree(logs, ignore_errors=True)
-        raise
-    finally:
-        stop.set()
-        runtime.kill_left(workers)
-        if arrivals is not None:
-            arrivals.join(STOP_GRACE_S)
-            if arrivals.is_alive():
-                arrivals.kill()
-                arrivals.join(1)
-        events = holder.stop() if holder is not None else []
-        samples = sampler.stop() if sampler is not None else pd.DataFrame(columns=soak_sampler.SAMPLE_COLUMNS)
-        server_share = backends.stop() if backends is not None else activity.share_split([])
-        client_share = clients.stop() if clients is not None else activity.share_split([])
-        if bar is not None:
-            bar.close()
-        with db.connect() as admin:
-            runtime.drop_database(admin)
-    shutil.rmtree(logs, ignore_errors=True)
+                bar.close()
     if "error" in got:
         raise RuntimeError("the arrivals failed: " + got["error"])
     flushes = soak.flush_figures(db, settings, wal_before, wal_after)
