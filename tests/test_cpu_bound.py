@@ -2,7 +2,7 @@
 
 A point is CPU-bound when its worker processes, or their backends, waited for a CPU at least half of
 their window (harness.server.activity.cpu_bound). Every outcome is made for real: two workers on a quiet
-machine (neither side), 32 niced workers sharing one CPU with a spinning process (the clients), and a niced
+machine (neither side), 4 niced workers sharing one CPU with a spinning process (the clients), and a niced
 server pinned to one CPU beside a spinner while its workers have the other (the server).
 """
 
@@ -31,7 +31,10 @@ from conftest import handed
 pytestmark = pytest.mark.serial
 
 JOBS = 1500
-BUSY_JOBS = 500  # starved workers claim slowly; a few hundred jobs fill every worker's window all the same
+# starved workers claim slowly, and start slowly: 4 of them and 150 jobs fill every worker's window (their runnable
+# share 0.93 to 0.94 here, against 0.5) in 15 s, where 32 and 500 took 54 s
+BUSY_WORKERS, BUSY_JOBS = 4, 150
+SERVER_BUSY_JOBS = 500  # a starved server's four workers: enough claims for its backends' window
 SPINNERS = 1
 
 
@@ -56,7 +59,7 @@ def _sweep_at_lowest_priority(results, *args) -> None:
 def sweep_on_a_busy_machine(db, tmp_path, strategies, worker_counts):
     """The sweep and every worker it starts run at the lowest priority on one CPU, beside a spinner at normal priority.
 
-    Pinned to one CPU and niced, the 32 workers wait for it most of their window
+    Pinned to one CPU and niced, the workers wait for it most of their window
     whatever the machine's size or speed (0.8 to 0.95 here): a spinner at normal
     priority weighs about 68 times a niced worker, so a woken worker seldom gets
     the CPU at once. One spinner is enough; a second only slows the workers' start.
@@ -159,7 +162,7 @@ def test_only_samples_inside_their_workers_window_are_kept():
 
 def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_them(db, tmp_path):
     free = sweep(db, tmp_path, ["guarded", "skip_locked"], [2])
-    bound = sweep_on_a_busy_machine(db, tmp_path, ["guarded", "skip_locked"], [32])
+    bound = sweep_on_a_busy_machine(db, tmp_path, ["guarded", "skip_locked"], [BUSY_WORKERS])
     for run_dir in free:
         summary = Run(run_dir).summary
         assert summary["cpu_bound"] is False, summary["client_runnable_share"]
@@ -174,16 +177,16 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
         assert 0 < summary["waiting_for_client_share"] <= 1
     frame = analysis.race_summary(free + bound)
     races = compare.Races(frame)
-    assert races.workers("guarded", cpu_free=True) == [2] and races.cpu_bound_workers("guarded") == [32]
+    assert races.workers("guarded", cpu_free=True) == [2] and races.cpu_bound_workers("guarded") == [BUSY_WORKERS]
     f7 = should_switch.f7_skip_locked_no_waste(races)
-    assert f7.worker_counts_used == (2,) and "Not judged at 32 workers" in f7.note
+    assert f7.worker_counts_used == (2,) and f"Not judged at {BUSY_WORKERS} workers" in f7.note
     # only CPU-bound points: not measured, and the note says why
     only_bound = should_switch.f7_skip_locked_no_waste(compare.Races(analysis.race_summary(bound)))
     assert only_bound.verdict == findings.NOT_MEASURED and "CPU-bound" in only_bound.note
     assert only_bound.worker_counts_used == ()
     # the charts shade the CPU-bound worker counts, and only those
     by_workers = analysis.over_repeats(frame)
-    assert charts.cpu_bound_workers(by_workers) == [32]
+    assert charts.cpu_bound_workers(by_workers) == [BUSY_WORKERS]
     spec = json.dumps(race_charts.throughput_chart(by_workers).to_dict())
     assert '"rect"' in spec and "CPU-bound" in spec
     free_only = analysis.over_repeats(analysis.race_summary(free))
@@ -213,7 +216,7 @@ def test_a_race_whose_backends_wait_for_a_cpu_is_cpu_bound_by_the_server(tmp_pat
         finally:
             os.sched_setaffinity(0, own)
         try:
-            runs = sweep(server, tmp_path, ["guarded"], [4], job_count=BUSY_JOBS, cpus="split")
+            runs = sweep(server, tmp_path, ["guarded"], [4], job_count=SERVER_BUSY_JOBS, cpus="split")
         finally:
             for hog in hogs:
                 hog.kill()

@@ -12,8 +12,9 @@ from harness.experiments import registry
 from harness.experiments.race.trials import RaceSweep
 from harness.storage import read_json
 
-# Its verdicts read races at 1 and 2 workers that must not wait for a CPU: nothing runs beside them.
-pytestmark = pytest.mark.serial
+# Its verdicts read races at 1 and 2 workers that must not wait for a CPU: nothing runs beside them (a test that
+# reads no runs runs beside others).
+serial = pytest.mark.serial
 
 RACES = {"strategies": ["naive", "guarded", "skip_locked"], "worker_counts": [1, 2], "job_count": 60, "repeats": 1,
          "partial_index": False}
@@ -70,6 +71,7 @@ def stored(db, tmp_path_factory):
     return data_dir, int(read_json(paths[0] / "manifest.json")["server"]["major"])
 
 
+@serial
 def test_findings_json_from_stored_runs(stored, tmp_path):
     data_dir, pg_version = stored
     result = run_cli("findings", "--json", "--data-dir", str(data_dir),
@@ -86,6 +88,7 @@ def test_findings_json_from_stored_runs(stored, tmp_path):
     assert "plans" in result.stderr and "churn" in result.stderr, "the sections without runs are named"
 
 
+@serial
 def test_findings_table_from_stored_runs(stored, tmp_path):
     data_dir, pg_version = stored
     result = run_cli("findings", "--data-dir", str(data_dir), "--params", str(params_file(tmp_path, pg_version)))
