@@ -283,10 +283,34 @@ def handed(section: str, paths) -> dict:
 
 
 def run_cli(*args: str, env_extra: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """python -m harness ... as a user would run it."""
+    """python -m harness ... as a user would run it; its pid as `pid` (what its scratch folders are named after)."""
     env = {**os.environ, **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=PROJECT_ROOT, capture_output=True,
-                          text=True, env=env, timeout=timeout)
+    with subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=env) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+    done = subprocess.CompletedProcess(process.args, process.returncode, out, err)
+    done.pid = process.pid
+    return done
+
+
+def poolers_of(pid: int) -> list:
+    """The pgbouncer processes a harness process started (their config lies in a scratch folder named after it) and
+    left running: another test's, beside this one, are not counted."""
+    import psutil
+
+    from harness import scratch
+
+    mine = f"{scratch.PREFIX}{pid}-"
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        if process.info["name"] == "pgbouncer" and any(mine in part for part in process.info["cmdline"] or ()):
+            found.append(process)
+    return found
 
 
 def soak_runs(root: Path, commands: dict[str, list[str]], batch: int) -> dict:

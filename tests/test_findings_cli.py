@@ -71,11 +71,23 @@ def stored(db, tmp_path_factory):
     return data_dir, int(read_json(paths[0] / "manifest.json")["server"]["major"])
 
 
-@serial
-def test_findings_json_from_stored_runs(stored, tmp_path):
+@pytest.fixture(scope="module")
+def printed(stored, tmp_path_factory) -> dict:
+    """The command's JSON and its table, from the stored races, run side by side: {"json": ..., "table": ...}."""
+    from concurrent.futures import ThreadPoolExecutor
+
     data_dir, pg_version = stored
-    result = run_cli("findings", "--json", "--data-dir", str(data_dir),
-                     "--params", str(params_file(tmp_path, pg_version)))
+    params = params_file(tmp_path_factory.mktemp("findings-params"), pg_version)
+    asked = {"json": ("--json",), "table": ()}
+    with ThreadPoolExecutor(len(asked)) as pool:
+        running = {name: pool.submit(run_cli, "findings", *extra, "--data-dir", str(data_dir), "--params", str(params))
+                   for name, extra in asked.items()}
+        return {name: future.result() for name, future in running.items()}
+
+
+@serial
+def test_findings_json_from_stored_runs(printed):
+    result = printed["json"]
     assert result.returncode == 0, result.stderr
     found = {f["id"]: f for f in json.loads(result.stdout)}
     assert list(found)[:2] == ["F1", "F2"] and len(found) == 34
@@ -89,9 +101,8 @@ def test_findings_json_from_stored_runs(stored, tmp_path):
 
 
 @serial
-def test_findings_table_from_stored_runs(stored, tmp_path):
-    data_dir, pg_version = stored
-    result = run_cli("findings", "--data-dir", str(data_dir), "--params", str(params_file(tmp_path, pg_version)))
+def test_findings_table_from_stored_runs(printed):
+    result = printed["table"]
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("F1 ") and "original" in result.stdout and "\nA4 " in result.stdout
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-import psutil
 import pytest
 
-from conftest import forked_workers, handed, run_cli, survivors_of_sigkill
+from conftest import forked_workers, handed, poolers_of, run_cli, survivors_of_sigkill
 from harness import libraries
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED
@@ -294,14 +293,13 @@ def test_no_worker_outlives_the_command_killed_with_sigkill_while_one_is_paused(
 
 
 @pytest.mark.skipif(pooler.binary() is None, reason=f"pgbouncer not found: {pooler.INSTALL_HINT}")
-@pytest.mark.serial  # finds no pgbouncer left on the machine: another test's pooler would be counted
 def test_a_library_own_workers_run_through_pgbouncer_and_the_pooler_stops_after(tmp_path):
     """--pooler puts PgBouncer between a library's workers and the server, for a drain and for a fault run: each
     JSON object says which mode, the manifest says the pooler as it ran, and no pgbouncer is left after."""
-    done = run_cli("libraries", "--library", "pgmq", "--workers", "2", "--jobs", "40", "--pooler", "session",
-                   "--json", "--quiet", "--data-dir", str(tmp_path / "drain"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    [drain] = [json.loads(line) for line in done.stdout.splitlines()]
+    drained = run_cli("libraries", "--library", "pgmq", "--workers", "2", "--jobs", "40", "--pooler", "session",
+                      "--json", "--quiet", "--data-dir", str(tmp_path / "drain"))
+    assert drained.returncode == 0, drained.stderr[-3000:]
+    [drain] = [json.loads(line) for line in drained.stdout.splitlines()]
     assert (drain["pooler"], drain["executed"], drain["executed_twice"]) == ("session", 40, 0)
     done = run_cli("libraries", "--library", "pgmq", "--fault", "kill", "--pooler", "transaction", "--json",
                    "--quiet", "--data-dir", str(tmp_path / "fault"))
@@ -312,4 +310,4 @@ def test_a_library_own_workers_run_through_pgbouncer_and_the_pooler_stops_after(
     [run] = (tmp_path / "fault" / "libraries").iterdir()
     described = read_json(run / "manifest.json")["procedure"]["pooler"]
     assert described["mode"] == "transaction" and described["pgbouncer"] == pooler.version()
-    assert not [p for p in psutil.process_iter(["name"]) if p.info["name"] == "pgbouncer"]
+    assert poolers_of(drained.pid) == [] and poolers_of(done.pid) == []  # each stopped its pooler

@@ -3,11 +3,11 @@ mode hands its statements to any server session, and what a session-scoped claim
 
 from __future__ import annotations
 
+import os
 
-import psutil
 import pytest
 
-from conftest import handed, survivors_of_sigkill
+from conftest import handed, poolers_of, survivors_of_sigkill
 from harness import config
 from harness.article import contents
 from harness.article.findings import CONFIRMED, CORRECTED
@@ -61,7 +61,6 @@ def test_through_a_pooler_the_library_protocols_drop_the_harness_clean_up():
 
 
 @needs_pgbouncer
-@pytest.mark.serial  # finds no pgbouncer left on the machine: another test's pooler would be counted
 def test_through_session_mode_que_claims_each_job_once_and_leaves_no_lock(db, tmp_path):
     run, manifest, summary = race_through(db, tmp_path, "que", "session", 4, 300)
     described = manifest["results"]["pooler"]
@@ -69,7 +68,7 @@ def test_through_session_mode_que_claims_each_job_once_and_leaves_no_lock(db, tm
     assert described["default_pool_size"] == 4 and described["advisory_locks_held_at_end"] == 0
     assert manifest["checks"]["passed"] and summary["duplicate_jobs"] == 0
     assert "pg_advisory_unlock_all" not in manifest["procedure"]["sql"]  # sent as Que sends it
-    assert not any(p.name() == "pgbouncer" for p in psutil.process_iter(["name"]))  # stopped after the race
+    assert poolers_of(os.getpid()) == []  # stopped after the race (another test's, beside it, not counted)
 
 
 @needs_pgbouncer

@@ -6,11 +6,12 @@ against the embedded PostgreSQL: five and a half minutes on a quiet 2-core machi
 (329 s, 2026-12-06), most of it waiting (a fault's lease, a soak's hold).
 
 Every later test that reads the page waits for it, so the test build makes its
-runs in two lanes side by side: the sections in BESIDE, which mostly wait, in a
-child process with its own servers and data folder, and the rest here; their
-runs then join one data folder, and the build proper finds every run stored and
-executes the notebooks and renders the page, as `make report` does. Its timings
-give each section's making as the lane that made it timed it.
+runs in three lanes side by side: the sections of each of LANES (those that
+mostly wait, and the libraries' drains) in a child process with its own servers
+and data folder, and the rest here; their runs then join one data folder, and the
+build proper finds every run stored and executes the notebooks and renders the
+page, as `make report` does. Its timings give each section's making as the lane
+that made it timed it.
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ BUILT = "built"  # written once the shared build is whole
 FIRST_TIMINGS = "first-build-timings.json"  # the first build's timings: tests rebuild into the same folder
 
 
-# the sections made in the second lane: 150 of the 296 s the sections took alone (faults 59, soak 53, the
-# libraries' soak 22, wake-ups 17), each mostly a wait
-BESIDE = ("faults", "soak", "library_soak", "wakeups")
+# the sections made in lanes of their own, beside the rest (the sections took 296 s one after another, 2026-12-06):
+# the wait-heavy ones (faults 59 s, soak 53, the libraries' soak 22, wake-ups 17) and the libraries' drains (40)
+# split in two lanes of about 100 s each, as long as what is left here
+LANES = (("faults", "libraries"), ("soak", "library_soak", "wakeups", "library_probe"))
+BESIDE = tuple(section for lane in LANES for section in lane)
 
 
 def make_sections(data_dir: Path, sections) -> dict:
@@ -81,12 +84,12 @@ def make_sections(data_dir: Path, sections) -> dict:
     return timings.phases
 
 
-def _lane(parent: int, data_dir: str) -> None:
-    """The second lane, run in a child: its sections' runs, their timings printed as JSON."""
+def _lane(parent: int, data_dir: str, sections: tuple[str, ...]) -> None:
+    """A lane beside the build, run in a child: its sections' runs, their timings printed as JSON."""
     from harness.children import die_with_parent
 
     die_with_parent(parent)
-    print(json.dumps(make_sections(Path(data_dir), BESIDE)))
+    print(json.dumps(make_sections(Path(data_dir), sections)))
 
 
 def _build(root: Path) -> TinyBuild:
@@ -96,29 +99,35 @@ def _build(root: Path) -> TinyBuild:
 
     from harness.experiments import registry
 
-    data_dir, report_dir, beside = root / "data", root / "report", root / "beside"
-    out, err = root / "beside.out", root / "beside.err"  # files, not pipes: nobody reads a pipe while lane one runs
-    with open(out, "w") as stdout, open(err, "w") as stderr:
-        lane = subprocess.Popen([sys.executable, "-c", f"import tiny_report; tiny_report._lane({os.getpid()}, "
-                                                       f"{str(beside)!r})"],
-                                cwd=Path(__file__).parent, stdout=stdout, stderr=stderr)
+    data_dir, report_dir = root / "data", root / "report"
+    lanes = []
+    for number, sections in enumerate(LANES):
+        folder = root / f"lane-{number}"
+        out, err = root / f"lane-{number}.out", root / f"lane-{number}.err"  # files: nobody reads a pipe meanwhile
+        with open(out, "w") as stdout, open(err, "w") as stderr:
+            lanes.append((folder, out, err, subprocess.Popen(
+                [sys.executable, "-c", f"import tiny_report; tiny_report._lane({os.getpid()}, {str(folder)!r}, "
+                                       f"{sections!r})"], cwd=Path(__file__).parent, stdout=stdout, stderr=stderr)))
     try:
         made = make_sections(data_dir, [s for s in registry.SECTIONS if s not in BESIDE])
-        lane.wait(timeout=1800)
+        for *_, lane in lanes:
+            lane.wait(timeout=1800)
     finally:
-        if lane.poll() is None:
-            lane.kill()
-            lane.wait(30)
-    if lane.returncode != 0:
-        raise RuntimeError(f"the tiny build's second lane failed: {err.read_text()[-3000:]}")
-    made |= json.loads(out.read_text().strip().splitlines()[-1])
-    for run in sorted(beside.glob("*/*")):  # its runs join the data folder, kind by kind
-        (data_dir / run.parent.name).mkdir(parents=True, exist_ok=True)
-        shutil.move(str(run), str(data_dir / run.parent.name / run.name))
+        for *_, lane in lanes:
+            if lane.poll() is None:
+                lane.kill()
+                lane.wait(30)
+    for folder, out, err, lane in lanes:
+        if lane.returncode != 0:
+            raise RuntimeError(f"a lane of the tiny build failed: {err.read_text()[-3000:]}")
+        made |= json.loads(out.read_text().strip().splitlines()[-1])
+        for run in sorted(folder.glob("*/*")):  # its runs join the data folder, kind by kind
+            (data_dir / run.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.move(str(run), str(data_dir / run.parent.name / run.name))
     report.build(TINY_PARAMS, data_dir, report_dir, progress=False)
     timings = json.loads((report_dir / "build-timings.json").read_text())
     timings["phases"] |= {section: made[section] for section in registry.SECTIONS}
-    timings["lanes"] = {"beside": list(BESIDE)}
+    timings["lanes"] = [list(lane) for lane in LANES]
     (root / FIRST_TIMINGS).write_text(json.dumps(timings, indent=2) + "\n")
     return _read(root)
 
