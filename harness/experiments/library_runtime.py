@@ -23,7 +23,7 @@ from psycopg import conninfo, sql
 
 from harness import gate, scratch
 from harness.children import die_with_parent
-from harness.libraries import Adapter, get
+from harness.libraries import get
 from harness.libraries.settings import CONFIGURATION_ENV, POOLER_SETTING_ENV
 from harness.server import activity, database
 
@@ -55,12 +55,11 @@ def drop_database(conn, name: str = DATABASE) -> None:
 
 @dataclass
 class LibraryRun:
-    """One run of a library's own workers, as library_run set it up: the library, its database's URL, the folder
+    """One run of a library's own workers, as library_run set it up: the library's name, its database's URL, the folder
     its workers log to, the server's log where it records every statement sent to that database (else None), and
     the worker processes started (the teardown kills any still alive)."""
 
     name: str
-    library: Adapter
     url: str
     logs: Path
     server_log: Path | None
@@ -92,8 +91,9 @@ def library_run(db: database.Database, name: str, run_id: str, audit: dict | Non
     workers' logs removed (kept for the caller to read where keep_logs, unless the run failed)."""
     library = get(name)
     server_log = Path(db.details["data_dir"]) / "server.log" if statements and db.details.get("data_dir") else None
-    run = LibraryRun(name, library, database_url(db.url), scratch.folder(f"{run_id}-executions"), server_log)
+    run = LibraryRun(name, database_url(db.url), scratch.folder(f"{run_id}-executions"), server_log)
     settings = dict(database_settings or {}) | ({"log_statement": "all"} if server_log is not None else {})
+    failed = False
     try:
         with db.connect() as admin:
             fresh_database(admin)
@@ -106,11 +106,11 @@ def library_run(db: database.Database, name: str, run_id: str, audit: dict | Non
                 install_audit(conn, library, **audit)
         yield run
     except BaseException:
-        shutil.rmtree(run.logs, ignore_errors=True)
+        failed = True
         raise
     finally:
-        kill_left(run.workers)
-        if not keep_logs:
+        kill_left(run.workers)  # first: a live worker would write into its logs while they are removed
+        if failed or not keep_logs:
             shutil.rmtree(run.logs, ignore_errors=True)
         with db.connect() as admin:
             drop_database(admin)
@@ -198,7 +198,7 @@ def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
     """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
     execution log. job_s: a fault run's (harness.experiments.libraries.faults) job length. pooler_setting
     "documented": the library's worker applies its POOLER_SETTING (told through the environment, which its Node
-    process inherits). gate_dir: each job runs until the harness opens its gate there (harness.libraries.gate, the
+    process inherits). gate_dir: each job runs until the harness opens its gate there (harness.gate, the
     stale-completion probe). configuration "production": its library's worker runs as its PRODUCTION says. Its error
     output (and its node process's) goes to a file beside its log, kept with the run (error_output)."""
     die_with_parent(parent_pid)

@@ -4,7 +4,7 @@ One run: a fresh database, the library's own schema (its migrations), an audit
 trigger on its jobs table that records every enqueue and every claim (the
 library's own transition to its claimed state), `job_count` no-op jobs enqueued
 through its API, then `worker_count` processes, each running the library's own
-fetch-and-complete loop at concurrency 1 (harness.libraries.<name>.work), held
+fetch-and-complete loop at concurrency 1 (harness.libraries.<name>.adapter.work), held
 at a start barrier until all are connected and released together. The no-op
 job appends the id it was handed to its worker's execution log; a worker stops
 when the library finds the queue empty, or is killed at the run's bound.
@@ -361,14 +361,7 @@ def label(parameters: LibraryParameters) -> str:
     return f"{parameters.library}{release} x{parameters.worker_count}{fault}{through}"
 
 
-# --------------------------------------------------------------------------- a worker process
-
-
 # --------------------------------------------------------------------------- measuring
-
-
-# What a drain and a fault run (harness.experiments.libraries.faults) share: the run's database, the audit on the
-# library's table, its worker processes.
 
 
 def _counters(conn, library) -> dict:
@@ -396,7 +389,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
             contextlib.ExitStack() as through:
         url, logs, server_log = run.url, run.logs, run.server_log
         via = through.enter_context(pooler.pooled(url, p.pooler, workers_needed(p)))
-        through.callback(runtime.kill_left, run.workers)  # the workers go before their pooler
+        through.callback(lambda: runtime.kill_left(run.workers))  # the workers go before their pooler
         # the watch reads pg_stat_activity from another database: the library's logs every statement sent to it
         with database.connect(url) as conn, db.connect() as watching:
             local = activity.server_is_local(conn)
@@ -442,8 +435,7 @@ def measure_libraries(db: database.Database, parameters: LibraryParameters, run_
         probe = (pgstats.notification_transactions(url, p.worker_count, PROBE_NOTIFICATIONS)
                  if library.NOTIFIES_ON_CHANGE else None)
     errors = runtime.error_output(logs)
-    executions, timings = _read_logs(logs)
-    shutil.rmtree(logs, ignore_errors=True)
+    executions, timings = _read_logs(logs)  # and removes them
     server_cpu_ms = ((server_cpu_after - server_cpu_before) / 1e6
                      if server_cpu_before is not None and server_cpu_after is not None else None)
     summary = run_summary.summarise(p, audit, executions, timings, released_ns, ended_ns, wal_bytes, before, after,

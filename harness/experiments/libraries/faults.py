@@ -235,7 +235,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             library.enqueue(url, p.job_count, JOB_S)
             keys = runtime.job_keys(conn, library)
         via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.workers_needed(p)))
-        through.callback(runtime.kill_left, run.workers)  # the workers go before their pooler
+        through.callback(lambda: runtime.kill_left(run.workers))  # the workers go before their pooler
         context = mp.get_context("fork")
         start = context.Event()
         supervisor = runtime.Supervisor(context, p.library, p.worker_count, via.url, logs, start, JOB_S,

@@ -46,7 +46,7 @@ run(async () => {
     (await pool.connect()).release(); // connected before the worker says it is ready
     await readyThenStart();
     const jobMs = jobMsArg ? Number(jobMsArg) : null;
-    // its documented setting for a transaction pooler, where the harness asks for it (harness/libraries/__init__.py)
+    // its documented setting for a transaction pooler, where the harness asks for it (harness/libraries/settings.py)
     const noPreparedStatements = process.env.CLAIMRACE_POOLER_SETTING === "documented";
     const taskList = { noop: async (payload, helpers) => {
       fs.writeSync(out, `${helpers.job.id} ${nowNs()} ${process.pid}\n`);
