@@ -265,7 +265,12 @@ def test_split_cpus_pins_server_and_workers_apart_and_gives_the_cpus_back(db, tm
     postmaster = psutil.Process(conn.pgconn.backend_pid).parent()
     everything = sorted(os.sched_getaffinity(0))
     assert postmaster.cpu_affinity() == everything
-    assert all(child.cpu_affinity() == everything for child in postmaster.children())
+    for child in postmaster.children():
+        try:
+            affinity = child.cpu_affinity()
+        except psutil.NoSuchProcess:  # a backend that ended since it was listed (the race's, a worker of autovacuum)
+            continue
+        assert affinity == everything, child
     summary = Run(run_dir).summary
     assert summary["proxy"] is False and summary["client_layout"] == "processes"
 
