@@ -45,9 +45,9 @@ report: $(STAMP) $(NODE_STAMP) ## run the races, plans, churn and notebooks; wri
 # Test files run in TEST_WORKERS processes, each with its own embedded server; most tests wait on servers, workers
 # and sleeps rather than on a CPU, so there are more workers than CPUs. Tests marked serial (CPU shares, timing)
 # still run with no other test beside them; tests/conftest.py sees to it. TEST_WORKERS=0 runs them in one process.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 
-test: $(STAMP) $(NODE_STAMP) ## run the test suite against an embedded PostgreSQL 16 (TEST_WORKERS=4 processes)
+test: $(STAMP) $(NODE_STAMP) ## run the test suite against an embedded PostgreSQL 16 (TEST_WORKERS=3 processes)
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 bench: $(STAMP) $(NODE_STAMP) ## harness vs pgbench on the same SQL at 1, 8, 32, 64, 100 workers, 5 pairs of 10 s (about an hour)
