@@ -32,7 +32,7 @@ pytestmark = pytest.mark.serial
 
 JOBS = 1500
 # starved workers claim slowly, and start slowly: 4 of them and 150 jobs fill every worker's window (their runnable
-# share 0.93 to 0.94 here, against 0.5) in 15 s, where 32 and 500 took 54 s
+# share 0.89 and 0.91 here, against 0.5, in 15 s, 2026-12-07, run alone), where 32 and 500 took 54 s
 BUSY_WORKERS, BUSY_JOBS = 4, 150
 SERVER_BUSY_JOBS = 500  # a starved server's four workers: enough claims for its backends' window
 SPINNERS = 1

@@ -261,7 +261,7 @@ def test_the_command_refuses_a_bad_pin_or_hold_in_one_line_before_anything_start
 # rule's 10 s then past a 45 s cap). A negative control: nothing held on the table whose claim stays flat (finished
 # jobs deleted), at a load a loaded machine keeps up with: beside the held arm and the suite's other workers, it fell
 # behind at 400 jobs/s (three workers) and at 250 (four) in fresh-clone suites of 2026-12-07, the machine's doing,
-# not a hold's; at 120 it needs an eighth of what two workers on 2 ms jobs can do alone. So it shows
+# not a hold's; at 120, its 2 ms jobs keep its two workers busy an eighth of the time. So it shows
 # that the rule does not fire with nothing held, not that 400 jobs/s alone keeps up here: the held arm's fall is
 # read against its own seconds before the hold, as the rule reads every arm.
 UNTIL_FAILURE = ["--workers", "2", "--job-ms", "2", "--seconds", "100", "--pin-from", "10",

@@ -72,7 +72,8 @@ FIRST_TIMINGS = "first-build-timings.json"  # the first build's timings: tests r
 # the wait-heavy ones (faults 59 s, soak 53, the libraries' soak 22, wake-ups 17) and the libraries' drains (40)
 # split in two lanes of about 100 s each, as long as what is left here. Each lane begins with what mostly waits, so
 # the races made here first (about 40 s) are not beside a drain or a soak's sustained-rate pass: with the soak first,
-# one suite's build (2026-12-07) decided no finding at any worker count, as where every race point waited for a CPU
+# one suite's build (2026-12-07) decided no finding at any worker count (whether its race points were CPU-bound
+# was not kept to see)
 LANES = (("faults", "libraries"), ("wakeups", "library_probe", "soak", "library_soak"))
 BESIDE = tuple(section for lane in LANES for section in lane)
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import sys
 import time
 from dataclasses import dataclass

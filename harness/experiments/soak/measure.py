@@ -446,8 +446,8 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
     errors = {"sampler": sampler.error if sampler is not None else None,
               "samples_missed": dict(sampler.missed) if sampler is not None else None,
               "partitions": maintenance.error if maintenance is not None else None}
-    return _measured(p, (plan, rate, phase_rates, schedule), sustained, got, events, samples, partitions, start_ns, ended_s,
-                     settings | flushes, client_share, server_share, errors, release)
+    return _measured(p, (plan, rate, phase_rates, schedule), sustained, got, events, samples, partitions, start_ns,
+                     ended_s, settings | flushes, client_share, server_share, errors, release)
 
 
 def flush_figures(db: database.Database, settings: dict, before: tuple[int, float], after: tuple[int, float]) -> dict:
