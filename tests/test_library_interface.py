@@ -337,3 +337,49 @@ def test_the_release_check_finds_a_second_spelling(tmp_path):
 
 def libraries_named(name: str):
     return next(library for library in catalogue.LIBRARIES if library.name == name)
+
+
+# Releases the docs name that no library here declares, each with the reason: the tags procrastinate's how-to reads
+# the same in (its stalled-jobs task), read in its history rather than raced.
+READ_ACROSS = {"3.1.0": "procrastinate's first tag with the same how-to", "3.9.0": "its last before 3.10.0"}
+
+
+def releases_in_docs(root: Path = ROOT) -> dict[str, list[str]]:
+    """Every three-part release the README and docs/ name ("1.2.3" or "v1.2.3", not an address's four parts):
+    {release without its v: [file:line, ...]}."""
+    pattern = re.compile(r"(?<![\d.])v?(\d+\.\d+\.\d+)(?!\.?\d)")
+    found: dict[str, list[str]] = {}
+    for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for release in pattern.findall(line):
+                found.setdefault(release, []).append(f"{path.relative_to(root)}:{number}")
+    return found
+
+
+def declared_releases() -> set[str]:
+    """Each library's release as its declaration names it, its earlier releases, and the release installed."""
+    named = set()
+    for library in catalogue.LIBRARIES:
+        named.add(library.source.release.removeprefix("SQL ").removeprefix("v"))
+        named.update(libraries.get(library.name).EARLIER_RELEASES or {})
+        if library.runs_here and libraries.version(library.name):
+            named.add(libraries.version(library.name))
+    return named
+
+
+def test_every_release_the_docs_name_is_one_a_library_declares():
+    """The docs' prose cites releases by hand: each is a release a declaration names (or installed here), so an
+    upgrade that leaves a sentence at the old release fails here."""
+    stale = {release: where for release, where in releases_in_docs().items()
+             if release not in declared_releases() and release not in READ_ACROSS}
+    assert stale == {}, "named in the docs, declared by no library: " + str(stale)
+
+
+def test_the_docs_release_check_finds_a_release_left_behind(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("Listening on 127.0.0.1 and 0.0.0.0.\n")
+    (tmp_path / "docs" / "libraries.md").write_text("chancy (0.26.0) and chancy v0.24.9, pg-boss 10.4.2.\n")
+    found = releases_in_docs(tmp_path)
+    assert found == {"0.26.0": ["docs/libraries.md:1"], "0.24.9": ["docs/libraries.md:1"],
+                     "10.4.2": ["docs/libraries.md:1"]}
+    assert [release for release in found if release not in declared_releases()] == ["0.24.9"]
