@@ -315,26 +315,35 @@ def poolers_of(pid: int) -> list:
 
 def soak_runs(root: Path, commands: dict[str, list[str]], batch: int) -> dict:
     """{name: (its JSON row, its stored Run)}: each `python -m harness soak ...` command run with a data folder of
-    its own under root, `batch` side by side at most (each has its own server: the machine has two cores); a
-    command that fails or hangs fails the fixture, and is killed with the rest."""
+    its own under root, `batch` side by side at most (each has its own server: the machine has two cores), the next
+    started as soon as one ends, in the order given (the longest first keeps the pool full); a command that fails or
+    hangs fails the fixture, and is killed with the rest."""
     from harness.storage import Run
-    names, done, running = list(commands), {}, {}
+    waiting, done, running = list(commands), {}, {}
     try:
-        for first in range(0, len(names), batch):
-            running = {name: subprocess.Popen([sys.executable, "-m", "harness", "soak", *commands[name],
-                                               "--data-dir", str(root / name)], cwd=PROJECT_ROOT,
-                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                       for name in names[first:first + batch]}
-            for name, process in running.items():
-                out, err = process.communicate(timeout=300)
-                assert process.returncode == 0, f"{name}: {err[-3000:]}"
-                done[name] = (json.loads(out), Run(next((root / name / "soak").iterdir())))
+        while waiting or running:
+            while waiting and len(running) < batch:
+                name = waiting.pop(0)
+                (root / name).mkdir()
+                with open(root / name / "out", "w") as out, open(root / name / "err", "w") as err:
+                    running[name] = (time.monotonic(), subprocess.Popen(  # into files: a full pipe would block it
+                        [sys.executable, "-m", "harness", "soak", *commands[name], "--data-dir", str(root / name)],
+                        cwd=PROJECT_ROOT, stdout=out, stderr=err, text=True))
+            for name, (began, process) in list(running.items()):
+                if process.poll() is None:
+                    assert time.monotonic() - began < 300, f"{name}: still running after 300 s"
+                    continue
+                del running[name]
+                assert process.returncode == 0, f"{name}: {(root / name / 'err').read_text()[-3000:]}"
+                done[name] = (json.loads((root / name / "out").read_text()),
+                              Run(next((root / name / "soak").iterdir())))
+            time.sleep(0.2)
     finally:
-        for process in running.values():
+        for _, process in running.values():
             if process.poll() is None:
                 process.kill()
                 process.wait(30)
-    return done
+    return {name: done[name] for name in commands}
 
 
 def assert_held_keeps_dead_rows(held: dict, stored, free: dict) -> None:

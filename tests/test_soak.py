@@ -238,6 +238,7 @@ def test_the_series_counts_each_second_and_its_backlog_and_quantiles():
     (dict(hold_until_failure=True, hold_max=81), "the 80 s the run has after --pin-from, not 81"),
     (dict(hold_until_failure=True, pin_from=5), "the hold must start at 10 s or later"),
     (dict(hold_until_failure=True, library="pgmq", hold_max=20), "--hold-until-failure is not raced with --library"),
+    (dict(holder="analytics", analytics_s=0.5), "analytics s must be between 1 and 600, not 0.5"),
 ])
 def test_a_soak_out_of_bounds_is_refused_in_one_line(args, said):
     with pytest.raises(UserError, match=said.replace("(", r"\(").replace(")", r"\)")):
@@ -268,12 +269,14 @@ UNTIL_FAILURE = ["--workers", "2", "--job-ms", "2", "--seconds", "100", "--pin-f
                  "--hold-until-failure", "--hold-max", "45", "--json", "--quiet"]
 
 
+UNTIL_FAILURE_ARMS = {
+    "held": ["--shape", "history_indexed", "--holder", "repeatable_read", "--rate", "400", *UNTIL_FAILURE],
+    "none": ["--shape", "delete", "--holder", "none", "--rate", "120", *UNTIL_FAILURE]}
+
+
 @pytest.fixture(scope="module")
-def until_failure(tmp_path_factory):
-    return soak_runs(tmp_path_factory.mktemp("soak-until-failure"),
-                     {"held": ["--shape", "history_indexed", "--holder", "repeatable_read", "--rate", "400",
-                               *UNTIL_FAILURE],
-                      "none": ["--shape", "delete", "--holder", "none", "--rate", "120", *UNTIL_FAILURE]}, 2)
+def until_failure(soaks):
+    return {name: soaks[f"until_failure_{name}"] for name in UNTIL_FAILURE_ARMS}
 
 
 def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control_runs_to_the_cap(until_failure):
@@ -341,13 +344,29 @@ COMMON = ["--rate", "40", "--workers", "2", "--seconds", "26", "--pin-from", "10
           "--quiet"]
 
 
-BATCH = 5  # arms side by side at most: each has its own server, and the machine has two cores
+# Analytics statements of 4 s (20 s by default), staggered and one at a time: 30 s each.
+ANALYTICS_ARMS = {f"analytics_{mitigation}": ["--holder", "analytics", "--analytics-s", "4", "--mitigation", mitigation,
+                                              "--rate", "20", "--workers", "2", "--seconds", "30", "--pin-from",
+                                              "10", "--pin-to", "26", "--json", "--quiet"]
+                  for mitigation in ("none", "one_analytics")}
+BATCH = 5  # runs side by side at most: each has its own server, and the machine has two cores
 
 
 @pytest.fixture(scope="module")
-def arms(tmp_path_factory):
-    """{arm: (its JSON row, its stored Run)}; a command that fails or hangs is killed with the rest."""
-    return soak_runs(tmp_path_factory.mktemp("soak-arms"), {arm: [*ARMS[arm], *COMMON] for arm in ARMS}, BATCH)
+def soaks(tmp_path_factory):
+    """Every soak run this module reads, in one pool: the two until-failure runs first (about a minute each), then
+    the arms (about half a minute each) as places free up. {name: (its JSON row, its stored Run)}; a command that
+    fails or hangs is killed with the rest."""
+    commands = {f"until_failure_{name}": command for name, command in UNTIL_FAILURE_ARMS.items()}
+    commands |= ANALYTICS_ARMS
+    commands |= {arm: [*ARMS[arm], *COMMON] for arm in ARMS}
+    return soak_runs(tmp_path_factory.mktemp("soaks"), commands, BATCH)
+
+
+@pytest.fixture(scope="module")
+def arms(soaks):
+    """{arm: (its JSON row, its stored Run)}."""
+    return {arm: soaks[arm] for arm in ARMS}
 
 
 def test_every_arm_claims_each_job_once_at_the_rate_asked(arms):
@@ -533,23 +552,19 @@ def test_the_maintenance_keeps_a_partition_with_a_pending_job_and_gives_up_a_dro
         schema.drop_owned(conn)
 
 
-def test_analytics_one_at_a_time_free_the_horizon_between_statements(db, tmp_path, monkeypatch):
+def test_analytics_one_at_a_time_free_the_horizon_between_statements(soaks):
     """Statements of 4 s here: staggered, one is always open and the oldest snapshot is never younger than half a
     statement; one at a time, the second waits for the first, and the horizon frees between them."""
-    from harness.experiments import registry
-    from harness.experiments.soak import holders as soak_holders
-
-    monkeypatch.setattr(soak_holders, "ANALYTICS_S", 4.0)
     ages = {}
-    for mitigation in ("none", "one_analytics"):
-        [run] = registry.measure("soak", soak.SoakParameters(rate=20, workers=2, seconds=30, pin_from=10, pin_to=26,
-                                                             holder="analytics", mitigation=mitigation),
-                                 tmp_path / mitigation, db, progress=False)
-        samples = Run(run).table("samples")
+    for mitigation in ANALYTICS_ARMS:
+        row, stored = soaks[mitigation]
+        assert stored.manifest["procedure"]["analytics_s"] == 4.0 and row["mitigation"] == mitigation.removeprefix(
+            "analytics_"), row
+        samples = stored.table("samples")
         inside = samples[(samples["t_s"] >= 13) & (samples["t_s"] < 25.5)]
         ages[mitigation] = inside["horizon_age_s"].fillna(0.0)
-    assert ages["none"].min() >= 1.5, ages["none"].tolist()
-    assert ages["one_analytics"].min() < 1.0, ages["one_analytics"].tolist()
+    assert ages["analytics_none"].min() >= 1.5, ages["analytics_none"].tolist()
+    assert ages["analytics_one_analytics"].min() < 1.0, ages["analytics_one_analytics"].tolist()
 
 
 def test_the_autovacuum_mitigation_sets_the_table_and_every_partition_made_later(db):

@@ -40,7 +40,7 @@ from harness.server import database
 
 HOLDERS = ("none", "repeatable_read", "idle_in_transaction", "analytics")
 MITIGATIONS = ("none", "autovacuum", "idle_timeout", "statement_timeout", "transaction_timeout", "one_analytics")
-ANALYTICS_S = 20.0  # one analytics statement's length; the second session starts half of it later
+ANALYTICS_S = 20.0  # one analytics statement's length by default (--analytics-s); the second starts half later
 TIMEOUT_S = 5.0  # the timeouts a mitigation sets
 CONNECTION_CHECK_S = 1.0  # how soon the server notices the harness gone while a holder's statement runs
 STOP_GRACE_S = 5.0
@@ -65,8 +65,9 @@ class Holder:
     """Holds the horizon from pin_from to pin_to (run seconds), under a mitigation."""
 
     def __init__(self, url: str, kind: str, pin_from: float, pin_to: float, began: float, mitigation: str = "none",
-                 table: str = JOBS):
+                 table: str = JOBS, analytics_s: float = ANALYTICS_S):
         self.url, self.kind, self.pin_from, self.pin_to, self.began = url, kind, pin_from, pin_to, began
+        self.analytics_s = analytics_s  # one analytics statement's length
         self.table = table  # the jobs table its snapshot and its analytics read
         self.mitigation = mitigation
         self.events: list[dict] = []
@@ -114,7 +115,7 @@ class Holder:
         return self
 
     def _session(self, session: int) -> None:
-        offset = ANALYTICS_S / 2 * session if self.kind == "analytics" else 0.0
+        offset = self.analytics_s / 2 * session if self.kind == "analytics" else 0.0
         try:
             conn = self._connect(session)
         except Exception as exc:
@@ -153,9 +154,9 @@ class Holder:
                     with self.one_at_a_time:
                         left = self.pin_to - self._at()
                         if left > 0.05:
-                            conn.execute(analytics_sql(self.table), [min(ANALYTICS_S, left)])
+                            conn.execute(analytics_sql(self.table), [min(self.analytics_s, left)])
                 else:
-                    conn.execute(analytics_sql(self.table), [min(ANALYTICS_S, left)])
+                    conn.execute(analytics_sql(self.table), [min(self.analytics_s, left)])
             except psycopg.errors.QueryCanceled as exc:
                 if self.stopping.is_set() or self.pin_to - self._at() <= 0.05:  # stopped, or released early
                     break
@@ -199,7 +200,7 @@ class Holder:
             except Exception:
                 pass
         for thread in self.threads:
-            thread.join(STOP_GRACE_S + ANALYTICS_S)
+            thread.join(STOP_GRACE_S + self.analytics_s)
         return self.events
 
 

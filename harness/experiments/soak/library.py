@@ -207,7 +207,8 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                 start_ns = _server_ns(conn)
             began = time.monotonic()
             start.set()
-            holder = soak_holders.Holder(url, p.holder, p.pin_from, p.pin_to, began, p.mitigation, table_name).start()
+            holder = soak_holders.Holder(url, p.holder, p.pin_from, p.pin_to, began, p.mitigation, table_name,
+                                         p.analytics_s).start()
             sampler = soak_sampler.Sampler(url, began, table_name, None).start()
             bar = _progress(p, progress)
             while (left := p.seconds - (time.monotonic() - began)) > 0:

@@ -84,6 +84,7 @@ MIN_SECONDS, MAX_SECONDS = 20.0, 4 * 3600.0
 MIN_BEFORE_S = soak_outcomes.WARMUP_S + 5.0  # seconds before the pin: the warm-up, then the spread to judge by
 MIN_HOLD_S = float(max(soak_outcomes.WARMUP_S, soak_outcomes.BEHIND_RUN_S))  # shorter: no live release
 MAX_JOB_MS = 1000.0
+MIN_ANALYTICS_S, MAX_ANALYTICS_S = 1.0, 600.0  # a statement shorter than a sample would not be seen holding
 MAX_HISTORY_ROWS = 2_000_000
 MAX_JOBS = 5_000_000  # rate x seconds + history_rows: the table stays well inside memory
 MIN_SHARE, MAX_SHARE = 1.0, 200.0  # a rate asked as a share of the sustained rate (past 100 %: an overload)
@@ -147,6 +148,9 @@ class SoakParameters(Parameters):
         given=True), added_later=True)
     hold_max: float = setting(120.0, as_float, Option(
         "--hold-max", "with --hold-until-failure, the longest hold (s)", float), added_later=True)
+    analytics_s: float = setting(ANALYTICS_S, as_float, Option(
+        "--analytics-s", "with --holder analytics, each statement's length (s); the second session starts half of "
+                         "it after the first", float), added_later=True)
     phases: tuple = setting((), soak_phases.as_phases, Option(
         "--phases", "the run as phases, label=kind:seconds separated by commas (harness.experiments.soak.phases): "
                     "warmup, clean, hold or hold(holder), ramp(rate), recovery; --seconds, --pin-from and --pin-to "
@@ -194,6 +198,9 @@ class SoakParameters(Parameters):
         if self.holder not in soak_holders.APPLIES_TO[self.mitigation]:
             raise UserError(f"mitigation {self.mitigation} does nothing to holder {self.holder} (it acts on "
                             f"{' or '.join(soak_holders.APPLIES_TO[self.mitigation])})")
+        if not MIN_ANALYTICS_S <= self.analytics_s <= MAX_ANALYTICS_S:
+            raise UserError(f"analytics s must be between {MIN_ANALYTICS_S:g} and {MAX_ANALYTICS_S:g}, not "
+                            f"{self.analytics_s:g}")
         if not 0 <= self.job_ms <= MAX_JOB_MS:
             raise UserError(f"job ms must be between 0 and {MAX_JOB_MS:g}, not {self.job_ms:g}")
         if not 0 <= self.history_rows <= MAX_HISTORY_ROWS:
@@ -418,7 +425,8 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         clock.value = start_ns
         start.set()
         holder = soak_holders.Holders([soak_holders.Holder(db.url, phase.holder, phase.start_s, phase.end_s, began,
-                                                           p.mitigation) for phase in plan if phase.kind == "hold"])
+                                                           p.mitigation, analytics_s=p.analytics_s)
+                                       for phase in plan if phase.kind == "hold"])
         holder.start()
         sampler = Sampler(db.url, began).start()
         maintenance = soak_partitions.Maintenance(db.url, began, made, autovacuum_options(p.mitigation)).start() \
@@ -530,7 +538,7 @@ def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: di
         "hold_asked": p.release_at - pin_from, "released_because": release["because"],
         # the run as phases (harness.experiments.soak.phases), each judged against the clean one before it
         "phases": list(p.phases), "phase_results": phased,
-        "job_ms": p.job_ms, "history_rows": p.history_rows,
+        "job_ms": p.job_ms, "history_rows": p.history_rows, "analytics_s": p.analytics_s,
         "mitigation": p.mitigation, "repeat": p.repeat,
         "mitigation_setting": soak_holders.SESSION_SETTINGS.get(p.mitigation),  # the server setting it is, if one
         # a server not started here keeps its own storage: what it is is not known here
@@ -574,7 +582,7 @@ def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: di
         procedure={"shape": p.shape, "claim": CLAIM_SQL[p.strategy], "finish": FINISH_SQL[p.shape],
                    "sustained": sustained,
                    "arrivals": INSERT_SQL, "read_explained": READ_SQL, "holder": p.holder,
-                   "analytics_s": ANALYTICS_S if p.holder == "analytics" else None,
+                   "analytics_s": p.analytics_s if p.holder == "analytics" else None,
                    "analytics": soak_holders.analytics_sql() if p.holder == "analytics" else None, "poll_s": POLL_S,
                    "sample_s": SAMPLE_S, "explain_every_s": EXPLAIN_EVERY_S, "server_settings": settings,
                    "verdict_rule": soak_outcomes.rule_settings(),

@@ -39,7 +39,8 @@ CHOSEN_MITIGATIONS = ("idle_timeout", "statement_timeout", "one_analytics", "aut
 SAID = {"shape": "shape", "strategy": "strategy", "holder": "holder", "mitigation": "mitigation",
         "rate": "rate_asked", "workers": "workers", "job_ms": "job_ms", "history_rows": "history_rows",
         "synchronous_commit": "synchronous_commit", "seconds": "seconds", "pin_from": "pin_from",
-        "hold_until_failure": "hold_until_failure", "repeat": "repeat", "phases": "phases"}
+        "hold_until_failure": "hold_until_failure", "repeat": "repeat", "phases": "phases",
+        "analytics_s": "analytics_s"}
 WINDOW = ("seconds", "pin_from", "pin_to", "hold_until_failure", "hold_max")  # not read by an arm in phases
 ARM_SETTINGS = tuple(spec.name for spec in dataclasses.fields(soak.SoakParameters) if spec.name != "repeat")
 
@@ -153,7 +154,10 @@ def _stored(summaries: list[dict], p: soak.SoakParameters) -> dict | None:
 
 
 def _said(summary: dict, said: str):
-    """A summary's value of a setting as the parameters hold it: phases a tuple, () in a run stored before them."""
+    """A summary's value of a setting as the parameters hold it: phases a tuple, () in a run stored before them;
+    the analytics' length its default in a run stored before it was a setting."""
+    if said == "analytics_s":
+        return summary.get(said, soak_holders.ANALYTICS_S)
     return tuple(summary.get(said) or ()) if said == "phases" else summary.get(said)
 
 
