@@ -192,7 +192,7 @@ def test_a_fault_sweep_takes_its_own_defaults_and_refuses_what_it_cannot_run():
         library_runs.LibrarySweep(libraries=("pgmq",), faults=("kill",), job_count=500)
     with pytest.raises(UserError, match="either drains .fault none. or faults"):
         library_runs.LibrarySweep(libraries=("pgmq",), faults=("none", "kill"))
-    with pytest.raises(UserError, match="fault must be one of kill, pause, short_pause, terminate, restart"):
+    with pytest.raises(UserError, match="fault must be one of kill, pause, short_pause, stall, terminate, restart"):
         library_runs.LibraryParameters("pgmq", 3, 6, fault="flood")
     done = run_cli("libraries", "--library", "pgmq", "--fault", "flood", "--data-dir", "/nonexistent")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "flood" in done.stderr
@@ -261,7 +261,7 @@ def test_each_fault_lands_on_a_library_and_the_command_prints_its_ledger(tmp_pat
                    str(tmp_path), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {row["fault"]: row for row in map(json.loads, done.stdout.splitlines())}
-    assert list(rows) == list(library_runs.FAULTS)
+    assert list(rows) == list(library_runs.ALL_FAULTS) and "stall" not in rows  # asked with its own --stall
     vt = libraries.get("pgmq").RECOVERY["raced_s"]
     for fault, row in rows.items():
         assert {"library", "fault", "fault_effects", "completed_once", "completed_twice", "executed_twice", "stuck",

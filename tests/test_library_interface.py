@@ -29,7 +29,7 @@ OPTIONAL = {"JOBS_SCHEMA": TEXT, "STATS_TABLE": TEXT, "AUDIT_ID_SQL": TEXT, "JOB
             "CONNECTIONS": int, "STOPS_ON_ITS_OWN": bool, "INSTALL_HINT": TEXT, "CLAIM_FUNCTION": TEXT, "WAKEUP": dict,
             "FAILED": TEXT, "HOLDS_BY_SESSION": bool, "POOLER_SETTING": (dict, type(None)), "POOLER_READ": dict,
             "installed_version": types.FunctionType, "EARLIER_RELEASES": dict, "PRODUCTION": dict,
-            "HUNG": dict, "declare_dead": types.FunctionType}
+            "HUNG": dict, "declare_dead": types.FunctionType, "STALL": dict}
 RECOVERY_KEYS = {"mechanism", "setting", "default_s", "raced_s"}
 # name -> the parameters it takes, in order
 FUNCTIONS = {"install": ("url",), "enqueue": ("url", "n", "job_s"), "work": ("url", "log", "ready", "start", "job_s")}

@@ -74,7 +74,7 @@ FIRST_TIMINGS = "first-build-timings.json"  # the first build's timings: tests r
 # the races made here first (about 40 s) are not beside a drain or a soak's sustained-rate pass: with the soak first,
 # one suite's build (2026-12-07) decided no finding at any worker count (whether its race points were CPU-bound
 # was not kept to see)
-LANES = (("faults", "libraries"), ("wakeups", "library_probe", "soak", "library_soak"))
+LANES = (("faults", "libraries", "library_stalls"), ("wakeups", "library_probe", "soak", "library_soak"))
 BESIDE = tuple(section for lane in LANES for section in lane)
 
 

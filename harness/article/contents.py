@@ -33,7 +33,7 @@ from harness import config
 from harness.article.findings import Finding, by_id, order
 from harness.article.sections import (backend_time, bench, churn, client_layouts, decision, durable, faults,
                                       guard_cost, job_wait, libraries, library_faults, library_soak, machine, plans,
-                                      production, races, should_switch, soak, strategies, summary,
+                                      production, races, should_switch, soak, stalls, strategies, summary,
                                       wakeups, without_guard)
 from harness.article.sections import race_sweep
 from harness.errors import UserError
@@ -43,7 +43,7 @@ from harness.stats import jsonable
 # Page order: the notes annotate adds land in this order (the client layouts' before the bench's). Sections load
 # in this order too, except where a section's UPSTREAM comes later (load_order).
 SECTIONS = (summary, races, without_guard, plans, guard_cost, backend_time, job_wait, should_switch, production,
-            strategies, faults, churn, client_layouts, bench, libraries, library_faults, wakeups,
+            strategies, faults, churn, client_layouts, bench, libraries, library_faults, stalls, wakeups,
             soak, library_soak, durable, machine, decision)
 
 

@@ -24,7 +24,7 @@ from psycopg import conninfo, sql
 from harness import gate, scratch
 from harness.children import die_with_parent
 from harness.libraries import get
-from harness.libraries.settings import CONFIGURATION_ENV, POOLER_SETTING_ENV
+from harness.libraries.settings import CONFIGURATION_ENV, POOLER_SETTING_ENV, RECOVERY_ENV
 from harness.server import activity, database
 
 DATABASE = "claimrace_libraries"  # made afresh for every run, dropped after it
@@ -194,16 +194,19 @@ class _Release:
 
 def worker_process(name: str, url: str, log: str, ready, start, parent_pid: int,
                    job_s: float | None = None, pooler_setting: str = "default", gate_dir: str | None = None,
-                   configuration: str = "default") -> None:
+                   configuration: str = "default", recovery_s: float | None = None) -> None:
     """One worker process: dies with the harness, runs the library's loop, then writes its own timing beside its
     execution log. job_s: a fault run's (harness.experiments.libraries.faults) job length. pooler_setting
     "documented": the library's worker applies its POOLER_SETTING (told through the environment, which its Node
     process inherits). gate_dir: each job runs until the harness opens its gate there (harness.gate, the
-    stale-completion probe). configuration "production": its library's worker runs as its PRODUCTION says. Its error
+    stale-completion probe). configuration "production": its library's worker runs as its PRODUCTION says.
+    recovery_s: the recovery setting it runs with, where not its library's raced one (a stall run's). Its error
     output (and its node process's) goes to a file beside its log, kept with the run (error_output)."""
     die_with_parent(parent_pid)
     os.environ[POOLER_SETTING_ENV] = pooler_setting
     os.environ[CONFIGURATION_ENV] = configuration
+    if recovery_s is not None:
+        os.environ[RECOVERY_ENV] = str(recovery_s)
     if gate_dir is not None:
         os.environ[gate.GATE_ENV] = gate_dir
     os.dup2(os.open(f"{log}.stderr", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644), 2)
@@ -259,9 +262,9 @@ class Supervisor:
     of what a fault does, not the end of the run. Worker slot i's g-th process logs to (g * worker_count + i).log."""
 
     def __init__(self, context, library: str, worker_count: int, url: str, logs: Path, start, job_s: float,
-                 gate_dir: Path | None = None, configuration: str = "default"):
+                 gate_dir: Path | None = None, configuration: str = "default", recovery_s: float | None = None):
         self.context, self.library, self.worker_count = context, library, worker_count
-        self.configuration = configuration
+        self.configuration, self.recovery_s = configuration, recovery_s
         self.gate_dir = None if gate_dir is None else str(gate_dir)
         self.url, self.logs, self.start, self.job_s = url, logs, start, job_s
         self.processes, self.readies, self.exits, self.restarts = [], [], [], 0
@@ -272,7 +275,8 @@ class Supervisor:
         ready = self.context.Event()
         process = self.context.Process(target=worker_process, args=(
             self.library, self.url, str(self.logs / f"{generation * self.worker_count + slot}.log"), ready,
-            self.start, os.getpid(), self.job_s, "default", self.gate_dir, self.configuration), daemon=True)
+            self.start, os.getpid(), self.job_s, "default", self.gate_dir, self.configuration, self.recovery_s),
+            daemon=True)
         process.start()
         self.processes.append(process)
         self.readies.append(ready)

@@ -15,6 +15,15 @@ CONFIGURATIONS = ("default", "production")
 CONFIGURATION_ENV = "CLAIMRACE_CONFIGURATION"
 
 
+# the recovery setting a run races where it is not the library's RECOVERY raced_s (a stall run's: its STALL's)
+RECOVERY_ENV = "CLAIMRACE_RECOVERY_S"
+
+
+def recovery_s(raced: float) -> float:
+    """The recovery setting this worker is to run with, in seconds: the run's, else the library's raced one."""
+    return float(os.environ.get(RECOVERY_ENV) or raced)
+
+
 def configuration() -> str:
     """"production" where this worker is to run as its library's PRODUCTION says, else "default"."""
     return os.environ.get(CONFIGURATION_ENV, "default")

@@ -104,7 +104,37 @@ def parse_libraries(text: str) -> tuple[str, ...]:
 
 
 # a fault run (harness.experiments.libraries.faults): one fault injected into a library's workers, then its ledger
-FAULTS = ("kill", "pause", "short_pause", "terminate", "restart")
+FAULTS = ("kill", "pause", "short_pause", "stall", "terminate", "restart")
+# a stall (--fault stall --stall SECONDS@OFFSET): the worker running a job frozen OFFSET seconds into it for SECONDS
+# (0: the control, nothing frozen), its jobs STALL_JOB_S long so a stall can begin beats into one; only for a library
+# whose hold on a running job is a heartbeat on a fixed schedule (its STALL)
+STALL_JOB_S = 4.0
+MAX_STALL_S = 10.0
+
+
+def as_stall(name: str, value) -> str:
+    """SECONDS@OFFSET (both in seconds, the stall within a job with a second of it left), or none."""
+    text = str(value).strip()
+    if text == "none":
+        return text
+    try:
+        seconds, offset = (float(part) for part in text.split("@"))
+    except ValueError:
+        raise UserError(f"a stall is SECONDS@OFFSET, the worker frozen OFFSET seconds into its job for SECONDS "
+                        f"(like 1.5@0.9), not {text!r}") from None
+    if not 0 <= seconds <= MAX_STALL_S or not 0 <= offset <= STALL_JOB_S - 1:
+        raise UserError(f"a stall lasts 0 to {MAX_STALL_S:g} s and begins 0 to {STALL_JOB_S - 1:g} s into its "
+                        f"{STALL_JOB_S:g} s job, not {text}")
+    return f"{seconds:g}@{offset:g}"
+
+
+def stall_of(text: str) -> tuple[float, float] | None:
+    """(seconds, offset) of a stall, None for none."""
+    return None if text == "none" else tuple(float(part) for part in text.split("@"))
+
+
+as_stalls = lambda name, values: tuple(as_stall(name, v) for v in ((values,) if isinstance(values, str)
+                                                                     else tuple(values)))
 # short_pause freezes the worker for this share of its library's raced recovery setting, short of it, so that no
 # outcome hinges on a pause that outlasts the recovery; a library with nothing set to recover a job within
 # a run (libraries.recovers_within_s) has no setting to pause short of, and no short_pause run
@@ -116,6 +146,19 @@ def short_pause_s(name: str) -> float | None:
     if libraries.recovers_within_s(name) is None:
         return None
     return SHORT_PAUSE_SHARE * libraries.get(name).RECOVERY["raced_s"]
+
+
+def first_beat_s(name: str) -> float:
+    """When a stall run's job's hold is first renewed, counted from its start: a beat of its STALL's setting."""
+    declared = libraries.get(name).STALL
+    return declared["beat_share"] * declared["raced_s"]
+
+
+def stallable() -> list[str]:
+    """The libraries a stall is raced on: those whose hold on a running job is a heartbeat on a schedule (STALL)."""
+    return [name for name in libraries.NAMES if libraries.get(name).STALL is not None]
+
+
 # under a library's production setting, the faults whose recovery it sets: a dead worker and one stopped past it
 PRODUCTION_FAULTS = ("kill", "pause")
 FAULT_MIN_WORKERS, FAULT_MAX_WORKERS = 2, 8  # one to hit, one to recover
@@ -155,9 +198,13 @@ as_fault = _one_or_none(FAULTS, "fault")
 as_faults = _several(as_fault, "give at least one fault, or none")
 
 
+# what --fault all races: every fault but the stall, which is asked with its own --stall
+ALL_FAULTS = tuple(fault for fault in FAULTS if fault != "stall")
+
+
 def parse_faults(text: str) -> tuple[str, ...]:
-    """'all' (every fault), one fault, or a comma-separated list."""
-    return FAULTS if text.strip() == "all" else tuple(t.strip() for t in text.split(",") if t.strip())
+    """'all' (every fault but the stall), one fault, or a comma-separated list."""
+    return ALL_FAULTS if text.strip() == "all" else tuple(t.strip() for t in text.split(",") if t.strip())
 
 
 @dataclass(frozen=True)
@@ -184,6 +231,8 @@ class LibraryParameters(Parameters):
     # how the probe's first holder loses its job: as the library's hold says (frozen, or its sessions cut where its
     # hold is its session), or frozen with its sessions kept (a hung worker still connected); default before it
     lost_by: str = setting("default", as_loss, added_later=True)
+    # a stall fault run's stall, SECONDS@OFFSET (as_stall); none before it
+    stall: str = setting("none", as_stall, added_later=True)
 
     def check(self) -> None:
         check_each([self.worker_count], "worker count", 1, MAX_WORKERS)
@@ -233,6 +282,15 @@ class LibraryParameters(Parameters):
                                 f"{FAULT_MAX_JOBS} jobs, not {self.job_count}")
             if self.fault == "short_pause" and short_pause_s(self.library) is None:
                 raise UserError(f"{self.library} has no recovery set within a run to pause short of: no short_pause")
+        if (self.fault == "stall") != (self.stall != "none"):
+            raise UserError("a stall run takes --fault stall and --stall SECONDS@OFFSET, each with the other")
+        if self.fault == "stall" and libraries.get(self.library).STALL is None:
+            raise UserError(f"{self.library} declares no heartbeat schedule to stall against (STALL): a stall is "
+                            f"raced on {', '.join(stallable())}")
+        if self.fault == "stall" and stall_of(self.stall)[1] >= first_beat_s(self.library):
+            raise UserError(f"a stall of {self.library} begins within its job's first beat, before "
+                            f"{first_beat_s(self.library):g} s (its hold was then last written when it was picked), "
+                            f"not at {stall_of(self.stall)[1]:g} s")
         if libraries.version(self.library) is None:
             raise UserError(f"{self.library} is not installed here: {libraries.install_hint(self.library)}")
 
@@ -277,6 +335,10 @@ class LibrarySweep(Parameters):
                      "sessions cut where its hold is its session); frozen: frozen with its sessions kept, a hung "
                      "worker still connected, each library whose hold is its session; default,frozen runs both",
         client_list, default_text="default", metavar="{default,frozen}"))
+    stalls: tuple = setting(("none",), as_stalls, Option(
+        "--stall", "with --fault stall, SECONDS@OFFSET: the worker running a job frozen OFFSET seconds into its "
+                   f"{STALL_JOB_S:g} s job for SECONDS (0: the control); a comma list runs each",
+        client_list, default_text="none", metavar="SECONDS@OFFSET"))
     probes: tuple = setting(("none",), as_probes, Option(
         "--probe", f"{', '.join(PROBES)}: one job whose first holder loses it and completes it while a second "
                    "holder runs it, per library (models too), instead of a drain",
@@ -293,6 +355,9 @@ class LibrarySweep(Parameters):
             raise UserError("a sweep is either probes or not, not both")
         if faulted and "none" in self.faults:
             raise UserError("a sweep is either drains (fault none) or faults, not both")
+        if ("stall" in self.faults) != (self.stalls != ("none",)) or (len(self.stalls) > 1 and "none" in self.stalls):
+            raise UserError("--fault stall takes --stall SECONDS@OFFSET (a comma list runs each), and --stall takes "
+                            "--fault stall")
         check_each(self.worker_counts, "worker count", 1, MAX_WORKERS)
         check_each([self.repeats], "repeats", 1, 20)
         for mode in self.poolers:
@@ -315,18 +380,21 @@ class LibrarySweep(Parameters):
         # a fault run's jobs each last a second, so no cap
         # the documented setting is raced in transaction mode only (session mode keeps prepared statements working),
         # and only for a library that documents one
-        # a short pause leaves out the libraries with nothing to pause short of, unless none asked has one: then
-        # they stay, so that their check refuses the sweep in one line rather than it running nothing
+        # a short pause leaves out the libraries with nothing to pause short of, and a stall those without a
+        # heartbeat schedule (STALL), unless none asked has one: then they stay, so that their check refuses the sweep
+        # in one line rather than it running nothing
         # an earlier release (chancy==0.25.0) is a library of its own here; its check refuses it outside a probe
         # the production setting is raced for a library whose docs set one (the rest run as they come), unless none
         # asked has one: then they stay, so that their check refuses the sweep in one line
         pausable = any(short_pause_s(releases.split(name)[0]) is not None for name in installed)
         produced = any(libraries.get(releases.split(name)[0]).PRODUCTION is not None for name in installed)
         by_session = any(libraries.get(releases.split(name)[0]).HOLDS_BY_SESSION for name in installed)
+        stalls = any(libraries.get(releases.split(name)[0]).STALL is not None for name in installed)
         return [LibraryParameters(library, workers, self.job_count if fault != "none" else min(
                     self.job_count, libraries.get(library).JOB_CAP or self.job_count), repeat, fault, mode,
-                    chosen, probe, release, configuration, loss)
+                    chosen, probe, release, configuration, loss, stall)
                 for probe in self.probes for chosen in self.pooler_settings for mode in self.poolers for fault in self.faults
+                for stall in (self.stalls if fault == "stall" else ("none",))
                 for configuration in self.configurations for loss in self.losses
                 for library, release in map(releases.split, installed)
                 for workers in self.worker_counts for repeat in range(self.repeats)
@@ -335,7 +403,8 @@ class LibrarySweep(Parameters):
                 if loss == "default" or libraries.get(library).HOLDS_BY_SESSION or not by_session
                 if (chosen == "default" or (mode == "transaction" and fault == "none"
                                             and libraries.documented_setting(library) is not None))
-                and (fault != "short_pause" or short_pause_s(library) is not None or not pausable)]
+                and (fault != "short_pause" or short_pause_s(library) is not None or not pausable)
+                and (fault != "stall" or libraries.get(library).STALL is not None or not stalls)]
 
 
 def workers_needed(parameters: LibraryParameters) -> int:
@@ -357,6 +426,7 @@ def label(parameters: LibraryParameters) -> str:
     release = "" if parameters.release == releases.INSTALLED else f"=={parameters.release}"
     through += "" if parameters.configuration == "default" else f", {parameters.configuration} setting"
     through += "" if parameters.lost_by == "default" else f", lost by {parameters.lost_by}"
+    through += "" if parameters.stall == "none" else f" {parameters.stall}"
     return f"{parameters.library}{release} x{parameters.worker_count}{fault}{through}"
 
 

@@ -12,6 +12,10 @@ Once a job has started, one fault is injected for real:
     kill       SIGKILL of the process running that job (a Node library's node process);
     pause      SIGSTOP of that process, for the library's raced recovery time and PAUSE_MARGIN_S more (PAUSE_S
                where nothing recovers), then SIGCONT: it wakes up and finishes its job;
+    stall      SIGSTOP of it a chosen offset into that job for a chosen time (--stall SECONDS@OFFSET; 0 s, the
+               control, stops nothing), its jobs STALL_JOB_S long, then SIGCONT; the summary says whether the
+               library's heartbeat schedule (its STALL) predicts the job handed on, and whether it was
+               (harness.experiments.libraries.outcomes);
     terminate  pg_terminate_backend of every connection to the library's database, TERMINATE_ROUNDS times;
     restart    the PostgreSQL server stopped the way a crash stops it and started again on its data directory.
 
@@ -47,6 +51,7 @@ from psycopg import sql
 
 from harness import libraries
 from harness.experiments.libraries import drain as library_runs
+from harness.experiments.libraries import outcomes as stall_outcomes
 from harness.experiments.libraries import summary as run_summary
 from harness.experiments.libraries import statements as statement_log
 from harness.experiments.libraries import probe as stale_completion
@@ -73,10 +78,12 @@ TERMINATE_SQL = ("SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WH
                  "AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
 
 
-def recovery(name: str, configuration: str = "default") -> dict:
-    """What brings a dead worker's job back, as raced: its RECOVERY, or under its production setting that setting's
-    recovery (its PRODUCTION), in RECOVERY's shape."""
+def recovery(name: str, configuration: str = "default", fault: str = "none") -> dict:
+    """What brings a dead worker's job back, as raced: its RECOVERY, under its production setting that setting's
+    recovery (its PRODUCTION), in RECOVERY's shape, and in a stall run its STALL's setting."""
     library = libraries.get(name)
+    if fault == "stall":
+        return library.RECOVERY | {"raced_s": library.STALL["raced_s"]}
     if configuration != "production":
         return library.RECOVERY
     production = library.PRODUCTION
@@ -89,18 +96,25 @@ def pause_s(name: str, configuration: str = "default") -> float:
     return PAUSE_S if within is None else within + PAUSE_MARGIN_S
 
 
+def job_s(parameters) -> float:
+    """Each job's length: a stall run's are long enough for a stall to begin beats into one."""
+    return library_runs.STALL_JOB_S if parameters.fault == "stall" else JOB_S
+
+
 def bound_s(parameters) -> float:
     """How long a run waits for every job to complete after its release."""
     p = parameters
     within = libraries.recovers_within_s(p.library, p.configuration)
     recovers = within or 0.0
     rounds = -(-p.job_count // (p.worker_count - 1))  # the healthy workers' rounds of jobs
-    return min(MAX_BOUND_S, SETTLE_S + 2 * recovers + (paused_for_s(p) or 0.0) + 2 * rounds * JOB_S)
+    return min(MAX_BOUND_S, SETTLE_S + 2 * recovers + (paused_for_s(p) or 0.0) + 2 * rounds * job_s(p))
 
 
 def paused_for_s(parameters) -> float | None:
     """How long a pause run freezes its worker: past the recovery (pause), or short of it (short_pause)."""
     p = parameters
+    if p.fault == "stall":
+        return library_runs.stall_of(p.stall)[0]
     return pause_s(p.library, p.configuration) if p.fault == "pause" else \
         library_runs.short_pause_s(p.library) if p.fault == "short_pause" else None
 
@@ -115,7 +129,10 @@ def inject(fault: str, p, db: database.Database, conn, trigger: dict, log: fault
         faults.kill(pid, log, f"worker {trigger['worker']} (pid {pid})", job=job)
         time.sleep(0.2)
         return {"process_gone": int(not faults.alive(pid))}
-    if fault in ("pause", "short_pause"):
+    if fault == "stall" and not paused_for_s(p):  # the control: nothing stopped, at the same point of the job
+        log.record("stall_control", f"worker {trigger['worker']} (pid {pid})", job=job)
+        return {"stall_control": 1}
+    if fault in ("pause", "short_pause", "stall"):
         with faults.stopped(pid, log, f"worker {trigger['worker']} (pid {pid})", job=job) as entry:
             time.sleep(0.05)
             stopped = faults.stop_state(pid) == "T"
@@ -214,9 +231,35 @@ def totals(frame: pd.DataFrame) -> dict:
 
 def landed(fault: str, effects: dict) -> bool:
     """A fault counts only where its effect was seen."""
+    if fault == "stall":  # stopped, or the control's point in the job reached
+        return bool(effects.get("process_stopped_s") or effects.get("stall_control"))
     key = {"kill": "process_gone", "pause": "process_stopped_s", "short_pause": "process_stopped_s",
            "terminate": "backends_terminated", "restart": "server_restarted"}[fault]
     return bool(effects.get(key))
+
+
+def stalled(p, lines: pd.DataFrame, rows: pd.DataFrame, fault_ns: int | None) -> dict:
+    """A stall run's figures: the stall, how old the hold of the job it hit that was oldest then was (from the
+    job's start, renewed every beat of the library's STALL schedule), whether that schedule predicts the job handed
+    on, whether a job the stall hit ran on another worker too (handed on) and whether another job did. {} for
+    another fault."""
+    if p.fault != "stall":
+        return {}
+    stall_s, at_s = library_runs.stall_of(p.stall)
+    declared = libraries.get(p.library).STALL
+    setting_s, wait_s = declared["raced_s"], declared["write_wait_s"]
+    beat_s = declared["beat_share"] * setting_s
+    hit = rows[rows["hit_by_fault"]]
+    starts = lines[(lines["event"] == "start") & lines["job_id"].isin(hit["job_id"])
+                   & (lines["at_ns"] <= (fault_ns or 0))]
+    ages = [round((fault_ns - start) / 1e9, 3) for start in starts["at_ns"]]  # within its first beat: since the pick
+    age = max(ages) if ages else None
+    return {"stall_s": stall_s, "stall_at_s": at_s, "stall_beat_s": beat_s, "stall_write_wait_s": wait_s,
+            "stall_hold_age_s": age,
+            "stall_predicted_handed_on": None if age is None else stall_outcomes.predicted_handed_on(
+                age, stall_s, setting_s, beat_s, wait_s),
+            "stall_handed_on": bool(hit["executed_twice"].any()),
+            "stall_other_twice": bool(rows[~rows["hit_by_fault"]]["executed_twice"].any())}
 
 
 # --------------------------------------------------------------------------- the run
@@ -232,14 +275,15 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         since_log = stale_completion._log_size(server_log)
         with database.connect(url) as conn:
             runtime.install_audit(conn, library, completions=True)
-            library.enqueue(url, p.job_count, JOB_S)
+            library.enqueue(url, p.job_count, job_s(p))
             keys = runtime.job_keys(conn, library)
         via = through.enter_context(pooler.pooled(url, p.pooler, library_runs.workers_needed(p)))
         through.callback(lambda: runtime.kill_left(run.workers))  # the workers go before their pooler
         context = mp.get_context("fork")
         start = context.Event()
-        supervisor = runtime.Supervisor(context, p.library, p.worker_count, via.url, logs, start, JOB_S,
-                                        configuration=p.configuration)
+        supervisor = runtime.Supervisor(context, p.library, p.worker_count, via.url, logs, start, job_s(p),
+                                        configuration=p.configuration,
+                                        recovery_s=library.STALL["raced_s"] if p.fault == "stall" else None)
         run.workers = workers = supervisor.processes  # every one started, restarted ones too (killed at the end)
         runtime.wait_until_ready(p.library, supervisor.readies)
         released_ns = time.time_ns()
@@ -248,6 +292,8 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         trigger = runtime.first_start(logs, released_ns, TRIGGER_TIMEOUT_S)
         effects, fault_ns = {}, None
         if trigger is not None:
+            if p.fault == "stall":  # its offset into the job
+                time.sleep(max(0.0, trigger["started_ns"] / 1e9 + library_runs.stall_of(p.stall)[1] - time.time()))
             with database.connect(db.url) as control:
                 fault_ns = time.time_ns()
                 effects = inject(p.fault, p, db, control, trigger, log)
@@ -272,11 +318,11 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         lines = runtime.read_lines(logs)
         errors = runtime.error_output(logs)
         sent = completions_logged(p.library, server_log, since_log)
-    victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause", "short_pause") else None
+    victim = trigger["pid"] if trigger is not None and p.fault in ("kill", "pause", "short_pause", "stall") else None
     per_job, unnamed = sent_per_job(p.library, sent, keys, others=p.configuration == "production")
     rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim, failed, per_job)
     counts = totals(rows)
-    settings = recovery(p.library, p.configuration)
+    settings = recovery(p.library, p.configuration, p.fault)
     summary = {"library": p.library, "version": libraries.version(p.library), "fault": p.fault, "pooler": p.pooler,
                "setting": p.configuration,
                "worker_count": p.worker_count, "jobs": p.job_count, "fault_landed": landed(p.fault, effects),
@@ -286,6 +332,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                "recovery_setting_s": settings["raced_s"], "recovery_default_s": settings["default_s"],
                "recovery_then_s": settings.get("then_s"),
                "recovery_mechanism": settings["mechanism"], "bound_s": bound_s(p),
+               **stalled(p, lines, rows, fault_ns),
                "waited_s": (ended_ns - released_ns) / 1e9}
     checks = _checks(p, trigger is not None, unnamed, per_job, rows, audit, released_ns)
     return Measured(
@@ -316,7 +363,7 @@ def _procedure(p, library, settings: dict, pooled: dict, exits: list, logged: bo
     """How a fault run ran: the library as installed and set, its recovery, the supervisor, the fault."""
     return {"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
             "settings": library.SETTINGS, "recovery": settings, "claimed": library.CLAIMED,
-            "completed": library.COMPLETED, "job_s": JOB_S, "pooler": pooled,
+            "completed": library.COMPLETED, "job_s": job_s(p), "pooler": pooled, "stall": library.STALL,
             "supervisor": {"restart_delay_s": runtime.RESTART_DELAY_S, "max_restarts": runtime.MAX_RESTARTS,
                            "exits": exits},
             "fault": {"kind": p.fault, "trigger": "the first job start any worker logged",
@@ -385,7 +432,8 @@ SHOWN = ("library", "version", "fault", "pooler", "setting", "fault_landed", "fa
          "worker_exits",
          "workers_with_errors", "completions_sent", "completions_applied", "completions_not_applied", "recovery_s",
          "recovery_setting_s", "recovery_then_s", "recovery_default_s", "jobs_hit", "worker_count", "jobs",
-         "waited_s", "bound_s")
+         "waited_s", "bound_s", "stall_s", "stall_at_s", "stall_beat_s", "stall_hold_age_s",
+         "stall_predicted_handed_on", "stall_handed_on", "stall_other_twice")
 
 
 def measure_run(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
@@ -423,13 +471,18 @@ def show(summary: dict, as_json: bool) -> None:
     recovery_s = summary["recovery_s"]
     through = ("" if summary.get("pooler", "none") == "none" else f" via {summary['pooler']}") + \
         (" production" if summary.get("setting") == "production" else "")
+    if summary["fault"] == "stall":
+        through += f" {summary['stall_s']:g} s at {summary['stall_at_s']:g} s"
     print(f"{summary['library']:<16} {summary['fault'] + through:<9} "
           f"{'landed' if summary['fault_landed'] else 'NOT LANDED':<10} "
           + "  ".join(f"{name} {summary[name]}" for name in (*CLASSES, *MARKS, "worker_exits"))
           + f"  completions sent {_or_unseen(summary.get('completions_sent'))}"
           + f" applied {summary.get('completions_applied', '-')}"
           + f"  recovery {'-' if recovery_s is None else f'{recovery_s:.1f} s'}"
-          + f" (setting {summary['recovery_setting_s']} s)")
+          + f" (setting {summary['recovery_setting_s']} s)"
+          + ("" if summary["fault"] != "stall" else
+             f"  hold {_or_unseen(summary['stall_hold_age_s'])} s old at the stall; handed on "
+             f"{summary['stall_handed_on']}, predicted {summary['stall_predicted_handed_on']}"))
 
 
 def _or_unseen(value) -> str:
@@ -441,7 +494,7 @@ KIND = Kind("libraries", library_runs.LibraryParameters, measure_run, run_summar
             help=f"job libraries ({', '.join(libraries.NAMES)}) draining the same queue with their own workers, audited "
                  "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
                  "and drops the database claimrace_libraries for every run)",
-            show=show_runs, sections=("libraries", "library_faults", "library_probe", "library_poolers"),
+            show=show_runs, sections=("libraries", "library_faults", "library_stalls", "library_probe", "library_poolers"),
             request=library_runs.LibrarySweep, expand=library_runs.LibrarySweep.runs,
             workers=library_runs.workers_needed, check_size=library_runs.check_size,
             label=library_runs.label)

@@ -87,3 +87,67 @@ def per_library(summaries: list[dict]) -> list[dict]:
             "hand_on_bound_s": first["hand_on_bound_s"], "recovery_setting_s": first["recovery_setting_s"],
             "recovery_default_s": first["recovery_default_s"]})
     return rows
+
+
+# --------------------------------------------------------------------------- a stall shorter than the recovery
+#
+# A stall fault run (harness.experiments.libraries.faults, --fault stall) freezes the worker running a job, with its
+# connections kept, `stall_at_s` into the job for `stall_s`, within the job's first beat, so the job's hold was last
+# written when it was picked. Where a library renews its hold on a running job on a schedule (its STALL: a beat
+# queued every beat_share of its recovery setting, written within write_wait_s), the beat that falls due during the
+# stall is queued once the worker resumes, and written up to write_wait_s later. The job is stale from the setting
+# on until then; another worker looks for stale jobs at least every write_wait_s (its own connection is held the
+# same way). So:
+#
+#   kept         where even the latest write comes before the setting: max(beat, at + stall) + wait < setting;
+#   handed on    where the job stays stale a whole wait before the earliest write: max(beat, at + stall) - setting
+#                >= wait;
+#   in between   either can happen: not predicted.
+#
+# Each side with STALL_MARGIN_S more. So the setting must exceed twice the longest stall plus twice the wait (a stall
+# begun just before a beat), not merely the stall.
+
+AGREES, DISAGREES = "agrees", "disagrees"
+BORNE_OUT, CONTRADICTED, ONE_SIDE, NOT_MEASURED = "borne_out", "contradicted", "one_side", "not_measured"
+STALL_OUTCOMES = (BORNE_OUT, CONTRADICTED, ONE_SIDE, NOT_MEASURED)
+# how far inside each side a run must end to be predicted: the hold's age is read from the job's logged start, not
+# from the pick that wrote it (tens of milliseconds before), and a resumed process waits for a CPU. Chosen before the
+# runs.
+STALL_MARGIN_S = 0.2
+
+
+def beat_queued_s(age_s: float, stall_s: float, beat_s: float) -> float:
+    """When, counted from the hold's last write, the next beat is queued: when it falls due, or once the worker
+    resumes where the stall covers that moment."""
+    return max(beat_s, age_s + stall_s)
+
+
+def predicted_handed_on(age_s: float, stall_s: float, setting_s: float, beat_s: float,
+                        wait_s: float) -> bool | None:
+    """A stall of stall_s begun with the hold age_s old (within its first beat): False where the hold is written
+    again before it reaches the setting however late the write comes, True where the job stays stale a whole wait
+    before the earliest write, None between (either can happen), each side with STALL_MARGIN_S."""
+    queued = beat_queued_s(age_s, stall_s, beat_s)
+    if queued + wait_s < setting_s - STALL_MARGIN_S:
+        return False
+    if queued - setting_s >= wait_s + STALL_MARGIN_S:
+        return True
+    return None
+
+
+def longest_safe_stall_s(setting_s: float, beat_share: float, wait_s: float) -> float:
+    """The longest stall kept wherever it begins in a beat: one begun as a beat falls due, the hold a beat old."""
+    return setting_s - beat_share * setting_s - wait_s
+
+
+def stall_outcome(runs: list[tuple[bool | None, bool]]) -> str:
+    """Over stall runs whose stall landed, each (predicted handed on, handed on), those not predicted (None) left
+    out: contradicted where a run's hand-on differs from the prediction; borne out where every run agrees and both
+    sides were raced (a run predicted to hand its job on, and one predicted not to); one side where every run agrees
+    and only one side was raced; not measured without a run."""
+    runs = [(predicted, seen) for predicted, seen in runs if predicted is not None]
+    if not runs:
+        return NOT_MEASURED
+    if any(predicted != seen for predicted, seen in runs):
+        return CONTRADICTED
+    return BORNE_OUT if len({predicted for predicted, _ in runs}) == 2 else ONE_SIDE

@@ -58,6 +58,20 @@ RECOVERY = {"mechanism": "heartbeat: a worker's dequeue re-picks a picked job wh
             "setting": "heartbeat_timeout", "default_s": 30.0, "raced_s": 2.0,
             # its worker dequeues again while a job runs, unless capped; the least cap it takes is twice the batch
             "max_concurrent_tasks": 2}
+# A stall (the worker frozen, its connections kept) hands a running job on where its heartbeat, renewed on a fixed
+# schedule and written once the worker's one connection is free, grows older than heartbeat_timeout
+# (harness.experiments.libraries.outcomes). Raced at 6 s: at the 2 s of the fault runs a beat and the connection's
+# wait already make the 2 s, and no stall could be safe.
+STALL = {"beat_share": 0.5, "write_wait_s": 1.0, "raced_s": 6.0,
+         "why": "a running job's heartbeat is set when it is picked and queued again every half heartbeat_timeout "
+                "while it runs; the beat is written on the worker's one connection, which its NOTIFY watcher holds "
+                "for up to a second at a time while no notification comes; and another worker's dequeue, on its own "
+                "connection held the same way, re-picks a picked job whose heartbeat is older than heartbeat_timeout",
+         "source": "pgqueuer/core/qm.py:549-553 (the beat, heartbeat_timeout / 2), core/heartbeat.py:41-51 (queued "
+                   "every interval), qm.py:427-434 and core/buffers.py:54-58 (flushed once it holds batch_size**2), "
+                   "adapters/drivers/psycopg.py:114-115 (the watcher: notifies(timeout=1.0) on the connection every "
+                   "query shares), adapters/persistence/qb.py:431 (the re-pick) and :524 (set when picked), "
+                   f"release {RELEASE} as installed"}
 
 
 # PgQueuer's package (the release raced) names no prepared-statement setting for poolers (its pooler advice is about LISTEN); it
@@ -109,6 +123,6 @@ def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:
                 else:
                     await manager.run(dequeue_timeout=timedelta(seconds=SETTINGS["dequeue_timeout_s"]),
                                       batch_size=SETTINGS["batch_size"], mode=QueueExecutionMode.continuous,
-                                      heartbeat_timeout=timedelta(seconds=RECOVERY["raced_s"]),
+                                      heartbeat_timeout=timedelta(seconds=settings.recovery_s(RECOVERY["raced_s"])),
                                       max_concurrent_tasks=RECOVERY["max_concurrent_tasks"])
     asyncio.run(run())
