@@ -47,6 +47,8 @@ def params_file(tmp_path, pg_version: int):
               "libraries": {"libraries": ["pgqueuer"], "worker_counts": [1], "job_count": 5},
               "library_claims": {"strategies": ["que"], "worker_counts": [2], "job_count": 8},
               "library_faults": {"libraries": ["pgmq"], "faults": ["kill"], "worker_counts": [2], "job_count": 2},
+              "library_stalls": {"libraries": ["pgqueuer"], "faults": ["stall"], "stalls": ["4@0.5"],
+                                 "worker_counts": [3], "job_count": 3},
               "library_probe": {"libraries": ["pgmq"], "probes": ["stale_completion"]},
               "library_poolers": {"libraries": ["pgmq"], "poolers": ["session", "transaction"], "worker_counts": [2],
                                   "job_count": 8},

@@ -316,21 +316,6 @@ def test_second_build_with_nothing_changed_reuses_everything(tiny):
           f"(first: {sum(e['seconds'] for e in tiny.timings['phases'].values()):.1f} s)")
 
 
-@pytest.mark.slow
-def test_changing_one_sweep_reruns_only_what_reads_it(tiny, tmp_path):
-    params = yaml.safe_load(TINY_PARAMS.read_text())
-    params["slow_race"]["pause_ms"] = params["slow_race"]["pause_ms"] + 1
-    changed = tmp_path / "changed.yml"
-    changed.write_text(yaml.safe_dump(params))
-    report_dir = tmp_path / "report"
-    shutil.copytree(tiny.report_dir, report_dir)
-    report.build(changed, tiny.data_dir, report_dir, progress=False)
-    timings = json.loads((report_dir / "build-timings.json").read_text())["phases"]
-    assert timings["slow_race"]["runs_made"] == len(params["slow_race"]["strategies"])
-    assert timings["races"]["runs_made"] == 0
-    assert timings["notebooks"]["executed"] == [report.ARTICLE], "only the article reads the slowed-down race"
-
-
 def test_a_broken_params_file_is_one_line_and_exit_2(tmp_path):
     broken = tmp_path / "broken.yml"
     broken.write_text("races: [not, a, mapping\n")

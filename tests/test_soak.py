@@ -1,225 +1,25 @@
-"""The soak: a queue that runs with jobs arriving on schedule while a transaction holds the horizon. The verdict
-rule on synthetic series, one per outcome; the command's refusals; and short real runs on the real server, where
-a pinned horizon is seen to keep the dead rows, and where nothing outlives the command."""
+"""The soak: a queue that runs with jobs arriving on schedule while a transaction holds the horizon. The command's
+refusals, and short real runs on the real server, in one pool: a pinned horizon is seen to keep the dead rows, a
+hold long enough fails the queue, a run in phases is judged phase by phase, and nothing outlives the command (the
+verdict rule on synthetic series is tests/test_soak_rule.py's)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
-import numpy as np
 import pandas as pd
 import psutil
 import pytest
 
 from conftest import assert_held_keeps_dead_rows, run_cli, soak_runs, survivors_of_sigkill
+from harness.article.sections import soak as section
+from harness.article.sections import soak_arms
 from harness.experiments.soak import outcomes as rule
 from harness.errors import UserError
 from harness.experiments.soak import measure as soak
 from harness.storage import Run
-
-PIN_FROM, PIN_TO = 20.0, 40.0
-
-
-def series(backlog, p99, arrived=10, claimed=None) -> pd.DataFrame:
-    """A run's per-second series: backlog and p99 per second as given; arrivals a steady `arrived` a second, and
-    claims what makes the backlog (unless given)."""
-    backlog = np.asarray(backlog, dtype=float)
-    arrivals = np.full(len(backlog), arrived)
-    claims = arrivals - np.diff(np.concatenate([[0.0], backlog])) if claimed is None else np.asarray(claimed)
-    return pd.DataFrame({"second": np.arange(len(backlog), dtype=float), "arrived": arrivals, "claimed": claims,
-                         "backlog": backlog, "claim_p50_ms": np.asarray(p99) / 2, "claim_p99_ms": p99})
-
-
-def steady(seconds: int, level: float = 2.0) -> np.ndarray:
-    return np.full(seconds, level)
-
-
-def p99s(seconds: int, before: float = 1.0, during: float = 1.0) -> np.ndarray:
-    values = np.full(seconds, before)
-    values[int(PIN_FROM):int(PIN_TO)] = during
-    return values
-
-
-def judged(backlog, p99, ended_s=None, **flags):
-    frame = series(backlog, p99)
-    return rule.judge(frame, PIN_FROM, PIN_TO, ended_s if ended_s is not None else float(len(frame)), **flags)
-
-
-def test_a_queue_that_keeps_up_with_its_claim_time_at_its_level_is_held_without_failing():
-    found = judged(steady(80), p99s(80, before=1.0, during=0.9))
-    assert (found["verdict"], found["seconds_to_slow"], found["seconds_to_fall_behind"], found["recovered_s"],
-            found["held_without_failing"], found["held_s"]) == (rule.HELD, None, None, 1.0, True, 20.0)
-
-
-def test_a_claim_at_twice_its_level_for_a_run_of_seconds_slowed_a_queue_that_kept_up():
-    found = judged(steady(80), p99s(80, before=1.0, during=9.0))
-    assert (found["verdict"], found["seconds_to_slow"], found["seconds_to_fall_behind"], found["claim_level_ms"]) \
-        == (rule.SLOWED, 0.0, None, 0.5)
-
-
-@pytest.mark.parametrize("slow_s, to_slow", [(rule.SLOW_RUN_S - 1, None), (rule.SLOW_RUN_S, 5.0)])
-def test_the_claim_is_slow_only_for_a_run_of_seconds_at_the_factor(slow_s, to_slow):
-    p99 = p99s(80)
-    p99[25:25 + slow_s] = 2.0 * rule.SLOW_FACTOR  # p50 at the factor exactly: slow
-    assert judged(steady(80), p99)["seconds_to_slow"] == to_slow
-
-
-def test_the_claim_level_is_the_median_second_before_the_hold_so_one_slow_second_does_not_raise_it():
-    p99 = p99s(80, during=3.0)
-    p99[12] = 500.0  # one slow second before the hold: the highest before it would hide the hold's slowing
-    found = judged(steady(80), p99)
-    assert (found["claim_level_ms"], found["verdict"]) == (0.5, rule.SLOWED)
-    none_before = p99s(80, during=9.0)
-    none_before[:int(PIN_FROM)] = np.nan  # no claim before the hold: no level, so nothing reads as slow
-    assert (judged(steady(80), none_before)["seconds_to_slow"], judged(steady(80), none_before)["verdict"]) == \
-        (None, rule.HELD)
-
-
-def test_a_second_with_no_claim_is_slow_where_jobs_waited_beyond_the_level_and_not_where_none_did():
-    p99 = p99s(80)
-    p99[int(PIN_FROM):int(PIN_FROM) + 8] = np.nan  # no claim returned in the hold's first 8 seconds
-    waiting = steady(80)
-    waiting[int(PIN_FROM):int(PIN_FROM) + 8] = 50.0
-    assert judged(waiting, p99)["seconds_to_slow"] == 0.0
-    assert judged(steady(80), p99)["seconds_to_slow"] is None  # an empty queue's workers had nothing to claim
-
-
-@pytest.mark.parametrize("above_s, to_behind", [(rule.BEHIND_RUN_S - 1, None), (rule.BEHIND_RUN_S, 3.0)])
-def test_the_queue_fell_behind_only_where_its_backlog_stays_above_its_level_for_a_run_of_seconds(above_s, to_behind):
-    backlog = steady(80)
-    backlog[23:23 + above_s] = 50.0
-    assert judged(backlog, p99s(80))["seconds_to_fall_behind"] == to_behind
-
-
-@pytest.mark.parametrize("backlog, to_behind", [(590.0, None), (610.0, 0.0)])
-def test_the_queue_fell_behind_only_beyond_a_second_of_arrivals(backlog, to_behind):
-    """600 jobs arrive a second: a backlog of 590 is above the in-flight level (60) but less than a second behind;
-    610 is more."""
-    held = np.concatenate([steady(20, 8.0), steady(20, backlog), steady(40, 8.0)])
-    found = rule.judge(series(held, p99s(80), arrived=600), PIN_FROM, PIN_TO, 80.0)
-    assert (found["backlog_level"], found["seconds_to_fall_behind"]) == (60.0, to_behind)
-
-
-def test_an_onset_is_read_in_whole_seconds_of_the_hold_and_a_short_run_end_is_no_recovery():
-    """A release stamped just after a whole second (the live release) leaves the second it falls in out of the
-    hold; a backlog back for fewer than HOLD_S seconds when the run ends has not recovered; and a run that ends
-    before an onset's run of seconds could be seen is watched only that long (observed_s)."""
-    backlog = steady(80)
-    backlog[40:] = 50.0  # behind from the second the release falls in
-    assert rule.judge(series(backlog, p99s(80)), PIN_FROM, 40.2, 80.0)["seconds_to_fall_behind"] is None
-    assert rule.judge(series(backlog, p99s(80)), PIN_FROM, 41.0, 80.0)["seconds_to_fall_behind"] == 20.0
-    fell = np.concatenate([steady(20), steady(20, 500.0), steady(3)])  # back for 3 seconds, then the run ended
-    found = rule.judge(series(fell, p99s(43, during=9.0)), PIN_FROM, PIN_TO, 43.0)
-    assert (found["recovered_s"], found["verdict"]) == (None, rule.CUT_OFF)
-    cut = rule.judge(series(steady(45), p99s(45)), PIN_FROM, PIN_TO, 45.0)
-    assert (cut["held_s"], cut["observed_s"]) == (20.0, 15.0)  # 45 s of series, 10 s for an onset to be seen
-
-
-def test_the_in_run_onsets_read_past_an_early_release():
-    """A hold the server ended after 5 s: the queue that fell behind after it shows in the in-run onset only."""
-    backlog = np.concatenate([steady(30), steady(20, 50.0), steady(30)])
-    found = rule.judge(series(backlog, p99s(80)), PIN_FROM, 25.0, 80.0)
-    assert (found["seconds_to_fall_behind"], found["seconds_to_fall_behind_in_run"]) == (None, 10.0)
-
-
-def test_a_backlog_that_grows_during_the_hold_and_drains_after_fell_behind_and_recovered():
-    backlog = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(180, 2, 10), steady(30)])
-    found = judged(backlog, p99s(80, during=9.0))
-    assert (found["verdict"], found["seconds_to_fall_behind"], found["seconds_to_slow"]) == \
-        (rule.FELL_BEHIND, 1.0, 0.0)  # the backlog is at its level (2) in the hold's first second, above from the next
-    assert found["recovered_s"] == 10.0  # the backlog is back at its level at the end of the 10th second after
-
-
-def test_a_backlog_that_dips_once_and_grows_again_has_not_recovered():
-    backlog = np.concatenate([steady(20), np.linspace(2, 200, 20), [2.0], np.linspace(200, 400, 39)])
-    found = judged(backlog, p99s(80, during=5.0))
-    assert (found["recovered_s"], found["verdict"]) == (None, rule.SPIRALS)
-
-
-def test_a_backlog_that_never_comes_back_within_the_time_spirals():
-    backlog = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(200, 400, 40)])
-    found = judged(backlog, p99s(80, during=5.0))
-    assert (found["verdict"], found["recovered_s"], found["held_without_failing"]) == (rule.SPIRALS, None, False)
-    # the same, seen for less than RECOVER_WITHIN_S after the release: a lower bound, not a spiral
-    short = np.concatenate([steady(20), np.linspace(2, 200, 20), np.linspace(200, 300, 10)])
-    assert judged(short, p99s(50, during=5.0))["verdict"] == rule.CUT_OFF
-
-
-@pytest.mark.parametrize("back_after_s, verdict", [(30, rule.FELL_BEHIND), (31, rule.SPIRALS)])
-def test_a_backlog_back_at_the_edge_of_the_time_recovered_and_one_later_spirals(back_after_s, verdict):
-    """Back at its level at the end of the 30th second after the release: recovered in time; the 31st: not,
-    though recovered_s says when it came back."""
-    drain = np.linspace(200, 50, back_after_s - 1)
-    backlog = np.concatenate([steady(20), np.linspace(2, 200, 20), drain, steady(20)])
-    found = judged(backlog, p99s(len(backlog), during=5.0))
-    assert (found["verdict"], found["recovered_s"]) == (verdict, float(back_after_s))
-
-
-@pytest.mark.parametrize("flags", [{"arrivals_behind": True}, {"cpu_bound": True}])
-def test_a_run_that_could_not_carry_its_load_is_not_judged_and_keeps_what_the_rule_said(flags):
-    found = judged(steady(80), p99s(80, before=1.0, during=9.0), **flags)
-    assert (found["verdict"], found["verdict_if_judged"]) == (rule.NOT_JUDGED, rule.SLOWED)
-
-
-def test_the_before_hold_window_skips_the_warm_up_and_its_highest_backlog_is_the_level():
-    backlog = np.concatenate([[500.0] * int(rule.WARMUP_S), steady(15, 3.0), steady(45, 3.0)])
-    found = judged(backlog, p99s(65))
-    assert found["backlog_level"] == 3.0 and found["verdict"] == rule.HELD
-
-
-def test_a_backlog_that_wavers_within_the_slack_after_the_hold_has_recovered_and_one_beyond_has_not():
-    """Jobs in flight between polls: where 600 arrive a second, a backlog of 10 to 50 (within 0.1 s of arrivals) is
-    a queue keeping up, though above the highest backlog before the hold (8); one of 70 is not."""
-    p99 = p99s(80, during=9.0)
-    level = 600 * rule.BACKLOG_SLACK_S
-    for after, recovered_s, verdict in (([10.0, 50.0, 30.0, 45.0], 1.0, rule.FELL_BEHIND),
-                                        ([10.0, 70.0, 30.0, 70.0], None, rule.SPIRALS)):
-        backlog = np.concatenate([steady(20, 8.0), steady(20, 1500.0), np.tile(after, 10)])
-        found = rule.judge(series(backlog, p99, arrived=600), PIN_FROM, PIN_TO, 80.0)
-        assert (found["backlog_level"], found["recovered_s"], found["verdict"]) == (level, recovered_s, verdict)
-
-
-def test_arrivals_in_steps_widen_the_level_by_a_step_s_jobs_and_only_where_they_come_in_steps():
-    """A job library's arrivals, 600 a second in steps 0.2 s apart: a backlog wavering up to 150 after the release
-    is a step's jobs in flight (the level is 0.3 s of arrivals, 180); the same series from arrivals that come as
-    they fall due has not recovered (0.1 s, 60). A backlog beyond a step's jobs has not recovered either way."""
-    p99 = p99s(80, during=9.0)
-    for after, step_s, level, recovered_s, verdict in (
-            ([10.0, 150.0, 30.0, 120.0], 0.2, 180.0, 1.0, rule.FELL_BEHIND),
-            ([10.0, 150.0, 30.0, 120.0], 0.0, 60.0, None, rule.SPIRALS),
-            ([10.0, 250.0, 30.0, 220.0], 0.2, 180.0, None, rule.SPIRALS)):
-        backlog = np.concatenate([steady(20, 8.0), steady(20, 1500.0), np.tile(after, 10)])
-        found = rule.judge(series(backlog, p99, arrived=600), PIN_FROM, PIN_TO, 80.0, step_s=step_s)
-        assert (found["backlog_level"], found["recovered_s"], found["verdict"]) == \
-            pytest.approx((level, recovered_s, verdict)), (after, step_s, found)
-
-
-def test_the_row_versions_a_hold_keeps_are_counted_from_its_start_and_only_where_something_held():
-    """Each job claimed since the hold began left its claim's UPDATE and its finish: VERSIONS_PER_JOB each, counted
-    to the onset second's start."""
-    p99 = p99s(80)
-    p99[25:40] = 9.0  # slow from the hold's sixth second: the five seconds before it claimed 10 jobs each
-    found = rule.judge(series(steady(80), p99, arrived=10), PIN_FROM, PIN_TO, 80.0, held=True)
-    assert (found["seconds_to_slow"], found["unremovable_at_slow"]) == (5.0, rule.VERSIONS_PER_JOB * 10 * 5)
-    assert rule.judge(series(steady(80), p99, arrived=10), PIN_FROM, PIN_TO, 80.0)["unremovable_at_slow"] is None
-
-
-def test_arrivals_that_fall_behind_their_schedule_mark_the_run():
-    on_time = series(steady(30), np.ones(30), arrived=100)
-    assert not rule.arrivals_behind(on_time, 100.0)
-    assert rule.arrivals_behind(on_time, 120.0)  # 100 a second arrived where 120 were due
-
-
-def test_the_series_counts_each_second_and_its_backlog_and_quantiles():
-    start = 10 * 10**9
-    arrivals = start + np.array([0.1, 0.2, 1.5, 2.5, 2.6]) * 1e9
-    claims = start + np.array([0.3, 1.6, 2.7]) * 1e9
-    frame = rule.per_second(arrivals.astype(np.int64), claims.astype(np.int64), np.array([1.0, 2.0, 3.0]), start,
-                            3.0)
-    assert list(frame["arrived"]) == [2, 1, 2] and list(frame["claimed"]) == [1, 1, 1]
-    assert list(frame["backlog"]) == [1, 1, 2] and list(frame["claim_p99_ms"]) == [1.0, 2.0, 3.0]
-
 
 @pytest.mark.parametrize("args, said", [
     (dict(rate=0.5), "rate must be between 1 and 5000 jobs/s, not 0.5"),
@@ -354,11 +154,11 @@ BATCH = 5  # runs side by side at most: each has its own server, and the machine
 
 @pytest.fixture(scope="module")
 def soaks(tmp_path_factory):
-    """Every soak run this module reads, in one pool: the two until-failure runs first (about a minute each), then
-    the arms (about half a minute each) as places free up. {name: (its JSON row, its stored Run)}; a command that
+    """Every soak run this module reads, in one pool: the two until-failure runs first (about a minute each), the
+    analytics and the run in phases, then the arms (about half a minute each) as places free up. {name: (its JSON row, its stored Run)}; a command that
     fails or hangs is killed with the rest."""
     commands = {f"until_failure_{name}": command for name, command in UNTIL_FAILURE_ARMS.items()}
-    commands |= ANALYTICS_ARMS
+    commands |= ANALYTICS_ARMS | {"phased": PHASED}
     commands |= {arm: [*ARMS[arm], *COMMON] for arm in ARMS}
     return soak_runs(tmp_path_factory.mktemp("soaks"), commands, BATCH)
 
@@ -620,3 +420,45 @@ def test_the_article_section_reads_the_stored_arms_each_against_its_reference(ar
     timeline = soak_charts.timelines(loaded)
     assert set(timeline["run"]) == {"held", "control"} and len(set(timeline["arm"])) == 2  # each held arm
     soak_charts.soak_timeline_chart(timeline).to_dict()
+
+
+# One real run in phases (harness.experiments.soak.phases), stored, judged and shown on the page.
+PHASED = ["--shape", "delete", "--holder", "repeatable_read", "--workers", "2", "--job-ms", "20", "--rate", "30",
+          "--phases", "w=warmup:5,base=clean:6,h=hold:10,back=recovery:6,over=ramp(300):10,tail=recovery:6", "--json"]
+
+
+@pytest.fixture(scope="module")
+def phased(soaks):
+    return soaks["phased"]
+
+
+def test_a_run_in_phases_arrives_at_each_phase_s_rate_holds_in_its_hold_and_is_judged_phase_by_phase(phased):
+    """Two workers on 20 ms jobs claim about 100 jobs/s: 30 a second keeps up held for 10 s, and a ramp to 300 falls
+    behind and is not back within the 6 s after it."""
+    row, stored = phased
+    judged = {p["label"]: p for p in row["phase_results"]}
+    assert row["duplicate_jobs"] == 0 and row["seconds"] == 43 and row["pin_from"] == 11 and row["pin_s"] == 10
+    assert abs(judged["base"]["arrived_per_s"] - 30) <= 3 and abs(judged["over"]["arrived_per_s"] - 300) <= 30, judged
+    holder = stored.table("holder")
+    assert list(holder["event"]) == ["pinned", "released"] and 10.5 <= holder["t_s"].iloc[0] <= 12, holder
+    assert 20.5 <= holder["t_s"].iloc[1] <= 22.5, holder
+    # what the rule says, whether or not the run carried its load on a machine the other tests share
+    assert judged["h"]["verdict_if_judged"] in (rule.HELD, rule.SLOWED) and judged["h"]["reference"] == "base"
+    assert judged["back"]["verdict_if_judged"] == rule.RECOVERED, judged["back"]
+    assert judged["over"]["verdict_if_judged"] == rule.FELL_BEHIND and judged["over"]["seconds_to_fall_behind"] <= 3
+    assert judged["tail"]["verdict_if_judged"] == rule.NOT_RECOVERED, judged["tail"]
+
+
+def test_the_page_shows_a_run_in_phases_a_row_per_phase_apart_from_the_arms(phased):
+    _, stored = phased
+    assert soak_arms.load_runs([stored]) is None  # not among the arms: the arms' tables read none of it
+    again = soak_arms._phases_again(stored)
+    loaded = soak_arms.Loaded((), pd.DataFrame(), {}, {}, {}, phased=(again,))
+    rows = section.phase_rows(loaded)
+    assert list(rows["phase"]) == ["w: warmup", "base: clean", "h: hold (repeatable read)", "back: recovery",
+                                   "over: ramp", "tail: recovery"]
+    over = rows.iloc[4]
+    assert over["jobs/s"] == "300" and over["fell behind at"].endswith(" s") and "(against base)" in over["verdict"]
+    assert rows.iloc[5]["recovered in"] == "not back in 6 s"
+    assert "<table" in section.phases_table({"soak": loaded}) and section.phases_table({"soak": None}) == ""
+    assert dataclasses.asdict(stored.parameters)["phases"] == tuple(PHASED[PHASED.index("--phases") + 1].split(","))

@@ -1,18 +1,14 @@
 """The soak as phases (harness.experiments.soak.phases): the grammar and its one-line errors, the arrivals'
-schedule, the per-phase rule with every outcome it returns, and one real run in phases, stored, judged and shown
-on the page."""
+schedule, and the per-phase rule with every outcome it returns (one real run in phases is tests/test_soak.py's, in
+its pool of runs)."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import run_cli, soak_runs
-from harness.article.sections import soak as section
-from harness.article.sections import soak_arms
+from conftest import run_cli
 from harness.errors import UserError
 from harness.experiments.soak import measure as soak
 from harness.experiments.soak import outcomes as rule
@@ -143,44 +139,3 @@ def test_a_ramp_is_behind_only_past_a_second_of_its_own_arrivals():
     assert ramp["verdict"] == rule.HELD, ramp
     hold = rule.judge_phases(_series(backlog, np.full(40, 1.0)), [PLAN[1], PLAN[2]])[1]
     assert hold["verdict"] == rule.FELL_BEHIND, hold
-
-
-PHASED = ["--shape", "delete", "--holder", "repeatable_read", "--workers", "2", "--job-ms", "20", "--rate", "30",
-          "--phases", "w=warmup:5,base=clean:6,h=hold:10,back=recovery:6,over=ramp(300):10,tail=recovery:6", "--json"]
-
-
-@pytest.fixture(scope="module")
-def phased(tmp_path_factory):
-    return soak_runs(tmp_path_factory.mktemp("soak-phases"), {"phased": PHASED}, 1)["phased"]
-
-
-def test_a_run_in_phases_arrives_at_each_phase_s_rate_holds_in_its_hold_and_is_judged_phase_by_phase(phased):
-    """Two workers on 20 ms jobs claim about 100 jobs/s: 30 a second keeps up held for 10 s, and a ramp to 300 falls
-    behind and is not back within the 6 s after it."""
-    row, stored = phased
-    judged = {p["label"]: p for p in row["phase_results"]}
-    assert row["duplicate_jobs"] == 0 and row["seconds"] == 43 and row["pin_from"] == 11 and row["pin_s"] == 10
-    assert abs(judged["base"]["arrived_per_s"] - 30) <= 3 and abs(judged["over"]["arrived_per_s"] - 300) <= 30, judged
-    holder = stored.table("holder")
-    assert list(holder["event"]) == ["pinned", "released"] and 10.5 <= holder["t_s"].iloc[0] <= 12, holder
-    assert 20.5 <= holder["t_s"].iloc[1] <= 22.5, holder
-    # what the rule says, whether or not the run carried its load on a machine the other tests share
-    assert judged["h"]["verdict_if_judged"] in (rule.HELD, rule.SLOWED) and judged["h"]["reference"] == "base"
-    assert judged["back"]["verdict_if_judged"] == rule.RECOVERED, judged["back"]
-    assert judged["over"]["verdict_if_judged"] == rule.FELL_BEHIND and judged["over"]["seconds_to_fall_behind"] <= 3
-    assert judged["tail"]["verdict_if_judged"] == rule.NOT_RECOVERED, judged["tail"]
-
-
-def test_the_page_shows_a_run_in_phases_a_row_per_phase_apart_from_the_arms(phased):
-    _, stored = phased
-    assert soak_arms.load_runs([stored]) is None  # not among the arms: the arms' tables read none of it
-    again = soak_arms._phases_again(stored)
-    loaded = soak_arms.Loaded((), pd.DataFrame(), {}, {}, {}, phased=(again,))
-    rows = section.phase_rows(loaded)
-    assert list(rows["phase"]) == ["w: warmup", "base: clean", "h: hold (repeatable read)", "back: recovery",
-                                   "over: ramp", "tail: recovery"]
-    over = rows.iloc[4]
-    assert over["jobs/s"] == "300" and over["fell behind at"].endswith(" s") and "(against base)" in over["verdict"]
-    assert rows.iloc[5]["recovered in"] == "not back in 6 s"
-    assert "<table" in section.phases_table({"soak": loaded}) and section.phases_table({"soak": None}) == ""
-    assert dataclasses.asdict(stored.parameters)["phases"] == tuple(PHASED[PHASED.index("--phases") + 1].split(","))

@@ -107,7 +107,6 @@ def per_library(summaries: list[dict]) -> list[dict]:
 # Each side with STALL_MARGIN_S more. So the setting must exceed twice the longest stall plus twice the wait (a stall
 # begun just before a beat), not merely the stall.
 
-AGREES, DISAGREES = "agrees", "disagrees"
 BORNE_OUT, CONTRADICTED, ONE_SIDE, NOT_MEASURED = "borne_out", "contradicted", "one_side", "not_measured"
 STALL_OUTCOMES = (BORNE_OUT, CONTRADICTED, ONE_SIDE, NOT_MEASURED)
 # how far inside each side a run must end to be predicted: the hold's age is read from the job's logged start, not
