@@ -8,8 +8,9 @@ own embedded server from the session-scoped `db` fixture. What keeps the workers
   below hands out only once every other group is out, and each runs holding the machine alone (a file lock:
   the other workers finish the test they are in and wait until the serial tests are done);
 - the tiny report (tests/tiny_report.py) is built once, in the session's folder, by the first worker to need it:
-  the scheduler hands one module that reads it out first and the others last, so the build runs while the other
-  workers run everything else, and the tests that read it spread over every worker once it is there;
+  the scheduler hands one module that reads it out first and the others last (one with a test marked `long`
+  first among them), so the build runs while the other workers run everything else, and the tests that read it
+  spread over every worker once it is there;
 - tests sharing a module-scoped fixture stay in one worker, which sets it up once.
 
 Without xdist (`pytest tests/test_x.py`) all of this stays out of the way: one process runs the tests in order.
@@ -112,12 +113,14 @@ def _group_of(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups, tiny = {}, []
+    groups, tiny, long = {}, [], []
     for item in items:
         mark = item.get_closest_marker("xdist_group")
         group = (mark.args[0] if mark is not None and mark.args else None) or _group_of(item)
         if getattr(item.module, "build_tiny_report", None) is not None:
             tiny.append(group or item.nodeid)
+        if item.get_closest_marker("long") is not None:
+            long.append(group or item.nodeid)
         if group is None:
             continue
         groups[item.nodeid] = group
@@ -128,7 +131,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # xdist 3.8 cannot add a group to a test id under pytest 9 (it sets an attribute pytest no longer reads),
         # so the scheduler reads the groups from here: every worker writes the same file, each whole at once
         mine = Path(folder) / f"groups-{config.workerinput['workerid']}.json"
-        mine.write_text(json.dumps({"groups": groups, "tiny": tiny}))
+        mine.write_text(json.dumps({"groups": groups, "tiny": tiny, "long": long}))
         mine.replace(Path(folder) / "groups.json")
 
 
@@ -140,8 +143,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class SerialLast(LoadGroupScheduling):
         """--dist loadgroup, with the groups read from the workers' file; of the work that reads the tiny build,
-        the largest is handed out first (it builds, the longest chain) and the rest last; the serial group is held
-        back until it is the last group not yet handed out."""
+        the largest is handed out first (it builds, the longest chain) and the rest last, those with a test marked
+        long first among them; the serial group is held back until it is the last group not yet handed out."""
 
         held: dict | None = None
         found: dict | None = None
@@ -161,9 +164,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         def _arrange(self) -> None:
             if not self.ordered:
                 self.ordered = True
-                wanted = set(self._read_groups().get("tiny", []))
+                wanted, long = set(self._read_groups().get("tiny", [])), set(self._read_groups().get("long", []))
                 tiny = sorted((s for s in self.workqueue if s in wanted), key=lambda s: -len(self.workqueue[s]))
-                for scope in tiny[1:]:
+                # of the rest, a group with a long test first: last, it would keep the serial tests waiting
+                for scope in sorted(tiny[1:], key=lambda s: s not in long):
                     self.workqueue.move_to_end(scope)
                 if tiny:
                     self.workqueue.move_to_end(tiny[0], last=False)

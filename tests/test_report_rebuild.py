@@ -19,6 +19,7 @@ def tiny():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # about half a minute: handed out first of the groups that read the tiny build
 def test_changing_one_sweep_reruns_only_what_reads_it(tiny, tmp_path):
     params = yaml.safe_load(TINY_PARAMS.read_text())
     params["slow_race"]["pause_ms"] = params["slow_race"]["pause_ms"] + 1
