@@ -138,9 +138,10 @@ def stall_table(loaded: dict) -> str:
     for library in _stalled(mine.summaries):
         for arm in arms(mine.summaries, library):
             low, high = arm.interval
-            ages = f"{number(min(arm.ages), 2)} to {number(max(arm.ages), 2)} s" if min(arm.ages) != max(arm.ages) \
-                else f"{number(arm.ages[0], 2)} s"
-            rows.append(dict(zip(COLUMNS, (library_label(library), f"{number(arm.stall_s, 1)} s",
+            low_age, high_age = number(min(arm.ages), 2), number(max(arm.ages), 2)
+            ages = f"{low_age} s" if low_age == high_age else f"{low_age} to {high_age} s"
+            stall = f"{number(arm.stall_s, 1)} s" if arm.stall_s else say("control_row")
+            rows.append(dict(zip(COLUMNS, (library_label(library), stall,
                                            f"{number(arm.at_s, 1)} s", ages, count(arm.runs), count(arm.predicted),
                                            count(arm.at_line), count(arm.handed_on), f"{percent(low, 0)} to {percent(high, 0)}",
                                            count(arm.other)))))
