@@ -15,6 +15,7 @@ from harness.article.labels import library_label
 from harness.article.prose import table
 from harness.article.wording import Sentences
 from harness.experiments.libraries import outcomes as stall_outcomes
+from harness.experiments.libraries.outcomes import STALL_OUTCOMES
 from harness.stats import wilson_interval
 
 NAME = "stalls"
@@ -103,8 +104,8 @@ def library_said(summaries: pd.DataFrame, library: str) -> str:
                factor=number(1 / (1 - share), 1), extra=number(wait_s / (1 - share), 1))
     found = arms(summaries, library)
     raced = "; ".join(_arm_said(arm) for arm in found)
-    said = say.each("outcome", ("borne_out", "contradicted", "one_side", "not_measured"), setting=recovery["setting"],
-                    raced_s=number(setting_s, 1), arms=raced)[outcome(summaries, library)]
+    said = say.each("outcome", STALL_OUTCOMES, setting=recovery["setting"], raced_s=number(setting_s, 1),
+                    arms=raced)[outcome(summaries, library)]
     return f"{rule} {said}"
 
 
@@ -141,13 +142,14 @@ def stall_table(loaded: dict) -> str:
             low_age, high_age = number(min(arm.ages), 2), number(max(arm.ages), 2)
             ages = f"{low_age} s" if low_age == high_age else f"{low_age} to {high_age} s"
             stall = f"{number(arm.stall_s, 1)} s" if arm.stall_s else say("control_row")
-            rows.append(dict(zip(COLUMNS, (library_label(library), stall,
-                                           f"{number(arm.at_s, 1)} s", ages, count(arm.runs), count(arm.predicted),
-                                           count(arm.at_line), count(arm.handed_on), f"{percent(low, 0)} to {percent(high, 0)}",
-                                           count(arm.other)))))
+            rows.append(dict(zip(COLUMNS, (
+                library_label(library), stall, f"{number(arm.at_s, 1)} s", ages, count(arm.runs), count(arm.predicted),
+                count(arm.at_line), count(arm.handed_on), f"{percent(low, 0)} to {percent(high, 0)}",
+                count(arm.other)))))
     if not rows:
         return ""
-    return table(pd.DataFrame(rows, columns=list(COLUMNS)), caption=say("caption", margin=number(stall_outcomes.STALL_MARGIN_S, 1)))
+    caption = say("caption", margin=number(stall_outcomes.STALL_MARGIN_S, 1))
+    return table(pd.DataFrame(rows, columns=list(COLUMNS)), caption=caption)
 
 
 def values(loaded: dict, found: dict) -> dict[str, str]:

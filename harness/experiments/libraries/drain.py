@@ -131,10 +131,6 @@ def as_stall(name: str, value) -> str:
 def stall_of(text: str) -> tuple[float, float] | None:
     """(seconds, offset) of a stall, None for none."""
     return None if text == "none" else tuple(float(part) for part in text.split("@"))
-
-
-as_stalls = lambda name, values: tuple(as_stall(name, v) for v in ((values,) if isinstance(values, str)
-                                                                     else tuple(values)))
 # short_pause freezes the worker for this share of its library's raced recovery setting, short of it, so that no
 # outcome hinges on a pause that outlasts the recovery; a library with nothing set to recover a job within
 # a run (libraries.recovers_within_s) has no setting to pause short of, and no short_pause run
@@ -196,6 +192,7 @@ as_configurations = _several(as_configuration, "give at least one setting")
 as_losses = _several(as_loss, "give at least one way to lose the job")
 as_fault = _one_or_none(FAULTS, "fault")
 as_faults = _several(as_fault, "give at least one fault, or none")
+as_stalls = _several(as_stall, "give at least one stall, or none")
 
 
 # what --fault all races: every fault but the stall, which is asked with its own --stall

@@ -247,8 +247,7 @@ def stalled(p, lines: pd.DataFrame, rows: pd.DataFrame, fault_ns: int | None) ->
         return {}
     stall_s, at_s = library_runs.stall_of(p.stall)
     declared = libraries.get(p.library).STALL
-    setting_s, wait_s = declared["raced_s"], declared["write_wait_s"]
-    beat_s = declared["beat_share"] * setting_s
+    setting_s, wait_s, beat_s = declared["raced_s"], declared["write_wait_s"], library_runs.first_beat_s(p.library)
     hit = rows[rows["hit_by_fault"]]
     starts = lines[(lines["event"] == "start") & lines["job_id"].isin(hit["job_id"])
                    & (lines["at_ns"] <= (fault_ns or 0))]
@@ -494,7 +493,8 @@ KIND = Kind("libraries", library_runs.LibraryParameters, measure_run, run_summar
             help=f"job libraries ({', '.join(libraries.NAMES)}) draining the same queue with their own workers, audited "
                  "on their own jobs table, or under an injected fault (--fault), with the ledger of every job (creates "
                  "and drops the database claimrace_libraries for every run)",
-            show=show_runs, sections=("libraries", "library_faults", "library_stalls", "library_probe", "library_poolers"),
+            show=show_runs,
+            sections=("libraries", "library_faults", "library_stalls", "library_probe", "library_poolers"),
             request=library_runs.LibrarySweep, expand=library_runs.LibrarySweep.runs,
             workers=library_runs.workers_needed, check_size=library_runs.check_size,
             label=library_runs.label)
