@@ -342,17 +342,34 @@ def server_cpu_ns(conn) -> int | None:
         return None
     try:
         postmaster = psutil.Process(conn.pgconn.backend_pid).parent()
-        times = postmaster.cpu_times()
-        total = times.user + times.system + times.children_user + times.children_system
-        for child in postmaster.children():
-            try:
-                child_times = child.cpu_times()
-                total += child_times.user + child_times.system
-            except psutil.NoSuchProcess:
-                pass
-        return int(total * 1e9)
+        # a child reaped between reading the postmaster's times and listing its children would be in neither:
+        # the reading counts only where the reaped children's times did not move across it
+        for _ in range(20):
+            times = postmaster.cpu_times()
+            live = _live_children_us(postmaster)
+            again = postmaster.cpu_times()
+            if (times.children_user, times.children_system) == (again.children_user, again.children_system):
+                own = _us(times.user) + _us(times.system) + _us(times.children_user) + _us(times.children_system)
+                return (own + live) * 1000
+        return None
     except (psutil.Error, AttributeError):
         return None
+
+
+def _us(seconds: float) -> int:
+    """Whole microseconds: sums of float seconds in another order would differ by a rounding."""
+    return round(seconds * 1e6)
+
+
+def _live_children_us(postmaster: psutil.Process) -> int:
+    total = 0
+    for child in postmaster.children():
+        try:
+            child_times = child.cpu_times()
+            total += _us(child_times.user) + _us(child_times.system)
+        except psutil.NoSuchProcess:
+            pass  # reaped since the listing: its times are in the postmaster's children times now
+    return total
 
 
 def read_schedstat(pid: int) -> tuple[int, int, int] | None:
