@@ -220,31 +220,3 @@ def test_one_wait_events_share_of_the_samples():
     assert activity.event_share(samples, "IO", "DataFileRead") == 0.0
     assert activity.event_share(activity.samples_frame(), "LWLock", "BufferContent") is None
 
-
-def test_the_servers_cpu_never_goes_back_while_backends_come_and_go(db):
-    """A backend reaped between reading the postmaster's times and listing its children is in neither reading:
-    a run's server CPU could then come out at nothing (a bench row did, once)."""
-    stop = threading.Event()
-
-    def churn():
-        while not stop.is_set():
-            with psycopg.connect(db.url, application_name=PREFIX + "churn") as other:
-                other.execute("SELECT count(*) FROM generate_series(1, 300000)")  # tens of ms: a tick or more
-
-    threads = [threading.Thread(target=churn) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    readings = []
-    try:
-        with db.connect() as conn:
-            deadline = time.monotonic() + 4
-            while time.monotonic() < deadline:
-                readings.append(activity.server_cpu_ns(conn))
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
-    assert None not in readings and len(readings) > 100
-    backwards = [(a, b) for a, b in zip(readings, readings[1:]) if b < a]
-    assert not backwards, f"{len(backwards)} of {len(readings)} readings went back, by up to " \
-                          f"{max(a - b for a, b in backwards) / 1e6:.0f} ms"

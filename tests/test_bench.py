@@ -7,16 +7,19 @@ is stored and printed, never the figures, which belong to `make bench`.
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import numpy as np
 import pandas as pd
+import psycopg
 import pytest
 
 from harness import storage
 from harness.experiments import registry
 from harness.experiments.bench import measure as bench
 from harness.experiments.bench import runs as bench_runs
-from harness.server import schema
+from harness.server import activity, schema
 from harness.experiments.bench.pgbench import pgbench_script, run_pgbench
 from harness.experiments.race.workers import run_race
 from harness.storage import Run, read_json
@@ -221,3 +224,32 @@ def test_a_bench_point_is_cpu_bound_where_any_harness_run_was_and_unread_where_n
                           run("harness", 32, None, None), run("pgbench", 32, 0.9, 0.9)])  # only pgbench's: unread
     marks = bench.cpu_bound_points(pairs).set_index("worker_count")["cpu_bound"]
     assert marks[1] is False and marks[8] is True and marks[32] is None
+
+
+def test_the_servers_cpu_never_goes_back_while_backends_come_and_go(db):
+    """A backend reaped between reading the postmaster's times and listing its children is in neither reading:
+    a run's server CPU could then come out at nothing (a bench row did, once)."""
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            with psycopg.connect(db.url, application_name="claimrace-test-churn") as other:
+                other.execute("SELECT count(*) FROM generate_series(1, 300000)")  # tens of ms: a tick or more
+
+    threads = [threading.Thread(target=churn) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    readings = []
+    try:
+        with db.connect() as conn:
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                readings.append(activity.server_cpu_ns(conn))
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert None not in readings and len(readings) > 100
+    backwards = [(a, b) for a, b in zip(readings, readings[1:]) if b < a]
+    assert not backwards, f"{len(backwards)} of {len(readings)} readings went back, by up to " \
+                          f"{max(a - b for a, b in backwards) / 1e6:.0f} ms"

@@ -27,8 +27,9 @@ from harness.server import activity, cpus, database
 from harness.storage import Run, read_json
 from conftest import handed
 
-# the CPU-bound rule reads how long the workers waited for a CPU: another test beside them would be counted
-pytestmark = pytest.mark.serial
+# the CPU-bound rule reads how long the workers waited for a CPU: a test whose outcome turns on it runs with no other
+# test beside it (serial); the rest read fields or a rule and hold at any load
+serial = pytest.mark.serial
 
 JOBS = 1500
 # starved workers claim slowly, and start slowly: 4 of them and 150 jobs fill every worker's window (their runnable
@@ -117,6 +118,7 @@ def test_either_side_waiting_for_a_cpu_half_its_window_marks_the_point(client, r
     assert activity.cpu_bound(client, running, backend) is (None if side is None else side != "")
 
 
+@serial  # a spinner's share of a CPU
 def test_the_backend_watch_reads_processes_that_come_and_go_and_says_none_once_it_failed():
     import time as clock
 
@@ -160,6 +162,7 @@ def test_only_samples_inside_their_workers_window_are_kept():
 # --------------------------------------------------------------------------- end to end
 
 
+@serial
 def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_them(db, tmp_path):
     free = sweep(db, tmp_path, ["guarded", "skip_locked"], [2])
     bound = sweep_on_a_busy_machine(db, tmp_path, ["guarded", "skip_locked"], [BUSY_WORKERS])
@@ -196,6 +199,7 @@ def test_both_outcomes_of_the_rule_on_stored_races_and_the_verdicts_that_read_th
 SERVER_SPINNERS = 2  # on the server's one CPU at normal priority, beside a niced postmaster's backends
 
 
+@serial
 def test_a_race_whose_backends_wait_for_a_cpu_is_cpu_bound_by_the_server(tmp_path):
     """The server starved, its clients not: a throwaway server niced to the lowest priority, pinned (with the
     race's cpus="split") to one CPU where spinners run at normal priority, its four workers alone on the other CPUs."""
@@ -229,6 +233,7 @@ def test_a_race_whose_backends_wait_for_a_cpu_is_cpu_bound_by_the_server(tmp_pat
     assert races.cpu_bound_workers("guarded") == [4] and races.workers("guarded", cpu_free=True) == []
 
 
+@serial  # F5 needs two counts clear of the CPU-bound line
 def test_findings_json_names_the_worker_counts_each_verdict_used(db, tmp_path):
     runs = sweep(db, tmp_path, ["guarded", "skip_locked"], [1, 2, 4])
     found = findings.by_id(contents.from_runs(handed("races", runs)))
@@ -253,6 +258,7 @@ def test_a_race_without_the_sampler_stores_no_samples_and_says_so(db, tmp_path):
     assert interval is not None and interval >= 9
 
 
+@serial
 def test_split_cpus_pins_server_and_workers_apart_and_gives_the_cpus_back(db, tmp_path, conn):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two CPUs")

@@ -30,8 +30,9 @@ from harness.claims.steps import LOST, WON
 
 from conftest import PROJECT_ROOT, run_cli
 
-# the proxy's round trips are timed against the workers' own delay: another test beside them would stretch them
-pytestmark = pytest.mark.serial
+# the tests that time the proxy's round trips (against what it promises, or the workers' own delay) run with no
+# other test beside them: it would stretch them (serial); the rest hold at any load
+serial = pytest.mark.serial
 
 
 def median_round_trip_ms(url: str, count: int = 40) -> float:
@@ -45,6 +46,7 @@ def median_round_trip_ms(url: str, count: int = 40) -> float:
     return statistics.median(times)
 
 
+@serial
 def test_the_proxy_adds_the_round_trip_it_promises(db):
     with DelayProxy(db.url, 0) as through_undelayed, DelayProxy(db.url, 10) as through_delayed:
         added = median_round_trip_ms(through_delayed) - median_round_trip_ms(through_undelayed)
@@ -75,6 +77,7 @@ def test_the_proxy_changes_no_byte(db):
         assert received == sent
 
 
+@serial
 def test_the_proxy_serves_many_connections_at_once(db):
     count, rtt_ms, sleep_seconds = 120, 5, 0.3
     proxy = DelayProxy(db.url, rtt_ms)
@@ -185,6 +188,7 @@ def _race_figures(conn, url: str, job_count: int, client_rtt_ms: float = 0.0) ->
     return wins / result.wall_seconds, lost / wins, float(np.median(win_latency_ms))
 
 
+@serial
 def test_the_proxy_and_a_delay_inside_the_workers_agree(db, conn):
     # guarded, 4 workers, 5 ms: the same race with the round trip made on the wire and in the workers
     job_count, races = 300, 3
