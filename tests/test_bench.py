@@ -242,14 +242,15 @@ def test_the_servers_cpu_never_goes_back_while_backends_come_and_go(db):
     readings = []
     try:
         with db.connect() as conn:
-            deadline = time.monotonic() + 4
-            while time.monotonic() < deadline:
+            # 200 readings, or as many as 30 s allow: a loaded suite's machine gave 5 in 4 s once
+            deadline = time.monotonic() + 30
+            while len(readings) < 200 and time.monotonic() < deadline:
                 readings.append(activity.server_cpu_ns(conn))
     finally:
         stop.set()
         for thread in threads:
             thread.join()
-    assert None not in readings and len(readings) > 100
+    assert None not in readings and len(readings) >= 50, len(readings)
     backwards = [(a, b) for a, b in zip(readings, readings[1:]) if b < a]
     assert not backwards, f"{len(backwards)} of {len(readings)} readings went back, by up to " \
                           f"{max(a - b for a, b in backwards) / 1e6:.0f} ms"
