@@ -39,6 +39,8 @@ from harness.storage import Run
     (dict(hold_until_failure=True, pin_from=5), "the hold must start at 10 s or later"),
     (dict(hold_until_failure=True, library="pgmq", hold_max=20), "--hold-until-failure is not raced with --library"),
     (dict(holder="analytics", analytics_s=0.5), "analytics s must be between 1 and 600, not 0.5"),
+    (dict(holder="analytics", analytics_sessions=0), "analytics sessions must be between 1 and 8, not 0"),
+    (dict(holder="analytics", analytics_sessions=9), "analytics sessions must be between 1 and 8, not 9"),
 ])
 def test_a_soak_out_of_bounds_is_refused_in_one_line(args, said):
     with pytest.raises(UserError, match=said.replace("(", r"\(").replace(")", r"\)")):
@@ -146,8 +148,10 @@ COMMON = ["--rate", "40", "--workers", "2", "--seconds", "26", "--pin-from", "10
           "--quiet"]
 
 
-# Analytics statements of 4 s (20 s by default), staggered and one at a time: 30 s each.
-ANALYTICS_ARMS = {f"analytics_{mitigation}": ["--holder", "analytics", "--analytics-s", "4", "--mitigation", mitigation,
+# Three sessions of analytics statements of 4 s (PlanetScale's case, at 120 s, in full.yml; two of 20 s by default),
+# staggered and one at a time: 30 s each.
+ANALYTICS_ARMS = {f"analytics_{mitigation}": ["--holder", "analytics", "--analytics-s", "4", "--analytics-sessions", "3",
+                                              "--mitigation", mitigation,
                                               "--rate", "20", "--workers", "2", "--seconds", "30", "--pin-from",
                                               "10", "--pin-to", "26", "--json", "--quiet"]
                   for mitigation in ("none", "one_analytics")}
@@ -354,13 +358,19 @@ def test_the_maintenance_keeps_a_partition_with_a_pending_job_and_gives_up_a_dro
 
 
 def test_analytics_one_at_a_time_free_the_horizon_between_statements(soaks):
-    """Statements of 4 s here: staggered, one is always open and the oldest snapshot is never younger than half a
-    statement; one at a time, the second waits for the first, and the horizon frees between them."""
+    """Three sessions of statements of 4 s here: staggered by a third of one, a statement is always open and the
+    oldest snapshot is never younger than two thirds of one; one at a time, each waits for the one before, and the
+    horizon frees between them."""
     ages = {}
     for mitigation in ANALYTICS_ARMS:
         row, stored = soaks[mitigation]
         assert stored.manifest["procedure"]["analytics_s"] == 4.0 and row["mitigation"] == mitigation.removeprefix(
             "analytics_"), row
+        assert stored.manifest["procedure"]["analytics_sessions"] == 3 and row["analytics_sessions"] == 3, row
+        pinned = stored.table("holder").query("event == 'pinned'").sort_values("session")
+        assert list(pinned["session"]) == [0, 1, 2], pinned
+        if mitigation == "analytics_none":  # each session a third of a statement after the one before
+            assert pinned["t_s"].diff().dropna().between(1.2, 1.8).all(), pinned
         samples = stored.table("samples")
         inside = samples[(samples["t_s"] >= 13) & (samples["t_s"] < 25.5)]
         ages[mitigation] = inside["horizon_age_s"].fillna(0.0)

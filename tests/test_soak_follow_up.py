@@ -23,6 +23,7 @@ def stored(request: SoakSweep, verdict_of=lambda p: "fell_behind" if p.holder !=
              "rate_asked": p.rate, "workers": p.workers, "job_ms": p.job_ms, "history_rows": p.history_rows,
              "synchronous_commit": p.synchronous_commit, "seconds": p.seconds, "pin_from": p.pin_from,
              "hold_until_failure": p.hold_until_failure, "repeat": p.repeat, "library": None,
+             "analytics_s": p.analytics_s, "analytics_sessions": p.analytics_sessions,
              "verdict_if_judged": verdict_of(p)} for p in request.runs()]
 
 
@@ -37,6 +38,19 @@ def test_a_held_arm_whose_repeats_all_fell_behind_gets_each_mitigation_that_acts
         ("delete", "repeatable_read", "idle_timeout", 0), ("delete", "repeatable_read", "autovacuum", 0)]
     assert request.follow_up(stored(request) + stored(sweep(*[dict(DELETE[1], mitigation=m, repeats=1)
                                                               for m in ("idle_timeout", "autovacuum")]))) == []
+
+
+def test_planetscales_case_is_held_against_the_plain_control_and_gets_its_fix_with_its_own_statements():
+    """Three overlapping analytics statements of 120 s: their control holds nothing, so has no statements to match;
+    the fixes raced keep the case's length and sessions."""
+    case = {"shape": "delete", "holder": "analytics", "analytics_s": 120, "analytics_sessions": 3}
+    request = sweep(DELETE[0], case, mitigate=["statement_timeout", "one_analytics"])
+    wanted = request.follow_up(stored(request))
+    assert [(p.holder, p.mitigation, p.analytics_s, p.analytics_sessions) for p in wanted] == [
+        ("analytics", "statement_timeout", 120.0, 3), ("analytics", "one_analytics", 120.0, 3)]
+    # the default analytics arm stored in its place is not the case: nothing known to have failed
+    default = sweep(DELETE[0], {"shape": "delete", "holder": "analytics"})
+    assert request.follow_up(stored(default)) == []
 
 
 def test_no_mitigation_is_raced_where_the_arm_did_not_fail_every_repeat_or_was_not_all_stored():

@@ -63,6 +63,18 @@ def test_each_arm_is_read_against_the_arm_that_differs_in_one_setting():
     assert soak_arms.control_of(frame, 6) == 0
 
 
+def test_an_analytics_arm_of_its_own_length_and_sessions_is_its_own_arm_read_against_the_plain_control():
+    case = {"holder": "analytics", "analytics_s": 120.0, "analytics_sessions": 3}  # PlanetScale's
+    frame = runs({}, {"holder": "analytics"}, case, case | {"mitigation": "one_analytics"},
+                 {"holder": "analytics", "mitigation": "one_analytics"})
+    assert section.reference(frame, 1) == 0 and section.reference(frame, 2) == 0  # nothing held: no statements
+    assert section.reference(frame, 3) == 2 and section.reference(frame, 4) == 1  # each fix against its own case
+    assert soak_arms.arm_key(frame.iloc[1]) != soak_arms.arm_key(frame.iloc[2])
+    assert soak_arms.held_label(frame.iloc[1]) == "analytics"  # the defaults (a run stored before the settings)
+    assert soak_arms.held_label(frame.iloc[2]) == "analytics, 3 sessions of 120 s statements"
+    assert soak_arms.held_label(frame.iloc[3]) == "analytics, 3 sessions of 120 s statements, one analytics"
+
+
 def test_an_arm_on_a_newer_server_is_held_against_its_own_control_and_that_control_against_the_oldest_s():
     """soak_pg18: a held arm on 18 reads its control on 18; that control reads the same control on 16; a
     transaction_timeout on 18 reads the same hold on 18 without it; each arm's label names its server."""

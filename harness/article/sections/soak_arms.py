@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED
-from harness.article.formats import DASH, count, span
+from harness.article.formats import DASH, count, number, span
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
+from harness.experiments.soak.outcomes import ANALYTICS_S, ANALYTICS_SESSIONS
 
 SENTENCES = "soak_arms"  # its sentences' file
 say = Sentences(SENTENCES)
@@ -24,6 +25,19 @@ LOAD = ("rate_asked", "workers", "job_ms", "pg_version")  # and the same load, o
 # judged on the same windows (the hold asked: its cap where it ends once the queue fell behind); a repeat against
 # its own
 WINDOWS = ("seconds", "pin_from", "hold_asked", "repeat")
+# the analytics holder's settings: they tell held arms apart, and a control (nothing held) has none to match
+
+
+def analytics_of(row) -> tuple[float, int] | None:
+    """(a statement's length, the sessions) of an analytics holder, the defaults where a run stored before they were
+    settings lacks them; None for any other holder."""
+    if row["holder"] != "analytics":
+        return None
+    length, sessions = row.get("analytics_s"), row.get("analytics_sessions")
+    return (float(ANALYTICS_S if length is None or pd.isna(length) else length),
+            int(ANALYTICS_SESSIONS if sessions is None or pd.isna(sessions) else sessions))
+
+
 # a difference in onset under the rule's own run of seconds is not one the rule can tell apart
 PRACTICAL_MARGIN_S = float(soak_outcomes.BEHIND_RUN_S)
 
@@ -109,10 +123,12 @@ def reference(summaries: pd.DataFrame, position: int) -> int | None:
         return None
     # .get: a summary stored before a setting existed (library) lacks it
     target = {key: arm.get(key) for key in (*ARM, *LOAD, *WINDOWS)} | wanted
+    analytics = analytics_of(arm) if target["holder"] == "analytics" else None
     for other in range(len(summaries)):
         row = summaries.iloc[other]
         if other != position and all(not on_disk(row) if key == "storage" and value is None
-                                     else row.get(key) == value for key, value in target.items()):
+                                     else row.get(key) == value for key, value in target.items()) \
+                and analytics_of(row) == analytics:
             return other
     return None
 
@@ -189,7 +205,7 @@ def held_part(runs: pd.DataFrame, held, controls) -> str:
 
 def arm_key(row) -> tuple:
     """An arm across its repeats: its settings, load and windows but the repeat."""
-    return tuple(row.get(key) for key in (*ARM, *LOAD, *WINDOWS) if key != "repeat")
+    return (*(row.get(key) for key in (*ARM, *LOAD, *WINDOWS) if key != "repeat"), analytics_of(row))
 
 
 def held_groups(runs: pd.DataFrame) -> list[tuple[list[int], list[int]]]:
@@ -258,6 +274,9 @@ def arm_label(row) -> str:
 
 def held_label(row) -> str:
     held = say("held.none") if row["holder"] == "none" else row["holder"].replace("_", " ")
+    analytics = analytics_of(row)
+    if analytics is not None and analytics != (ANALYTICS_S, ANALYTICS_SESSIONS):
+        held = say("held.analytics", sessions=count(analytics[1]), seconds=number(analytics[0], 0))
     return held if row["mitigation"] == "none" else say("held.mitigated", held=held,
                                                         mitigation=row["mitigation"].replace("_", " "))
 

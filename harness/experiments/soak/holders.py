@@ -5,8 +5,9 @@ Holders (HOLDERS), each on connections of its own:
     repeatable_read      a REPEATABLE READ transaction that took its snapshot and sits idle;
     idle_in_transaction  a transaction that took a transaction id (txid_current()) and sits idle: it has no
                          snapshot, and its transaction id holds the horizon all the same;
-    analytics            two sessions running a count over the jobs table held open ANALYTICS_S by pg_sleep in the
-                         same statement, staggered by half that, back to back, so the horizon never frees (pg_sleep,
+    analytics            ANALYTICS_SESSIONS sessions (two) running a count over the jobs table held open ANALYTICS_S
+                         by pg_sleep in the same statement, each a share of that after the one before (at two, half),
+                         back to back, so the horizon never frees; three of 120 s is PlanetScale's case (pg_sleep,
                          not a heavy query: the machine has two cores, and the pin, not the CPU, is measured). A
                          session the server ends connects again and goes on, as a reporting tool would;
     none                 nothing: the control.
@@ -36,11 +37,11 @@ import time
 import psycopg
 
 from harness.config import SCHEMA
+from harness.experiments.soak.outcomes import ANALYTICS_S, ANALYTICS_SESSIONS
 from harness.server import database
 
 HOLDERS = ("none", "repeatable_read", "idle_in_transaction", "analytics")
 MITIGATIONS = ("none", "autovacuum", "idle_timeout", "statement_timeout", "transaction_timeout", "one_analytics")
-ANALYTICS_S = 20.0  # one analytics statement's length by default (--analytics-s); the second starts half later
 TIMEOUT_S = 5.0  # the timeouts a mitigation sets
 CONNECTION_CHECK_S = 1.0  # how soon the server notices the harness gone while a holder's statement runs
 STOP_GRACE_S = 5.0
@@ -65,9 +66,10 @@ class Holder:
     """Holds the horizon from pin_from to pin_to (run seconds), under a mitigation."""
 
     def __init__(self, url: str, kind: str, pin_from: float, pin_to: float, began: float, mitigation: str = "none",
-                 table: str = JOBS, analytics_s: float = ANALYTICS_S):
+                 table: str = JOBS, analytics_s: float = ANALYTICS_S, analytics_sessions: int = ANALYTICS_SESSIONS):
         self.url, self.kind, self.pin_from, self.pin_to, self.began = url, kind, pin_from, pin_to, began
         self.analytics_s = analytics_s  # one analytics statement's length
+        self.analytics_sessions = analytics_sessions
         self.table = table  # the jobs table its snapshot and its analytics read
         self.mitigation = mitigation
         self.events: list[dict] = []
@@ -106,7 +108,7 @@ class Holder:
         return not self.stopping.wait(max(0.0, t_s - self._at()))
 
     def start(self) -> Holder:
-        sessions = 2 if self.kind == "analytics" else (0 if self.kind == "none" else 1)
+        sessions = self.analytics_sessions if self.kind == "analytics" else (0 if self.kind == "none" else 1)
         for session in range(sessions):
             thread = threading.Thread(target=self._session, args=(session,), daemon=True,
                                       name=f"claimrace-soak-holder-{session}")
@@ -115,7 +117,8 @@ class Holder:
         return self
 
     def _session(self, session: int) -> None:
-        offset = self.analytics_s / 2 * session if self.kind == "analytics" else 0.0
+        # session k starts k statements' lengths / sessions in: at two, the second half a statement later
+        offset = self.analytics_s / self.analytics_sessions * session if self.kind == "analytics" else 0.0
         try:
             conn = self._connect(session)
         except Exception as exc:

@@ -58,9 +58,10 @@ ARRIVALS_CONNECTIONS = 4  # the most a library's enqueue opens at once (procrast
 
 
 def workers_needed(p) -> int:
-    """The server connections a run holds: the library's per worker, the arrivals', the holder's two, the sampler's
+    """The server connections a run holds: the library's per worker, the arrivals', the holder's, the sampler's
     two, the watch and the harness's own reader."""
-    return p.workers * runtime.connections_per_worker(p.library) + ARRIVALS_CONNECTIONS + 2 + 2 + 1 + 1
+    return p.workers * runtime.connections_per_worker(p.library) + ARRIVALS_CONNECTIONS + soak.holder_sessions(p) \
+        + 2 + 1 + 1
 
 
 def finished_jobs(name: str) -> str:
@@ -208,7 +209,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             began = time.monotonic()
             start.set()
             holder = soak_holders.Holder(url, p.holder, p.pin_from, p.pin_to, began, p.mitigation, table_name,
-                                         p.analytics_s).start()
+                                         p.analytics_s, p.analytics_sessions).start()
             sampler = soak_sampler.Sampler(url, began, table_name, None).start()
             bar = _progress(p, progress)
             while (left := p.seconds - (time.monotonic() - began)) > 0:

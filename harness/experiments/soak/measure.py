@@ -63,7 +63,8 @@ from harness.experiments.soak import release as soak_release
 from harness.experiments.soak import sampler as soak_sampler
 from harness.experiments.soak.processes import BATCH, FINISH_SQL, INSERT_SQL, JOBS, POLL_S, STOP_GRACE_S
 from harness.experiments.soak.sampler import EXPLAIN_EVERY_S, READ_SQL, SAMPLE_COLUMNS, SAMPLE_S, Sampler
-from harness.experiments.soak.holders import ANALYTICS_S, HOLDERS, MITIGATIONS
+from harness.experiments.soak.holders import HOLDERS, MITIGATIONS
+from harness.experiments.soak.outcomes import ANALYTICS_S, ANALYTICS_SESSIONS
 from harness.experiments.soak.phases import as_rate
 from harness.config import SCHEMA
 from harness.errors import UserError
@@ -85,6 +86,7 @@ MIN_BEFORE_S = soak_outcomes.WARMUP_S + 5.0  # seconds before the pin: the warm-
 MIN_HOLD_S = float(max(soak_outcomes.WARMUP_S, soak_outcomes.BEHIND_RUN_S))  # shorter: no live release
 MAX_JOB_MS = 1000.0
 MIN_ANALYTICS_S, MAX_ANALYTICS_S = 1.0, 600.0  # a statement shorter than a sample would not be seen holding
+MAX_ANALYTICS_SESSIONS = 8  # a connection each, beside the workers' (workers_needed)
 MAX_HISTORY_ROWS = 2_000_000
 MAX_JOBS = 5_000_000  # rate x seconds + history_rows: the table stays well inside memory
 MIN_SHARE, MAX_SHARE = 1.0, 200.0  # a rate asked as a share of the sustained rate (past 100 %: an overload)
@@ -151,6 +153,10 @@ class SoakParameters(Parameters):
     analytics_s: float = setting(ANALYTICS_S, as_float, Option(
         "--analytics-s", "with --holder analytics, each statement's length (s); the second session starts half of "
                          "it after the first", float), added_later=True)
+    analytics_sessions: int = setting(ANALYTICS_SESSIONS, as_int, Option(
+        "--analytics-sessions", "with --holder analytics, the sessions running statements side by side, each "
+                                "starting the length / sessions after the one before (3, with --analytics-s 120: "
+                                "PlanetScale's case)", int), added_later=True)
     phases: tuple = setting((), soak_phases.as_phases, Option(
         "--phases", "the run as phases, label=kind:seconds separated by commas (harness.experiments.soak.phases): "
                     "warmup, clean, hold or hold(holder), ramp(rate), recovery; --seconds, --pin-from and --pin-to "
@@ -201,6 +207,9 @@ class SoakParameters(Parameters):
         if not MIN_ANALYTICS_S <= self.analytics_s <= MAX_ANALYTICS_S:
             raise UserError(f"analytics s must be between {MIN_ANALYTICS_S:g} and {MAX_ANALYTICS_S:g}, not "
                             f"{self.analytics_s:g}")
+        if not 1 <= self.analytics_sessions <= MAX_ANALYTICS_SESSIONS:
+            raise UserError(f"analytics sessions must be between 1 and {MAX_ANALYTICS_SESSIONS}, not "
+                            f"{self.analytics_sessions}")
         if not 0 <= self.job_ms <= MAX_JOB_MS:
             raise UserError(f"job ms must be between 0 and {MAX_JOB_MS:g}, not {self.job_ms:g}")
         if not 0 <= self.history_rows <= MAX_HISTORY_ROWS:
@@ -256,9 +265,15 @@ class SoakParameters(Parameters):
 
 
 def workers_needed(p: SoakParameters) -> int:
-    # the workers, the arrivals, the holder's two sessions, the sampler's two, the partitions' maintenance, the
+    # the workers, the arrivals, the holder's sessions, the sampler's two, the partitions' maintenance, the
     # backends' watch, and the wal counters read at the end
-    return p.workers + 1 + 2 + 2 + 1 + 1 + 1
+    return p.workers + 1 + holder_sessions(p) + 2 + 1 + 1 + 1
+
+
+def holder_sessions(p) -> int:
+    """The connections a holder opens at most: one per analytics session (a phase may hold with analytics whatever
+    the run's holder), else one."""
+    return max(2, p.analytics_sessions)
 
 
 def label(p: SoakParameters) -> str:
@@ -425,7 +440,8 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         clock.value = start_ns
         start.set()
         holder = soak_holders.Holders([soak_holders.Holder(db.url, phase.holder, phase.start_s, phase.end_s, began,
-                                                           p.mitigation, analytics_s=p.analytics_s)
+                                                           p.mitigation, analytics_s=p.analytics_s,
+                                                           analytics_sessions=p.analytics_sessions)
                                        for phase in plan if phase.kind == "hold"])
         holder.start()
         sampler = Sampler(db.url, began).start()
@@ -539,6 +555,7 @@ def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: di
         # the run as phases (harness.experiments.soak.phases), each judged against the clean one before it
         "phases": list(p.phases), "phase_results": phased,
         "job_ms": p.job_ms, "history_rows": p.history_rows, "analytics_s": p.analytics_s,
+        "analytics_sessions": p.analytics_sessions,
         "mitigation": p.mitigation, "repeat": p.repeat,
         "mitigation_setting": soak_holders.SESSION_SETTINGS.get(p.mitigation),  # the server setting it is, if one
         # a server not started here keeps its own storage: what it is is not known here
@@ -583,6 +600,7 @@ def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: di
                    "sustained": sustained,
                    "arrivals": INSERT_SQL, "read_explained": READ_SQL, "holder": p.holder,
                    "analytics_s": p.analytics_s if p.holder == "analytics" else None,
+                   "analytics_sessions": p.analytics_sessions if p.holder == "analytics" else None,
                    "analytics": soak_holders.analytics_sql() if p.holder == "analytics" else None, "poll_s": POLL_S,
                    "sample_s": SAMPLE_S, "explain_every_s": EXPLAIN_EVERY_S, "server_settings": settings,
                    "verdict_rule": soak_outcomes.rule_settings(),

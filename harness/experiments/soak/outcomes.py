@@ -70,6 +70,11 @@ BACKLOG_SLACK_S = 0.1
 BEHIND_S = 1.0
 ARRIVALS_BEHIND_SHARE = 0.05  # arrivals this share behind their schedule at any second: the run is marked
 VERSIONS_PER_JOB = 2  # row versions a job of the soak's own leaves: its claim's UPDATE and its finish
+# the analytics holder's defaults (harness.experiments.soak.holders): a statement's length (--analytics-s), and the
+# sessions, each starting a share of a statement's length after the one before so that their statements overlap
+# (--analytics-sessions); the page names an arm that differs from them
+ANALYTICS_S = 20.0
+ANALYTICS_SESSIONS = 2
 
 HELD, SLOWED, FELL_BEHIND, SPIRALS, CUT_OFF, NOT_JUDGED = (
     "held_without_failing", "slowed", "fell_behind", "spirals", "cut_off", "not_judged")

@@ -10,7 +10,8 @@ from harness.storage import Run, run_dirs
 
 
 SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_sync_ms_per_sync", "pg_test_fsync_ms",
-         "rate", "rate_asked", "sustained_rate", "workers", "seconds", "holder", "pin_from", "pin_s",
+         "rate", "rate_asked", "sustained_rate", "workers", "seconds", "holder", "analytics_s", "analytics_sessions",
+         "pin_from", "pin_s",
          "hold_until_failure", "hold_asked", "released_because",
          "mitigation", "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
          "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",

@@ -40,7 +40,8 @@ SAID = {"shape": "shape", "strategy": "strategy", "holder": "holder", "mitigatio
         "rate": "rate_asked", "workers": "workers", "job_ms": "job_ms", "history_rows": "history_rows",
         "synchronous_commit": "synchronous_commit", "seconds": "seconds", "pin_from": "pin_from",
         "hold_until_failure": "hold_until_failure", "repeat": "repeat", "phases": "phases",
-        "analytics_s": "analytics_s"}
+        "analytics_s": "analytics_s", "analytics_sessions": "analytics_sessions"}
+ANALYTICS = ("analytics_s", "analytics_sessions")
 WINDOW = ("seconds", "pin_from", "pin_to", "hold_until_failure", "hold_max")  # not read by an arm in phases
 ARM_SETTINGS = tuple(spec.name for spec in dataclasses.fields(soak.SoakParameters) if spec.name != "repeat")
 
@@ -135,7 +136,8 @@ class SoakSweep(Parameters):
         return wanted
 
     def _has_control(self, arm: dict) -> bool:
-        control = {key: value for key, value in arm.items() if key != "repeats"} | {"holder": "none"}
+        # the analytics holder's settings are not the control's: nothing is held there
+        control = {key: value for key, value in arm.items() if key not in ("repeats", *ANALYTICS)} | {"holder": "none"}
         return any(self._arm({k: v for k, v in other.items() if k != "repeats"}, 0) == self._arm(control, 0)
                    for other in self.arms)
 
@@ -155,9 +157,11 @@ def _stored(summaries: list[dict], p: soak.SoakParameters) -> dict | None:
 
 def _said(summary: dict, said: str):
     """A summary's value of a setting as the parameters hold it: phases a tuple, () in a run stored before them;
-    the analytics' length its default in a run stored before it was a setting."""
+    the analytics' length and sessions their defaults in a run stored before they were settings."""
     if said == "analytics_s":
-        return summary.get(said, soak_holders.ANALYTICS_S)
+        return summary.get(said, soak_outcomes.ANALYTICS_S)
+    if said == "analytics_sessions":
+        return summary.get(said, soak_outcomes.ANALYTICS_SESSIONS)
     return tuple(summary.get(said) or ()) if said == "phases" else summary.get(said)
 
 
