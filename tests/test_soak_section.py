@@ -63,6 +63,16 @@ def test_each_arm_is_read_against_the_arm_that_differs_in_one_setting():
     assert soak_arms.control_of(frame, 6) == 0
 
 
+def test_a_held_arm_on_a_disk_is_read_against_its_control_on_the_disk_where_one_is_stored():
+    frame = runs({}, HELD, {"storage": "disk"}, HELD | {"storage": "disk"},
+                 HELD | {"storage": "disk", "synchronous_commit": "off"})
+    assert section.reference(frame, 3) == 2 and soak_arms.control_of(frame, 3) == 2  # the hold's part on the disk
+    assert section.reference(frame, 2) == 0  # the disk's control against the one off it
+    assert section.reference(frame, 4) == 3  # commits off: the same held arm with them on
+    without = frame.drop(index=2).reset_index(drop=True)  # no control on the disk: the held arm off it
+    assert section.reference(without, 2) == 1 and soak_arms.control_of(without, 2) == 0
+
+
 def test_an_analytics_arm_of_its_own_length_and_sessions_is_its_own_arm_read_against_the_plain_control():
     case = {"holder": "analytics", "analytics_s": 120.0, "analytics_sessions": 3}  # PlanetScale's
     frame = runs({}, {"holder": "analytics"}, case, case | {"mitigation": "one_analytics"},

@@ -107,20 +107,32 @@ def base_arm(row) -> bool:
 
 def reference(summaries: pd.DataFrame, position: int) -> int | None:
     """The position of the arm `position` is read against (the module's docstring): the same arm, load, windows
-    and repeat but for one setting; None where none is stored."""
+    and repeat but for one setting; None where none is stored. A held arm on a disk is read against its control on
+    the same disk where one is stored (the hold's part there), else against itself off the disk."""
     arm = summaries.iloc[position]
     if arm["mitigation"] != "none":
-        wanted = {"mitigation": "none"}
+        wanted = [{"mitigation": "none"}]
     elif arm["synchronous_commit"] != "on":
-        wanted = {"synchronous_commit": "on"}
+        wanted = [{"synchronous_commit": "on"}]
     elif on_disk(arm):
-        wanted = {"storage": None}  # the same arm off the disk
+        wanted = [{"holder": "none"}] if arm["holder"] != "none" else []
+        wanted.append({"storage": None})  # the same arm off the disk
     elif arm["holder"] != "none":
-        wanted = {"holder": "none"}
+        wanted = [{"holder": "none"}]
     elif arm.get("pg_version") != summaries["pg_version"].min():
-        wanted = {"pg_version": summaries["pg_version"].min()}  # a control on a newer server: the same on the oldest
+        wanted = [{"pg_version": summaries["pg_version"].min()}]  # a control on a newer server: the same on the oldest
     else:
         return None
+    for one in wanted:
+        found = _differing_in(summaries, position, one)
+        if found is not None:
+            return found
+    return None
+
+
+def _differing_in(summaries: pd.DataFrame, position: int, wanted: dict) -> int | None:
+    """The arm stored with position's settings, load, windows and repeat but for `wanted`'s."""
+    arm = summaries.iloc[position]
     # .get: a summary stored before a setting existed (library) lacks it
     target = {key: arm.get(key) for key in (*ARM, *LOAD, *WINDOWS)} | wanted
     analytics = analytics_of(arm) if target["holder"] == "analytics" else None
