@@ -219,4 +219,3 @@ def test_one_wait_events_share_of_the_samples():
     assert activity.event_share(samples, "LWLock", "BufferContent") == 0.25
     assert activity.event_share(samples, "IO", "DataFileRead") == 0.0
     assert activity.event_share(activity.samples_frame(), "LWLock", "BufferContent") is None
-

@@ -96,6 +96,7 @@ def test_bench_measures_both_clients_and_computes_ratios(db, tmp_path):
     # the server's CPU over each run, from the embedded server's processes
     nothing = pairs[~(pairs["server_cpu_seconds"] > 0)]
     assert nothing.empty, nothing[["strategy", "worker_count", "client", "server_cpu_seconds", "wins"]].to_string()
+    assert (pairs["server_cpu_us_per_win"] > 0).all()
     # the reference runs one thread per client, as the harness runs one process per worker
     for _, row in pairs.iterrows():
         expected = {"harness": row["worker_count"], "pgbench": row["worker_count"],
@@ -229,10 +230,11 @@ def test_a_bench_point_is_cpu_bound_where_any_harness_run_was_and_unread_where_n
 def test_the_servers_cpu_never_goes_back_while_backends_come_and_go(db):
     """A backend reaped between reading the postmaster's times and listing its children is in neither reading:
     a run's server CPU could then come out at nothing (a bench row did, once)."""
-    stop = threading.Event()
+    stop, made = threading.Event(), []
 
     def churn():
         while not stop.is_set():
+            made.append(1)
             with psycopg.connect(db.url, application_name="claimrace-test-churn") as other:
                 other.execute("SELECT count(*) FROM generate_series(1, 300000)")  # tens of ms: a tick or more
 
@@ -251,6 +253,7 @@ def test_the_servers_cpu_never_goes_back_while_backends_come_and_go(db):
         for thread in threads:
             thread.join()
     assert None not in readings and len(readings) >= 50, len(readings)
+    assert len(made) >= 20, f"{len(made)} backends came and went"  # a churn thread that failed would leave none
     backwards = [(a, b) for a, b in zip(readings, readings[1:]) if b < a]
     assert not backwards, f"{len(backwards)} of {len(readings)} readings went back, by up to " \
                           f"{max(a - b for a, b in backwards) / 1e6:.0f} ms"

@@ -369,8 +369,8 @@ def test_analytics_one_at_a_time_free_the_horizon_between_statements(soaks):
         assert stored.manifest["procedure"]["analytics_sessions"] == 3 and row["analytics_sessions"] == 3, row
         pinned = stored.table("holder").query("event == 'pinned'").sort_values("session")
         assert list(pinned["session"]) == [0, 1, 2], pinned
-        if mitigation == "analytics_none":  # each session a third of a statement after the one before
-            assert pinned["t_s"].diff().dropna().between(1.2, 1.8).all(), pinned
+        # each session a third of a statement after the one before, or later (a loaded machine wakes it late)
+        assert all(t >= 10 + k * 4 / 3 - 0.05 for k, t in enumerate(pinned["t_s"])), pinned
         samples = stored.table("samples")
         inside = samples[(samples["t_s"] >= 13) & (samples["t_s"] < 25.5)]
         ages[mitigation] = inside["horizon_age_s"].fillna(0.0)

@@ -83,6 +83,9 @@ def test_an_analytics_arm_of_its_own_length_and_sessions_is_its_own_arm_read_aga
     assert soak_arms.held_label(frame.iloc[1]) == "analytics"  # the defaults (a run stored before the settings)
     assert soak_arms.held_label(frame.iloc[2]) == "analytics, 3 sessions of 120 s statements"
     assert soak_arms.held_label(frame.iloc[3]) == "analytics, 3 sessions of 120 s statements, one analytics"
+    one = frame.iloc[2].copy()
+    one["analytics_sessions"], one["analytics_s"] = 1, 2.5
+    assert soak_arms.held_label(one) == "analytics, one session of 2.5 s statements"
 
 
 def test_an_arm_on_a_newer_server_is_held_against_its_own_control_and_that_control_against_the_oldest_s():

@@ -4,7 +4,9 @@ holding the MVCC horizon for part of it, each arm's verdict read against the arm
 
 An arm's reference is the stored arm that differs from it in one setting only:
     a mitigation          the same arm without it;
-    disk, or commits off  the same arm on tmpfs with synchronous commits;
+    commits off           the same arm with synchronous commits;
+    disk                  held: its control on the same disk where one is stored, else the same arm on tmpfs;
+                          nothing held: the same control on tmpfs;
     a holder              the same arm with nothing held (holder none), its control;
     a newer server        the same control on the oldest PostgreSQL major stored (a params section of its own,
                           soak_pg18, races arms on 18 beside the soak's on 16).

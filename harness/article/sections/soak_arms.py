@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED
-from harness.article.formats import DASH, count, number, span
+from harness.article.formats import DASH, count, span
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.experiments.soak.outcomes import ANALYTICS_S, ANALYTICS_SESSIONS
@@ -25,12 +25,9 @@ LOAD = ("rate_asked", "workers", "job_ms", "pg_version")  # and the same load, o
 # judged on the same windows (the hold asked: its cap where it ends once the queue fell behind); a repeat against
 # its own
 WINDOWS = ("seconds", "pin_from", "hold_asked", "repeat")
-# the analytics holder's settings: they tell held arms apart, and a control (nothing held) has none to match
-
-
 def analytics_of(row) -> tuple[float, int] | None:
-    """(a statement's length, the sessions) of an analytics holder, the defaults where a run stored before they were
-    settings lacks them; None for any other holder."""
+    """(a statement's length, the sessions) of an analytics holder: they tell held arms apart, and a control (nothing
+    held) has none to match. The defaults where a row lacks them; None for any other holder."""
     if row["holder"] != "analytics":
         return None
     length, sessions = row.get("analytics_s"), row.get("analytics_sessions")
@@ -88,7 +85,10 @@ def load_runs(runs) -> Loaded | None:
     summaries = pd.DataFrame([{"library": None, "library_version": None} | _judged_again(run.summary, series[i])
                               | {"pg_version": run.server.get("major"), "repeat": run.parameters.repeat,
                                  "hold_asked": run.parameters.release_at - run.parameters.pin_from,
-                                 "hold_until_failure": run.parameters.hold_until_failure}
+                                 "hold_until_failure": run.parameters.hold_until_failure,
+                                 # from the parameters: a library's run and one stored before the settings lack them
+                                 "analytics_s": run.parameters.analytics_s,
+                                 "analytics_sessions": run.parameters.analytics_sessions}
                               for i, run in enumerate(runs)])
     return Loaded(tuple(runs), summaries, series, {i: run.table("samples") for i, run in enumerate(runs)},
                   {i: run.procedure.get("sample_s") for i, run in enumerate(runs)},
@@ -288,7 +288,9 @@ def held_label(row) -> str:
     held = say("held.none") if row["holder"] == "none" else row["holder"].replace("_", " ")
     analytics = analytics_of(row)
     if analytics is not None and analytics != (ANALYTICS_S, ANALYTICS_SESSIONS):
-        held = say("held.analytics", sessions=count(analytics[1]), seconds=number(analytics[0], 0))
+        seconds = f"{analytics[0]:g}"
+        held = say("held.analytics", sessions=count(analytics[1]), seconds=seconds) if analytics[1] > 1 \
+            else say("held.analytics_one", seconds=seconds)
     return held if row["mitigation"] == "none" else say("held.mitigated", held=held,
                                                         mitigation=row["mitigation"].replace("_", " "))
 

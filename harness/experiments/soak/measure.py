@@ -151,8 +151,8 @@ class SoakParameters(Parameters):
     hold_max: float = setting(120.0, as_float, Option(
         "--hold-max", "with --hold-until-failure, the longest hold (s)", float), added_later=True)
     analytics_s: float = setting(ANALYTICS_S, as_float, Option(
-        "--analytics-s", "with --holder analytics, each statement's length (s); the second session starts half of "
-                         "it after the first", float), added_later=True)
+        "--analytics-s", "with --holder analytics, each statement's length (s); each session starts the length / "
+                         "--analytics-sessions after the one before", float), added_later=True)
     analytics_sessions: int = setting(ANALYTICS_SESSIONS, as_int, Option(
         "--analytics-sessions", "with --holder analytics, the sessions running statements side by side, each "
                                 "starting the length / sessions after the one before (3, with --analytics-s 120: "
