@@ -19,7 +19,8 @@ BASE = {"shape": "history", "strategy": "skip_locked", "history_rows": 0, "holde
         "hold_until_failure": False, "seconds_to_slow": None, "seconds_to_fall_behind": None, "recovered_s": None,
         "claim_level_ms": 0.5, "claim_p99_ms_during": 1.0, "dead_tuples_max": 100, "unremovable_at_fall_behind": None,
         "ended_s": 70.0, "repeat": 0, "rate": 350.0, "mitigation_setting": None, "observed_s": None,
-        "seconds_to_slow_in_run": None, "seconds_to_fall_behind_in_run": None}
+        "seconds_to_slow_in_run": None, "seconds_to_fall_behind_in_run": None, "analytics_s": 20.0,
+        "analytics_sessions": 2}
 SLOWED = {"holder": "repeatable_read", "verdict": "slowed", "verdict_if_judged": "slowed", "seconds_to_slow": 3.0}
 BEHIND = SLOWED | {"verdict": "fell_behind", "verdict_if_judged": "fell_behind", "seconds_to_fall_behind": 6.0,
                    "recovered_s": 12.0}

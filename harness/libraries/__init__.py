@@ -43,8 +43,9 @@ A library raced with its own code has an adapter that declares:
     EARLIER_RELEASES       (optional) releases before the one installed that the probe may race, each with what
                            its source at that tag says, as STALE_COMPLETION (harness.libraries.releases)
     STALL                  (optional) where its hold on a running job is a heartbeat renewed every beat_share of
-                           its recovery setting, {"beat_share", "why", "source"}: a stall fault run (--fault
-                           stall) predicts from it whether the stalled job is handed on
+                           its recovery setting, {"beat_share", "write_wait_s", "raced_s", "why", "source"}: a
+                           stall fault run (--fault stall) races raced_s and predicts from it whether the stalled
+                           job is handed on
     install(url)           the library's own schema, from its own migrations
     enqueue(url, n, job_s=None[, first])
                            n no-op jobs, through the library's API (job_s: a fault run's, where the job carries it);
@@ -130,7 +131,8 @@ class OptionalParts:
     # --lost-by frozen), as STALE_COMPLETION
     HUNG: dict | None = None
     # for a library whose hold on a running job is a heartbeat renewed every beat_share of its recovery setting:
-    # {"beat_share", "why", "source"}, from which a stall's fault run predicts whether the job is handed on
+    # {"beat_share", "write_wait_s", "raced_s", "why", "source"}, from which a stall's fault run predicts whether
+    # the job is handed on
     STALL: dict | None = None
 
 

@@ -26,13 +26,10 @@ LOAD = ("rate_asked", "workers", "job_ms", "pg_version")  # and the same load, o
 # its own
 WINDOWS = ("seconds", "pin_from", "hold_asked", "repeat")
 def analytics_of(row) -> tuple[float, int] | None:
-    """(a statement's length, the sessions) of an analytics holder: they tell held arms apart, and a control (nothing
-    held) has none to match. The defaults where a row lacks them; None for any other holder."""
-    if row["holder"] != "analytics":
-        return None
-    length, sessions = row.get("analytics_s"), row.get("analytics_sessions")
-    return (float(ANALYTICS_S if length is None or pd.isna(length) else length),
-            int(ANALYTICS_SESSIONS if sessions is None or pd.isna(sessions) else sessions))
+    """(a statement's length, the sessions) of an analytics holder, as load_runs reads them from each run's
+    parameters: they tell held arms apart, and a control (nothing held) has none to match. None for any other
+    holder."""
+    return None if row["holder"] != "analytics" else (float(row["analytics_s"]), int(row["analytics_sessions"]))
 
 
 # a difference in onset under the rule's own run of seconds is not one the rule can tell apart

@@ -266,6 +266,7 @@ def stalled(p, lines: pd.DataFrame, rows: pd.DataFrame, fault_ns: int | None) ->
 
 def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Measured:
     library = libraries.get(p.library)
+    settings = recovery(p.library, p.configuration, p.fault)
     log = faults.FaultLog()
     # what the workers send is read back from the server's log (sent); the workers go through PgBouncer where asked
     # (closed before the database is dropped), the harness's own statements to the server directly
@@ -282,7 +283,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
         start = context.Event()
         supervisor = runtime.Supervisor(context, p.library, p.worker_count, via.url, logs, start, job_s(p),
                                         configuration=p.configuration,
-                                        recovery_s=library.STALL["raced_s"] if p.fault == "stall" else None)
+                                        recovery_s=settings["raced_s"] if p.fault == "stall" else None)
         run.workers = workers = supervisor.processes  # every one started, restarted ones too (killed at the end)
         runtime.wait_until_ready(p.library, supervisor.readies)
         released_ns = time.time_ns()
@@ -321,7 +322,6 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
     per_job, unnamed = sent_per_job(p.library, sent, keys, others=p.configuration == "production")
     rows = ledger(audit, lines, in_table, live_pids, fault_ns, victim, failed, per_job)
     counts = totals(rows)
-    settings = recovery(p.library, p.configuration, p.fault)
     summary = {"library": p.library, "version": libraries.version(p.library), "fault": p.fault, "pooler": p.pooler,
                "setting": p.configuration,
                "worker_count": p.worker_count, "jobs": p.job_count, "fault_landed": landed(p.fault, effects),

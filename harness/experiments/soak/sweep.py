@@ -27,7 +27,7 @@ from harness.experiments.soak import library as library_soak
 from harness.experiments.soak import measure as soak
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.experiments.soak import show as soak_show
-from harness.experiments.contract import Kind
+from harness.experiments.contract import Kind, implied_settings
 from harness.experiments.contract import Parameters, _sequence, as_bool, as_float, as_int, one_of, setting
 
 MAX_ARMS = 32  # arms in one section: at a minute or two each, more than a build would wait for
@@ -149,20 +149,20 @@ class SoakSweep(Parameters):
 def _stored(summaries: list[dict], p: soak.SoakParameters) -> dict | None:
     """The summary of the stored run of `p` among `summaries`, or None."""
     for summary in summaries:
-        if summary.get("library") is None and all(_said(summary, said) == getattr(p, name)
+        if summary.get("library") is None and all(_said(summary, name, said) == getattr(p, name)
                                                   for name, said in SAID.items()):
             return summary
     return None
 
 
-def _said(summary: dict, said: str):
-    """A summary's value of a setting as the parameters hold it: phases a tuple, () in a run stored before them;
-    the analytics' length and sessions their defaults in a run stored before they were settings."""
-    if said == "analytics_s":
-        return summary.get(said, soak_outcomes.ANALYTICS_S)
-    if said == "analytics_sessions":
-        return summary.get(said, soak_outcomes.ANALYTICS_SESSIONS)
-    return tuple(summary.get(said) or ()) if said == "phases" else summary.get(said)
+IMPLIED = implied_settings(soak.SoakParameters)  # a setting added later: its default in a run stored before it
+
+
+def _said(summary: dict, name: str, said: str):
+    """A summary's value of setting `name` (stored as `said`) as the parameters hold it: a setting added later its
+    default in a run stored before it; phases a tuple."""
+    value = summary.get(said, IMPLIED.get(name))
+    return tuple(value or ()) if name == "phases" else value
 
 
 def measure_arm(db, p: soak.SoakParameters, run_id: str, progress: bool = False):

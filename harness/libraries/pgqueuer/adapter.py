@@ -68,7 +68,8 @@ STALL = {"beat_share": 0.5, "write_wait_s": 1.0, "raced_s": 6.0,
                 "for up to a second at a time while no notification comes; and another worker's dequeue, on its own "
                 "connection held the same way, re-picks a picked job whose heartbeat is older than heartbeat_timeout",
          "source": "pgqueuer/core/qm.py:549-553 (the beat, heartbeat_timeout / 2), core/heartbeat.py:41-51 (queued "
-                   "every interval), qm.py:427-434 and core/buffers.py:54-58 (flushed once it holds batch_size**2), "
+                   "every interval), qm.py:427-434 and core/buffers.py:54-58 (flushed once it holds batch_size**2: at "
+                   "once at the batch_size of 1 raced), "
                    "adapters/drivers/psycopg.py:114-115 (the watcher: notifies(timeout=1.0) on the connection every "
                    "query shares), adapters/persistence/qb.py:431 (the re-pick) and :524 (set when picked), "
                    f"release {RELEASE} as installed"}
