@@ -10,6 +10,7 @@ where the first holder never lost the job. A library's: the outcome every landed
 from __future__ import annotations
 
 from harness import libraries
+from harness.stats import wilson_interval
 
 OUTCOMES = ("accepted", "refused", "not_sent", "not_applied", "not_handed_on")
 VARIES = "varies"
@@ -107,8 +108,9 @@ def per_library(summaries: list[dict]) -> list[dict]:
 # Each side with STALL_MARGIN_S more. So the setting must exceed twice the longest stall plus twice the wait (a stall
 # begun just before a beat), not merely the stall.
 
-BORNE_OUT, CONTRADICTED, ONE_SIDE, NOT_MEASURED = "borne_out", "contradicted", "one_side", "not_measured"
-STALL_OUTCOMES = (BORNE_OUT, CONTRADICTED, ONE_SIDE, NOT_MEASURED)
+BORNE_OUT, TOO_FEW, CONTRADICTED, ONE_SIDE, NOT_MEASURED = ("borne_out", "too_few", "contradicted", "one_side",
+                                                            "not_measured")
+STALL_OUTCOMES = (BORNE_OUT, TOO_FEW, CONTRADICTED, ONE_SIDE, NOT_MEASURED)
 # how far inside each side a run must end to be predicted: the hold's age is read from the job's logged start, not
 # from the pick that wrote it (tens of milliseconds before), and a resumed process waits for a CPU. Chosen before the
 # runs.
@@ -141,12 +143,18 @@ def longest_safe_stall_s(setting_s: float, beat_share: float, wait_s: float) -> 
 
 def stall_outcome(runs: list[tuple[bool | None, bool]]) -> str:
     """Over stall runs whose stall landed, each (predicted handed on, handed on), those not predicted (None) left
-    out: contradicted where a run's hand-on differs from the prediction; borne out where every run agrees and both
-    sides were raced (a run predicted to hand its job on, and one predicted not to); one side where every run agrees
-    and only one side was raced; not measured without a run."""
+    out: contradicted where a run's hand-on differs from the prediction; one side where every run agrees and only
+    one side was raced; borne out where every run agrees, both sides were raced (a run predicted to hand its job on,
+    and one predicted not to) and the 95 % Wilson intervals of the two sides' shares handed on are apart; too few
+    where they agree but those intervals overlap (one run a side cannot tell a rate of none from one of all); not
+    measured without a run."""
     runs = [(predicted, seen) for predicted, seen in runs if predicted is not None]
     if not runs:
         return NOT_MEASURED
     if any(predicted != seen for predicted, seen in runs):
         return CONTRADICTED
-    return BORNE_OUT if len({predicted for predicted, _ in runs}) == 2 else ONE_SIDE
+    kept = sum(not predicted for predicted, _ in runs)
+    handed = len(runs) - kept
+    if not kept or not handed:
+        return ONE_SIDE
+    return BORNE_OUT if wilson_interval(0, kept)[1] < wilson_interval(handed, handed)[0] else TOO_FEW
