@@ -397,3 +397,17 @@ def survivors_of_sigkill(args: list[str], find: Callable[[psutil.Process], list]
         if command.poll() is None:
             command.kill()
             command.wait(30)
+
+
+@contextlib.contextmanager
+def cpu_spinners(count: int):
+    """count processes that keep a CPU busy until the block ends; each dies with the test's process (SIGKILL
+    included)."""
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=_die_with_parent)
+                for _ in range(count)]
+    try:
+        yield spinning
+    finally:
+        for process in spinning:
+            process.kill()
+            process.wait(30)

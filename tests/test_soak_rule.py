@@ -210,3 +210,40 @@ def test_the_series_counts_each_second_and_its_backlog_and_quantiles():
                             3.0)
     assert list(frame["arrived"]) == [2, 1, 2] and list(frame["claimed"]) == [1, 1, 1]
     assert list(frame["backlog"]) == [1, 1, 2] and list(frame["claim_p99_ms"]) == [1.0, 2.0, 3.0]
+
+
+# --------------------------------------------------------------------------- the CPU mark
+
+
+def cpu_samples(busy) -> pd.DataFrame:
+    """The sampler's samples, one a second from 0 s, with this machine's busy share as given (None: not read)."""
+    return pd.DataFrame({"t_s": np.arange(len(busy), dtype=float), "cpu_busy_share": pd.array(busy, dtype="Float64")})
+
+
+def busy_from(seconds: int, start: int, length: int, level: float = 0.95, rest: float = 0.3) -> list:
+    values = [rest] * seconds
+    values[start:start + length] = [level] * length
+    return values
+
+
+@pytest.mark.parametrize("busy, expected", [
+    (busy_from(50, 0, 0), None),  # never full: no mark
+    (busy_from(50, 25, 10), 5.0),  # full from 25 s, 5 s into the hold
+    (busy_from(50, 12, 5), -8.0),  # full from 12 s, before the hold: below 0
+    (busy_from(50, 25, 4), None),  # four seconds in a row are not five
+    (busy_from(50, 25, 10, level=0.89), None),  # under the line
+    (busy_from(50, 25, 10, level=0.9), 5.0),  # on it
+    (busy_from(50, 0, 5), None),  # the warm-up's seconds are not read
+    (busy_from(50, 38, 10), None),  # from 38 s: two seconds before the release, the rest after it, not read
+])
+def test_the_cpu_mark_comes_at_the_first_of_five_seconds_the_machine_was_full(busy, expected):
+    mark = rule.cpu_mark(cpu_samples(busy), PIN_FROM, PIN_TO)
+    assert mark["cpu_measured"] and mark["cpu_bound_from_s"] == expected, mark
+
+
+def test_the_cpu_mark_gives_the_busy_shares_before_and_in_the_hold_and_says_when_none_was_read():
+    mark = rule.cpu_mark(cpu_samples(busy_from(50, 20, 20, level=0.95, rest=0.3)), PIN_FROM, PIN_TO)
+    assert (mark["cpu_busy_before"], mark["cpu_busy_hold"]) == (pytest.approx(0.3), pytest.approx(0.95))
+    unread = {"cpu_measured": False, "cpu_bound_from_s": None, "cpu_busy_before": None, "cpu_busy_hold": None}
+    assert rule.cpu_mark(cpu_samples([None] * 50), PIN_FROM, PIN_TO) == unread
+    assert rule.cpu_mark(pd.DataFrame({"t_s": [1.0, 2.0]}), PIN_FROM, PIN_TO) == unread  # stored before it was read

@@ -365,3 +365,15 @@ def test_the_lead_table_says_what_each_mitigation_raced_on_a_held_arm_did_over_i
         "autovacuum: still fell behind 9 s into the run")
     assert section.verdict_rows(loaded(frame.iloc[:2], {})).iloc[0]["a mitigation, raced where it fell behind"] \
         == "—"
+
+
+@pytest.mark.parametrize("marks, said", [
+    ([None], ""),
+    ([None, None, None], ""),
+    ([12.4], "; CPUs full (from 12 s into the hold)"),
+    ([12.0, None, 15.0], "; CPUs full (2 of 3, from 12 to 15 s into the hold)"),
+    ([-3.0, 15.0], "; CPUs full (2 of 2, from before the hold to 15 s into it)"),
+    ([-3.0, None], "; CPUs full (1 of 2, from before the hold)"),
+])
+def test_a_verdict_carries_the_cpu_mark_of_the_runs_that_have_it(marks, said):
+    assert soak_arms.cpu_text(marks) == said

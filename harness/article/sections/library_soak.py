@@ -136,7 +136,8 @@ def library_table(loaded: dict) -> str:
                   slow_run=f"{soak_outcomes.SLOW_RUN_S}",
                   workers=join([str(w) for w in sorted(set(runs["workers"]))]),
                   job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]), steps=arrival_steps(mine))
-    return table(rows(mine), caption=caption, css_class="wide")
+    note = arms.cpu_note(runs)
+    return table(rows(mine), caption=f"{caption} {note}" if note else caption, css_class="wide")
 
 
 def values(loaded: dict, found: dict) -> dict[str, str]:

@@ -25,10 +25,10 @@ from harness.article.findings import (CONFIRMED, CONFIRMED_IN_PART, CORRECTED, N
 from harness.article.formats import DASH, count, ms, number, span
 from harness.article.prose import join, numbered, table
 from harness.article.sections import soak_model
-from harness.article.sections.soak_arms import (LOAD, PRACTICAL_MARGIN_S, Loaded, arm_label, base_arm,
-                                                held_groups, held_part, held_label, load_runs, on_disk, onset_text,
-                                                onsets, reference, repeat_label, row_at, runs_each, verdict_text,
-                                                verdicts_text, worst_part)
+from harness.article.sections.soak_arms import (LOAD, PRACTICAL_MARGIN_S, Loaded, arm_label, base_arm, cpu_marked,
+                                                cpu_note, cpu_text, held_groups, held_part, held_label, load_runs,
+                                                on_disk, onset_text, onsets, reference, repeat_label, row_at,
+                                                runs_each, verdict_text, verdicts_text, worst_part)
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.stats import percentile_ratio_interval
@@ -242,6 +242,7 @@ def a11_held_horizon(loaded: dict):
                    # when the same hold without the timeout failed the queue, over its repeats: the timeout to set
                    # is below it
                    "unmitigated_behind": onset_text(runs, without, "seconds_to_fall_behind"),
+                   "unmitigated_cpu": cpu_text([cpu_marked(runs.iloc[p]) for p in without]),
                    "unmitigated_slow": onset_text(runs, without, "seconds_to_slow"),
                    # the timeout kept the queue from falling behind over the whole run (not only its short hold)
                    # where the same hold without it fell behind in every repeat (its part confirmed: timeout_arm).
@@ -250,8 +251,10 @@ def a11_held_horizon(loaded: dict):
                        censored for _, censored in onsets(runs, without, "seconds_to_fall_behind")))}
         values |= soak_model.at_share(mine, pair[0], DECISION_SHARE)
     values["runs"] = runs_each(held)
+    marked = sum(cpu_marked(row) is not None for _, row in held.iterrows())
+    values["cpu"] = say("A11.cpu", marked=count(marked), held=count(len(held))) if marked else ""
     ours = say("A11.ours", **{key: values[key] for key in ("pin", "rates", "load", "workers", "pg", "runs", "slowed",
-                                                           "decided")})
+                                                           "decided", "cpu")})
     return make_finding("A11", worst_part(v for _, v in parts), ours, say("A11.note", margin=values["margin"]),
                         values, parts=tuple(parts) if len(parts) > 1 else ())
 
@@ -363,8 +366,8 @@ def _caption(runs: pd.DataFrame, key: str) -> str:
                job_ms=join([number(j, 0) for j in sorted(set(runs["job_ms"]))]),
                factor=f"{soak_outcomes.SLOW_FACTOR:g}", slow_run=f"{soak_outcomes.SLOW_RUN_S}",
                behind_run=f"{soak_outcomes.BEHIND_RUN_S}",
-               against=say("caption.control", margin=f"{PRACTICAL_MARGIN_S:g} s") if key == "held"
-               else say("caption.against"))
+               against=(say("caption.control", margin=f"{PRACTICAL_MARGIN_S:g} s") if key == "held"
+                        else say("caption.against")) + (" " + cpu_note(runs) if cpu_note(runs) else ""))
 
 
 def _table(loaded: dict, rows, key: str) -> str:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED
-from harness.article.formats import DASH, count, span
+from harness.article.formats import DASH, count, percent, span
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.experiments.soak.outcomes import ANALYTICS_S, ANALYTICS_SESSIONS
@@ -49,15 +49,16 @@ class Loaded:
     phased: tuple = ()
 
 
-def _judged_again(summary: dict, series: pd.DataFrame) -> dict:
-    """A run's verdict by the rule as it stands (harness.experiments.soak.outcomes), from its stored series: the page reads
-    every run by one rule, whichever the run was stored under. A library's run judges its pickup
-    (harness.experiments.soak.library)."""
+def _judged_again(summary: dict, series: pd.DataFrame, samples: pd.DataFrame) -> dict:
+    """A run's verdict and CPU mark by the rule as it stands (harness.experiments.soak.outcomes), from its stored
+    series and samples: the page reads every run by one rule, whichever the run was stored under. A library's run
+    judges its pickup (harness.experiments.soak.library)."""
     judged = soak_outcomes.judge(series, summary["pin_from"], summary["pin_to"], summary["ended_s"],
                                  bool(summary["arrivals_behind"]), summary.get("cpu_bound"),
                                  soak_outcomes.step_of(summary["ended_s"], summary.get("enqueue_calls") or 0),
                                  held=summary["holder"] != "none")
-    return summary | {key: judged[key] for key in soak_outcomes.judged_keys(soak_outcomes.latency_of(series))}
+    return summary | {key: judged[key] for key in soak_outcomes.judged_keys(soak_outcomes.latency_of(series))} \
+        | soak_outcomes.cpu_mark(samples, summary["pin_from"], summary["pin_to"])
 
 
 def _phases_again(run) -> dict:
@@ -79,7 +80,9 @@ def load_runs(runs) -> Loaded | None:
     if not runs:
         return None
     series = {i: run.table("series") for i, run in enumerate(runs)}
-    summaries = pd.DataFrame([{"library": None, "library_version": None} | _judged_again(run.summary, series[i])
+    samples = {i: run.table("samples") for i, run in enumerate(runs)}
+    summaries = pd.DataFrame([{"library": None, "library_version": None}
+                              | _judged_again(run.summary, series[i], samples[i])
                               | {"pg_version": run.server.get("major"), "repeat": run.parameters.repeat,
                                  "hold_asked": run.parameters.release_at - run.parameters.pin_from,
                                  "hold_until_failure": run.parameters.hold_until_failure,
@@ -87,7 +90,7 @@ def load_runs(runs) -> Loaded | None:
                                  "analytics_s": run.parameters.analytics_s,
                                  "analytics_sessions": run.parameters.analytics_sessions}
                               for i, run in enumerate(runs)])
-    return Loaded(tuple(runs), summaries, series, {i: run.table("samples") for i, run in enumerate(runs)},
+    return Loaded(tuple(runs), summaries, series, samples,
                   {i: run.procedure.get("sample_s") for i, run in enumerate(runs)},
                   {i: run.procedure.get("explain_every_s") for i, run in enumerate(runs)}, phased)
 
@@ -293,8 +296,13 @@ def held_label(row) -> str:
 
 
 def verdict_text(row) -> str:
-    """The verdict as the table says it: an arm held without failing says for how long (a lower bound); a run not
-    judged says why, and what the rule would have said."""
+    """The verdict as the table says it (bare_verdict), and the run's CPU mark where it has one."""
+    return bare_verdict(row) + cpu_text([cpu_marked(row)])
+
+
+def bare_verdict(row) -> str:
+    """The verdict alone: an arm held without failing says for how long (a lower bound); a run not judged says why,
+    and what the rule would have said."""
     if row["verdict"] == soak_outcomes.HELD:
         return say("verdict.held", held=f"{watched(row):.0f}")
     if row["verdict"] != soak_outcomes.NOT_JUDGED:
@@ -306,10 +314,39 @@ def verdict_text(row) -> str:
 
 
 def verdicts_text(runs: pd.DataFrame, positions) -> str:
-    """Several repeats' verdicts: each verdict with how many said it."""
-    said = [verdict_text(runs.iloc[p]) for p in positions]
-    return "; ".join(f"{text} ({said.count(text)} of {len(said)})" if len(said) > 1 else text
-                     for text in dict.fromkeys(said))
+    """Several repeats' verdicts: each verdict with how many said it, and the CPU mark of those that carry it."""
+    said = [bare_verdict(runs.iloc[p]) for p in positions]
+    verdicts = "; ".join(f"{text} ({said.count(text)} of {len(said)})" if len(said) > 1 else text
+                         for text in dict.fromkeys(said))
+    return verdicts + cpu_text([cpu_marked(runs.iloc[p]) for p in positions])
+
+
+def cpu_marked(row) -> float | None:
+    """Seconds from the hold's start to the CPU mark (soak_outcomes.cpu_mark), None where the run has none."""
+    value = row.get("cpu_bound_from_s")
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def cpu_note(runs: pd.DataFrame) -> str:
+    """What "CPUs full" means, where any of the runs carries the mark; else nothing."""
+    if not any(cpu_marked(row) is not None for _, row in runs.iterrows()):
+        return ""
+    return say("cpu.note", share=percent(soak_outcomes.CPU_BUSY_SHARE, 0), run=count(soak_outcomes.CPU_BUSY_RUN_S))
+
+
+def cpu_text(marks: list) -> str:
+    """The CPU mark of the runs that carry it (each run's cpu_marked), after their verdicts: how many, and from
+    when (soak_outcomes.cpu_mark)."""
+    marked = [at for at in marks if at is not None]
+    if not marked:
+        return ""
+    how_many = f"{len(marked)} of {len(marks)}, " if len(marks) > 1 else ""
+    low, high = min(marked), max(marked)
+    if high < 0:
+        return say("cpu.before", runs=how_many)
+    if low < 0:
+        return say("cpu.before_to", runs=how_many, at=f"{high:.0f}")
+    return say("cpu.from", runs=how_many, at=span(low, high, lambda v: f"{v:.0f}"))
 
 
 def held_and_controls(runs: pd.DataFrame) -> list[int]:

@@ -9,7 +9,8 @@ from harness.experiments.soak import outcomes as soak_outcomes
 from harness.article.charts import CPU_BOUND_LABEL, WIDTH, chart_title, fixed_scale, plain_frame
 from harness.article.labels import NEUTRAL, TARGET_BAND_COLOUR
 from harness.article.sections import soak_model
-from harness.article.sections.soak_arms import Loaded, arm_label, control_of, held_label, on_disk
+from harness.article.sections.soak_arms import (Loaded, arm_label, control_of, cpu_marked, cpu_text, held_label,
+                                                on_disk)
 
 # the second is the series' latency: the claim statement's, or a job library's pickup (soak_outcomes.latency_of)
 # what the hold leaves behind, read where it costs: the buffers one claim reads (n_dead_tup climbs in a control too)
@@ -39,7 +40,7 @@ def _cpu_bound(row) -> bool:
 def timelines(mine: Loaded | None, name=arm_label) -> pd.DataFrame:
     """Every held arm off the disk with synchronous commits (its mitigation too), its first run where it has
     repeats, with the control it is read against in the end: (arm, run, second, measure, value, pin_from, pin_to,
-    sample_s), run "held" or "control";
+    sample_s, explain_s, cpu_marked: the held run has the CPU mark, in its arm's name too), run "held" or "control";
     empty without a soak. name: an arm's name from its row (a job library's: harness.article.sections.
     library_soak.library_label)."""
     frames = []
@@ -54,16 +55,18 @@ def timelines(mine: Loaded | None, name=arm_label) -> pd.DataFrame:
         bound = any(_cpu_bound(runs.iloc[r]) for r in (position, control) if r is not None)
         arm = f"{name(row)}: {held_label(row)}"
         arm += (f" at {row['rate_asked']}" if rates.get(arm, 1) > 1 else "") + (CPU_BOUND_LABEL if bound else "")
+        arm += cpu_text([cpu_marked(row)])
         # the model's backlog over the hold, predicted from runs other than this one (soak_model)
         predicted = soak_model.predicted_backlog(mine, position) if row.get("library") is None else None
         for which, run in (("held", position), ("control", control), ("model", position)):
             if run is None or (which == "model" and predicted is None):
                 continue
             frame = _measures(mine, run) if which != "model" else predicted.assign(measure=MEASURES[0])
-            frames.append(frame.assign(arm=arm, run=which, pin_from=float(row["pin_from"]),
+            frames.append(frame.assign(arm=arm, run=which, cpu_marked=cpu_marked(row) is not None,
+                                       pin_from=float(row["pin_from"]),
                                        pin_to=float(row["pin_to"]), sample_s=mine.sample_s.get(run),
                                        explain_s=mine.explain_s.get(run)))
-    columns = ["arm", "run", "second", "measure", "value", "pin_from", "pin_to", "sample_s", "explain_s"]
+    columns = ["arm", "run", "second", "measure", "value", "pin_from", "pin_to", "sample_s", "explain_s", "cpu_marked"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
@@ -97,4 +100,7 @@ def soak_timeline_chart(data: pd.DataFrame) -> alt.VConcatChart | alt.Chart:
         f"{' or '.join(explained) or 'few seconds'}, and the oldest snapshot's age every "
         f"{' or '.join(every) or 'second'}"
         + ("; (CPU-bound): its runs waited for a CPU half their time, and decide nothing"
-           if data["arm"].str.endswith(CPU_BOUND_LABEL).any() else "")))
+           if data["arm"].str.contains(CPU_BOUND_LABEL, regex=False).any() else "")
+        + (f"; CPUs full: this machine's CPUs busy {soak_outcomes.CPU_BUSY_SHARE:.0%} or more for "
+           f"{soak_outcomes.CPU_BUSY_RUN_S} s in a row, in the held run shown"
+           if "cpu_marked" in data and data["cpu_marked"].any() else "")))

@@ -38,6 +38,13 @@ Then, for the run:
                           or its workers or their backends waited for a CPU half their time (cpu_bound). What the rule
                           would have said is kept beside it (verdict_if_judged).
 
+The machine's limit is marked, not judged: a soak's workers sleep through their jobs, so a runnable share of their
+window (cpu_bound) stays low with every CPU full. cpu_mark reads the sampler's share of this machine's CPU time that
+was busy (whoever used it), from the warm-up's end to the release: cpu_bound_from_s, the first of CPU_BUSY_RUN_S
+samples in a row at CPU_BUSY_SHARE or more, in seconds from the hold's start (below 0 before it). A claim that
+reads more rows per call fills the CPUs by itself as it slows, as it would on any machine, so the verdict stands,
+and says from when the machine, not the table alone, may have set its pace.
+
 A verdict says what happened in one run. Whether the hold did it is read against the control, the same arm with
 nothing held, judged on the same windows, over repeats (harness.article.sections.soak_arms): a table whose claims
 slow as it grows (the history shape) can fall behind without a hold.
@@ -95,13 +102,37 @@ MODEL_STEP_S = 0.05  # the prediction's time step
 MODEL_HORIZON_S = 7200.0  # predictions beyond this are "not within two hours"
 MODEL_FACTOR = 1.5  # a prediction holds where the measured onset lies within this factor of it, either way
 MODEL_HOLDS, MODEL_OFF, MODEL_UNTESTED = "holds", "off", "untested"
+CPU_BUSY_SHARE = 0.9  # a sample with this share of the machine's CPU time busy, or more, is CPU-bound
+CPU_BUSY_RUN_S = 5  # samples in a row (one a second) CPU-bound for the mark
 
 
 def rule_settings() -> dict:
     """The rule's constants, as a run's procedure records them."""
     return {"warmup_s": WARMUP_S, "slow_factor": SLOW_FACTOR, "slow_run_s": SLOW_RUN_S,
             "behind_run_s": BEHIND_RUN_S, "behind_s": BEHIND_S, "recover_within_s": RECOVER_WITHIN_S, "hold_s": HOLD_S,
-            "backlog_slack_s": BACKLOG_SLACK_S, "arrivals_behind_share": ARRIVALS_BEHIND_SHARE}
+            "backlog_slack_s": BACKLOG_SLACK_S, "arrivals_behind_share": ARRIVALS_BEHIND_SHARE,
+            "cpu_busy_share": CPU_BUSY_SHARE, "cpu_busy_run_s": CPU_BUSY_RUN_S}
+
+
+def cpu_mark(samples: pd.DataFrame, pin_from: float, pin_to: float) -> dict:
+    """The CPU mark (the module's docstring) from the sampler's samples: cpu_bound_from_s (None where no run of
+    samples came to it, or none was read), the median busy share before the hold and in it, and cpu_measured:
+    whether the busy share was read (a run stored before it was not)."""
+    if "cpu_busy_share" not in samples or not samples["cpu_busy_share"].notna().any():
+        return {"cpu_measured": False, "cpu_bound_from_s": None, "cpu_busy_before": None, "cpu_busy_hold": None}
+    read = samples.loc[(samples["t_s"] >= WARMUP_S) & (samples["t_s"] < pin_to) & samples["cpu_busy_share"].notna(),
+                       ["t_s", "cpu_busy_share"]].sort_values("t_s")
+    busy = (read["cpu_busy_share"] >= CPU_BUSY_SHARE).to_numpy()
+    times = read["t_s"].to_numpy(float)
+    start = next((i for i in range(len(busy) - CPU_BUSY_RUN_S + 1) if busy[i:i + CPU_BUSY_RUN_S].all()), None)
+
+    def median(inside) -> float | None:
+        values = read.loc[inside, "cpu_busy_share"]
+        return float(values.median()) if len(values) else None
+
+    return {"cpu_measured": True,
+            "cpu_bound_from_s": None if start is None else round(float(times[start]) - pin_from, 1),
+            "cpu_busy_before": median(read["t_s"] < pin_from), "cpu_busy_hold": median(read["t_s"] >= pin_from)}
 
 
 def judged_keys(latency: str = "claim") -> tuple[str, ...]:

@@ -1,5 +1,6 @@
-"""The soak's sampler: the jobs table and the MVCC horizon every SAMPLE_S, on a connection of its own, and every
-EXPLAIN_EVERY_S the claim's read under EXPLAIN (ANALYZE, BUFFERS) on another: the buffers one claim reads."""
+"""The soak's sampler: the jobs table, the MVCC horizon and this machine's CPUs every SAMPLE_S, on a connection of
+its own, and every EXPLAIN_EVERY_S the claim's read under EXPLAIN (ANALYZE, BUFFERS) on another: the buffers one
+claim reads."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 
 import numpy as np
 import pandas as pd
+import psutil
 
 from harness.config import SCHEMA
 from harness.server import database
@@ -38,9 +40,25 @@ def table_sql(table: str) -> str:
 
 
 SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum_count", "table_bytes",
-                  "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim", "explain_ms"]
+                  "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim", "explain_ms",
+                  "cpu_busy_share"]
 COVERED_SHARE = 0.9  # a run sampled this share of its seconds or more passes its "sampled" check
 EXPLAIN_TIMEOUT_S = 30.0  # an EXPLAIN of the claim's read that takes longer is cancelled, and counted as such
+
+
+def cpu_reading() -> tuple[float, float]:
+    """(busy, all) CPU seconds of every CPU of this machine since boot, whoever used them: guest time is counted in
+    user time already, and a CPU waiting on I/O is idle."""
+    times = psutil.cpu_times()
+    total = sum(getattr(times, name) for name in times._fields if name not in ("guest", "guest_nice"))
+    return total - times.idle - getattr(times, "iowait", 0.0), total
+
+
+def busy_share(before: tuple[float, float] | None, after: tuple[float, float]) -> float | None:
+    """The share of this machine's CPU time that was busy between two readings; None without an earlier one."""
+    if before is None or after[1] <= before[1]:
+        return None
+    return min(1.0, max(0.0, (after[0] - before[0]) / (after[1] - before[1])))
 
 
 class Sampler:
@@ -57,6 +75,7 @@ class Sampler:
         self.explained: list[dict] = []
         self.error: str | None = None  # the first failure: one that kept a thread from sampling at all, or a sample
         self.missed = {"table": 0, "explain": 0, "explain_timed_out": 0}
+        self.cpu: tuple[float, float] | None = None  # the last reading of the machine's CPUs (cpu_reading)
         self.stopping = threading.Event()
         self.threads = [threading.Thread(target=self._run, args=(self._table, SAMPLE_S, "claimrace-soak-sampler"),
                                          name="claimrace-soak-sampler", daemon=True)]
@@ -96,12 +115,16 @@ class Sampler:
                 return
 
     def _table(self, conn, t: float) -> None:
+        # the CPUs since the last sample (a sample that failed leaves a longer interval, not a gap)
+        cpu = cpu_reading()
+        busy, self.cpu = busy_share(self.cpu, cpu), cpu
         conn.execute("SELECT pg_stat_clear_snapshot()")
         table = conn.execute(self.table_sql).fetchone()
         horizon = conn.execute(HORIZON_SQL).fetchone()
         self.rows.append(dict(zip(SAMPLE_COLUMNS, (
             round(t, 3), *(None if v is None else int(v) for v in table),
-            None if horizon[0] is None else int(horizon[0]), None if horizon[1] is None else float(horizon[1])))))
+            None if horizon[0] is None else int(horizon[0]), None if horizon[1] is None else float(horizon[1]),
+            None, None, busy))))
 
     def _explain(self, conn, t: float) -> None:
         began = time.perf_counter()

@@ -61,7 +61,9 @@ def show_runs(paths, as_json: bool) -> None:
               f"backlog max {summary['backlog_max']}  recovered {_s(summary['recovered_s'])}  "
               f"{summary['verdict'].replace('_', ' ')}"
               + ("  ARRIVALS BEHIND" if summary["arrivals_behind"] else "")
-              + ("  cpu-bound" if summary["cpu_bound"] else ""))
+              + ("  cpu-bound" if summary["cpu_bound"] else "")
+              + (f"  CPUs full from {summary['cpu_bound_from_s']:.0f} s"
+                 if summary.get("cpu_bound_from_s") is not None else ""))
 
 
 def _s(value) -> str:
