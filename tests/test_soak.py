@@ -41,6 +41,10 @@ from harness.storage import Run
     (dict(holder="analytics", analytics_s=0.5), "analytics s must be between 1 and 600, not 0.5"),
     (dict(holder="analytics", analytics_sessions=0), "analytics sessions must be between 1 and 8, not 0"),
     (dict(holder="analytics", analytics_sessions=9), "analytics sessions must be between 1 and 8, not 9"),
+    (dict(vacuum_every=0.5), "vacuum every must be 0 (none) or between 1 and 60 s, not 0.5"),
+    (dict(vacuum_every=61), "vacuum every must be 0 (none) or between 1 and 60 s, not 61"),
+    (dict(vacuum_every=5, library="pgmq", holder="none"), "--vacuum-every sets the soak's own table: it is not raced "
+                                                           "with --library"),
 ])
 def test_a_soak_out_of_bounds_is_refused_in_one_line(args, said):
     with pytest.raises(UserError, match=said.replace("(", r"\(").replace(")", r"\)")):
@@ -143,6 +147,8 @@ ARMS = {
     "transaction_timeout": ["--holder", "repeatable_read", "--mitigation", "transaction_timeout",
                             "--pg-version", "18"],
     "batch": ["--holder", "none", "--shape", "history_indexed", "--strategy", "skip_locked_batch"],
+    "vacuumed_none": ["--holder", "none", "--shape", "history_indexed", "--vacuum-every", "2"],
+    "vacuumed_held": ["--holder", "repeatable_read", "--shape", "history_indexed", "--vacuum-every", "2"],
 }
 COMMON = ["--rate", "40", "--workers", "2", "--seconds", "26", "--pin-from", "10", "--pin-to", "20", "--json",
           "--quiet"]
@@ -194,6 +200,29 @@ def test_a_pinned_horizon_keeps_the_dead_rows_and_the_control_lets_them_go(arms)
     horizon = stored.table("samples")
     assert horizon[(horizon["t_s"] >= 11) & (horizon["t_s"] < 19.5)]["horizon_age_s"].notna().all(), horizon
     assert arms["idle_in_transaction"][0]["horizon_age_max_s"] >= 8, arms["idle_in_transaction"][0]
+
+
+def test_a_vacuum_every_few_seconds_lets_the_control_s_dead_rows_go_and_not_the_held_arm_s(arms):
+    """Both vacuumed every 2 s from the run's start, each pass kept: with nothing held, the finished jobs' dead
+    rows go at each pass; a REPEATABLE READ snapshot held from 10 to 20 s keeps them through every pass."""
+    (free, free_run), (held, held_run) = arms["vacuumed_none"], arms["vacuumed_held"]
+    for row, stored in ((free, free_run), (held, held_run)):
+        passes = stored.table("vacuums")
+        # a pass every 2 s of the 26 s run, beside four other soaks on two CPUs: a late one skips a turn
+        assert row["vacuum_every"] == 2 and row["vacuum_passes"] >= 9 and not row["vacuum_failed"], row
+        assert passes["error"].isna().all() and passes["t_s"].diff().median() == pytest.approx(2, abs=0.3), passes
+        samples = stored.table("samples")
+        assert samples["vacuum_count"].max() - samples["vacuum_count"].min() >= 8, samples
+    assert_held_keeps_dead_rows(held, held_run, free)
+
+    def dead_during_hold(stored) -> float:
+        samples = stored.table("samples")
+        return float(samples[(samples["t_s"] >= 15) & (samples["t_s"] < 20)]["n_dead_tup"].max())
+
+    # the control's dead rows go at each pass: a few seconds of finished jobs; the held arm's pile up from 10 s
+    assert dead_during_hold(free_run) < dead_during_hold(held_run) / 2, (free_run.table("samples"),
+                                                                           held_run.table("samples"))
+    assert "vacuumed every 2 s" in soak_arms.arm_label(soak_arms.load_runs([free_run]).summaries.iloc[0])
 
 
 def test_each_timeout_ends_the_holder_it_is_set_against(arms):

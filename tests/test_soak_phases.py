@@ -4,6 +4,8 @@ its pool of runs)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -54,6 +56,17 @@ def test_the_command_says_a_bad_phase_in_one_line_and_exits_2(tmp_path):
     done = run_cli("soak", "--shape", "delete", "--phases", "c=clean:20,r=ramp:20", "--data-dir", str(tmp_path))
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "a ramp names its rate" in done.stderr
+
+
+def test_the_connections_asked_of_a_server_count_every_hold_phase_s_sessions():
+    """Each hold phase's holder connects as the run starts: two phases of three analytics sessions hold six."""
+    two = ("w=warmup:5", "c=clean:10", "h1=hold(analytics):10", "r=recovery:5", "h2=hold(analytics):10",
+           "r2=recovery:5")
+    asked = soak.SoakParameters(holder="analytics", analytics_sessions=3, rate=100, phases=two)
+    assert soak.holder_sessions(asked) == 6
+    assert soak.holder_sessions(soak.SoakParameters(holder="analytics", analytics_sessions=3, rate=100)) == 3
+    assert soak.holder_sessions(soak.SoakParameters(holder="repeatable_read", rate=100)) == 2
+    assert soak.workers_needed(asked) - soak.workers_needed(dataclasses.replace(asked, phases=two[:4])) == 3
 
 
 def test_the_schedule_falls_due_phase_by_phase_and_a_classic_arm_is_its_rate_from_the_start():

@@ -241,6 +241,12 @@ def test_the_cpu_mark_comes_at_the_first_of_five_seconds_the_machine_was_full(bu
     assert mark["cpu_measured"] and mark["cpu_bound_from_s"] == expected, mark
 
 
+def test_a_missing_sample_breaks_a_run_of_full_seconds():
+    """Full from 25 to 34 s, the sample at 27 s not taken: 25 and 26 s are two in a row, the mark waits for 28 s."""
+    samples = cpu_samples(busy_from(50, 25, 10))
+    assert rule.cpu_mark(samples[samples["t_s"] != 27], PIN_FROM, PIN_TO)["cpu_bound_from_s"] == 8.0
+
+
 def test_the_cpu_mark_gives_the_busy_shares_before_and_in_the_hold_and_says_when_none_was_read():
     mark = rule.cpu_mark(cpu_samples(busy_from(50, 20, 20, level=0.95, rest=0.3)), PIN_FROM, PIN_TO)
     assert (mark["cpu_busy_before"], mark["cpu_busy_hold"]) == (pytest.approx(0.3), pytest.approx(0.95))

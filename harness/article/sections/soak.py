@@ -110,7 +110,7 @@ def _controls(summaries: pd.DataFrame, history_rows: int) -> tuple[int, int] | N
     holding `history_rows` at the start, under the same load and repeat; None where a pair is not stored."""
     def control(row, shape):
         return (row["shape"], int(row["history_rows"]), row["strategy"], row["holder"]) == \
-            (shape, history_rows, "skip_locked", "none") and base_arm(row)
+            (shape, history_rows, "skip_locked", "none") and base_arm(row) and not soak_outcomes.vacuum_every(row)
     for without, row in summaries.iterrows():
         if not control(row, "history"):
             continue
@@ -367,7 +367,7 @@ def _caption(runs: pd.DataFrame, key: str) -> str:
                factor=f"{soak_outcomes.SLOW_FACTOR:g}", slow_run=f"{soak_outcomes.SLOW_RUN_S}",
                behind_run=f"{soak_outcomes.BEHIND_RUN_S}",
                against=(say("caption.control", margin=f"{PRACTICAL_MARGIN_S:g} s") if key == "held"
-                        else say("caption.against")) + (" " + cpu_note(runs) if cpu_note(runs) else ""))
+                        else say("caption.against")) + (f" {note}" if (note := cpu_note(runs)) else ""))
 
 
 def _table(loaded: dict, rows, key: str) -> str:

@@ -20,7 +20,7 @@ say = Sentences(SENTENCES)
 
 # the settings an arm is told apart by; its reference differs in one of them (harness.article.sections.soak)
 ARM = ("library", "library_version", "shape", "strategy", "history_rows", "holder", "mitigation", "storage",
-       "synchronous_commit")
+       "synchronous_commit", "vacuum_every")
 LOAD = ("rate_asked", "workers", "job_ms", "pg_version")  # and the same load, on the same server version
 # judged on the same windows (the hold asked: its cap where it ends once the queue fell behind); a repeat against
 # its own
@@ -88,7 +88,8 @@ def load_runs(runs) -> Loaded | None:
                                  "hold_until_failure": run.parameters.hold_until_failure,
                                  # from the parameters: a library's run and one stored before the settings lack them
                                  "analytics_s": run.parameters.analytics_s,
-                                 "analytics_sessions": run.parameters.analytics_sessions}
+                                 "analytics_sessions": run.parameters.analytics_sessions,
+                                 "vacuum_every": run.parameters.vacuum_every}
                               for i, run in enumerate(runs)])
     return Loaded(tuple(runs), summaries, series, samples,
                   {i: run.procedure.get("sample_s") for i, run in enumerate(runs)},
@@ -275,6 +276,8 @@ def arm_label(row) -> str:
         words.append(row["strategy"])
     if int(row["history_rows"]):
         words.append(say("label.history", rows=count(row["history_rows"])))
+    if soak_outcomes.vacuum_every(row):
+        words.append(say("label.vacuumed", every=f"{soak_outcomes.vacuum_every(row):g}"))
     if on_disk(row):
         words.append(say("label.disk"))
     if row["synchronous_commit"] != "on":
@@ -331,7 +334,8 @@ def cpu_note(runs: pd.DataFrame) -> str:
     """What "CPUs full" means, where any of the runs carries the mark; else nothing."""
     if not any(cpu_marked(row) is not None for _, row in runs.iterrows()):
         return ""
-    return say("cpu.note", share=percent(soak_outcomes.CPU_BUSY_SHARE, 0), run=count(soak_outcomes.CPU_BUSY_RUN_S))
+    return say("cpu.note", share=percent(soak_outcomes.CPU_BUSY_SHARE, 0), run=count(soak_outcomes.CPU_BUSY_RUN_S),
+               gap=f"{soak_outcomes.CPU_GAP_S:g}")
 
 
 def cpu_text(marks: list) -> str:

@@ -32,12 +32,12 @@ def _fit_rate(runs: pd.DataFrame, positions: list[int]):
 
 def fittable(runs: pd.DataFrame) -> dict[tuple, list[int]]:
     """Held runs with nothing else changed, judged, with a slope, grouped by what a fit's runs share
-    (outcomes.FIT_ALIKE)."""
+    (outcomes.fit_key)."""
     groups: dict[tuple, list[int]] = {}
     for position, row in runs.iterrows():
         if not soak_outcomes.fits(row) or not base_arm(row):
             continue
-        groups.setdefault(tuple(row[key] for key in soak_outcomes.FIT_ALIKE), []).append(position)
+        groups.setdefault(soak_outcomes.fit_key(row), []).append(position)
     return groups
 
 
@@ -65,8 +65,8 @@ def checked(runs: pd.DataFrame) -> list[dict]:
 
 
 def _alike(found: list[dict], runs: pd.DataFrame, like) -> list[dict]:
-    """The checks of runs of the same table and claim as `like` (a run's row: outcomes.FIT_ALIKE)."""
-    return [f for f in found if all(runs.iloc[f["position"]][key] == like[key] for key in soak_outcomes.FIT_ALIKE)]
+    """The checks of runs of the same table and claim as `like` (a run's row: outcomes.fit_key)."""
+    return [f for f in found if soak_outcomes.fit_key(runs.iloc[f["position"]]) == soak_outcomes.fit_key(like)]
 
 
 def standing(found: list[dict]) -> str:

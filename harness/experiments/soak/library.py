@@ -39,6 +39,7 @@ import pandas as pd
 from harness import libraries, stats
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.children import die_with_parent
+from harness.experiments.soak import flushes as soak_flushes
 from harness.experiments.soak import measure as soak
 from harness.experiments.soak import holders as soak_holders
 from harness.experiments.soak import sampler as soak_sampler
@@ -190,7 +191,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                 settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]
                             for name in ("fsync", "track_wal_io_timing", "autovacuum_naptime", "synchronous_commit")}
                 local = activity.server_is_local(conn)
-                wal_before = soak.wal_syncs(conn)
+                wal_before = soak_flushes.wal_syncs(conn)
             supervisor = runtime.Supervisor(context, p.library, p.workers, url, logs, start, p.job_ms / 1000)
             run.workers = workers = supervisor.processes
             arrivals = context.Process(target=_arrivals_main, args=(os.getpid(), p.library, url, rate,
@@ -226,7 +227,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
             runtime.stop_workers(workers, STOP_GRACE_S)
             with _connect(url) as conn:
                 audit = runtime.read_audit(conn)
-                wal_after = soak.wal_syncs(conn)
+                wal_after = soak_flushes.wal_syncs(conn)
             lines = runtime.read_lines(logs)
             errors = runtime.error_output(logs)
         finally:  # every process and session of the run's ends before its database is dropped
@@ -245,7 +246,7 @@ def measure(db: database.Database, p, run_id: str, progress: bool = False) -> Me
                 bar.close()
     if "error" in got:
         raise RuntimeError("the arrivals failed: " + got["error"])
-    flushes = soak.flush_figures(db, settings, wal_before, wal_after)
+    flushes = soak_flushes.flush_figures(db, settings, wal_before, wal_after)
     return _measured(p, library, rate, sustained, got["calls"], audit, lines, errors, events, samples, start_ns,
                      ended_s, settings | flushes, client_share, server_share, supervisor, sampler.error)
 

@@ -26,7 +26,10 @@ One run, on a fresh table of one shape:
     sampler    every SAMPLE_S, on its own connection: the table's live and dead tuples, its autovacuum and vacuum
                counts, heap and index bytes, the age of the oldest snapshot or transaction id a backend holds
                (transactions) and the longest open transaction holding one (s), and WAL bytes; every
-               EXPLAIN_EVERY_S, the claim's read under EXPLAIN (ANALYZE, BUFFERS): the buffers one claim reads.
+               EXPLAIN_EVERY_S, the claim's read under EXPLAIN (ANALYZE, BUFFERS): the buffers one claim reads;
+               and the share of this machine's CPUs that was busy.
+    vacuums    with vacuum_every, a VACUUM of the jobs table every that many seconds, on its own connection
+               (harness.experiments.soak.vacuums).
 
 The mitigation "autovacuum" sets the jobs table's autovacuum to act at once (AGGRESSIVE_AUTOVACUUM: no scale
 factor, a small threshold, no cost delay); the server's autovacuum_naptime, between two looks at the table, is
@@ -60,7 +63,9 @@ from harness.experiments.soak import partitions as soak_partitions
 from harness.experiments.soak import phases as soak_phases
 from harness.experiments.soak import processes as soak_processes
 from harness.experiments.soak import release as soak_release
+from harness.experiments.soak import flushes as soak_flushes
 from harness.experiments.soak import sampler as soak_sampler
+from harness.experiments.soak import vacuums as soak_vacuums
 from harness.experiments.soak.processes import BATCH, FINISH_SQL, INSERT_SQL, JOBS, POLL_S, STOP_GRACE_S
 from harness.experiments.soak.sampler import EXPLAIN_EVERY_S, READ_SQL, SAMPLE_COLUMNS, SAMPLE_S, Sampler
 from harness.experiments.soak.holders import HOLDERS, MITIGATIONS
@@ -161,6 +166,9 @@ class SoakParameters(Parameters):
         "--phases", "the run as phases, label=kind:seconds separated by commas (harness.experiments.soak.phases): "
                     "warmup, clean, hold or hold(holder), ramp(rate), recovery; --seconds, --pin-from and --pin-to "
                     "are not read", metavar="PHASES"), added_later=True)
+    vacuum_every: float = setting(0.0, as_float, Option(
+        "--vacuum-every", "VACUUM the jobs table every this many seconds on a connection of its own, as a pg_cron "
+                          "job would (harness.experiments.soak.vacuums); 0 for none", float), added_later=True)
     repeat: int = setting(0, as_int)
 
     def plan(self) -> list[soak_phases.Phase]:
@@ -216,6 +224,9 @@ class SoakParameters(Parameters):
             raise UserError(f"history rows must be between 0 and {MAX_HISTORY_ROWS:,}, not {self.history_rows}")
         if not isinstance(self.rate, str) and not self.phases:
             check_jobs(self.rate, self.seconds, self.history_rows)
+        if self.vacuum_every and not soak_vacuums.EVERY_S[0] <= self.vacuum_every <= soak_vacuums.EVERY_S[1]:
+            raise UserError(f"vacuum every must be 0 (none) or between {soak_vacuums.EVERY_S[0]:g} and "
+                            f"{soak_vacuums.EVERY_S[1]:g} s, not {self.vacuum_every:g}")
         if self.library != "none":
             self._check_library()
 
@@ -258,29 +269,32 @@ class SoakParameters(Parameters):
         if self.history_rows:
             raise UserError(f"a library's table starts empty: history rows must be 0 with --library, not "
                             f"{self.history_rows}")
-        if self.mitigation == "autovacuum":
-            raise UserError("mitigation autovacuum sets the soak's own table: it is not raced with --library")
+        if self.mitigation == "autovacuum" or self.vacuum_every:
+            raise UserError(f"{'mitigation autovacuum' if self.mitigation == 'autovacuum' else '--vacuum-every'} "
+                            "sets the soak's own table: it is not raced with --library")
         if libraries.version(self.library) is None:
             raise UserError(f"{self.library} is not installed here: {libraries.install_hint(self.library)}")
 
 
 def workers_needed(p: SoakParameters) -> int:
     # the workers, the arrivals, the holder's sessions, the sampler's two, the partitions' maintenance, the
-    # backends' watch, and the wal counters read at the end
-    return p.workers + 1 + holder_sessions(p) + 2 + 1 + 1 + 1
+    # VACUUMs' if asked, the backends' watch, and the wal counters read at the end
+    return p.workers + 1 + holder_sessions(p) + 2 + 1 + bool(p.vacuum_every) + 1 + 1
 
 
 def holder_sessions(p) -> int:
-    """The connections a holder opens at most: one per analytics session (a phase may hold with analytics whatever
-    the run's holder), else one."""
-    return max(2, p.analytics_sessions)
+    """The connections the holders open at most: every hold phase's holder connects as the run starts, one per
+    analytics session, one for any other holder; at least two (a classic run's analytics default)."""
+    sessions = {"analytics": p.analytics_sessions, "none": 0}
+    return max(2, sum(sessions.get(phase.holder, 1) for phase in p.plan() if phase.kind == "hold"))
 
 
 def label(p: SoakParameters) -> str:
     if p.library != "none":
         return f"{p.library} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}"
     return f"{p.shape} {p.strategy} {p.holder} {p.rate if isinstance(p.rate, str) else f'{p.rate:g}/s'}" \
-        + (f" in {len(p.phases)} phases" if p.phases else "")
+        + (f" in {len(p.phases)} phases" if p.phases else "") \
+        + (f" vacuumed every {p.vacuum_every:g} s" if p.vacuum_every else "")
 
 
 # --------------------------------------------------------------------------- the table
@@ -415,7 +429,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
                     for name in ("fsync", "track_wal_io_timing", "autovacuum_naptime",
                                  "autovacuum_vacuum_scale_factor", "autovacuum_vacuum_threshold")}
         local = activity.server_is_local(conn)
-        wal_before = wal_syncs(conn)
+        wal_before = soak_flushes.wal_syncs(conn)
     context = mp.get_context("fork")
     start, stop, results = context.Event(), context.Event(), context.Queue()
     parent = os.getpid()
@@ -426,7 +440,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
                                        counts),
                                  name="claimrace-soak-arrivals", daemon=True)]
     processes += _workers(context, parent, db.url, p, start, stop, results, counts)
-    holder = sampler = bar = maintenance = None
+    holder = sampler = bar = maintenance = vacuums = None
     backends = clients = None
     try:
         for proc in processes:
@@ -445,6 +459,7 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
                                        for phase in plan if phase.kind == "hold"])
         holder.start()
         sampler = Sampler(db.url, began).start()
+        vacuums = soak_vacuums.Vacuums(db.url, began, p.vacuum_every).start() if p.vacuum_every else None
         maintenance = soak_partitions.Maintenance(db.url, began, made, autovacuum_options(p.mitigation)).start() \
             if made else None
         bar = _progress(p, progress)
@@ -453,8 +468,10 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
         stop.set()
         got = soak_processes.collect(results, len(processes), STOP_GRACE_S + 10)
         with db.connect() as conn:
-            wal_after = wal_syncs(conn)
+            wal_after = soak_flushes.wal_syncs(conn)
     finally:
+        # first: a pass left running would vacuum the next run's table
+        vacuumed = vacuums.stop() if vacuums is not None else pd.DataFrame(columns=soak_vacuums.COLUMNS)
         soak_processes.stop_all(processes, stop)
         events = holder.stop() if holder is not None else []
         samples = sampler.stop() if sampler is not None else pd.DataFrame(columns=SAMPLE_COLUMNS)
@@ -466,36 +483,13 @@ def measure(db: database.Database, p: SoakParameters, run_id: str, progress: boo
             bar.close()
     if got["errors"]:
         raise RuntimeError("a soak process failed: " + got["errors"][0])
-    flushes = flush_figures(db, settings, wal_before, wal_after)
+    flushes = soak_flushes.flush_figures(db, settings, wal_before, wal_after)
     errors = {"sampler": sampler.error if sampler is not None else None,
               "samples_missed": dict(sampler.missed) if sampler is not None else None,
               "partitions": maintenance.error if maintenance is not None else None}
-    return _measured(p, (plan, rate, phase_rates, schedule), sustained, got, events, samples, partitions, start_ns,
-                     ended_s, settings | flushes, client_share, server_share, errors, release)
-
-
-def flush_figures(db: database.Database, settings: dict, before: tuple[int, float], after: tuple[int, float]) -> dict:
-    """What a run's commits cost on its storage: the WAL flushes between two wal_syncs readings, the server's own
-    time per flush where it times them (track_wal_io_timing), the storage as the server's start found it, and the
-    same disk's fdatasync by pg_test_fsync, taken as the server started (harness.server.flush_cost)."""
-    return {"wal_syncs": after[0] - before[0],
-            "wal_sync_ms_per_sync": (after[1] - before[1]) / (after[0] - before[0])
-            if settings["track_wal_io_timing"] == "on" and after[0] > before[0] else None,
-            "storage_found": db.details.get("storage"), "filesystem": db.details.get("filesystem"),
-            "pg_test_fsync_ms": (db.details.get("pg_test_fsync") or {}).get("fdatasync_ms")}
-
-
-def wal_syncs(conn) -> tuple[int, float]:
-    """(WAL flushes to disk so far, the ms they took where timed): pg_stat_io's wal rows on PostgreSQL 18,
-    pg_stat_wal from 14 to 17; (0, 0.0) before (nothing counts them)."""
-    major = pgstats.server_major(conn)
-    if major >= 18:
-        row = conn.execute("SELECT sum(fsyncs), sum(fsync_time) FROM pg_stat_io WHERE object = 'wal'").fetchone()
-    elif major >= 14:
-        row = conn.execute("SELECT wal_sync, wal_sync_time FROM pg_stat_wal").fetchone()
-    else:
-        row = (0, 0.0)
-    return int(row[0] or 0), float(row[1] or 0.0)
+    return _measured(p, (plan, rate, phase_rates, schedule), sustained, got, events, samples,
+                     (partitions, vacuumed), start_ns, ended_s, settings | flushes, client_share, server_share, errors,
+                     release)
 
 
 def _backends(url: str) -> list[int]:
@@ -512,9 +506,10 @@ def _progress(p: SoakParameters, progress: bool):
 
 
 def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: dict, events: list[dict],
-              samples: pd.DataFrame, partitions: pd.DataFrame, start_ns: int, ended_s: float, settings: dict,
+              samples: pd.DataFrame, maintained: tuple, start_ns: int, ended_s: float, settings: dict,
               client_share: dict, server_share: dict, errors: dict, release: dict) -> Measured:
     plan, rate, phase_rates, schedule = planned  # the phases, the arm's rate, each phase's, the arrivals' schedule
+    partitions, vacuumed = maintained  # the partitions' maintenance and the arm's own VACUUMs, each pass kept
     ids, due, committed = got.get("arrivals", (np.array([], np.int64),) * 3)
     workers = got["workers"]
     job_ids = np.concatenate([w[1] for w in workers]) if workers else np.array([], np.int64)
@@ -556,7 +551,7 @@ def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: di
         "phases": list(p.phases), "phase_results": phased,
         "job_ms": p.job_ms, "history_rows": p.history_rows, "analytics_s": p.analytics_s,
         "analytics_sessions": p.analytics_sessions,
-        "mitigation": p.mitigation, "repeat": p.repeat,
+        "mitigation": p.mitigation, "repeat": p.repeat, **soak_vacuums.summary(vacuumed, p.vacuum_every),
         "mitigation_setting": soak_holders.SESSION_SETTINGS.get(p.mitigation),  # the server setting it is, if one
         # a server not started here keeps its own storage: what it is is not known here
         "storage": settings["storage_found"] or "not known (a server not started here)",
@@ -595,7 +590,7 @@ def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: di
     return Measured(
         tables={"claims": claims, "arrivals": arrivals, "series": series, "samples": samples,
                 "holder": pd.DataFrame(events, columns=["t_s", "session", "event", "detail"]),
-                "partitions": partitions},
+                "partitions": partitions, "vacuums": vacuumed},
         procedure={"shape": p.shape, "claim": CLAIM_SQL[p.strategy], "finish": FINISH_SQL[p.shape],
                    "sustained": sustained,
                    "arrivals": INSERT_SQL, "read_explained": READ_SQL, "holder": p.holder,

@@ -41,7 +41,8 @@ Then, for the run:
 The machine's limit is marked, not judged: a soak's workers sleep through their jobs, so a runnable share of their
 window (cpu_bound) stays low with every CPU full. cpu_mark reads the sampler's share of this machine's CPU time that
 was busy (whoever used it), from the warm-up's end to the release: cpu_bound_from_s, the first of CPU_BUSY_RUN_S
-samples in a row at CPU_BUSY_SHARE or more, in seconds from the hold's start (below 0 before it). A claim that
+samples in a row (each within CPU_GAP_S of the one before) at CPU_BUSY_SHARE or more, in seconds from the hold's
+start (below 0 before it). A claim that
 reads more rows per call fills the CPUs by itself as it slows, as it would on any machine, so the verdict stands,
 and says from when the machine, not the table alone, may have set its pace.
 
@@ -104,6 +105,7 @@ MODEL_FACTOR = 1.5  # a prediction holds where the measured onset lies within th
 MODEL_HOLDS, MODEL_OFF, MODEL_UNTESTED = "holds", "off", "untested"
 CPU_BUSY_SHARE = 0.9  # a sample with this share of the machine's CPU time busy, or more, is CPU-bound
 CPU_BUSY_RUN_S = 5  # samples in a row (one a second) CPU-bound for the mark
+CPU_GAP_S = 1.5  # a sample taken longer than this after the one before starts a new run of them
 
 
 def rule_settings() -> dict:
@@ -111,7 +113,7 @@ def rule_settings() -> dict:
     return {"warmup_s": WARMUP_S, "slow_factor": SLOW_FACTOR, "slow_run_s": SLOW_RUN_S,
             "behind_run_s": BEHIND_RUN_S, "behind_s": BEHIND_S, "recover_within_s": RECOVER_WITHIN_S, "hold_s": HOLD_S,
             "backlog_slack_s": BACKLOG_SLACK_S, "arrivals_behind_share": ARRIVALS_BEHIND_SHARE,
-            "cpu_busy_share": CPU_BUSY_SHARE, "cpu_busy_run_s": CPU_BUSY_RUN_S}
+            "cpu_busy_share": CPU_BUSY_SHARE, "cpu_busy_run_s": CPU_BUSY_RUN_S, "cpu_gap_s": CPU_GAP_S}
 
 
 def cpu_mark(samples: pd.DataFrame, pin_from: float, pin_to: float) -> dict:
@@ -124,7 +126,9 @@ def cpu_mark(samples: pd.DataFrame, pin_from: float, pin_to: float) -> dict:
                        ["t_s", "cpu_busy_share"]].sort_values("t_s")
     busy = (read["cpu_busy_share"] >= CPU_BUSY_SHARE).to_numpy()
     times = read["t_s"].to_numpy(float)
-    start = next((i for i in range(len(busy) - CPU_BUSY_RUN_S + 1) if busy[i:i + CPU_BUSY_RUN_S].all()), None)
+    joined = np.concatenate([[False], np.diff(times) <= CPU_GAP_S])  # each sample: close enough to the one before
+    start = next((i for i in range(len(busy) - CPU_BUSY_RUN_S + 1)
+                  if busy[i:i + CPU_BUSY_RUN_S].all() and joined[i + 1:i + CPU_BUSY_RUN_S].all()), None)
 
     def median(inside) -> float | None:
         values = read.loc[inside, "cpu_busy_share"]
@@ -402,6 +406,18 @@ def predict_fall_behind(ms_per_100k: float, rate: float, workers: int, sustained
 FIT_ALIKE = ("shape", "strategy", "holder", "workers", "job_ms", "storage", "synchronous_commit")  # a fit's runs share these
 
 
+def vacuum_every(summary) -> float:
+    """An arm's own VACUUM every so many seconds (harness.experiments.soak.vacuums), 0 for none: a run stored before
+    the setting, or a frame without it, was not vacuumed."""
+    value = summary.get("vacuum_every")
+    return 0.0 if value is None or pd.isna(value) else float(value)
+
+
+def fit_key(summary) -> tuple:
+    """What a fit's runs share (FIT_ALIKE) and their own VACUUM's schedule, from a summary (a dict or a row)."""
+    return (*(summary.get(key) for key in FIT_ALIKE), vacuum_every(summary))
+
+
 def fits(summary) -> bool:
     """Whether a run's summary (a dict or a row) can be fitted on: held with nothing else changed (no mitigation),
     judged, with a slope."""
@@ -414,8 +430,7 @@ def fitted(summaries, like: dict) -> tuple[float, float, float, int] | None:
     """The model's slope for a run like `like`, from other runs' summaries: those held with nothing else changed (no
     mitigation), judged, with a slope, and alike in FIT_ALIKE. (median, lowest, highest, runs) of their slopes, in
     ms per PER_VERSIONS versions; None where none is stored. The caller leaves the run it predicts out."""
-    slopes = [float(s["claim_ms_per_100k"]) for s in summaries
-              if fits(s) and all(s.get(k) == like.get(k) for k in FIT_ALIKE)]
+    slopes = [float(s["claim_ms_per_100k"]) for s in summaries if fits(s) and fit_key(s) == fit_key(like)]
     if not slopes:
         return None
     return float(np.median(slopes)), min(slopes), max(slopes), len(slopes)

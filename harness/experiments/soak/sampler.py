@@ -12,6 +12,7 @@ import pandas as pd
 import psutil
 
 from harness.config import SCHEMA
+from harness.experiments.soak import vacuums as soak_vacuums
 from harness.server import database
 
 JOBS = f"{SCHEMA}.jobs"
@@ -26,7 +27,9 @@ HORIZON_SQL = ("SELECT max(greatest(age(backend_xmin), age(backend_xid))), "
                "extract(epoch FROM max(clock_timestamp() - xact_start) "
                "FILTER (WHERE backend_xmin IS NOT NULL OR backend_xid IS NOT NULL)) "
                "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
-               "AND datname = current_database()")  # not autovacuum's (it holds nothing), nor another database's
+               f"AND datname = current_database() AND application_name <> '{soak_vacuums.APPLICATION}'")
+# not autovacuum's, nor an arm's own VACUUM's (harness.experiments.soak.vacuums: a VACUUM's snapshot holds nothing
+# back), nor another database's
 
 
 def table_sql(table: str) -> str:
@@ -115,9 +118,9 @@ class Sampler:
                 return
 
     def _table(self, conn, t: float) -> None:
-        # the CPUs since the last sample (a sample that failed leaves a longer interval, not a gap)
+        # the CPUs since the last sample taken (one that failed leaves a longer interval, not a gap)
         cpu = cpu_reading()
-        busy, self.cpu = busy_share(self.cpu, cpu), cpu
+        busy = busy_share(self.cpu, cpu)
         conn.execute("SELECT pg_stat_clear_snapshot()")
         table = conn.execute(self.table_sql).fetchone()
         horizon = conn.execute(HORIZON_SQL).fetchone()
@@ -125,6 +128,7 @@ class Sampler:
             round(t, 3), *(None if v is None else int(v) for v in table),
             None if horizon[0] is None else int(horizon[0]), None if horizon[1] is None else float(horizon[1]),
             None, None, busy))))
+        self.cpu = cpu
 
     def _explain(self, conn, t: float) -> None:
         began = time.perf_counter()

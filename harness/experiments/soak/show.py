@@ -13,7 +13,8 @@ SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_s
          "rate", "rate_asked", "sustained_rate", "workers", "seconds", "holder", "analytics_s", "analytics_sessions",
          "pin_from", "pin_s",
          "hold_until_failure", "hold_asked", "released_because",
-         "mitigation", "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
+         "mitigation", "vacuum_every", "vacuum_passes", "vacuum_failed", "vacuum_pass_ms",
+         "jobs_arrived", "jobs_claimed", "duplicate_jobs", "backlog_max", "backlog_at_end",
          "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",
          "claimed_per_s_during", "claimed_per_s_after", "claim_p99_ms_before", "claim_p99_ms_during",
          "claim_p99_ms_after", "dead_tuples_max", "horizon_age_max_s", "table_bytes_max", "index_bytes_max",
@@ -23,6 +24,8 @@ SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_s
          "unremovable_at_fall_behind", "buffers_per_claim_at_fall_behind", "horizon_age_s_at_fall_behind",
          "held_s", "observed_s", "held_without_failing", "seconds_to_slow_in_run", "seconds_to_fall_behind_in_run",
          "recovered_s", "verdict", "arrivals_behind", "cpu_bound",
+         # this machine's CPUs, and the mark from when they were full (outcomes.cpu_mark)
+         "cpu_measured", "cpu_bound_from_s", "cpu_busy_before", "cpu_busy_hold",
          # the model's slope from this run's hold, and its prediction for this run from the runs stored beside it
          "claim_ms_per_100k", "predicted_seconds_to_fall_behind",
          # a job library's run (harness.experiments.soak.library) judges each job's pickup in place of the claim
@@ -62,7 +65,7 @@ def show_runs(paths, as_json: bool) -> None:
               f"{summary['verdict'].replace('_', ' ')}"
               + ("  ARRIVALS BEHIND" if summary["arrivals_behind"] else "")
               + ("  cpu-bound" if summary["cpu_bound"] else "")
-              + (f"  CPUs full from {summary['cpu_bound_from_s']:.0f} s"
+              + (f"  CPUs full from {summary['cpu_bound_from_s']:.0f} s into the hold"
                  if summary.get("cpu_bound_from_s") is not None else ""))
 
 

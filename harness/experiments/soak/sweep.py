@@ -40,7 +40,7 @@ SAID = {"shape": "shape", "strategy": "strategy", "holder": "holder", "mitigatio
         "rate": "rate_asked", "workers": "workers", "job_ms": "job_ms", "history_rows": "history_rows",
         "synchronous_commit": "synchronous_commit", "seconds": "seconds", "pin_from": "pin_from",
         "hold_until_failure": "hold_until_failure", "repeat": "repeat", "phases": "phases",
-        "analytics_s": "analytics_s", "analytics_sessions": "analytics_sessions"}
+        "analytics_s": "analytics_s", "analytics_sessions": "analytics_sessions", "vacuum_every": "vacuum_every"}
 ANALYTICS = ("analytics_s", "analytics_sessions")
 WINDOW = ("seconds", "pin_from", "pin_to", "hold_until_failure", "hold_max")  # not read by an arm in phases
 ARM_SETTINGS = tuple(spec.name for spec in dataclasses.fields(soak.SoakParameters) if spec.name != "repeat")
