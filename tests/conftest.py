@@ -23,6 +23,7 @@ import ctypes
 import ctypes.util
 import fcntl
 import json
+import multiprocessing
 import os
 import shutil
 import signal
@@ -399,15 +400,23 @@ def survivors_of_sigkill(args: list[str], find: Callable[[psutil.Process], list]
             command.wait(30)
 
 
+def spin() -> None:
+    """Keep a CPU busy until killed, dying with the process that started it (SIGKILL included): a spinner."""
+    _die_with_parent()
+    while True:
+        pass
+
+
 @contextlib.contextmanager
 def cpu_spinners(count: int):
-    """count processes that keep a CPU busy until the block ends; each dies with the test's process (SIGKILL
-    included)."""
-    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=_die_with_parent)
-                for _ in range(count)]
+    """count spinners, each a forked process, until the block ends."""
+    context = multiprocessing.get_context("fork")
+    spinning = [context.Process(target=spin, daemon=True) for _ in range(count)]
+    for process in spinning:
+        process.start()
     try:
         yield spinning
     finally:
         for process in spinning:
             process.kill()
-            process.wait(30)
+            process.join(5)

@@ -25,7 +25,7 @@ from harness.experiments import registry
 from harness.experiments.race.trials import RaceSweep
 from harness.server import activity, cpus, database
 from harness.storage import Run, read_json
-from conftest import handed
+from conftest import handed, spin
 
 # the CPU-bound rule reads how long the workers waited for a CPU: a test whose outcome turns on it runs with no other
 # test beside it (serial); the rest read fields or a rule and hold at any load
@@ -42,11 +42,6 @@ SPINNERS = 1
 def sweep(db, tmp_path, strategies, worker_counts, job_count=JOBS, **options):
     asked = RaceSweep(strategies=strategies, worker_counts=worker_counts, job_count=job_count, **options)
     return registry.measure("race", asked, tmp_path, db=db, progress=False)
-
-
-def _spin() -> None:
-    while True:
-        pass
 
 
 def _sweep_at_lowest_priority(results, *args) -> None:
@@ -72,7 +67,7 @@ def sweep_on_a_busy_machine(db, tmp_path, strategies, worker_counts):
     own = os.sched_getaffinity(0)
     context = mp.get_context("fork")
     results = context.Queue()
-    hogs = [context.Process(target=_spin, daemon=True) for _ in range(SPINNERS)]
+    hogs = [context.Process(target=spin, daemon=True) for _ in range(SPINNERS)]
     child = context.Process(target=_sweep_at_lowest_priority, args=(results, db, tmp_path, strategies, worker_counts))
     os.sched_setaffinity(0, {min(own)})
     try:
@@ -122,7 +117,7 @@ def test_either_side_waiting_for_a_cpu_half_its_window_marks_the_point(client, r
 def test_the_backend_watch_reads_processes_that_come_and_go_and_says_none_once_it_failed():
     import time as clock
 
-    spinner = mp.get_context("fork").Process(target=_spin, daemon=True)
+    spinner = mp.get_context("fork").Process(target=spin, daemon=True)
     spinner.start()
     try:
         appears = iter([[], [spinner.pid]])  # a backend that connects after the start is read from when it is seen
@@ -211,7 +206,7 @@ def test_a_race_whose_backends_wait_for_a_cpu_is_cpu_bound_by_the_server(tmp_pat
         with database.connect(server.url) as conn:
             postmaster = psutil.Process(conn.pgconn.backend_pid).parent()
         postmaster.nice(19)  # the race's backends are forked from it, and inherit its priority
-        hogs = [context.Process(target=_spin, daemon=True) for _ in range(SERVER_SPINNERS)]
+        hogs = [context.Process(target=spin, daemon=True) for _ in range(SERVER_SPINNERS)]
         own = os.sched_getaffinity(0)
         os.sched_setaffinity(0, server_cpus)
         try:

@@ -167,7 +167,7 @@ class SoakParameters(Parameters):
                     "warmup, clean, hold or hold(holder), ramp(rate), recovery; --seconds, --pin-from and --pin-to "
                     "are not read", metavar="PHASES"), added_later=True)
     vacuum_every: float = setting(0.0, as_float, Option(
-        "--vacuum-every", "VACUUM the jobs table every this many seconds on a connection of its own, as a pg_cron "
+        "--vacuum-every", "VACUUM the jobs table every this many seconds on a connection of its own, as a scheduled "
                           "job would (harness.experiments.soak.vacuums); 0 for none", float), added_later=True)
     repeat: int = setting(0, as_int)
 

@@ -42,9 +42,8 @@ The machine's limit is marked, not judged: a soak's workers sleep through their 
 window (cpu_bound) stays low with every CPU full. cpu_mark reads the sampler's share of this machine's CPU time that
 was busy (whoever used it), from the warm-up's end to the release: cpu_bound_from_s, the first of CPU_BUSY_RUN_S
 samples in a row (each within CPU_GAP_S of the one before) at CPU_BUSY_SHARE or more, in seconds from the hold's
-start (below 0 before it). A claim that
-reads more rows per call fills the CPUs by itself as it slows, as it would on any machine, so the verdict stands,
-and says from when the machine, not the table alone, may have set its pace.
+start (below 0 before it). A held claim reads more rows per call and uses more CPU as it slows, as it would on
+any machine, so the verdict stands, and says from when the machine, not the table alone, may have set its pace.
 
 A verdict says what happened in one run. Whether the hold did it is read against the control, the same arm with
 nothing held, judged on the same windows, over repeats (harness.article.sections.soak_arms): a table whose claims

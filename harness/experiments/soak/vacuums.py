@@ -1,5 +1,5 @@
-"""A soak arm's own VACUUM of the jobs table every few seconds (--vacuum-every), as a pg_cron job a queue's owner
-sets would: on a connection of its own, from the run's start to its end, each pass's start, length and error kept.
+"""A soak arm's own VACUUM of the jobs table every few seconds (--vacuum-every), as a queue's owner may schedule
+one: on a connection of its own, from the run's start to its end, each pass's start, length and error kept.
 
 Why an arm takes it: autovacuum looks at a table once a naptime (60 s by default), so a table whose claim walks the
 index entries of finished jobs (the indexed history) slows between two passes with nothing held, and its control is
