@@ -317,14 +317,19 @@ def find_runs(kind: str, parameters: dict, data_dir: Path, pg_major: int | None,
     """Stored runs of `kind` asked to do exactly `parameters` on a server of major version pg_major, oldest first.
 
     pg_major None: any server. implied: settings a run stored before they existed was made with
-    ({name: value}); a stored run that lacks one is read as having that value. Runs whose checks
-    failed, runs in an older manifest shape and unreadable manifests are never found.
+    ({name: value, or a function of the run's stored parameters returning it}); a stored run that lacks one is
+    read as having that value. Runs whose checks failed, runs in an older manifest shape and unreadable manifests
+    are never found.
     """
     wanted = plain(parameters)
-    implied = plain(implied or {})
     return [run_dir for manifest, run_dir in stored_runs(kind, data_dir)
-            if {**implied, **manifest["parameters"]} == wanted
+            if {**made_with(implied or {}, manifest["parameters"]), **manifest["parameters"]} == wanted
             and (pg_major is None or manifest["server"]["major"] == int(pg_major))]
+
+
+def made_with(implied: dict, stored: dict) -> dict:
+    """The implied settings' values for a run stored with parameters `stored` (a function's, for that run)."""
+    return plain({name: value(stored) if callable(value) else value for name, value in implied.items()})
 
 
 # --------------------------------------------------------------------------- reading a run

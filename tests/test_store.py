@@ -21,6 +21,7 @@ from harness.experiments import contract, registry
 from harness.experiments.bench import measure as bench
 from harness.experiments.churn import measure as churn
 from harness.experiments.plans import measure as plans
+from harness.experiments.soak import measure as soak
 from harness.experiments.race.trials import RaceParameters, RaceSweep, conservation_checks
 from harness.stats import summarise_runs
 from harness.claims.strategies import ORIGINAL_STRATEGIES, parse_strategies
@@ -81,6 +82,21 @@ def test_a_run_stored_before_a_setting_existed_is_found_by_that_settings_default
                                                                      "client": "processes", "pooler": "none",
                                                                      "storage": "tmpfs"}
     assert contract.implied_settings(plans.PlansParameters()) == {}
+
+
+def test_a_run_stored_before_a_setting_existed_is_found_by_what_its_own_parameters_imply(tmp_path):
+    # a library soak's runs stored before "arrivals" sent them in steps; the soak's own, as each job fell due
+    own = store(tmp_path, parameters={"size": 3, "library": "none"})
+    library = store(tmp_path, parameters={"size": 3, "library": "pgmq"})
+    implied = {"arrivals": lambda stored: "as_due" if stored.get("library") == "none" else "steps"}
+    assert storage.find_runs("probe", {"size": 3, "library": "none", "arrivals": "as_due"}, tmp_path, 16,
+                             implied=implied) == [own]
+    assert storage.find_runs("probe", {"size": 3, "library": "pgmq", "arrivals": "as_due"}, tmp_path, 16,
+                             implied=implied) == []
+    assert storage.find_runs("probe", {"size": 3, "library": "pgmq", "arrivals": "steps"}, tmp_path, 16,
+                             implied=implied) == [library]
+    arrivals = contract.implied_settings(soak.SoakParameters())["arrivals"]
+    assert (arrivals({"library": "pgmq"}), arrivals({"library": "none"}), arrivals({})) == ("steps", "as_due", "as_due")
 
 
 def test_a_run_that_fails_its_checks_is_kept_apart_and_never_found(tmp_path):

@@ -9,7 +9,8 @@ A kind is a folder, experiments/<kind>/, whose main module declares:
   for a value out of range. `dataclasses.asdict` of it IS the manifest's
   `parameters` and the key the run store finds runs by. A setting marked
   `added_later` was not there when older runs were stored: a stored run
-  without it was made with its default and is found as such.
+  without it was made with its default and is found as such (or, where
+  added_later is a function, with what it returns for that run's parameters).
 - one measure function, `measure(db, parameters, run_id, progress) -> Measured`:
   it runs on an open server whose run lock the caller holds, and returns the
   tables and notes that the run store writes.
@@ -88,10 +89,13 @@ class Option:
 REQUIRED = dataclasses.MISSING  # a setting without a default
 
 
-def setting(default, convert: Callable[[str, Any], Any], option: Option | None = None, added_later: bool = False):
+def setting(default, convert: Callable[[str, Any], Any], option: Option | None = None,
+            added_later: bool | Callable[[dict], Any] = False):
     """A parameters field: its default (or REQUIRED), the converter that checks its type, and its flag if any.
 
-    added_later: runs stored before this setting existed were made with its default (and match it).
+    added_later: runs stored before this setting existed were made with its default (and match it); or a function
+    of such a run's stored parameters, returning the value it was made with (where that was not the default for
+    every run).
     """
     return field(default=default, metadata={"convert": convert, "option": option, "added_later": added_later})
 
@@ -106,8 +110,10 @@ def check_each(values, name: str, low, high, none_given: str | None = None, boun
 
 
 def implied_settings(parameters) -> dict:
-    """{name: default} of the settings added later: what a run stored without them was made with."""
-    return {spec.name: spec.default for spec in dataclasses.fields(parameters) if spec.metadata.get("added_later")}
+    """{name: default, or a function of the stored parameters} of the settings added later: what a run stored
+    without them was made with."""
+    return {spec.name: spec.metadata["added_later"] if callable(spec.metadata["added_later"]) else spec.default
+            for spec in dataclasses.fields(parameters) if spec.metadata.get("added_later")}
 
 
 def _words(name: str) -> str:

@@ -51,6 +51,9 @@ A library raced with its own code has an adapter that declares:
                            n no-op jobs, through the library's API (job_s: a fault run's, where the job carries it);
                            a library with AUDIT_ID_SQL numbers its jobs, from `first` where it is given (a soak's
                            arrivals enqueue again and again: harness.experiments.soak.library)
+    enqueuer(url, job_s=None)
+                           enqueue's client opened once, as a context manager yielding send(n, first): a soak's
+                           arrivals send each job through it as the job falls due (harness.libraries.enqueuers)
     work(url, log, ready, start, job_s=None)
                            one worker process: the library's own fetch-and-complete loop at concurrency 1 until
                            the queue is empty, its no-op job appending the job id it was handed, the time (ns) and

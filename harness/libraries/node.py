@@ -2,13 +2,14 @@
 
 The libraries are installed by `make install` (`npm ci` in harness/libraries/node, from its package-lock.json)
 where `node` and `npm` are on the PATH; a script finds them there (NODE_PATH) and the helpers every script shares in
-common.cjs. Each script takes a command: install URL, enqueue URL N, or
-work URL LOG [ARGS]. A worker script says "ready" once connected and starts on a line on stdin; it dies with the
+common.cjs. Each script takes a command: install URL, enqueue URL N, enqueuer URL (an enqueue kept open,
+sent "N FIRST" lines on stdin), or work URL LOG [ARGS]. A worker script says "ready" once connected and starts on a line on stdin; it dies with the
 worker process that started it (PR_SET_PDEATHSIG), and a SIGTERM to that process is passed on to it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -79,6 +80,39 @@ def run(script: Path, *args: str, first: int = 0) -> None:
         raise RuntimeError(f"{named(script)} {command}: {result.stderr.strip()[-2000:]}")
 
 
+ENQUEUER_STOP_S = 10.0  # what an enqueuer is given to close its client once its stdin ends, before it is killed
+
+
+@contextlib.contextmanager
+def enqueuer(script: Path, url: str, *args: str):
+    """The script's enqueue kept open: send(n, first) has it enqueue n jobs numbered from first and waits for its
+    "ok"; it dies with this process, and is closed (its stdin ended) or killed on the way out."""
+    process = subprocess.Popen([node() or "node", str(script), "enqueuer", uri(url), *args], cwd=NODE_DIR,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=os.environ | NODE_ENV, preexec_fn=_die_with(os.getpid()))
+
+    def said(what: str) -> None:
+        if process.stdout.readline().strip() != what:
+            process.kill()
+            raise RuntimeError(f"{named(script)} enqueuer ended before it said {what} (exit {process.wait()}): "
+                               f"{process.stderr.read().strip()[-2000:]}")
+
+    def send(n: int, first: int) -> None:
+        process.stdin.write(f"{n} {first}\n")
+        process.stdin.flush()
+        said("ok")
+
+    try:
+        said("ready")
+        yield send
+        process.stdin.close()
+        process.wait(timeout=ENQUEUER_STOP_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def work(script: Path, url: str, log: Path, ready, start, *args: str) -> dict | None:
     """A worker: the script's work command, ready once it says so, started when the harness releases it. Returns
     the node process's own scheduler readings (/proc/self/schedstat) at its start and at its end, as it printed
@@ -105,9 +139,10 @@ def work(script: Path, url: str, log: Path, ready, start, *args: str) -> dict | 
 
 
 def commands(package: str, script: Path, *work_args: str, fault_work_args=None, fault_enqueue_args=None):
-    """A Node library module's installed_version, install, enqueue and work, each running its script. A fault run
-    (job_s given) adds the job's length in ms to the work command's arguments, then what fault_work_args(job_s)
-    returns; and to the enqueue command's, what fault_enqueue_args(job_s) returns."""
+    """A Node library module's installed_version, install, enqueue, enqueuer and work, each running its script. A
+    fault run (job_s given) adds the job's length in ms to the work command's arguments, then what
+    fault_work_args(job_s) returns; and to the enqueue and enqueuer commands', what fault_enqueue_args(job_s)
+    returns."""
 
     def installed() -> str | None:
         return installed_version(package)
@@ -115,13 +150,18 @@ def commands(package: str, script: Path, *work_args: str, fault_work_args=None, 
     def install(url: str) -> None:
         run(script, "install", url)
 
+    def enqueue_args(job_s: float | None) -> tuple:
+        return fault_enqueue_args(job_s) if job_s is not None and fault_enqueue_args else ()
+
     def enqueue(url: str, n: int, job_s: float | None = None, first: int = 0) -> None:
-        extra = fault_enqueue_args(job_s) if job_s is not None and fault_enqueue_args else ()
-        run(script, "enqueue", url, str(n), *extra, first=first)
+        run(script, "enqueue", url, str(n), *enqueue_args(job_s), first=first)
+
+    def kept_open(url: str, job_s: float | None = None):
+        return enqueuer(script, url, *enqueue_args(job_s))
 
     def worker(url: str, log: Path, ready, start, job_s: float | None = None) -> dict | None:
         extra = () if job_s is None else (str(round(job_s * 1000)), *(fault_work_args(job_s) if fault_work_args
                                                                      else ()))
         return work(script, url, log, ready, start, *work_args, *extra)
 
-    return installed, install, enqueue, worker
+    return installed, install, enqueue, kept_open, worker

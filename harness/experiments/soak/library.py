@@ -4,9 +4,10 @@ pin_to something holding the MVCC horizon on the library's database.
 
 One run, in a database made for it (harness.experiments.library_runtime), the library's schema from its own migrations:
 
-    arrivals   one process calls the library's enqueue as jobs fall due (job k at k / rate seconds, open loop),
-               for every job due at once, at most every TICK_S: a call that takes longer (a Node library starts
-               its script each time) enqueues more jobs the next time. The jobs last job_ms, as a fault run's do.
+    arrivals   one process sends each job through the library's enqueue, opened once before the run (its
+               `enqueuer`: a Node library's script kept running), as the job falls due (job k at k / rate seconds,
+               open loop): a call still going when the next jobs fall due sends them all in its next call. The
+               jobs last job_ms, as a fault run's do.
     workers    `workers` processes, each the library's own loop at concurrency 1, polling on an empty queue until
                stopped, with its raced settings (harness.libraries: SETTINGS, RECOVERY), started again if one exits
                (runtime.Supervisor).
@@ -47,7 +48,6 @@ from harness.experiments.contract import Measured
 from harness.experiments import library_runtime as runtime
 from harness.server import activity, database, pgstats
 
-TICK_S = 0.2  # the arrivals call the library's enqueue at most this often
 SUSTAIN_S = 8.0
 SUSTAIN_WARMUP_S = 1.0
 SUSTAIN_JOBS = 8000  # more than 4 workers run in SUSTAIN_S at jobs of 5 ms (800 a second at most)
@@ -71,33 +71,25 @@ def finished_jobs(name: str) -> str:
     return "deleted" if libraries.get(name).COMPLETED == "DELETE" else "kept"
 
 
-def _enqueue(library, url: str, n: int, job_s: float, first: int) -> None:
-    # a library whose audit reads the number the harness gave the job (AUDIT_ID_SQL) numbers them on from first
-    if library.AUDIT_ID_SQL:
-        library.enqueue(url, n, job_s, first=first)
-    else:
-        library.enqueue(url, n, job_s)
-
-
 def _arrivals_main(parent_pid: int, name: str, url: str, rate: float, job_s: float, start, stop, results) -> None:
-    """Enqueue every job as it falls due, through the library; put the calls (at ns, jobs, took ns) on results."""
+    """Enqueue every job as it falls due, through the library's enqueue kept open (numbered from 0, where the
+    library numbers them); put the calls (at ns, jobs, took ns) on results."""
     die_with_parent(parent_pid)
     try:
-        library = libraries.get(name)
         calls = []
-        start.wait()
-        began = time.monotonic()
-        sent = 0
-        while not stop.is_set():
-            owed = int((time.monotonic() - began) * rate) + 1 - sent
-            if owed <= 0:
-                stop.wait(min(TICK_S, max(0.0, sent / rate - (time.monotonic() - began))))
-                continue
-            called = time.monotonic()
-            _enqueue(library, url, owed, job_s, sent)
-            calls.append((time.time_ns(), owed, int((time.monotonic() - called) * 1e9)))
-            sent += owed
-            stop.wait(max(0.0, TICK_S - (time.monotonic() - called)))
+        with libraries.get(name).enqueuer(url, job_s) as send:
+            start.wait()
+            began = time.monotonic()
+            sent = 0
+            while not stop.is_set():
+                owed = int((time.monotonic() - began) * rate) + 1 - sent
+                if owed <= 0:  # until the next job falls due
+                    stop.wait(max(0.0, sent / rate - (time.monotonic() - began)))
+                    continue
+                called = time.monotonic()
+                send(owed, sent)
+                calls.append((time.time_ns(), owed, int((time.monotonic() - called) * 1e9)))
+                sent += owed
         results.put(("arrivals", calls))
     except BaseException as exc:
         results.put(("error", f"arrivals: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
@@ -145,7 +137,7 @@ def _measure_sustained(db: database.Database, p, run_id: str) -> dict:
     commit = {"synchronous_commit": "off"} if p.synchronous_commit == "off" else {}
     with runtime.library_run(db, p.library, f"{run_id}-sustain", audit={}, database_settings=commit) as run:
         url, logs = run.url, run.logs
-        _enqueue(library, url, SUSTAIN_JOBS, p.job_ms / 1000, 0)
+        library.enqueue(url, SUSTAIN_JOBS, p.job_ms / 1000)
         context = mp.get_context("fork")
         start = context.Event()
         supervisor = runtime.Supervisor(context, p.library, p.workers, url, logs, start, p.job_ms / 1000)
@@ -298,9 +290,9 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
     overall, overall_is_bound = stats.censored_percentile(pickup[claims["claimed_ns"] <= end_ns].dropna(),
                                                           censored_ms, 99)
     shares = (client_share["runnable_share"], client_share["running_share"], server_share["runnable_share"])
-    # the arrivals trail their schedule by a step and a call by design: a job due just after a call waits for the next
+    # the arrivals trail their schedule by a call by design: a job due while a call runs waits for it to end
     calls_frame = pd.DataFrame(calls, columns=["at_ns", "jobs", "took_ns"])
-    lag_s = TICK_S + (float(calls_frame["took_ns"].median()) / 1e9 if len(calls_frame) else 0.0)
+    lag_s = float(calls_frame["took_ns"].median()) / 1e9 if len(calls_frame) else 0.0
     behind = soak_outcomes.arrivals_behind(series, rate, lag_s)
     judged = soak_outcomes.judge(series, p.pin_from, p.pin_to, ended_s, behind, activity.cpu_bound(*shares),
                                  soak_outcomes.step_of(ended_s, len(calls_frame)), held=p.holder != "none")
@@ -360,7 +352,7 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
         procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
                    "settings": library.SETTINGS, "recovery": library.RECOVERY, "claimed": library.CLAIMED,
                    "jobs_table": table_name_of(library), "finished_jobs": finished_jobs(p.library),
-                   "sustained": sustained, "tick_s": TICK_S, "holder": p.holder, "sample_s": soak_sampler.SAMPLE_S,
+                   "sustained": sustained, "arrivals": p.arrivals, "holder": p.holder, "sample_s": soak_sampler.SAMPLE_S,
                    "analytics": soak_holders.analytics_sql(table_name_of(library))
                    if p.holder == "analytics" else None,
                    "latency": "pickup: the audit's claim of a job minus its enqueue, on the server's clock",

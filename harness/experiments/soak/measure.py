@@ -115,6 +115,13 @@ def check_jobs(rate: float, seconds: float, history_rows: int) -> None:
                         f"{MAX_JOBS:,} jobs: lower one")
 
 
+ARRIVALS = ("as_due",)
+
+
+def _arrivals_stored_before(stored: dict) -> str:
+    return "as_due" if stored.get("library", "none") == "none" else "steps"
+
+
 @dataclass(frozen=True)
 class SoakParameters(Parameters):
     """One soak run: a shape, a claim, jobs arriving at `rate` for `seconds`, the horizon held from pin_from to
@@ -169,6 +176,9 @@ class SoakParameters(Parameters):
     vacuum_every: float = setting(0.0, as_float, Option(
         "--vacuum-every", "VACUUM the jobs table every this many seconds on a connection of its own, as a scheduled "
                           "job would (harness.experiments.soak.vacuums); 0 for none", float), added_later=True)
+    # a library's arrivals: each job as it falls due, through its enqueue kept open (soak.library); its runs stored
+    # before sent them in steps of 0.2 s, a call each, and are not found for it (the soak's own: always as due)
+    arrivals: str = setting("as_due", one_of(ARRIVALS, "arrivals"), added_later=_arrivals_stored_before)
     repeat: int = setting(0, as_int)
 
     def plan(self) -> list[soak_phases.Phase]:

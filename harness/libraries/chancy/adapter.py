@@ -32,6 +32,7 @@ from chancy.plugins.leadership import Leadership
 from chancy.plugins.recovery import Recovery
 
 from harness import gate
+from harness.libraries import enqueuers
 from harness.libraries.chancy.library import LIBRARY
 
 NAME = "chancy"
@@ -123,16 +124,30 @@ def install(url: str) -> None:
     asyncio.run(run())
 
 
+def _job(i: int, job_s: float | None) -> Job:
+    """Job number i: a no-op, or with job_s (a fault run) one that lasts job_s."""
+    if job_s is None:
+        return Job(func=f"{__name__}.noop", kwargs={"n": i}, queue=QUEUE)
+    return Job(func=f"{__name__}.slow", kwargs={"n": i, "job_s": job_s}, queue=QUEUE)
+
+
+async def _push(chancy: Chancy, n: int, first: int, job_s: float | None) -> None:
+    async for _ in chancy.push_many([_job(i, job_s) for i in range(first, first + n)]):
+        pass
+
+
 def enqueue(url: str, n: int, job_s: float | None = None, first: int = 0) -> None:
     """n no-op jobs, numbered from first (the number the audit and the log read); with job_s (a fault run), jobs
     that last job_s."""
     async def run():
         async with _app(url) as chancy:
-            job = (lambda i: Job(func=f"{__name__}.noop", kwargs={"n": i}, queue=QUEUE)) if job_s is None else \
-                (lambda i: Job(func=f"{__name__}.slow", kwargs={"n": i, "job_s": job_s}, queue=QUEUE))
-            async for _ in chancy.push_many([job(i) for i in range(first, first + n)]):
-                pass
+            await _push(chancy, n, first, job_s)
     asyncio.run(run())
+
+
+def enqueuer(url: str, job_s: float | None = None):
+    """enqueue's app kept open: send(n, first) pushes n jobs numbered from first through it."""
+    return enqueuers.kept_open(lambda: _app(url), lambda chancy, n, first: _push(chancy, n, first, job_s))
 
 
 def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:

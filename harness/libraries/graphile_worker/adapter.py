@@ -80,4 +80,4 @@ def declare_dead(url: str, job: int) -> None:
 
 
 INSTALL_HINT = node.INSTALL_HINT
-installed_version, install, enqueue, work = node.commands(PACKAGE, SCRIPT)
+installed_version, install, enqueue, enqueuer, work = node.commands(PACKAGE, SCRIPT)

@@ -1,6 +1,6 @@
 "use strict";
 // graphile-worker raced with its own worker: runOnce at concurrency 1, which takes jobs until none is left and
-// returns. Commands: install URL | enqueue URL N | unlock URL WORKER_ID | work URL LOG [JOB_MS]
+// returns. Commands: install URL | enqueue URL N | enqueuer URL | unlock URL WORKER_ID | work URL LOG [JOB_MS]
 // (harness/libraries/graphile_worker/adapter.py
 // runs them). A fault run's worker keeps polling (run, not runOnce) until SIGTERM, and each job lasts JOB_MS and
 // logs its end.
@@ -8,10 +8,19 @@
 const fs = require("node:fs");
 const { Pool } = require("pg");
 const { Logger, makeWorkerUtils, run: runWorker, runMigrations, runOnce } = require("graphile-worker");
-const { hold, nowNs, readyThenStart, run, sayReadings } = require("../node/common.cjs");
+const { hold, nowNs, readyThenStart, run, sayReadings, serveEnqueues } = require("../node/common.cjs");
 
 const quiet = new Logger(() => () => {});
 const [command, url, arg, jobMsArg] = process.argv.slice(2);
+
+// n no-op jobs numbered from `from`, in batches of 1000 at most
+async function add(utils, n, from) {
+  for (let first = 0; first < n; first += 1000) {
+    const specs = [];
+    for (let i = first; i < Math.min(n, first + 1000); i++) specs.push({ identifier: "noop", payload: { n: from + i } });
+    await utils.addJobs(specs);
+  }
+}
 
 run(async () => {
   if (command === "install") {
@@ -19,12 +28,14 @@ run(async () => {
   } else if (command === "enqueue") {
     const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
     try {
-      const n = Number(arg);
-      for (let first = 0; first < n; first += 1000) {
-        const specs = [];
-        for (let i = first; i < Math.min(n, first + 1000); i++) specs.push({ identifier: "noop", payload: { n: i } });
-        await utils.addJobs(specs);
-      }
+      await add(utils, Number(arg), 0);
+    } finally {
+      await utils.release();
+    }
+  } else if (command === "enqueuer") {
+    const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
+    try {
+      await serveEnqueues((n, first) => add(utils, n, first));
     } finally {
       await utils.release();
     }

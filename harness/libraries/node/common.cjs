@@ -29,6 +29,18 @@ function readyThenStart() {
   });
 }
 
+// An enqueue kept open (the command "enqueuer"): says "ready", then for each line "N FIRST" on stdin awaits
+// send(n, first) and says "ok", one line at a time, until stdin ends.
+async function serveEnqueues(send) {
+  process.stdout.write("ready\n");
+  const lines = readline.createInterface({ input: process.stdin });
+  for await (const line of lines) {
+    const [n, first] = line.trim().split(/\s+/).map(Number);
+    await send(n, first);
+    process.stdout.write("ok\n");
+  }
+}
+
 // A worker's last line: its scheduler readings at its release and now.
 function sayReadings() {
   process.stdout.write(`${JSON.stringify({ at_release: atRelease, at_end: schedstat() })}\n`);
@@ -52,4 +64,4 @@ function run(main) {
   });
 }
 
-module.exports = { hold, nowNs, readyThenStart, run, sayReadings };
+module.exports = { hold, nowNs, readyThenStart, run, sayReadings, serveEnqueues };

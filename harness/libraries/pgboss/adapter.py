@@ -66,7 +66,7 @@ RECOVERY = {"mechanism": "expiry: the maintenance fails an active job past its e
 
 
 INSTALL_HINT = node.INSTALL_HINT
-installed_version, install, enqueue, work = node.commands(
+installed_version, install, enqueue, enqueuer, work = node.commands(
     PACKAGE, SCRIPT, str(POLL_S),
     fault_work_args=lambda job_s: (str(RECOVERY["raced"]["maintenance_interval_s"]),),
     fault_enqueue_args=lambda job_s: (str(RECOVERY["raced"]["expire_in_s"]),))

@@ -1,13 +1,14 @@
 "use strict";
 // pg-boss raced with its own worker: boss.work() on one queue, one job per fetch. Its loop never stops on an
 // empty queue: the harness stops it with SIGTERM once every job has run, and it stops gracefully.
-// Commands: install URL | enqueue URL N [EXPIRE_S] | work URL LOG POLL_S [JOB_MS MAINTENANCE_S]
+// Commands: install URL | enqueue URL N [EXPIRE_S] | enqueuer URL [EXPIRE_S] | work URL LOG POLL_S [JOB_MS
+// MAINTENANCE_S]
 // (harness/libraries/pgboss/adapter.py runs them). A fault run's jobs expire after EXPIRE_S, each lasts JOB_MS and logs
 // its end, and every worker supervises (its maintenance every MAINTENANCE_S).
 
 const fs = require("node:fs");
 const PgBoss = require("pg-boss");
-const { hold, nowNs, readyThenStart, run, sayReadings } = require("../node/common.cjs");
+const { hold, nowNs, readyThenStart, run, sayReadings, serveEnqueues } = require("../node/common.cjs");
 
 const QUEUE = "claimrace";
 const [command, url, arg, pollArg, jobMsArg, maintenanceArg] = process.argv.slice(2);
@@ -16,6 +17,16 @@ const boss = (migrate, maintenanceSeconds) => new PgBoss({
   connectionString: url, max: 2, schedule: false, migrate,
   ...(maintenanceSeconds ? { supervise: true, maintenanceIntervalSeconds: maintenanceSeconds } : { supervise: false }),
 });
+
+// n jobs numbered from `from`, in inserts of 1000 at most; a fault run's expire after expireArg seconds
+async function insert(b, n, from, expireArg) {
+  const expiry = expireArg ? { expireInSeconds: Number(expireArg) } : {};
+  for (let first = 0; first < n; first += 1000) {
+    const jobs = [];
+    for (let i = first; i < Math.min(n, first + 1000); i++) jobs.push({ name: QUEUE, data: { n: from + i }, ...expiry });
+    await b.insert(jobs);
+  }
+}
 
 run(async () => {
   if (command === "install") {
@@ -26,16 +37,13 @@ run(async () => {
   } else if (command === "enqueue") {
     const b = boss(false);
     await b.start();
-    const n = Number(arg);
-    const expireArg = process.argv[5]; // enqueue's EXPIRE_S
-    const expiry = expireArg ? { expireInSeconds: Number(expireArg) } : {};
     // the jobs are numbered (data.n) from CLAIMRACE_FIRST_JOB: a soak's arrivals enqueue again and again
-    const from = Number(process.env.CLAIMRACE_FIRST_JOB || 0);
-    for (let first = 0; first < n; first += 1000) {
-      const jobs = [];
-      for (let i = first; i < Math.min(n, first + 1000); i++) jobs.push({ name: QUEUE, data: { n: from + i }, ...expiry });
-      await b.insert(jobs);
-    }
+    await insert(b, Number(arg), Number(process.env.CLAIMRACE_FIRST_JOB || 0), process.argv[5]);
+    await b.stop({ graceful: false, wait: true });
+  } else if (command === "enqueuer") {
+    const b = boss(false);
+    await b.start();
+    await serveEnqueues((n, first) => insert(b, n, first, arg));
     await b.stop({ graceful: false, wait: true });
   } else if (command === "work") {
     const out = fs.openSync(arg, "a");

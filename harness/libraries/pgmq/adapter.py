@@ -13,6 +13,7 @@ Recovery: the visibility timeout: a message read and not archived within vt is v
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -85,6 +86,16 @@ def enqueue(url: str, n: int, job_s: float | None = None) -> None:
     try:
         for first in range(0, n, 1000):
             queue.send_batch(QUEUE, [{"n": i} for i in range(first, min(n, first + 1000))])
+    finally:
+        queue.close()
+
+
+@contextlib.contextmanager
+def enqueuer(url: str, job_s: float | None = None):
+    """enqueue's client kept open: send(n, first) sends n messages through it, in one batch."""
+    queue = _client(url)
+    try:
+        yield lambda n, first: queue.send_batch(QUEUE, [{"n": i} for i in range(first, first + n)])
     finally:
         queue.close()
 

@@ -14,6 +14,7 @@ dequeue re-picks a 'picked' job whose heartbeat is older than heartbeat_timeout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from datetime import timedelta
@@ -25,7 +26,7 @@ from pgqueuer.adapters.persistence.queries import Queries
 from pgqueuer.core.qm import QueueManager
 from pgqueuer.domain.types import QueueExecutionMode
 
-from harness.libraries import settings
+from harness.libraries import enqueuers, settings
 from harness import gate
 from harness.libraries.pgqueuer.library import LIBRARY
 
@@ -100,6 +101,18 @@ def enqueue(url: str, n: int, job_s: float | None = None) -> None:
         async with await _connect(url) as conn:
             await Queries(PsycopgDriver(conn)).enqueue([ENTRYPOINT] * n, [None] * n, [0] * n)
     asyncio.run(run())
+
+
+def enqueuer(url: str, job_s: float | None = None):
+    """enqueue's connection kept open: send(n, first) enqueues n no-op jobs through it."""
+    @contextlib.asynccontextmanager
+    async def opened():
+        async with await _connect(url) as conn:
+            yield Queries(PsycopgDriver(conn))
+
+    async def send(queries, n: int, first: int) -> None:
+        await queries.enqueue([ENTRYPOINT] * n, [None] * n, [0] * n)
+    return enqueuers.kept_open(opened, send)
 
 
 def work(url: str, log: Path, ready, start, job_s: float | None = None) -> None:

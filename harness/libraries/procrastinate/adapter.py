@@ -13,6 +13,7 @@ docs' production how-to, which the probe races as PRODUCTION (--setting producti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -94,6 +95,15 @@ def enqueue(url: str, n: int, job_s: float | None = None) -> None:
     task = app.task(name="noop", queue=QUEUE)(_noop)
     with app.open():
         task.batch_defer(*({} for _ in range(n)))
+
+
+@contextlib.contextmanager
+def enqueuer(url: str, job_s: float | None = None):
+    """enqueue's app kept open: send(n, first) defers n no-op jobs through it."""
+    app = _app(url)
+    task = app.task(name="noop", queue=QUEUE)(_noop)
+    with app.open():
+        yield lambda n, first: task.batch_defer(*({} for _ in range(n)))
 
 
 def _noop() -> None:
