@@ -67,7 +67,8 @@ HOLD_S = 5  # seconds the backlog stays back at its level for it to count as rec
 # polls (harness.experiments.soak.processes.POLL_S, 0.05 s). Runs at 600 jobs/s that kept up ended their seconds
 # with 4 to 18 jobs not yet claimed (0.03 s of arrivals); a queue that spiralled held 5,189. Where arrivals come in
 # steps, a step's more (judge's step_s): pgmq's backlog, read at a random point of its 0.2 s steps of 103 jobs, was
-# 0 to 91 with nothing held (2026-12-06); held, it was 96 in the release's second, then 29 to 87.
+# 0 to 91 with nothing held (2026-12-06); held, it was 96 in the release's second, then 29 to 87. Since a library's
+# jobs are sent as each falls due (2026-12-07), a step is the jobs that fell due during one call: about one.
 BACKLOG_SLACK_S = 0.1
 # the queue has fallen behind where its backlog is more than this many seconds of arrivals (and above its level): a
 # second's delay to every job a user notices. Changed after a run (2026-12-06, issue #41): at the in-flight level
@@ -147,9 +148,8 @@ def judged_keys(latency: str = "claim") -> tuple[str, ...]:
 
 
 def step_of(ended_s: float, calls: int) -> float:
-    """How far apart arrivals sent in steps came, on average: the run's seconds over its enqueue calls (a job
-    library's arrivals: harness.experiments.soak.library); 0 where no calls were counted, arrivals sent as each job
-    falls due (the soak's own)."""
+    """How far apart arrivals sent a call at a time came, on average: the run's seconds over its enqueue calls (a
+    job library's arrivals: harness.experiments.soak.library); 0 where no calls were counted (the soak's own)."""
     return ended_s / calls if calls else 0.0
 
 
@@ -461,8 +461,8 @@ def model_check(predicted: float | None, measured: float | None, observed_s: flo
 def arrivals_behind(series: pd.DataFrame, rate: float, lag_s: float = 0.0, scheduled=None) -> bool:
     """Whether the arrivals fell more than ARRIVALS_BEHIND_SHARE behind their schedule at the end of any second
     (beyond one job: a schedule of a few jobs a second is always a job behind at some instant). lag_s: how far
-    arrivals sent in steps trail their schedule by design (a job library's enqueue, called once per step:
-    harness.experiments.soak.library), taken off the schedule first. scheduled: the jobs due by each second's end,
+    arrivals sent a call at a time trail their schedule by design (a job library's enqueue, whose jobs due during a
+    call wait for it: harness.experiments.soak.library), taken off the schedule first. scheduled: the jobs due by each second's end,
     where the rate changes from phase to phase (harness.experiments.soak.phases); else `rate` from the start."""
     if not len(series):
         return False
