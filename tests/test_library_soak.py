@@ -67,7 +67,8 @@ def test_the_section_reads_each_held_library_against_its_control(arms, tmp_path)
     assert "pgmq" in section.library_table({section.NAME: loaded})
     # the caption says how the jobs arrived: the mean jobs per enqueue call and the time between calls, as stored
     per_call = runs["jobs_arrived"].sum() / runs["enqueue_calls"].sum()
-    assert f"{per_call:.0f} jobs a call" in section.arrival_steps(loaded), section.arrival_steps(loaded)
+    every_ms = runs["ended_s"].sum() / runs["enqueue_calls"].sum() * 1000
+    assert f"{per_call:.1f} jobs a call on average, a call every {every_ms:.1f} ms" in section.arrival_steps(loaded)
     said = section.values({section.NAME: loaded}, {})
     assert said["library_soak_outcome"].startswith("Held the same way on their own tables") and "pgmq" in said[
         "library_soak_outcome"] and f"control: {frame['verdict'].iloc[0]}" in said["library_soak_outcome"]

@@ -115,8 +115,8 @@ def arrival_steps(mine: arms.Loaded) -> str:
         if not calls:
             continue
         places = [place for position in group.index if (place := pickup_by_place(mine.runs[position])) is not None]
-        said.append(say("steps.one", library=library, jobs=number(group["jobs_arrived"].sum() / calls, 0),
-                        every=number(soak_outcomes.step_of(group["ended_s"].sum(), calls), 2),
+        said.append(say("steps.one", library=library, jobs=number(group["jobs_arrived"].sum() / calls, 1),
+                        every=number(soak_outcomes.step_of(group["ended_s"].sum(), calls) * 1000, 1),
                         first=number(np.median([f for f, _ in places]), 0) if places else DASH,
                         last=number(np.median([la for _, la in places]), 0) if places else DASH))
     return "; ".join(said) if said else DASH
