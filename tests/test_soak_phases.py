@@ -152,3 +152,27 @@ def test_a_ramp_is_behind_only_past_a_second_of_its_own_arrivals():
     assert ramp["verdict"] == rule.HELD, ramp
     hold = rule.judge_phases(_series(backlog, np.full(40, 1.0)), [PLAN[1], PLAN[2]])[1]
     assert hold["verdict"] == rule.FELL_BEHIND, hold
+
+
+def test_each_hold_or_ramp_carries_its_own_cpu_mark_read_from_its_reference_on():
+    """Busy from 3 s into the hold: the hold is marked from 3 s, and the reference's seconds are its before; busy in
+    the warm-up alone marks nothing (the mark reads from the reference's start); no samples of the share: none."""
+    t = np.arange(0.0, 55.0)
+    busy = np.where((t >= 23) & (t < 40), 0.95, 0.3)
+    judged = {p["label"]: p for p in rule.judge_phases(_series(np.full(55, 5.0), np.full(55, 1.0)), PLAN,
+                                                       samples=pd.DataFrame({"t_s": t, "cpu_busy_share": busy}))}
+    assert judged["h"]["cpu_bound_from_s"] == 3 and judged["h"]["cpu_busy_before"] == 0.3, judged["h"]
+    assert "cpu_bound_from_s" not in judged["c"] and "cpu_bound_from_s" not in judged["back"]
+    warm = np.where(t < 5, 0.95, 0.3)
+    judged = {p["label"]: p for p in rule.judge_phases(_series(np.full(55, 5.0), np.full(55, 1.0)), PLAN,
+                                                       samples=pd.DataFrame({"t_s": t, "cpu_busy_share": warm}))}
+    assert judged["h"]["cpu_bound_from_s"] is None and judged["h"]["cpu_measured"]
+    unread = rule.judge_phases(_series(np.full(55, 5.0), np.full(55, 1.0)), PLAN, samples=pd.DataFrame({"t_s": t}))
+    assert unread[2]["cpu_measured"] is False
+
+
+def test_a_phase_s_cpu_mark_is_said_after_its_verdict_in_its_own_window():
+    from harness.article.sections.soak_arms import cpu_text
+    assert cpu_text([3.0], "ramp") == "; CPUs full (from 3 s into the ramp)"
+    assert cpu_text([-2.0], "hold") == "; CPUs full (from before the hold)"
+    assert cpu_text([None], "ramp") == ""

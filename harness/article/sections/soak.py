@@ -414,7 +414,8 @@ def phase_rows(mine: Loaded) -> pd.DataFrame:
                          "recovered in": (f"{phase['recovered_s']:.0f} s" if phase["recovered_s"] is not None
                                           else say("phases.not_back", seconds=f"{phase['end_s'] - phase['start_s']:.0f}"))
                          if phase["kind"] == "recovery" else DASH,
-                         "verdict": f"{(verdict or DASH).replace('_', ' ')} {against}".strip()})
+                         "verdict": f"{(verdict or DASH).replace('_', ' ')} {against}".strip()
+                         + (cpu_text([cpu_marked(phase)], phase["kind"]) if judged else "")})
     return pd.DataFrame(rows, columns=PHASE_COLUMNS)
 
 

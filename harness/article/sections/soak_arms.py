@@ -62,14 +62,15 @@ def _judged_again(summary: dict, series: pd.DataFrame, samples: pd.DataFrame) ->
 
 
 def _phases_again(run) -> dict:
-    """A run raced in phases, each phase judged again by the rule as it stands, from its stored series."""
+    """A run raced in phases, each phase judged again by the rule as it stands, from its stored series, and each
+    hold or ramp's CPU mark from its samples."""
     summary = run.summary
     phases = [{key: phase[key] for key in ("label", "kind", "start_s", "end_s", "holder", "rate_asked", "rate")}
               for phase in summary["phase_results"]]
     return summary | {"repeat": run.parameters.repeat, "pg_version": run.server.get("major"),
                       "phase_results": soak_outcomes.judge_phases(run.table("series"), phases,
                                                                   bool(summary["arrivals_behind"]),
-                                                                  summary.get("cpu_bound"))}
+                                                                  summary.get("cpu_bound"), run.table("samples"))}
 
 
 def load_runs(runs) -> Loaded | None:
@@ -338,19 +339,19 @@ def cpu_note(runs: pd.DataFrame) -> str:
                gap=f"{soak_outcomes.CPU_GAP_S:g}")
 
 
-def cpu_text(marks: list) -> str:
+def cpu_text(marks: list, window: str = "hold") -> str:
     """The CPU mark of the runs that carry it (each run's cpu_marked), after their verdicts: how many, and from
-    when (soak_outcomes.cpu_mark)."""
+    when (soak_outcomes.cpu_mark), in seconds into the window judged (a hold, or a phased run's ramp)."""
     marked = [at for at in marks if at is not None]
     if not marked:
         return ""
     how_many = f"{len(marked)} of {len(marks)}, " if len(marks) > 1 else ""
     low, high = min(marked), max(marked)
     if high < 0:
-        return say("cpu.before", runs=how_many)
+        return say("cpu.before", runs=how_many, window=window)
     if low < 0:
-        return say("cpu.before_to", runs=how_many, at=f"{high:.0f}")
-    return say("cpu.from", runs=how_many, at=span(low, high, lambda v: f"{v:.0f}"))
+        return say("cpu.before_to", runs=how_many, at=f"{high:.0f}", window=window)
+    return say("cpu.from", runs=how_many, at=span(low, high, lambda v: f"{v:.0f}"), window=window)
 
 
 def held_and_controls(runs: pd.DataFrame) -> list[int]:

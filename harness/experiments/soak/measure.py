@@ -547,8 +547,8 @@ def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: di
     pickup_ms = (claims["returned_ns"] - claims["job_id"].map(due_by_id)) / 1e6
     claims["pickup_ms"] = pickup_ms
     parts = soak_outcomes.windows(series, pin_from, pin_to)
-    phased = soak_outcomes.judge_phases(series, [phase.as_dict() | {"rate": each} for phase, each
-                                                 in zip(plan, phase_rates)], behind, activity.cpu_bound(*shares))
+    phased = soak_outcomes.judge_phases(series, [phase.as_dict() | {"rate": each} for phase, each in
+                                                 zip(plan, phase_rates)], behind, activity.cpu_bound(*shares), samples)
     ended_early = [e for e in events if e["event"] == "ended_early"]
     summary = {
         "shape": p.shape, "strategy": p.strategy, "library": None, "rate": rate, "rate_asked": p.rate,

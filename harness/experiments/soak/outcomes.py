@@ -274,7 +274,7 @@ PHASE_VERDICTS = (WARMUP, REFERENCE, HELD, SLOWED, FELL_BEHIND, RECOVERED, NOT_R
 
 
 def judge_phases(series: pd.DataFrame, phases: list[dict], arrivals_behind: bool = False,
-                 cpu_bound: bool | None = None) -> list[dict]:
+                 cpu_bound: bool | None = None, samples: pd.DataFrame | None = None) -> list[dict]:
     """Each phase of a run (harness.experiments.soak.phases: label, kind, start_s, end_s, rate, holder) judged
     against the clean phase before it, its reference, by the rule's constants:
 
@@ -287,7 +287,8 @@ def judge_phases(series: pd.DataFrame, phases: list[dict], arrivals_behind: bool
                    reference's level for HOLD_S seconds inside the phase; recovered, or not.
 
     A run that could not carry its load (arrivals behind, CPU-bound) is not judged, what the rule would have said
-    kept beside it."""
+    kept beside it. With the sampler's samples, a hold or ramp also carries its CPU mark (cpu_mark), read from its
+    reference's start to its own end: the reference's seconds are its "before"."""
     seconds = series["second"].to_numpy(float)
     latency = latency_of(series)
     p50 = series[f"{latency}_p50_ms"].to_numpy(float)
@@ -308,7 +309,7 @@ def judge_phases(series: pd.DataFrame, phases: list[dict], arrivals_behind: bool
             levels = series[counted]
             p50s = levels[f"{latency}_p50_ms"].dropna()
             reference = {"label": phase["label"], "claim_level_ms": float(p50s.median()) if len(p50s) else None,
-                         "backlog_level": backlog_level(levels["backlog"], levels["arrived"])}
+                         "backlog_level": backlog_level(levels["backlog"], levels["arrived"]), "start_s": start}
             row |= {"claim_level_ms": reference["claim_level_ms"], "backlog_level": reference["backlog_level"],
                     "verdict_if_judged": REFERENCE}
         else:
@@ -324,6 +325,8 @@ def judge_phases(series: pd.DataFrame, phases: list[dict], arrivals_behind: bool
                 row["seconds_to_slow"] = onset(slow, seconds, start, end, SLOW_RUN_S)
                 row["seconds_to_fall_behind"] = onset(behind, seconds, start, end, BEHIND_RUN_S)
                 row["observed_s"] = observed(series, start, end)
+                if samples is not None:
+                    row |= cpu_mark(samples[samples["t_s"] >= reference["start_s"]], start, end)
                 row["verdict_if_judged"] = FELL_BEHIND if row["seconds_to_fall_behind"] is not None \
                     else SLOWED if row["seconds_to_slow"] is not None else HELD
         unjudged = row["verdict_if_judged"] in (None, WARMUP, REFERENCE)
