@@ -1,7 +1,7 @@
 """The job libraries under the soak: a library's own workers on its own table, jobs arriving through its own
 enqueue while a transaction holds the horizon (harness.experiments.soak.library). Short real runs of pgmq, held
-and not, side by side; the refusals; each library's enqueue kept open, which the arrivals rely on; the rule's pickup series; and the
-article's section over the stored runs."""
+and not, side by side; the refusals; each library's enqueue kept open, which the arrivals rely on; the rule's
+pickup series; and the article's section over the stored runs."""
 
 from __future__ import annotations
 

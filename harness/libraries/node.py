@@ -3,8 +3,9 @@
 The libraries are installed by `make install` (`npm ci` in harness/libraries/node, from its package-lock.json)
 where `node` and `npm` are on the PATH; a script finds them there (NODE_PATH) and the helpers every script shares in
 common.cjs. Each script takes a command: install URL, enqueue URL N, enqueuer URL (an enqueue kept open,
-sent "N FIRST" lines on stdin), or work URL LOG [ARGS]. A worker script says "ready" once connected and starts on a line on stdin; it dies with the
-worker process that started it (PR_SET_PDEATHSIG), and a SIGTERM to that process is passed on to it.
+sent "N FIRST" lines on stdin), or work URL LOG [ARGS]. A worker script says "ready" once connected and starts on a
+line on stdin; it dies with the worker process that started it (PR_SET_PDEATHSIG), and a SIGTERM to that process is
+passed on to it.
 """
 
 from __future__ import annotations

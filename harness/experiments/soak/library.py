@@ -352,7 +352,8 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
         procedure={"library": p.library, "version": libraries.version(p.library), "source": library.SOURCE,
                    "settings": library.SETTINGS, "recovery": library.RECOVERY, "claimed": library.CLAIMED,
                    "jobs_table": table_name_of(library), "finished_jobs": finished_jobs(p.library),
-                   "sustained": sustained, "arrivals": p.arrivals, "holder": p.holder, "sample_s": soak_sampler.SAMPLE_S,
+                   "sustained": sustained, "arrivals": p.arrivals, "holder": p.holder,
+                   "sample_s": soak_sampler.SAMPLE_S,
                    "analytics": soak_holders.analytics_sql(table_name_of(library))
                    if p.holder == "analytics" else None,
                    "latency": "pickup: the audit's claim of a job minus its enqueue, on the server's clock",

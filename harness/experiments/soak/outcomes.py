@@ -465,8 +465,9 @@ def arrivals_behind(series: pd.DataFrame, rate: float, lag_s: float = 0.0, sched
     """Whether the arrivals fell more than ARRIVALS_BEHIND_SHARE behind their schedule at the end of any second
     (beyond one job: a schedule of a few jobs a second is always a job behind at some instant). lag_s: how far
     arrivals sent a call at a time trail their schedule by design (a job library's enqueue, whose jobs due during a
-    call wait for it: harness.experiments.soak.library), taken off the schedule first. scheduled: the jobs due by each second's end,
-    where the rate changes from phase to phase (harness.experiments.soak.phases); else `rate` from the start."""
+    call wait for it: harness.experiments.soak.library), taken off the schedule first. scheduled: the jobs due by
+    each second's end, where the rate changes from phase to phase (harness.experiments.soak.phases); else `rate`
+    from the start."""
     if not len(series):
         return False
     if scheduled is None:
