@@ -253,3 +253,16 @@ def test_the_cpu_mark_gives_the_busy_shares_before_and_in_the_hold_and_says_when
     unread = {"cpu_measured": False, "cpu_bound_from_s": None, "cpu_busy_before": None, "cpu_busy_hold": None}
     assert rule.cpu_mark(cpu_samples([None] * 50), PIN_FROM, PIN_TO) == unread
     assert rule.cpu_mark(pd.DataFrame({"t_s": [1.0, 2.0]}), PIN_FROM, PIN_TO) == unread  # stored before it was read
+
+
+def test_the_summary_says_the_table_as_the_hold_found_it():
+    """Dead tuples at the last sample before the hold, and the seconds since autovacuum's count last rose by then;
+    None where it had not risen yet, or nothing was sampled before the hold."""
+    from harness.experiments.soak import sampler
+    t = np.arange(0.0, 40.0)
+    samples = pd.DataFrame({"t_s": t + 0.01, "n_dead_tup": t * 100, "autovacuum_count": np.where(t >= 12, 1, 0)
+                            + np.where(t >= 30, 1, 0)})
+    assert sampler.at_hold(samples, 20.0) == {"dead_tuples_at_hold": 1900, "autovacuum_before_hold_s": 8.0}
+    assert sampler.at_hold(samples, 10.0)["autovacuum_before_hold_s"] is None
+    assert sampler.at_hold(samples, 0.0) == {"dead_tuples_at_hold": None, "autovacuum_before_hold_s": None}
+    assert sampler.at_hold(pd.DataFrame(columns=sampler.SAMPLE_COLUMNS), 20.0)["dead_tuples_at_hold"] is None

@@ -331,7 +331,7 @@ def _measured(p, library, rate: float, sustained: dict | None, calls: list, audi
         # over the run, the jobs still waiting at its end counted at their wait so far
         "pickup_p99_ms": None if np.isnan(overall) else overall, "pickup_p99_ms_is_lower_bound": overall_is_bound,
         "jobs_waiting_at_end": int(len(waiting)),
-        **soak_sampler.summary(samples), **soak_outcomes.cpu_mark(samples, p.pin_from, p.pin_to),
+        **soak_sampler.summary(samples, p.pin_from), **soak_outcomes.cpu_mark(samples, p.pin_from, p.pin_to),
         "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
         **{key: judged[key] for key in soak_outcomes.judged_keys("pickup")},
         "arrivals_behind": behind,

@@ -578,7 +578,7 @@ def _measured(p: SoakParameters, planned: tuple, sustained: dict | None, got: di
            for what in ("arrived", "claimed")},
         **{f"claim_p99_ms_{window}": quantile(window_ms[window], 99) for window in window_ms},
         "pickup_p99_ms": quantile(pickup_ms.dropna().to_numpy(), 99),
-        **soak_sampler.summary(samples), **soak_outcomes.cpu_mark(samples, pin_from, pin_to),
+        **soak_sampler.summary(samples, pin_from), **soak_outcomes.cpu_mark(samples, pin_from, pin_to),
         "pin_ended_early_s": ended_early[0]["t_s"] if ended_early else None,
         "partitions_dropped": int((partitions["event"] == "dropped").sum()) if p.shape == "partitioned" else None,
         "partition_ddl_waited": int(partitions["event"].str.endswith("_waited").sum())

@@ -182,10 +182,23 @@ def at(samples: pd.DataFrame, t_s: float, column: str):
     return None if not len(values) else float(values[column].iloc[-1])
 
 
-def summary(samples: pd.DataFrame) -> dict:
+def at_hold(samples: pd.DataFrame, pin_from: float) -> dict:
+    """The table as the hold found it: its dead tuples at the last sample before pin_from, and the seconds since
+    autovacuum last passed over it by then (the sample at which its count rose; None where it had not yet, or no
+    sample was read). A held table fell behind sooner the more it held (docs/soak.md, 2026-12-07)."""
+    before = samples[samples["t_s"] < pin_from].sort_values("t_s") if "t_s" in samples else samples.iloc[:0]
+    dead = before["n_dead_tup"].dropna() if "n_dead_tup" in before else before.iloc[:0]
+    counts = before[["t_s", "autovacuum_count"]].dropna() if "autovacuum_count" in before else before.iloc[:0]
+    rose = counts["t_s"][counts["autovacuum_count"].diff() > 0] if len(counts) else counts
+    return {"dead_tuples_at_hold": int(dead.iloc[-1]) if len(dead) else None,
+            "autovacuum_before_hold_s": round(pin_from - float(rose.iloc[-1]), 1) if len(rose) else None}
+
+
+def summary(samples: pd.DataFrame, pin_from: float) -> dict:
     """What a run's summary keeps of its samples: the table's and the horizon's highest, the autovacuum runs on the
-    table, and the WAL written."""
-    return {"dead_tuples_max": _max(samples, "n_dead_tup"), "table_bytes_max": _max(samples, "table_bytes"),
+    table, the WAL written, and the state the hold found (at_hold)."""
+    return {**at_hold(samples, pin_from),
+            "dead_tuples_max": _max(samples, "n_dead_tup"), "table_bytes_max": _max(samples, "table_bytes"),
             "index_bytes_max": _max(samples, "index_bytes"), "horizon_age_max_s": _max(samples, "horizon_age_s", float),
             "buffers_per_claim_max": _max(samples, "buffers_per_claim"),
             "autovacuum_runs": _increments(samples, "autovacuum_count"), "wal_bytes": _span(samples, "wal_bytes")}

@@ -18,7 +18,7 @@ SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_s
          "arrived_per_s_before", "arrived_per_s_during", "arrived_per_s_after", "claimed_per_s_before",
          "claimed_per_s_during", "claimed_per_s_after", "claim_p99_ms_before", "claim_p99_ms_during",
          "claim_p99_ms_after", "dead_tuples_max", "horizon_age_max_s", "table_bytes_max", "index_bytes_max",
-         "buffers_per_claim_max", "autovacuum_runs",
+         "buffers_per_claim_max", "autovacuum_runs", "dead_tuples_at_hold", "autovacuum_before_hold_s",
          # the rule's onsets, from the hold's start, and what the hold kept at them (harness.experiments.soak.outcomes)
          "claim_level_ms", "backlog_level", "seconds_to_slow", "seconds_to_fall_behind", "unremovable_at_slow",
          "unremovable_at_fall_behind", "buffers_per_claim_at_fall_behind", "horizon_age_s_at_fall_behind",
