@@ -185,7 +185,8 @@ def at(samples: pd.DataFrame, t_s: float, column: str):
 def at_hold(samples: pd.DataFrame, pin_from: float) -> dict:
     """The table as the hold found it: its dead tuples at the last sample before pin_from, and the seconds since
     autovacuum last passed over it by then (the sample at which its count rose; None where it had not yet, or no
-    sample was read). A held table fell behind sooner the more it held (docs/soak.md, 2026-12-07)."""
+    sample was read). Kept as what the hold found: a check of 2026-12-07 (docs/soak.md) found they do not set
+    when a held delete table falls behind."""
     before = samples[samples["t_s"] < pin_from].sort_values("t_s") if "t_s" in samples else samples.iloc[:0]
     dead = before["n_dead_tup"].dropna() if "n_dead_tup" in before else before.iloc[:0]
     counts = before[["t_s", "autovacuum_count"]].dropna() if "autovacuum_count" in before else before.iloc[:0]
