@@ -49,16 +49,17 @@ class Loaded:
     phased: tuple = ()
 
 
-def _judged_again(summary: dict, series: pd.DataFrame, samples: pd.DataFrame) -> dict:
+def _judged_again(summary: dict, series: pd.DataFrame, samples: pd.DataFrame, cpus: int | None) -> dict:
     """A run's verdict and CPU mark by the rule as it stands (harness.experiments.soak.outcomes), from its stored
-    series and samples: the page reads every run by one rule, whichever the run was stored under. A library's run
-    judges its pickup (harness.experiments.soak.library)."""
+    series and samples, and the model's CPU figures (outcomes.with_cpu): the page reads every run by one rule,
+    whichever the run was stored under. A library's run judges its pickup (harness.experiments.soak.library)."""
     judged = soak_outcomes.judge(series, summary["pin_from"], summary["pin_to"], summary["ended_s"],
                                  bool(summary["arrivals_behind"]), summary.get("cpu_bound"),
                                  soak_outcomes.step_of(summary["ended_s"], summary.get("enqueue_calls") or 0),
                                  held=summary["holder"] != "none")
-    return summary | {key: judged[key] for key in soak_outcomes.judged_keys(soak_outcomes.latency_of(series))} \
+    again = summary | {key: judged[key] for key in soak_outcomes.judged_keys(soak_outcomes.latency_of(series))} \
         | soak_outcomes.cpu_mark(samples, summary["pin_from"], summary["pin_to"])
+    return soak_outcomes.with_cpu(again, series, samples, cpus)
 
 
 def _phases_again(run) -> dict:
@@ -83,7 +84,7 @@ def load_runs(runs) -> Loaded | None:
     series = {i: run.table("series") for i, run in enumerate(runs)}
     samples = {i: run.table("samples") for i, run in enumerate(runs)}
     summaries = pd.DataFrame([{"library": None, "library_version": None}
-                              | _judged_again(run.summary, series[i], samples[i])
+                              | _judged_again(run.summary, series[i], samples[i], run.client.get("cpu_count"))
                               | {"pg_version": run.server.get("major"), "repeat": run.parameters.repeat,
                                  "hold_asked": run.parameters.release_at - run.parameters.pin_from,
                                  "hold_until_failure": run.parameters.hold_until_failure,

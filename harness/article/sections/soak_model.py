@@ -15,12 +15,14 @@ from harness.article.prose import join, table
 from harness.article.sections.soak_arms import arm_label, base_arm, held_label, onset_text, watched
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
+from harness.experiments.soak.processes import POLL_S
 
 SENTENCES = "soak_model"
 say = Sentences(SENTENCES)
 
 COLUMNS = ("table", "held by", "jobs/s", "fitted on", "claim ms per 100,000 versions kept: fitted (range); its own",
-           "fell behind at: predicted", "measured", "measured / predicted", "the model")
+           "CPU ms a statement per 100,000: fitted; its own", "fell behind at: predicted", "the limit met first",
+           "measured", "measured / predicted", "the model")
 SHARES = (0.1, 0.25, 0.5)  # a reader's rates, as shares of what the workers sustain: the model's hold at each
 
 
@@ -54,11 +56,18 @@ def checked(runs: pd.DataFrame) -> list[dict]:
             fit = soak_outcomes.fitted(others, row)
             if fit is None:
                 continue
-            predicted = soak_outcomes.predict_fall_behind(fit[0], float(row["rate"]), int(row["workers"]),
-                                                          float(row["sustained_rate"]))
+            cpu_fit = soak_outcomes.fitted_cpu(others, row)
+            cpu = soak_outcomes.cpu_inputs(cpu_fit, row)
+            args = (fit[0], float(row["rate"]), int(row["workers"]), float(row["sustained_rate"]))
+            predicted = soak_outcomes.predict_fall_behind(*args, cpu=cpu)
+            workers_only = soak_outcomes.predict_fall_behind(*args)
             measured = row["seconds_to_fall_behind"]
             measured = None if measured is None or pd.isna(measured) else float(measured)
             found.append({"position": position, "fit": fit, "fit_rate": float(runs.iloc[fit_runs[0]]["rate"]),
+                          "cpu_fit": cpu_fit, "cpu": cpu,
+                          # the CPUs' limit came first where the prediction with it is sooner than without
+                          "cpu_first": cpu is not None and predicted is not None
+                          and (workers_only is None or predicted < workers_only),
                           "in_fit_arm": position in fit_runs, "predicted": predicted, "measured": measured,
                           "check": soak_outcomes.model_check(predicted, measured, watched(runs.iloc[position]))})
     return found
@@ -106,7 +115,7 @@ def predicted_backlog(mine, position: int) -> pd.DataFrame | None:
     row = mine.summaries.iloc[position]
     ends = None if found is None else soak_outcomes.predicted_backlog(
         found["fit"][0], float(row["rate"]), int(row["workers"]), float(row["sustained_rate"]),
-        float(row["pin_to"] - row["pin_from"]))
+        float(row["pin_to"] - row["pin_from"]), cpu=found["cpu"])
     if ends is None:
         return None
     return pd.DataFrame({"second": float(row["pin_from"]) + np.arange(len(ends), dtype=float), "value": ends})
@@ -125,14 +134,31 @@ def _when(value: float | None) -> str:
         else say("when.at", hold=_seconds(value))
 
 
+def cpu_at(row, cpu_ms: float | None, rate: float) -> tuple | None:
+    """The CPU limit's inputs at a reader's rate for the table of `row`: the fitted slope, the CPUs busy before the
+    hold scaled from the run's own per job, and every worker's poll empty (the most there can be: a queue idle
+    more often reads its kept versions more often)."""
+    at = {"busy_cores_before": float(row["busy_cores_before"]) * rate / float(row["rate"])
+          if row.get("busy_cores_before") is not None and not pd.isna(row["busy_cores_before"]) else None,
+          "empty_per_s": int(row["workers"]) / POLL_S, "cpus": row.get("cpus")}
+    return soak_outcomes.cpu_inputs(cpu_ms, at)
+
+
+def _predict_at(row, rate: float, claim_ms: float, cpu_ms: float | None) -> float | None:
+    """The model's hold for the table of `row` at `rate`, from the fitted claim and CPU slopes."""
+    return soak_outcomes.predict_fall_behind(claim_ms, rate, int(row["workers"]), float(row["sustained_rate"]),
+                                             cpu=cpu_at(row, cpu_ms, rate))
+
+
 def _hold(mine, position: int, rate: float) -> float | None | bool:
     """The model's hold for the table of the run at `position`, at `rate`, fitted on every held run of that table
     stored (outcomes.fitted); False where no fit exists."""
     row = mine.summaries.iloc[position].to_dict()
-    fit = soak_outcomes.fitted([r.to_dict() for _, r in mine.summaries.iterrows()], row)
+    summaries = [r.to_dict() for _, r in mine.summaries.iterrows()]
+    fit = soak_outcomes.fitted(summaries, row)
     if fit is None or not row.get("sustained_rate"):
         return False
-    return soak_outcomes.predict_fall_behind(fit[0], rate, int(row["workers"]), float(row["sustained_rate"]))
+    return _predict_at(row, rate, fit[0], soak_outcomes.fitted_cpu(summaries, row))
 
 
 def hold_at_rate(mine, position: int, rate: float) -> str:
@@ -171,6 +197,10 @@ def _check_said(word: str) -> str:
     return say("check.off") if word == soak_outcomes.MODEL_OFF else say("check.untested")
 
 
+def _slope(value) -> str:
+    return DASH if value is None or pd.isna(value) else number(value, 1)
+
+
 def rows(runs: pd.DataFrame) -> pd.DataFrame:
     out = []
     for found in checked(runs):
@@ -182,7 +212,9 @@ def rows(runs: pd.DataFrame) -> pd.DataFrame:
                 which=say("fitted.others") if found["in_fit_arm"] else say("fitted.all")),
             say("slopes", fitted=number(median, 1), range=span(low, high, lambda v: number(v, 1)),
                 own=number(row["claim_ms_per_100k"], 1)),
-            _seconds(found["predicted"]), onset_text(runs, [found["position"]], "seconds_to_fall_behind"),
+            say("cpu_slopes", fitted=_slope(found["cpu_fit"]), own=_slope(row.get("cpu_ms_per_100k"))),
+            _seconds(found["predicted"]), say("limit.cpus") if found["cpu_first"] else say("limit.workers"),
+            onset_text(runs, [found["position"]], "seconds_to_fall_behind"),
             _ratio(found, row), _check_said(found["check"])))))
     return pd.DataFrame(out, columns=list(COLUMNS))
 
@@ -193,7 +225,8 @@ def model_table(mine) -> str:
     if not len(frame):
         return ""
     return table(frame, caption=say("caption", factor=f"{soak_outcomes.MODEL_FACTOR:g}",
-                                    per=count(soak_outcomes.PER_VERSIONS)), css_class="wide")
+                                    per=count(soak_outcomes.PER_VERSIONS),
+                                    busy=f"{soak_outcomes.CPU_BUSY_SHARE:.0%}"), css_class="wide")
 
 
 def values(mine) -> dict[str, str]:
@@ -221,10 +254,10 @@ def values(mine) -> dict[str, str]:
     if word == soak_outcomes.MODEL_UNTESTED:
         return {"model_outcome": said, "model_reader": say("reader.untested", table=arm_label(row))}
     at = [say("at_share", share=f"{share:.0%}", rate=number(share * row["sustained_rate"], 0),
-              hold=_seconds(soak_outcomes.predict_fall_behind(best["fit"][0], share * row["sustained_rate"],
-                                                              int(row["workers"]), float(row["sustained_rate"]))))
+              hold=_seconds(_predict_at(row, share * row["sustained_rate"], best["fit"][0], best["cpu_fit"])))
           for share in SHARES]
     return {"model_outcome": said,
             "model_reader": say("reader", table=arm_label(row), slope=number(best["fit"][0], 1),
+                                cpu=_slope(best["cpu_fit"]),
                                 workers=str(int(row["workers"])), sustained=number(row["sustained_rate"], 0),
                                 holds=join(at))}

@@ -97,6 +97,11 @@ SERIES_COLUMNS = ("second", "arrived", "claimed", "backlog", "claim_p50_ms", "cl
 # plus what the claim gained; the queue falls behind once that leaves the workers short of the arrivals by
 # BEHIND_S of them (predict_fall_behind). The rule that checks it (model_check) was written before the runs at a
 # second rate that test it.
+# The CPU note: the model's second limit (2026-12-07, written after the hour at 18 % fell behind at the machine's
+# CPUs, not at its workers' headroom, and before the runs that check it: docs/soak.md). Every claim statement, and
+# every idle worker's empty poll, reads the versions kept, at a CPU cost that grows with them at a slope fitted per
+# run (cpu_slope), in CPU ms per statement per PER_VERSIONS versions; the CPUs serve at most CPU_BUSY_SHARE of
+# their time. The queue's capacity is the lesser of the workers' and the CPUs'.
 PER_VERSIONS = 100_000
 FIT_MIN_S = 10  # hold seconds with a claim, at least, for a slope
 MODEL_STEP_S = 0.05  # the prediction's time step
@@ -357,7 +362,12 @@ def claim_slope(series: pd.DataFrame, pin_from: float, until_s: float) -> float 
     x, y = kept_versions(series, pin_from)[keep], mean[keep]
     if len(x) < FIT_MIN_S:
         return None
-    if len(x) > 400:  # a long hold: evenly spaced seconds, so the pairs stay few
+    return _theil_sen(x, y)
+
+
+def _theil_sen(x: np.ndarray, y: np.ndarray) -> float | None:
+    """The median of the slopes between every two points (at most 400, evenly spaced, so the pairs stay few)."""
+    if len(x) > 400:
         pick = np.linspace(0, len(x) - 1, 400).round().astype(int)
         x, y = x[pick], y[pick]
     i, j = np.triu_indices(len(x), 1)
@@ -366,40 +376,83 @@ def claim_slope(series: pd.DataFrame, pin_from: float, until_s: float) -> float 
     return float(np.median(slopes)) if len(slopes) else None
 
 
-def _backlog_ends(ms_per_100k: float, rate: float, workers: int, sustained_rate: float, job_ms_more: float):
+def empty_per_s(summary) -> float:
+    """An idle worker's empty polls per second of the run, all workers together: the run counts them, not when they
+    came (0 for a run stored without the count)."""
+    polls, ended = summary.get("empty_polls"), summary.get("ended_s")
+    return float(polls) / float(ended) if polls and ended else 0.0
+
+
+def cpu_slope(series: pd.DataFrame, samples: pd.DataFrame, pin_from: float, until_s: float, cpus: int,
+              empty: float = 0.0) -> dict:
+    """The model's CPU limit, from a run's own seconds (the CPU note above): the CPUs busy before the hold (cores:
+    the median sampled share times `cpus`), and the Theil-Sen slope, over the hold's seconds before until_s, of
+    the cores busy beyond that per claim statement (the second's claims and `empty` polls a second) against the
+    versions kept, in CPU ms per statement per PER_VERSIONS versions. A sample's share is of the second before it.
+    None for each where the share was not sampled or fewer than FIT_MIN_S seconds were."""
+    none = {"cpu_ms_per_100k": None, "busy_cores_before": None}
+    if "cpu_busy_share" not in samples or not cpus or not len(series):
+        return none
+    read = samples[samples["cpu_busy_share"].notna()]
+    second = np.floor(read["t_s"].to_numpy(float) - 1)
+    cores = read["cpu_busy_share"].to_numpy(float) * cpus
+    before = cores[(second >= WARMUP_S) & (second + 1 < pin_from)]
+    if not len(before):
+        return none
+    busy = float(np.median(before))
+    row = np.searchsorted(series["second"].to_numpy(float), second)
+    inside = (second >= pin_from) & (second + 1 <= until_s) & (row < len(series))
+    row = row[inside]
+    statements = series["claimed"].to_numpy(float)[row] + empty
+    x, y = kept_versions(series, pin_from)[row], (cores[inside] - busy) * 1000 / np.maximum(statements, 1.0)
+    slope = _theil_sen(x, y) if len(x) >= FIT_MIN_S else None
+    return {"cpu_ms_per_100k": None if slope is None else slope * PER_VERSIONS, "busy_cores_before": busy}
+
+
+def _backlog_ends(ms_per_100k: float, rate: float, workers: int, sustained_rate: float, job_ms_more: float,
+                  cpu: tuple | None = None):
     """The model's backlog at the end of each whole second of a hold, one second at a time, for as long as asked
     (predict_fall_behind's docstring); nothing where the workers could not keep up with nothing held."""
     base_s = workers / sustained_rate + job_ms_more / 1000
     if rate <= 0 or workers / base_s <= rate:
         return
     per_version_s = max(ms_per_100k, 0.0) / PER_VERSIONS / 1000
+    if cpu is not None:  # the CPUs' own limit: CPU seconds per job, before the hold and per version kept
+        cpu_ms, busy, empty, cpus = cpu
+        cpu_job_s, cpu_version_s = busy / rate, max(cpu_ms, 0.0) * (1 + empty / rate) / PER_VERSIONS / 1000
+        cpu_s = CPU_BUSY_SHARE * cpus
     steps = int(round(1 / MODEL_STEP_S))
     kept = backlog = 0.0
     while True:
         for _ in range(steps):
-            served = min(workers / (base_s + per_version_s * kept) * MODEL_STEP_S, backlog + rate * MODEL_STEP_S)
+            capacity = workers / (base_s + per_version_s * kept)
+            if cpu is not None:
+                capacity = min(capacity, cpu_s / (cpu_job_s + cpu_version_s * kept))
+            served = min(capacity * MODEL_STEP_S, backlog + rate * MODEL_STEP_S)
             backlog += rate * MODEL_STEP_S - served
             kept += VERSIONS_PER_JOB * served
         yield backlog
 
 
 def predicted_backlog(ms_per_100k: float, rate: float, workers: int, sustained_rate: float, seconds: float,
-                      job_ms_more: float = 0.0) -> np.ndarray | None:
+                      job_ms_more: float = 0.0, cpu: tuple | None = None) -> np.ndarray | None:
     """The model's backlog at the end of each whole second of a hold, for `seconds` seconds; None where the workers
     could not keep up with nothing held."""
-    ends = np.fromiter(itertools.islice(_backlog_ends(ms_per_100k, rate, workers, sustained_rate, job_ms_more),
+    ends = np.fromiter(itertools.islice(_backlog_ends(ms_per_100k, rate, workers, sustained_rate, job_ms_more, cpu),
                                         int(seconds)), float)
     return ends if len(ends) or int(seconds) == 0 else None
 
 
 def predict_fall_behind(ms_per_100k: float, rate: float, workers: int, sustained_rate: float,
-                        job_ms_more: float = 0.0, horizon_s: float = MODEL_HORIZON_S) -> float | None:
+                        job_ms_more: float = 0.0, horizon_s: float = MODEL_HORIZON_S,
+                        cpu: tuple | None = None) -> float | None:
     """The seconds from a hold's start until the queue falls behind (the rule's seconds_to_fall_behind), by the
     model: per worker, a job takes workers / sustained_rate with nothing held (job_ms_more: a job that much longer),
     plus ms_per_100k per PER_VERSIONS versions kept; jobs arrive at `rate`, two versions are kept per job claimed,
-    and the onset is the first second whose end finds more than BEHIND_S of arrivals waiting. None where that is
-    beyond horizon_s, or where the workers could not keep up with nothing held."""
-    ends = _backlog_ends(ms_per_100k, rate, workers, sustained_rate, job_ms_more)
+    and the onset is the first second whose end finds more than BEHIND_S of arrivals waiting. cpu: the CPUs' limit
+    as well (cpu_inputs), the lesser of the two capacities serving. None where that is beyond horizon_s, or where
+    the workers could not keep up with nothing held."""
+    ends = _backlog_ends(ms_per_100k, rate, workers, sustained_rate, job_ms_more, cpu)
     for second, backlog in enumerate(itertools.islice(ends, int(horizon_s))):
         if backlog > rate * BEHIND_S:
             return float(second)
@@ -438,12 +491,42 @@ def fitted(summaries, like: dict) -> tuple[float, float, float, int] | None:
     return float(np.median(slopes)), min(slopes), max(slopes), len(slopes)
 
 
+def fitted_cpu(summaries, like: dict) -> float | None:
+    """The CPU limit's slope for a run like `like` (fitted's runs), the median of theirs; None where none has one."""
+    slopes = [float(s["cpu_ms_per_100k"]) for s in summaries if fits(s) and fit_key(s) == fit_key(like)
+              and s.get("cpu_ms_per_100k") is not None and not pd.isna(s["cpu_ms_per_100k"])]
+    return float(np.median(slopes)) if slopes else None
+
+
+def cpu_inputs(cpu_ms: float | None, run) -> tuple | None:
+    """The CPU limit's inputs for `run` (a summary or a row): the slope fitted on other runs, and the run's own CPUs
+    busy before its hold, empty polls a second and CPUs (with_cpu); None where any is missing."""
+    found = [run.get(key) for key in ("busy_cores_before", "empty_per_s", "cpus")]
+    if cpu_ms is None or any(value is None or pd.isna(value) for value in found):
+        return None
+    return (cpu_ms, *(float(value) for value in found))
+
+
+def with_cpu(summary: dict, series: pd.DataFrame, samples: pd.DataFrame, cpus: int | None) -> dict:
+    """A held run's summary with its CPU limit's figures (cpu_slope), fitted over the hold's seconds before the
+    queue fell behind as the claim's slope is; a summary without a hold, or without the samples, gets None."""
+    held = summary.get("holder") not in (None, "none") and summary.get("latency", "claim") == "claim"
+    empty = empty_per_s(summary)
+    behind = summary.get("seconds_to_fall_behind")
+    until = summary["pin_from"] + behind if behind is not None and not pd.isna(behind) else summary["pin_to"]
+    found = cpu_slope(series, samples, summary["pin_from"], until, cpus or 0, empty) if held \
+        else {"cpu_ms_per_100k": None, "busy_cores_before": None}
+    return summary | found | {"empty_per_s": empty, "cpus": cpus}
+
+
 def predicted_for(summaries, run: dict) -> float | None:
-    """predict_fall_behind for `run` (a summary) from the slope fitted on `summaries` (without it)."""
+    """predict_fall_behind for `run` (a summary) from the slopes fitted on `summaries` (without it): the workers'
+    limit, and the CPUs' where the runs carry it (with_cpu)."""
     fit = fitted(summaries, run)
     if fit is None or run.get("holder") in (None, "none") or not run.get("sustained_rate"):
         return None
-    return predict_fall_behind(fit[0], float(run["rate"]), int(run["workers"]), float(run["sustained_rate"]))
+    return predict_fall_behind(fit[0], float(run["rate"]), int(run["workers"]), float(run["sustained_rate"]),
+                               cpu=cpu_inputs(fitted_cpu(summaries, run), run))
 
 def model_check(predicted: float | None, measured: float | None, observed_s: float) -> str:
     """A prediction against a run the fit left out. measured: its seconds_to_fall_behind, None where it held

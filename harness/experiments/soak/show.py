@@ -28,6 +28,8 @@ SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_s
          "cpu_measured", "cpu_bound_from_s", "cpu_busy_before", "cpu_busy_hold",
          # the model's slope from this run's hold, and its prediction for this run from the runs stored beside it
          "claim_ms_per_100k", "predicted_seconds_to_fall_behind",
+         # the model's CPU limit: this run's CPU slope, its CPUs busy before the hold, empty polls a second, CPUs
+         "cpu_ms_per_100k", "busy_cores_before", "empty_per_s", "cpus",
          # a job library's run (harness.experiments.soak.library) judges each job's pickup in place of the claim
          "latency", "library_version", "finished_jobs", "pickup_level_ms", "pickup_p99_ms_before",
          "pickup_p99_ms_during", "pickup_p99_ms_after", "jobs_claimed_again", "jobs_waiting_at_end", "worker_exits",
@@ -36,15 +38,22 @@ SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_s
          "phases", "phase_results")
 
 
+def _summary(run: Run) -> dict:
+    """A run's stored summary with the model's CPU figures, from its stored series and samples (outcomes.with_cpu)."""
+    if run.summary.get("phases") or run.summary.get("library"):
+        return run.summary
+    return soak_outcomes.with_cpu(run.summary, run.table("series"), run.table("samples"), run.client.get("cpu_count"))
+
+
 def beside(path) -> list[dict]:
     """The summaries of the soak runs stored beside a run, but its own: what the model is fitted on for it."""
-    return [Run(other).summary for other in run_dirs(path.parent) if other != path and Run(other).kind == "soak"]
+    return [_summary(Run(other)) for other in run_dirs(path.parent) if other != path and Run(other).kind == "soak"]
 
 
 def show_runs(paths, as_json: bool) -> None:
     for path in paths:
         run = Run(path)
-        summary = run.summary | {"pg_version": run.manifest.get("server", {}).get("major")}
+        summary = _summary(run) | {"pg_version": run.manifest.get("server", {}).get("major")}
         summary["predicted_seconds_to_fall_behind"] = soak_outcomes.predicted_for(beside(path), summary)
         if as_json:
             print(json.dumps({key: summary.get(key) for key in (*SHOWN, "pg_version")}))
