@@ -212,68 +212,111 @@ def test_the_model_is_planned_by_only_where_a_run_at_another_rate_held_it_and_no
 
 def busy_samples(series: pd.DataFrame, cpu_ms_per_100k: float, busy_before: float = 0.4, cpus: int = 2,
                  empty: float = 0.0, pin_from: int = 20) -> pd.DataFrame:
-    """One sample a second, each the share of `cpus` busy over the second before it: busy_before cores, and from
-    pin_from cpu_ms_per_100k CPU ms more a claim statement (the second's claims and `empty` polls) per 100,000
-    versions kept."""
+    """One sample a second, 0.02 s after it as the sampler takes them, each the share of `cpus` busy over the
+    second before: busy_before cores, and from pin_from cpu_ms_per_100k CPU ms more a statement (the second's claims
+    and `empty` statements a second that claimed none) per 100,000 versions kept."""
     kept = rule.kept_versions(series, pin_from)
     statements = series["claimed"].to_numpy(float) + empty
     cores = busy_before + statements * cpu_ms_per_100k * kept / rule.PER_VERSIONS / 1000
-    return pd.DataFrame({"t_s": series["second"] + 1, "cpu_busy_share": cores / cpus})
+    return pd.DataFrame({"t_s": series["second"] + 1.02, "cpu_busy_share": cores / cpus})
 
 
 def test_the_cpu_slope_is_the_cpu_a_statement_gains_per_version_kept_from_the_level_before_the_hold():
     series = held_series(5.0)
     found = rule.cpu_slope(series, busy_samples(series, 2.0, empty=30.0), 20, 60, 2, empty=30.0)
     assert found["cpu_ms_per_100k"] == pytest.approx(2.0) and found["busy_cores_before"] == pytest.approx(0.4)
-    # empty polls read the kept versions too: left uncounted, each claim seems to cost more
+    # statements that claimed nothing read the kept versions too: left uncounted, each claim seems to cost more
     assert rule.cpu_slope(series, busy_samples(series, 2.0, empty=30.0), 20, 60, 2)["cpu_ms_per_100k"] \
         == pytest.approx(2.0 * 530 / 500)
     # only the seconds before until_s, as the claim's slope
     late = busy_samples(series, 2.0)
-    late.loc[late["t_s"] > 40, "cpu_busy_share"] = 1.0
+    late.loc[late["t_s"] > 41, "cpu_busy_share"] = 1.0
     assert rule.cpu_slope(series, late, 20, 40, 2)["cpu_ms_per_100k"] == pytest.approx(2.0)
+    # a sample taken after a missed one spans both seconds: left out, not read as one second's
+    gap = busy_samples(series, 2.0).drop(index=30)
+    gap.loc[31, "cpu_busy_share"] = 1.0
+    assert rule.cpu_slope(series, gap, 20, 60, 2)["cpu_ms_per_100k"] == pytest.approx(2.0)
     assert rule.cpu_slope(series, late, 20, 20 + rule.FIT_MIN_S - 1, 2)["cpu_ms_per_100k"] is None  # too few
     unread = {"cpu_ms_per_100k": None, "busy_cores_before": None}
     assert rule.cpu_slope(series, late.drop(columns="cpu_busy_share"), 20, 60, 2) == unread  # stored before
     assert rule.cpu_slope(series, late, 20, 60, 0) == unread  # the machine's CPUs not known
+    assert rule.cpu_slope(series, late[late["t_s"] > 20], 20, 60, 2) == unread  # no second before the hold
 
 
-def test_a_held_run_gets_its_cpu_figures_and_a_control_or_a_library_s_run_none():
+def test_a_held_run_gets_its_cpu_figures_fitted_before_its_fall_and_a_control_or_a_library_s_run_none():
     series = held_series(5.0)
-    held = HELD_RUN | {"seconds_to_fall_behind": None, "pin_from": 20.0, "pin_to": 60.0, "empty_polls": 1800,
-                       "ended_s": 60.0}
+    held = HELD_RUN | {"seconds_to_fall_behind": None, "pin_from": 20.0, "pin_to": 60.0, "empty_polls": 1500,
+                       "lost_races": 300, "claim_errors": 0, "ended_s": 60.0}
     found = rule.with_cpu(held, series, busy_samples(series, 2.0, empty=30.0), 2)
     assert found["cpu_ms_per_100k"] == pytest.approx(2.0) and found["empty_per_s"] == 30.0 and found["cpus"] == 2
+    fell = busy_samples(series, 2.0, empty=30.0)
+    fell.loc[fell["t_s"] > 36, "cpu_busy_share"] = 1.0  # after its fall 15 s in, the CPUs wait on each other
+    assert rule.with_cpu(held | {"seconds_to_fall_behind": 15.0}, series, fell, 2)["cpu_ms_per_100k"] \
+        == pytest.approx(2.0)
     for other in ({"holder": "none"}, {"latency": "pickup"}):
         assert rule.with_cpu(held | other, series, busy_samples(series, 2.0), 2)["cpu_ms_per_100k"] is None
-    assert rule.empty_per_s(BASE) == 0.0  # a run stored without the count
+    assert rule.empty_per_s(BASE) == 0.0  # a run stored without the counts
 
 
 def test_the_cpus_limit_comes_first_where_the_workers_have_headroom_to_spare():
     at = {"workers": 4, "sustained_rate": 700.0}
     cpu = (3.0, 0.2, 40.0, 2)  # 3 CPU ms a statement per 100,000 versions, 0.2 cores busy before, 40 polls/s, 2 CPUs
-    # at 18 % the workers' headroom lasts about 36 minutes; the CPUs fill about 22 minutes in
+    # at 18 % the workers' headroom lasts about 35 minutes; the CPUs fill about 21 minutes in
+    assert rule.limit_met(5.0, 126.0, **at)[1] == rule.WORKERS_LIMIT
     workers_only = rule.predict_fall_behind(5.0, 126.0, **at)
     assert 2000 <= workers_only <= 2300
-    assert 1200 <= rule.predict_fall_behind(5.0, 126.0, **at, cpu=cpu) <= 1450
+    second, limit = rule.limit_met(5.0, 126.0, **at, cpu=cpu)
+    assert 1200 <= second <= 1450 and limit == rule.CPUS_LIMIT
     # at 80 % the workers' headroom runs out first: the CPUs change nothing
-    assert rule.predict_fall_behind(5.0, 560.0, **at, cpu=cpu) == rule.predict_fall_behind(5.0, 560.0, **at)
+    assert rule.limit_met(5.0, 560.0, **at, cpu=cpu) == (rule.predict_fall_behind(5.0, 560.0, **at),
+                                                         rule.WORKERS_LIMIT)
     assert rule.predict_fall_behind(5.0, 126.0, **at, cpu=(0.0, 0.2, 40.0, 2)) == workers_only  # one that does not grow
-    assert rule.cpu_inputs(3.0, {"busy_cores_before": 0.2, "empty_per_s": 40.0, "cpus": None}) is None
+    assert rule.predict_fall_behind(5.0, 126.0, **at, cpu=(3.0, 0.0, 40.0, 2)) is not None  # nothing busy before
+    assert rule.predict_fall_behind(5.0, 126.0, **at, cpu=(3.0, 1.8, 40.0, 2)) is None  # CPUs full with nothing held
+    assert rule.cpu_inputs((3.0, 2), {"busy_cores_before": 0.2, "empty_per_s": 40.0, "cpus": None}) is None
     assert rule.cpu_inputs(None, {"busy_cores_before": 0.2, "empty_per_s": 40.0, "cpus": 2}) is None
 
 
-@pytest.mark.parametrize("rate, limit", [(126.0, "the CPUs"), (490.0, "the workers' time")])
-def test_the_table_says_which_limit_the_model_met_first(rate, limit):
+def test_the_command_s_prediction_takes_the_cpus_limit_where_the_runs_beside_carry_it():
     cpu = {"cpu_ms_per_100k": 3.0, "busy_cores_before": 0.2, "empty_per_s": 40.0, "cpus": 2}
+    summaries = [HELD_RUN | {"claim_ms_per_100k": 5.0} | cpu, HELD_RUN | {"claim_ms_per_100k": 5.0}]
+    run = HELD_RUN | cpu | {"rate": 126.0}
+    assert rule.predicted_for(summaries, run) == rule.predict_fall_behind(5.0, 126.0, 4, 700.0, cpu=(3.0, 0.2, 40.0, 2))
+    assert rule.predicted_for(summaries[1:], run) == rule.predict_fall_behind(5.0, 126.0, 4, 700.0)  # none beside
+
+
+CPU_FIGURES = {"cpu_ms_per_100k": 3.0, "busy_cores_before": 0.2, "empty_per_s": 40.0, "cpus": 2}
+
+
+@pytest.mark.parametrize("rate, figures, limit", [(126.0, CPU_FIGURES, "the CPUs"),
+                                                   (490.0, CPU_FIGURES, "the workers' time"),
+                                                   (126.0, {}, "—")])  # the CPUs not sampled: not modelled
+def test_the_table_says_which_limit_the_model_met_first(rate, figures, limit):
     frame = model_runs([(5.0, 30.0), (5.0, 31.0)], other=(5.0, 60.0))
-    for column, value in cpu.items():
+    for column, value in figures.items():
         frame[column] = value
     frame.loc[2, "rate"] = rate
     found = {f["position"]: f for f in soak_model.checked(frame)}
-    assert found[2]["cpu_fit"] == 3.0 and found[2]["cpu"] == (3.0, 0.2, 40.0, 2)
     table = soak_model.rows(frame)
     assert table["the limit met first"].iloc[2] == limit
-    assert table["CPU ms a statement per 100,000: fitted; its own"].iloc[2] == "3.0; 3.0"
-    # at a reader's rate, every worker's poll is counted empty and the CPUs busy before scale with the rate
-    assert soak_model.cpu_at(frame.iloc[0], 3.0, 140.0) == pytest.approx((3.0, 0.2 * 140 / 560, 80.0, 2))
+    if figures:
+        assert found[2]["cpu_fit"] == (3.0, 2) and found[2]["cpu"] == (3.0, 0.2, 40.0, 2)
+        assert table["CPU ms a statement per 100,000: fitted; its own"].iloc[2] == "3.0 (2 runs); 3.0"
+        # at a reader's rate: every worker's every poll empty, the CPUs as busy before as in the run
+        assert soak_model.cpu_at(frame.iloc[0], (3.0, 2), 140.0) == pytest.approx((3.0, 0.2, 80.0, 2))
+    else:
+        assert found[2]["cpu"] is None
+        assert table["CPU ms a statement per 100,000: fitted; its own"].iloc[2] == "— (no run sampled the CPUs); —"
+
+
+@pytest.mark.parametrize("figures, said", [(CPU_FIGURES, "5.0 ms more a claim and 3.0 CPU ms more a statement"),
+                                           ({}, "by the workers' time alone (no run of it sampled the CPUs)")])
+def test_a_reader_s_holds_say_the_cpus_limit_only_where_it_was_modelled(figures, said):
+    at_80 = rule.predict_fall_behind(5.0, 560.0, 4, 700.0)
+    at_70 = rule.predict_fall_behind(5.0, 490.0, 4, 700.0, cpu=rule.cpu_inputs((3.0, 2), CPU_FIGURES) if figures
+                                     else None)
+    frame = model_runs([(5.0, at_80), (5.0, at_80 + 1)], other=(5.0, at_70))
+    for column, value in figures.items():
+        frame[column] = value
+    reader = soak_model.values(loaded(frame, {}))["model_reader"]
+    assert said in reader, reader

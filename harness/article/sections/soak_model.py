@@ -59,15 +59,14 @@ def checked(runs: pd.DataFrame) -> list[dict]:
             cpu_fit = soak_outcomes.fitted_cpu(others, row)
             cpu = soak_outcomes.cpu_inputs(cpu_fit, row)
             args = (fit[0], float(row["rate"]), int(row["workers"]), float(row["sustained_rate"]))
-            predicted = soak_outcomes.predict_fall_behind(*args, cpu=cpu)
-            workers_only = soak_outcomes.predict_fall_behind(*args)
+            met = soak_outcomes.limit_met(*args, cpu=cpu)
+            predicted = None if met is None else met[0]
             measured = row["seconds_to_fall_behind"]
             measured = None if measured is None or pd.isna(measured) else float(measured)
             found.append({"position": position, "fit": fit, "fit_rate": float(runs.iloc[fit_runs[0]]["rate"]),
                           "cpu_fit": cpu_fit, "cpu": cpu,
-                          # the CPUs' limit came first where the prediction with it is sooner than without
-                          "cpu_first": cpu is not None and predicted is not None
-                          and (workers_only is None or predicted < workers_only),
+                          # the limit whose capacity fell below the arrivals first: read only where both were modelled
+                          "limit": None if met is None or cpu is None else met[1],
                           "in_fit_arm": position in fit_runs, "predicted": predicted, "measured": measured,
                           "check": soak_outcomes.model_check(predicted, measured, watched(runs.iloc[position]))})
     return found
@@ -134,20 +133,20 @@ def _when(value: float | None) -> str:
         else say("when.at", hold=_seconds(value))
 
 
-def cpu_at(row, cpu_ms: float | None, rate: float) -> tuple | None:
-    """The CPU limit's inputs at a reader's rate for the table of `row`: the fitted slope, the CPUs busy before the
-    hold scaled from the run's own per job, and every worker's poll empty (the most there can be: a queue idle
-    more often reads its kept versions more often)."""
-    at = {"busy_cores_before": float(row["busy_cores_before"]) * rate / float(row["rate"])
-          if row.get("busy_cores_before") is not None and not pd.isna(row["busy_cores_before"]) else None,
-          "empty_per_s": int(row["workers"]) / POLL_S, "cpus": row.get("cpus")}
-    return soak_outcomes.cpu_inputs(cpu_ms, at)
+def cpu_at(row, cpu_fit: tuple | None, rate: float) -> tuple | None:
+    """The CPU limit's inputs at a reader's rate for the table of `row`, each on the side of a sooner fall: the
+    fitted slope; the CPUs as busy before the hold as in the run at `row` (a lower rate keeps them less busy: 0.2
+    cores at 18 % where 0.3 to 0.5 at 80 %, 2026-12-07); every worker's every poll empty (a queue idle more often
+    polls more often, each poll reading the versions kept)."""
+    at = {"busy_cores_before": row.get("busy_cores_before"), "empty_per_s": int(row["workers"]) / POLL_S,
+          "cpus": row.get("cpus")}
+    return soak_outcomes.cpu_inputs(cpu_fit, at)
 
 
-def _predict_at(row, rate: float, claim_ms: float, cpu_ms: float | None) -> float | None:
+def _predict_at(row, rate: float, claim_ms: float, cpu_fit: tuple | None) -> float | None:
     """The model's hold for the table of `row` at `rate`, from the fitted claim and CPU slopes."""
     return soak_outcomes.predict_fall_behind(claim_ms, rate, int(row["workers"]), float(row["sustained_rate"]),
-                                             cpu=cpu_at(row, cpu_ms, rate))
+                                             cpu=cpu_at(row, cpu_fit, rate))
 
 
 def _hold(mine, position: int, rate: float) -> float | None | bool:
@@ -201,6 +200,13 @@ def _slope(value) -> str:
     return DASH if value is None or pd.isna(value) else number(value, 1)
 
 
+def _cpu_slopes(fit: tuple | None, own) -> str:
+    """The CPU slope fitted (over how many runs: a run stored before the CPUs were sampled has none) and the run's."""
+    if fit is None:
+        return say("cpu_slopes.none", own=_slope(own))
+    return say("cpu_slopes", fitted=number(fit[0], 1), runs=count(fit[1]), own=_slope(own))
+
+
 def rows(runs: pd.DataFrame) -> pd.DataFrame:
     out = []
     for found in checked(runs):
@@ -212,8 +218,8 @@ def rows(runs: pd.DataFrame) -> pd.DataFrame:
                 which=say("fitted.others") if found["in_fit_arm"] else say("fitted.all")),
             say("slopes", fitted=number(median, 1), range=span(low, high, lambda v: number(v, 1)),
                 own=number(row["claim_ms_per_100k"], 1)),
-            say("cpu_slopes", fitted=_slope(found["cpu_fit"]), own=_slope(row.get("cpu_ms_per_100k"))),
-            _seconds(found["predicted"]), say("limit.cpus") if found["cpu_first"] else say("limit.workers"),
+            _cpu_slopes(found["cpu_fit"], row.get("cpu_ms_per_100k")), _seconds(found["predicted"]),
+            say(f"limit.{found['limit']}") if found["limit"] else DASH,
             onset_text(runs, [found["position"]], "seconds_to_fall_behind"),
             _ratio(found, row), _check_said(found["check"])))))
     return pd.DataFrame(out, columns=list(COLUMNS))
@@ -256,8 +262,10 @@ def values(mine) -> dict[str, str]:
     at = [say("at_share", share=f"{share:.0%}", rate=number(share * row["sustained_rate"], 0),
               hold=_seconds(_predict_at(row, share * row["sustained_rate"], best["fit"][0], best["cpu_fit"])))
           for share in SHARES]
+    # the CPUs' limit is said only where it was modelled: a fit and the run's own CPUs before its hold
+    modelled = cpu_at(row, best["cpu_fit"], float(row["rate"])) is not None
     return {"model_outcome": said,
-            "model_reader": say("reader", table=arm_label(row), slope=number(best["fit"][0], 1),
-                                cpu=_slope(best["cpu_fit"]),
-                                workers=str(int(row["workers"])), sustained=number(row["sustained_rate"], 0),
-                                holds=join(at))}
+            "model_reader": say("reader" if modelled else "reader.workers_only", table=arm_label(row),
+                                slope=number(best["fit"][0], 1), workers=str(int(row["workers"])),
+                                sustained=number(row["sustained_rate"], 0), holds=join(at),
+                                **({"cpu": number(best["cpu_fit"][0], 1)} if modelled else {}))}

@@ -108,6 +108,7 @@ MODEL_STEP_S = 0.05  # the prediction's time step
 MODEL_HORIZON_S = 7200.0  # predictions beyond this are "not within two hours"
 MODEL_FACTOR = 1.5  # a prediction holds where the measured onset lies within this factor of it, either way
 MODEL_HOLDS, MODEL_OFF, MODEL_UNTESTED = "holds", "off", "untested"
+WORKERS_LIMIT, CPUS_LIMIT = "workers", "cpus"  # the model's two limits (its CPU note)
 CPU_BUSY_SHARE = 0.9  # a sample with this share of the machine's CPU time busy, or more, is CPU-bound
 CPU_BUSY_RUN_S = 5  # samples in a row (one a second) CPU-bound for the mark
 CPU_GAP_S = 1.5  # a sample taken longer than this after the one before starts a new run of them
@@ -377,26 +378,32 @@ def _theil_sen(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def empty_per_s(summary) -> float:
-    """An idle worker's empty polls per second of the run, all workers together: the run counts them, not when they
-    came (0 for a run stored without the count)."""
-    polls, ended = summary.get("empty_polls"), summary.get("ended_s")
-    return float(polls) / float(ended) if polls and ended else 0.0
+    """The claim statements a second that claimed no job, all workers together, over the run: idle workers' empty
+    polls, lost races and failed claims. The run counts them, not when they came (0 for a run stored without the
+    counts)."""
+    ended = summary.get("ended_s")
+    none = sum(float(summary.get(key) or 0) for key in ("empty_polls", "lost_races", "claim_errors"))
+    return none / float(ended) if ended else 0.0
 
 
 def cpu_slope(series: pd.DataFrame, samples: pd.DataFrame, pin_from: float, until_s: float, cpus: int,
               empty: float = 0.0) -> dict:
     """The model's CPU limit, from a run's own seconds (the CPU note above): the CPUs busy before the hold (cores:
     the median sampled share times `cpus`), and the Theil-Sen slope, over the hold's seconds before until_s, of
-    the cores busy beyond that per claim statement (the second's claims and `empty` polls a second) against the
-    versions kept, in CPU ms per statement per PER_VERSIONS versions. A sample's share is of the second before it.
-    None for each where the share was not sampled or fewer than FIT_MIN_S seconds were."""
+    the cores busy beyond that per statement (the second's jobs claimed, and `empty` statements a second that
+    claimed none: empty_per_s) against the versions kept, in CPU ms per statement per PER_VERSIONS versions. A
+    sample's share is of the time since the sample before it: one taken more than CPU_GAP_S after it (a sample
+    missed) is left out, the rest read as the whole second before them. None for each where the share was not
+    sampled or fewer than FIT_MIN_S seconds were."""
     none = {"cpu_ms_per_100k": None, "busy_cores_before": None}
     if "cpu_busy_share" not in samples or not cpus or not len(series):
         return none
-    read = samples[samples["cpu_busy_share"].notna()]
+    times = samples["t_s"].to_numpy(float)
+    after_one = np.concatenate([[False], np.diff(times) <= CPU_GAP_S])  # the first sample's window is not known
+    read = samples[samples["cpu_busy_share"].notna().to_numpy() & after_one]
     second = np.floor(read["t_s"].to_numpy(float) - 1)
     cores = read["cpu_busy_share"].to_numpy(float) * cpus
-    before = cores[(second >= WARMUP_S) & (second + 1 < pin_from)]
+    before = cores[(second >= WARMUP_S) & (second + 1 <= pin_from)]
     if not len(before):
         return none
     busy = float(np.median(before))
@@ -421,25 +428,33 @@ def _backlog_ends(ms_per_100k: float, rate: float, workers: int, sustained_rate:
         cpu_ms, busy, empty, cpus = cpu
         cpu_job_s, cpu_version_s = busy / rate, max(cpu_ms, 0.0) * (1 + empty / rate) / PER_VERSIONS / 1000
         cpu_s = CPU_BUSY_SHARE * cpus
+        if busy >= cpu_s:  # the CPUs could not keep up with nothing held: not the hold's doing
+            return
     steps = int(round(1 / MODEL_STEP_S))
     kept = backlog = 0.0
+    first = None  # the limit whose capacity fell below the arrivals first
     while True:
         for _ in range(steps):
             capacity = workers / (base_s + per_version_s * kept)
-            if cpu is not None:
-                capacity = min(capacity, cpu_s / (cpu_job_s + cpu_version_s * kept))
+            if first is None and capacity < rate:
+                first = WORKERS_LIMIT
+            if cpu is not None and cpu_job_s + cpu_version_s * kept > 0:
+                cpus_capacity = cpu_s / (cpu_job_s + cpu_version_s * kept)
+                if first is None and cpus_capacity < rate:
+                    first = CPUS_LIMIT
+                capacity = min(capacity, cpus_capacity)
             served = min(capacity * MODEL_STEP_S, backlog + rate * MODEL_STEP_S)
             backlog += rate * MODEL_STEP_S - served
             kept += VERSIONS_PER_JOB * served
-        yield backlog
+        yield backlog, first
 
 
 def predicted_backlog(ms_per_100k: float, rate: float, workers: int, sustained_rate: float, seconds: float,
                       job_ms_more: float = 0.0, cpu: tuple | None = None) -> np.ndarray | None:
     """The model's backlog at the end of each whole second of a hold, for `seconds` seconds; None where the workers
     could not keep up with nothing held."""
-    ends = np.fromiter(itertools.islice(_backlog_ends(ms_per_100k, rate, workers, sustained_rate, job_ms_more, cpu),
-                                        int(seconds)), float)
+    ends = np.fromiter((backlog for backlog, _ in itertools.islice(
+        _backlog_ends(ms_per_100k, rate, workers, sustained_rate, job_ms_more, cpu), int(seconds))), float)
     return ends if len(ends) or int(seconds) == 0 else None
 
 
@@ -452,10 +467,18 @@ def predict_fall_behind(ms_per_100k: float, rate: float, workers: int, sustained
     and the onset is the first second whose end finds more than BEHIND_S of arrivals waiting. cpu: the CPUs' limit
     as well (cpu_inputs), the lesser of the two capacities serving. None where that is beyond horizon_s, or where
     the workers could not keep up with nothing held."""
+    found = limit_met(ms_per_100k, rate, workers, sustained_rate, job_ms_more, horizon_s, cpu)
+    return None if found is None else found[0]
+
+
+def limit_met(ms_per_100k: float, rate: float, workers: int, sustained_rate: float, job_ms_more: float = 0.0,
+              horizon_s: float = MODEL_HORIZON_S, cpu: tuple | None = None) -> tuple[float, str] | None:
+    """predict_fall_behind's second, and the limit whose capacity fell below the arrivals first (WORKERS_LIMIT or
+    CPUS_LIMIT); None where the model puts no fall within horizon_s."""
     ends = _backlog_ends(ms_per_100k, rate, workers, sustained_rate, job_ms_more, cpu)
-    for second, backlog in enumerate(itertools.islice(ends, int(horizon_s))):
+    for second, (backlog, first) in enumerate(itertools.islice(ends, int(horizon_s))):
         if backlog > rate * BEHIND_S:
-            return float(second)
+            return float(second), first
     return None
 
 FIT_ALIKE = ("shape", "strategy", "holder", "workers", "job_ms", "storage", "synchronous_commit")  # a fit's runs share these
@@ -491,20 +514,22 @@ def fitted(summaries, like: dict) -> tuple[float, float, float, int] | None:
     return float(np.median(slopes)), min(slopes), max(slopes), len(slopes)
 
 
-def fitted_cpu(summaries, like: dict) -> float | None:
-    """The CPU limit's slope for a run like `like` (fitted's runs), the median of theirs; None where none has one."""
+def fitted_cpu(summaries, like: dict) -> tuple[float, int] | None:
+    """The CPU limit's slope for a run like `like`, from fitted's runs that carry one (a run stored before the CPUs
+    were sampled does not): (median, runs); None where none does."""
     slopes = [float(s["cpu_ms_per_100k"]) for s in summaries if fits(s) and fit_key(s) == fit_key(like)
               and s.get("cpu_ms_per_100k") is not None and not pd.isna(s["cpu_ms_per_100k"])]
-    return float(np.median(slopes)) if slopes else None
+    return (float(np.median(slopes)), len(slopes)) if slopes else None
 
 
-def cpu_inputs(cpu_ms: float | None, run) -> tuple | None:
-    """The CPU limit's inputs for `run` (a summary or a row): the slope fitted on other runs, and the run's own CPUs
-    busy before its hold, empty polls a second and CPUs (with_cpu); None where any is missing."""
+def cpu_inputs(cpu_fit: tuple | None, run) -> tuple | None:
+    """The CPU limit's inputs for `run` (a summary or a row): the slope fitted on other runs (fitted_cpu), and the
+    run's own CPUs busy before its hold, statements a second that claimed none, and CPUs (with_cpu); None where any
+    is missing."""
     found = [run.get(key) for key in ("busy_cores_before", "empty_per_s", "cpus")]
-    if cpu_ms is None or any(value is None or pd.isna(value) for value in found):
+    if cpu_fit is None or any(value is None or pd.isna(value) for value in found):
         return None
-    return (cpu_ms, *(float(value) for value in found))
+    return (cpu_fit[0], *(float(value) for value in found))
 
 
 def with_cpu(summary: dict, series: pd.DataFrame, samples: pd.DataFrame, cpus: int | None) -> dict:
