@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.article.formats import wait
 from harness.article.sections import soak as section, soak_arms, soak_model
 from harness.experiments.soak import outcomes as rule
 
@@ -122,7 +123,7 @@ def test_each_run_is_predicted_from_the_others_and_the_other_rate_from_all_of_th
     assert "held on 2 of the 4 runs" in said["model_outcome"]
     assert said["model_reader"] == (
         "For the delete table it was off: its queue fell behind at 1.00 to 3.00 times the second the model "
-        f"predicted (at 490 jobs/s, predicted {at_70:.0f} s, measured {at_70 * 3:.0f} s), so it gives no hold to plan "
+        f"predicted (at 490 jobs/s, predicted {at_70:.0f} s, measured {wait(at_70 * 3)}), so it gives no hold to plan "
         "by here.")
 
 

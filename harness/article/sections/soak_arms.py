@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from harness.article.findings import CONFIRMED, CORRECTED, NOT_DISTINGUISHABLE, NOT_MEASURED, NOT_REPRODUCED
-from harness.article.formats import DASH, count, percent, span
+from harness.article.formats import DASH, count, percent, span, wait
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
 from harness.experiments.soak.outcomes import ANALYTICS_S, ANALYTICS_SESSIONS
@@ -248,7 +248,9 @@ def onset_text(runs: pd.DataFrame, positions, key: str) -> str:
     found = onsets(runs, positions, key)
     came = [value for value, censored in found if not censored]
     held = [value for value, censored in found if censored]
-    said = [span(min(came), max(came), lambda v: f"{v:.0f}") + " s"] if came else []
+    # seconds as the model's predictions say them: minutes from two of them (formats.wait)
+    said = ([span(min(came), max(came), lambda v: f"{v:.0f}") + " s"] if max(came) < 120
+            else [span(min(came), max(came), wait)]) if came else []
     if held:
         said.append(say("onset.none", held=f"{min(held):.0f}"))
     return "; ".join(said) if said else DASH
