@@ -53,12 +53,21 @@ def test_planetscales_case_is_held_against_the_plain_control_and_gets_its_fix_wi
     assert request.follow_up(stored(default)) == []
 
 
-def test_no_mitigation_is_raced_where_the_arm_did_not_fail_every_repeat_or_was_not_all_stored():
+def test_no_mitigation_is_raced_where_the_arm_did_not_fail_most_repeats_or_was_not_all_stored():
     request = sweep(*DELETE)
     one_kept_up = stored(request, lambda p: "held_without_failing" if p.holder == "none" or p.repeat else
                          "fell_behind")
-    assert request.follow_up(one_kept_up) == []
+    assert request.follow_up(one_kept_up) == []  # one of two: not more than half
     assert request.follow_up(stored(request)[:-1]) == []  # its second repeat not stored
+
+
+@pytest.mark.parametrize("fell, asked", [((0, 1), True), ((0,), False)])
+def test_an_arm_that_fell_behind_in_more_than_half_its_repeats_gets_its_mitigations(fell, asked):
+    """Changed after a run: the cold build of 2026-12-07 at 2a3f4f2 held one of three repeats the 90 s cap."""
+    request = sweep(*DELETE, repeats=3)
+    summaries = stored(request, lambda p: "fell_behind" if p.holder != "none" and p.repeat in fell else
+                       "held_without_failing")
+    assert [p.mitigation for p in request.follow_up(summaries)] == (["idle_timeout", "autovacuum"] if asked else [])
 
 
 def test_no_mitigation_is_raced_on_an_arm_without_its_control_or_with_one_already_set():

@@ -336,9 +336,10 @@ def test_c9_compares_the_seconds_before_the_hold_while_the_table_is_its_starting
     assert "up to 2,000 jobs, from 5 s to 20 s into the run" in c9.ours  # 100 a second for 20 s
 
 
-def test_the_timeout_helped_where_its_run_never_fell_behind_and_every_repeat_without_it_did():
-    """Changed after a run (docs/soak.md): a timeout run whose claims slowed after the server ended the hold, but
-    whose queue kept up, helped; one whose arm did not fall behind in every repeat without it cannot show it."""
+def test_the_timeout_helped_where_its_run_never_fell_behind_and_most_repeats_without_it_did():
+    """Changed after runs (docs/soak.md): a timeout run whose claims slowed after the server ended the hold, but
+    whose queue kept up, helped; one whose arm did not fall behind in more than half its repeats without it cannot
+    show it (every repeat was asked until the cold build of 2026-12-07 at 2a3f4f2)."""
     frame = runs({}, BEHIND, HELD | {"mitigation": "idle_timeout", "pin_ended_early_s": 25.0,
                                      "mitigation_setting": "idle_in_transaction_session_timeout"})
     slowed = frame.copy()
@@ -351,8 +352,16 @@ def test_the_timeout_helped_where_its_run_never_fell_behind_and_every_repeat_wit
     kept_up = runs({}, BEHIND, {"repeat": 1}, SLOWED | {"repeat": 1},
                    HELD | {"mitigation": "idle_timeout", "pin_ended_early_s": 25.0,
                            "mitigation_setting": "idle_in_transaction_session_timeout"})
-    values = section.findings({"soak": loaded(kept_up, {})})[1].values  # one repeat without it kept up
-    assert values["mitigation_helped"] == "False" and values["unmitigated_behind"] == "6 s; none in 20 s"
+    values = section.findings({"soak": loaded(kept_up, {})})[1].values  # one of two repeats without it kept up
+    assert values["mitigation_helped"] == "False" and values["unmitigated_behind"] == "6 s"
+    assert values["unmitigated_share"] == " in 1 of 2 runs"
+    mostly = runs({}, BEHIND, {"repeat": 1}, BEHIND | {"repeat": 1, "seconds_to_fall_behind": 9.0}, {"repeat": 2},
+                  SLOWED | {"repeat": 2}, HELD | {"mitigation": "idle_timeout", "pin_ended_early_s": 25.0,
+                                                   "mitigation_setting": "idle_in_transaction_session_timeout"})
+    values = section.findings({"soak": loaded(mostly, {})})[1].values  # two of three repeats without it fell
+    assert values["mitigation_helped"] == "True" and values["unmitigated_behind"] == "6 to 9 s"
+    assert values["unmitigated_share"] == " in 2 of 3 runs"
+    assert section.findings({"soak": loaded(slowed, {})})[1].values["unmitigated_share"] == ""  # every one fell
 
 
 def test_the_lead_table_says_what_each_mitigation_raced_on_a_held_arm_did_over_its_whole_run():

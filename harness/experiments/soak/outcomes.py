@@ -553,6 +553,13 @@ def predicted_for(summaries, run: dict) -> float | None:
     return predict_fall_behind(fit[0], float(run["rate"]), int(run["workers"]), float(run["sustained_rate"]),
                                cpu=cpu_inputs(fitted_cpu(summaries, run), run))
 
+def fell_mostly(fell) -> bool:
+    """Whether more than half of an arm's repeats fell behind (each a bool): an arm that fails here most times, the
+    mitigations' follow-up and the decision's (harness.experiments.soak.sweep, harness.article.sections.soak)."""
+    fell = list(fell)
+    return 2 * sum(fell) > len(fell)
+
+
 def model_check(predicted: float | None, measured: float | None, observed_s: float) -> str:
     """A prediction against a run the fit left out. measured: its seconds_to_fall_behind, None where it held
     observed_s without falling behind (a lower bound); predicted: None where the model put the fall beyond its

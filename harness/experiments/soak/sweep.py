@@ -87,8 +87,8 @@ class SoakSweep(Parameters):
     hold_until_failure: bool = setting(False, as_bool)
     hold_max: float = setting(120.0, as_float)
     repeats: int = setting(1, as_int)  # each arm's, unless the arm sets its own
-    # raced once on every held arm with its control in the section whose repeats all fell behind, each where it
-    # acts on the holder (holders.APPLIES_TO): chosen at run time by which arms failed (follow_up)
+    # raced once on every held arm with its control in the section, more than half of whose repeats fell behind,
+    # where it acts on the holder (holders.APPLIES_TO): chosen at run time by which arms failed (follow_up)
     mitigate: tuple = setting((), lambda name, values: as_mitigations(name, values))
 
     def check(self) -> None:
@@ -113,8 +113,10 @@ class SoakSweep(Parameters):
 
     def follow_up(self, summaries: list[dict]) -> list[soak.SoakParameters]:
         """The mitigations asked for (mitigate), once each, on every held arm with nothing else changed whose
-        control is among the arms and whose repeats were all stored and all fell behind (the rule's verdict, judged
-        or not); none already stored. Asked after the arms, then never again: the loop ends."""
+        control is among the arms and whose repeats were all stored, more than half of them fallen behind (the
+        rule's verdict, judged or not); none already stored. Asked after the arms, then never again: the loop ends.
+        Changed after a run (docs/soak.md): every repeat was asked to have fallen behind until one of three held the
+        90 s cap in the cold build of 2026-12-07 at 2a3f4f2, and no timeout was raced."""
         wanted = []
         for arm in self.arms:
             held = [self._arm(arm, r) for r in range(arm.get("repeats", self.repeats))]
@@ -123,8 +125,8 @@ class SoakSweep(Parameters):
                     or first.synchronous_commit != "on" or first.library != "none" or not self._has_control(arm):
                 continue
             stored = [_stored(summaries, p) for p in held]
-            if any(s is None for s in stored) or not all(s.get("verdict_if_judged") in soak_outcomes.FAILED
-                                                         for s in stored):
+            if any(s is None for s in stored) or not soak_outcomes.fell_mostly(s.get("verdict_if_judged") in soak_outcomes.FAILED
+                                                                for s in stored):
                 continue
             for mitigation in self.mitigate:
                 if first.holder not in soak_holders.APPLIES_TO[mitigation]:
