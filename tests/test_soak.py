@@ -115,6 +115,9 @@ def test_a_hold_long_enough_fails_the_queue_and_is_released_then_and_its_control
     # the sampler kept a sample of the table for every second, and the claim's buffers while it was slow
     samples = stored.table("samples")
     assert soak.soak_sampler.covered(samples, stored.summary["ended_s"]) and samples["buffers_per_claim"].notna().sum() >= 3
+    # and how the claim's read reached the table, on every row with an EXPLAIN: its plan, read from the statistics
+    explained = samples[samples["buffers_per_claim"].notna()]
+    assert explained["claim_scan"].str.contains("Scan").all(), explained["claim_scan"]
 
 
 def test_a_held_arm_that_fell_behind_asks_for_its_mitigation_from_its_stored_run(until_failure):

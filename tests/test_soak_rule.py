@@ -266,3 +266,20 @@ def test_the_summary_says_the_table_as_the_hold_found_it():
     assert sampler.at_hold(samples, 10.0)["autovacuum_before_hold_s"] is None
     assert sampler.at_hold(samples, 0.0) == {"dead_tuples_at_hold": None, "autovacuum_before_hold_s": None}
     assert sampler.at_hold(pd.DataFrame(columns=sampler.SAMPLE_COLUMNS), 20.0)["dead_tuples_at_hold"] is None
+
+
+def test_the_claim_s_plan_is_named_by_the_node_that_reads_the_table():
+    """EXPLAIN's JSON as PostgreSQL 16 gives it for the claim's read: the table reached by an index or a scan of it
+    all, under the limit and a sort, or the first partition's under an append; nothing where no node reads one."""
+    from harness.experiments.soak import sampler
+    indexed = {"Node Type": "Limit", "Plans": [{"Node Type": "Index Scan", "Relation Name": "jobs",
+                                                  "Index Name": "jobs_pkey"}]}
+    scanned = {"Node Type": "Limit", "Plans": [{"Node Type": "Sort", "Plans": [
+        {"Node Type": "Seq Scan", "Relation Name": "jobs"}]}]}
+    appended = {"Node Type": "Limit", "Plans": [{"Node Type": "Merge Append", "Plans": [
+        {"Node Type": "Sort", "Plans": []}, {"Node Type": "Index Scan", "Relation Name": "jobs_1",
+                                               "Index Name": "jobs_1_pkey"}]}]}
+    assert sampler.scan_of(indexed) == "Index Scan using jobs_pkey"
+    assert sampler.scan_of(scanned) == "Seq Scan"
+    assert sampler.scan_of(appended) == "Index Scan using jobs_1_pkey"
+    assert sampler.scan_of({"Node Type": "Result"}) == ""

@@ -45,6 +45,8 @@ def table_sql(table: str) -> str:
 SAMPLE_COLUMNS = ["t_s", "n_live_tup", "n_dead_tup", "autovacuum_count", "vacuum_count", "table_bytes",
                   "index_bytes", "wal_bytes", "horizon_age_xids", "horizon_age_s", "buffers_per_claim", "explain_ms",
                   "cpu_busy_share"]
+# what each EXPLAIN adds, on the row sampled nearest it; claim_scan: how the claim's read reached the table (scan_of)
+EXPLAINED_COLUMNS = ["buffers_per_claim", "explain_ms", "claim_scan"]
 COVERED_SHARE = 0.9  # a run sampled this share of its seconds or more passes its "sampled" check
 EXPLAIN_TIMEOUT_S = 30.0  # an EXPLAIN of the claim's read that takes longer is cancelled, and counted as such
 
@@ -136,7 +138,7 @@ class Sampler:
         top = plan[0]["Plan"]
         self.explained.append({"t_s": round(t, 3), "explain_ms": (time.perf_counter() - began) * 1000,
                                "buffers_per_claim": int(top.get("Shared Hit Blocks", 0))
-                               + int(top.get("Shared Read Blocks", 0))})
+                               + int(top.get("Shared Read Blocks", 0)), "claim_scan": scan_of(top)})
 
     def stop(self) -> pd.DataFrame:
         """The samples: one row per sample of the table, each EXPLAIN's buffers on the row sampled nearest it."""
@@ -144,13 +146,28 @@ class Sampler:
         for thread in self.threads:
             thread.join(STOP_GRACE_S + EXPLAIN_TIMEOUT_S)
         rows = pd.DataFrame(self.rows, columns=SAMPLE_COLUMNS).sort_values("t_s").reset_index(drop=True)
-        explained = pd.DataFrame(self.explained, columns=["t_s", "buffers_per_claim", "explain_ms"])
+        explained = pd.DataFrame(self.explained, columns=["t_s", *EXPLAINED_COLUMNS])
+        rows["claim_scan"] = None
         if len(rows) and len(explained):
             nearest = np.abs(rows["t_s"].to_numpy()[:, None] - explained["t_s"].to_numpy()[None, :]).argmin(axis=0)
             rows["buffers_per_claim"], rows["explain_ms"] = np.nan, np.nan
-            rows.loc[nearest, "buffers_per_claim"] = explained["buffers_per_claim"].to_numpy()
-            rows.loc[nearest, "explain_ms"] = explained["explain_ms"].to_numpy()
+            for column in EXPLAINED_COLUMNS:
+                rows.loc[nearest, column] = explained[column].to_numpy()
         return rows
+
+
+def scan_of(node: dict) -> str:
+    """How a plan reaches its table: the first node, depth first, that reads a relation ("Seq Scan", "Index Scan
+    using jobs_pkey"); the planner picks it from the table's statistics, which each ANALYZE (autovacuum's among
+    them) renews."""
+    if "Relation Name" in node:
+        index = node.get("Index Name")
+        return node["Node Type"] + (f" using {index}" if index else "")
+    for child in node.get("Plans", ()):
+        found = scan_of(child)
+        if found:
+            return found
+    return ""
 
 
 def covered(samples: pd.DataFrame, ended_s: float) -> bool:
