@@ -286,7 +286,8 @@ def test_the_command_s_prediction_takes_the_cpus_limit_where_the_runs_beside_car
     assert rule.predicted_for(summaries[1:], run) == rule.predict_fall_behind(5.0, 126.0, 4, 700.0)  # none beside
 
 
-CPU_FIGURES = {"cpu_ms_per_100k": 3.0, "busy_cores_before": 0.2, "empty_per_s": 40.0, "cpus": 2}
+# a run's CPU figures, and its workers' wait between polls as its procedure records it
+CPU_FIGURES = {"cpu_ms_per_100k": 3.0, "busy_cores_before": 0.2, "empty_per_s": 40.0, "cpus": 2, "poll_s": 0.05}
 
 
 @pytest.mark.parametrize("rate, figures, limit", [(126.0, CPU_FIGURES, "the CPUs"),
@@ -305,6 +306,7 @@ def test_the_table_says_which_limit_the_model_met_first(rate, figures, limit):
         assert table["CPU ms a statement per 100,000: fitted; its own"].iloc[2] == "3.0 (2 runs); 3.0"
         # at a reader's rate: every worker's every poll empty, the CPUs as busy before as in the run
         assert soak_model.cpu_at(frame.iloc[0], (3.0, 2), 140.0) == pytest.approx((3.0, 0.2, 80.0, 2))
+        assert soak_model.cpu_at(frame.iloc[0].drop("poll_s"), (3.0, 2), 140.0) is None  # stored without it
     else:
         assert found[2]["cpu"] is None
         assert table["CPU ms a statement per 100,000: fitted; its own"].iloc[2] == "— (no run sampled the CPUs); —"

@@ -91,7 +91,8 @@ def load_runs(runs) -> Loaded | None:
                                  # from the parameters: a library's run and one stored before the settings lack them
                                  "analytics_s": run.parameters.analytics_s,
                                  "analytics_sessions": run.parameters.analytics_sessions,
-                                 "vacuum_every": run.parameters.vacuum_every}
+                                 "vacuum_every": run.parameters.vacuum_every,
+                                 "poll_s": run.procedure.get("poll_s")}  # an idle worker's wait between polls
                               for i, run in enumerate(runs)])
     return Loaded(tuple(runs), summaries, series, samples,
                   {i: run.procedure.get("sample_s") for i, run in enumerate(runs)},

@@ -15,7 +15,6 @@ from harness.article.prose import join, table
 from harness.article.sections.soak_arms import arm_label, base_arm, held_label, onset_text, watched
 from harness.article.wording import Sentences
 from harness.experiments.soak import outcomes as soak_outcomes
-from harness.experiments.soak.processes import POLL_S
 
 SENTENCES = "soak_model"
 say = Sentences(SENTENCES)
@@ -138,8 +137,9 @@ def cpu_at(row, cpu_fit: tuple | None, rate: float) -> tuple | None:
     fitted slope; the CPUs as busy before the hold as in the run at `row` (a lower rate keeps them less busy: 0.2
     cores at 18 % where 0.3 to 0.5 at 80 %, 2026-12-07); every worker's every poll empty (a queue idle more often
     polls more often, each poll reading the versions kept)."""
-    at = {"busy_cores_before": row.get("busy_cores_before"), "empty_per_s": int(row["workers"]) / POLL_S,
-          "cpus": row.get("cpus")}
+    poll_s = row.get("poll_s")  # an idle worker's wait between polls, as the run's procedure recorded it
+    empty = None if poll_s is None or pd.isna(poll_s) or not poll_s else int(row["workers"]) / float(poll_s)
+    at = {"busy_cores_before": row.get("busy_cores_before"), "empty_per_s": empty, "cpus": row.get("cpus")}
     return soak_outcomes.cpu_inputs(cpu_fit, at)
 
 
@@ -200,6 +200,12 @@ def _slope(value) -> str:
     return DASH if value is None or pd.isna(value) else number(value, 1)
 
 
+def _limit_said(limit: str | None) -> str:
+    if limit is None:
+        return DASH
+    return say("limit.cpus") if limit == soak_outcomes.CPUS_LIMIT else say("limit.workers")
+
+
 def _cpu_slopes(fit: tuple | None, own) -> str:
     """The CPU slope fitted (over how many runs: a run stored before the CPUs were sampled has none) and the run's."""
     if fit is None:
@@ -219,7 +225,7 @@ def rows(runs: pd.DataFrame) -> pd.DataFrame:
             say("slopes", fitted=number(median, 1), range=span(low, high, lambda v: number(v, 1)),
                 own=number(row["claim_ms_per_100k"], 1)),
             _cpu_slopes(found["cpu_fit"], row.get("cpu_ms_per_100k")), _seconds(found["predicted"]),
-            say(f"limit.{found['limit']}") if found["limit"] else DASH,
+            _limit_said(found["limit"]),
             onset_text(runs, [found["position"]], "seconds_to_fall_behind"),
             _ratio(found, row), _check_said(found["check"])))))
     return pd.DataFrame(out, columns=list(COLUMNS))
@@ -264,8 +270,8 @@ def values(mine) -> dict[str, str]:
           for share in SHARES]
     # the CPUs' limit is said only where it was modelled: a fit and the run's own CPUs before its hold
     modelled = cpu_at(row, best["cpu_fit"], float(row["rate"])) is not None
-    return {"model_outcome": said,
-            "model_reader": say("reader" if modelled else "reader.workers_only", table=arm_label(row),
-                                slope=number(best["fit"][0], 1), workers=str(int(row["workers"])),
-                                sustained=number(row["sustained_rate"], 0), holds=join(at),
-                                **({"cpu": number(best["cpu_fit"][0], 1)} if modelled else {}))}
+    figures = {"table": arm_label(row), "slope": number(best["fit"][0], 1), "workers": str(int(row["workers"])),
+               "sustained": number(row["sustained_rate"], 0), "holds": join(at)}
+    reader = say("reader", cpu=number(best["cpu_fit"][0], 1), **figures) if modelled \
+        else say("reader.workers_only", **figures)
+    return {"model_outcome": said, "model_reader": reader}
