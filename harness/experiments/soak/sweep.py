@@ -125,8 +125,8 @@ class SoakSweep(Parameters):
                     or first.synchronous_commit != "on" or first.library != "none" or not self._has_control(arm):
                 continue
             stored = [_stored(summaries, p) for p in held]
-            if any(s is None for s in stored) or not soak_outcomes.fell_mostly(s.get("verdict_if_judged") in soak_outcomes.FAILED
-                                                                for s in stored):
+            if any(s is None for s in stored) or not soak_outcomes.fell_mostly(
+                    s.get("verdict_if_judged") in soak_outcomes.FAILED for s in stored):
                 continue
             for mitigation in self.mitigate:
                 if first.holder not in soak_holders.APPLIES_TO[mitigation]:
