@@ -229,6 +229,7 @@ def a11_held_horizon(loaded: dict):
         ended = with_it.get("pin_ended_early_s")
         without = _group_of(runs, pair[1])[0]
         fell_in_run = _fell_in_run(with_it)
+        fell = fallen(runs, without)  # the repeats without the timeout that fell behind
         values |= {"mitigation": with_it["mitigation_setting"], "mitigated_arm": arm_label(with_it),
                    "mitigated_rate": number(with_it["rate"], 0),
                    # how long the hold lasted under the timeout: until the server ended it, or all of it
@@ -241,16 +242,16 @@ def a11_held_horizon(loaded: dict):
                    "unmitigated_verdict": verdicts_text(runs, without),
                    # when the same hold without the timeout failed the queue, over its repeats: the timeout to set
                    # is below it
-                   "unmitigated_behind": onset_text(runs, fallen(runs, without) or without, "seconds_to_fall_behind"),
+                   "unmitigated_behind": onset_text(runs, fell or without, "seconds_to_fall_behind"),
                    "unmitigated_cpu": cpu_text([cpu_marked(runs.iloc[p]) for p in without]),
                    "unmitigated_slow": onset_text(runs, without, "seconds_to_slow"),
                    # the timeout kept the queue from falling behind over the whole run (not only its short hold)
                    # where the same hold without it fell behind in more than half its repeats (its part confirmed:
                    # timeout_arm). Changed after runs (docs/soak.md): a slowed claim no longer counts against it;
                    # every repeat was asked to have fallen behind until the cold build of 2026-12-07 at 2a3f4f2
-                   "unmitigated_share": fell_share(runs, without),
-                   "mitigation_helped": str(fell_in_run is None and soak_outcomes.fell_mostly(
-                       not censored for _, censored in onsets(runs, without, "seconds_to_fall_behind")))}
+                   "unmitigated_share": fell_share(fell, without),
+                   "mitigation_helped": str(fell_in_run is None
+                                            and soak_outcomes.fell_mostly(p in fell for p in without))}
         values |= soak_model.at_share(mine, pair[0], DECISION_SHARE)
     values["runs"] = runs_each(held)
     marked = sum(cpu_marked(row) is not None for _, row in held.iterrows())
@@ -338,10 +339,9 @@ def fallen(runs: pd.DataFrame, positions) -> list[int]:
     return [position for position, (_, censored) in zip(positions, found) if not censored]
 
 
-def fell_share(runs: pd.DataFrame, positions) -> str:
-    """How many of an arm's repeats fell behind, where some did not ("in 2 of 3 runs"); nothing where every one did
-    (the onsets then say it all)."""
-    fell = fallen(runs, positions)
+def fell_share(fell: list[int], positions) -> str:
+    """How many of an arm's repeats (positions) fell behind (fell: fallen's), where some did not ("in 2 of 3 runs");
+    nothing where every one did (the onsets then say it all)."""
     if len(fell) == len(positions):
         return ""
     return " " + say("fell_share", fell=count(len(fell)), runs=count(len(positions)))

@@ -508,7 +508,7 @@ def fitted(summaries, like: dict) -> tuple[float, float, float, int] | None:
     """The model's slope for a run like `like`, from other runs' summaries: those held with nothing else changed (no
     mitigation), judged, with a slope, and alike in FIT_ALIKE. (median, lowest, highest, runs) of their slopes, in
     ms per PER_VERSIONS versions; None where none is stored. The caller leaves the run it predicts out."""
-    slopes = [float(s["claim_ms_per_100k"]) for s in summaries if fits(s) and fit_key(s) == fit_key(like)]
+    slopes = _slopes_alike(summaries, like, "claim_ms_per_100k")
     if not slopes:
         return None
     return float(np.median(slopes)), min(slopes), max(slopes), len(slopes)
@@ -517,9 +517,14 @@ def fitted(summaries, like: dict) -> tuple[float, float, float, int] | None:
 def fitted_cpu(summaries, like: dict) -> tuple[float, int] | None:
     """The CPU limit's slope for a run like `like`, from fitted's runs that carry one (a run stored before the CPUs
     were sampled does not): (median, runs); None where none does."""
-    slopes = [float(s["cpu_ms_per_100k"]) for s in summaries if fits(s) and fit_key(s) == fit_key(like)
-              and s.get("cpu_ms_per_100k") is not None and not pd.isna(s["cpu_ms_per_100k"])]
+    slopes = _slopes_alike(summaries, like, "cpu_ms_per_100k")
     return (float(np.median(slopes)), len(slopes)) if slopes else None
+
+
+def _slopes_alike(summaries, like: dict, key: str) -> list[float]:
+    """`key` of the summaries a fit may take (fits) alike `like` (fit_key), where they carry it."""
+    return [float(s[key]) for s in summaries if fits(s) and fit_key(s) == fit_key(like)
+            and s.get(key) is not None and not pd.isna(s[key])]
 
 
 def cpu_inputs(cpu_fit: tuple | None, run) -> tuple | None:
@@ -552,6 +557,7 @@ def predicted_for(summaries, run: dict) -> float | None:
         return None
     return predict_fall_behind(fit[0], float(run["rate"]), int(run["workers"]), float(run["sustained_rate"]),
                                cpu=cpu_inputs(fitted_cpu(summaries, run), run))
+
 
 def fell_mostly(fell) -> bool:
     """Whether more than half of an arm's repeats fell behind (each a bool): an arm that fails here most times, the

@@ -3,6 +3,7 @@ JSON object per run with SHOWN's keys, the model's prediction from the runs stor
 
 from __future__ import annotations
 
+import functools
 import json
 
 from harness.experiments.soak import outcomes as soak_outcomes
@@ -39,9 +40,16 @@ SHOWN = ("shape", "strategy", "library", "storage", "synchronous_commit", "wal_s
 
 
 def _summary(run: Run) -> dict:
-    """A run's stored summary with the model's CPU figures, from its stored series and samples (outcomes.with_cpu)."""
+    """A run's stored summary with the model's CPU figures, from its stored series and samples (outcomes.with_cpu);
+    a sweep shows each run beside every other, so each is read once (_figured)."""
     if run.summary.get("phases") or run.summary.get("library"):
         return run.summary
+    return dict(_figured(run.path))
+
+
+@functools.lru_cache(maxsize=256)
+def _figured(path) -> dict:
+    run = Run(path)
     return soak_outcomes.with_cpu(run.summary, run.table("series"), run.table("samples"), run.client.get("cpu_count"))
 
 
